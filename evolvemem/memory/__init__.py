@@ -1,0 +1,1 @@
+"""Memories: what the extractor writes and the retriever reads."""

@@ -1,0 +1,42 @@
+"""Where the data folders (action space, prompts) and caches live.
+
+The folders sit at the top of a checkout and inside the package (`evolvemem/_data/`) in a wheel;
+we look in the checkout first so that editing a file there takes effect at once.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def data_dir(name: str) -> Path:
+    """Return the folder `name` ("action_space" or "prompts") wherever this install keeps it."""
+    for candidate in (_PACKAGE_DIR.parent / name, _PACKAGE_DIR / "_data" / name):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError(f"evolvemem data folder {name!r} is missing from this installation")
+
+
+def action_space_dir() -> Path:
+    return data_dir("action_space")
+
+
+def prompts_dir() -> Path:
+    return data_dir("prompts")
+
+
+def cache_dir() -> Path:
+    """Root of every on-disk cache (embeddings, memories, LLM responses, downloads).
+
+    `EVOLVEMEM_CACHE_DIR` overrides it; otherwise `$XDG_CACHE_HOME/evolvemem` or `~/.cache/evolvemem`.
+    """
+    explicit = os.environ.get("EVOLVEMEM_CACHE_DIR")
+    if explicit:
+        root = Path(explicit)
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        root = Path(base) / "evolvemem"
+    root.mkdir(parents=True, exist_ok=True)
+    return root

@@ -1,0 +1,50 @@
+"""Domain-agnostic question types, and a rule classifier for questions that come without one.
+
+Per-type overrides in a config are keyed by these names, so a config evolved on one benchmark
+transfers to another: each benchmark maps its own categories onto them.
+"""
+from __future__ import annotations
+
+import re
+
+QUESTION_TYPES = (
+    "single_fact",
+    "multi_hop",
+    "temporal",
+    "inference",
+    "adversarial",
+    "counting",
+    "knowledge_update",
+    "preference",
+)
+
+_TEMPORAL = re.compile(
+    r"^\s*(when|what (year|month|day|date|time)|how long (ago|before|after)|since when)\b"
+    r"|\b(before|after|during|first|last|earlier|later|how long|which (year|month|day))\b",
+    re.I,
+)
+_COUNTING = re.compile(r"^\s*how (many|much|often)\b|\bnumber of\b|\bhow many times\b", re.I)
+_INFERENCE = re.compile(
+    r"^\s*(would|could|might|is it likely|what might|why)\b|\b(likely|probably|might|would .* if)\b", re.I
+)
+_UPDATE = re.compile(r"\b(now|currently|current|latest|most recent(ly)?|still|anymore|these days)\b", re.I)
+_PREFERENCE = re.compile(r"\b(favou?rite|prefer|like(s|d)? (to|best)|recommend|suggest)\b", re.I)
+_MULTI = re.compile(r"\b(and|both|all|each|what are|which .* (and|or))\b", re.I)
+
+
+def classify_question(question: str) -> str:
+    """Assign a question type by surface rules (no model). Order matters: most specific first."""
+    text = question.strip()
+    if _COUNTING.search(text):
+        return "counting"
+    if _TEMPORAL.search(text):
+        return "temporal"
+    if _UPDATE.search(text):
+        return "knowledge_update"
+    if _PREFERENCE.search(text):
+        return "preference"
+    if _INFERENCE.search(text):
+        return "inference"
+    if _MULTI.search(text):
+        return "multi_hop"
+    return "single_fact"

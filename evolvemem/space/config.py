@@ -1,0 +1,216 @@
+"""`RetrievalConfig`: a frozen pydantic model generated from the registry, plus strict parsing.
+
+Parsing is strict about names and types (an unknown field or a wrong type is an error naming
+it) and lenient about ranges (an out-of-range value is clamped and the clamp is reported).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
+
+from evolvemem.errors import ConfigError
+from evolvemem.paths import action_space_dir
+from evolvemem.qtypes import QUESTION_TYPES
+from evolvemem.space.registry import Dimension, registry
+
+OVERRIDES = "per_category_overrides"
+
+
+@dataclass(frozen=True)
+class ClampReport:
+    """A value that was outside its safe range and was clamped."""
+
+    field: str
+    given: Any
+    used: Any
+    scope: str = "global"
+
+    def __str__(self) -> str:
+        where = "" if self.scope == "global" else f" (override for {self.scope})"
+        return f"{self.field}{where}: {self.given!r} is outside the safe range, clamped to {self.used!r}"
+
+
+def _clean_values(raw: dict, dims: dict[str, Dimension], source: str, scope: str,
+                  clamps: list[ClampReport] | None, per_type_only: bool) -> dict:
+    cleaned = {}
+    for key, value in raw.items():
+        dim = dims.get(key)
+        if dim is None:
+            raise ConfigError(f"{source}: unknown config field {key!r}" + (f" in override for {scope}" if scope != "global" else ""))
+        if per_type_only and not dim.per_type:
+            raise ConfigError(f"{source}: {key!r} cannot be overridden per question type")
+        try:
+            coerced = dim.coerce(value)
+        except ValueError as exc:
+            raise ConfigError(f"{source}: field {key!r}: {exc}") from None
+        used = dim.clamp(coerced)
+        if clamps is not None and used != coerced:
+            clamps.append(ClampReport(key, value, used, scope))
+        cleaned[key] = used
+    return cleaned
+
+
+def _clean(raw: Any, source: str, clamps: list[ClampReport] | None) -> dict:
+    if isinstance(raw, BaseModel):
+        return raw.model_dump()
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: a config must be a mapping of field names to values")
+    dims = registry()
+    flat = {k: v for k, v in raw.items() if k != OVERRIDES}
+    cleaned = _clean_values(flat, dims, source, "global", clamps, per_type_only=False)
+    overrides_raw = raw.get(OVERRIDES) or {}
+    if not isinstance(overrides_raw, dict):
+        raise ConfigError(f"{source}: {OVERRIDES} must map question types to settings")
+    overrides = {}
+    for qtype, settings in overrides_raw.items():
+        if qtype not in QUESTION_TYPES:
+            raise ConfigError(f"{source}: unknown question type {qtype!r} in {OVERRIDES} (known: {', '.join(QUESTION_TYPES)})")
+        if not isinstance(settings, dict):
+            raise ConfigError(f"{source}: override for {qtype} must be a mapping")
+        values = _clean_values(settings, dims, source, qtype, clamps, per_type_only=True)
+        if values:
+            overrides[qtype] = values
+    cleaned[OVERRIDES] = overrides
+    return cleaned
+
+
+class _ConfigBase(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _coerce_and_clamp(cls, data: Any) -> Any:
+        return _clean(data, "config", None) if isinstance(data, dict) else data
+
+    # ---- behaviour shared by every generated config -----------------------------------------
+    def fingerprint(self) -> str:
+        """Stable short hash of every value: equal configs, equal fingerprints."""
+        blob = json.dumps(self.model_dump(), sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def values(self) -> dict[str, Any]:
+        """Global values without the overrides."""
+        return {k: v for k, v in self.model_dump().items() if k != OVERRIDES}
+
+    def overrides(self) -> dict[str, dict[str, Any]]:
+        return {k: dict(v) for k, v in getattr(self, OVERRIDES).items()}
+
+    def for_type(self, question_type: str | None) -> "_ConfigBase":
+        """The effective config for one question: global values, then its type's override,
+        then the settings of any enabled `maps_to` dimension. Has no overrides of its own."""
+        values = self.values()
+        values.update(getattr(self, OVERRIDES).get(question_type or "", {}))
+        dims = registry()
+        for name, dim in dims.items():
+            if dim.maps_to and values.get(name):
+                values.update(_clean_values(dim.maps_to, dims, f"maps_to of {name}", "global", None, False))
+        values[OVERRIDES] = {}
+        return type(self).model_validate(values)
+
+    def with_changes(self, changes: dict[str, Any], question_type: str | None = None
+                     ) -> tuple["_ConfigBase", list[ClampReport]]:
+        """A new config with `changes` applied globally or to one type's override (clamped)."""
+        data = self.model_dump()
+        if question_type is None:
+            data.update(changes)
+        else:
+            merged = dict(data[OVERRIDES].get(question_type, {}))
+            merged.update(changes)
+            data[OVERRIDES] = {**data[OVERRIDES], question_type: merged}
+        return parse_config(data, source="proposal")
+
+
+def _field_for(dim: Dimension):
+    if dim.kind == "bool":
+        annotation: Any = bool
+    elif dim.kind == "enum":
+        annotation = Literal[tuple(dim.choices)]  # type: ignore[misc]
+    elif dim.kind == "int":
+        annotation = int
+    else:
+        annotation = float
+    if dim.optional:
+        annotation = Optional[annotation]
+    extra: dict[str, Any] = {"group": dim.group, "per_type": dim.per_type}
+    if dim.min is not None:
+        extra.update(minimum=dim.min, maximum=dim.max)
+    if dim.off is not None:
+        extra["off_value"] = dim.off
+    return (annotation, Field(default=dim.default, description=dim.description, json_schema_extra=extra))
+
+
+def _build_model():
+    fields = {name: _field_for(dim) for name, dim in registry().items()}
+    fields[OVERRIDES] = (
+        dict[str, dict[str, Any]],
+        Field(default_factory=dict, description="Per-question-type overrides: {type: {field: value}}."),
+    )
+    return create_model("RetrievalConfig", __base__=_ConfigBase, **fields)
+
+
+RetrievalConfig = _build_model()
+
+
+def parse_config(raw: Any, source: str = "config") -> tuple[Any, list[ClampReport]]:
+    """Validate a raw mapping into a `RetrievalConfig`, returning it with the clamps applied."""
+    clamps: list[ClampReport] = []
+    cleaned = _clean(raw, source, clamps)
+    try:
+        return RetrievalConfig.model_validate(cleaned), clamps
+    except ValidationError as exc:  # pragma: no cover - _clean already checked every field
+        first = exc.errors()[0]
+        raise ConfigError(f"{source}: field {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+
+
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in (action_space_dir() / "presets").glob("*.toml"))
+
+
+def load_config(name_or_path: str | Path) -> tuple[Any, list[ClampReport]]:
+    """Load a config from a preset name (`weak`, `default`) or a TOML/JSON file.
+
+    A run's exported config (`best_config.toml`) loads the same way."""
+    text = str(name_or_path)
+    preset = action_space_dir() / "presets" / f"{text}.toml"
+    path = preset if ("/" not in text and preset.is_file()) else Path(text)
+    if not path.is_file():
+        raise ConfigError(f"config {text!r} is neither a preset ({', '.join(preset_names())}) nor a file")
+    try:
+        if path.suffix == ".json":
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        else:
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot parse config ({exc})") from None
+    if isinstance(raw, dict) and "config" in raw and isinstance(raw["config"], dict):
+        raw = raw["config"]  # snapshots wrap the config with metadata
+    return parse_config(raw, source=str(path))
+
+
+def _toml_value(value: Any) -> str:
+    if value is None:
+        return '"null"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return json.dumps(str(value))
+
+
+def config_to_toml(config: Any, header: str = "") -> str:
+    """Readable TOML of a config (null written as "null"); `load_config` reads it back."""
+    lines = [f"# {line}" for line in header.splitlines()] if header else []
+    for key, value in config.values().items():
+        lines.append(f"{key} = {_toml_value(value)}")
+    for qtype, settings in config.overrides().items():
+        lines.append("")
+        lines.append(f"[{OVERRIDES}.{qtype}]")
+        for key, value in settings.items():
+            lines.append(f"{key} = {_toml_value(value)}")
+    return "\n".join(lines) + "\n"

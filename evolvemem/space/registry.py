@@ -1,0 +1,156 @@
+"""Load the action-space dimensions from `action_space/*.toml` (the one place they are defined)."""
+from __future__ import annotations
+
+import functools
+import math
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evolvemem.errors import ConfigError
+from evolvemem.paths import action_space_dir
+
+KINDS = ("int", "float", "bool", "enum")
+NULL_WORDS = ("null", "none", "off", "")
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One tunable setting: its type, safe range or choices, default and description."""
+
+    name: str
+    kind: str
+    default: Any
+    group: str
+    description: str
+    per_type: bool = False
+    min: float | None = None
+    max: float | None = None
+    off: Any = None
+    optional: bool = False
+    choices: tuple = ()
+    maps_to: dict = field(default_factory=dict)
+
+    # ---- value handling -------------------------------------------------------------------
+    def coerce(self, value: Any) -> Any:
+        """Turn a raw value (JSON, TOML, CLI string) into this dimension's type, or raise ValueError."""
+        if self.optional and (value is None or (isinstance(value, str) and value.strip().lower() in NULL_WORDS)):
+            return None
+        if value is None:
+            raise ValueError("null is not allowed here")
+        if self.kind == "bool":
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, (int, float)) and value in (0, 1):
+                return bool(value)
+            if isinstance(value, str) and value.strip().lower() in ("true", "yes", "on", "1"):
+                return True
+            if isinstance(value, str) and value.strip().lower() in ("false", "no", "off", "0"):
+                return False
+            raise ValueError(f"expected true or false, got {value!r}")
+        if self.kind == "enum":
+            text = str(value).strip()
+            if text not in self.choices:
+                raise ValueError(f"expected one of {', '.join(map(str, self.choices))}, got {value!r}")
+            return text
+        if isinstance(value, bool):
+            raise ValueError(f"expected a number, got {value!r}")
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"expected a number, got {value!r}") from None
+        if math.isnan(number):
+            raise ValueError("expected a number, got NaN")
+        if self.kind == "int":
+            if number != int(number) and not math.isinf(number):
+                number = round(number)
+            return int(number) if not math.isinf(number) else number
+        return number
+
+    def clamp(self, value: Any) -> Any:
+        """Clamp a coerced value into the safe range; the `off` value and null pass through."""
+        if value is None or self.kind in ("bool", "enum"):
+            return value
+        if self.off is not None and value == self.off:
+            return value
+        clamped = min(max(value, self.min), self.max)
+        return int(clamped) if self.kind == "int" else float(clamped)
+
+    def range_text(self) -> str:
+        if self.kind == "bool":
+            text = "true | false"
+        elif self.kind == "enum":
+            text = " | ".join(self.choices)
+        else:
+            fmt = "{:g}"
+            text = f"{fmt.format(self.min)}..{fmt.format(self.max)}"
+            if self.off is not None:
+                text += f" (or {self.off} = off)"
+        if self.optional:
+            text += " (or null = off)"
+        return text
+
+
+@functools.lru_cache(maxsize=None)
+def _load(folders: tuple[Path, ...]) -> dict[str, Dimension]:
+    dims: dict[str, Dimension] = {}
+    for folder in folders:
+        for path in sorted(folder.glob("*.toml")):
+            try:
+                tables = tomllib.loads(path.read_text(encoding="utf-8"))
+            except tomllib.TOMLDecodeError as exc:
+                raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+            for name, spec in tables.items():
+                if name in dims:
+                    raise ConfigError(f"{path}: dimension {name!r} is defined twice")
+                dims[name] = _dimension_from_table(path, name, spec)
+    return dims
+
+
+def _dimension_from_table(path: Path, name: str, spec: dict) -> Dimension:
+    where = f"{path.name}: [{name}]"
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{where} must be a table")
+    known = {"type", "min", "max", "off", "optional", "choices", "default", "per_type", "description", "group", "maps_to"}
+    unknown = set(spec) - known
+    if unknown:
+        raise ConfigError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+    kind = spec.get("type")
+    if kind not in KINDS:
+        raise ConfigError(f"{where}: type must be one of {', '.join(KINDS)}")
+    if kind in ("int", "float") and ("min" not in spec or "max" not in spec):
+        raise ConfigError(f"{where}: numeric dimensions need min and max")
+    if kind == "enum" and not spec.get("choices"):
+        raise ConfigError(f"{where}: enum dimensions need choices")
+    if not spec.get("description"):
+        raise ConfigError(f"{where}: description is required")
+    optional = bool(spec.get("optional", False))
+    if "default" not in spec and not optional:
+        raise ConfigError(f"{where}: default is required")
+    dim = Dimension(
+        name=name,
+        kind=kind,
+        default=None,
+        group=spec.get("group", path.stem.lstrip("0123456789_")),
+        description=spec["description"],
+        per_type=bool(spec.get("per_type", False)),
+        min=spec.get("min"),
+        max=spec.get("max"),
+        off=spec.get("off"),
+        optional=optional,
+        choices=tuple(spec.get("choices", ())),
+        maps_to=dict(spec.get("maps_to", {})),
+    )
+    try:
+        default = dim.clamp(dim.coerce(spec.get("default")))
+    except ValueError as exc:
+        raise ConfigError(f"{where}: bad default ({exc})") from None
+    return Dimension(**{**dim.__dict__, "default": default})
+
+
+def registry() -> dict[str, Dimension]:
+    """All dimensions, in file order. `EVOLVEMEM_ACTION_SPACE` adds folders (os.pathsep-separated)."""
+    extra = tuple(Path(p) for p in os.environ.get("EVOLVEMEM_ACTION_SPACE", "").split(os.pathsep) if p)
+    return _load((action_space_dir(),) + extra)
