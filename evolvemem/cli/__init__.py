@@ -1,0 +1,1 @@
+"""The `evolve` command line."""

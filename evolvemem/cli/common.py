@@ -1,0 +1,59 @@
+"""Pieces shared by several commands: loading data and configs, building roles, run dirs."""
+from __future__ import annotations
+
+import os
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from evolvemem.cli.ui import UI
+from evolvemem.errors import EvolveMemError
+
+ADVERSARIAL_PROTOCOLS = ("official", "paper")
+
+
+def load_split(benchmark: str, data: str | None, split: str, seed: int = 0) -> tuple[Any, Any]:
+    """Load a benchmark and return (full dataset, the requested split)."""
+    from evolvemem.data.loader import load_benchmark
+    from evolvemem.data.split import split_dataset
+
+    if split not in ("dev", "test", "all"):
+        raise EvolveMemError(f"--split must be dev, test or all, not {split!r}")
+    dataset = load_benchmark(benchmark, data)
+    return dataset, split_dataset(dataset, split)
+
+
+def load_config_reporting(ui: UI, name_or_path: str) -> Any:
+    from evolvemem.space.config import load_config
+
+    config, clamps = load_config(name_or_path)
+    for clamp in clamps:
+        ui.warn(str(clamp))
+    return config
+
+
+def model_settings(model: str | None, extract_model: str | None, answer_model: str | None,
+                   diagnosis_model: str | None, judge_model: str | None, api_base: str | None) -> Any:
+    from evolvemem.roles.factory import ModelSettings
+
+    return ModelSettings(model or os.environ.get("EVOLVEMEM_MODEL"), extract_model, answer_model,
+                         diagnosis_model, judge_model, api_base)
+
+
+def announce_models(ui: UI, settings: Any) -> None:
+    if settings.is_offline():
+        ui.info("[dim]No model configured: using the offline roles (rule-based extraction, extractive reader, "
+                "rubric diagnosis). Pass --model <litellm model> to use an LLM.[/dim]")
+    else:
+        roles = ", ".join(f"{role}={model}" for role, model in settings.as_dict().items())
+        ui.info(f"[dim]Models: {roles}[/dim]")
+
+
+def default_run_dir(kind: str, benchmark: str) -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{kind}-{benchmark}-{stamp}"
+
+
+def command_line() -> str:
+    return " ".join(["evolve", *sys.argv[1:]])

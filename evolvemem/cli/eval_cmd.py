@@ -1,0 +1,82 @@
+"""`evolve eval`: score one retrieval config and write every question's record to DuckDB."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from evolvemem.cli.common import announce_models, command_line, default_run_dir, load_config_reporting, load_split
+from evolvemem.cli.ui import UI, category_table
+
+
+def memory_rows(workspace: Any, round_no: int = 0) -> list[dict]:
+    return [
+        {"memory_id": m.memory_id, "conversation_id": m.conversation_id, "added_round": m.added_round or round_no,
+         "memory_type": m.memory_type, "content": m.content, "source_turn_ids": list(m.source_turn_ids),
+         "session_id": m.session_id, "timestamp": m.timestamp, "importance": m.importance}
+        for units in workspace.memories.values() for m in units
+    ]
+
+
+def build_workspace(ui: UI, dataset: Any, roles: Any, embedding_model: str | None) -> Any:
+    from evolvemem.workspace import Workspace
+
+    workspace = Workspace(dataset, roles, embedding_model)
+    with ui.progress() as bars:
+        stats = workspace.build(progress=bars.stage)
+    ui.info(f"[dim]{stats.memories} memories in {len(dataset.conversations)} conversations "
+            f"({stats.conversations_from_cache} from cache); extraction {stats.extraction_seconds:.1f}s, "
+            f"indexing {stats.index_seconds:.1f}s[/dim]")
+    return workspace
+
+
+def run_eval(ui: UI, *, benchmark: str, data: str | None, config_name: str, settings: Any, split: str,
+             out: str | None, protocol: str, concurrency: int, embedding_model: str | None,
+             cache_enabled: bool) -> dict:
+    from evolvemem.evaluate import evaluate
+    from evolvemem.roles.factory import build_roles
+    from evolvemem.store import RunStore
+
+    config = load_config_reporting(ui, config_name)
+    full, dataset = load_split(benchmark, data, split)
+    announce_models(ui, settings)
+    run_dir = Path(out) if out else default_run_dir("eval", benchmark)
+    roles = build_roles(settings, cache_enabled=cache_enabled)
+    with RunStore(run_dir) as store:
+        store.set_manifest({
+            "kind": "eval", "benchmark": benchmark, "data_source": full.source, "data_hash": full.content_hash,
+            "split": split, "models": settings.as_dict(), "adversarial_protocol": protocol,
+            "config_source": config_name, "command": command_line(),
+            "embedding_model": embedding_model or "default",
+        })
+        workspace = build_workspace(ui, dataset, roles, embedding_model)
+        if not store.query("SELECT 1 FROM memories LIMIT 1"):
+            store.insert("memories", memory_rows(workspace))
+        store.begin_round(0, "eval", config)
+        total = len(dataset.questions)
+        counts = {"done": 0, "failed": 0, "hits": 0}
+        with ui.progress() as bars:
+            def on_record(record: dict) -> None:
+                counts["done"] += 1
+                counts["failed"] += int(bool(record.get("failed")))
+                counts["hits"] += int(record.get("cache_hits") or 0)
+                bars.update("answer", counts["done"], total,
+                            extra=f"cache hits {counts['hits']} · failed {counts['failed']}")
+            outcome = evaluate(workspace, config, dataset.questions, store=store, round_no=0, phase="eval",
+                               concurrency=concurrency, protocol=protocol, on_record=on_record)
+        store.finish_round(0, "eval", outcome.summary, outcome.wall_seconds)
+        (run_dir / "config.toml").write_text(_config_toml(config, config_name), encoding="utf-8")
+    label = "" if protocol == "official" else " [adversarial scored with the EvolveMem paper protocol]"
+    ui.print(category_table(outcome.summary, f"{benchmark} ({split}) · config {config_name}{label}"))
+    ui.info(f"records: {run_dir / 'run.duckdb'}  ({outcome.wall_seconds:.1f}s)")
+    return {"run_dir": str(run_dir), "protocol": protocol, "overall": _overall(outcome.summary),
+            "by_category": outcome.summary["by_category"]}
+
+
+def _overall(summary: dict) -> dict:
+    return {k: v for k, v in summary.items() if k != "by_category"}
+
+
+def _config_toml(config: Any, source: str) -> str:
+    from evolvemem.space.config import config_to_toml
+
+    return config_to_toml(config, header=f"evolvemem config (from {source})")

@@ -1,0 +1,93 @@
+"""Console output: progress bars, tables, the one-line error style, the final JSON object.
+
+Human-readable output goes to stderr when `--json` is given so that stdout carries exactly one
+JSON object; `--quiet` hides progress bars."""
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+
+class UI:
+    def __init__(self, json_mode: bool = False, quiet: bool = False):
+        self.json_mode = json_mode
+        self.quiet = quiet
+        self.console = Console(stderr=json_mode, highlight=False)
+        self.err = Console(stderr=True, highlight=False)
+
+    def info(self, message: str) -> None:
+        if not self.quiet:
+            self.console.print(message)
+
+    def warn(self, message: str) -> None:
+        self.err.print(f"[yellow]warning:[/yellow] {message}")
+
+    def print(self, renderable: Any) -> None:
+        self.console.print(renderable)
+
+    def emit_json(self, payload: dict) -> None:
+        sys.stdout.write(json.dumps(payload, default=str) + "\n")
+        sys.stdout.flush()
+
+    @contextmanager
+    def progress(self) -> Iterator["Bars"]:
+        bars = Bars(self)
+        if self.quiet:
+            yield bars
+            return
+        with Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[extra]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+            console=self.err, transient=False,
+        ) as progress:
+            bars.progress = progress
+            yield bars
+
+
+class Bars:
+    """Named progress bars; a stage callback `(stage, done, total)` updates or creates one."""
+
+    def __init__(self, ui: UI):
+        self.ui = ui
+        self.progress: Progress | None = None
+        self.tasks: dict[str, Any] = {}
+
+    def update(self, name: str, done: int, total: int, extra: str = "") -> None:
+        if self.progress is None:
+            return
+        if name not in self.tasks:
+            self.tasks[name] = self.progress.add_task(name, total=total, extra=extra)
+        self.progress.update(self.tasks[name], completed=done, total=total, extra=extra)
+
+    def stage(self, stage: str, done: int, total: int) -> None:
+        self.update(stage, done, total)
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def category_table(summary: dict, title: str) -> Table:
+    """Per-category F1 / BLEU-1 / evidence recall / n, then the headline averages."""
+    table = Table(title=title, title_justify="left")
+    for col in ("category", "n", "F1", "BLEU-1", "evidence recall", "failed"):
+        table.add_column(col, justify="left" if col == "category" else "right")
+    for key, row in summary["by_category"].items():
+        table.add_row(f"{key} {row.get('name', '')}".strip(), str(row["n"]), fmt(row["f1"]), fmt(row["bleu1"]),
+                      fmt(row.get("evidence_recall")), str(row.get("n_failed", 0)))
+    table.add_section()
+    table.add_row("main (non-adversarial)", str(summary.get("n_main", "")), fmt(summary["main"]), "", "", "")
+    table.add_row("adversarial", str(summary.get("n_adversarial", "")), fmt(summary["adversarial"]), "", "", "")
+    table.add_row("all", str(summary["n"]), fmt(summary["all"]), fmt(summary.get("bleu1")),
+                  fmt(summary.get("evidence_recall")), str(summary["n_failed"]))
+    return table

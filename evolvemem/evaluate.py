@@ -1,0 +1,171 @@
+"""Score one config on a set of questions: retrieve → answer (→ verify) → score → record.
+
+Each question's effective config is resolved once (global + its type's override) and passed
+down. Records are written to the run store in question order, in batches, so an interrupted
+evaluation resumes from the last finished question. LLM-backed roles run concurrently with a
+bound; offline roles are CPU-bound and run in a plain loop (threads would only add overhead)."""
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from evolvemem.data.models import Question
+from evolvemem.roles.protocols import AnswerResult, CallCost
+from evolvemem.workspace import Workspace
+
+FLUSH_EVERY = 64
+RecordFn = Callable[[dict], None]
+
+
+@dataclass
+class EvalOutcome:
+    summary: dict
+    records: list[dict]
+    wall_seconds: float
+    n_reused: int = 0
+
+
+def _view_label(views: dict[str, int]) -> str:
+    return "|".join(f"{name}:{rank}" for name, rank in sorted(views.items(), key=lambda kv: kv[1]))
+
+
+def _share(evidence: tuple[str, ...], turn_ids: set[str]) -> float | None:
+    if not evidence:
+        return None
+    return sum(1 for e in evidence if e in turn_ids) / len(evidence)
+
+
+def answer_question(ws: Workspace, question: Question, config: Any, *, protocol: str, benchmark: str,
+                    judge: Any = None) -> dict:
+    """The full per-question path; returns one `question_records` row (without round/phase)."""
+    from evolvemem.scoring import score_prediction
+    from evolvemem.scoring.metrics import is_abstention
+
+    effective = config.for_type(question.question_type)
+    started = time.perf_counter()
+    retrieval = ws.retrievers[question.conversation_id].retrieve(question, effective)
+    context = [item.memory for item in retrieval.items]
+    cost = retrieval.cost
+    answer: AnswerResult = ws.roles.answerer.answer(question, context, effective.answer_style)
+    cost = cost + answer.cost
+    if effective.enable_answer_verification and not answer.failed:
+        answer = ws.roles.verifier.verify(question, context, answer, effective.verification_style)
+        cost = cost + answer.cost
+    latency_ms = (time.perf_counter() - started) * 1000
+
+    in_context = {t for m in context for t in m.source_turn_ids}
+    ranked = in_context | {t for item in retrieval.cut for t in item.memory.source_turn_ids}
+    gold = question.adversarial_answer if (protocol == "paper" and question.adversarial_answer) else question.answer
+    record = {
+        "question_id": question.question_id,
+        "conversation_id": question.conversation_id,
+        "category": question.category,
+        "question_type": question.question_type,
+        "question": question.text,
+        "gold": gold or "",
+        "prediction": answer.text,
+        "evidence_ids": list(question.evidence),
+        "evidence_recall": _share(question.evidence, in_context),
+        "evidence_covered": _share(question.evidence, ws.covered_turns[question.conversation_id]),
+        "evidence_retrieved": _share(question.evidence, ranked),
+        "abstained": is_abstention(answer.text),
+        "failed": answer.failed,
+        "error": answer.error or None,
+        "context_ids": [m.memory_id for m in context],
+        "context_views": [_view_label(item.views) for item in retrieval.items],
+        "cut_ids": [item.memory.memory_id for item in retrieval.cut],
+        "sub_queries": list(retrieval.sub_queries),
+        "config_fingerprint": effective.fingerprint(),
+        "latency_ms": latency_ms,
+    }
+    if not answer.failed:
+        record.update(score_prediction(question, answer.text, protocol=protocol, benchmark=benchmark))
+        if judge is not None:
+            verdict, judge_cost = judge.judge(question.text, question.answer or "not mentioned", answer.text)
+            record["judge"] = verdict
+            cost = cost + judge_cost
+    record.update(calls=cost.calls, cache_hits=cost.cache_hits,
+                  prompt_tokens=cost.prompt_tokens, completion_tokens=cost.completion_tokens)
+    return record
+
+
+def evaluate(ws: Workspace, config: Any, questions: list[Question], *, store: Any = None, round_no: int = 0,
+             phase: str = "eval", concurrency: int = 8, protocol: str = "official",
+             on_record: RecordFn | None = None, reuse: dict[tuple[str, str], dict] | None = None) -> EvalOutcome:
+    """Evaluate `config` on `questions`, writing records to `store` (if given) as they finish.
+
+    `reuse` maps (question_id, effective-config fingerprint) to an earlier record: when the
+    effective config and memories are unchanged the record is copied, not recomputed."""
+    from evolvemem.scoring.aggregate import summarise
+
+    started = time.perf_counter()
+    done_ids: set[str] = set()
+    if store is not None:
+        store.drop_failed(round_no, phase)
+        done_ids = store.finished_question_ids(round_no, phase)
+    todo = [q for q in questions if q.question_id not in done_ids]
+    ws.prepare(todo)
+    judge = ws.roles.judge
+    benchmark = ws.dataset.name
+
+    pending: dict[int, dict] = {}
+    next_to_flush = 0
+    buffer: list[dict] = []
+    fresh: list[dict] = []
+    n_reused = 0
+
+    def finish(index: int, record: dict) -> None:
+        nonlocal next_to_flush
+        record = {"round": round_no, "phase": phase, **record}
+        pending[index] = record
+        while next_to_flush in pending:
+            ready = pending.pop(next_to_flush)
+            buffer.append(ready)
+            fresh.append(ready)
+            next_to_flush += 1
+        if store is not None and len(buffer) >= FLUSH_EVERY:
+            store.insert("question_records", buffer)
+            buffer.clear()
+        if on_record:
+            on_record(record)
+
+    def run_one(question: Question) -> dict:
+        key = (question.question_id, config.for_type(question.question_type).fingerprint())
+        if reuse is not None and key in reuse:
+            return {**reuse[key], "_reused": True}
+        try:
+            return answer_question(ws, question, config, protocol=protocol, benchmark=benchmark, judge=judge)
+        except Exception as exc:  # a role bug or an LLM fault must not kill the round
+            return {"question_id": question.question_id, "conversation_id": question.conversation_id,
+                    "category": question.category, "question_type": question.question_type,
+                    "question": question.text, "gold": question.answer, "prediction": "",
+                    "failed": True, "error": f"{type(exc).__name__}: {exc}"[:300]}
+
+    try:
+        if ws.roles.uses_llm and concurrency > 1:
+            with ThreadPoolExecutor(max_workers=concurrency) as pool:
+                futures = {pool.submit(run_one, q): i for i, q in enumerate(todo)}
+                for fut in as_completed(futures):
+                    record = fut.result()
+                    n_reused += int(record.pop("_reused", False))
+                    finish(futures[fut], record)
+        else:
+            for i, q in enumerate(todo):
+                record = run_one(q)
+                n_reused += int(record.pop("_reused", False))
+                finish(i, record)
+    finally:
+        if store is not None and buffer:
+            store.insert("question_records", buffer)
+            buffer.clear()
+
+    if store is not None:
+        records = store.query(
+            "SELECT * FROM question_records WHERE round = ? AND phase = ? ORDER BY question_id", [round_no, phase])
+    else:
+        records = fresh
+    ds = ws.dataset
+    summary = summarise(records, adversarial_categories=ds.adversarial_categories, category_names=ds.category_names)
+    return EvalOutcome(summary, records, time.perf_counter() - started, n_reused)

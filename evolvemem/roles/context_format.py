@@ -1,0 +1,161 @@
+"""How memories and answers are written as text — in both directions.
+
+Extractors write memories like `"[8 May 2023] Priya: I started a pottery class yesterday.
+(yesterday = 7 May 2023)"`; LLM extractors write third-person sentences with absolute dates.
+The answer prompts need them numbered and dated, and the offline reader needs them taken
+apart again (date label, speaker, body, resolved-date notes). Keeping both directions and the
+date vocabulary here means the layout is known in exactly one place.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Sequence
+
+from evolvemem.memory.unit import MemoryUnit
+
+ABSTENTION = "Not mentioned in the conversation."
+"""What every answerer says when the context does not contain the answer (the LoCoMo scorer
+counts a prediction containing "not mentioned" as a correct abstention)."""
+
+MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
+          "september", "october", "november", "december")
+_MONTH_INDEX = {name: i + 1 for i, name in enumerate(MONTHS)}
+_MONTH_INDEX.update({name[:3]: i + 1 for i, name in enumerate(MONTHS)})
+_MONTH_INDEX["sept"] = 9
+_MONTH_RE = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+
+# Explicit date expressions, most specific first. Each yields (day, month, year) parts.
+_DATE_PATTERNS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = (
+    (re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b"), ("year", "month_num", "day")),
+    (re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH_RE})\.?,?\s+(\d{{4}})\b", re.I), ("day", "month", "year")),
+    (re.compile(rf"\b({_MONTH_RE})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.I), ("month", "day", "year")),
+    (re.compile(rf"\b({_MONTH_RE})\.?,?\s+(?:of\s+)?(\d{{4}})\b", re.I), ("month", "year")),
+    (re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH_RE})\b", re.I), ("day", "month")),
+    (re.compile(rf"\b({_MONTH_RE})\s+(\d{{1,2}})(?:st|nd|rd|th)?\b", re.I), ("month", "day")),
+    (re.compile(r"\b((?:19|20)\d{2})\b"), ("year",)),
+)
+
+_DATE_LABEL = re.compile(r"^\s*\[([^\]]{4,40})\]\s*")
+_SPEAKER = re.compile(r"^([A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}):\s+")
+_NOTE = re.compile(r"\(\s*([^()=]{1,40}?)\s*=\s*([^()]{1,60}?)\s*\)")
+
+
+@dataclass(frozen=True)
+class DateMention:
+    """A date written in text: the parts it names, where it was, and a canonical rendering."""
+
+    text: str
+    start: int
+    day: int | None
+    month: int | None
+    year: int | None
+
+    @property
+    def canonical(self) -> str:
+        """"7 May 2023", "May 2023", "2023" — the LoCoMo gold style, no zero padding."""
+        parts = []
+        if self.day and self.month:
+            parts.append(str(self.day))
+        if self.month:
+            parts.append(MONTHS[self.month - 1].capitalize())
+        if self.year:
+            parts.append(str(self.year))
+        return " ".join(parts) if parts else self.text
+
+
+@dataclass(frozen=True)
+class MemoryText:
+    """A memory's content taken apart: optional date label and speaker, the body, and any
+    resolved relative-date notes `(expression = absolute value)` the extractor appended."""
+
+    date_label: str | None
+    speaker: str | None
+    body: str
+    notes: tuple[tuple[str, str], ...]
+
+
+def format_date(value: datetime | date | None) -> str:
+    """`7 May 2023` (day without zero padding), or "" when there is no date."""
+    if value is None:
+        return ""
+    return f"{value.day} {MONTHS[value.month - 1].capitalize()} {value.year}"
+
+
+def find_dates(text: str) -> list[DateMention]:
+    """Explicit date expressions in `text`, left to right, without overlaps."""
+    found: list[DateMention] = []
+    taken: list[tuple[int, int]] = []
+    for pattern, roles in _DATE_PATTERNS:
+        for match in pattern.finditer(text):
+            span = match.span()
+            if any(span[0] < end and start < span[1] for start, end in taken):
+                continue
+            parts = dict(zip(roles, match.groups()))
+            month = _MONTH_INDEX.get(parts["month"].lower().rstrip(".")) if "month" in parts else None
+            if "month_num" in parts:
+                month = int(parts["month_num"])
+            day = int(parts["day"]) if "day" in parts else None
+            if (month is not None and not 1 <= month <= 12) or (day is not None and not 1 <= day <= 31):
+                continue
+            if roles == ("month", "day") and parts["month"].lower() == "may" and day is not None and day > 31:
+                continue
+            year = int(parts["year"]) if "year" in parts else None
+            found.append(DateMention(match.group(0), span[0], day, month, year))
+            taken.append(span)
+    return sorted(found, key=lambda d: d.start)
+
+
+@functools.lru_cache(maxsize=65536)
+def parse_memory_text(content: str) -> MemoryText:
+    """Split a memory's content into date label, speaker, body and resolved-date notes."""
+    rest = content
+    label = None
+    match = _DATE_LABEL.match(rest)
+    if match and find_dates(match.group(1)):
+        label = match.group(1).strip()
+        rest = rest[match.end():]
+    speaker = None
+    match = _SPEAKER.match(rest)
+    if match:
+        speaker = match.group(1)
+        rest = rest[match.end():]
+    notes = tuple((expr.strip(), value.strip()) for expr, value in _NOTE.findall(rest))
+    body = _NOTE.sub("", rest).strip() if notes else rest.strip()
+    return MemoryText(label, speaker, body, notes)
+
+
+def memory_date_text(unit: MemoryUnit) -> str:
+    """The memory's own date as text: its timestamp, else its content's date label, else ""."""
+    if unit.timestamp is not None:
+        return format_date(unit.timestamp)
+    label = parse_memory_text(unit.content).date_label
+    if label:
+        mentions = find_dates(label)
+        return mentions[0].canonical if mentions else label
+    return ""
+
+
+def format_context(context: Sequence[MemoryUnit]) -> str:
+    """Numbered, dated memories for an answer prompt, one per line, in ranked order.
+
+    A memory whose content already starts with a date label is shown as is; otherwise its
+    timestamp is prefixed, so the model can always turn relative times into absolute dates."""
+    if not context:
+        return "(no memories were retrieved)"
+    lines = []
+    for number, unit in enumerate(context, start=1):
+        content = " ".join(unit.content.split())
+        if parse_memory_text(content).date_label is None:
+            when = memory_date_text(unit)
+            if when:
+                content = f"[{when}] {content}"
+        lines.append(f"{number}. {content}")
+    return "\n".join(lines)
+
+
+def format_question_date(value: datetime | date | None) -> str:
+    """The date a question is asked, for prompts ("unknown" when the benchmark gives none)."""
+    return format_date(value) or "unknown"

@@ -1,0 +1,100 @@
+"""Build the roles for a run from model settings: `offline` implementations when no model is
+configured for a role, litellm-backed ones otherwise. The engine only sees the Protocols."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+OFFLINE = "offline"
+ROLE_NAMES = ("extract", "decompose", "answer", "verify", "judge", "diagnose")
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """Which model each role uses. `model` is the default for every role; a per-role value
+    overrides it; None or "offline" means the offline implementation (the judge is off)."""
+
+    model: str | None = None
+    extract_model: str | None = None
+    answer_model: str | None = None
+    diagnosis_model: str | None = None
+    judge_model: str | None = None
+    api_base: str | None = None
+
+    def for_role(self, role: str) -> str:
+        specific = {
+            "extract": self.extract_model,
+            "decompose": self.answer_model,
+            "answer": self.answer_model,
+            "verify": self.answer_model,
+            "diagnose": self.diagnosis_model,
+            "judge": self.judge_model,
+        }[role]
+        chosen = specific or (None if role == "judge" else self.model)
+        return chosen if chosen and chosen != OFFLINE else OFFLINE
+
+    def is_offline(self) -> bool:
+        return all(self.for_role(r) == OFFLINE for r in ROLE_NAMES)
+
+    def as_dict(self) -> dict[str, str]:
+        return {role: self.for_role(role) for role in ROLE_NAMES}
+
+
+@dataclass
+class Roles:
+    extractor: Any
+    decomposer: Any
+    answerer: Any
+    verifier: Any
+    judge: Any | None
+    settings: ModelSettings
+    ledger: Any = None
+    clients: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def uses_llm(self) -> bool:
+        return not self.settings.is_offline()
+
+
+def build_roles(settings: ModelSettings, cache_enabled: bool = True) -> Roles:
+    """Instantiate every role. LLM clients share one usage ledger and one response cache."""
+    from evolvemem.memory.offline_extract import OfflineExtractor
+    from evolvemem.retrieval.decompose import RuleDecomposer
+    from evolvemem.roles.answer_offline import OfflineAnswerer
+    from evolvemem.roles.verify import OfflineVerifier
+
+    ledger = None
+    clients: dict[str, Any] = {}
+
+    def client_for(role: str):
+        nonlocal ledger
+        from evolvemem.llm.cache import ResponseCache
+        from evolvemem.llm.client import LLMClient
+        from evolvemem.llm.usage import UsageLedger
+
+        model = settings.for_role(role)
+        if ledger is None:
+            ledger = UsageLedger()
+        if model not in clients:
+            clients[model] = LLMClient(model, api_base=settings.api_base, usage=ledger,
+                                       cache=ResponseCache(enabled=cache_enabled))
+        return clients[model]
+
+    if settings.for_role("extract") == OFFLINE:
+        extractor = OfflineExtractor()
+    else:
+        from evolvemem.memory.llm_extract import LLMExtractor
+        extractor = LLMExtractor(client_for("extract"))
+    if settings.for_role("answer") == OFFLINE:
+        answerer, verifier, decomposer = OfflineAnswerer(), OfflineVerifier(), RuleDecomposer()
+    else:
+        from evolvemem.retrieval.decompose import LLMDecomposer
+        from evolvemem.roles.answer_llm import LLMAnswerer
+        from evolvemem.roles.verify import LLMVerifier
+        client = client_for("answer")
+        answerer, verifier, decomposer = LLMAnswerer(client), LLMVerifier(client), LLMDecomposer(client)
+    judge = None
+    if settings.for_role("judge") != OFFLINE:
+        from evolvemem.scoring.judge import LLMJudge
+        judge = LLMJudge(client_for("judge"))
+    return Roles(extractor, decomposer, answerer, verifier, judge, settings, ledger, clients)

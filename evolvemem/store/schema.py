@@ -1,0 +1,104 @@
+"""Tables of the run store. The README documents them; users query them with SQL.
+
+Each table is (column, DuckDB type, description); `create_statements()` and the README table
+are generated from this one definition."""
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+TABLES: dict[str, list[tuple[str, str, str]]] = {
+    "manifest": [
+        ("key", "VARCHAR", "manifest field (benchmark, data_hash, models, diagnoser, seed, version, command, ...)"),
+        ("value", "JSON", "its value"),
+    ],
+    "rounds": [
+        ("round", "INTEGER", "round number (0 = starting config); `evolve eval` writes round 0"),
+        ("phase", "VARCHAR", "dev, test_start, test_best, eval or transfer"),
+        ("config_fingerprint", "VARCHAR", "hash of the config that produced this round's score"),
+        ("config", "JSON", "that config, in full"),
+        ("status", "VARCHAR", "running or done"),
+        ("n_questions", "INTEGER", "questions scored (failed ones excluded)"),
+        ("n_failed", "INTEGER", "questions whose LLM calls all failed (retried on --resume)"),
+        ("main_f1", "DOUBLE", "mean F1 over non-adversarial categories (LoCoMo 1-4)"),
+        ("adversarial_f1", "DOUBLE", "mean F1 over adversarial questions"),
+        ("all_f1", "DOUBLE", "mean F1 over all questions"),
+        ("evidence_recall", "DOUBLE", "mean evidence recall over questions with gold evidence"),
+        ("by_category", "JSON", "per-category n, F1, BLEU-1, evidence recall"),
+        ("wall_seconds", "DOUBLE", "wall time of the evaluation"),
+        ("started_at", "TIMESTAMP", "start time (UTC)"),
+        ("finished_at", "TIMESTAMP", "end time (UTC)"),
+    ],
+    "question_records": [
+        ("round", "INTEGER", "round number"),
+        ("phase", "VARCHAR", "dev, test_start, test_best, eval or transfer"),
+        ("question_id", "VARCHAR", "benchmark question id"),
+        ("conversation_id", "VARCHAR", "conversation it is about"),
+        ("category", "VARCHAR", "the benchmark's own category label"),
+        ("question_type", "VARCHAR", "domain-agnostic type used for overrides"),
+        ("question", "VARCHAR", "question text"),
+        ("gold", "VARCHAR", "gold answer (adversarial: the trap answer under the paper protocol)"),
+        ("prediction", "VARCHAR", "the answer given"),
+        ("f1", "DOUBLE", "token F1 under the run's protocol (official LoCoMo by default)"),
+        ("bleu1", "DOUBLE", "BLEU-1"),
+        ("exact_match", "DOUBLE", "normalised exact match"),
+        ("mc_accuracy", "DOUBLE", "multiple-choice accuracy (multiple-choice benchmarks only)"),
+        ("judge", "DOUBLE", "LLM-judge verdict 1/0 when a judge model is configured"),
+        ("evidence_ids", "VARCHAR[]", "gold evidence turn ids"),
+        ("evidence_recall", "DOUBLE", "share of gold evidence turns that reached the answer context"),
+        ("evidence_covered", "DOUBLE", "share of gold evidence turns covered by any memory (extraction)"),
+        ("evidence_retrieved", "DOUBLE", "share of gold evidence turns among all ranked candidates, before the budget cut"),
+        ("abstained", "BOOLEAN", "the prediction is an abstention"),
+        ("failed", "BOOLEAN", "every LLM call for this question failed; not scored"),
+        ("error", "VARCHAR", "why it failed"),
+        ("context_ids", "VARCHAR[]", "memory ids in the answer context, in context order"),
+        ("context_views", "VARCHAR[]", "for each context memory, the views that found it with ranks, e.g. 'keyword:1|semantic:3'"),
+        ("cut_ids", "VARCHAR[]", "candidates ranked but cut by max_context"),
+        ("sub_queries", "VARCHAR[]", "sub-queries when decomposition ran"),
+        ("config_fingerprint", "VARCHAR", "fingerprint of the effective config for this question"),
+        ("latency_ms", "DOUBLE", "wall time of retrieval + answering"),
+        ("calls", "INTEGER", "LLM calls made (cache hits excluded)"),
+        ("cache_hits", "INTEGER", "LLM calls answered from the cache"),
+        ("prompt_tokens", "INTEGER", "prompt tokens of new calls"),
+        ("completion_tokens", "INTEGER", "completion tokens of new calls"),
+    ],
+    "usage": [
+        ("round", "INTEGER", "round number (-1 = run setup: extraction and indexing)"),
+        ("phase", "VARCHAR", "phase"),
+        ("role", "VARCHAR", "extract, decompose, answer, verify, judge or diagnose"),
+        ("calls", "INTEGER", "LLM calls made"),
+        ("cache_hits", "INTEGER", "calls answered from the cache"),
+        ("failures", "INTEGER", "calls that failed after retries"),
+        ("prompt_tokens", "BIGINT", "prompt tokens"),
+        ("completion_tokens", "BIGINT", "completion tokens"),
+        ("cost_usd", "DOUBLE", "cost where litellm knows the price"),
+    ],
+    "memories": [
+        ("memory_id", "VARCHAR", "memory id"),
+        ("conversation_id", "VARCHAR", "conversation"),
+        ("added_round", "INTEGER", "0 = initial extraction; n = added by re-extraction in round n"),
+        ("memory_type", "VARCHAR", "episodic, semantic, preference, ..."),
+        ("content", "VARCHAR", "memory text"),
+        ("source_turn_ids", "VARCHAR[]", "turns it was extracted from"),
+        ("session_id", "VARCHAR", "session"),
+        ("timestamp", "TIMESTAMP", "when it happened / was said"),
+        ("importance", "DOUBLE", "importance after consolidation"),
+    ],
+}
+
+
+def create_statements() -> list[str]:
+    statements = []
+    for table, columns in TABLES.items():
+        cols = ", ".join(f'"{name}" {sql_type}' for name, sql_type, _ in columns)
+        statements.append(f"CREATE TABLE IF NOT EXISTS {table} ({cols})")
+    return statements
+
+
+def schema_markdown() -> str:
+    """The README's schema section, generated so it never disagrees with the code."""
+    parts = []
+    for table, columns in TABLES.items():
+        parts.append(f"**`{table}`**\n\n| column | type | meaning |\n|---|---|---|")
+        parts.extend(f"| `{n}` | {t} | {d} |" for n, t, d in columns)
+        parts.append("")
+    return "\n".join(parts)

@@ -1,0 +1,99 @@
+"""Everything a run builds once: memories per conversation, their indexes and retrievers.
+
+Indexes are built once per run (not once per round); embeddings come from the on-disk cache,
+so a second run over the same data embeds nothing. Targeted re-extraction adds memories to one
+conversation's index without touching the others."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from evolvemem.data.models import Dataset
+from evolvemem.memory.unit import MemoryUnit
+from evolvemem.roles.protocols import CallCost
+from evolvemem.roles.factory import Roles
+
+ProgressFn = Callable[[str, int, int], None]  # (stage, done, total)
+
+
+@dataclass
+class SetupStats:
+    extraction_seconds: float = 0.0
+    index_seconds: float = 0.0
+    conversations_from_cache: int = 0
+    memories: int = 0
+    cost: CallCost = field(default_factory=CallCost)
+
+
+class Workspace:
+    """Memories, indexes and retrievers for the conversations of one dataset."""
+
+    def __init__(self, dataset: Dataset, roles: Roles, embedding_model: str | None = None):
+        from evolvemem.retrieval.embeddings import DEFAULT_EMBEDDING_MODEL, Embedder
+
+        self.dataset = dataset
+        self.roles = roles
+        self.embedder = Embedder(embedding_model or DEFAULT_EMBEDDING_MODEL)
+        self.memories: dict[str, list[MemoryUnit]] = {}
+        self.indexes: dict[str, Any] = {}
+        self.retrievers: dict[str, Any] = {}
+        self.covered_turns: dict[str, set[str]] = {}
+        self.stats = SetupStats()
+
+    def build(self, progress: ProgressFn | None = None) -> SetupStats:
+        """Extract (or load cached) memories, consolidate them and index each conversation."""
+        from evolvemem.memory.consolidate import merge_duplicates
+        from evolvemem.memory.store_cache import load_or_extract
+
+        conversations = list(self.dataset.conversations.values())
+        started = time.perf_counter()
+        for i, conv in enumerate(conversations):
+            units, cost, from_cache = load_or_extract(self.roles.extractor, conv)
+            self.memories[conv.conversation_id] = merge_duplicates(units)
+            self.stats.cost = self.stats.cost + cost
+            self.stats.conversations_from_cache += int(from_cache)
+            if progress:
+                progress("extract", i + 1, len(conversations))
+        self.stats.extraction_seconds = time.perf_counter() - started
+
+        started = time.perf_counter()
+        for i, conv in enumerate(conversations):
+            self._index(conv.conversation_id)
+            if progress:
+                progress("index", i + 1, len(conversations))
+        self.stats.index_seconds = time.perf_counter() - started
+        self.stats.memories = sum(len(v) for v in self.memories.values())
+        return self.stats
+
+    def _index(self, conversation_id: str) -> None:
+        from evolvemem.retrieval.index import ConversationIndex
+        from evolvemem.retrieval.retriever import Retriever
+
+        units = self.memories[conversation_id]
+        index = ConversationIndex.build(units, self.embedder)
+        conv = self.dataset.conversations[conversation_id]
+        self.indexes[conversation_id] = index
+        self.retrievers[conversation_id] = Retriever(
+            index, self.embedder, decomposer=self.roles.decomposer, known_persons=conv.speakers
+        )
+        self.covered_turns[conversation_id] = {t for u in units for t in u.source_turn_ids}
+
+    def add_memories(self, conversation_id: str, units: list[MemoryUnit]) -> int:
+        """Add re-extracted memories to one conversation (only new contents); returns how many."""
+        existing = {u.content for u in self.memories[conversation_id]}
+        fresh = [u for u in units if u.content not in existing]
+        if not fresh:
+            return 0
+        self.memories[conversation_id] = self.memories[conversation_id] + fresh
+        self.indexes[conversation_id].add(fresh)
+        self.covered_turns[conversation_id].update(t for u in fresh for t in u.source_turn_ids)
+        return len(fresh)
+
+    def prepare(self, questions: list) -> None:
+        """Batch-embed every question (and its derived queries) before the timed loop."""
+        by_conv: dict[str, list] = {}
+        for q in questions:
+            by_conv.setdefault(q.conversation_id, []).append(q)
+        for conv_id, qs in by_conv.items():
+            self.retrievers[conv_id].prepare(qs)

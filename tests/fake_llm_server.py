@@ -1,0 +1,255 @@
+"""An OpenAI-compatible chat-completions server on 127.0.0.1 for tests.
+
+Tests drive the real litellm → openai SDK → httpx path against it, so retries, timeouts,
+caching and token accounting are exercised end to end without a model or the internet.
+
+    with FakeLLMServer() as server:
+        client = LLMClient("openai/fake-model", api_base=server.url)
+        server.fail_next(429, retry_after=0.1)
+
+Faults can be scripted (`fail_next`, `hang_next`) or random (`set_fault_rate`). Token counts
+in `usage` are whitespace token counts, so accounting can be checked exactly.
+"""
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Iterator, Sequence
+
+import pytest
+
+Responder = Callable[[dict], str]
+
+FAULT_KINDS = ("429", "500", "timeout", "malformed")
+MALFORMED_CONTENT = "Sure! Here is what you asked for: {not valid json at all"
+
+
+def message_text(message: dict) -> str:
+    """The text of one chat message (plain string or a list of content parts)."""
+    content = message.get("content") or ""
+    if isinstance(content, list):
+        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return str(content)
+
+
+def last_user_message(body: dict) -> str:
+    for message in reversed(body.get("messages", [])):
+        if message.get("role") == "user":
+            return message_text(message)
+    return ""
+
+
+def wants_json(body: dict) -> bool:
+    response_format = body.get("response_format") or {}
+    return isinstance(response_format, dict) and response_format.get("type") in ("json_object", "json_schema")
+
+
+def echo_responder(body: dict) -> str:
+    """Default reply: deterministic in the last user message; a JSON object in JSON mode."""
+    text = last_user_message(body)
+    if wants_json(body):
+        return json.dumps({"echo": text})
+    return f"echo: {text}"
+
+
+def count_tokens(text: str) -> int:
+    return len(text.split())
+
+
+@dataclass
+class _Fault:
+    status: int  # 0 means "hang past the client's timeout"
+    retry_after: float | None = None
+    body: str | None = None
+
+
+class FakeLLMServer:
+    """A threaded OpenAI-compatible server in a background thread; use as a context manager."""
+
+    def __init__(self, responder: Responder | None = None, latency: float = 0.0, hang_seconds: float = 3.0):
+        self.responder: Responder = responder or echo_responder
+        self.latency = latency
+        self.hang_seconds = hang_seconds  # how long a "timeout" fault sleeps before answering
+        self.requests: list[dict] = []
+        self.headers: list[dict[str, str]] = []
+        self._lock = threading.Lock()
+        self._scripted: deque[_Fault] = deque()
+        self._fault_rate = 0.0
+        self._fault_kinds: tuple[str, ...] = ()
+        self._rng = random.Random(0)
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.url = ""
+
+    # ----------------------------------------------------------------- fault scripting
+    def fail_next(self, status: int, count: int = 1, retry_after: float | None = None, body: str | None = None) -> None:
+        """Answer the next `count` requests with HTTP `status` (optionally a Retry-After header)."""
+        with self._lock:
+            self._scripted.extend(_Fault(status, retry_after, body) for _ in range(count))
+
+    def hang_next(self, count: int = 1) -> None:
+        """Make the next `count` requests sleep `hang_seconds` before answering (a client timeout)."""
+        with self._lock:
+            self._scripted.extend(_Fault(0) for _ in range(count))
+
+    def set_fault_rate(self, rate: float, kinds: Sequence[str] = FAULT_KINDS, seed: int = 0) -> None:
+        """Fail a random `rate` share of requests with one of `kinds` (deterministic per seed)."""
+        unknown = set(kinds) - set(FAULT_KINDS)
+        if unknown:
+            raise ValueError(f"unknown fault kinds {sorted(unknown)}; choose from {FAULT_KINDS}")
+        with self._lock:
+            self._fault_rate = rate
+            self._fault_kinds = tuple(kinds)
+            self._rng = random.Random(seed)
+
+    @property
+    def request_count(self) -> int:
+        with self._lock:
+            return len(self.requests)
+
+    def _next_fault(self, body: dict) -> _Fault | str | None:
+        with self._lock:
+            if self._scripted:
+                return self._scripted.popleft()
+            if self._fault_rate > 0 and self._rng.random() < self._fault_rate:
+                kind = self._rng.choice(self._fault_kinds)
+                if kind == "429":
+                    return _Fault(429, retry_after=0.0)
+                if kind == "500":
+                    return _Fault(500)
+                if kind == "timeout":
+                    return _Fault(0)
+                if kind == "malformed" and wants_json(body):
+                    return "malformed"
+        return None
+
+    # ----------------------------------------------------------------- lifecycle
+    def start(self) -> "FakeLLMServer":
+        server = self
+
+        class Handler(_Handler):
+            owner = server
+
+        httpd = _QuietServer(("127.0.0.1", 0), Handler)
+        self._httpd = httpd
+        self.url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> "FakeLLMServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ----------------------------------------------------------------- request handling
+    def _handle_chat(self, body: dict, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+        with self._lock:
+            self.requests.append(body)
+            self.headers.append(headers)
+        fault = self._next_fault(body)
+        if isinstance(fault, _Fault):
+            if fault.status == 0:
+                time.sleep(self.hang_seconds)
+            else:
+                return _error_response(fault)
+        if self.latency:
+            time.sleep(self.latency)
+        content = MALFORMED_CONTENT if fault == "malformed" else self.responder(body)
+        prompt_tokens = sum(count_tokens(message_text(m)) for m in body.get("messages", []))
+        completion_tokens = count_tokens(content)
+        with self._lock:
+            number = len(self.requests)
+        payload = {
+            "id": f"chatcmpl-fake-{number}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "fake-model"),
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+        return 200, {}, json.dumps(payload).encode("utf-8")
+
+
+def _error_response(fault: _Fault) -> tuple[int, dict[str, str], bytes]:
+    headers: dict[str, str] = {}
+    if fault.retry_after is not None:
+        headers["Retry-After"] = f"{fault.retry_after:g}"
+    text = fault.body if fault.body is not None else f"fake server error {fault.status}"
+    error = {"error": {"message": text, "type": "fake_error", "code": str(fault.status)}}
+    return fault.status, headers, json.dumps(error).encode("utf-8")
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False  # hanging "timeout" handlers must not block shutdown
+    request_queue_size = 128  # 16+ concurrent clients must not overflow the listen backlog
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that gave up (timeout) leaves a broken pipe; that is expected here
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: FakeLLMServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass
+
+    def _send(self, status: int, headers: dict[str, str], payload: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self._send(404, {}, b'{"error": {"message": "not found"}}')
+            return
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError:
+            self._send(400, {}, b'{"error": {"message": "request body is not JSON"}}')
+            return
+        status, headers, payload = self.owner._handle_chat(body, {k.lower(): v for k, v in self.headers.items()})
+        try:
+            self._send(status, headers, payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        if self.path.rstrip("/").endswith("/models"):
+            self._send(200, {}, json.dumps({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}).encode())
+        else:
+            self._send(404, {}, b'{"error": {"message": "not found"}}')
+
+
+@pytest.fixture
+def fake_llm(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLLMServer]:
+    """A running fake server; OPENAI_API_KEY is set to a dummy for the `openai/` provider."""
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    with FakeLLMServer() as server:
+        yield server
