@@ -137,11 +137,10 @@ def exact_match(prediction: str, gold: str | Sequence[str]) -> float:
 
 _LETTERS = string.ascii_uppercase
 # "B", "(B)", "b", "B.", "B)", "B: Porto", "(b) Porto" — a letter standing alone at the start.
-_LEADING_LETTER = re.compile(r"^\s*(?:\(([A-Za-z])\)|([A-Z])(?:[.):]|\s*$)|([a-z])\s*$)")
-# "The answer is B", "Answer: (C)", "option D", "choice (a)".
-_NAMED_LETTER = re.compile(
-    r"\b(?:answer|option|choice)\s*(?:is|:)?\s*(?:\(([A-Za-z])\)|([A-Z]))(?![\w'])", re.IGNORECASE
-)
+_LEADING_LETTER = re.compile(r"^\s*(?:\(([A-Za-z])\)|([A-Z])(?:[.):](?:\s|$)|\s*$)|([a-z])\s*$)")
+# "The answer is B", "Answer: (C)", "option D", "choice (a)". Only the keyword ignores case: a
+# bare letter must be uppercase, so "the answer is a dog" names no letter.
+_NAMED_LETTER = re.compile(r"\b(?i:answer|option|choice)\s*(?:(?i:is)|:)?\s*(?:\(([A-Za-z])\)|([A-Z]))(?![\w'])")
 
 
 def _letter_index(match: re.Match[str] | None, n_choices: int) -> int | None:
@@ -164,11 +163,7 @@ def choice_index(prediction: str, choices: Sequence[str]) -> int | None:
         return texts.index(normalised)
     index = _letter_index(_LEADING_LETTER.match(prediction), len(choices))
     if index is None:
-        # the NAMED pattern is case-insensitive only for the keyword; an uppercase letter
-        # or a parenthesised one is required, so "the answer is a dog" names no letter
-        named = _NAMED_LETTER.search(prediction)
-        if named and (named.group(1) or (named.group(2) and named.group(2).isupper())):
-            index = _letter_index(named, len(choices))
+        index = _letter_index(_NAMED_LETTER.search(prediction), len(choices))
     if index is not None:
         return index
     padded = f" {normalised} "
