@@ -18,6 +18,11 @@ QUESTION_TYPES = (
     "preference",
 )
 
+# Types whose label already tells the answer ("this question is unanswerable"): per-type
+# overrides for them are never proposed or applied by the loop, since tuning on them would
+# exploit the benchmark's label rather than the question.
+LABEL_ONLY_TYPES = ("adversarial",)
+
 _TEMPORAL = re.compile(
     r"^\s*(when|what (year|month|day|date|time)|how long (ago|before|after)|since when)\b"
     r"|\b(before|after|during|first|last|earlier|later|how long|which (year|month|day))\b",

@@ -1,0 +1,178 @@
+"""The action space: registry, generated config, strict parsing, clamping, diff, perturbation, Optuna."""
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from evolvemem.errors import ConfigError
+from evolvemem.space.config import RetrievalConfig, config_to_toml, load_config, parse_config
+from evolvemem.space.ops import (
+    action_space_text,
+    config_to_trial_params,
+    diff_configs,
+    optuna_distributions,
+    perturb,
+    suggest_config,
+)
+from evolvemem.space.registry import registry
+
+PAPER_DIMENSIONS = {
+    "semantic_top_k", "keyword_top_k", "structured_top_k", "max_context", "fusion_mode", "rrf_k",
+    "semantic_weight", "keyword_weight", "structured_weight", "importance_weight", "recency_weight",
+    "time_decay_half_life_days", "enable_entity_swap", "entity_swap_semantic_top_k",
+    "entity_swap_keyword_top_k", "enable_query_decomposition", "max_sub_queries",
+    "decomposition_merge_top_k", "reflection_rounds", "answer_style", "enable_answer_verification",
+    "verification_style",
+}
+
+
+def test_registry_has_every_paper_dimension_with_ranges():
+    dims = registry()
+    assert PAPER_DIMENSIONS <= set(dims)
+    assert (dims["semantic_top_k"].min, dims["semantic_top_k"].max, dims["semantic_top_k"].off) == (3, 30, 0)
+    assert (dims["max_context"].min, dims["max_context"].max) == (6, 30)
+    assert dims["fusion_mode"].choices == ("sum", "weighted_sum", "rrf")
+    assert (dims["keyword_weight"].min, dims["keyword_weight"].max) == (0.1, 2.5)
+    assert dims["time_decay_half_life_days"].optional and dims["time_decay_half_life_days"].default is None
+    assert len(dims["answer_style"].choices) == 6
+    assert dims["verification_style"].choices == ("strict", "multi_candidate")
+    assert dims["reflection_rounds"].max == 3
+    for dim in dims.values():
+        assert dim.description and dim.group
+
+
+def test_model_fields_are_generated_from_the_registry():
+    assert set(RetrievalConfig.model_fields) == set(registry()) | {"per_category_overrides"}
+    schema = RetrievalConfig.model_json_schema()
+    assert schema["properties"]["max_context"]["minimum"] == 6
+    assert schema["properties"]["fusion_mode"]["enum"] == ["sum", "weighted_sum", "rrf"]
+
+
+def test_weak_preset_is_the_paper_starting_point():
+    weak, clamps = load_config("weak")
+    assert clamps == []
+    assert (weak.semantic_top_k, weak.keyword_top_k, weak.structured_top_k, weak.max_context) == (0, 5, 0, 8)
+    assert not weak.enable_entity_swap and not weak.enable_query_decomposition
+    assert weak.reflection_rounds == 0 and not weak.enable_answer_verification
+    default, _ = load_config("default")
+    assert default == RetrievalConfig()
+
+
+def test_strict_parsing_bool_strings_unknown_fields_and_types():
+    cfg, _ = parse_config({"enable_entity_swap": "false", "enable_query_decomposition": "true"})
+    assert cfg.enable_entity_swap is False and cfg.enable_query_decomposition is True
+    with pytest.raises(ConfigError, match="unknown config field 'semantic_topk'"):
+        parse_config({"semantic_topk": 5})
+    with pytest.raises(ConfigError, match="'max_context'.*number"):
+        parse_config({"max_context": "lots"})
+    with pytest.raises(ConfigError, match="fusion_mode"):
+        parse_config({"fusion_mode": "max"})
+    with pytest.raises(ConfigError, match="enable_entity_swap"):
+        parse_config({"enable_entity_swap": "maybe"})
+    with pytest.raises(ConfigError, match="unknown question type 'poetry'"):
+        parse_config({"per_category_overrides": {"poetry": {"max_context": 10}}})
+    with pytest.raises(ConfigError, match="rrf_k.*cannot be overridden"):
+        parse_config({"per_category_overrides": {"temporal": {"rrf_k": 30}}})
+
+
+def test_out_of_range_values_are_clamped_and_reported():
+    cfg, clamps = parse_config({"semantic_top_k": 100, "max_context": 2, "keyword_top_k": 0,
+                                "per_category_overrides": {"temporal": {"keyword_weight": 9}}})
+    assert (cfg.semantic_top_k, cfg.max_context, cfg.keyword_top_k) == (30, 6, 0)  # 0 = off is not clamped
+    assert cfg.overrides()["temporal"]["keyword_weight"] == 2.5
+    reported = {(c.field, c.scope, c.used) for c in clamps}
+    assert reported == {("semantic_top_k", "global", 30), ("max_context", "global", 6),
+                        ("keyword_weight", "temporal", 2.5)}
+    assert "clamped to 30" in str(clamps[0])
+
+
+def test_for_type_resolves_overrides_once():
+    cfg, _ = parse_config({"max_context": 10, "per_category_overrides": {"temporal": {"max_context": 20}}})
+    assert cfg.for_type("temporal").max_context == 20
+    assert cfg.for_type("single_fact").max_context == 10
+    assert cfg.for_type("temporal").overrides() == {}
+    assert cfg.for_type("temporal").fingerprint() != cfg.for_type("multi_hop").fingerprint()
+
+
+def test_toml_round_trip_and_json_configs(tmp_path):
+    cfg, _ = parse_config({"time_decay_half_life_days": 30, "per_category_overrides": {"multi_hop": {"enable_query_decomposition": True}}})
+    path = tmp_path / "c.toml"
+    path.write_text(config_to_toml(cfg, header="test"))
+    again, _ = load_config(str(path))
+    assert again == cfg
+    jpath = tmp_path / "c.json"
+    jpath.write_text(json.dumps({"max_context": 14, "time_decay_half_life_days": None}))
+    assert load_config(str(jpath))[0].max_context == 14
+    bad = tmp_path / "bad.toml"
+    bad.write_text("max_context = = 3")
+    with pytest.raises(ConfigError, match="bad.toml: cannot parse"):
+        load_config(str(bad))
+    with pytest.raises(ConfigError, match="neither a preset"):
+        load_config("no-such-preset")
+
+
+def test_diff_lists_global_and_override_changes():
+    a, _ = load_config("weak")
+    b, _ = a.with_changes({"max_context": 12})
+    b, _ = b.with_changes({"answer_style": "temporal"}, question_type="temporal")
+    changes = {(c.field, c.scope, c.old, c.new) for c in diff_configs(a, b)}
+    assert changes == {("max_context", "global", 8, 12), ("answer_style", "temporal", "(global)", "temporal")}
+
+
+def test_perturbation_stays_in_range_and_is_seeded():
+    base = RetrievalConfig()
+    one, changes = perturb(base, random.Random(3), n_dims=4)
+    two, _ = perturb(base, random.Random(3), n_dims=4)
+    assert one == two and 1 <= len(changes) <= 4
+    dims = registry()
+    for _ in range(50):
+        cfg, _ = perturb(base, random.Random(_), n_dims=6)
+        for name, value in cfg.values().items():
+            d = dims[name]
+            if d.kind in ("int", "float") and value is not None and value != d.off:
+                assert d.min <= value <= d.max
+
+
+def test_optuna_sampling_covers_the_registry():
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0))
+    trial = study.ask()
+    cfg = suggest_config(trial)
+    assert isinstance(cfg, RetrievalConfig)
+    params = config_to_trial_params(cfg)
+    assert set(optuna_distributions()) >= {k for k in params if not k.endswith("__on")}
+
+
+def test_prompt_text_is_generated_from_the_registry():
+    text = action_space_text()
+    for name, dim in registry().items():
+        assert name in text
+    assert "3..30 (or 0 = off)" in text and "(or null = off)" in text
+
+
+def test_a_new_dimension_file_needs_no_code(tmp_path):
+    """A lever built from existing mechanisms: a bool with maps_to, added by one file."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "9_extra.toml").write_text(
+        '[wide_recall]\ntype = "bool"\ndefault = false\nper_type = true\n'
+        'description = "Wide recall: more candidates from both text views."\n'
+        'maps_to = { semantic_top_k = 25, keyword_top_k = 25 }\n')
+    script = (
+        "from evolvemem.space.config import parse_config\n"
+        "from evolvemem.space.registry import registry\n"
+        "assert registry()['wide_recall'].group == 'extra'\n"
+        "cfg, _ = parse_config({'per_category_overrides': {'multi_hop': {'wide_recall': 'true'}}})\n"
+        "print(cfg.for_type('multi_hop').semantic_top_k, cfg.for_type('temporal').semantic_top_k)\n"
+    )
+    env = {**os.environ, "EVOLVEMEM_ACTION_SPACE": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                         cwd=str(tmp_path.parent), check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["25", "10"]
