@@ -78,6 +78,7 @@ def answer_question(ws: Workspace, question: Question, config: Any, *, protocol:
         "cut_ids": [item.memory.memory_id for item in retrieval.cut],
         "sub_queries": list(retrieval.sub_queries),
         "config_fingerprint": effective.fingerprint(),
+        "memory_version": ws.memory_version(question.conversation_id),
         "latency_ms": latency_ms,
     }
     if not answer.failed:
@@ -91,13 +92,21 @@ def answer_question(ws: Workspace, question: Question, config: Any, *, protocol:
     return record
 
 
+def reuse_key(question_id: str, effective_fingerprint: str, memory_version: int) -> tuple:
+    return (question_id, effective_fingerprint, memory_version)
+
+
+REUSED_FIELDS = ("round", "phase")
+
+
 def evaluate(ws: Workspace, config: Any, questions: list[Question], *, store: Any = None, round_no: int = 0,
              phase: str = "eval", concurrency: int = 8, protocol: str = "official",
              on_record: RecordFn | None = None, reuse: dict[tuple[str, str], dict] | None = None) -> EvalOutcome:
     """Evaluate `config` on `questions`, writing records to `store` (if given) as they finish.
 
-    `reuse` maps (question_id, effective-config fingerprint) to an earlier record: when the
-    effective config and memories are unchanged the record is copied, not recomputed."""
+    `reuse` maps (question_id, effective-config fingerprint, memory version) to an earlier record:
+    when the effective config and the conversation's memories are unchanged the record is copied,
+    not recomputed (and costs no call)."""
     from evolvemem.scoring.aggregate import summarise
 
     started = time.perf_counter()
@@ -132,9 +141,11 @@ def evaluate(ws: Workspace, config: Any, questions: list[Question], *, store: An
             on_record(record)
 
     def run_one(question: Question) -> dict:
-        key = (question.question_id, config.for_type(question.question_type).fingerprint())
-        if reuse is not None and key in reuse:
-            return {**reuse[key], "_reused": True}
+        if reuse is not None:
+            key = reuse_key(question.question_id, config.for_type(question.question_type).fingerprint(),
+                            ws.memory_version(question.conversation_id))
+            if key in reuse:
+                return {**reuse[key], "calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "_reused": True}
         try:
             return answer_question(ws, question, config, protocol=protocol, benchmark=benchmark, judge=judge)
         except Exception as exc:  # a role bug or an LLM fault must not kill the round
@@ -168,4 +179,9 @@ def evaluate(ws: Workspace, config: Any, questions: list[Question], *, store: An
         records = fresh
     ds = ws.dataset
     summary = summarise(records, adversarial_categories=ds.adversarial_categories, category_names=ds.category_names)
+    if reuse is not None:
+        for record in records:
+            if not record.get("failed"):
+                reuse[reuse_key(record["question_id"], record["config_fingerprint"], record["memory_version"])] = {
+                    k: v for k, v in record.items() if k not in REUSED_FIELDS}
     return EvalOutcome(summary, records, time.perf_counter() - started, n_reused)

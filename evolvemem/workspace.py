@@ -79,16 +79,47 @@ class Workspace:
         )
         self.covered_turns[conversation_id] = {t for u in units for t in u.source_turn_ids}
 
-    def add_memories(self, conversation_id: str, units: list[MemoryUnit]) -> int:
-        """Add re-extracted memories to one conversation (only new contents); returns how many."""
+    def add_memories(self, conversation_id: str, units: list[MemoryUnit]) -> list[MemoryUnit]:
+        """Add re-extracted memories to one conversation (only new contents); returns those added."""
         existing = {u.content for u in self.memories[conversation_id]}
         fresh = [u for u in units if u.content not in existing]
         if not fresh:
-            return 0
+            return []
         self.memories[conversation_id] = self.memories[conversation_id] + fresh
         self.indexes[conversation_id].add(fresh)
         self.covered_turns[conversation_id].update(t for u in fresh for t in u.source_turn_ids)
-        return len(fresh)
+        return fresh
+
+    def memory_rows(self, units: list[MemoryUnit] | None = None) -> list[dict]:
+        """Rows of the run store's `memories` table (all memories, or the given ones)."""
+        if units is None:
+            units = [m for ms in self.memories.values() for m in ms]
+        return [
+            {"memory_id": m.memory_id, "conversation_id": m.conversation_id, "added_round": m.added_round,
+             "memory_type": m.memory_type, "content": m.content, "source_turn_ids": list(m.source_turn_ids),
+             "session_id": m.session_id, "timestamp": m.timestamp, "importance": m.importance,
+             "persons": list(m.persons), "locations": list(m.locations), "entities": list(m.entities),
+             "topics": list(m.topics), "keywords": list(m.keywords)}
+            for m in units
+        ]
+
+    def restore_added(self, rows: list[dict]) -> int:
+        """Re-add memories that re-extraction added in an earlier session of this run (resume)."""
+        by_conv: dict[str, list[MemoryUnit]] = {}
+        for r in rows:
+            by_conv.setdefault(r["conversation_id"], []).append(MemoryUnit(
+                memory_id=r["memory_id"], conversation_id=r["conversation_id"], content=r["content"],
+                memory_type=r["memory_type"] or "episodic", session_id=r["session_id"] or "",
+                source_turn_ids=tuple(r["source_turn_ids"] or ()), timestamp=r["timestamp"],
+                importance=r["importance"] if r["importance"] is not None else 0.5,
+                persons=tuple(r["persons"] or ()), locations=tuple(r["locations"] or ()),
+                entities=tuple(r["entities"] or ()), topics=tuple(r["topics"] or ()),
+                keywords=tuple(r["keywords"] or ()), added_round=r["added_round"]))
+        return sum(len(self.add_memories(conv_id, units)) for conv_id, units in by_conv.items())
+
+    def memory_version(self, conversation_id: str) -> int:
+        """Changes whenever the conversation's memories change (re-extraction only adds)."""
+        return len(self.memories[conversation_id])
 
     def prepare(self, questions: list) -> None:
         """Batch-embed every question (and its derived queries) before the timed loop."""

@@ -8,15 +8,6 @@ from evolvemem.cli.common import announce_models, command_line, default_run_dir,
 from evolvemem.cli.ui import UI, category_table
 
 
-def memory_rows(workspace: Any, round_no: int = 0) -> list[dict]:
-    return [
-        {"memory_id": m.memory_id, "conversation_id": m.conversation_id, "added_round": m.added_round or round_no,
-         "memory_type": m.memory_type, "content": m.content, "source_turn_ids": list(m.source_turn_ids),
-         "session_id": m.session_id, "timestamp": m.timestamp, "importance": m.importance}
-        for units in workspace.memories.values() for m in units
-    ]
-
-
 def build_workspace(ui: UI, dataset: Any, roles: Any, embedding_model: str | None) -> Any:
     from evolvemem.workspace import Workspace
 
@@ -31,7 +22,7 @@ def build_workspace(ui: UI, dataset: Any, roles: Any, embedding_model: str | Non
 
 def run_eval(ui: UI, *, benchmark: str, data: str | None, config_name: str, settings: Any, split: str,
              out: str | None, protocol: str, concurrency: int, embedding_model: str | None,
-             cache_enabled: bool) -> dict:
+             cache_enabled: bool, kind: str = "eval", source_run: str | None = None) -> dict:
     from evolvemem.evaluate import evaluate
     from evolvemem.roles.factory import build_roles
     from evolvemem.store import RunStore
@@ -43,14 +34,14 @@ def run_eval(ui: UI, *, benchmark: str, data: str | None, config_name: str, sett
     roles = build_roles(settings, cache_enabled=cache_enabled)
     with RunStore(run_dir) as store:
         store.set_manifest({
-            "kind": "eval", "benchmark": benchmark, "data_source": full.source, "data_hash": full.content_hash,
+            "kind": kind, "source_run": source_run, "benchmark": benchmark, "data_source": full.source, "data_hash": full.content_hash,
             "split": split, "models": settings.as_dict(), "adversarial_protocol": protocol,
             "config_source": config_name, "command": command_line(),
             "embedding_model": embedding_model or "default",
         })
         workspace = build_workspace(ui, dataset, roles, embedding_model)
         if not store.query("SELECT 1 FROM memories LIMIT 1"):
-            store.insert("memories", memory_rows(workspace))
+            store.insert("memories", workspace.memory_rows())
         store.begin_round(0, "eval", config)
         total = len(dataset.questions)
         counts = {"done": 0, "failed": 0, "hits": 0}

@@ -107,6 +107,166 @@ def eval_command(
         ui.emit_json(result)
 
 
+@app.command()
+@user_errors
+def run(
+    benchmark: str = typer.Option("locomo", "--benchmark", "-b", help="locomo, synth, custom, membench or longmemeval."),
+    data: Optional[str] = typer.Option(None, "--data", help="Path to the benchmark file."),
+    rounds: Optional[int] = typer.Option(None, "--rounds", "-n", help="Evolution rounds after the starting round 0 [default: 7; with --resume: the run's own]."),
+    model: Optional[str] = ModelOpt,
+    extract_model: Optional[str] = ExtractOpt,
+    answer_model: Optional[str] = AnswerOpt,
+    diagnosis_model: Optional[str] = DiagnosisOpt,
+    judge_model: Optional[str] = JudgeOpt,
+    api_base: Optional[str] = ApiBaseOpt,
+    diagnoser: Optional[str] = typer.Option(None, "--diagnoser", help="llm, rubric, random or tpe (default: llm with a model, else rubric)."),
+    init: str = typer.Option("weak", "--init", help="Starting config: weak, default, a config file, or a run directory."),
+    seed: int = typer.Option(0, "--seed", help="Seed for exploration, random and tpe."),
+    objective: str = typer.Option("all", "--objective", help="Dev score to maximise: all (every question) or main (non-adversarial)."),
+    adversarial_protocol: str = typer.Option("official", "--adversarial-protocol", help="official or paper."),
+    tau_rev: float = typer.Option(0.01, "--tau-rev", help="Revert when the score drops more than this below the best."),
+    epsilon: float = typer.Option(0.005, "--epsilon", help="Explore after two rounds that moved the score by less than this."),
+    explore_dims: int = typer.Option(3, "--explore-dims", help="Dimensions changed by an exploration step."),
+    patience: int = typer.Option(4, "--patience", help="Stop early after this many rounds without a new best (0 = never)."),
+    no_reextract: bool = typer.Option(False, "--no-reextract", help="Never re-extract sessions with extraction gaps."),
+    concurrency: int = typer.Option(8, "--concurrency", help="Questions answered at once when an LLM is used."),
+    embedding_model: Optional[str] = typer.Option(None, "--embedding-model", help="sentence-transformers model name."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the LLM response cache."),
+    out: Optional[str] = typer.Option(None, "--out", "-o", help="Run directory (default runs/run-<diagnoser>-<benchmark>-<time>)."),
+    resume: Optional[str] = typer.Option(None, "--resume", help="Continue an interrupted run (its directory)."),
+    json_out: bool = typer.Option(False, "--json", help="End stdout with one JSON object describing the run."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+):
+    """Evolve the retrieval config: evaluate → diagnose → propose → guard, round by round."""
+    from pathlib import Path
+
+    from evolvemem.cli.common import ADVERSARIAL_PROTOCOLS, model_settings
+    from evolvemem.cli.run_cmd import new_run_dir, resolve_init, run_loop
+    from evolvemem.diagnosers import DIAGNOSERS
+    from evolvemem.errors import EvolveMemError
+    from evolvemem.loop.guard import GuardSettings
+    from evolvemem.loop.spec import OBJECTIVES, RunSpec
+
+    ui = UI(json_mode=json_out, quiet=quiet)
+    if resume:
+        from evolvemem.cli.inspect_cmd import open_run
+
+        with open_run(resume) as store:
+            manifest = store.manifest()
+            run_dir = store.run_dir
+        if "spec" not in manifest:
+            raise EvolveMemError(f"{resume}: not an evolve run")
+        spec = RunSpec.from_dict(manifest["spec"])
+        if rounds is not None:
+            spec.rounds = rounds
+        result = run_loop(ui, spec, Path(run_dir), resume=True)
+    else:
+        if adversarial_protocol not in ADVERSARIAL_PROTOCOLS:
+            raise EvolveMemError(f"--adversarial-protocol must be official or paper, not {adversarial_protocol!r}")
+        if objective not in OBJECTIVES:
+            raise EvolveMemError(f"--objective must be all or main, not {objective!r}")
+        rounds = 7 if rounds is None else rounds
+        if rounds < 0:
+            raise EvolveMemError("--rounds must be 0 or more")
+        settings = model_settings(model, extract_model, answer_model, diagnosis_model, judge_model, api_base)
+        chosen = diagnoser or ("llm" if settings.for_role("diagnose") != "offline" else "rubric")
+        if chosen not in DIAGNOSERS:
+            raise EvolveMemError(f"unknown diagnoser {chosen!r} (known: {', '.join(DIAGNOSERS)})")
+        init_config = resolve_init(ui, init)
+        spec = RunSpec(benchmark=benchmark, data=data, rounds=rounds, diagnoser=chosen, init=init, seed=seed,
+                       objective=objective, protocol=adversarial_protocol,
+                       models={k: v for k, v in settings.__dict__.items()},
+                       guard=GuardSettings(tau_rev, epsilon, 2, explore_dims), concurrency=concurrency,
+                       embedding_model=embedding_model, patience=patience, reextract=not no_reextract,
+                       cache_enabled=not no_cache)
+        result = run_loop(ui, spec, new_run_dir(out, benchmark, chosen), resume=False, init_config=init_config)
+    if json_out:
+        ui.emit_json(result)
+
+
+@app.command("runs")
+@user_errors
+def runs_command(
+    root: str = typer.Argument("runs", help="Folder holding run directories."),
+    json_out: bool = typer.Option(False, "--json"),
+):
+    """List the runs in a folder."""
+    from evolvemem.cli.inspect_cmd import list_runs
+
+    ui = UI(json_mode=json_out)
+    rows = list_runs(ui, root)
+    if json_out:
+        ui.emit_json({"runs": rows})
+
+
+@app.command()
+@user_errors
+def show(run_dir: str = typer.Argument(..., metavar="RUN"), json_out: bool = typer.Option(False, "--json")):
+    """Per round: dev score, per category, Δ, decision, changes, calls and tokens; dev vs test."""
+    from evolvemem.cli.inspect_cmd import show_run
+
+    ui = UI(json_mode=json_out)
+    result = show_run(ui, run_dir)
+    if json_out:
+        ui.emit_json(result)
+
+
+@app.command()
+@user_errors
+def diff(
+    run_dir: str = typer.Argument(..., metavar="RUN"),
+    a: int = typer.Argument(..., help="First round."),
+    b: int = typer.Argument(..., help="Second round."),
+    limit: int = typer.Option(20, "--limit", help="Flipped questions shown per direction."),
+    json_out: bool = typer.Option(False, "--json"),
+):
+    """Config diff, score diff per category, and which questions flipped right↔wrong and why."""
+    from evolvemem.cli.inspect_cmd import diff_rounds
+
+    ui = UI(json_mode=json_out)
+    result = diff_rounds(ui, run_dir, a, b, limit)
+    if json_out:
+        ui.emit_json(result)
+
+
+@app.command()
+@user_errors
+def transfer(
+    run_dir: str = typer.Argument(..., metavar="RUN"),
+    benchmark: str = typer.Option(..., "--benchmark", "-b", help="Benchmark or domain to score on."),
+    data: Optional[str] = typer.Option(None, "--data", help="Its data file."),
+    split: str = typer.Option("all", "--split", help="dev, test or all."),
+    model: Optional[str] = ModelOpt,
+    extract_model: Optional[str] = ExtractOpt,
+    answer_model: Optional[str] = AnswerOpt,
+    judge_model: Optional[str] = JudgeOpt,
+    api_base: Optional[str] = ApiBaseOpt,
+    out: Optional[str] = typer.Option(None, "--out", "-o", help="Output directory (default runs/transfer-<benchmark>-<time>)."),
+    concurrency: int = typer.Option(8, "--concurrency"),
+    embedding_model: Optional[str] = typer.Option(None, "--embedding-model"),
+    json_out: bool = typer.Option(False, "--json"),
+    quiet: bool = typer.Option(False, "--quiet", "-q"),
+):
+    """Score a run's evolved config zero-shot on another benchmark (overrides apply via question types)."""
+    from pathlib import Path
+
+    from evolvemem.cli.common import default_run_dir, model_settings
+    from evolvemem.cli.eval_cmd import run_eval
+    from evolvemem.errors import EvolveMemError
+
+    best = Path(run_dir) / "best_config.toml"
+    if not best.is_file():
+        raise EvolveMemError(f"{run_dir}: no best_config.toml (is the run finished?)")
+    ui = UI(json_mode=json_out, quiet=quiet)
+    settings = model_settings(model, extract_model, answer_model, None, judge_model, api_base)
+    result = run_eval(ui, benchmark=benchmark, data=data, config_name=str(best), settings=settings, split=split,
+                      out=out or str(default_run_dir("transfer", benchmark)), protocol="official",
+                      concurrency=concurrency, embedding_model=embedding_model, cache_enabled=True,
+                      kind="transfer", source_run=run_dir)
+    if json_out:
+        ui.emit_json(result)
+
+
 def main() -> None:  # pragma: no cover - console script entry
     app()
 

@@ -48,8 +48,13 @@ class Roles:
     verifier: Any
     judge: Any | None
     settings: ModelSettings
+    diagnosis_client: Any = None
     ledger: Any = None
     clients: dict[str, Any] = field(default_factory=dict)
+
+    def usage_snapshot(self) -> dict[str, dict]:
+        """Per-role LLM usage so far (empty for offline roles)."""
+        return self.ledger.snapshot() if self.ledger is not None else {}
 
     @property
     def uses_llm(self) -> bool:
@@ -97,4 +102,5 @@ def build_roles(settings: ModelSettings, cache_enabled: bool = True) -> Roles:
     if settings.for_role("judge") != OFFLINE:
         from evolvemem.scoring.judge import LLMJudge
         judge = LLMJudge(client_for("judge"))
-    return Roles(extractor, decomposer, answerer, verifier, judge, settings, ledger, clients)
+    diagnosis_client = None if settings.for_role("diagnose") == OFFLINE else client_for("diagnose")
+    return Roles(extractor, decomposer, answerer, verifier, judge, settings, diagnosis_client, ledger, clients)

@@ -55,6 +55,7 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
         ("cut_ids", "VARCHAR[]", "candidates ranked but cut by max_context"),
         ("sub_queries", "VARCHAR[]", "sub-queries when decomposition ran"),
         ("config_fingerprint", "VARCHAR", "fingerprint of the effective config for this question"),
+        ("memory_version", "INTEGER", "memories in the conversation when answered (changes on re-extraction)"),
         ("latency_ms", "DOUBLE", "wall time of retrieval + answering"),
         ("calls", "INTEGER", "LLM calls made (cache hits excluded)"),
         ("cache_hits", "INTEGER", "LLM calls answered from the cache"),
@@ -82,8 +83,68 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
         ("session_id", "VARCHAR", "session"),
         ("timestamp", "TIMESTAMP", "when it happened / was said"),
         ("importance", "DOUBLE", "importance after consolidation"),
+        ("persons", "VARCHAR[]", "persons mentioned"),
+        ("locations", "VARCHAR[]", "locations mentioned"),
+        ("entities", "VARCHAR[]", "other entities"),
+        ("topics", "VARCHAR[]", "topics"),
+        ("keywords", "VARCHAR[]", "keywords"),
+    ],
+    "diagnoses": [
+        ("round", "INTEGER", "round whose records were diagnosed"),
+        ("diagnoser", "VARCHAR", "llm, rubric, random or tpe"),
+        ("input", "JSON", "what the diagnoser read (SQL summaries, taxonomy, worst cases, history)"),
+        ("prompt", "VARCHAR", "the prompt sent (llm diagnoser)"),
+        ("raw_response", "VARCHAR", "the model's raw reply (llm diagnoser)"),
+        ("parse_error", "VARCHAR", "why the reply was (partly) rejected, if it was"),
+        ("proposal", "JSON", "the validated proposal: changes, overrides, missing topics, rationale"),
+        ("calls", "INTEGER", "LLM calls"),
+        ("prompt_tokens", "BIGINT", "prompt tokens"),
+        ("completion_tokens", "BIGINT", "completion tokens"),
+    ],
+    "decisions": [
+        ("round", "INTEGER", "round whose score the guard judged"),
+        ("decision", "VARCHAR", "start, applied, reverted, explored or stopped"),
+        ("reason", "VARCHAR", "why, in words"),
+        ("score", "DOUBLE", "this round's dev objective"),
+        ("delta", "DOUBLE", "change against the previous round"),
+        ("base_round", "INTEGER", "round whose config the next config was built from (the best one after a revert)"),
+        ("base_score", "DOUBLE", "that round's dev objective"),
+        ("best_round", "INTEGER", "best round so far"),
+        ("best_score", "DOUBLE", "best dev objective so far"),
+        ("changes", "JSON", "changes from this round's config to the next round's"),
+        ("next_config", "JSON", "the config the next round evaluates"),
+        ("reextracted_sessions", "VARCHAR[]", "sessions re-extracted for extraction gaps"),
+        ("memories_added", "INTEGER", "memories the re-extraction added (versioned with the next round)"),
+    ],
+    "proposed_dimensions": [
+        ("round", "INTEGER", "round whose diagnosis proposed it"),
+        ("name", "VARCHAR", "the proposed new dimension"),
+        ("description", "VARCHAR", "what it would control"),
+        ("rationale", "VARCHAR", "why the diagnoser wants it"),
     ],
 }
+
+# A view over question_records: why each wrong answer went wrong, using the gold evidence.
+FAILURE_VIEW = """
+CREATE OR REPLACE VIEW question_failures AS
+SELECT *,
+  CASE
+    WHEN failed THEN 'call_failed'
+    WHEN f1 >= 0.5 THEN 'correct'
+    WHEN category_is_adversarial THEN 'hallucination'
+    WHEN len(evidence_ids) = 0 THEN 'unknown'
+    WHEN evidence_covered < 1 THEN 'extraction_gap'
+    WHEN evidence_retrieved < 1 THEN 'retrieval_miss'
+    WHEN evidence_recall < 1 THEN 'budget_cut'
+    WHEN abstained THEN 'wrong_abstention'
+    WHEN f1 > 0 THEN 'format_mismatch'
+    ELSE 'answer_error'
+  END AS failure
+FROM (SELECT *, question_type = 'adversarial' AS category_is_adversarial FROM question_records)
+"""
+
+FAILURE_CLASSES = ("extraction_gap", "retrieval_miss", "budget_cut", "answer_error", "wrong_abstention",
+                   "format_mismatch", "hallucination", "unknown")
 
 
 def create_statements() -> list[str]:
@@ -91,6 +152,7 @@ def create_statements() -> list[str]:
     for table, columns in TABLES.items():
         cols = ", ".join(f'"{name}" {sql_type}' for name, sql_type, _ in columns)
         statements.append(f"CREATE TABLE IF NOT EXISTS {table} ({cols})")
+    statements.append(FAILURE_VIEW)
     return statements
 
 

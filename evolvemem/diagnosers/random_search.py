@@ -1,0 +1,29 @@
+"""`random`: a random perturbation of a few dimensions within the registry's ranges (the
+paper's ablation baseline). Deterministic per (seed, round) so a resumed run proposes the same."""
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from evolvemem.diagnosers.base import DiagnosisResult
+from evolvemem.loop.diagnosis_input import DiagnosisInput
+from evolvemem.loop.proposal import Proposal
+from evolvemem.space.ops import perturb
+
+
+class RandomDiagnoser:
+    name = "random"
+
+    def __init__(self, seed: int, n_dims: int = 3):
+        self.seed = seed
+        self.n_dims = n_dims
+
+    def diagnose(self, inp: DiagnosisInput, config: Any) -> DiagnosisResult:
+        rng = random.Random(f"random-{self.seed}-{inp.round}")
+        _, changes = perturb(config, rng, self.n_dims)
+        proposal = Proposal(changes={c.field: c.new for c in changes},
+                            rationale=f"random perturbation of {len(changes)} dimensions")
+        return DiagnosisResult(proposal)
+
+    def observe(self, config: Any, score: float) -> None:
+        return None

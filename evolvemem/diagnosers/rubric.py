@@ -1,0 +1,150 @@
+"""`rubric`: a deterministic diagnoser, no model — the EvolveMem paper's decision rubric driven
+by the failure taxonomy.
+
+Each rule looks at the share of one failure class (or one lagging question type) and, when it
+fires, proposes a concrete action. Rules are ranked by how much of the failure mass they
+address; the strongest action that is not already in effect and was not tried before with a
+bad outcome is proposed. One action per round keeps the guard's verdict attributable."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from evolvemem.diagnosers.base import DiagnosisResult
+from evolvemem.loop.diagnosis_input import DiagnosisInput
+from evolvemem.loop.proposal import Proposal
+from evolvemem.space.registry import registry
+
+from evolvemem.qtypes import LABEL_ONLY_TYPES as NO_OVERRIDE_TYPES
+MIN_TYPE_N = 8
+LAG_MARGIN = 0.08
+
+
+@dataclass
+class Action:
+    strength: float
+    reason: str
+    changes: dict
+    qtype: str | None = None
+
+
+def _bump(config: dict, name: str, step: int) -> int:
+    dim = registry()[name]
+    current = config[name]
+    if current == dim.off:
+        return int(dim.min) + 7 if step > 0 else current
+    return int(min(max(current + step, dim.min), dim.max))
+
+
+def _share(inp: DiagnosisInput, cls: str) -> float:
+    total = inp.failures_total()
+    return inp.taxonomy.get(cls, 0) / total if total else 0.0
+
+
+def _type_actions(qtype: str, f1: float, mean: float, values: dict) -> list[Action]:
+    """Per-type overrides that keep the other types as they are."""
+    gap = mean - f1
+    strength = 0.3 + gap
+    reason = f"{qtype} lags the mean F1 by {gap:.2f}"
+    menu = {
+        "temporal": [{"answer_style": "temporal"}, {"time_decay_half_life_days": 180.0, "recency_weight": 0.2},
+                     {"context_order": "chronological"}],
+        "multi_hop": [{"enable_query_decomposition": True}, {"answer_style": "step_by_step"},
+                      {"reflection_rounds": 1}, {"max_context": min(values["max_context"] + 6, 30)}],
+        "counting": [{"answer_style": "step_by_step"}, {"max_context": min(values["max_context"] + 6, 30)}],
+        "inference": [{"answer_style": "detailed"}, {"max_context": min(values["max_context"] + 4, 30)}],
+        "knowledge_update": [{"recency_weight": 0.3, "time_decay_half_life_days": 90.0}],
+        "preference": [{"structured_top_k": 10}, {"answer_style": "detailed"}],
+        "single_fact": [{"answer_style": "extractive"}, {"keyword_top_k": _bump(values, "keyword_top_k", 5)}],
+    }
+    return [Action(strength - 0.01 * i, reason, changes, qtype) for i, changes in enumerate(menu.get(qtype, []))]
+
+
+def candidate_actions(inp: DiagnosisInput) -> list[Action]:
+    v = inp.config
+    actions: list[Action] = []
+    miss = _share(inp, "retrieval_miss") + _share(inp, "extraction_gap") * 0.5
+    if miss >= 0.2:
+        reason = f"{miss:.0%} of failures never reached the candidates (retrieval misses)"
+        if v["semantic_top_k"] == 0:
+            actions.append(Action(miss + 0.2, reason + "; the dense view is off", {"semantic_top_k": 10}))
+        if v["fusion_mode"] != "rrf" and (v["semantic_top_k"] or 0) > 0:
+            actions.append(Action(miss + 0.1, reason + "; rank fusion is robust to view score scales",
+                                  {"fusion_mode": "rrf"}))
+        if v["structured_top_k"] == 0:
+            actions.append(Action(miss, reason + "; the structured view is off", {"structured_top_k": 5}))
+        widen = {k: _bump(v, k, 5) for k in ("semantic_top_k", "keyword_top_k") if v[k] != 0}
+        actions.append(Action(miss - 0.05, reason + "; widen the views", widen))
+        if not v["enable_entity_swap"]:
+            actions.append(Action(miss - 0.1, reason + "; search again without person names",
+                                  {"enable_entity_swap": True}))
+    cut = _share(inp, "budget_cut")
+    if cut >= 0.1:
+        actions.append(Action(cut + 0.15, f"{cut:.0%} of failures had the evidence ranked but cut by max_context",
+                              {"max_context": min(v["max_context"] + 4, 30)}))
+    abstain = _share(inp, "wrong_abstention")
+    if abstain >= 0.15:
+        changes = {"max_context": min(v["max_context"] + 2, 30)}
+        if v["answer_style"] == "cautious":
+            changes = {"answer_style": "concise"}
+        actions.append(Action(abstain, f"{abstain:.0%} of failures abstained although the evidence was in context", changes))
+    noise = _share(inp, "answer_error")
+    if noise >= 0.3 and inp.mean_context > 14:
+        actions.append(Action(noise - 0.1, f"{noise:.0%} answer errors with {inp.mean_context:.0f} memories in context: too much noise",
+                              {"max_context": max(v["max_context"] - 4, 6)}))
+    fmt = _share(inp, "format_mismatch")
+    if fmt >= 0.2:
+        changes = {"answer_style": "concise"} if v["answer_style"] in ("detailed", "extractive") else {"enable_answer_verification": True, "verification_style": "multi_candidate"}
+        actions.append(Action(fmt, f"{fmt:.0%} of failures were partly right (format mismatch)", changes))
+    halluc = _share(inp, "hallucination")
+    if halluc >= 0.15:
+        reason = f"{halluc:.0%} of failures answered questions the conversation cannot answer"
+        if not v["enable_answer_verification"]:
+            actions.append(Action(halluc, reason + "; verify answers against the context",
+                                  {"enable_answer_verification": True, "verification_style": "strict"}))
+        elif not v["enable_entity_swap"]:
+            actions.append(Action(halluc - 0.05, reason + "; entity swap exposes the wrong-person premise",
+                                  {"enable_entity_swap": True}))
+    typed = [r for r in inp.by_type if r["n"] >= MIN_TYPE_N and r["f1"] is not None
+             and r["question_type"] not in NO_OVERRIDE_TYPES]
+    if typed:
+        mean = sum(r["f1"] * r["n"] for r in typed) / sum(r["n"] for r in typed)
+        for row in sorted(typed, key=lambda r: r["f1"]):
+            if row["f1"] < mean - LAG_MARGIN:
+                merged = {**v, **inp.overrides.get(row["question_type"], {})}
+                actions.extend(_type_actions(row["question_type"], row["f1"], mean, merged))
+    return sorted(actions, key=lambda a: -a.strength)
+
+
+def _tried_badly(history: list[dict]) -> set[tuple]:
+    """(scope, field, value) triples whose change was followed by a drop or a revert."""
+    bad = set()
+    for item in history:
+        outcome = item.get("outcome_delta")
+        if outcome is not None and outcome < 0:
+            for change in item.get("changes") or []:
+                bad.add((change.get("scope", "global"), change["field"], repr(change["new"])))
+    return bad
+
+
+class RubricDiagnoser:
+    name = "rubric"
+
+    def diagnose(self, inp: DiagnosisInput, config: Any) -> DiagnosisResult:
+        bad = _tried_badly(inp.history)
+        for action in candidate_actions(inp):
+            scope = action.qtype or "global"
+            current = {**inp.config, **(inp.overrides.get(action.qtype, {}) if action.qtype else {})}
+            effective = {k: val for k, val in action.changes.items() if current.get(k) != val}
+            if not effective or all((scope, k, repr(val)) in bad for k, val in effective.items()):
+                continue
+            proposal = Proposal(rationale=action.reason)
+            if action.qtype:
+                proposal.overrides[action.qtype] = effective
+            else:
+                proposal.changes = effective
+            return DiagnosisResult(proposal)
+        return DiagnosisResult(Proposal(rationale="no rubric rule fires that was not already tried"))
+
+    def observe(self, config: Any, score: float) -> None:
+        return None

@@ -1,0 +1,108 @@
+"""`Proposal`: what every diagnoser returns, validated against the registry.
+
+A value that fails validation is dropped with a reason (never applied, never a crash); a
+dimension the registry does not know is kept aside as a *proposed new dimension* for people to
+read, not applied."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from evolvemem.qtypes import QUESTION_TYPES
+from evolvemem.space.registry import registry
+
+
+@dataclass
+class NewDimension:
+    name: str
+    description: str = ""
+    rationale: str = ""
+
+
+@dataclass
+class Proposal:
+    changes: dict[str, Any] = field(default_factory=dict)
+    overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
+    missing_topics: list[str] = field(default_factory=list)
+    rationale: str = ""
+    new_dimensions: list[NewDimension] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.changes and not self.overrides
+
+    def as_dict(self) -> dict:
+        return {
+            "changes": self.changes, "overrides": self.overrides, "missing_topics": self.missing_topics,
+            "rationale": self.rationale, "rejected": self.rejected,
+            "new_dimensions": [d.__dict__ for d in self.new_dimensions],
+        }
+
+    def apply_to(self, config: Any) -> tuple[Any, list]:
+        """The config with this proposal applied (values clamped by the registry)."""
+        clamps: list = []
+        new, c = config.with_changes(self.changes)
+        clamps += c
+        for qtype, settings in self.overrides.items():
+            new, c = new.with_changes(settings, question_type=qtype)
+            clamps += c
+        return new, clamps
+
+
+def _check_value(name: str, value: Any, per_type: bool, rejected: list[str]) -> tuple[bool, Any]:
+    dim = registry()[name]
+    if per_type and not dim.per_type:
+        rejected.append(f"{name} cannot be overridden per question type")
+        return False, None
+    try:
+        return True, dim.clamp(dim.coerce(value))
+    except ValueError as exc:
+        rejected.append(f"{name}: {exc}")
+        return False, None
+
+
+def proposal_from_raw(raw: Any) -> Proposal:
+    """Build a validated Proposal from a diagnoser's JSON-like output."""
+    proposal = Proposal()
+    if not isinstance(raw, dict):
+        proposal.rejected.append("the reply is not a JSON object")
+        return proposal
+    dims = registry()
+    changes = raw.get("changes") or {}
+    if isinstance(changes, list):  # tolerate [{"field":..,"value":..}]
+        changes = {c.get("field") or c.get("name"): c.get("value") for c in changes if isinstance(c, dict)}
+    if not isinstance(changes, dict):
+        proposal.rejected.append("changes must be an object")
+        changes = {}
+    for name, value in changes.items():
+        if name not in dims:
+            proposal.new_dimensions.append(NewDimension(str(name), "", f"proposed value {value!r}"))
+            continue
+        ok, clean = _check_value(name, value, False, proposal.rejected)
+        if ok:
+            proposal.changes[name] = clean
+    overrides = raw.get("overrides") or raw.get("per_category_overrides") or {}
+    if isinstance(overrides, dict):
+        for qtype, settings in overrides.items():
+            if qtype not in QUESTION_TYPES:
+                proposal.rejected.append(f"unknown question type {qtype!r}")
+                continue
+            if not isinstance(settings, dict):
+                proposal.rejected.append(f"override for {qtype} must be an object")
+                continue
+            for name, value in settings.items():
+                if name not in dims:
+                    proposal.new_dimensions.append(NewDimension(str(name), "", f"proposed for {qtype}: {value!r}"))
+                    continue
+                ok, clean = _check_value(name, value, True, proposal.rejected)
+                if ok:
+                    proposal.overrides.setdefault(qtype, {})[name] = clean
+    for item in raw.get("new_dimensions") or []:
+        if isinstance(item, dict) and item.get("name") and item["name"] not in dims:
+            proposal.new_dimensions.append(NewDimension(str(item["name"]), str(item.get("description", "")),
+                                                        str(item.get("rationale", ""))))
+    topics = raw.get("missing_topics") or []
+    proposal.missing_topics = [str(t) for t in topics if isinstance(t, (str, int, float))][:20]
+    proposal.rationale = str(raw.get("rationale") or raw.get("analysis") or "")[:2000]
+    return proposal

@@ -1,0 +1,52 @@
+"""Targeted re-extraction: when dev failures show extraction gaps (no memory covers a gold
+evidence turn), re-extract the sessions holding those turns. Topics come from dev failures
+only; memories added are versioned with the round that will first use them."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from evolvemem.roles.protocols import CallCost
+
+
+@dataclass
+class ReextractResult:
+    sessions: list[str] = field(default_factory=list)
+    units: list = field(default_factory=list)
+    added: int = 0
+    cost: CallCost = field(default_factory=CallCost)
+
+
+def uncovered_sessions(store: Any, ws: Any, round_no: int, dev_conversations: set[str],
+                       already: set[str]) -> dict[str, set[str]]:
+    """conversation id → session ids whose dev evidence no memory covers (not re-extracted yet)."""
+    rows = store.query("""SELECT conversation_id, evidence_ids FROM question_failures
+                          WHERE round = ? AND phase = 'dev' AND failure = 'extraction_gap'""", [round_no])
+    out: dict[str, set[str]] = {}
+    for row in rows:
+        conv_id = row["conversation_id"]
+        if conv_id not in dev_conversations:
+            continue
+        conv = ws.dataset.conversations[conv_id]
+        turn_session = {t.turn_id: t.session_id for t in conv.turns()}
+        for turn_id in row["evidence_ids"] or []:
+            session = turn_session.get(turn_id)
+            key = f"{conv_id}/{session}"
+            if session and turn_id not in ws.covered_turns[conv_id] and key not in already:
+                out.setdefault(conv_id, set()).add(session)
+    return out
+
+
+def reextract(ws: Any, targets: dict[str, set[str]], next_round: int) -> ReextractResult:
+    result = ReextractResult()
+    for conv_id, sessions in sorted(targets.items()):
+        conv = ws.dataset.conversations[conv_id]
+        turn_ids = {t.turn_id for s in conv.sessions if s.session_id in sessions for t in s.turns}
+        units, cost = ws.roles.extractor.extract(conv, turn_ids=turn_ids)
+        result.cost = result.cost + cost
+        units = [u.evolve(added_round=next_round) for u in units]
+        fresh = ws.add_memories(conv_id, units)
+        result.added += len(fresh)
+        result.units.extend(fresh)
+        result.sessions.extend(f"{conv_id}/{s}" for s in sorted(sessions))
+    return result

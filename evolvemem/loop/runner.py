@@ -1,0 +1,211 @@
+"""Run the AutoResearch loop: evaluate → diagnose → propose → guard, one versioned round at a time.
+
+Round 0 evaluates the starting config; rounds 1..N evaluate the configs the guard produced.
+Everything a resume needs is in the run store: a finished round is read back, a half-finished
+one continues from its last recorded question, and the next config of every decided round is
+stored with the decision. At the end the start config and the best dev config are each scored
+once on the held-out test conversations."""
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from evolvemem.data.split import split_dataset
+from evolvemem.diagnosers import make_diagnoser
+from evolvemem.evaluate import evaluate
+from evolvemem.loop.diagnosis_input import build_diagnosis_input
+from evolvemem.loop.guard import RoundScore, check_regression, decide
+from evolvemem.loop.reextract import reextract, uncovered_sessions
+from evolvemem.loop.snapshots import write_final, write_round_snapshot
+from evolvemem.loop.spec import RunSpec
+from evolvemem.loop.usage import usage_rows
+from evolvemem.space.config import parse_config
+
+
+@dataclass
+class Hooks:
+    """Callbacks for the CLI (progress bars, the per-round table); all optional."""
+
+    stage: Callable[[str, int, int], None] | None = None
+    record: Callable[[str, dict, int], None] | None = None  # (label, record, total)
+    round_done: Callable[[dict], None] | None = None
+    message: Callable[[str], None] | None = None
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    rounds: list[dict] = field(default_factory=list)
+    best_round: int = 0
+    best_config_path: Path | None = None
+    dev: dict = field(default_factory=dict)
+    test: dict = field(default_factory=dict)
+
+
+def objective_of(summary_or_row: dict, objective: str) -> float:
+    key = {"all": ("all", "all_f1"), "main": ("main", "main_f1")}[objective]
+    value = summary_or_row.get(key[0], summary_or_row.get(key[1]))
+    return float(value or 0.0)
+
+
+class EvolutionRunner:
+    def __init__(self, spec: RunSpec, store: Any, workspace: Any, dataset: Any, init_config: Any,
+                 hooks: Hooks | None = None):
+        self.spec = spec
+        self.store = store
+        self.ws = workspace
+        self.dataset = dataset
+        self.init_config = init_config
+        self.hooks = hooks or Hooks()
+        self.dev = split_dataset(dataset, "dev")
+        self.test = split_dataset(dataset, "test")
+        self.diagnoser = make_diagnoser(spec.diagnoser, seed=spec.seed, client=workspace.roles.diagnosis_client)
+        self.reuse: dict = {}
+
+    # ---- helpers -----------------------------------------------------------------------------
+    def _say(self, text: str) -> None:
+        if self.hooks.message:
+            self.hooks.message(text)
+
+    def _evaluate(self, config: Any, questions: list, round_no: int, phase: str) -> tuple[dict, float]:
+        row = self.store.round_row(round_no, phase)
+        if row and row["status"] == "done":
+            return _summary_from_row(row), row["wall_seconds"] or 0.0
+        self.store.begin_round(round_no, phase, config)
+        before = self.ws.roles.usage_snapshot()
+        label = f"round {round_no} {phase}"
+        total = len(questions)
+        on_record = (lambda rec: self.hooks.record(label, rec, total)) if self.hooks.record else None
+        outcome = evaluate(self.ws, config, questions, store=self.store, round_no=round_no, phase=phase,
+                           concurrency=self.spec.concurrency, protocol=self.spec.protocol,
+                           on_record=on_record, reuse=self.reuse)
+        self.store.insert("usage", usage_rows(before, self.ws.roles.usage_snapshot(), round_no, phase))
+        self.store.finish_round(round_no, phase, outcome.summary, outcome.wall_seconds)
+        return outcome.summary, outcome.wall_seconds
+
+    def _decision_row(self, round_no: int) -> dict | None:
+        rows = self.store.query("SELECT * FROM decisions WHERE round = ?", [round_no])
+        return rows[0] if rows else None
+
+    def _config_from_json(self, data: dict) -> Any:
+        return parse_config(data, source="run store")[0]
+
+    # ---- the loop ----------------------------------------------------------------------------
+    def run(self) -> RunResult:
+        spec = self.spec
+        scores: list[RoundScore] = []
+        seen: set[str] = set()
+        config = self.init_config
+        result = RunResult(self.store.run_dir)
+        stale = 0
+        for round_no in range(spec.rounds + 1):
+            if round_no > 0:
+                previous = self._decision_row(round_no - 1)
+                if previous is None or previous["decision"] in ("stopped", "converged"):
+                    break
+                config = self._config_from_json(previous["next_config"])
+            started = time.perf_counter()
+            summary, eval_seconds = self._evaluate(config, self.dev.questions, round_no, "dev")
+            score = objective_of(summary, spec.objective)
+            best_before = max((s.score for s in scores), default=None)
+            scores.append(RoundScore(round_no, score, config))
+            seen.add(config.fingerprint())
+            self.diagnoser.observe(config, score)
+            stale = 0 if best_before is None or score > best_before else stale + 1
+            decision = self._decision_row(round_no)
+            if decision is None:
+                decision = self._decide(round_no, scores, seen, stale)
+            info = {
+                "round": round_no, "dev": summary, "score": score, "decision": decision["decision"],
+                "reason": decision["reason"], "changes": decision["changes"] or [],
+                "memories_added": decision["memories_added"] or 0,
+                "seconds": time.perf_counter() - started, "eval_seconds": eval_seconds,
+                "usage": self.store.query(
+                    """SELECT sum(calls) AS calls, sum(cache_hits) AS cache_hits,
+                              sum(prompt_tokens) + sum(completion_tokens) AS tokens
+                       FROM usage WHERE round = ?""", [round_no])[0],
+            }
+            result.rounds.append(info)
+            if self.hooks.round_done:
+                self.hooks.round_done(info)
+        best = max(scores, key=lambda s: (s.score, -s.round))
+        result.best_round = best.round
+        result.dev = {"start": _headline(self.store.round_row(0, "dev")),
+                      "best": _headline(self.store.round_row(best.round, "dev"))}
+        result.test = self._score_on_test(scores[0], best)
+        result.best_config_path = write_final(self.store.run_dir, best, scores[0], result)
+        return result
+
+    def _decide(self, round_no: int, scores: list[RoundScore], seen: set[str], stale: int) -> dict:
+        spec = self.spec
+        current = scores[-1]
+        delta = current.score - scores[-2].score if len(scores) > 1 else None
+        best = max(scores, key=lambda s: (s.score, -s.round))
+        row = {"round": round_no, "score": current.score, "delta": delta, "best_round": best.round,
+               "best_score": best.score, "changes": [], "next_config": None, "reextracted_sessions": [],
+               "memories_added": 0, "base_round": current.round, "base_score": current.score}
+        if round_no >= spec.rounds or (spec.patience and stale >= spec.patience):
+            final = round_no >= spec.rounds
+            row.update(decision="stopped" if final else "converged",
+                       reason="round limit reached" if final else f"no improvement for {stale} rounds")
+            self.store.insert("decisions", [row])
+            write_round_snapshot(self.store.run_dir, round_no, current.config, row, None, None)
+            return row
+        regression = check_regression(scores, spec.guard)
+        base = regression.base
+        inp = build_diagnosis_input(self.store, base.round, "dev", base.config, spec.objective, base.score,
+                                    previous_round=scores[-2].round if len(scores) > 1 else None)
+        before = self.ws.roles.usage_snapshot()
+        diagnosis = self.diagnoser.diagnose(inp, base.config)
+        self.store.insert("diagnoses", [{
+            "round": round_no, "diagnoser": self.diagnoser.name, "input": inp.as_dict(), "prompt": diagnosis.prompt,
+            "raw_response": diagnosis.raw_response, "parse_error": diagnosis.parse_error or None,
+            "proposal": diagnosis.proposal.as_dict(), "calls": diagnosis.cost.calls,
+            "prompt_tokens": diagnosis.cost.prompt_tokens, "completion_tokens": diagnosis.cost.completion_tokens,
+        }])
+        if diagnosis.parse_error:
+            self._say(f"round {round_no}: diagnosis reply rejected in part: {diagnosis.parse_error}")
+        self.store.insert("proposed_dimensions", [
+            {"round": round_no, "name": d.name, "description": d.description, "rationale": d.rationale}
+            for d in diagnosis.proposal.new_dimensions])
+        if spec.reextract and inp.taxonomy.get("extraction_gap", 0):
+            done = {s for r in self.store.query("SELECT reextracted_sessions FROM decisions")
+                    for s in (r["reextracted_sessions"] or [])}
+            targets = uncovered_sessions(self.store, self.ws, base.round, set(self.dev.conversations), done)
+            if targets:
+                extra = reextract(self.ws, targets, round_no + 1)
+                self.store.insert("memories", self.ws.memory_rows(extra.units))
+                row.update(reextracted_sessions=extra.sessions, memories_added=extra.added)
+        rng = random.Random(f"guard-{spec.seed}-{round_no}")
+        decision = decide(scores, regression, diagnosis.proposal, spec.guard, rng, seen)
+        self.store.insert("usage", usage_rows(before, self.ws.roles.usage_snapshot(), round_no, "diagnose"))
+        row.update(decision=decision.decision, reason=decision.reason, base_round=base.round,
+                   base_score=base.score, changes=[c.as_dict() for c in decision.changes],
+                   next_config=decision.next_config.model_dump())
+        self.store.insert("decisions", [row])
+        write_round_snapshot(self.store.run_dir, round_no, current.config, row, inp.as_dict(), diagnosis)
+        return row
+
+    def _score_on_test(self, start: RoundScore, best: RoundScore) -> dict:
+        if not self.test.questions:
+            return {}
+        start_summary, _ = self._evaluate(start.config, self.test.questions, 0, "test_start")
+        best_summary, _ = self._evaluate(best.config, self.test.questions, best.round, "test_best")
+        return {"start": _headline(start_summary), "best": _headline(best_summary)}
+
+
+def _summary_from_row(row: dict) -> dict:
+    return {"n": row["n_questions"], "n_failed": row["n_failed"], "main": row["main_f1"],
+            "adversarial": row["adversarial_f1"], "all": row["all_f1"], "evidence_recall": row["evidence_recall"],
+            "by_category": row["by_category"] or {}}
+
+
+def _headline(summary_or_row: dict | None) -> dict:
+    if not summary_or_row:
+        return {}
+    s = summary_or_row if "main" in summary_or_row else _summary_from_row(summary_or_row)
+    return {"main_f1": s["main"], "adversarial_f1": s["adversarial"], "all_f1": s["all"],
+            "evidence_recall": s["evidence_recall"], "n": s["n"], "n_failed": s["n_failed"]}

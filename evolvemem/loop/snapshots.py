@@ -1,0 +1,53 @@
+"""Readable files beside the DuckDB store: one folder per round and the exported best config.
+
+runs/<id>/rounds/round_03/config.toml       the config that produced round 3's score
+                          decision.json     the guard's decision and the next config's changes
+                          diagnosis_input.json, diagnosis_prompt.md, diagnosis_raw.txt, proposal.json
+runs/<id>/best_config.toml                  usable with --config and --init
+runs/<id>/result.json                       dev and test scores for start and best"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from evolvemem.space.config import config_to_toml
+
+
+def _dump(path: Path, payload: Any) -> None:
+    path.write_text(json.dumps(payload, indent=2, default=str, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def round_dir(run_dir: Path, round_no: int) -> Path:
+    path = Path(run_dir) / "rounds" / f"round_{round_no:02d}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def write_round_snapshot(run_dir: Path, round_no: int, config: Any, decision: dict,
+                         diagnosis_input: dict | None, diagnosis: Any) -> None:
+    folder = round_dir(run_dir, round_no)
+    (folder / "config.toml").write_text(
+        config_to_toml(config, header=f"config evaluated in round {round_no} (fingerprint {config.fingerprint()})"),
+        encoding="utf-8")
+    _dump(folder / "decision.json", {k: v for k, v in decision.items() if k != "next_config"})
+    if diagnosis_input is not None:
+        _dump(folder / "diagnosis_input.json", diagnosis_input)
+    if diagnosis is not None:
+        _dump(folder / "proposal.json", diagnosis.proposal.as_dict())
+        if diagnosis.prompt:
+            (folder / "diagnosis_prompt.md").write_text(diagnosis.prompt, encoding="utf-8")
+        if diagnosis.raw_response:
+            (folder / "diagnosis_raw.txt").write_text(diagnosis.raw_response, encoding="utf-8")
+
+
+def write_final(run_dir: Path, best: Any, start: Any, result: Any) -> Path:
+    path = Path(run_dir) / "best_config.toml"
+    path.write_text(config_to_toml(best.config, header=(
+        f"best config of run {Path(run_dir).name}: round {best.round}, dev objective {best.score:.4f}\n"
+        f"use with: evolve eval --config {path}  or  evolve run --init {run_dir}")), encoding="utf-8")
+    _dump(Path(run_dir) / "result.json", {
+        "best_round": best.round, "best_score": best.score, "start_score": start.score,
+        "dev": result.dev, "test": result.test,
+    })
+    return path

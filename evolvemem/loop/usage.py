@@ -1,0 +1,14 @@
+"""Per-round LLM accounting: the difference of two usage-ledger snapshots, as `usage` rows."""
+from __future__ import annotations
+
+FIELDS = ("calls", "cache_hits", "failures", "prompt_tokens", "completion_tokens", "cost_usd")
+
+
+def usage_rows(before: dict, after: dict, round_no: int, phase: str) -> list[dict]:
+    rows = []
+    for role, now in after.items():
+        was = before.get(role, {})
+        delta = {f: (now.get(f, 0) or 0) - (was.get(f, 0) or 0) for f in FIELDS}
+        if any(delta.values()):
+            rows.append({"round": round_no, "phase": phase, "role": role, **delta})
+    return rows
