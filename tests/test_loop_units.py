@@ -1,0 +1,115 @@
+"""Proposal validation, the guard's decisions, and the rubric's rules on hand-made inputs."""
+from __future__ import annotations
+
+import random
+
+from evolvemem.diagnosers.rubric import RubricDiagnoser, candidate_actions
+from evolvemem.diagnosers.random_search import RandomDiagnoser
+from evolvemem.diagnosers.tpe import TPEDiagnoser
+from evolvemem.loop.diagnosis_input import DiagnosisInput
+from evolvemem.loop.guard import GuardSettings, RoundScore, check_regression, decide
+from evolvemem.loop.proposal import Proposal, proposal_from_raw
+from evolvemem.space.config import RetrievalConfig, load_config
+
+
+def make_input(taxonomy, by_type=None, config=None, history=None, mean_context=8.0) -> DiagnosisInput:
+    config = config or load_config("weak")[0]
+    return DiagnosisInput(round=1, objective="all", score=0.3, overall={}, by_type=by_type or [], by_category=[],
+                          taxonomy=taxonomy, taxonomy_by_type={}, worst_cases=[], config=config.values(),
+                          overrides=config.overrides(), history=history or [], mean_context=mean_context)
+
+
+def test_proposal_validation_clamps_rejects_and_keeps_new_dimensions():
+    p = proposal_from_raw({
+        "changes": {"max_context": 99, "fusion_mode": "magic", "semantic_top_k": "12", "graph_hops": 2},
+        "overrides": {"temporal": {"answer_style": "temporal", "rrf_k": 20}, "nonsense": {"max_context": 9}},
+        "missing_topics": ["pets"], "rationale": "why not",
+        "new_dimensions": [{"name": "cue_graph", "description": "walk a cue graph", "rationale": "multi-hop"}],
+    })
+    assert p.changes == {"max_context": 30, "semantic_top_k": 12}
+    assert p.overrides == {"temporal": {"answer_style": "temporal"}}
+    assert {d.name for d in p.new_dimensions} == {"graph_hops", "cue_graph"}
+    assert any("fusion_mode" in r for r in p.rejected)
+    assert any("rrf_k cannot be overridden" in r for r in p.rejected)
+    assert any("nonsense" in r for r in p.rejected)
+    assert proposal_from_raw("garbage").is_empty and proposal_from_raw("garbage").rejected
+
+
+def test_guard_reverts_on_regression_and_builds_on_the_best():
+    weak = load_config("weak")[0]
+    better, _ = weak.with_changes({"max_context": 12})
+    worse, _ = better.with_changes({"keyword_top_k": 3})
+    scores = [RoundScore(0, 0.30, weak), RoundScore(1, 0.40, better), RoundScore(2, 0.35, worse)]
+    reg = check_regression(scores, GuardSettings())
+    assert reg.reverted and reg.base.round == 1
+    d = decide(scores, reg, Proposal(changes={"semantic_top_k": 10}), GuardSettings(), random.Random(0), set())
+    assert d.decision == "reverted"
+    assert d.next_config.keyword_top_k == better.keyword_top_k and d.next_config.semantic_top_k == 10
+    small_drop = [RoundScore(0, 0.30, weak), RoundScore(1, 0.295, better)]
+    assert not check_regression(small_drop, GuardSettings()).reverted
+
+
+def test_guard_explores_on_stagnation_and_on_empty_or_repeated_proposals():
+    weak = load_config("weak")[0]
+    a, _ = weak.with_changes({"max_context": 10})
+    b, _ = a.with_changes({"max_context": 11})
+    flat = [RoundScore(0, 0.300, weak), RoundScore(1, 0.302, a), RoundScore(2, 0.301, b)]
+    reg = check_regression(flat, GuardSettings())
+    d = decide(flat, reg, Proposal(changes={"semantic_top_k": 10}), GuardSettings(), random.Random(0), set())
+    assert d.decision == "explored" and d.changes and "moved the score by less than" in d.reason
+    moving = [RoundScore(0, 0.30, weak), RoundScore(1, 0.35, a)]
+    reg = check_regression(moving, GuardSettings())
+    assert decide(moving, reg, Proposal(), GuardSettings(), random.Random(0), set()).decision == "explored"
+    seen = {a.with_changes({"max_context": 20})[0].fingerprint()}
+    d = decide(moving, reg, Proposal(changes={"max_context": 20}), GuardSettings(), random.Random(0), seen)
+    assert d.decision == "explored" and "repeat" in d.reason
+    d = decide(moving, reg, Proposal(changes={"max_context": 20}, rationale="r"), GuardSettings(), random.Random(0), set())
+    assert d.decision == "applied" and d.next_config.max_context == 20
+
+
+def test_guard_never_applies_adversarial_overrides():
+    weak = load_config("weak")[0]
+    scores = [RoundScore(0, 0.3, weak)]
+    p = Proposal(overrides={"adversarial": {"answer_style": "cautious"}, "temporal": {"answer_style": "temporal"}})
+    d = decide(scores, check_regression(scores, GuardSettings()), p, GuardSettings(), random.Random(0), set())
+    assert "adversarial" not in d.next_config.overrides() and "temporal" in d.next_config.overrides()
+
+
+def test_rubric_rules_follow_the_taxonomy():
+    # retrieval misses with the dense view off -> turn it on first
+    inp = make_input({"retrieval_miss": 60, "answer_error": 20, "correct": 100})
+    result = RubricDiagnoser().diagnose(inp, load_config("weak")[0])
+    assert result.proposal.changes == {"semantic_top_k": 10}
+    # budget cuts dominate -> larger max_context
+    inp = make_input({"budget_cut": 50, "answer_error": 10})
+    assert RubricDiagnoser().diagnose(inp, load_config("weak")[0]).proposal.changes == {"max_context": 12}
+    # one lagging type -> a per-type override that keeps the others
+    by_type = [{"question_type": "temporal", "n": 50, "f1": 0.1}, {"question_type": "single_fact", "n": 50, "f1": 0.5}]
+    inp = make_input({"answer_error": 5}, by_type=by_type)
+    p = RubricDiagnoser().diagnose(inp, load_config("weak")[0]).proposal
+    assert p.overrides == {"temporal": {"answer_style": "temporal"}} and not p.changes
+    # hallucinations -> verification
+    inp = make_input({"hallucination": 40, "answer_error": 10})
+    assert RubricDiagnoser().diagnose(inp, load_config("weak")[0]).proposal.changes["enable_answer_verification"] is True
+
+
+def test_rubric_skips_changes_that_failed_before():
+    history = [{"round": 0, "decision": "applied", "changes": [{"field": "max_context", "old": 8, "new": 12, "scope": "global"}],
+                "outcome_delta": -0.02, "score": 0.3, "reason": "", "delta": None}]
+    inp = make_input({"budget_cut": 50, "retrieval_miss": 30}, history=history)
+    p = RubricDiagnoser().diagnose(inp, load_config("weak")[0]).proposal
+    assert p.changes != {"max_context": 12} and not p.is_empty
+    assert candidate_actions(make_input({})) == []
+
+
+def test_random_and_tpe_propose_valid_changes():
+    cfg = RetrievalConfig()
+    inp = make_input({}, config=cfg)
+    r1 = RandomDiagnoser(seed=1).diagnose(inp, cfg).proposal
+    assert r1.changes == RandomDiagnoser(seed=1).diagnose(inp, cfg).proposal.changes and r1.changes
+    tpe = TPEDiagnoser(seed=0)
+    tpe.observe(cfg, 0.3)
+    p = tpe.diagnose(inp, cfg).proposal
+    new, _ = p.apply_to(cfg)
+    tpe.observe(new, 0.4)
+    assert len(tpe.study.trials) == 2 and tpe.study.best_value == 0.4
