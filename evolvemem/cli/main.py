@@ -33,8 +33,19 @@ def user_errors(func):
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2)
         except KeyboardInterrupt:
-            typer.echo("interrupted: finished work is saved; rerun the same command with --resume to continue", err=True)
+            typer.echo("interrupted: finished work is saved (evolve run --resume RUN continues a run)", err=True)
             raise typer.Exit(130)
+        except (typer.Exit, typer.Abort, SystemExit):
+            raise
+        except Exception as exc:  # an internal bug: one line, traceback on request
+            import os
+            import traceback
+
+            if os.environ.get("EVOLVEMEM_DEBUG"):
+                traceback.print_exc()
+            typer.echo(f"error: unexpected {type(exc).__name__}: {exc} (set EVOLVEMEM_DEBUG=1 for the traceback)",
+                       err=True)
+            raise typer.Exit(1)
     return wrapper
 
 
