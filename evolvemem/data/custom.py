@@ -1,0 +1,359 @@
+"""Your own conversations and questions, in a small JSON (or JSONL) format.
+
+JSON file (`.json`)::
+
+    {
+      "name": "support-chats",                       # optional, default: the file name
+      "category_names": {"billing": "Billing"},       # optional, category -> display name
+      "adversarial_categories": ["adversarial"],      # optional, kept out of the main average
+      "conversations": [
+        {"id": "c1",
+         "speakers": ["Priya Raman", "Tomasz"],       # optional, default: in order of speaking
+         "sessions": [
+           {"id": "s1", "date": "2024-03-05T14:30",   # date optional, ISO 8601
+            "turns": [
+              {"id": "c1-1", "speaker": "Priya Raman", "text": "I moved to Lisbon in May.",
+               "image_caption": "a tram on a hill"}, # optional
+              {"id": "c1-2", "speaker": "Tomasz", "text": "How is the new flat?"}]}]}],
+      "questions": [
+        {"id": "q1", "conversation_id": "c1",
+         "question": "Where does Priya live?",
+         "answer": "Lisbon",                          # a string, or a list of accepted answers
+         "evidence": ["c1-1"],                        # optional, turn ids of that conversation
+         "category": "location",                      # optional, default: the question_type
+         "question_type": "single_fact",              # optional, default: classified from the text
+         "question_date": "2024-06-01",               # optional, default: the last session's date
+         "adversarial_answer": "Porto",               # optional trap answer
+         "choices": ["Lisbon", "Porto"],              # optional multiple choice ...
+         "correct_choice": "A"}]                      # ... with the letter of the right one
+    }
+
+JSON Lines file (`.jsonl`): one object per line, each with a "kind": "conversation" lines and
+"question" lines carry the fields above; at most one "dataset" line carries name,
+category_names and adversarial_categories. Blank lines are ignored.
+
+Rules: turn ids are unique within a conversation; question ids are unique; evidence must name
+turns of the question's conversation; question_type is one of evolvemem.qtypes.QUESTION_TYPES.
+Unanswerable questions use question_type "adversarial" (list them in adversarial_categories if
+they should not count in the main average). Any violation raises DataError naming the record.
+`dump_custom` writes any Dataset in this format, so other benchmarks can be exported and edited.
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterable
+
+from evolvemem.data.dates import parse_iso_datetime
+from evolvemem.data.loader import bytes_hash, parse_json_bytes, read_bytes
+from evolvemem.data.models import Conversation, Dataset, Question, Session, Turn
+from evolvemem.errors import DataError
+from evolvemem.qtypes import QUESTION_TYPES, classify_question
+
+_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def load_custom(path: str | Path) -> Dataset:
+    """Load a custom dataset; the suffix `.jsonl` selects the line format."""
+    path = Path(path)
+    payload = read_bytes(path)
+    if path.suffix.lower() == ".jsonl":
+        header, conversations, questions = _split_jsonl(payload, path.name)
+    else:
+        header, conversations, questions = _split_json(payload, path.name)
+    return _build(header, conversations, questions, path, bytes_hash(payload))
+
+
+Located = list[tuple[str, Any]]  # (where in the file, raw record)
+
+
+def _split_json(payload: bytes, label: str) -> tuple[dict, Located, Located]:
+    raw = parse_json_bytes(payload, label)
+    if not isinstance(raw, dict):
+        raise DataError(f"{label}: top level must be an object with 'conversations' and 'questions'")
+    parts = []
+    for key in ("conversations", "questions"):
+        records = raw.get(key)
+        if not isinstance(records, list):
+            raise DataError(f"{label}: '{key}' must be a list")
+        parts.append([(f"{label}: {key}[{i}]", record) for i, record in enumerate(records)])
+    return raw, parts[0], parts[1]
+
+
+def _split_jsonl(payload: bytes, label: str) -> tuple[dict, Located, Located]:
+    header: dict = {}
+    conversations: Located = []
+    questions: Located = []
+    try:
+        lines = payload.decode("utf-8-sig").splitlines()
+    except UnicodeDecodeError:
+        raise DataError(f"{label}: not UTF-8 text") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{label}: line {number}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        kind = record.get("kind") if isinstance(record, dict) else None
+        if kind == "conversation":
+            conversations.append((where, record))
+        elif kind == "question":
+            questions.append((where, record))
+        elif kind == "dataset":
+            if header:
+                raise DataError(f"{where}: a second 'dataset' line")
+            header = record
+        else:
+            raise DataError(f"{where}: 'kind' must be 'conversation', 'question' or 'dataset', got {kind!r}")
+    return header, conversations, questions
+
+
+def _build(header: dict, conv_records: Located, question_records: Located, path: Path, digest: str) -> Dataset:
+    label = path.name
+    conversations: dict[str, Conversation] = {}
+    for where, record in conv_records:
+        conversation = _conversation(record, where)
+        if conversation.conversation_id in conversations:
+            raise DataError(f"{where}: duplicate conversation id {conversation.conversation_id!r}")
+        conversations[conversation.conversation_id] = conversation
+    turn_ids = {cid: {t.turn_id for t in c.turns()} for cid, c in conversations.items()}
+    questions: list[Question] = []
+    seen: set[str] = set()
+    for where, record in question_records:
+        question = _question(record, where, conversations, turn_ids)
+        if question.question_id in seen:
+            raise DataError(f"{where}: duplicate question id {question.question_id!r}")
+        seen.add(question.question_id)
+        questions.append(question)
+    name = header.get("name", path.stem)
+    category_names = header.get("category_names", {})
+    adversarial = header.get("adversarial_categories", [])
+    if not isinstance(name, str) or not name.strip():
+        raise DataError(f"{label}: 'name' must be a non-empty string")
+    if not isinstance(category_names, dict) or not all(isinstance(v, str) for v in category_names.values()):
+        raise DataError(f"{label}: 'category_names' must map category to a display name")
+    if not isinstance(adversarial, list):
+        raise DataError(f"{label}: 'adversarial_categories' must be a list of categories")
+    names = {str(k): v for k, v in category_names.items()}
+    for question in questions:
+        names.setdefault(question.category, question.category)
+    return Dataset(
+        name=name.strip(),
+        conversations=conversations,
+        questions=questions,
+        category_names=names,
+        adversarial_categories=tuple(str(c) for c in adversarial),
+        source=str(path),
+        content_hash=digest,
+    )
+
+
+def _text(record: dict, key: str, where: str, *, required: bool = True) -> str | None:
+    """A required (or optional) non-empty string field; ints are accepted for ids."""
+    value = record.get(key)
+    if value is None and not required:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value).strip() == "":
+        raise DataError(f"{where} has no '{key}'" if value is None else f"{where}: '{key}' must be a non-empty string")
+    return str(value).strip() if key.endswith("id") else str(value)
+
+
+def _date(record: dict, key: str, where: str) -> datetime | None:
+    value = record.get(key)
+    if value is None:
+        return None
+    try:
+        return parse_iso_datetime(value)
+    except ValueError as exc:
+        raise DataError(f"{where}: '{key}' {exc}") from None
+
+
+def _list(record: dict, key: str, where: str) -> list:
+    value = record.get(key, [])
+    if not isinstance(value, list):
+        raise DataError(f"{where}: '{key}' must be a list")
+    return value
+
+
+def _conversation(record: Any, where: str) -> Conversation:
+    if not isinstance(record, dict):
+        raise DataError(f"{where} is not an object")
+    conversation_id = _text(record, "id", where)
+    where = f"{where} (id {conversation_id!r})"
+    if "sessions" not in record:
+        raise DataError(f"{where} has no 'sessions'")
+    sessions_raw = _list(record, "sessions", where)
+    if not sessions_raw:
+        raise DataError(f"{where}: 'sessions' is empty")
+    sessions: list[Session] = []
+    seen_turns: set[str] = set()
+    speakers = [str(s) for s in _list(record, "speakers", where)]
+    seen_sessions: set[str] = set()
+    for s_index, session in enumerate(sessions_raw):
+        s_where = f"{where}: sessions[{s_index}]"
+        if not isinstance(session, dict):
+            raise DataError(f"{s_where} is not an object")
+        session_id = _text(session, "id", s_where)
+        if session_id in seen_sessions:
+            raise DataError(f"{s_where}: duplicate session id {session_id!r}")
+        seen_sessions.add(session_id)
+        session_date = _date(session, "date", s_where)
+        if "turns" not in session:
+            raise DataError(f"{s_where} has no 'turns'")
+        turns = []
+        for t_index, turn in enumerate(_list(session, "turns", s_where)):
+            t_where = f"{s_where}: turns[{t_index}]"
+            if not isinstance(turn, dict):
+                raise DataError(f"{t_where} is not an object")
+            turn_id = _text(turn, "id", t_where)
+            if turn_id in seen_turns:
+                raise DataError(f"{t_where}: duplicate turn id {turn_id!r}")
+            seen_turns.add(turn_id)
+            speaker = _text(turn, "speaker", t_where)
+            if not isinstance(turn.get("text"), str):
+                raise DataError(f"{t_where} has no 'text'")
+            caption = turn.get("image_caption")
+            if caption is not None and not isinstance(caption, str):
+                raise DataError(f"{t_where}: 'image_caption' must be a string")
+            turns.append(
+                Turn(
+                    turn_id=turn_id,
+                    speaker=speaker,
+                    text=turn["text"],
+                    session_id=session_id,
+                    timestamp=_date(turn, "date", t_where) or session_date,
+                    image_caption=caption or None,
+                )
+            )
+            if speaker not in speakers:
+                speakers.append(speaker)
+        sessions.append(Session(session_id=session_id, timestamp=session_date, turns=tuple(turns)))
+    return Conversation(conversation_id=conversation_id, sessions=tuple(sessions), speakers=tuple(speakers))
+
+
+def _question(record: Any, where: str, conversations: dict[str, Conversation],
+              turn_ids: dict[str, set[str]]) -> Question:
+    if not isinstance(record, dict):
+        raise DataError(f"{where} is not an object")
+    question_id = _text(record, "id", where)
+    where = f"{where} (id {question_id!r})"
+    conversation_id = _text(record, "conversation_id", where)
+    if conversation_id not in conversations:
+        raise DataError(f"{where}: conversation_id {conversation_id!r} is not a conversation in this file")
+    text = _text(record, "question", where)
+    if "answer" not in record:
+        raise DataError(f"{where} has no 'answer'")
+    answers = _answers(record["answer"], where)
+    evidence = tuple(str(e).strip() for e in _list(record, "evidence", where))
+    unknown = [e for e in evidence if e not in turn_ids[conversation_id]]
+    if unknown:
+        raise DataError(f"{where}: evidence {unknown[0]!r} is not a turn of conversation {conversation_id!r}")
+    question_type = _text(record, "question_type", where, required=False) or classify_question(text)
+    if question_type not in QUESTION_TYPES:
+        raise DataError(f"{where}: question_type {question_type!r} is not one of {', '.join(QUESTION_TYPES)}")
+    category = _text(record, "category", where, required=False) or question_type
+    question_date = _date(record, "question_date", where) or conversations[conversation_id].sessions[-1].timestamp
+    adversarial = record.get("adversarial_answer")
+    choices = tuple(str(c) for c in _list(record, "choices", where))
+    correct = _text(record, "correct_choice", where, required=False)
+    if correct is not None and (not choices or correct.upper() not in _LETTERS[: len(choices)]):
+        raise DataError(f"{where}: correct_choice {correct!r} does not name one of the {len(choices)} choices")
+    return Question(
+        question_id=question_id,
+        conversation_id=conversation_id,
+        text=text,
+        category=category,
+        question_type=question_type,
+        answers=answers,
+        evidence=evidence,
+        question_date=question_date,
+        adversarial_answer=None if adversarial is None else str(adversarial),
+        choices=choices,
+        correct_choice=correct.upper() if correct else None,
+    )
+
+
+def _answers(value: Any, where: str) -> tuple[str, ...]:
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return (str(value),)
+    if isinstance(value, list) and all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
+        return tuple(str(v) for v in value)
+    raise DataError(f"{where}: 'answer' must be a string or a list of strings")
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+def custom_records(dataset: Dataset) -> tuple[dict, list[dict], list[dict]]:
+    """The dataset as format records: (dataset header, conversations, questions)."""
+    header = {
+        "name": dataset.name,
+        "category_names": dict(dataset.category_names),
+        "adversarial_categories": list(dataset.adversarial_categories),
+    }
+    conversations = [_conversation_record(c) for c in dataset.conversations.values()]
+    questions = [_question_record(q) for q in dataset.questions]
+    return header, conversations, questions
+
+
+def dump_custom(dataset: Dataset, path: str | Path) -> Path:
+    """Write `dataset` in the custom format (`.jsonl` suffix: the line format)."""
+    path = Path(path)
+    header, conversations, questions = custom_records(dataset)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() == ".jsonl":
+        lines: Iterable[dict] = (
+            [{"kind": "dataset", **header}]
+            + [{"kind": "conversation", **c} for c in conversations]
+            + [{"kind": "question", **q} for q in questions]
+        )
+        path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
+    else:
+        document = {**header, "conversations": conversations, "questions": questions}
+        path.write_text(json.dumps(document, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _conversation_record(conversation: Conversation) -> dict:
+    sessions = []
+    for session in conversation.sessions:
+        turns = []
+        for turn in session.turns:
+            item: dict[str, Any] = {"id": turn.turn_id, "speaker": turn.speaker, "text": turn.text}
+            if turn.image_caption:
+                item["image_caption"] = turn.image_caption
+            if turn.timestamp != session.timestamp and turn.timestamp is not None:
+                item["date"] = _iso(turn.timestamp)
+            turns.append(item)
+        entry: dict[str, Any] = {"id": session.session_id, "turns": turns}
+        if session.timestamp is not None:
+            entry["date"] = _iso(session.timestamp)
+        sessions.append(entry)
+    return {"id": conversation.conversation_id, "speakers": list(conversation.speakers), "sessions": sessions}
+
+
+def _question_record(question: Question) -> dict:
+    item: dict[str, Any] = {
+        "id": question.question_id,
+        "conversation_id": question.conversation_id,
+        "question": question.text,
+        "answer": list(question.answers),
+        "evidence": list(question.evidence),
+        "category": question.category,
+        "question_type": question.question_type,
+    }
+    optional = {
+        "question_date": _iso(question.question_date),
+        "adversarial_answer": question.adversarial_answer,
+        "choices": list(question.choices) or None,
+        "correct_choice": question.correct_choice,
+    }
+    item.update({k: v for k, v in optional.items() if v is not None})
+    return item

@@ -1,0 +1,101 @@
+"""One entry point for every benchmark, plus the file reading all loaders share.
+
+`load_benchmark("locomo")` is what the CLI calls; each benchmark module also exposes its own
+`load_*` function for library use. Reading is shared so that every loader reports a missing
+file or broken JSON the same way and hashes the exact bytes it parsed (the hash identifies the
+data in run manifests and caches).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+from evolvemem.data.models import Dataset
+from evolvemem.errors import ConfigError, DataError
+
+BENCHMARKS = ("locomo", "synth", "custom", "membench", "longmemeval")
+
+# Keyword options each benchmark accepts through `load_benchmark(..., **opts)`.
+_OPTIONS: dict[str, tuple[str, ...]] = {
+    "locomo": (),
+    "synth": ("seed", "n_conversations", "n_sessions", "chitchat_per_session"),
+    "custom": (),
+    "membench": (),
+    "longmemeval": (),
+}
+
+
+def bytes_hash(data: bytes) -> str:
+    """`Dataset.content_hash`: the first 16 hex digits of the sha256 of the data's bytes."""
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def read_bytes(path: Path) -> bytes:
+    if not path.exists():
+        raise DataError(f"{path}: file not found")
+    if path.is_dir():
+        raise DataError(f"{path}: is a directory, expected a file")
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+
+
+def parse_json_bytes(data: bytes, label: str) -> Any:
+    """Decode JSON, naming the file and the position of the first syntax error."""
+    try:
+        return json.loads(data.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise DataError(f"{label}: not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{label}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+
+
+def read_json(path: Path) -> tuple[Any, str]:
+    """Parse a JSON file; return the data and its content hash."""
+    data = read_bytes(path)
+    return parse_json_bytes(data, path.name), bytes_hash(data)
+
+
+def require_path(name: str, data: str | Path | None) -> Path:
+    if data is None or str(data).strip() == "":
+        raise DataError(f"benchmark {name!r} reads a file you supply: pass --data PATH")
+    return Path(data).expanduser()
+
+
+def load_benchmark(name: str, data: str | Path | None = None, **opts: Any) -> Dataset:
+    """Load a benchmark by name.
+
+    - locomo: `data` is optional (see `resolve_locomo_path`); downloaded on first use.
+    - synth: generated; options seed, n_conversations, n_sessions, chitchat_per_session; no `data`.
+    - custom, membench, longmemeval: `data` is the file (MemBench also accepts a folder).
+    """
+    key = name.strip().lower() if isinstance(name, str) else ""
+    if key not in BENCHMARKS:
+        raise DataError(f"unknown benchmark {name!r} (known: {', '.join(BENCHMARKS)})")
+    unknown = sorted(set(opts) - set(_OPTIONS[key]))
+    if unknown:
+        allowed = ", ".join(_OPTIONS[key]) or "none"
+        raise ConfigError(f"benchmark {key!r} has no option {', '.join(unknown)} (options: {allowed})")
+    # Imported here: each module imports this one for the shared readers above.
+    if key == "locomo":
+        from evolvemem.data.locomo import load_locomo, resolve_locomo_path
+
+        return load_locomo(resolve_locomo_path(None if data is None else str(data)))
+    if key == "synth":
+        if data is not None:
+            raise DataError("benchmark 'synth' is generated, it reads no file: drop --data")
+        from evolvemem.data.synth import generate_synth
+
+        return generate_synth(**opts)
+    path = require_path(key, data)
+    load: Callable[[Path], Dataset]
+    if key == "custom":
+        from evolvemem.data.custom import load_custom as load
+    elif key == "membench":
+        from evolvemem.data.membench import load_membench as load
+    else:
+        from evolvemem.data.longmemeval import load_longmemeval as load
+    return load(path)
