@@ -16,6 +16,7 @@ import json
 import random
 import threading
 import time
+import uuid
 from collections import deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -137,7 +138,9 @@ class FakeLLMServer:
 
         httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self._httpd = httpd
-        self.url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+        # A per-instance path prefix makes every server's api_base unique, so replies cached by
+        # one test (the cache key includes api_base) can never be served to another test.
+        self.url = f"http://127.0.0.1:{httpd.server_address[1]}/{uuid.uuid4().hex[:12]}/v1"
         self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
         return self
@@ -210,6 +213,7 @@ class _QuietServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     owner: FakeLLMServer
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # one small response must not wait 40 ms for a delayed ACK
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass

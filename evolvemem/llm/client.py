@@ -1,0 +1,343 @@
+"""One LLM client for every role: litellm underneath, our own cache, retries and accounting on top.
+
+litellm gives one call signature for every provider (`openai/…`, `azure/…`, `anthropic/…`,
+`ollama/…`, `hosted_vllm/…`). We turn its own retries off (`num_retries=0`) and retry here, so
+that backoff, `Retry-After`, the cache and the usage ledger behave the same for every provider.
+API keys are read by litellm from the environment; they are never stored here, and anything
+that looks like one is scrubbed from the errors we raise.
+"""
+from __future__ import annotations
+
+import dataclasses
+import email.utils
+import logging
+import os
+import random
+import re
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from evolvemem.llm.cache import ResponseCache, make_cache_key
+from evolvemem.llm.json_repair import parse_json_lenient
+from evolvemem.llm.usage import UsageLedger
+from evolvemem.roles.protocols import CallCost
+
+JSON_FOLLOW_UP = "Your previous reply was not valid JSON. Reply again with valid JSON only: no prose, no code fences."
+_NO_RETRY_STATUS = frozenset({400, 401, 402, 403, 404, 405, 413, 422})
+_RETRY_STATUS = frozenset({408, 409, 425, 429})
+_MESSAGE_LIMIT = 300
+
+
+@dataclass(frozen=True)
+class LLMReply:
+    """A reply. Token fields describe this response (for a cache hit: the original call's counts).
+
+    `billed` is what obtaining the reply cost now when that differs from the fields (set by
+    `complete_json` after a re-ask, so the first, unparseable reply is still paid for).
+    """
+
+    text: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    cached: bool
+    billed: CallCost | None = None
+
+    def as_cost(self) -> CallCost:
+        """New usage caused by this reply: a cache hit costs no tokens and no calls."""
+        if self.billed is not None:
+            return self.billed
+        if self.cached:
+            return CallCost(cache_hits=1)
+        return CallCost(1, 0, self.prompt_tokens, self.completion_tokens, self.cost_usd)
+
+
+class LLMCallFailed(Exception):
+    """A call that gave up (after all retries, or at once for a non-retryable status). One clean line."""
+
+    def __init__(self, message: str, *, status_code: int | None = None, attempts: int = 1):
+        super().__init__(message)
+        self.status_code = status_code
+        self.attempts = attempts
+
+
+class LLMJSONError(LLMCallFailed):
+    """The model answered, but not with JSON, even after one re-ask. `raw_text` is its last reply."""
+
+    def __init__(self, message: str, *, raw_text: str, reply: LLMReply):
+        super().__init__(message)
+        self.raw_text = raw_text
+        self.reply = reply
+
+
+# ----------------------------------------------------------------------------- secrets
+_KEY_PATTERNS = (
+    re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}"),
+    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9_\-\.=]{8,}"),
+    re.compile(r"(?i)((?:api[_-]?key|token|secret)[\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9_\-\.]{8,}"),
+)
+_SECRET_ENV_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
+
+
+def scrub_secrets(text: str) -> str:
+    """Mask API keys: `sk-…` strings, bearer tokens, and the values of env vars named *KEY*/*TOKEN*."""
+    for name, value in os.environ.items():
+        if len(value) >= 6 and _SECRET_ENV_NAME.search(name) and value in text:
+            text = text.replace(value, "***")
+    text = _KEY_PATTERNS[0].sub("sk-***", text)
+    for pattern in _KEY_PATTERNS[1:]:
+        text = pattern.sub(lambda m: m.group(1) + "***", text)
+    return text
+
+
+def _clean_message(exc: BaseException) -> str:
+    """A one-line, key-free description of a litellm/openai exception."""
+    raw = str(getattr(exc, "message", None) or exc) or type(exc).__name__
+    lines = [line.strip() for line in raw.splitlines() if line.strip()]
+    first = lines[0] if lines else type(exc).__name__
+    # litellm prefixes "litellm.RateLimitError: RateLimitError: "; the type name is reported separately.
+    first = re.sub(r"^(?:(?:litellm\.)?\w+(?:Error|Timeout):\s*)+", "", first)
+    first = scrub_secrets(first)
+    return first if len(first) <= _MESSAGE_LIMIT else first[: _MESSAGE_LIMIT - 1] + "…"
+
+
+# ----------------------------------------------------------------------------- litellm
+_LITELLM_LOCK = threading.Lock()
+_LITELLM: Any = None
+
+
+def _litellm() -> Any:
+    """Import and quieten litellm once (the cost map stays local: no network at import)."""
+    global _LITELLM
+    if _LITELLM is None:
+        with _LITELLM_LOCK:
+            if _LITELLM is None:
+                os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+                import litellm
+
+                litellm.suppress_debug_info = True
+                litellm.telemetry = False
+                litellm.set_verbose = False
+                for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
+                    logging.getLogger(name).setLevel(logging.CRITICAL)
+                _LITELLM = litellm
+    return _LITELLM
+
+
+def _status_code(exc: BaseException) -> int | None:
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    import openai  # a litellm dependency; its exception classes are the bases of litellm's
+
+    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError)):
+        return True  # litellm.Timeout, litellm.APIConnectionError
+    status = _status_code(exc)
+    if status in _NO_RETRY_STATUS:
+        return False
+    if status is not None:
+        return status in _RETRY_STATUS or status >= 500
+    return isinstance(exc, openai.APIError)  # a provider error without a status: worth another try
+
+
+def _retry_after_seconds(exc: BaseException) -> float | None:
+    """Seconds the server asked us to wait (`retry-after-ms`, `Retry-After` seconds or HTTP date)."""
+    sources = (
+        getattr(exc, "litellm_response_headers", None),
+        getattr(getattr(exc, "response", None), "headers", None),
+        getattr(exc, "headers", None),
+    )
+    for headers in sources:
+        if not headers:
+            continue
+        try:
+            lowered = {str(k).lower(): str(v) for k, v in dict(headers).items()}
+        except (TypeError, ValueError):
+            continue
+        if "retry-after-ms" in lowered:
+            try:
+                return max(0.0, float(lowered["retry-after-ms"]) / 1000.0)
+            except ValueError:
+                pass
+        value = lowered.get("retry-after")
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            parsed = email.utils.parsedate_to_datetime(value) if value.strip() else None
+            if parsed is not None:
+                return max(0.0, parsed.timestamp() - time.time())
+    return None
+
+
+def _completion_cost(litellm: Any, response: Any) -> float:
+    """Price of a response when litellm knows the model's price, else 0."""
+    try:
+        return float(litellm.completion_cost(completion_response=response) or 0.0)
+    except Exception:  # unknown model (local servers, fine-tunes): no price, not an error
+        return 0.0
+
+
+# ----------------------------------------------------------------------------- client
+_DEFAULT_CACHE: Any = object()
+
+
+class LLMClient:
+    """Thread-safe chat client for one model; share one instance across a thread pool."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        cache: ResponseCache | None = _DEFAULT_CACHE,
+        max_retries: int = 4,
+        timeout: float = 60.0,
+        backoff_base: float = 0.5,
+        backoff_max: float = 20.0,
+        usage: UsageLedger | None = None,
+        seed: int | None = None,
+    ):
+        if not isinstance(model, str) or not model.strip():
+            raise ValueError("LLM model name is empty (expected e.g. 'openai/gpt-4o-mini')")
+        self.model = model
+        self.api_base = api_base
+        self.cache = ResponseCache() if cache is _DEFAULT_CACHE else cache
+        self.max_retries = max(0, int(max_retries))
+        self.timeout = float(timeout)
+        self.backoff_base = float(backoff_base)
+        self.backoff_max = float(backoff_max)
+        self.usage = usage if usage is not None else UsageLedger()
+        self.seed = seed
+        self._jitter = random.Random()
+
+    def __repr__(self) -> str:
+        return f"LLMClient({self.model!r}, api_base={self.api_base!r})"
+
+    def _request_params(self, messages: list[dict], temperature: float, max_tokens: int, json_mode: bool) -> dict[str, Any]:
+        """Everything that determines the reply; also the cache key's content."""
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+        }
+        if json_mode:
+            params["response_format"] = {"type": "json_object"}
+        if self.seed is not None:
+            params["seed"] = self.seed
+        if self.api_base:
+            params["api_base"] = self.api_base  # one name can be a different model on another server
+        return params
+
+    def backoff_delay(self, attempt: int, retry_after: float | None) -> float:
+        """Full jitter: uniform(0, base·2^attempt) capped at backoff_max; a Retry-After is a floor."""
+        ceiling = min(self.backoff_max, self.backoff_base * (2**attempt))
+        delay = self._jitter.uniform(0.0, ceiling)
+        if retry_after is not None:
+            delay = max(delay, retry_after)
+        return min(delay, self.backoff_max)
+
+    def complete(
+        self,
+        messages: list[dict],
+        *,
+        role: str,
+        temperature: float = 0.0,
+        max_tokens: int = 512,
+        json_mode: bool = False,
+    ) -> LLMReply:
+        """One chat completion: from the cache when possible, else from the provider with retries."""
+        if not messages or not all(isinstance(m, dict) and "role" in m for m in messages):
+            raise ValueError("messages must be a non-empty list of {'role': ..., 'content': ...} dicts")
+        params = self._request_params(messages, temperature, max_tokens, json_mode)
+        key = make_cache_key(params) if self.cache is not None else ""
+        if self.cache is not None:
+            hit = self.cache.get(key)
+            if hit is not None and isinstance(hit.get("text"), str):
+                self.usage.record_cache_hit(role)
+                return LLMReply(
+                    text=hit["text"],
+                    model=str(hit.get("model", self.model)),
+                    prompt_tokens=int(hit.get("prompt_tokens", 0)),
+                    completion_tokens=int(hit.get("completion_tokens", 0)),
+                    cost_usd=float(hit.get("cost_usd", 0.0)),
+                    cached=True,
+                )
+
+        litellm = _litellm()
+        attempt = 0
+        while True:
+            try:
+                response = litellm.completion(**params, timeout=self.timeout, num_retries=0, drop_params=True)
+                break
+            except Exception as exc:  # classified below; anything non-retryable ends the call
+                retryable = _is_retryable(exc)
+                if not retryable or attempt >= self.max_retries:
+                    self.usage.record_failure(role)
+                    status = _status_code(exc)
+                    where = f"HTTP {status} " if status else ""
+                    tries = "(not retryable)" if not retryable else f"after {attempt + 1} attempt(s)"
+                    raise LLMCallFailed(
+                        f"{self.model} [{role}] failed {tries}: {where}{type(exc).__name__}: {_clean_message(exc)}",
+                        status_code=status,
+                        attempts=attempt + 1,
+                    ) from None
+                self.usage.record_retry(role)
+                time.sleep(self.backoff_delay(attempt, _retry_after_seconds(exc)))
+                attempt += 1
+
+        reply = self._reply_from(litellm, response)
+        self.usage.record_call(role, reply.prompt_tokens, reply.completion_tokens, reply.cost_usd)
+        if self.cache is not None:
+            try:
+                self.cache.put(key, {
+                    "text": reply.text,
+                    "model": reply.model,
+                    "prompt_tokens": reply.prompt_tokens,
+                    "completion_tokens": reply.completion_tokens,
+                    "cost_usd": reply.cost_usd,
+                })
+            except OSError:
+                pass  # a full or read-only disk costs a future cache hit, not this reply
+        return reply
+
+    def _reply_from(self, litellm: Any, response: Any) -> LLMReply:
+        choice = response.choices[0] if getattr(response, "choices", None) else None
+        message = getattr(choice, "message", None)
+        text = getattr(message, "content", None) or ""
+        usage = getattr(response, "usage", None)
+        return LLMReply(
+            text=text,
+            model=str(getattr(response, "model", None) or self.model),
+            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            cost_usd=_completion_cost(litellm, response),
+            cached=False,
+        )
+
+    def complete_json(self, messages: list[dict], *, role: str, **kw: Any) -> tuple[Any, LLMReply]:
+        """A JSON reply, parsed leniently; one re-ask when unparseable, then `LLMJSONError`."""
+        kw["json_mode"] = True
+        first = self.complete(messages, role=role, **kw)
+        try:
+            return parse_json_lenient(first.text), first
+        except ValueError:
+            pass
+        follow_up = [*messages, {"role": "assistant", "content": first.text}, {"role": "user", "content": JSON_FOLLOW_UP}]
+        second = self.complete(follow_up, role=role, **kw)
+        both = dataclasses.replace(second, billed=first.as_cost() + second.as_cost())
+        try:
+            return parse_json_lenient(second.text), both
+        except ValueError as exc:
+            raise LLMJSONError(
+                f"{self.model} [{role}] did not reply with JSON after one re-ask: {exc}",
+                raw_text=second.text,
+                reply=both,
+            ) from None
