@@ -7,7 +7,6 @@ through `annotate`, and every value is lowercased, so the two sides match by pla
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass
 from typing import Collection, Iterable
 
@@ -40,7 +39,7 @@ STOPWORDS = _words(
 MONTHS = _words(
     "january february march april may june july august september october november december "
     "jan feb mar apr jun jul aug sep sept oct nov dec")
-WEEKDAYS = _words("monday tuesday wednesday thursday friday saturday sunday")
+WEEKDAYS = _words("monday tuesday wednesday thursday friday saturday sunday mon tue tues wed thu thur thurs fri sat")
 
 # Capitalised words that are never person names: interjections, family titles, languages and
 # nationalities, holidays. (Languages/holidays still count as entities.)
@@ -115,7 +114,11 @@ for _place in GAZETTEER:
 # "us" and "la" are ordinary words in lowercase text; they count as places only when capitalised.
 _GAZETTEER_CASE_SENSITIVE = frozenset({"us", "la"})
 
-_LOCATION_PREPOSITIONS = _words("at in to from near visited visiting around across")
+_LOCATION_PREPOSITIONS = _words("at in from near visited visiting visit around across")
+# "to" marks a place only after a verb of motion ("moved to Woodhaven", not "said to Tomasz").
+_MOTION_WORDS = _words("go goes going gone went move moves moving moved travel traveled travelled traveling "
+                       "travelling trip trips fly flew flying drive drove driving road way back return returned "
+                       "returning relocate relocated headed heading")
 
 UNITS = (
     r"years?|yrs?|months?|weeks?|days?|hours?|hrs?|minutes?|mins?|seconds?|km|kilometers?|kilometres?|miles?|"
@@ -123,7 +126,7 @@ UNITS = (
     r"percent|%|dollars?|euros?|bucks|k|times|people|kids|children|pages|books|songs|paintings|steps|laps"
 )
 
-# topic -> trigger words (compared after `_stem`, so plurals match).
+# topic -> trigger words (their plurals match too, see `_plural_forms`).
 TOPIC_TRIGGERS: dict[str, frozenset[str]] = {
     "family": _words("family mother father mom dad mum parent parents son daughter kid kids child children "
                      "brother sister sibling grandma grandpa grandmother grandfather aunt uncle cousin niece "
@@ -165,11 +168,13 @@ TOPIC_TRIGGERS: dict[str, frozenset[str]] = {
 
 # ---------------------------------------------------------------------------------------- regexes
 
-_TOKEN_RE = re.compile(r"[A-Za-z][A-Za-z'’\-]*[A-Za-z]|[A-Za-z]|\d+(?:[.,:]\d+)*")
-_WORD_RE = re.compile(r"[a-z0-9]+(?:'[a-z]+)*")
+_WORD_RE = re.compile(r"[a-z0-9]+(?:'(?!s\b)[a-z]+)*")  # a possessive "'s" is left out
+_CAP_TOKEN_RE = re.compile(r"[A-Z][A-Za-z'’\-]*")
+_PREV_WORDS_RE = re.compile(r"(?:([A-Za-z]+)[^A-Za-z]+)?([A-Za-z]+)[^A-Za-z]*$")
 _DIGIT_RE = re.compile(r"\d")
-_SENTENCE_BREAK = set(".!?:;\n\"“”([]")
-_QUOTED_RE = re.compile(r"[\"“]([^\"“”]{2,60})[\"”]")
+_WORD_CONTINUES = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_'’-")
+_SENTENCE_BREAK = frozenset(".!?:;\n\"“”([]")
+_QUOTED_RE = re.compile(r"[\"“]([A-Z0-9][^\"“”]{1,59}?)[.,!?]?[\"”]")
 _NUMBER_UNIT_RE = re.compile(rf"\b(\d+(?:[.,]\d+)?)\s?({UNITS})\b", re.I)
 _YEAR_RE = re.compile(r"\b(19\d\d|20\d\d)s?\b")
 _MONTH_NAMES = "january|february|march|april|may|june|july|august|september|october|november|december"
@@ -179,6 +184,28 @@ _DATE_RE = re.compile(
     re.I,
 )
 _SPACES_RE = re.compile(r"\s{2,}")
+
+
+def _plural_forms(word: str) -> tuple[str, ...]:
+    if word.endswith("y") and len(word) > 2 and word[-2] not in "aeiou":
+        return word, word[:-1] + "ies"
+    return word, word + "s", word + "es"
+
+
+# word (or its plural) -> topics it triggers; one set intersection finds every candidate
+_TOPICS_BY_WORD: dict[str, frozenset[str]] = {}
+for _topic, _triggers in TOPIC_TRIGGERS.items():
+    for _trigger in _triggers:
+        for _form in _plural_forms(_trigger):
+            _TOPICS_BY_WORD[_form] = _TOPICS_BY_WORD.get(_form, frozenset()) | {_topic}
+_TOPIC_WORDS = frozenset(_TOPICS_BY_WORD)
+
+# first word of a gazetteer place -> the word counts of places starting with it, longest first
+_GAZETTEER_BY_FIRST_WORD: dict[str, tuple[int, ...]] = {}
+for _place in GAZETTEER:
+    _first, _size = _place.split()[0], len(_place.split())
+    _GAZETTEER_BY_FIRST_WORD[_first] = tuple(sorted({*_GAZETTEER_BY_FIRST_WORD.get(_first, ()), _size}, reverse=True))
+_GAZETTEER_FIRST_WORDS = frozenset(_GAZETTEER_BY_FIRST_WORD)
 
 
 # ------------------------------------------------------------------------------------ public API
@@ -194,16 +221,14 @@ class Annotations:
     keywords: tuple[str, ...] = ()
     topics: tuple[str, ...] = ()
 
+    def all_names(self) -> tuple[str, ...]:
+        """Persons, locations and entities together (what an entity index keys on)."""
+        return self.persons + self.locations + self.entities
+
 
 def tokenize(text: str) -> list[str]:
     """Lowercase word tokens with stopwords and possessive endings removed (keywords, Jaccard)."""
-    out = []
-    for word in _WORD_RE.findall(text.lower().replace("’", "'")):
-        if word.endswith("'s"):
-            word = word[:-2]
-        if word not in STOPWORDS and (len(word) > 1 or word.isdigit()):
-            out.append(word)
-    return out
+    return [w for w in _WORD_RE.findall(text.lower().replace("’", "'")) if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
 
 
 def annotate(text: str, known_persons: Collection[str] = (), max_keywords: int = 8) -> Annotations:
@@ -212,46 +237,47 @@ def annotate(text: str, known_persons: Collection[str] = (), max_keywords: int =
     `known_persons` (e.g. the conversation's speakers) are found case-insensitively anywhere,
     including sentence-initially where an unknown capitalised word is ignored as ordinary prose."""
     known = {p.lower() for p in known_persons if p}
-    tokens = _tokens_with_flags(text)
-    words = tokenize(text)
+    lowered = text.lower().replace("’", "'")
+    all_words = _WORD_RE.findall(lowered)
+    words = [w for w in all_words if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
 
-    persons: dict[str, None] = {}
+    persons: dict[str, None] = dict.fromkeys(_known_persons_in(lowered, known))
     locations: dict[str, None] = {}
     entities: dict[str, None] = {}
-    for name in _known_persons_in(text, known):
-        persons[name] = None
-    for place in _gazetteer_places(tokens):
-        if place not in known:
-            locations[place] = None
+    if _GAZETTEER_FIRST_WORDS.intersection(all_words):
+        for place in _gazetteer_places(text, all_words):
+            if place not in known:
+                locations[place] = None
 
-    mid_caps = {_clean(t[0]) for t in tokens if t[1] and not t[2]}
-    for phrase, after_preposition in _capitalised_phrases(_outside_quotes(text, tokens), mid_caps):
+    for phrase, after_preposition, acronym in _capitalised_phrases(text):
         if phrase in known or phrase in persons:
             continue
-        words_in = phrase.split()
-        if after_preposition and not (set(words_in) & _ORG_HEADS):
-            locations[phrase] = None
-        elif words_in[-1] in _PLACE_HEADS:
-            locations[phrase] = None
-        elif set(words_in) & _ORG_HEADS or len(words_in) > 2:
+        parts = phrase.split()
+        if acronym:
             entities[phrase] = None
-        elif any(w in DEMONYMS_AND_LANGUAGES or w in HOLIDAYS for w in words_in):
+        elif after_preposition and not _ORG_HEADS.intersection(parts):
+            locations[phrase] = None
+        elif parts[-1] in _PLACE_HEADS:
+            locations[phrase] = None
+        elif len(parts) > 2 or _ORG_HEADS.intersection(parts):
+            entities[phrase] = None
+        elif DEMONYMS_AND_LANGUAGES.intersection(parts) or HOLIDAYS.intersection(parts):
             entities[phrase] = None
         elif phrase not in locations:
             persons[phrase] = None
-            if len(words_in) > 1:
+            if len(parts) > 1:
                 entities[phrase] = None
     for phrase in _special_entities(text):
         entities[phrase] = None
-    for loc in locations:
-        if loc not in known:
-            persons.pop(loc, None)
+    for place in locations:
+        if place not in known:
+            persons.pop(place, None)
 
     return Annotations(
         persons=tuple(persons),
         locations=tuple(locations),
         entities=tuple(e for e in entities if e not in locations),
-        keywords=_top_keywords(words, set(persons) | known, max_keywords),
+        keywords=_top_keywords(words, persons.keys() | known, max_keywords),
         topics=topics_of(words),
     )
 
@@ -275,72 +301,25 @@ def strip_persons(text: str, persons: Collection[str]) -> str:
 
 
 def topics_of(words: Iterable[str]) -> tuple[str, ...]:
-    """Topics whose trigger words occur among `words` (already tokenized), in table order."""
-    hit: set[str] = set()
-    for word in set(words):
-        hit.update(_TOPICS_BY_WORD.get(word, ()))
-        hit.update(_TOPICS_BY_WORD.get(_stem(word), ()))
-    return tuple(topic for topic in TOPIC_TRIGGERS if topic in hit)
+    """Topics whose trigger words (or their plurals) occur among tokenized `words`, in table order."""
+    hits = _TOPIC_WORDS.intersection(words)
+    if not hits:
+        return ()
+    found: set[str] = set().union(*(_TOPICS_BY_WORD[w] for w in hits))
+    return tuple(topic for topic in TOPIC_TRIGGERS if topic in found)
 
 
 # ---------------------------------------------------------------------------------------- helpers
 
 
-def _stem(word: str) -> str:
-    """A tiny plural stripper so "dogs" triggers "dog" and "parties" triggers "party"."""
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
-
-
-_TOPICS_BY_WORD: dict[str, set[str]] = {}
-for _topic, _triggers in TOPIC_TRIGGERS.items():
-    for _word in _triggers:
-        _TOPICS_BY_WORD.setdefault(_word, set()).add(_topic)
-        _TOPICS_BY_WORD.setdefault(_stem(_word), set()).add(_topic)
-
-
-def _tokens_with_flags(text: str) -> list[tuple[str, bool, bool, int, int]]:
-    """(token, is_capitalised, is_sentence_initial, start, end) for each token of `text`.
-
-    Only capitalised tokens need the sentence-initial test, so lowercase ones skip it."""
-    out = []
-    append = out.append
-    for m in _TOKEN_RE.finditer(text):
-        tok = m.group()
-        start = m.start()
-        if tok[0].isupper():
-            j = start - 1
-            while j >= 0 and text[j] == " ":
-                j -= 1
-            append((tok, True, j < 0 or text[j] in _SENTENCE_BREAK, start, m.end()))
-        else:
-            append((tok, False, False, start, m.end()))
-    return out
-
-
-def _outside_quotes(text: str, tokens: list[tuple[str, bool, bool, int, int]]) -> list[tuple[str, bool, bool, int, int]]:
-    """Tokens not inside a quoted title: a capitalised title is an entity, not a run of names."""
-    if '"' not in text and "“" not in text:
-        return tokens
-    spans = [m.span() for m in _QUOTED_RE.finditer(text)]
-    return [t for t in tokens if not any(a <= t[3] < b for a, b in spans)]
-
-
-def _known_persons_in(text: str, known: set[str]) -> list[str]:
-    if not known:
-        return []
-    lowered = text.lower()
+def _known_persons_in(lowered: str, known: set[str]) -> list[str]:
+    """Known names occurring as whole words in the lowercased text."""
     found = []
     for name in known:
         idx = lowered.find(name)
         while idx >= 0:
             end = idx + len(name)
-            before_ok = idx == 0 or not lowered[idx - 1].isalnum()
-            after_ok = end == len(lowered) or not lowered[end].isalnum()
-            if before_ok and after_ok:
+            if (idx == 0 or not lowered[idx - 1].isalnum()) and (end == len(lowered) or not lowered[end].isalnum()):
                 found.append(name)
                 break
             idx = lowered.find(name, end)
@@ -356,56 +335,87 @@ def _clean(token: str) -> str:
 
 
 def _is_name_word(low: str) -> bool:
-    return not (
-        low in STOPWORDS or low in MONTHS or low in WEEKDAYS or low in _NOT_A_NAME
-        or low.isdigit() or len(low) < 2
-    )
+    return not (low in STOPWORDS or low in MONTHS or low in WEEKDAYS or low in _NOT_A_NAME or len(low) < 2)
 
 
-def _capitalised_phrases(tokens: list[tuple[str, bool, bool, int, int]], mid_caps: set[str]) -> list[tuple[str, bool]]:
-    """Runs of adjacent capitalised tokens worth annotating, with whether a location preposition precedes.
+def _sentence_initial(text: str, start: int) -> bool:
+    j = start - 1
+    while j >= 0 and text[j] == " ":
+        j -= 1
+    return j < 0 or text[j] in _SENTENCE_BREAK
+
+
+def _capitalised_phrases(text: str) -> list[tuple[str, bool, bool]]:
+    """Runs of adjacent capitalised words worth annotating, as (phrase, after a place preposition,
+    is an acronym).
 
     A sentence-initial word only starts a run when the same word also appears capitalised
     mid-sentence or is possessive (so "Yesterday I met Tomasz" yields "tomasz", not "yesterday",
-    and "Ana's bike" yields "ana")."""
-    out: list[tuple[str, bool]] = []
-    i, n = 0, len(tokens)
+    and "Ana's bike" yields "ana"). Quoted titles are left to `_special_entities`."""
+    caps = [
+        (m.group().rstrip("-"), m.start(), m.end())
+        for m in _CAP_TOKEN_RE.finditer(text)
+        if m.start() == 0 or text[m.start() - 1] not in _WORD_CONTINUES
+    ]
+    if not caps:
+        return []
+    if '"' in text or "“" in text:
+        spans = [m.span() for m in _QUOTED_RE.finditer(text)]
+        caps = [c for c in caps if not any(a <= c[1] < b for a, b in spans)]
+    flagged = [(tok, _clean(tok), _sentence_initial(text, start), start, end) for tok, start, end in caps]
+    mid_caps = {low for _, low, initial, _, _ in flagged if not initial}
+
+    out: list[tuple[str, bool, bool]] = []
+    i, n = 0, len(flagged)
     while i < n:
-        tok, cap, initial, _, _ = tokens[i]
-        low = _clean(tok)
-        possessive = tok.endswith(("'s", "’s"))
-        if not cap or not _is_name_word(low) or (initial and low not in mid_caps and not possessive) or (
+        tok, low, initial, start, end = flagged[i]
+        possessive = low != tok.lower()
+        if not _is_name_word(low) or (initial and low not in mid_caps and not possessive) or (
             tok.isupper() and len(tok) > 5
         ):
             i += 1
             continue
         run = [low]
         j = i + 1
-        while j < n:
-            nxt, ncap, ninitial, nstart, _ = tokens[j]
-            gap_ok = nstart - tokens[j - 1][4] <= 1 and not tokens[j - 1][0].endswith(("'s", "’s"))
-            nlow = _clean(nxt)
-            if not (ncap and not ninitial and gap_ok and _is_name_word(nlow)):
+        while j < n and not possessive:
+            ntok, nlow, ninitial, nstart, _ = flagged[j]
+            if ninitial or nstart - flagged[j - 1][4] != 1 or text[nstart - 1] != " " or not _is_name_word(nlow):
                 break
             run.append(nlow)
+            possessive = nlow != ntok.lower()
             j += 1
-        prev = tokens[i - 1][0].lower() if i > 0 else ""
-        out.append((" ".join(run), prev in _LOCATION_PREPOSITIONS))
+        if tok.isupper() and len(tok) > 1 and len(run) == 1:
+            out.append((low, False, True))  # an acronym: an entity, never a person
+        else:
+            out.append((" ".join(run), not possessive and _after_place_preposition(text, start), False))
         i = j
     return out
 
 
-def _gazetteer_places(tokens: list[tuple[str, bool, bool, int, int]]) -> list[str]:
-    """Gazetteer places, longest match first; only positions whose word can start a place are tried."""
-    lows = [_clean(t[0]) for t in tokens]
+def _after_place_preposition(text: str, start: int) -> bool:
+    prev = _PREV_WORDS_RE.search(text, max(0, start - 30), start)
+    if not prev:
+        return False
+    word = prev.group(2).lower()
+    if word == "to":
+        return (prev.group(1) or "").lower() in _MOTION_WORDS
+    return word in _LOCATION_PREPOSITIONS
+
+
+def _gazetteer_places(text: str, words: list[str]) -> list[str]:
+    """Gazetteer places in the word sequence, longest match first.
+
+    Ambiguous short names ("us", "la") count only when written in capitals."""
     found = []
-    i, n = 0, len(lows)
+    i, n = 0, len(words)
     while i < n:
-        sizes = _GAZETTEER_BY_FIRST_WORD.get(lows[i])
+        sizes = _GAZETTEER_BY_FIRST_WORD.get(words[i])
         if sizes:
             for size in sizes:
-                phrase = " ".join(lows[i:i + size])
-                if phrase in GAZETTEER and (phrase not in _GAZETTEER_CASE_SENSITIVE or tokens[i][0].isupper()):
+                phrase = " ".join(words[i:i + size]) if size > 1 else words[i]
+                if phrase in GAZETTEER:
+                    if phrase in _GAZETTEER_CASE_SENSITIVE and not re.search(rf"\b{phrase.upper()}\b", text):
+                        continue
                     found.append(phrase)
                     i += size - 1
                     break
@@ -415,7 +425,9 @@ def _gazetteer_places(tokens: list[tuple[str, bool, bool, int, int]]) -> list[st
 
 def _special_entities(text: str) -> list[str]:
     """Quoted titles, numbers with units, years and calendar dates."""
-    out = [m.group(1).strip().lower() for m in _QUOTED_RE.finditer(text)] if '"' in text or "“" in text else []
+    out = []
+    if '"' in text or "“" in text:
+        out = [q for q in (m.group(1).strip().lower() for m in _QUOTED_RE.finditer(text)) if q not in STOPWORDS]
     if not _DIGIT_RE.search(text):
         return out
     out += [f"{m.group(1)} {m.group(2).lower()}" for m in _NUMBER_UNIT_RE.finditer(text)]
@@ -424,9 +436,11 @@ def _special_entities(text: str) -> list[str]:
     return out
 
 
-def _top_keywords(words: list[str], exclude: set[str], limit: int) -> tuple[str, ...]:
-    """Most frequent content words (ties: longer first, then first seen), names excluded."""
-    counts = Counter(w for w in words if w not in exclude and not w.isdigit() and len(w) > 2)
-    first_seen = {w: i for i, w in reversed(list(enumerate(words)))}
-    ranked = sorted(counts, key=lambda w: (-counts[w], -len(w), first_seen[w]))
-    return tuple(ranked[:limit])
+def _top_keywords(words: list[str], exclude: Collection[str], limit: int) -> tuple[str, ...]:
+    """Most frequent content words (ties: longer first, then first seen), names and numbers excluded."""
+    counts: dict[str, int] = {}
+    for w in words:
+        if len(w) > 2 and w not in exclude and not w.isdigit():
+            counts[w] = counts.get(w, 0) + 1
+    by_length = sorted(counts, key=len, reverse=True)  # stable sorts: first-seen order breaks ties
+    return tuple(sorted(by_length, key=counts.__getitem__, reverse=True)[:limit])
