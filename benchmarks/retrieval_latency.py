@@ -1,0 +1,114 @@
+"""Retrieval latency on every dev LoCoMo question.
+
+    python benchmarks/retrieval_latency.py [--data PATH] [--repeats 3]
+
+Prints: first-time embedding of all memories (fresh temporary cache), the cached reload, the
+index build per conversation, question preparation (analysis + batch embedding, not part of
+the timed loop), then the per-question retrieval time for the default views (semantic +
+keyword + structured, rrf, entity swap on) and for the weak preset (BM25 only) as a baseline,
+best of `--repeats` passes. The last line is `retrieval_ms_per_question=<x>` (the full config).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from evolvemem.data.locomo import load_locomo  # noqa: E402
+from evolvemem.memory.offline_extract import OfflineExtractor  # noqa: E402
+from evolvemem.retrieval.embeddings import Embedder  # noqa: E402
+from evolvemem.retrieval.index import ConversationIndex  # noqa: E402
+from evolvemem.retrieval.retriever import Retriever  # noqa: E402
+from evolvemem.space.config import load_config  # noqa: E402
+
+DEFAULT_DATA = REPO.parent / "shared" / "data" / "locomo10_dev8.json"
+
+
+def timed_pass(retrievers: dict, questions: list, config) -> float:
+    """Seconds to retrieve every question once (effective configs resolved outside the clock)."""
+    effective = {q.question_type: config.for_type(q.question_type) for q in questions}
+    started = time.perf_counter()
+    for q in questions:
+        retrievers[q.conversation_id].retrieve(q, effective[q.question_type])
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    if not args.data.is_file():
+        sys.exit(f"LoCoMo file not found: {args.data}")
+
+    dataset = load_locomo(args.data)
+    extractor = OfflineExtractor()
+    memories = {cid: extractor.extract(conv)[0] for cid, conv in dataset.conversations.items()}
+    questions = dataset.questions
+    n_memories = sum(len(m) for m in memories.values())
+    print(f"data: {len(dataset.conversations)} conversations, {n_memories} memories (one per turn), "
+          f"{len(questions)} questions")
+
+    with tempfile.TemporaryDirectory() as fresh_cache:
+        embedder = Embedder(cache_root=Path(fresh_cache))
+        started = time.perf_counter()
+        _ = embedder.model
+        load_s = time.perf_counter() - started
+        texts = [m.content for units in memories.values() for m in units]
+        started = time.perf_counter()
+        embedder.encode(texts)
+        embed_s = time.perf_counter() - started
+        print(f"model load: {load_s:.2f} s; first-time embedding of {embedder.texts_embedded} memories: "
+              f"{embed_s:.2f} s ({embed_s / max(embedder.texts_embedded, 1) * 1000:.2f} ms/text)")
+        reloaded = Embedder(cache_root=Path(fresh_cache))
+        started = time.perf_counter()
+        reloaded.encode(texts)
+        print(f"cached reload of {len(texts)} embeddings (new process state, from disk): "
+              f"{(time.perf_counter() - started) * 1000:.1f} ms, model calls: {reloaded.texts_embedded}")
+
+        build_s = []
+        indexes = {}
+        for cid, units in memories.items():
+            started = time.perf_counter()
+            indexes[cid] = ConversationIndex.build(units, reloaded, dataset.conversations[cid].speakers)
+            build_s.append(time.perf_counter() - started)
+        print(f"index build per conversation (embeddings cached): mean {statistics.mean(build_s) * 1000:.1f} ms, "
+              f"max {max(build_s) * 1000:.1f} ms")
+
+        retrievers = {cid: Retriever(index, reloaded, known_persons=dataset.conversations[cid].speakers)
+                      for cid, index in indexes.items()}
+        by_conv: dict[str, list] = {}
+        for q in questions:
+            by_conv.setdefault(q.conversation_id, []).append(q)
+        started = time.perf_counter()
+        for cid, qs in by_conv.items():
+            retrievers[cid].prepare(qs)
+        print(f"prepare (analyse + embed {len(questions)} questions and their name-stripped forms, "
+              f"not timed below): {time.perf_counter() - started:.2f} s")
+
+        default, _ = load_config("default")
+        full, _ = default.with_changes({"fusion_mode": "rrf", "enable_entity_swap": True})
+        weak, _ = load_config("weak")
+        timings = {}
+        for label, config in (("weak (BM25 only)", weak), ("three views + rrf + entity swap", full)):
+            timed_pass(retrievers, questions, config)  # warm-up
+            best = min(timed_pass(retrievers, questions, config) for _ in range(max(1, args.repeats)))
+            timings[label] = best * 1000 / len(questions)
+            print(f"{label}: {timings[label]:.3f} ms/question (best of {args.repeats})")
+        baseline, ours = timings["weak (BM25 only)"], timings["three views + rrf + entity swap"]
+        print(f"ratio full / weak: {ours / baseline:.2f}x")
+        print(f"weak_retrieval_ms_per_question={baseline:.3f}")
+        print(f"retrieval_ms_per_question={ours:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,279 @@
+"""Multi-view retrieval for one conversation: views → fusion → ranking terms → context budget.
+
+Views (each a labelled, ranked candidate list; see `fusion.ViewHits`):
+
+- `semantic`    cosine of the question embedding with every memory (`semantic_top_k`)
+- `keyword`     BM25 over memory tokens (`keyword_top_k`)
+- `structured`  idf-weighted overlap of the question's persons/locations/entities (`structured_top_k`)
+- `swap_semantic`, `swap_keyword`  entity swap: the question with person names stripped,
+                searched again with the swap top-ks (helps a question that names the wrong person)
+- `sub_query`   decomposition: each sub-query's semantic + keyword hits, fused, best
+                `decomposition_merge_top_k` kept; rows keep their best score across sub-queries
+- `reflection`  each round expands the query with salient terms of the current top memories
+                (keyword side) and their embedding centroid (semantic side), using the views
+                that are on with their own top-k; rows keep their best score across rounds
+
+Swap views use the semantic/keyword weights; `sub_query` and `reflection` lists are already
+fused from weighted semantic and keyword scores, so they enter the final fusion with weight 1.
+
+The retriever receives the effective config of the question (per-type overrides already
+resolved) and is a pure function of (index, question, config): question-side work (analysis,
+embeddings, decompositions) is memoised by text, and `prepare` does it for a batch up front so
+the per-question path is only vector arithmetic.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Collection, Sequence
+
+import numpy as np
+
+from evolvemem.data.models import Question
+from evolvemem.memory.unit import MemoryUnit
+from evolvemem.retrieval.fusion import ViewHits, final_scores, fuse, merge_max, rank_order, recency, top_k
+from evolvemem.retrieval.index import ConversationIndex, IndexState, to_days
+from evolvemem.roles.protocols import CallCost
+
+REFLECTION_SEEDS = 3  # top memories whose terms expand the query in a reflection round
+REFLECTION_TERMS = 5  # salient terms added per round
+
+
+@dataclass(frozen=True)
+class RetrievedItem:
+    memory: MemoryUnit
+    score: float
+    rank: int  # 1-based rank by final score (also when the context is shown chronologically)
+    views: dict[str, int]  # view label -> 1-based rank in that view
+
+
+@dataclass(frozen=True)
+class RetrievalResult:
+    items: tuple[RetrievedItem, ...]  # the context: within max_context, in context_order
+    cut: tuple[RetrievedItem, ...]  # ranked candidates that the context budget cut, by rank
+    sub_queries: tuple[str, ...] = ()
+    cost: CallCost = CallCost()
+
+
+@dataclass(frozen=True)
+class _QueryInfo:
+    tokens: tuple[str, ...]
+    terms: tuple[str, ...]  # lowercased persons, locations, entities
+    stripped: str  # the text without person names ("" when there is nothing left)
+
+
+@dataclass
+class _Decomposition:
+    sub_queries: tuple[str, ...]
+    cost: CallCost
+    reported: bool = False
+
+
+class Retriever:
+    """Retrieval over one conversation's index. Thread-safe; all caches are keyed by text."""
+
+    def __init__(self, index: ConversationIndex, embedder: Any, decomposer: Any = None,
+                 known_persons: Collection[str] = ()):
+        self.index = index
+        self.embedder = embedder
+        self.decomposer = decomposer
+        self.known_persons = tuple(known_persons)
+        self._queries: dict[str, _QueryInfo] = {}
+        self._vectors: dict[str, np.ndarray] = {}
+        self._decompositions: dict[tuple[str, int], _Decomposition] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------------ query side
+    def _analyse(self, text: str) -> _QueryInfo:
+        info = self._queries.get(text)
+        if info is None:
+            from evolvemem.memory.nlp import annotate, strip_persons, tokenize
+
+            found = annotate(text, self.known_persons)
+            stripped = strip_persons(text, found.persons) if found.persons else text
+            terms = tuple(dict.fromkeys(t.lower() for t in (*found.persons, *found.locations, *found.entities)))
+            info = _QueryInfo(tuple(tokenize(text)), terms, stripped if tokenize(stripped) else "")
+            self._queries[text] = info
+        return info
+
+    def _embed(self, texts: Sequence[str]) -> None:
+        todo = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        if todo:
+            for text, vector in zip(todo, self.embedder.encode(todo)):
+                self._vectors[text] = vector
+
+    def _vector(self, text: str) -> np.ndarray:
+        vector = self._vectors.get(text)
+        if vector is None:
+            self._embed([text])
+            vector = self._vectors[text]
+        return vector
+
+    def _decomposition(self, text: str, max_sub_queries: int) -> _Decomposition:
+        """Sub-queries other than the question itself, memoised by (text, max_sub_queries)."""
+        key = (text, max_sub_queries)
+        entry = self._decompositions.get(key)
+        if entry is None:
+            subs, cost = self.decomposer.decompose(text, max_sub_queries)
+            own = " ".join(text.lower().split())
+            kept = tuple(dict.fromkeys(s.strip() for s in subs if s.strip() and " ".join(s.lower().split()) != own))
+            with self._lock:
+                entry = self._decompositions.setdefault(key, _Decomposition(kept[:max_sub_queries], cost))
+        return entry
+
+    def _charge(self, entry: _Decomposition) -> CallCost:
+        """A decomposition's cost is reported by the first retrieval that uses it; later ones
+        count its calls as cache hits, so summing records never double-counts."""
+        with self._lock:
+            if entry.reported:
+                return CallCost(cache_hits=entry.cost.calls)
+            entry.reported = True
+            return entry.cost
+
+    def prepare(self, questions: Sequence[Question], config: Any = None) -> None:
+        """Analyse and batch-embed every question and its name-stripped form up front.
+
+        With `config` (the run's config, overrides included), questions whose effective config
+        decomposes are decomposed now and their sub-queries embedded too (the decomposition's
+        cost is still reported by the retrieval that first uses it)."""
+        texts: list[str] = []
+        for question in questions:
+            info = self._analyse(question.text)
+            texts.append(question.text)
+            if info.stripped and info.stripped != question.text:
+                texts.append(info.stripped)
+            if config is not None and self.decomposer is not None:
+                effective = config.for_type(question.question_type)
+                if effective.enable_query_decomposition:
+                    texts.extend(self._decomposition(question.text, effective.max_sub_queries).sub_queries)
+        self._embed(texts)
+
+    # ------------------------------------------------------------------------ retrieval
+    def retrieve(self, question: Question, config: Any) -> RetrievalResult:
+        """The ranked context for `question` under its effective `config`."""
+        state = self.index.state
+        if not state.memories:
+            return RetrievalResult((), ())
+        text = question.text
+        info = self._analyse(text)
+        query_vector = self._vector(text)
+        views: list[ViewHits] = []
+        if config.semantic_top_k > 0:
+            views.append(top_k("semantic", state.embeddings @ query_vector, config.semantic_top_k,
+                               config.semantic_weight))
+        if config.keyword_top_k > 0:
+            views.append(self._keyword_view("keyword", state, info.tokens, config.keyword_top_k, config.keyword_weight))
+        if config.structured_top_k > 0 and info.terms:
+            scores = state.structured.scores(info.terms, len(state.memories))
+            views.append(top_k("structured", scores, config.structured_top_k, config.structured_weight,
+                               positive_only=True))
+        if config.enable_entity_swap and info.stripped and info.stripped != text:
+            swapped = self._analyse(info.stripped)
+            views.append(top_k("swap_semantic", state.embeddings @ self._vector(info.stripped),
+                               config.entity_swap_semantic_top_k, config.semantic_weight))
+            views.append(self._keyword_view("swap_keyword", state, swapped.tokens,
+                                            config.entity_swap_keyword_top_k, config.keyword_weight))
+        sub_queries: tuple[str, ...] = ()
+        cost = CallCost()
+        if config.enable_query_decomposition and self.decomposer is not None:
+            entry = self._decomposition(text, config.max_sub_queries)
+            sub_queries, cost = entry.sub_queries, self._charge(entry)
+            if sub_queries:
+                views.append(self._sub_query_view(state, sub_queries, config))
+
+        rows, fused = fuse(views, config.fusion_mode, config.rrf_k)
+        question_day = to_days(question.question_date)
+        if config.reflection_rounds > 0 and len(rows):
+            views, rows, fused = self._reflect(state, info, query_vector, views, rows, fused, question_day, config)
+        final = fused + self._ranking_terms(state, rows, config, question_day)
+        order = rank_order(final, rows)
+        return self._assemble(state, rows[order], final[order], views, config, sub_queries, cost)
+
+    def _keyword_view(self, label: str, state: IndexState, tokens: Sequence[str], k: int, weight: float) -> ViewHits:
+        ids = state.keyword.token_ids(tokens)
+        return top_k(label, state.keyword.scores(ids, len(state.memories)), k, weight, positive_only=True)
+
+    @staticmethod
+    def _ranking_terms(state: IndexState, rows: np.ndarray, config: Any, question_day: float) -> np.ndarray:
+        """Importance, recency and reinforcement terms of the candidate rows."""
+        rec = (recency(state.timestamp_days[rows], question_day, config.time_decay_half_life_days)
+               if config.recency_weight else np.zeros(len(rows)))
+        return final_scores(np.zeros(len(rows)), state.importance[rows], rec, state.reinforcement[rows],
+                            config.importance_weight, config.recency_weight, config.reinforcement_weight)
+
+    def _semantic_keyword(self, state: IndexState, vector: np.ndarray | None, tokens: Sequence[str],
+                          k_semantic: int, k_keyword: int, k_keep: int, config: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Semantic + keyword hits of one derived query, fused; the best `k_keep` as (rows, score)."""
+        parts = []
+        if vector is not None and k_semantic > 0:
+            parts.append(top_k("semantic", state.embeddings @ vector, k_semantic, config.semantic_weight))
+        if k_keyword > 0:
+            parts.append(self._keyword_view("keyword", state, tokens, k_keyword, config.keyword_weight))
+        rows, scores = fuse(parts, config.fusion_mode, config.rrf_k)
+        keep = rank_order(scores, rows)[:k_keep]
+        return rows[keep], scores[keep]
+
+    def _sub_query_view(self, state: IndexState, sub_queries: Sequence[str], config: Any) -> ViewHits:
+        k = config.decomposition_merge_top_k
+        self._embed(sub_queries)
+        lists = [self._semantic_keyword(state, self._vector(s), self._analyse(s).tokens, k, k, k, config)
+                 for s in sub_queries]
+        return merge_max("sub_query", lists)
+
+    def _reflect(self, state: IndexState, info: _QueryInfo, query_vector: np.ndarray, views: list[ViewHits],
+                 rows: np.ndarray, fused: np.ndarray, question_day: float, config: Any
+                 ) -> tuple[list[ViewHits], np.ndarray, np.ndarray]:
+        """Follow-up retrieval: the query plus what its current best memories are about."""
+        keyword = state.keyword
+        tokens = list(info.tokens)
+        query_ids = set(keyword.token_ids(tokens))
+        k_keep = max(config.semantic_top_k, config.keyword_top_k)
+        found: list[tuple[np.ndarray, np.ndarray]] = []
+        for _ in range(config.reflection_rounds if k_keep else 0):
+            current = fused + self._ranking_terms(state, rows, config, question_day)
+            seeds = rows[rank_order(current, rows)[:REFLECTION_SEEDS]]
+            new_terms = self._salient_terms(state, seeds, query_ids)
+            if not new_terms:
+                break
+            query_ids.update(new_terms)
+            tokens += [keyword.id_to_token[t] for t in new_terms]
+            centroid = query_vector + state.embeddings[seeds].mean(axis=0)
+            centroid = (centroid / max(float(np.linalg.norm(centroid)), 1e-12)).astype(np.float32)
+            found.append(self._semantic_keyword(state, centroid, tokens, config.semantic_top_k,
+                                                config.keyword_top_k, k_keep, config))
+            reflection = merge_max("reflection", found)
+            views = [v for v in views if v.label != "reflection"] + [reflection]
+            rows, fused = fuse(views, config.fusion_mode, config.rrf_k)
+        return views, rows, fused
+
+    @staticmethod
+    def _salient_terms(state: IndexState, seeds: np.ndarray, exclude: set[int]) -> list[int]:
+        """Terms of the seed memories that also occur elsewhere (so they can lead somewhere),
+        ranked by how many seeds share them times their idf; at most REFLECTION_TERMS."""
+        keyword = state.keyword
+        if not len(seeds) or not len(keyword.token_idf):
+            return []
+        ids, shared = np.unique(np.concatenate([keyword.doc_token_ids[s] for s in seeds.tolist()]), return_counts=True)
+        keep = (keyword.token_df[ids] >= 2) & ~np.isin(ids, np.fromiter(exclude, np.int64, len(exclude)))
+        ids, shared = ids[keep], shared[keep]
+        order = rank_order(shared * keyword.token_idf[ids], ids)[:REFLECTION_TERMS]
+        return ids[order].tolist()
+
+    def _assemble(self, state: IndexState, rows: np.ndarray, scores: np.ndarray, views: Sequence[ViewHits],
+                  config: Any, sub_queries: tuple[str, ...], cost: CallCost) -> RetrievalResult:
+        view_ranks = [(v.label, v.ranks()) for v in views if len(v)]
+        items = []
+        for rank, (row, score) in enumerate(zip(rows.tolist(), scores.tolist()), start=1):
+            labels = {label: ranks[row] for label, ranks in view_ranks if row in ranks}
+            items.append(RetrievedItem(state.memories[row], score, rank, labels))
+        context, cut = items[:config.max_context], items[config.max_context:]
+        if config.context_order == "chronological":
+            days = state.timestamp_days
+            row_of = state.row_of_id
+
+            def when(item: RetrievedItem) -> tuple[float, int]:
+                row = row_of[item.memory.memory_id]
+                return (np.inf if np.isnan(days[row]) else days[row], row)
+
+            context = sorted(context, key=when)
+        return RetrievalResult(tuple(context), tuple(cut), sub_queries, cost)
