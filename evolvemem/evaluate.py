@@ -115,7 +115,8 @@ def evaluate(ws: Workspace, config: Any, questions: list[Question], *, store: An
         store.drop_failed(round_no, phase)
         done_ids = store.finished_question_ids(round_no, phase)
     todo = [q for q in questions if q.question_id not in done_ids]
-    ws.prepare(todo)
+    # with an LLM decomposer, sub-queries are made inside the concurrent loop instead
+    ws.prepare(todo, None if ws.roles.uses_llm else config)
     judge = ws.roles.judge
     benchmark = ws.dataset.name
 

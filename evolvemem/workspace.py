@@ -43,14 +43,16 @@ class Workspace:
 
     def build(self, progress: ProgressFn | None = None) -> SetupStats:
         """Extract (or load cached) memories, consolidate them and index each conversation."""
-        from evolvemem.memory.consolidate import merge_duplicates
+        from evolvemem.memory.consolidate import consolidate
         from evolvemem.memory.store_cache import load_or_extract
 
         conversations = list(self.dataset.conversations.values())
         started = time.perf_counter()
         for i, conv in enumerate(conversations):
             units, cost, from_cache = load_or_extract(self.roles.extractor, conv)
-            self.memories[conv.conversation_id] = merge_duplicates(units)
+            # decay is counted back from the conversation's last session: "now" for its questions
+            last = max((s.timestamp for s in conv.sessions if s.timestamp), default=None)
+            self.memories[conv.conversation_id] = consolidate(units, reference=last)
             self.stats.cost = self.stats.cost + cost
             self.stats.conversations_from_cache += int(from_cache)
             if progress:
@@ -71,8 +73,8 @@ class Workspace:
         from evolvemem.retrieval.retriever import Retriever
 
         units = self.memories[conversation_id]
-        index = ConversationIndex.build(units, self.embedder)
         conv = self.dataset.conversations[conversation_id]
+        index = ConversationIndex.build(units, self.embedder, known_persons=conv.speakers)
         self.indexes[conversation_id] = index
         self.retrievers[conversation_id] = Retriever(
             index, self.embedder, decomposer=self.roles.decomposer, known_persons=conv.speakers
@@ -121,10 +123,10 @@ class Workspace:
         """Changes whenever the conversation's memories change (re-extraction only adds)."""
         return len(self.memories[conversation_id])
 
-    def prepare(self, questions: list) -> None:
-        """Batch-embed every question (and its derived queries) before the timed loop."""
+    def prepare(self, questions: list, config: Any = None) -> None:
+        """Batch-embed every question (and, given the config, its sub-queries) up front."""
         by_conv: dict[str, list] = {}
         for q in questions:
             by_conv.setdefault(q.conversation_id, []).append(q)
         for conv_id, qs in by_conv.items():
-            self.retrievers[conv_id].prepare(qs)
+            self.retrievers[conv_id].prepare(qs, config)

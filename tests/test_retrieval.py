@@ -230,6 +230,23 @@ def test_importance_and_reinforcement_come_from_the_memory(embedder):
     assert result.items[0].score - result.items[1].score == pytest.approx(0.2 * 0.5 + 0.3 * 1.0)
 
 
+def test_query_time_reinforcement_rewards_shared_entities(embedder):
+    """+0.05 per entity shared with the query, capped at 0.30, only when the weight is on."""
+    a = memory("Tomasz cooked dinner in Lisbon with Ines.", 1, salt="a")
+    b = memory("Tomasz cooked dinner.", 2, salt="b")
+    index = ConversationIndex.build([a, b], embedder, known_persons=("Tomasz", "Ines"))
+    r = Retriever(index, embedder, known_persons=("Tomasz", "Ines"))
+    q = question("Did Tomasz cook with Ines in Lisbon?")
+    off = r.retrieve(q, config(fusion_mode="sum", reinforcement_weight=0.0))
+    on = r.retrieve(q, config(fusion_mode="sum", reinforcement_weight=1.0))
+    gap = lambda res: {i.memory.memory_id: i.score for i in res.items}
+    g_off, g_on = gap(off), gap(on)
+    extra_a = g_on[a.memory_id] - g_off[a.memory_id]
+    extra_b = g_on[b.memory_id] - g_off[b.memory_id]
+    assert extra_a > extra_b >= 0.05 - 1e-6
+    assert extra_a <= 0.30 + 1e-6
+
+
 def test_max_context_cuts_and_reports_the_cut(retriever):
     result = retriever.retrieve(question("What did Priya Raman do?"),
                                 config(max_context=6, semantic_top_k=12, keyword_top_k=12))

@@ -83,7 +83,9 @@ def category_table(summary: dict, title: str) -> Table:
     for col in ("category", "n", "F1", "BLEU-1", "evidence recall", "failed"):
         table.add_column(col, justify="left" if col == "category" else "right")
     for key, row in summary["by_category"].items():
-        table.add_row(f"{key} {row.get('name', '')}".strip(), str(row["n"]), fmt(row["f1"]), fmt(row["bleu1"]),
+        name = row.get("name") or ""
+        label = key if name.replace(" ", "_") in ("", key) else f"{key} {name}"
+        table.add_row(label, str(row["n"]), fmt(row["f1"]), fmt(row["bleu1"]),
                       fmt(row.get("evidence_recall")), str(row.get("n_failed", 0)))
     table.add_section()
     table.add_row("main (non-adversarial)", str(summary.get("n_main", "")), fmt(summary["main"]), "", "", "")

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from evolvemem.data.split import split_dataset
 from evolvemem.diagnosers import make_diagnoser
+from evolvemem.errors import DataError
 from evolvemem.evaluate import evaluate
 from evolvemem.loop.diagnosis_input import build_diagnosis_input
 from evolvemem.loop.guard import RoundScore, check_regression, decide
@@ -61,7 +62,10 @@ class EvolutionRunner:
         self.init_config = init_config
         self.hooks = hooks or Hooks()
         self.dev = split_dataset(dataset, "dev")
-        self.test = split_dataset(dataset, "test")
+        try:
+            self.test = split_dataset(dataset, "test")
+        except DataError:  # one conversation: nothing is held out, and reports say so
+            self.test = dataset.subset(set())
         self.diagnoser = make_diagnoser(spec.diagnoser, seed=spec.seed, client=workspace.roles.diagnosis_client)
         self.reuse: dict = {}
 

@@ -132,6 +132,16 @@ class _Structured:
                 out[indices[indptr[col]:indptr[col + 1]]] += self.idf[col]
         return out
 
+    def counts(self, terms: Sequence[str], n_rows: int) -> np.ndarray:
+        """How many of the query's terms each memory shares (unweighted)."""
+        out = np.zeros(n_rows, dtype=np.float32)
+        indptr, indices = self.matrix.indptr, self.matrix.indices
+        for term in dict.fromkeys(terms):
+            col = self.vocab.get(term)
+            if col is not None:
+                out[indices[indptr[col]:indptr[col + 1]]] += 1.0
+        return out
+
 
 @dataclass(frozen=True)
 class IndexState:

@@ -39,6 +39,10 @@ REFLECTION_SEEDS = 3  # top memories whose terms expand the query in a reflectio
 REFLECTION_TERMS = 5  # salient terms added per round
 
 
+REINFORCEMENT_STEP = 0.05  # per entity shared with the query
+REINFORCEMENT_CAP = 0.30
+
+
 @dataclass(frozen=True)
 class RetrievedItem:
     memory: MemoryUnit
@@ -185,7 +189,7 @@ class Retriever:
         question_day = to_days(question.question_date)
         if config.reflection_rounds > 0 and len(rows):
             views, rows, fused = self._reflect(state, info, query_vector, views, rows, fused, question_day, config)
-        final = fused + self._ranking_terms(state, rows, config, question_day)
+        final = fused + self._ranking_terms(state, rows, config, question_day, info.terms)
         order = rank_order(final, rows)
         return self._assemble(state, rows[order], final[order], views, config, sub_queries, cost)
 
@@ -194,11 +198,20 @@ class Retriever:
         return top_k(label, state.keyword.scores(ids, len(state.memories)), k, weight, positive_only=True)
 
     @staticmethod
-    def _ranking_terms(state: IndexState, rows: np.ndarray, config: Any, question_day: float) -> np.ndarray:
-        """Importance, recency and reinforcement terms of the candidate rows."""
+    def _ranking_terms(state: IndexState, rows: np.ndarray, config: Any, question_day: float,
+                       query_terms: Sequence[str] = ()) -> np.ndarray:
+        """Importance, recency and reinforcement terms of the candidate rows.
+
+        Reinforcement is the memory's stored reinforcement plus +0.05 per entity it shares with
+        this query, capped at 0.30 — computed per query, so retrieval stays a pure function and
+        one question never changes the ranking of another."""
         rec = (recency(state.timestamp_days[rows], question_day, config.time_decay_half_life_days)
                if config.recency_weight else np.zeros(len(rows)))
-        return final_scores(np.zeros(len(rows)), state.importance[rows], rec, state.reinforcement[rows],
+        reinforcement = state.reinforcement[rows]
+        if config.reinforcement_weight and query_terms:
+            shared = state.structured.counts(query_terms, len(state.memories))[rows]
+            reinforcement = reinforcement + np.minimum(REINFORCEMENT_STEP * shared, REINFORCEMENT_CAP)
+        return final_scores(np.zeros(len(rows)), state.importance[rows], rec, reinforcement,
                             config.importance_weight, config.recency_weight, config.reinforcement_weight)
 
     def _semantic_keyword(self, state: IndexState, vector: np.ndarray | None, tokens: Sequence[str],
@@ -230,7 +243,7 @@ class Retriever:
         k_keep = max(config.semantic_top_k, config.keyword_top_k)
         found: list[tuple[np.ndarray, np.ndarray]] = []
         for _ in range(config.reflection_rounds if k_keep else 0):
-            current = fused + self._ranking_terms(state, rows, config, question_day)
+            current = fused + self._ranking_terms(state, rows, config, question_day, info.terms)
             seeds = rows[rank_order(current, rows)[:REFLECTION_SEEDS]]
             new_terms = self._salient_terms(state, seeds, query_ids)
             if not new_terms:
