@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Sequence
 
+from evolvemem.data.dates import format_day
 from evolvemem.memory.unit import MemoryUnit
+from evolvemem.scoring.metrics import ABSTENTION_TEXT
 
-ABSTENTION = "Not mentioned in the conversation."
-"""What every answerer says when the context does not contain the answer (the LoCoMo scorer
-counts a prediction containing "not mentioned" as a correct abstention)."""
+# What every answerer says when the context does not hold the answer (defined with the scorer
+# that recognises it).
+ABSTENTION = ABSTENTION_TEXT
 
 MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
           "september", "october", "november", "december")
@@ -78,14 +80,14 @@ class MemoryText:
 
 
 def format_date(value: datetime | date | None) -> str:
-    """`7 May 2023` (day without zero padding), or "" when there is no date."""
-    if value is None:
-        return ""
-    return f"{value.day} {MONTHS[value.month - 1].capitalize()} {value.year}"
+    """`7 May 2023` (day without zero padding, as extractors write it), or "" when there is none."""
+    return format_day(value) if value is not None else ""
 
 
-def find_dates(text: str) -> list[DateMention]:
-    """Explicit date expressions in `text`, left to right, without overlaps."""
+@functools.lru_cache(maxsize=65536)
+def find_dates(text: str) -> tuple[DateMention, ...]:
+    """Explicit date expressions in `text`, left to right, without overlaps (cached: memory
+    sentences are scanned again for every question they are retrieved for)."""
     found: list[DateMention] = []
     taken: list[tuple[int, int]] = []
     for pattern, roles in _DATE_PATTERNS:
@@ -100,12 +102,10 @@ def find_dates(text: str) -> list[DateMention]:
             day = int(parts["day"]) if "day" in parts else None
             if (month is not None and not 1 <= month <= 12) or (day is not None and not 1 <= day <= 31):
                 continue
-            if roles == ("month", "day") and parts["month"].lower() == "may" and day is not None and day > 31:
-                continue
             year = int(parts["year"]) if "year" in parts else None
             found.append(DateMention(match.group(0), span[0], day, month, year))
             taken.append(span)
-    return sorted(found, key=lambda d: d.start)
+    return tuple(sorted(found, key=lambda d: d.start))
 
 
 @functools.lru_cache(maxsize=65536)

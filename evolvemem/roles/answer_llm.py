@@ -1,0 +1,79 @@
+"""`LLMAnswerer`: answers from the retrieved context with one of the six answer-style prompts.
+
+Each style is a prompt file `prompts/answer_<style>.md` with `$question`, `$question_date` and
+`$context` placeholders, so a style is changed by editing text, not code. A call that fails
+after the client's retries becomes `AnswerResult(failed=True)`: the evaluator records it as
+failed instead of scoring it as wrong, and one bad call never stops a run.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+from evolvemem.data.models import Question
+from evolvemem.memory.unit import MemoryUnit
+from evolvemem.prompts import load_prompt
+from evolvemem.roles.context_format import ABSTENTION, format_context, format_question_date
+from evolvemem.roles.protocols import AnswerResult
+from evolvemem.scoring.metrics import is_abstention
+
+ANSWER_STYLES = ("concise", "extractive", "detailed", "temporal", "step_by_step", "cautious")
+# Reasoning needs room; the other styles want a phrase or two.
+_MAX_TOKENS = {"step_by_step": 700, "detailed": 200}
+_DEFAULT_MAX_TOKENS = 120
+_FINAL_ANSWER = re.compile(r"^\s*\**\s*(?:final\s+)?answer\s*\**\s*:\s*\**\s*(.*)$", re.I | re.M)
+
+
+def render_answer_prompt(style: str, question: Question, context: Sequence[MemoryUnit]) -> str:
+    """The full prompt text for one question (also used by tests and `--dry-run` style tools)."""
+    if style not in ANSWER_STYLES:
+        raise ValueError(f"unknown answer style {style!r} (known: {', '.join(ANSWER_STYLES)})")
+    return load_prompt(f"answer_{style}").render(
+        question=question.text.strip(),
+        question_date=format_question_date(question.question_date),
+        context=format_context(context),
+    )
+
+
+def parse_answer(text: str, style: str = "concise") -> str:
+    """The final answer in a reply: the text after the last "Answer:" line when there is one
+    (step_by_step reasons first, and its last line is the answer if the label is missing),
+    on one line, without quotes or markdown; an abstention in any wording becomes the one
+    abstention text."""
+    finals = _FINAL_ANSWER.findall(text)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if finals:
+        answer = finals[-1]
+    elif style == "step_by_step" and lines:
+        answer = lines[-1]
+    else:
+        answer = " ".join(lines)
+    answer = answer.strip().strip("*").strip().strip('"').strip("'").strip()
+    if is_abstention(answer, lenient=True) and len(answer.split()) <= 12:
+        return ABSTENTION
+    return answer
+
+
+class LLMAnswerer:
+    """Answerer over an `LLMClient` (evolvemem.llm.client); never raises on a failed call."""
+
+    def __init__(self, client: Any, *, temperature: float = 0.0) -> None:
+        self.client = client
+        self.temperature = temperature
+        self.name = f"llm:{client.model}"
+
+    def answer(self, question: Question, context: Sequence[MemoryUnit], style: str) -> AnswerResult:
+        from evolvemem.llm.client import LLMCallFailed
+
+        prompt = render_answer_prompt(style, question, context)
+        try:
+            reply = self.client.complete(
+                [{"role": "user", "content": prompt}],
+                role="answer",
+                temperature=self.temperature,
+                max_tokens=_MAX_TOKENS.get(style, _DEFAULT_MAX_TOKENS),
+            )
+        except LLMCallFailed as exc:
+            return AnswerResult("", failed=True, error=str(exc))
+        notes = {"raw": reply.text} if style == "step_by_step" else {}
+        return AnswerResult(parse_answer(reply.text, style), cost=reply.as_cost(), notes=notes)
