@@ -75,7 +75,7 @@ def show_run(ui: UI, run: str) -> dict:
     table = Table(title="rounds (dev)", title_justify="left")
     for col in ["round", f"dev {objective}", "Δ", "main", "adv.", *[f"cat {c}" for c in categories],
                 "decision", "changes for next round", "calls", "tokens"]:
-        table.add_column(col, overflow="fold" if col.startswith("changes") else None)
+        table.add_column(col, overflow="fold" if col.startswith("changes") else None, min_width=28 if col.startswith("changes") else None)
     out_rounds = []
     prev = None
     for r in rounds:

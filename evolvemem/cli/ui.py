@@ -18,7 +18,10 @@ class UI:
     def __init__(self, json_mode: bool = False, quiet: bool = False):
         self.json_mode = json_mode
         self.quiet = quiet
+        # tables are wide; when output goes to a file or pipe, do not squeeze them to 80 columns
         self.console = Console(stderr=json_mode, highlight=False)
+        if not self.console.is_terminal:
+            self.console = Console(stderr=json_mode, highlight=False, width=160)
         self.err = Console(stderr=True, highlight=False)
 
     def info(self, message: str) -> None:
