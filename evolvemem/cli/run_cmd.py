@@ -34,7 +34,9 @@ def changes_text(changes: list[dict], limit: int = 4) -> str:
         parts.append(f"{scope}{c['field']}: {c['old']}→{c['new']}")
     if len(changes) > limit:
         parts.append(f"+{len(changes) - limit} more")
-    return "; ".join(parts) or "-"
+    from rich.markup import escape
+
+    return escape("; ".join(parts)) or "-"
 
 
 def round_line(info: dict) -> str:

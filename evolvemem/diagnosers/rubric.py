@@ -37,14 +37,22 @@ def _bump(config: dict, name: str, step: int) -> int:
 
 
 def _share(inp: DiagnosisInput, cls: str) -> float:
+    """Share of the *failures* in one class (what the rule thresholds read)."""
     total = inp.failures_total()
     return inp.taxonomy.get(cls, 0) / total if total else 0.0
 
 
-def _type_actions(qtype: str, f1: float, mean: float, values: dict) -> list[Action]:
-    """Per-type overrides that keep the other types as they are."""
+def _mass(inp: DiagnosisInput, cls: str) -> float:
+    """Share of *all questions* in one failure class: the most a fix for it could gain."""
+    n = sum(inp.taxonomy.values())
+    return inp.taxonomy.get(cls, 0) / n if n else 0.0
+
+
+def _type_actions(qtype: str, f1: float, mean: float, share: float, values: dict) -> list[Action]:
+    """Per-type overrides that keep the other types as they are; strength = the F1 gap times
+    the type's share of the questions (a small type lagging far can gain little overall)."""
     gap = mean - f1
-    strength = 0.3 + gap
+    strength = gap * share
     reason = f"{qtype} lags the mean F1 by {gap:.2f}"
     menu = {
         "temporal": [{"answer_style": "temporal"}, {"time_decay_half_life_days": 180.0, "recency_weight": 0.2},
@@ -57,73 +65,96 @@ def _type_actions(qtype: str, f1: float, mean: float, values: dict) -> list[Acti
         "preference": [{"structured_top_k": 10}, {"answer_style": "detailed"}],
         "single_fact": [{"answer_style": "extractive"}, {"keyword_top_k": _bump(values, "keyword_top_k", 5)}],
     }
-    return [Action(strength - 0.01 * i, reason, changes, qtype) for i, changes in enumerate(menu.get(qtype, []))]
+    return [Action(strength * (1 - 0.05 * i), reason, changes, qtype) for i, changes in enumerate(menu.get(qtype, []))]
 
 
 def candidate_actions(inp: DiagnosisInput) -> list[Action]:
+    """Every rule that fires, strongest first. Strength estimates the share of all questions
+    the action could recover (failure mass times a rough efficacy)."""
     v = inp.config
     actions: list[Action] = []
     miss = _share(inp, "retrieval_miss") + _share(inp, "extraction_gap") * 0.5
+    miss_mass = _mass(inp, "retrieval_miss") + _mass(inp, "extraction_gap") * 0.5
     if miss >= 0.2:
         reason = f"{miss:.0%} of failures never reached the candidates (retrieval misses)"
         if v["semantic_top_k"] == 0:
-            actions.append(Action(miss + 0.2, reason + "; the dense view is off", {"semantic_top_k": 10}))
+            actions.append(Action(miss_mass * 0.6, reason + "; the dense view is off", {"semantic_top_k": 10}))
         if v["fusion_mode"] != "rrf" and (v["semantic_top_k"] or 0) > 0:
-            actions.append(Action(miss + 0.1, reason + "; rank fusion is robust to view score scales",
+            actions.append(Action(miss_mass * 0.4, reason + "; rank fusion is robust to view score scales",
                                   {"fusion_mode": "rrf"}))
-        if v["structured_top_k"] == 0:
-            actions.append(Action(miss, reason + "; the structured view is off", {"structured_top_k": 5}))
         widen = {k: _bump(v, k, 5) for k in ("semantic_top_k", "keyword_top_k") if v[k] != 0}
-        actions.append(Action(miss - 0.05, reason + "; widen the views", widen))
+        widen = {k: val for k, val in widen.items() if val != v[k]}
+        if widen:
+            actions.append(Action(miss_mass * 0.35, reason + "; widen the views", widen))
+        if v["structured_top_k"] == 0:
+            actions.append(Action(miss_mass * 0.3, reason + "; the structured view is off", {"structured_top_k": 5}))
         if not v["enable_entity_swap"]:
-            actions.append(Action(miss - 0.1, reason + "; search again without person names",
+            actions.append(Action(miss_mass * 0.25, reason + "; search again without person names",
                                   {"enable_entity_swap": True}))
     cut = _share(inp, "budget_cut")
     if cut >= 0.1:
-        actions.append(Action(cut + 0.15, f"{cut:.0%} of failures had the evidence ranked but cut by max_context",
+        actions.append(Action(_mass(inp, "budget_cut") * 0.6,
+                              f"{cut:.0%} of failures had the evidence ranked but cut by max_context",
                               {"max_context": min(v["max_context"] + 4, 30)}))
     abstain = _share(inp, "wrong_abstention")
-    if abstain >= 0.15:
-        changes = {"max_context": min(v["max_context"] + 2, 30)}
-        if v["answer_style"] == "cautious":
-            changes = {"answer_style": "concise"}
-        actions.append(Action(abstain, f"{abstain:.0%} of failures abstained although the evidence was in context", changes))
+    if abstain >= 0.1:
+        changes = {"answer_style": "concise"} if v["answer_style"] == "cautious" else {"max_context": min(v["max_context"] + 2, 30)}
+        actions.append(Action(_mass(inp, "wrong_abstention") * 0.5,
+                              f"{abstain:.0%} of failures abstained although the evidence was in context", changes))
     noise = _share(inp, "answer_error")
     if noise >= 0.3 and inp.mean_context > 14:
-        actions.append(Action(noise - 0.1, f"{noise:.0%} answer errors with {inp.mean_context:.0f} memories in context: too much noise",
+        actions.append(Action(_mass(inp, "answer_error") * 0.3,
+                              f"{noise:.0%} answer errors with {inp.mean_context:.0f} memories in context: too much noise",
                               {"max_context": max(v["max_context"] - 4, 6)}))
     fmt = _share(inp, "format_mismatch")
-    if fmt >= 0.2:
-        changes = {"answer_style": "concise"} if v["answer_style"] in ("detailed", "extractive") else {"enable_answer_verification": True, "verification_style": "multi_candidate"}
-        actions.append(Action(fmt, f"{fmt:.0%} of failures were partly right (format mismatch)", changes))
+    if fmt >= 0.1:
+        changes = ({"answer_style": "concise"} if v["answer_style"] in ("detailed", "extractive")
+                   else {"enable_answer_verification": True, "verification_style": "multi_candidate"})
+        actions.append(Action(_mass(inp, "format_mismatch") * 0.3,
+                              f"{fmt:.0%} of failures were partly right (format mismatch)", changes))
     halluc = _share(inp, "hallucination")
-    if halluc >= 0.15:
+    if halluc >= 0.1:
         reason = f"{halluc:.0%} of failures answered questions the conversation cannot answer"
+        mass = _mass(inp, "hallucination")
         if not v["enable_answer_verification"]:
-            actions.append(Action(halluc, reason + "; verify answers against the context",
+            actions.append(Action(mass * 0.5, reason + "; verify answers against the context",
                                   {"enable_answer_verification": True, "verification_style": "strict"}))
-        elif not v["enable_entity_swap"]:
-            actions.append(Action(halluc - 0.05, reason + "; entity swap exposes the wrong-person premise",
+        if v["answer_style"] != "cautious":
+            actions.append(Action(mass * 0.45, reason + "; answer only when the context clearly supports it",
+                                  {"answer_style": "cautious"}))
+        if not v["enable_entity_swap"]:
+            actions.append(Action(mass * 0.3, reason + "; entity swap exposes the wrong-person premise",
                                   {"enable_entity_swap": True}))
     typed = [r for r in inp.by_type if r["n"] >= MIN_TYPE_N and r["f1"] is not None
              and r["question_type"] not in NO_OVERRIDE_TYPES]
     if typed:
+        total_n = sum(r["n"] for r in inp.by_type) or 1
         mean = sum(r["f1"] * r["n"] for r in typed) / sum(r["n"] for r in typed)
         for row in sorted(typed, key=lambda r: r["f1"]):
             if row["f1"] < mean - LAG_MARGIN:
                 merged = {**v, **inp.overrides.get(row["question_type"], {})}
-                actions.extend(_type_actions(row["question_type"], row["f1"], mean, merged))
+                actions.extend(_type_actions(row["question_type"], row["f1"], mean, row["n"] / total_n, merged))
     return sorted(actions, key=lambda a: -a.strength)
 
 
-def _tried_badly(history: list[dict]) -> set[tuple]:
-    """(scope, field, value) triples whose change was followed by a drop or a revert."""
+def _direction(old: Any, new: Any) -> str:
+    """What kind of move a change was: 'up' / 'down' for numbers, the new value otherwise."""
+    if isinstance(old, (int, float)) and isinstance(new, (int, float)) and not isinstance(new, bool):
+        return "up" if new > old else "down"
+    return repr(new)
+
+
+def _tried_without_gain(history: list[dict]) -> set[tuple]:
+    """(scope, field, direction) moves that were followed by no gain: not tried again, so the
+    rubric does not walk the same lever step by step while the score stays flat."""
     bad = set()
     for item in history:
         outcome = item.get("outcome_delta")
-        if outcome is not None and outcome < 0:
-            for change in item.get("changes") or []:
-                bad.add((change.get("scope", "global"), change["field"], repr(change["new"])))
+        if item.get("decision") == "explored" or outcome is None or outcome > 0.001:
+            continue
+        for change in item.get("changes") or []:
+            old = None if change.get("old") == "(global)" else change.get("old")
+            bad.add((change.get("scope", "global"), change["field"], _direction(old, change["new"])))
     return bad
 
 
@@ -131,12 +162,13 @@ class RubricDiagnoser:
     name = "rubric"
 
     def diagnose(self, inp: DiagnosisInput, config: Any) -> DiagnosisResult:
-        bad = _tried_badly(inp.history)
+        bad = _tried_without_gain(inp.history)
         for action in candidate_actions(inp):
             scope = action.qtype or "global"
             current = {**inp.config, **(inp.overrides.get(action.qtype, {}) if action.qtype else {})}
             effective = {k: val for k, val in action.changes.items() if current.get(k) != val}
-            if not effective or all((scope, k, repr(val)) in bad for k, val in effective.items()):
+            if not effective or any((scope, k, _direction(current.get(k), val)) in bad or (scope, k, repr(val)) in bad
+                                    for k, val in effective.items()):
                 continue
             proposal = Proposal(rationale=action.reason)
             if action.qtype:
