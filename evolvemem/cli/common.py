@@ -34,11 +34,24 @@ def load_config_reporting(ui: UI, name_or_path: str) -> Any:
 
 
 def model_settings(model: str | None, extract_model: str | None, answer_model: str | None,
-                   diagnosis_model: str | None, judge_model: str | None, api_base: str | None) -> Any:
+                   diagnosis_model: str | None, judge_model: str | None, api_base: str | None,
+                   classify_model: str | None = None) -> Any:
     from evolvemem.roles.factory import ModelSettings
 
-    return ModelSettings(model or os.environ.get("EVOLVEMEM_MODEL"), extract_model, answer_model,
-                         diagnosis_model, judge_model, api_base)
+    return ModelSettings(model=model or os.environ.get("EVOLVEMEM_MODEL"), extract_model=extract_model,
+                         answer_model=answer_model, diagnosis_model=diagnosis_model, judge_model=judge_model,
+                         api_base=api_base, classify_model=classify_model)
+
+
+def reclassify_if_asked(ui: UI, dataset: Any, roles: Any) -> Any:
+    """With --classify-model, let the LLM re-type the questions that only rules typed."""
+    if roles.classifier is None:
+        return dataset
+    from evolvemem.roles.classify import reclassify
+
+    dataset, changed, cost = reclassify(dataset, roles.classifier)
+    ui.info(f"[dim]question types: the LLM re-typed {changed} rule-typed questions ({cost.calls} calls)[/dim]")
+    return dataset
 
 
 def announce_models(ui: UI, settings: Any) -> None:

@@ -18,6 +18,7 @@ ExtractOpt = typer.Option(None, "--extract-model", help="Model for memory extrac
 AnswerOpt = typer.Option(None, "--answer-model", help="Model for decomposition, answering and verification (or 'offline').")
 DiagnosisOpt = typer.Option(None, "--diagnosis-model", help="Model for diagnosis (or 'offline').")
 JudgeOpt = typer.Option(None, "--judge-model", help="Model for the LLM-judge metric (off unless set).")
+ClassifyOpt = typer.Option(None, "--classify-model", help="Model that re-types questions that came without a type (default: rules).")
 ApiBaseOpt = typer.Option(None, "--api-base", help="Base URL of an OpenAI-compatible server (vLLM, Ollama, ...).")
 
 
@@ -92,6 +93,7 @@ def eval_command(
     extract_model: Optional[str] = ExtractOpt,
     answer_model: Optional[str] = AnswerOpt,
     judge_model: Optional[str] = JudgeOpt,
+    classify_model: Optional[str] = ClassifyOpt,
     api_base: Optional[str] = ApiBaseOpt,
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Output directory (default runs/eval-<benchmark>-<time>)."),
     adversarial_protocol: str = typer.Option("official", "--adversarial-protocol",
@@ -110,7 +112,7 @@ def eval_command(
     if adversarial_protocol not in ADVERSARIAL_PROTOCOLS:
         raise EvolveMemError(f"--adversarial-protocol must be official or paper, not {adversarial_protocol!r}")
     ui = UI(json_mode=json_out, quiet=quiet)
-    settings = model_settings(model, extract_model, answer_model, None, judge_model, api_base)
+    settings = model_settings(model, extract_model, answer_model, None, judge_model, api_base, classify_model)
     result = run_eval(ui, benchmark=benchmark, data=data, config_name=config, settings=settings, split=split,
                       out=out, protocol=adversarial_protocol, concurrency=concurrency,
                       embedding_model=embedding_model, cache_enabled=not no_cache)
@@ -129,6 +131,7 @@ def run(
     answer_model: Optional[str] = AnswerOpt,
     diagnosis_model: Optional[str] = DiagnosisOpt,
     judge_model: Optional[str] = JudgeOpt,
+    classify_model: Optional[str] = ClassifyOpt,
     api_base: Optional[str] = ApiBaseOpt,
     diagnoser: Optional[str] = typer.Option(None, "--diagnoser", help="llm, rubric, random or tpe (default: llm with a model, else rubric)."),
     init: str = typer.Option("weak", "--init", help="Starting config: weak, default, a config file, or a run directory."),
@@ -179,7 +182,8 @@ def run(
         rounds = 7 if rounds is None else rounds
         if rounds < 0:
             raise EvolveMemError("--rounds must be 0 or more")
-        settings = model_settings(model, extract_model, answer_model, diagnosis_model, judge_model, api_base)
+        settings = model_settings(model, extract_model, answer_model, diagnosis_model, judge_model, api_base,
+                                  classify_model)
         chosen = diagnoser or ("llm" if settings.for_role("diagnose") != "offline" else "rubric")
         if chosen not in DIAGNOSERS:
             raise EvolveMemError(f"unknown diagnoser {chosen!r} (known: {', '.join(DIAGNOSERS)})")
@@ -251,6 +255,7 @@ def transfer(
     extract_model: Optional[str] = ExtractOpt,
     answer_model: Optional[str] = AnswerOpt,
     judge_model: Optional[str] = JudgeOpt,
+    classify_model: Optional[str] = ClassifyOpt,
     api_base: Optional[str] = ApiBaseOpt,
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Output directory (default runs/transfer-<benchmark>-<time>)."),
     concurrency: int = typer.Option(8, "--concurrency"),
@@ -269,7 +274,7 @@ def transfer(
     if not best.is_file():
         raise EvolveMemError(f"{run_dir}: no best_config.toml (is the run finished?)")
     ui = UI(json_mode=json_out, quiet=quiet)
-    settings = model_settings(model, extract_model, answer_model, None, judge_model, api_base)
+    settings = model_settings(model, extract_model, answer_model, None, judge_model, api_base, classify_model)
     result = run_eval(ui, benchmark=benchmark, data=data, config_name=str(best), settings=settings, split=split,
                       out=out or str(default_run_dir("transfer", benchmark)), protocol="official",
                       concurrency=concurrency, embedding_model=embedding_model, cache_enabled=True,

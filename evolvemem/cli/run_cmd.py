@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.table import Table
 
-from evolvemem.cli.common import announce_models, command_line, default_run_dir
+from evolvemem.cli.common import announce_models, command_line, default_run_dir, reclassify_if_asked
 from evolvemem.cli.ui import UI, fmt
 from evolvemem.errors import EvolveMemError
 
@@ -98,6 +98,7 @@ def run_loop(ui: UI, spec: Any, run_dir: Path, resume: bool, init_config: Any = 
                 "test_conversations": sorted(split_dataset(dataset, "test").conversations),
             })
         roles = build_roles(settings, cache_enabled=spec.cache_enabled)
+        dataset = reclassify_if_asked(ui, dataset, roles)
         workspace = build_workspace(ui, dataset, roles, spec.embedding_model)
         if not store.query("SELECT 1 FROM memories LIMIT 1"):
             store.insert("memories", workspace.memory_rows())

@@ -251,7 +251,8 @@ def _question(record: Any, where: str, conversations: dict[str, Conversation],
     unknown = [e for e in evidence if e not in turn_ids[conversation_id]]
     if unknown:
         raise DataError(f"{where}: evidence {unknown[0]!r} is not a turn of conversation {conversation_id!r}")
-    question_type = _text(record, "question_type", where, required=False) or classify_question(text)
+    given_type = _text(record, "question_type", where, required=False)
+    question_type = given_type or classify_question(text)
     if question_type not in QUESTION_TYPES:
         raise DataError(f"{where}: question_type {question_type!r} is not one of {', '.join(QUESTION_TYPES)}")
     category = _text(record, "category", where, required=False) or question_type
@@ -266,7 +267,7 @@ def _question(record: Any, where: str, conversations: dict[str, Conversation],
         conversation_id=conversation_id,
         text=text,
         category=category,
-        question_type=question_type,
+        question_type=question_type, type_source="benchmark" if given_type else "rules",
         answers=answers,
         evidence=evidence,
         question_date=question_date,

@@ -61,6 +61,8 @@ class Question:
     adversarial_answer: str | None = None
     choices: tuple[str, ...] = ()
     correct_choice: str | None = None
+    # where question_type came from: "benchmark" (its own labels), "rules" or "llm" (classified)
+    type_source: str = "benchmark"
 
     @property
     def answer(self) -> str:
