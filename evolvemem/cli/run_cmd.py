@@ -121,7 +121,11 @@ def run_loop(ui: UI, spec: Any, run_dir: Path, resume: bool, init_config: Any = 
             hooks = Hooks(stage=bars.stage, record=on_record,
                           round_done=lambda info: ui.info(round_line(info)), message=ui.warn)
             runner = EvolutionRunner(spec, store, workspace, dataset, init_config, hooks)
-            result = runner.run()
+            try:
+                result = runner.run()
+            except KeyboardInterrupt:
+                ui.err.print(f"stopped: every finished question is saved; continue with  evolve run --resume {run_dir}")
+                raise
     ui.print(rounds_table(result.rounds, f"{spec.benchmark} · {spec.diagnoser} · {run_dir.name}"))
     _print_dev_test(ui, result)
     ui.info(f"best round {result.best_round}; best config: {result.best_config_path}")
