@@ -283,6 +283,23 @@ def transfer(
         ui.emit_json(result)
 
 
+@app.command()
+@user_errors
+def report(
+    run_dir: str = typer.Argument(..., metavar="RUN"),
+    out: Optional[str] = typer.Option(None, "--out", "-o", help="HTML file to write (default RUN/report.html)."),
+    png: bool = typer.Option(True, "--png/--no-png", help="Also write the trajectory as a PNG beside the HTML (needs matplotlib)."),
+    json_out: bool = typer.Option(False, "--json", help="End stdout with one JSON object: the paths written."),
+):
+    """One self-contained HTML report (trajectory, categories, failures, every round's diff) and a PNG."""
+    from evolvemem.cli.report_cmd import write_report
+
+    ui = UI(json_mode=json_out)
+    result = write_report(ui, run_dir, out, png)
+    if json_out:
+        ui.emit_json(result)
+
+
 def main() -> None:  # pragma: no cover - console script entry
     app()
 

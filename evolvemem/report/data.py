@@ -1,0 +1,286 @@
+"""Everything a report shows, gathered by SQL from one run store into small dataclasses.
+
+The page (html.py) and the PNG (png.py) only format what is here, so what a report says is
+always what the store holds. Works for `evolve run` directories (phase 'dev' plus the test
+phases), `evolve eval` (one round, phase 'eval') and `evolve transfer` (phase 'transfer')."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from evolvemem.store.schema import FAILURE_CLASSES
+
+EVALUATED_PHASES = ("dev", "eval", "transfer")
+SNAPSHOT_FILES = ("config.toml", "decision.json", "diagnosis_input.json", "diagnosis_prompt.md",
+                  "diagnosis_raw.txt", "proposal.json")
+
+
+@dataclass
+class Usage:
+    """LLM calls and tokens of one (round, phase), summed over roles."""
+
+    label: str
+    round: int
+    phase: str
+    calls: int = 0
+    cache_hits: int = 0
+    failures: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    calls_by_role: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass
+class RoundView:
+    """One evaluated round: its scores, the guard's decision after it, and why."""
+
+    round: int
+    status: str
+    score: float | None  # the dev objective (all or main F1)
+    all_f1: float | None
+    main_f1: float | None
+    adversarial_f1: float | None
+    evidence_recall: float | None
+    n_questions: int
+    n_failed: int
+    wall_seconds: float | None
+    by_category: dict[str, dict]
+    failures: dict[str, int]
+    n_correct: int
+    usage: Usage
+    decision: str | None = None
+    reason: str = ""
+    delta: float | None = None
+    best_so_far: float | None = None
+    changes: list[dict] = field(default_factory=list)
+    reextracted_sessions: list[str] = field(default_factory=list)
+    memories_added: int = 0
+    diagnoser: str = ""
+    rationale: str = ""
+    proposed: list[dict] = field(default_factory=list)  # what the diagnoser asked for, as changes
+    rejected: list[str] = field(default_factory=list)
+    missing_topics: list[str] = field(default_factory=list)
+    parse_error: str = ""
+    files: list[str] = field(default_factory=list)  # snapshot files, relative to the run directory
+
+
+@dataclass
+class FinalScore:
+    """Start or best config: its dev round and, when the run finished, its one test score."""
+
+    which: str
+    round: int
+    dev: dict[str, Any]
+    test: dict[str, Any] | None
+
+
+@dataclass
+class ReportData:
+    run_dir: Path
+    run_id: str
+    kind: str
+    phase: str
+    objective: str
+    header: list[tuple[str, str]]
+    rounds: list[RoundView]
+    categories: list[tuple[str, str]]  # (key, label)
+    failure_classes: list[str]
+    best_round: int | None
+    usage: list[Usage]
+    finals: list[FinalScore]
+    best_vs_start: list[dict]
+    proposed_dimensions: list[dict]
+    generated_at: str
+
+    def round(self, number: int) -> RoundView | None:
+        return next((r for r in self.rounds if r.round == number), None)
+
+    @property
+    def score_label(self) -> str:
+        """What the per-round score is: the dev objective of a run, or plain F1 of an evaluation."""
+        return f"dev {self.objective} F1" if self.phase == "dev" else f"{self.objective} F1"
+
+
+def category_label(key: str, name: str | None) -> str:
+    name = (name or "").strip()
+    if not name or name.replace(" ", "_").replace("-", "_") == key:
+        return name or key
+    return f"{key} · {name}"
+
+
+def _models_text(models: Any) -> str:
+    if not isinstance(models, dict) or not models:
+        return "-"
+    values = {str(v) for v in models.values()}
+    if len(values) == 1:
+        return f"every role: {values.pop()}"
+    return ", ".join(f"{role}: {model}" for role, model in models.items())
+
+
+def _header(run_dir: Path, manifest: dict, objective: str) -> list[tuple[str, str]]:
+    spec = manifest.get("spec") or {}
+    rows = [("run", run_dir.name), ("kind", str(manifest.get("kind", "?"))),
+            ("benchmark", str(manifest.get("benchmark", "?")))]
+    optional = [("data", manifest.get("data_source")), ("data hash", manifest.get("data_hash")),
+                ("split", manifest.get("split")), ("config", manifest.get("config_source")),
+                ("source run", manifest.get("source_run"))]
+    rows += [(k, str(v)) for k, v in optional if v not in (None, "")]
+    rows.append(("models", _models_text(manifest.get("models"))))
+    if manifest.get("embedding_model") or spec.get("embedding_model"):
+        rows.append(("embedding model", str(manifest.get("embedding_model") or spec.get("embedding_model"))))
+    rows += [("diagnoser", str(manifest.get("diagnoser", "-"))), ("seed", str(manifest.get("seed", "-"))),
+             ("dev objective", f"{objective} F1" if spec else "-"),
+             ("adversarial protocol", str(manifest.get("adversarial_protocol") or spec.get("protocol") or "official")),
+             ("evolvemem version", str(manifest.get("version", "-"))), ("command", str(manifest.get("command", "-")))]
+    if spec.get("guard"):
+        g = spec["guard"]
+        rows.append(("guard", f"revert below best − {g.get('revert_threshold')}, explore after "
+                              f"{g.get('stagnation_rounds')} rounds moving < {g.get('stagnation_epsilon')}, "
+                              f"{g.get('explore_dims')} dimensions per exploration; patience {spec.get('patience')}"))
+    return rows
+
+
+def _proposal_changes(proposal: dict) -> list[dict]:
+    changes = [{"field": k, "new": v, "scope": "global"} for k, v in (proposal.get("changes") or {}).items()]
+    for qtype, values in (proposal.get("overrides") or {}).items():
+        changes += [{"field": k, "new": v, "scope": qtype} for k, v in (values or {}).items()]
+    return changes
+
+
+def _usage_label(round_no: int, phase: str) -> str:
+    if round_no < 0:
+        return "setup (extraction, indexing)"
+    if phase.startswith("test_"):
+        return f"test, {phase.removeprefix('test_')} config (round {round_no})"
+    return f"round {round_no}"
+
+
+def _best_vs_start(rounds: list[RoundView], best_round: int | None, store: Any, phase: str) -> list[dict]:
+    if best_round is None or not rounds or best_round == rounds[0].round:
+        return []
+    from evolvemem.space.config import parse_config
+    from evolvemem.space.ops import diff_configs
+
+    configs = {r["round"]: r["config"] for r in store.query(
+        "SELECT round, config FROM rounds WHERE phase = ? AND round IN (?, ?)", [phase, rounds[0].round, best_round])}
+    if len(configs) < 2:
+        return []
+    start = parse_config(configs[rounds[0].round], source=f"round {rounds[0].round}")[0]
+    best = parse_config(configs[best_round], source=f"round {best_round}")[0]
+    return [c.as_dict() for c in diff_configs(start, best)]
+
+
+def gather(store: Any) -> ReportData:
+    """Read one run store (an open `RunStore`) into a `ReportData`."""
+    manifest = store.manifest()
+    run_dir = Path(store.run_dir)
+    spec = manifest.get("spec") or {}
+    objective = "main" if spec.get("objective") == "main" else "all"
+    present = {r["phase"] for r in store.query("SELECT DISTINCT phase FROM rounds")}
+    phase = next((p for p in EVALUATED_PHASES if p in present), "dev")
+
+    round_rows = store.query("SELECT * FROM rounds WHERE phase = ? ORDER BY round", [phase])
+    decisions = {d["round"]: d for d in store.query("SELECT * FROM decisions ORDER BY round")}
+    diagnoses = {d["round"]: d for d in store.query(
+        "SELECT round, diagnoser, proposal, parse_error FROM diagnoses ORDER BY round")}
+    failures: dict[int, dict[str, int]] = {}
+    for row in store.query("""SELECT round, failure, count(*) AS n FROM question_failures
+                              WHERE phase = ? GROUP BY round, failure""", [phase]):
+        failures.setdefault(row["round"], {})[row["failure"]] = row["n"]
+    usage: dict[tuple[int, str], Usage] = {}
+    for row in store.query("""SELECT round, phase, role, sum(calls) AS calls, sum(cache_hits) AS cache_hits,
+                                     sum(failures) AS failures, sum(prompt_tokens) AS prompt_tokens,
+                                     sum(completion_tokens) AS completion_tokens, sum(cost_usd) AS cost_usd
+                              FROM usage GROUP BY round, phase, role ORDER BY round, phase, role"""):
+        key = (row["round"], row["phase"])
+        u = usage.setdefault(key, Usage(_usage_label(row["round"], row["phase"]), row["round"], row["phase"]))
+        u.calls += row["calls"] or 0
+        u.cache_hits += row["cache_hits"] or 0
+        u.failures += row["failures"] or 0
+        u.prompt_tokens += row["prompt_tokens"] or 0
+        u.completion_tokens += row["completion_tokens"] or 0
+        u.cost_usd += row["cost_usd"] or 0.0
+        u.calls_by_role[row["role"]] = u.calls_by_role.get(row["role"], 0) + (row["calls"] or 0)
+
+    rounds: list[RoundView] = []
+    categories: dict[str, str] = {}
+    previous: float | None = None
+    for row in round_rows:
+        number = row["round"]
+        score = row["main_f1"] if objective == "main" else row["all_f1"]
+        by_cat = row["by_category"] or {}
+        for key, cat in by_cat.items():
+            categories.setdefault(key, category_label(key, (cat or {}).get("name")))
+        counts = failures.get(number, {})
+        d = decisions.get(number) or {}
+        diag = diagnoses.get(number) or {}
+        proposal = diag.get("proposal") or {}
+        folder = run_dir / "rounds" / f"round_{number:02d}"
+        view = RoundView(
+            round=number, status=row["status"], score=score, all_f1=row["all_f1"], main_f1=row["main_f1"],
+            adversarial_f1=row["adversarial_f1"], evidence_recall=row["evidence_recall"],
+            n_questions=row["n_questions"] or 0, n_failed=row["n_failed"] or 0, wall_seconds=row["wall_seconds"],
+            by_category=by_cat, failures={k: v for k, v in counts.items() if k != "correct"},
+            n_correct=counts.get("correct", 0),
+            usage=usage.get((number, row["phase"])) or Usage(_usage_label(number, phase), number, phase),
+            decision=d.get("decision"), reason=d.get("reason") or "",
+            delta=d["delta"] if d.get("delta") is not None else (
+                None if previous is None or score is None else score - previous),
+            best_so_far=d.get("best_score"), changes=d.get("changes") or [],
+            reextracted_sessions=list(d.get("reextracted_sessions") or []), memories_added=d.get("memories_added") or 0,
+            diagnoser=diag.get("diagnoser") or "", rationale=str(proposal.get("rationale") or ""),
+            proposed=_proposal_changes(proposal), rejected=[str(x) for x in proposal.get("rejected") or []],
+            missing_topics=[str(x) for x in proposal.get("missing_topics") or []],
+            parse_error=diag.get("parse_error") or "",
+            files=[f"rounds/{folder.name}/{name}" for name in SNAPSHOT_FILES if (folder / name).is_file()],
+        )
+        rounds.append(view)
+        previous = score if score is not None else previous
+
+    classes = [c for c in FAILURE_CLASSES]
+    classes += sorted({c for r in rounds for c in r.failures} - set(classes))
+    scored = [r for r in rounds if r.score is not None]
+    best_round = None
+    if decisions and decisions.get(max(decisions), {}).get("best_round") is not None:
+        best_round = decisions[max(decisions)]["best_round"]
+    finals_rows = {r["phase"]: r for r in store.query(
+        "SELECT * FROM rounds WHERE phase IN ('test_start', 'test_best') AND status = 'done'")}
+    if "test_best" in finals_rows:
+        best_round = finals_rows["test_best"]["round"]
+    if best_round is None and scored and len(rounds) > 1:
+        best_round = max(scored, key=lambda r: (r.score, -r.round)).round
+
+    finals: list[FinalScore] = []
+    if phase == "dev" and scored:
+        for which, number in (("start", rounds[0].round), ("best", best_round)):
+            r = next((x for x in rounds if x.round == number), None)
+            if r is None:
+                continue
+            test = finals_rows.get(f"test_{which}")
+            finals.append(FinalScore(which, number, _scores(r.__dict__ | {"n": r.n_questions}),
+                                     None if test is None else _scores(test | {"n": test["n_questions"]})))
+
+    setup = [u for key, u in sorted(usage.items()) if key[0] < 0]
+    later = [u for key, u in sorted(usage.items()) if key[0] >= 0 and key[1] != phase]
+    return ReportData(
+        run_dir=run_dir, run_id=run_dir.name, kind=str(manifest.get("kind", "run")), phase=phase, objective=objective,
+        header=_header(run_dir, manifest, objective), rounds=rounds,
+        categories=sorted(categories.items(), key=lambda kv: (not kv[0].isdigit(), kv[0].zfill(8))),
+        failure_classes=classes, best_round=best_round,
+        usage=setup + [r.usage for r in rounds] + later, finals=finals,
+        best_vs_start=_best_vs_start(rounds, best_round, store, phase),
+        proposed_dimensions=store.query(
+            "SELECT round, name, description, rationale FROM proposed_dimensions ORDER BY round, name"),
+        generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    )
+
+
+def _scores(row: dict) -> dict[str, Any]:
+    return {k: row.get(k) for k in ("all_f1", "main_f1", "adversarial_f1", "evidence_recall", "n")}

@@ -1,0 +1,501 @@
+"""The report page: one self-contained HTML file (inline CSS and SVG, no script, no network).
+
+Every section and chart has a stable id (`trajectory`, `categories`, `failures`, `round-3`,
+`usage`, `dev-vs-test`, `proposed-dimensions`, ...) so people can link to them and tests can
+find them; round articles carry their numbers as data attributes."""
+from __future__ import annotations
+
+import json
+import os
+from html import escape
+from pathlib import Path
+from typing import Any, Iterable
+
+from evolvemem.report import svg
+from evolvemem.report.data import ReportData, RoundView, Usage
+
+
+# ---- small formatting helpers ---------------------------------------------------------------
+def f3(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def f4(value: float | None) -> str:
+    return "–" if value is None else f"{value:.4f}"
+
+
+def signed(value: float | None, digits: int = 4) -> str:
+    return "" if value is None else f"{value:+.{digits}f}"
+
+
+def count(value: int | None) -> str:
+    return "0" if not value else f"{value:,}"
+
+
+def value_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "none"
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def heat_cell(value: float | None) -> str:
+    """A number cell tinted by its value in [0, 1] (white → blue), so a table reads like a heatmap."""
+    if value is None:
+        return '<td class="num">–</td>'
+    alpha = max(0.0, min(1.0, value)) * 0.4
+    return f'<td class="num heat" style="background:rgba(37,99,235,{alpha:.2f})">{value:.3f}</td>'
+
+
+def badge(decision: str | None) -> str:
+    kind = decision or "pending"
+    return f'<span class="badge" style="background:{svg.decision_color(kind)}">{escape(kind)}</span>'
+
+
+def table(headers: Iterable[str], rows: Iterable[Iterable[str]], cls: str = "", table_id: str = "") -> str:
+    """Cells are already-escaped HTML; numeric-looking columns are right-aligned by CSS class `num`."""
+    rows = [list(row) for row in rows]
+    first = rows[0] if rows else []
+    head = "".join(f'<th class="num">{h}</th>' if i < len(first) and first[i].startswith('<td class="num')
+                   else f"<th>{h}</th>" for i, h in enumerate(headers))
+    body = "".join("<tr>" + "".join(cell if cell.startswith("<td") else f"<td>{cell}</td>" for cell in row) + "</tr>"
+                   for row in rows)
+    ident = f' id="{table_id}"' if table_id else ""
+    return (f'<div class="table-wrap"><table class="{cls}"{ident}><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table></div>")
+
+
+def num(text: str, cls: str = "") -> str:
+    return f'<td class="num {cls}">{text}</td>'
+
+
+def changes_table(changes: list[dict], with_old: bool = True) -> str:
+    rows = []
+    for c in changes:
+        scope = c.get("scope", "global")
+        where = "all questions" if scope == "global" else f"type <code>{escape(scope)}</code>"
+        new = f"<code>{escape(value_text(c.get('new')))}</code>"
+        if with_old:
+            rows.append([f"<code>{escape(c['field'])}</code>", where,
+                         f"<code>{escape(value_text(c.get('old')))}</code> → {new}"])
+        else:
+            rows.append([f"<code>{escape(c['field'])}</code>", where, new])
+    return table(["dimension", "scope", "old → new" if with_old else "value"], rows, cls="changes")
+
+
+# ---- charts ---------------------------------------------------------------------------------
+def _x_ticks(rounds: list[RoundView]) -> list[tuple[float, str]]:
+    every = max(1, len(rounds) // 20)
+    return [(r.round, str(r.round)) for i, r in enumerate(rounds) if i % every == 0]
+
+
+def trajectory_chart(data: ReportData) -> str:
+    rounds = [r for r in data.rounds if r.score is not None]
+    series = [svg.Series(data.score_label, svg.OBJECTIVE_COLOR, [(r.round, r.score) for r in rounds],
+                         width=2.5, dots=False)]
+    if any(r.best_so_far is not None for r in rounds):
+        series.insert(0, svg.Series("best so far", svg.BEST_SO_FAR_COLOR,
+                                    [(r.round, r.best_so_far) for r in rounds], dashed=True, step=True, dots=False))
+    markers = []
+    for r in rounds:
+        kind = r.decision or "pending"
+        change = "; ".join(f"{c['field']} {value_text(c.get('old'))}→{value_text(c.get('new'))}" for c in r.changes[:3])
+        tip = f"round {r.round}: dev {f4(r.score)} {signed(r.delta)} — {kind}" + (f": {change}" if change else "")
+        best = r.round == data.best_round
+        markers.append(svg.Marker(r.round, r.score, svg.decision_color(kind),
+                                  tooltip=tip, href=f"#round-{r.round}", ring=svg.BEST_RING_COLOR if best else "",
+                                  label=f"best {f4(r.score)}" if best else ""))
+    seen = [r.decision or "pending" for r in rounds]
+    kinds = [k for k in svg.DECISION_COLORS if k in seen] + sorted(set(seen) - set(svg.DECISION_COLORS))
+    legend = [svg.LegendItem(s.name, s.color, "dashed" if s.dashed else "line") for s in reversed(series)]
+    legend += [svg.LegendItem(f"then: {k}" if k not in ("start", "pending") else k, svg.decision_color(k), "dot")
+               for k in kinds]
+    legend.append(svg.LegendItem("best round", svg.BEST_RING_COLOR, "ring"))
+    values = [r.score for r in rounds] + [r.best_so_far for r in rounds if r.best_so_far is not None]
+    return svg.line_chart("trajectory-chart", f"{data.score_label} per round", series, _x_ticks(rounds),
+                          markers=markers, legend=legend, y_range=svg.auto_range(values),
+                          y_label=data.score_label, height=340)
+
+
+def _last(points: list[tuple[float, float | None]]) -> float | None:
+    return next((y for _, y in reversed(points) if y is not None), None)
+
+
+def categories_chart(data: ReportData) -> str:
+    title = "F1 per category and round"
+    if len(data.rounds) == 1:
+        r = data.rounds[0]
+        stack = svg.BarStack("F1", svg.OBJECTIVE_COLOR,
+                             [float((r.by_category.get(k) or {}).get("f1") or 0.0) for k, _ in data.categories],
+                             [f"F1 {f3((r.by_category.get(k) or {}).get('f1'))} (n={(r.by_category.get(k) or {}).get('n')})"
+                              for k, _ in data.categories])
+        return svg.bar_chart("categories-chart", title, [lab for _, lab in data.categories], [stack], y_max=1.0,
+                             y_label="F1", y_format=lambda v: f"{v:.2f}", height=320)
+    series = [svg.Series(label, svg.series_color(i),
+                         [(r.round, (r.by_category.get(key) or {}).get("f1")) for r in data.rounds])
+              for i, (key, label) in enumerate(data.categories)]
+    legend = [svg.LegendItem(f"{s.name} {f3(_last(s.points))}", s.color) for s in series]
+    return svg.line_chart("categories-chart", title, series, _x_ticks(data.rounds), legend=legend,
+                          y_range=(0.0, 1.0), y_label="F1", height=320)
+
+
+def failures_chart(data: ReportData) -> str:
+    present = [c for c in data.failure_classes if any(r.failures.get(c) for r in data.rounds)]
+    stacks = []
+    for c in present:
+        tips = []
+        for r in data.rounds:
+            wrong = sum(r.failures.values())
+            n = r.failures.get(c, 0)
+            tips.append(f"{c}: {n} of {wrong} wrong answers ({n / wrong:.0%})" if wrong else f"{c}: 0")
+        stacks.append(svg.BarStack(c, svg.FAILURE_COLORS.get(c, "#9ca3af"),
+                                   [float(r.failures.get(c, 0)) for r in data.rounds], tips))
+    legend = [svg.LegendItem(s.name.replace("_", " "), s.color, "box") for s in reversed(stacks)]
+    return svg.bar_chart("failures-chart", "wrong answers per round by failure class",
+                         [str(r.round) for r in data.rounds], stacks, legend=legend, x_label="round",
+                         y_label="wrong answers", height=320)
+
+
+# ---- sections -------------------------------------------------------------------------------
+def how_to_read(data: ReportData) -> str:
+    if data.kind == "run":
+        body = (
+            "<p>evolvemem tuned the <em>retrieval</em> settings of an agent memory round by round. "
+            "Each round scores one config on the <strong>dev</strong> questions; a <strong>diagnoser</strong> reads "
+            "why answers failed and proposes a change; the <strong>guard</strong> then <em>applies</em> it, "
+            "<em>reverts</em> to the best config after a regression, <em>explores</em> a random change when progress "
+            "stalls, or <em>stops</em>. So a marker on the trajectory shows the score of that round's config, and its "
+            "colour says what the guard did next; click it for the round's details.</p>"
+            "<p>The best round is chosen on dev only. Its config and the starting config are then scored once on the "
+            "held-out <strong>test</strong> conversations (section <a href=\"#dev-vs-test\">dev vs test</a>): that is "
+            "the honest estimate of the gain. <strong>F1</strong> is token overlap with the gold answer (official LoCoMo "
+            "scoring); <strong>main</strong> leaves adversarial (unanswerable) questions out; <strong>evidence "
+            "recall</strong> is the share of gold evidence turns that reached the answer context. Failure classes come "
+            "from the gold evidence: an <em>extraction gap</em> means no memory covers the evidence, a <em>retrieval "
+            "miss</em> that no view ranked it, a <em>budget cut</em> that it was ranked but cut by "
+            "<code>max_context</code>; the others are answering problems.</p>")
+    else:
+        body = (
+            f"<p>This directory holds a single evaluation (<code>evolve {escape(data.kind)}</code>): one config scored "
+            "on one set of questions, so there is one round and no guard decisions. <strong>F1</strong> is token "
+            "overlap with the gold answer; <strong>main</strong> leaves adversarial questions out; <strong>evidence "
+            "recall</strong> is the share of gold evidence turns that reached the answer context. The failure classes "
+            "say why wrong answers went wrong, using the gold evidence.</p>")
+    return f'<section id="how-to-read" class="card intro"><h2>How to read this report</h2>{body}</section>'
+
+
+def summary_cards(data: ReportData) -> str:
+    cards = []
+    start = next((f for f in data.finals if f.which == "start"), None)
+    best = next((f for f in data.finals if f.which == "best"), None)
+    if start and best:
+        key = f"{data.objective}_f1"
+        cards.append(("dev " + data.objective + " F1", f"{f4(start.dev[key])} → {f4(best.dev[key])}",
+                      f"start → best (round {best.round})"))
+        if start.test and best.test:
+            cards.append(("test " + data.objective + " F1", f"{f4(start.test[key])} → {f4(best.test[key])}",
+                          f"held out, scored once ({signed(best.test[key] - start.test[key])})"))
+        else:
+            cards.append(("test", "not scored", "the run has not finished"))
+        cards.append(("rounds", str(len(data.rounds)), f"{sum(r.decision == 'reverted' for r in data.rounds)} reverted, "
+                                                      f"{sum(r.decision == 'explored' for r in data.rounds)} explored"))
+    elif data.rounds:
+        r = data.rounds[0]
+        cards += [("all F1", f4(r.all_f1), f"{count(r.n_questions)} questions"), ("main F1", f4(r.main_f1), "non-adversarial"),
+                  ("adversarial F1", f4(r.adversarial_f1), "unanswerable questions"),
+                  ("evidence recall", f3(r.evidence_recall), "gold evidence in context")]
+    calls = sum(u.calls for u in data.usage)
+    tokens = sum(u.tokens for u in data.usage)
+    cards.append(("LLM calls", count(calls), f"{count(tokens)} tokens" if calls else "offline roles"))
+    html = "".join(f'<div class="stat"><div class="stat-label">{escape(a)}</div><div class="stat-value">{escape(b)}</div>'
+                   f'<div class="stat-note">{escape(c)}</div></div>' for a, b, c in cards)
+    return f'<section id="summary" class="stats">{html}</section>'
+
+
+def run_header(data: ReportData) -> str:
+    rows = "".join(f"<dt>{escape(k)}</dt><dd>{'<code>' + escape(v) + '</code>' if k == 'command' else escape(v)}</dd>"
+                   for k, v in data.header)
+    return f'<section id="run" class="card"><h2>Run</h2><dl class="meta">{rows}</dl></section>'
+
+
+def trajectory_section(data: ReportData) -> str:
+    decided = data.kind == "run"
+    headers = ["round", data.score_label.removesuffix(" F1"), "Δ", "main", "adversarial", "evidence recall", "n"]
+    headers += ["then"] if decided else []
+    rows = []
+    for r in data.rounds:
+        best = ' class="best-row"' if r.round == data.best_round else ""
+        rows.append([f'<td{best}><a href="#round-{r.round}">{r.round}</a></td>', num(f4(r.score), "score"),
+                     num(signed(r.delta), "delta"), num(f3(r.main_f1)), num(f3(r.adversarial_f1)),
+                     num(f3(r.evidence_recall)), num(count(r.n_questions))] + ([badge(r.decision)] if decided else []))
+    if sum(r.score is not None for r in data.rounds) < 2:
+        chart = '<p class="note">Only one round was scored: there is no trajectory to draw.</p>'
+        lead = ""
+    else:
+        chart = f"<figure>{trajectory_chart(data)}</figure>"
+        lead = (f'<p class="lead">The {escape(data.score_label)} of every round; marker colour = the guard\'s decision '
+                f"after that round (click a marker for the round); the ringed marker is the best round.</p>")
+    return (f'<section id="trajectory" class="card"><h2>Score trajectory</h2>{lead}{chart}'
+            f'{table(headers, rows, "numbers", "rounds-table")}</section>')
+
+
+def categories_and_failures(data: ReportData) -> str:
+    cats = data.categories
+    cat_rows = [[f'<a href="#round-{r.round}">{r.round}</a>'] +
+                [heat_cell((r.by_category.get(k) or {}).get("f1")) for k, _ in cats] for r in data.rounds]
+    n_row = ["n"] + [num(count(max((r.by_category.get(k) or {}).get("n") or 0 for r in data.rounds))) for k, _ in cats]
+    present = [c for c in data.failure_classes if any(r.failures.get(c) for r in data.rounds)]
+    fail_headers = ["round"] + [escape(c.replace("_", " ")) for c in present] + ["wrong", "correct"]
+    fail_rows = [[f'<a href="#round-{r.round}">{r.round}</a>'] + [num(count(r.failures.get(c))) for c in present]
+                 + [num(count(sum(r.failures.values()))), num(count(r.n_correct))] for r in data.rounds]
+    return (
+        f'<section id="categories" class="card"><h2>F1 per category</h2><figure>{categories_chart(data)}</figure>'
+        f'{table(["round"] + [escape(lab) for _, lab in cats], cat_rows + [n_row], "numbers", "categories-table")}</section>'
+        f'<section id="failures" class="card"><h2>Why answers fail</h2>'
+        f'<p class="lead">Wrong answers (F1 &lt; 0.5) of each round by failure class, from the gold evidence '
+        f'(SQL view <code>question_failures</code>).</p><figure>{failures_chart(data)}</figure>'
+        f'{table(fail_headers, fail_rows, "numbers", "failures-table")}'
+        f'</section>')
+
+
+def _failure_bar(r: RoundView, classes: list[str]) -> str:
+    wrong = sum(r.failures.values())
+    total = wrong + r.n_correct
+    if not total:
+        return ""
+    segs = [f'<span style="width:{r.n_correct / total * 100:.2f}%;background:#d1fae5" title="correct: {r.n_correct}"></span>']
+    segs += [f'<span style="width:{r.failures[c] / total * 100:.2f}%;background:{svg.FAILURE_COLORS.get(c, "#9ca3af")}" '
+             f'title="{escape(c)}: {r.failures[c]}"></span>' for c in classes if r.failures.get(c)]
+    chips = "".join(f'<span class="chip"><i style="background:{svg.FAILURE_COLORS.get(c, "#9ca3af")}"></i>'
+                    f'{escape(c.replace("_", " "))} {r.failures[c]}</span>' for c in classes if r.failures.get(c))
+    return (f'<div class="fbar">{"".join(segs)}</div><p class="small">{r.n_correct} correct · {wrong} wrong</p>'
+            f'<div class="chips">{chips}</div>')
+
+
+def _why(r: RoundView) -> list[str]:
+    """The guard's reason and the diagnoser's rationale (once, when the guard just applied the proposal)."""
+    parts = []
+    if r.diagnoser and r.rationale and r.rationale == r.reason:
+        parts.append(f"<p><strong>Why:</strong> {escape(r.reason)} <span class=\"small\">(diagnoser "
+                     f"{escape(r.diagnoser)}; the guard {escape(r.decision or 'kept')} its proposal)</span></p>")
+        return parts
+    if r.decision:
+        parts.append(f"<p><strong>Guard:</strong> {escape(r.reason or r.decision)}</p>")
+    if r.diagnoser:
+        parts.append(f"<p><strong>Diagnoser ({escape(r.diagnoser)}):</strong> "
+                     f"{escape(r.rationale or 'no rationale given')}</p>")
+    return parts
+
+
+def round_article(data: ReportData, r: RoundView, base: str) -> str:
+    is_best = r.round == data.best_round
+    star = '<span class="best-tag">best round</span>' if is_best else ""
+    decision = badge(r.decision) if data.kind == "run" else ""
+    head = (f'<h3>Round {r.round} <span class="score">{escape(data.score_label)} {f4(r.score)}</span> '
+            f'<span class="delta">{signed(r.delta)}</span> {decision} {star}</h3>')
+    cells = [("main", f3(r.main_f1)), ("adversarial", f3(r.adversarial_f1)), ("all", f3(r.all_f1)),
+             ("evidence recall", f3(r.evidence_recall)), ("questions", count(r.n_questions)),
+             ("time", "–" if r.wall_seconds is None else f"{r.wall_seconds:.1f} s"), ("calls", count(r.usage.calls))]
+    if r.n_failed:
+        cells.append(("failed", count(r.n_failed)))
+    metrics = '<div class="minis">' + "".join(f'<div class="mini"><span>{escape(k)}</span><b>{escape(v)}</b></div>'
+                                              for k, v in cells) + "</div>"
+    left = [metrics, _failure_bar(r, data.failure_classes)]
+    if r.status != "done":
+        left.append('<p class="warn">This round did not finish (resume the run to complete it).</p>')
+    right = _why(r)
+    applied = {(c["field"], c.get("scope", "global"), value_text(c.get("new"))) for c in r.changes}
+    asked = {(c["field"], c.get("scope", "global"), value_text(c.get("new"))) for c in r.proposed}
+    if r.proposed and asked != applied:
+        right.append('<p class="small">The diagnoser asked for (not applied as is):</p>' + changes_table(r.proposed, False))
+    if r.parse_error:
+        right.append(f'<p class="warn">Diagnosis reply rejected in part: {escape(r.parse_error)}</p>')
+    if r.rejected:
+        right.append('<p class="small">Rejected: ' + "; ".join(escape(x) for x in r.rejected) + "</p>")
+    if r.missing_topics:
+        right.append('<p class="small">Missing topics named: ' + ", ".join(escape(x) for x in r.missing_topics) + "</p>")
+    if r.changes:
+        right.append(f"<p><strong>Config changes for round {r.round + 1}:</strong></p>" + changes_table(r.changes))
+    elif r.decision:
+        right.append('<p class="small">No config change after this round.</p>')
+    if r.reextracted_sessions or r.memories_added:
+        right.append(f"<p>Re-extracted {len(r.reextracted_sessions)} session(s) with extraction gaps; "
+                     f"{r.memories_added} memories added (versioned with round {r.round + 1}).</p>")
+    if r.files:
+        links = " · ".join(f'<a href="{escape(base + f)}">{escape(Path(f).name)}</a>' for f in r.files)
+        right.append(f'<p class="files">Files: {links}</p>')
+    attrs = (f'id="round-{r.round}" class="round{" best" if is_best else ""}" data-round="{r.round}" '
+             f'data-score="{"" if r.score is None else f"{r.score:.6f}"}" data-decision="{escape(r.decision or "")}" '
+             f'data-changes="{len(r.changes)}"')
+    return (f'<article {attrs}>{head}<div class="round-body"><div>{"".join(left)}</div>'
+            f'<div>{"".join(right)}</div></div></article>')
+
+
+def rounds_section(data: ReportData, base: str) -> str:
+    body = "".join(round_article(data, r, base) for r in data.rounds) or "<p>No round was evaluated.</p>"
+    return (f'<section id="rounds" class="card"><h2>Round by round</h2><p class="lead">What each round scored, why the '
+            f'guard decided as it did, the diagnoser\'s rationale, and the config changes the next round evaluated.</p>'
+            f"{body}</section>")
+
+
+USAGE_HEADERS = ("stage", "calls", "cache hits", "failed", "prompt tokens", "completion tokens", "cost",
+                 "calls per role", "eval time")
+
+
+def usage_section(data: ReportData) -> str:
+    def row(u: Usage, wall: float | None) -> list[str]:
+        roles = ", ".join(f"{k} {v}" for k, v in sorted(u.calls_by_role.items()) if v) or "–"
+        return [escape(u.label), num(count(u.calls)), num(count(u.cache_hits)), num(count(u.failures)),
+                num(count(u.prompt_tokens)), num(count(u.completion_tokens)), num(f"${u.cost_usd:.4f}"),
+                escape(roles), num("–" if wall is None else f"{wall:.1f} s")]
+    walls = {r.round: r.wall_seconds for r in data.rounds}
+    rows = [row(u, walls.get(u.round) if u.phase == data.phase and u.round >= 0 else None) for u in data.usage]
+    total = Usage("total", 0, "")
+    for u in data.usage:
+        total.calls += u.calls
+        total.cache_hits += u.cache_hits
+        total.failures += u.failures
+        total.prompt_tokens += u.prompt_tokens
+        total.completion_tokens += u.completion_tokens
+        total.cost_usd += u.cost_usd
+    rows.append(row(total, sum(w or 0 for w in walls.values())))
+    note = ("" if total.calls or total.cache_hits else
+            '<p class="note">Every role ran offline: no LLM calls, tokens or cost.</p>')
+    return (f'<section id="usage" class="card"><h2>Calls, tokens and cost</h2>{note}'
+            f'{table(USAGE_HEADERS, rows, "numbers with-total", "usage-table")}'
+            f"</section>")
+
+
+def dev_test_section(data: ReportData, base: str) -> str:
+    if not data.finals:
+        return ('<section id="dev-vs-test" class="card"><h2>Dev vs test</h2><p class="note">Not applicable: '
+                "this directory holds one evaluation, not an evolution run.</p></section>")
+    by = {f.which: f for f in data.finals}
+    start, best = by.get("start"), by.get("best")
+    if start is None or best is None:
+        return ""
+
+    def cells(a: dict | None, b: dict | None, key: str) -> list[str]:
+        va, vb = (a or {}).get(key), (b or {}).get(key)
+        delta = None if va is None or vb is None else vb - va
+        cls = "" if delta is None or abs(delta) < 5e-5 else ("up" if delta > 0 else "down")
+        return [num(f4(va)), num(f4(vb)), num(signed(delta), cls)]
+
+    metrics = (("all_f1", "all F1"), ("main_f1", "main F1 (non-adversarial)"), ("adversarial_f1", "adversarial F1"),
+               ("evidence_recall", "evidence recall"))
+    rows = "".join(f"<tr><td>{label}</td>{''.join(cells(start.dev, best.dev, k) + cells(start.test, best.test, k))}</tr>"
+                   for k, label in metrics)
+    n_dev, n_test = start.dev.get("n"), (start.test or {}).get("n")
+    head = (f'<thead><tr><th></th><th colspan="3" class="group">dev ({count(n_dev)} questions, evolved on)</th>'
+            f'<th colspan="3" class="group">test ({count(n_test)} questions, held out)</th></tr>'
+            f'<tr><th>metric</th>' + f'<th class="num">start (round {start.round})</th>'
+            f'<th class="num">best (round {best.round})</th><th class="num">Δ</th>' * 2 + "</tr></thead>")
+    pending = "" if all(f.test for f in data.finals) else \
+        '<p class="warn">The run has not finished: test scores are missing (resume it).</p>'
+    link = (f' (<a href="{escape(base)}best_config.toml">best_config.toml</a>)'
+            if (data.run_dir / "best_config.toml").is_file() else "")
+    changes = (f"<p>The best config{link} differs from the start in {len(data.best_vs_start)} value(s):</p>"
+               + changes_table(data.best_vs_start)) if data.best_vs_start else \
+        f'<p class="small">The best config{link} is the starting config.</p>'
+    return (f'<section id="dev-vs-test" class="card"><h2>Dev vs test</h2><p class="lead">The best config is chosen on '
+            f"dev and scored once on held-out test conversations, so the dev gain can be checked on unseen data."
+            f'</p>{pending}<div class="table-wrap"><table class="numbers dev-test" id="dev-test-table">{head}'
+            f"<tbody>{rows}</tbody></table></div>{changes}</section>")
+
+
+def proposed_section(data: ReportData) -> str:
+    if not data.proposed_dimensions:
+        body = '<p class="note">The diagnoser proposed no new dimensions.</p>'
+    else:
+        body = ('<p class="lead">Levers the diagnoser asked for that the action space does not have. They are recorded, '
+                "never applied; adding one is a new file in <code>action_space/</code>.</p>"
+                + table(["round", "name", "description", "rationale"],
+                        [[f'<a href="#round-{d["round"]}">{d["round"]}</a>', f"<code>{escape(str(d['name']))}</code>",
+                          escape(str(d["description"] or "")), escape(str(d["rationale"] or ""))]
+                         for d in data.proposed_dimensions], table_id="proposed-table"))
+    return f'<section id="proposed-dimensions" class="card"><h2>Proposed new dimensions</h2>{body}</section>'
+
+
+def _css() -> str:
+    return """
+*{box-sizing:border-box}
+body{margin:0;background:#f4f6f9;color:#1f2937;font:15px/1.55 system-ui,-apple-system,'Segoe UI','DejaVu Sans',sans-serif}
+main{max-width:1080px;margin:0 auto;padding:0 20px 48px}
+header.top{background:#0f172a;color:#f8fafc;padding:26px 0 18px;margin-bottom:22px}
+header.top .inner{max-width:1080px;margin:0 auto;padding:0 20px}
+header.top h1{margin:0;font-size:24px;font-weight:650;letter-spacing:-.01em}
+header.top .sub{color:#cbd5e1;margin-top:4px}
+nav{margin-top:14px;display:flex;flex-wrap:wrap;gap:6px 16px;font-size:13.5px}
+nav a{color:#93c5fd;text-decoration:none}nav a:hover{text-decoration:underline}
+h2{font-size:18px;margin:0 0 10px}h3{font-size:16px;margin:0 0 8px;display:flex;align-items:center;gap:10px;flex-wrap:wrap}
+.card{background:#fff;border:1px solid #e5e7eb;border-radius:10px;padding:18px 22px;margin:0 0 18px;box-shadow:0 1px 2px rgba(15,23,42,.04)}
+.intro p{margin:.4em 0;color:#374151}.lead{color:#4b5563;margin:.2em 0 .8em}
+.note{color:#6b7280;font-style:italic}.warn{color:#b45309}.small{font-size:13.5px;color:#4b5563;margin:.3em 0}
+figure{margin:6px 0 12px}svg.chart{width:100%;height:auto;display:block}
+svg.chart a:hover circle{stroke:#0f172a}
+.stats{display:grid;grid-template-columns:repeat(auto-fit,minmax(190px,1fr));gap:12px;margin-bottom:18px}
+.stat{background:#fff;border:1px solid #e5e7eb;border-radius:10px;padding:12px 16px}
+.stat-label{font-size:12px;text-transform:uppercase;letter-spacing:.05em;color:#6b7280}
+.stat-value{font-size:22px;font-weight:650;font-variant-numeric:tabular-nums;margin:2px 0}
+.stat-note{font-size:12.5px;color:#6b7280}
+dl.meta{display:grid;grid-template-columns:max-content 1fr;gap:4px 18px;margin:0;font-size:14px}
+dl.meta dt{color:#6b7280}dl.meta dd{margin:0;word-break:break-word}
+code{font:12.5px/1.4 ui-monospace,'DejaVu Sans Mono',monospace;background:#f1f5f9;border-radius:4px;padding:1px 4px}
+table{border-collapse:collapse;width:100%;margin:6px 0 10px;font-size:13.5px}
+th{text-align:left;font-weight:600;color:#4b5563;border-bottom:2px solid #e5e7eb;padding:5px 8px;vertical-align:bottom}
+td{border-bottom:1px solid #f1f5f9;padding:4px 8px;vertical-align:top}
+tbody tr:nth-child(even){background:#fafbfc}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+th.num{text-align:right}th.group{text-align:center;border-bottom:1px solid #e5e7eb}
+td.up{color:#15803d;font-weight:600}td.down{color:#b91c1c;font-weight:600}
+td.heat{text-align:right;font-variant-numeric:tabular-nums}.table-wrap{overflow-x:auto}
+table.with-total tbody tr:last-child{font-weight:650;border-top:2px solid #e5e7eb}
+table.compact{width:auto}table.compact td,table.compact th{padding:3px 12px}
+table.changes{width:100%}
+td.best-row{font-weight:700}td.best-row a::after{content:" ★";color:#f59e0b}
+a{color:#1d4ed8}
+.badge{display:inline-block;color:#fff;border-radius:999px;padding:1px 10px;font-size:12px;font-weight:600;line-height:1.6}
+
+.best-tag{background:#fef3c7;color:#92400e;border-radius:999px;padding:1px 10px;font-size:12px;font-weight:600}
+article.round{border-top:1px solid #e5e7eb;padding:14px 0 6px}
+article.round.best{background:linear-gradient(90deg,#fffbeb,#fff 60%);margin:0 -22px;padding:14px 22px 6px}
+article.round .score{font-variant-numeric:tabular-nums;color:#1d4ed8}
+article.round .delta{font-variant-numeric:tabular-nums;color:#6b7280;font-weight:400;font-size:14px}
+article.round p{margin:.35em 0}
+.fbar{display:flex;height:10px;border-radius:5px;overflow:hidden;background:#f1f5f9;margin:8px 0 2px}
+.fbar span{display:block;height:100%}
+.files{font-size:13px;color:#6b7280}
+.minis{display:flex;flex-wrap:wrap;gap:6px 14px;margin:2px 0 4px}
+.mini span{display:block;font-size:11.5px;color:#6b7280}.mini b{font-variant-numeric:tabular-nums;font-weight:600}
+.round-body{display:grid;grid-template-columns:minmax(0,5fr) minmax(0,6fr);gap:4px 28px}
+@media (max-width:800px){.round-body{grid-template-columns:1fr}}
+.chips{display:flex;flex-wrap:wrap;gap:4px 12px;font-size:12.5px;color:#4b5563}
+.chip i{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:5px;vertical-align:-1px}
+footer{color:#9ca3af;font-size:12.5px;text-align:center;margin-top:24px}
+@media print{header.top{background:none;color:#000}nav{display:none}.card{box-shadow:none;break-inside:avoid-page}}
+"""
+
+
+def render_html(data: ReportData, out_dir: Path | None = None) -> str:
+    """The whole page. Links to round snapshot files are made relative to `out_dir` (the report's folder)."""
+    base = os.path.relpath(data.run_dir, out_dir) if out_dir is not None else str(data.run_dir)
+    base = "" if base == "." else base.rstrip("/") + "/"
+    nav = "".join(f'<a href="#{i}">{t}</a>' for i, t in (
+        ("how-to-read", "how to read"), ("run", "run"), ("trajectory", "trajectory"), ("dev-vs-test", "dev vs test"),
+        ("categories", "categories"), ("failures", "failures"), ("rounds", "rounds"), ("usage", "usage"),
+        ("proposed-dimensions", "proposed dimensions")))
+    bench = next((v for k, v in data.header if k == "benchmark"), "?")
+    title = f"evolvemem report · {data.run_id}"
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width,initial-scale=1"><title>{escape(title)}</title>'
+        f"<style>{_css()}</style></head><body>"
+        f'<header class="top"><div class="inner"><h1>evolvemem report — {escape(data.run_id)}</h1>'
+        f'<div class="sub">{escape(data.kind)} · benchmark {escape(bench)} · {len(data.rounds)} round(s) · '
+        f"generated {escape(data.generated_at)}</div><nav>{nav}</nav></div></header><main>"
+        f"{summary_cards(data)}{how_to_read(data)}{run_header(data)}{trajectory_section(data)}"
+        f"{dev_test_section(data, base)}{categories_and_failures(data)}{rounds_section(data, base)}"
+        f"{usage_section(data)}{proposed_section(data)}"
+        f'<footer>Generated by <code>evolve report</code> from <code>{escape(str(data.run_dir))}/run.duckdb</code>. '
+        f"Every number on this page is read from that file.</footer></main></body></html>\n")

@@ -1,0 +1,77 @@
+"""A PNG of the trajectory (dev objective with decision markers) and the per-category F1, for
+slides and READMEs. matplotlib is an optional extra (`pip install evolvemem[report]`); it is
+imported here only, with the Agg backend, so the HTML report never depends on it."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from evolvemem.report import svg
+from evolvemem.report.data import ReportData
+
+INSTALL_HINT = "PNG skipped: it needs matplotlib (pip install evolvemem[report])"
+
+
+class PngUnavailable(RuntimeError):
+    """matplotlib is not installed."""
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        raise PngUnavailable(INSTALL_HINT) from None
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def write_png(data: ReportData, path: Path) -> Path:
+    """Two panels: the dev objective per round (markers coloured by the guard's decision, best round
+    ringed, best-so-far dashed) and F1 per category. Raises PngUnavailable without matplotlib."""
+    plt = _pyplot()
+    rounds = [r for r in data.rounds if r.score is not None]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7.5), dpi=120, sharex=True,
+                                      gridspec_kw={"height_ratios": [3, 2]})
+    try:
+        xs = [r.round for r in rounds]
+        if any(r.best_so_far is not None for r in rounds):
+            top.step(xs, [r.best_so_far for r in rounds], where="post", linestyle="--",
+                     color=svg.BEST_SO_FAR_COLOR, label="best so far")
+        top.plot(xs, [r.score for r in rounds], color=svg.OBJECTIVE_COLOR, linewidth=2.2, label=data.score_label)
+        seen: set[str] = set()
+        for r in rounds:
+            kind = r.decision or ("pending" if data.kind == "run" else "evaluated")
+            color = svg.decision_color(kind)
+            top.scatter([r.round], [r.score], s=70, color=color, edgecolors="white", zorder=3,
+                        label=None if kind in seen else (f"then: {kind}" if r.decision else kind))
+            seen.add(kind)
+            if r.round == data.best_round:
+                top.scatter([r.round], [r.score], s=260, facecolors="none", edgecolors=svg.BEST_RING_COLOR,
+                            linewidths=2.5, zorder=4, label="best round")
+                top.annotate(f"best {r.score:.4f}", (r.round, r.score), textcoords="offset points", xytext=(0, 14),
+                             ha="center", color="#92400e", fontsize=9, fontweight="bold")
+        top.margins(x=0.05, y=0.18)
+        top.set_ylabel(data.score_label)
+        top.set_title(f"{data.run_id}: {data.score_label} per round", loc="left", fontsize=11)
+        top.grid(axis="y", color="#e5e7eb")
+        top.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False, fontsize=9)
+        for i, (key, label) in enumerate(data.categories):
+            points = [(r.round, (r.by_category.get(key) or {}).get("f1")) for r in data.rounds]
+            points = [(x, y) for x, y in points if y is not None]
+            if points:
+                bottom.plot(*zip(*points), marker="o", markersize=3.5, color=svg.series_color(i), label=label)
+        bottom.set_ylim(0, 1)
+        bottom.set_ylabel("F1 per category")
+        bottom.set_xlabel("round")
+        bottom.grid(axis="y", color="#e5e7eb")
+        bottom.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False, fontsize=9)
+        bottom.set_xticks([r.round for r in data.rounds])
+        for ax in (top, bottom):
+            ax.spines[["top", "right"]].set_visible(False)
+        fig.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path)
+    finally:
+        plt.close(fig)
+    return path

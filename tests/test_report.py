@@ -1,0 +1,287 @@
+"""`evolve report`: the HTML page and PNG built from a real run store (synth run and eval made by
+the CLI), checked against the numbers in DuckDB, plus a headless Chromium render of the page."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import zlib
+from html import escape
+from html.parser import HTMLParser
+from pathlib import Path
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from evolvemem.cli.main import app
+from evolvemem.report import svg
+
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def last_json(output: str) -> dict:
+    return json.loads(output.strip().splitlines()[-1])
+
+
+class Page(HTMLParser):
+    """Collects every element's attributes by id, the SVG bars, and the text of table rows by table id."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.ids: dict[str, dict] = {}
+        self.bars: list[dict] = []
+        self.links: list[str] = []
+        self.tables: dict[str, list[list[str]]] = {}
+        self._table: str | None = None
+        self._cell: list[str] | None = None
+        self._row: list[str] | None = None
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "id" in a:
+            assert a["id"] not in self.ids, f"duplicate id {a['id']}"
+            self.ids[a["id"]] = {"tag": tag, **a}
+        if tag == "rect" and "data-layer" in a:
+            self.bars.append(a)
+        if tag == "a" and "href" in a:
+            self.links.append(a["href"])
+        if tag == "table":
+            self._table = a.get("id", "")
+            self.tables.setdefault(self._table, [])
+        elif tag == "tr" and self._table is not None:
+            self._row = []
+        elif tag in ("td", "th") and self._row is not None:
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None and self._row is not None:
+            self._row.append("".join(self._cell).strip())
+            self._cell = None
+        elif tag == "tr" and self._row is not None and self._table is not None:
+            self.tables[self._table].append(self._row)
+            self._row = None
+        elif tag == "table":
+            self._table = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+@pytest.fixture(scope="module")
+def synth_run(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("report") / "synth-run"
+    result = invoke("run", "--benchmark", "synth", "--rounds", "3", "--out", str(out), "--quiet", "--json")
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def report(synth_run) -> dict:
+    result = invoke("report", str(synth_run), "--json")
+    assert result.exit_code == 0, result.output
+    payload = last_json(result.stdout)
+    html = Path(payload["html"])
+    assert html == synth_run / "report.html" and html.is_file()
+    return {"payload": payload, "html": html, "page": Page(html.read_text(encoding="utf-8"))}
+
+
+def query(run: Path, sql: str) -> list[tuple]:
+    con = duckdb.connect(str(run / "run.duckdb"), read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def test_every_round_and_chart_is_present_with_the_stores_numbers(synth_run, report):
+    page: Page = report["page"]
+    for section in ("how-to-read", "run", "summary", "trajectory", "trajectory-chart", "categories", "categories-chart",
+                    "failures", "failures-chart", "rounds", "usage", "dev-vs-test", "proposed-dimensions"):
+        assert section in page.ids, section
+    assert page.ids["trajectory-chart"]["tag"] == "svg"
+    rounds = query(synth_run, """SELECT r.round, r.all_f1, d.decision, d.changes FROM rounds r
+                                 JOIN decisions d USING (round) WHERE r.phase = 'dev' ORDER BY r.round""")
+    assert len(rounds) == 4  # round 0 + 3 evolution rounds
+    for number, all_f1, decision, changes in rounds:
+        article = page.ids[f"round-{number}"]
+        assert article["tag"] == "article"
+        assert float(article["data-score"]) == pytest.approx(all_f1, abs=1e-6)
+        assert article["data-decision"] == decision
+        assert int(article["data-changes"]) == len(json.loads(changes))
+        assert f"#round-{number}" in page.links  # the trajectory marker and the tables link to the round
+    # the rounds table under the trajectory shows each dev score with 4 decimals
+    table = {row[0].rstrip(" ★"): row for row in page.tables["rounds-table"][1:]}
+    for number, all_f1, decision, _ in rounds:
+        assert table[str(number)][1] == f"{all_f1:.4f}"
+        assert table[str(number)][-1] == decision
+    # the best round (chosen by the guard) is the highlighted one
+    best = query(synth_run, "SELECT best_round FROM decisions ORDER BY round DESC LIMIT 1")[0][0]
+    assert "best" in page.ids[f"round-{best}"]["class"].split()
+    assert report["payload"]["best_round"] == best
+
+
+def test_failure_bars_and_category_table_match_sql(synth_run, report):
+    page: Page = report["page"]
+    expected = dict(((r, f), n) for r, f, n in query(synth_run, """
+        SELECT round, failure, count(*) FROM question_failures
+        WHERE phase = 'dev' AND failure <> 'correct' GROUP BY ALL"""))
+    drawn = {(int(b["data-x"]), b["data-layer"]): int(float(b["data-value"])) for b in page.bars
+             if b.get("data-x", "").isdigit()}
+    assert drawn == expected and expected
+    by_cat = {r: json.loads(c) for r, c in query(synth_run, "SELECT round, by_category FROM rounds WHERE phase = 'dev'")}
+    rows = page.tables["categories-table"]
+    header = rows[0][1:]
+    for row in rows[1:-1]:
+        cats = by_cat[int(row[0])]
+        for label, cell in zip(header, row[1:]):
+            key = next(k for k, v in cats.items() if v["name"] == label or k == label)
+            assert cell == f"{cats[key]['f1']:.3f}"
+
+
+def test_config_diffs_rationale_and_dev_vs_test(synth_run, report):
+    text = report["html"].read_text(encoding="utf-8")
+    for number, changes, reason in query(synth_run, "SELECT round, changes, reason FROM decisions ORDER BY round"):
+        for change in json.loads(changes):
+            assert f"<code>{change['field']}</code>" in text
+        assert reason.replace("<", "&lt;") in text
+    for (rationale,) in query(synth_run, "SELECT json_extract_string(proposal, '$.rationale') FROM diagnoses"):
+        assert rationale in text
+    rows = report["page"].tables["dev-test-table"]
+    tests = dict(query(synth_run, "SELECT phase, all_f1 FROM rounds WHERE phase IN ('test_start', 'test_best')"))
+    all_row = next(r for r in rows if r and r[0] == "all F1")
+    assert all_row[4] == f"{tests['test_start']:.4f}" and all_row[5] == f"{tests['test_best']:.4f}"
+    manifest = dict(query(synth_run, "SELECT key, value::VARCHAR FROM manifest"))
+    assert json.loads(manifest["data_hash"]) in text and escape(json.loads(manifest["command"])) in text
+
+
+def test_png_is_written_beside_the_html(report):
+    png = report["payload"]["png"]
+    if png is None:
+        pytest.skip("matplotlib is not installed")
+    data = Path(png).read_bytes()
+    assert Path(png).name == "trajectory.png" and data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+
+
+def test_usage_and_proposed_dimensions_come_from_the_store(synth_run, tmp_path):
+    """Offline runs make no LLM calls; add usage and a proposed dimension to a copy of the store
+    (as an LLM run would) and check the page sums and lists them."""
+    from evolvemem.store import RunStore
+
+    copy = tmp_path / "copy"
+    shutil.copytree(synth_run, copy)
+    with RunStore(copy) as store:
+        store.insert("usage", [
+            {"round": 1, "phase": "dev", "role": "answer", "calls": 30, "cache_hits": 4, "failures": 1,
+             "prompt_tokens": 12000, "completion_tokens": 900, "cost_usd": 0.0125},
+            {"round": 1, "phase": "dev", "role": "diagnose", "calls": 1, "cache_hits": 0, "failures": 0,
+             "prompt_tokens": 3000, "completion_tokens": 400, "cost_usd": 0.004},
+            {"round": -1, "phase": "dev", "role": "extract", "calls": 12, "cache_hits": 0, "failures": 0,
+             "prompt_tokens": 50000, "completion_tokens": 7000, "cost_usd": 0.05}])
+        store.insert("proposed_dimensions", [{"round": 2, "name": "speaker_filter_top_k",
+                                              "description": "keep only memories said by the asked-about person",
+                                              "rationale": "questions about Priya Raman retrieve Tomasz's memories"}])
+    result = invoke("report", str(copy), "--no-png", "--out", str(tmp_path / "out" / "page.html"), "--json")
+    assert result.exit_code == 0, result.output
+    payload = last_json(result.stdout)
+    assert payload["png"] is None and payload["html"].endswith("out/page.html")
+    page = Page(Path(payload["html"]).read_text(encoding="utf-8"))
+    usage = {row[0]: row for row in page.tables["usage-table"][1:]}
+    assert usage["round 1"][1:3] == ["31", "4"] and usage["round 1"][4] == "15,000"
+    assert usage["setup (extraction, indexing)"][1] == "12"
+    assert usage["total"][1] == "43" and usage["total"][6] == "$0.0665"
+    assert "answer 30, diagnose 1" in usage["round 1"]
+    proposed = page.tables["proposed-table"]
+    assert proposed[1][:2] == ["2", "speaker_filter_top_k"]
+    # snapshot links are relative to the page's folder, so they work wherever the page was written
+    assert "../copy/rounds/round_00/config.toml" in page.links
+
+
+def test_report_for_an_eval_directory(tmp_path):
+    out = tmp_path / "eval"
+    assert invoke("eval", "--benchmark", "synth", "--out", str(out), "--quiet").exit_code == 0
+    result = invoke("report", str(out), "--no-png", "--json")
+    assert result.exit_code == 0, result.output
+    page = Page((out / "report.html").read_text(encoding="utf-8"))
+    all_f1 = query(out, "SELECT all_f1 FROM rounds WHERE phase = 'eval'")[0][0]
+    assert float(page.ids["round-0"]["data-score"]) == pytest.approx(all_f1, abs=1e-6)
+    assert "trajectory" in page.ids and "trajectory-chart" not in page.ids  # one point is not a trajectory
+    assert page.ids["categories-chart"]["tag"] == "svg" and "failures-chart" in page.ids
+    assert "round-1" not in page.ids and last_json(result.stdout)["best_round"] is None
+
+
+def test_missing_run_is_a_one_line_error(tmp_path):
+    result = runner.invoke(app, ["report", str(tmp_path / "nope")])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and "not a run directory" in lines[0]
+
+
+def test_without_matplotlib_the_html_is_still_written(synth_run, tmp_path):
+    out = tmp_path / "r.html"
+    code = textwrap.dedent(f"""
+        import sys
+        sys.modules["matplotlib"] = None  # as if the optional extra were not installed
+        from evolvemem.cli.main import app
+        app(["report", {str(synth_run)!r}, "--out", {str(out)!r}], standalone_mode=False)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=str(Path(__file__).resolve().parents[1]))
+    assert proc.returncode == 0, proc.stderr
+    assert out.is_file() and not out.with_suffix(".png").exists()
+    warnings = [line for line in proc.stderr.splitlines() if "pip install evolvemem[report]" in line]
+    assert len(warnings) == 1
+
+
+def test_svg_helpers():
+    assert svg.nice_ticks(0.28, 0.32) == [0.28, 0.29, 0.3, 0.31, 0.32]
+    assert svg.nice_ticks(0, 19)[-1] >= 19
+    chart = svg.line_chart("c", "t", [svg.Series("s", "#000", [(0, 0.1), (1, None), (2, 0.3), (3, 0.4)])],
+                           [(0, "0"), (3, "3")], markers=[svg.Marker(2, 0.3, "#f00", href="#round-2", tooltip="a<b")])
+    assert chart.count("<path") == 1  # the gap at x=1 splits the line; the single point before it draws no path
+    assert 'href="#round-2"' in chart and "a&lt;b" in chart
+
+
+def _png_pixels(path: Path) -> bytes:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat = 8, b""
+    while pos < len(data):
+        length = int.from_bytes(data[pos:pos + 4], "big")
+        if data[pos + 4:pos + 8] == b"IDAT":
+            idat += data[pos + 8:pos + 8 + length]
+        pos += 12 + length
+    return zlib.decompress(idat)
+
+
+def test_headless_chromium_renders_the_report(report, synth_run, tmp_path):
+    chromium = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+    if chromium is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("chromium is not installed: the CI script must `apt-get install -y chromium`")
+        pytest.skip("chromium is not installed")
+    flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={tmp_path / 'profile'}"]
+    url = report["html"].resolve().as_uri()
+    dom = subprocess.run(flags + ["--dump-dom", url], capture_output=True, text=True, timeout=90)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    rendered = Page(dom.stdout)
+    assert rendered.ids["trajectory-chart"]["tag"] == "svg"
+    n_rounds = query(synth_run, "SELECT count(*) FROM rounds WHERE phase = 'dev'")[0][0]
+    assert all(f"round-{i}" in rendered.ids for i in range(n_rounds))
+    shot = tmp_path / "shot.png"
+    proc = subprocess.run(flags + [f"--screenshot={shot}", "--window-size=1280,2000", url], capture_output=True,
+                          text=True, timeout=90)
+    assert proc.returncode == 0 and shot.is_file(), proc.stderr[-2000:]
+    pixels = _png_pixels(shot)
+    assert shot.stat().st_size > 30_000 and len(set(pixels[::53])) > 40  # a drawn page, not a blank one
