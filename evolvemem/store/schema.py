@@ -103,7 +103,7 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
     ],
     "decisions": [
         ("round", "INTEGER", "round whose score the guard judged"),
-        ("decision", "VARCHAR", "start, applied, reverted, explored or stopped"),
+        ("decision", "VARCHAR", "applied, reverted, explored, stopped (round limit) or converged (no new best for --patience rounds)"),
         ("reason", "VARCHAR", "why, in words"),
         ("score", "DOUBLE", "this round's dev objective"),
         ("delta", "DOUBLE", "change against the previous round"),
