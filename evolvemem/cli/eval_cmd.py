@@ -4,7 +4,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from evolvemem.cli.common import announce_models, command_line, default_run_dir, load_config_reporting, load_split
+from evolvemem.cli.common import (
+    announce_models,
+    command_line,
+    default_run_dir,
+    load_config_reporting,
+    load_split,
+    reclassify_if_asked,
+)
 from evolvemem.cli.ui import UI, category_table
 
 
@@ -24,6 +31,7 @@ def run_eval(ui: UI, *, benchmark: str, data: str | None, config_name: str, sett
              out: str | None, protocol: str, concurrency: int, embedding_model: str | None,
              cache_enabled: bool, kind: str = "eval", source_run: str | None = None) -> dict:
     from evolvemem.evaluate import evaluate
+    from evolvemem.loop.usage import usage_rows
     from evolvemem.roles.factory import build_roles
     from evolvemem.store import RunStore
 
@@ -32,7 +40,9 @@ def run_eval(ui: UI, *, benchmark: str, data: str | None, config_name: str, sett
     announce_models(ui, settings)
     run_dir = Path(out) if out else default_run_dir("eval", benchmark)
     roles = build_roles(settings, cache_enabled=cache_enabled)
+    dataset = reclassify_if_asked(ui, dataset, roles)
     with RunStore(run_dir) as store:
+        _check_resumable(ui, store, run_dir, config, full.content_hash, split, protocol)
         store.set_manifest({
             "kind": kind, "source_run": source_run, "benchmark": benchmark, "data_source": full.source, "data_hash": full.content_hash,
             "split": split, "models": settings.as_dict(), "adversarial_protocol": protocol,
@@ -40,6 +50,8 @@ def run_eval(ui: UI, *, benchmark: str, data: str | None, config_name: str, sett
             "embedding_model": embedding_model or "default",
         })
         workspace = build_workspace(ui, dataset, roles, embedding_model)
+        setup_usage = roles.usage_snapshot()  # LLM extraction, when a model extracts
+        store.insert("usage", usage_rows({}, setup_usage, -1, "setup"))
         if not store.query("SELECT 1 FROM memories LIMIT 1"):
             store.insert("memories", workspace.memory_rows())
         store.begin_round(0, "eval", config)
@@ -54,6 +66,7 @@ def run_eval(ui: UI, *, benchmark: str, data: str | None, config_name: str, sett
                             extra=f"cache hits {counts['hits']} · failed {counts['failed']}")
             outcome = evaluate(workspace, config, dataset.questions, store=store, round_no=0, phase="eval",
                                concurrency=concurrency, protocol=protocol, on_record=on_record)
+        store.insert("usage", usage_rows(setup_usage, roles.usage_snapshot(), 0, "eval"))
         store.finish_round(0, "eval", outcome.summary, outcome.wall_seconds)
         (run_dir / "config.toml").write_text(_config_toml(config, config_name), encoding="utf-8")
     label = "" if protocol == "official" else " [adversarial scored with the EvolveMem paper protocol]"
@@ -61,6 +74,29 @@ def run_eval(ui: UI, *, benchmark: str, data: str | None, config_name: str, sett
     ui.info(f"records: {run_dir / 'run.duckdb'}  ({outcome.wall_seconds:.1f}s)")
     return {"run_dir": str(run_dir), "protocol": protocol, "overall": _overall(outcome.summary),
             "by_category": outcome.summary["by_category"]}
+
+
+def _check_resumable(ui: UI, store: Any, run_dir: Path, config: Any, data_hash: str, split: str,
+                     protocol: str) -> None:
+    """A second eval into the same directory resumes the first (its failed questions are asked
+    again); it must therefore score the same config on the same questions in the same way."""
+    from evolvemem.errors import EvolveMemError
+
+    existing = store.round_row(0, "eval")
+    if existing is None:
+        return
+    manifest = store.manifest()
+    differences = [name for name, old, new in (
+        ("config", existing["config_fingerprint"], config.fingerprint()),
+        ("data", manifest.get("data_hash"), data_hash),
+        ("split", manifest.get("split"), split),
+        ("adversarial protocol", manifest.get("adversarial_protocol"), protocol),
+    ) if old != new]
+    if differences:
+        raise EvolveMemError(f"{run_dir} holds an eval with another {', '.join(differences)}; "
+                             "repeat its options to resume it, or pick another --out")
+    done = store.query("SELECT count(*) AS n FROM question_records WHERE round = 0 AND phase = 'eval' AND NOT failed")
+    ui.info(f"[dim]resuming {run_dir}: {done[0]['n']} questions already answered; failed ones are asked again[/dim]")
 
 
 def _overall(summary: dict) -> dict:

@@ -177,7 +177,17 @@ def _retry_after_seconds(exc: BaseException) -> float | None:
 
 
 def _completion_cost(litellm: Any, response: Any) -> float:
-    """Price of a response when litellm knows the model's price, else 0."""
+    """Price of a response when litellm knows the model's price, else 0.
+
+    litellm already priced the response while logging it (`_hidden_params["response_cost"]`,
+    None for a model without a price); pricing it again costs ~1 ms of GIL-held CPU per call,
+    which caps throughput at high concurrency."""
+    hidden = getattr(response, "_hidden_params", None)
+    if isinstance(hidden, dict) and "response_cost" in hidden:
+        try:
+            return float(hidden["response_cost"] or 0.0)
+        except (TypeError, ValueError):
+            return 0.0
     try:
         return float(litellm.completion_cost(completion_response=response) or 0.0)
     except Exception:  # unknown model (local servers, fine-tunes): no price, not an error

@@ -2,11 +2,38 @@
 configured for a role, litellm-backed ones otherwise. The engine only sees the Protocols."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
 OFFLINE = "offline"
-ROLE_NAMES = ("extract", "decompose", "answer", "verify", "judge", "diagnose")
+ROLE_NAMES = ("extract", "decompose", "answer", "verify", "judge", "diagnose", "classify")
+# Client tuning from the environment (a local server, a strict rate limit, fast tests):
+# variable -> (LLMClient keyword, type, smallest allowed value)
+CLIENT_ENV = {
+    "EVOLVEMEM_LLM_TIMEOUT": ("timeout", float, 0.01),
+    "EVOLVEMEM_LLM_MAX_RETRIES": ("max_retries", int, 0),
+    "EVOLVEMEM_LLM_BACKOFF_BASE": ("backoff_base", float, 0.0),
+}
+
+
+def client_options_from_env() -> dict[str, Any]:
+    """LLMClient keywords set through EVOLVEMEM_LLM_* variables; a bad value is a ConfigError."""
+    from evolvemem.errors import ConfigError
+
+    options: dict[str, Any] = {}
+    for variable, (keyword, kind, minimum) in CLIENT_ENV.items():
+        raw = os.environ.get(variable, "").strip()
+        if not raw:
+            continue
+        try:
+            value = kind(raw)
+        except ValueError:
+            raise ConfigError(f"{variable}={raw!r} is not a {kind.__name__}") from None
+        if value < minimum:
+            raise ConfigError(f"{variable}={raw!r} must be at least {minimum}")
+        options[keyword] = value
+    return options
 
 
 @dataclass(frozen=True)
@@ -19,6 +46,7 @@ class ModelSettings:
     answer_model: str | None = None
     diagnosis_model: str | None = None
     judge_model: str | None = None
+    classify_model: str | None = None
     api_base: str | None = None
 
     def for_role(self, role: str) -> str:
@@ -29,8 +57,9 @@ class ModelSettings:
             "verify": self.answer_model,
             "diagnose": self.diagnosis_model,
             "judge": self.judge_model,
+            "classify": self.classify_model,
         }[role]
-        chosen = specific or (None if role == "judge" else self.model)
+        chosen = specific or (None if role in ("judge", "classify") else self.model)
         return chosen if chosen and chosen != OFFLINE else OFFLINE
 
     def is_offline(self) -> bool:
@@ -51,6 +80,7 @@ class Roles:
     diagnosis_client: Any = None
     ledger: Any = None
     clients: dict[str, Any] = field(default_factory=dict)
+    classifier: Any = None
 
     def usage_snapshot(self) -> dict[str, dict]:
         """Per-role LLM usage so far (empty for offline roles)."""
@@ -82,7 +112,8 @@ def build_roles(settings: ModelSettings, cache_enabled: bool = True) -> Roles:
             ledger = UsageLedger()
         if model not in clients:
             clients[model] = LLMClient(model, api_base=settings.api_base, usage=ledger,
-                                       cache=ResponseCache(enabled=cache_enabled))
+                                       cache=ResponseCache(enabled=cache_enabled),
+                                       **client_options_from_env())
         return clients[model]
 
     if settings.for_role("extract") == OFFLINE:
@@ -103,4 +134,9 @@ def build_roles(settings: ModelSettings, cache_enabled: bool = True) -> Roles:
         from evolvemem.scoring.judge import LLMJudge
         judge = LLMJudge(client_for("judge"))
     diagnosis_client = None if settings.for_role("diagnose") == OFFLINE else client_for("diagnose")
-    return Roles(extractor, decomposer, answerer, verifier, judge, settings, diagnosis_client, ledger, clients)
+    classifier = None
+    if settings.for_role("classify") != OFFLINE:
+        from evolvemem.roles.classify import LLMQuestionClassifier
+        classifier = LLMQuestionClassifier(client_for("classify"))
+    return Roles(extractor, decomposer, answerer, verifier, judge, settings, diagnosis_client, ledger, clients,
+                 classifier)
