@@ -68,6 +68,7 @@ def run_loop(ui: UI, spec: Any, run_dir: Path, resume: bool, init_config: Any = 
     from evolvemem.cli.eval_cmd import build_workspace
     from evolvemem.data.loader import load_benchmark
     from evolvemem.loop.runner import EvolutionRunner, Hooks
+    from evolvemem.loop.usage import usage_rows
     from evolvemem.roles.factory import ModelSettings, build_roles
     from evolvemem.space.config import parse_config
     from evolvemem.store import RunStore
@@ -100,6 +101,7 @@ def run_loop(ui: UI, spec: Any, run_dir: Path, resume: bool, init_config: Any = 
         roles = build_roles(settings, cache_enabled=spec.cache_enabled)
         dataset = reclassify_if_asked(ui, dataset, roles)
         workspace = build_workspace(ui, dataset, roles, spec.embedding_model)
+        store.insert("usage", usage_rows({}, roles.usage_snapshot(), -1, "setup"))  # LLM extraction, if any
         if not store.query("SELECT 1 FROM memories LIMIT 1"):
             store.insert("memories", workspace.memory_rows())
         else:
