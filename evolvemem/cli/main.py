@@ -300,6 +300,23 @@ def report(
         ui.emit_json(result)
 
 
+@app.command()
+@user_errors
+def ablate(
+    run_dir: str = typer.Argument(..., metavar="RUN"),
+    split: str = typer.Option("test", "--split", help="Questions to score on: test (held out), dev or all."),
+    json_out: bool = typer.Option(False, "--json", help="End stdout with one JSON object (the Δ table)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q"),
+):
+    """Re-score a run's best config with each enabled mechanism switched off in turn (Δ table)."""
+    from evolvemem.cli.ablate_cmd import run_ablate
+
+    ui = UI(json_mode=json_out, quiet=quiet)
+    result = run_ablate(ui, run_dir, split)
+    if json_out:
+        ui.emit_json(result)
+
+
 def main() -> None:  # pragma: no cover - console script entry
     app()
 

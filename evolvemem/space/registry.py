@@ -32,6 +32,8 @@ class Dimension:
     optional: bool = False
     choices: tuple = ()
     maps_to: dict = field(default_factory=dict)
+    # for `evolve ablate`: the value that switches this mechanism off (None: not a mechanism)
+    mechanism_off: Any = None
 
     # ---- value handling -------------------------------------------------------------------
     def coerce(self, value: Any) -> Any:
@@ -113,7 +115,8 @@ def _dimension_from_table(path: Path, name: str, spec: dict) -> Dimension:
     where = f"{path.name}: [{name}]"
     if not isinstance(spec, dict):
         raise ConfigError(f"{where} must be a table")
-    known = {"type", "min", "max", "off", "optional", "choices", "default", "per_type", "description", "group", "maps_to"}
+    known = {"type", "min", "max", "off", "optional", "choices", "default", "per_type", "description", "group",
+             "maps_to", "mechanism"}
     unknown = set(spec) - known
     if unknown:
         raise ConfigError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
@@ -143,6 +146,14 @@ def _dimension_from_table(path: Path, name: str, spec: dict) -> Dimension:
         choices=tuple(spec.get("choices", ())),
         maps_to=dict(spec.get("maps_to", {})),
     )
+    if "mechanism" in spec:
+        mech = spec["mechanism"]
+        if not isinstance(mech, dict) or "off" not in mech:
+            raise ConfigError(f"{where}: mechanism must be a table with an 'off' value, e.g. mechanism = {{ off = 0 }}")
+        try:
+            dim = Dimension(**{**dim.__dict__, "mechanism_off": dim.coerce(mech["off"])})
+        except ValueError as exc:
+            raise ConfigError(f"{where}: bad mechanism off value ({exc})") from None
     try:
         default = dim.clamp(dim.coerce(spec.get("default")))
     except ValueError as exc:

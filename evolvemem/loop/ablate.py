@@ -1,0 +1,70 @@
+"""Ablation: re-score a config with each enabled mechanism switched off in turn.
+
+A mechanism is a dimension whose registry entry says which value switches it off
+(`mechanism = { off = ... }` in action_space/). Switching it off applies globally and inside
+every per-type override; each per-type override is also dropped as a whole, in turn."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from evolvemem.space.config import OVERRIDES, parse_config
+from evolvemem.space.registry import registry
+
+
+@dataclass(frozen=True)
+class Variant:
+    label: str
+    config: Any
+    what: str
+
+
+def ablation_variants(config: Any) -> list[Variant]:
+    """One variant per enabled mechanism and per per-type override."""
+    variants = []
+    data = config.model_dump()
+    for name, dim in registry().items():
+        if dim.mechanism_off is None:
+            continue
+        off = dim.mechanism_off
+        used_globally = data[name] != off
+        used_in = [t for t, o in data[OVERRIDES].items() if name in o and o[name] != off]
+        if not used_globally and not used_in:
+            continue
+        changed = {**data, name: off,
+                   OVERRIDES: {t: ({**o, name: off} if name in o else o) for t, o in data[OVERRIDES].items()}}
+        variants.append(Variant(name, parse_config(changed, source=f"ablation of {name}")[0],
+                                f"{name} = {off!r} everywhere"))
+    for qtype in data[OVERRIDES]:
+        changed = {**data, OVERRIDES: {t: o for t, o in data[OVERRIDES].items() if t != qtype}}
+        variants.append(Variant(f"overrides[{qtype}]", parse_config(changed, source="ablation")[0],
+                                f"drop the per-type override for {qtype}"))
+    return variants
+
+
+def run_ablation(ws: Any, config: Any, questions: list, store: Any, round_no: int, protocol: str,
+                 concurrency: int, on_variant: Any = None) -> list[dict]:
+    """Score `config` and every variant on `questions`; rows carry the deltas against the full config."""
+    from evolvemem.evaluate import evaluate
+
+    reuse: dict = {}
+    rows = []
+    base = None
+    for variant in [Variant("full config", config, "the config as evolved"), *ablation_variants(config)]:
+        phase = "ablate" if base is None else f"ablate:{variant.label}"
+        store.begin_round(round_no, phase, variant.config)
+        outcome = evaluate(ws, variant.config, questions, store=store, round_no=round_no, phase=phase,
+                           concurrency=concurrency, protocol=protocol, reuse=reuse)
+        store.finish_round(round_no, phase, outcome.summary, outcome.wall_seconds)
+        s = outcome.summary
+        row = {"mechanism": variant.label, "what": variant.what, "all_f1": s["all"], "main_f1": s["main"],
+               "adversarial_f1": s["adversarial"], "evidence_recall": s["evidence_recall"],
+               "by_category": {k: v["f1"] for k, v in s["by_category"].items()}, "seconds": outcome.wall_seconds}
+        if base is None:
+            base = row
+        for key in ("all_f1", "main_f1", "adversarial_f1", "evidence_recall"):
+            row[f"delta_{key}"] = None if row[key] is None or base[key] is None else row[key] - base[key]
+        rows.append(row)
+        if on_variant:
+            on_variant(row)
+    return rows
