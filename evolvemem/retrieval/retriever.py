@@ -31,6 +31,7 @@ import numpy as np
 
 from evolvemem.data.models import Question
 from evolvemem.memory.unit import MemoryUnit
+from evolvemem.retrieval.extensions import ViewRequest, candidate_sources
 from evolvemem.retrieval.fusion import ViewHits, final_scores, fuse, merge_max, rank_order, recency, top_k
 from evolvemem.retrieval.index import ConversationIndex, IndexState, to_days
 from evolvemem.roles.protocols import CallCost
@@ -86,6 +87,7 @@ class Retriever:
         self._vectors: dict[str, np.ndarray] = {}
         self._decompositions: dict[tuple[str, int], _Decomposition] = {}
         self._lock = threading.Lock()
+        self._source_caches: dict[tuple[str, int], tuple[IndexState, dict]] = {}
 
     # ------------------------------------------------------------------------ query side
     def _analyse(self, text: str) -> _QueryInfo:
@@ -184,6 +186,12 @@ class Retriever:
             sub_queries, cost = entry.sub_queries, self._charge(entry)
             if sub_queries:
                 views.append(self._sub_query_view(state, sub_queries, config))
+        for source in candidate_sources():
+            if source.enabled(config):
+                extra, extra_cost = source.hits(self._request(state, question, info, query_vector, config),
+                                                self._source_cache(source.name, state))
+                views.extend(extra)
+                cost = cost + extra_cost
 
         rows, fused = fuse(views, config.fusion_mode, config.rrf_k)
         question_day = to_days(question.question_date)
@@ -192,6 +200,25 @@ class Retriever:
         final = fused + self._ranking_terms(state, rows, config, question_day, info.terms)
         order = rank_order(final, rows)
         return self._assemble(state, rows[order], final[order], views, config, sub_queries, cost)
+
+    def _request(self, state: IndexState, question: Question, info: _QueryInfo, vector: np.ndarray,
+                 config: Any) -> ViewRequest:
+        def keyword_scores(tokens: Sequence[str]) -> np.ndarray:
+            return state.keyword.scores(state.keyword.token_ids(tokens), len(state.memories))
+
+        def embed(texts: Sequence[str]) -> np.ndarray:
+            self._embed(texts)
+            return np.stack([self._vectors[t] for t in texts]) if texts else np.zeros((0, state.embeddings.shape[1]))
+
+        return ViewRequest(state, question, info.tokens, info.terms, vector, config, embed, keyword_scores)
+
+    def _source_cache(self, name: str, state: IndexState) -> dict:
+        """Per (source, index state) scratch space; a new state (after re-extraction) starts empty."""
+        with self._lock:
+            key = (name, id(state))
+            if key not in self._source_caches or self._source_caches[key][0] is not state:
+                self._source_caches[key] = (state, {})
+            return self._source_caches[key][1]
 
     def _keyword_view(self, label: str, state: IndexState, tokens: Sequence[str], k: int, weight: float) -> ViewHits:
         ids = state.keyword.token_ids(tokens)

@@ -1,0 +1,49 @@
+"""Extension point for retrieval mechanisms that add candidate views (scenes, cue graphs, …).
+
+A mechanism module exposes `SOURCE`, an object with `name`, `enabled(config) -> bool` and
+`hits(request, cache) -> (list[ViewHits], CallCost)`. The retriever calls every enabled source
+after its built-in views and fuses what they return like any other view. `cache` is a dict
+private to (source, index state): build per-conversation structures there once, lazily — it is
+dropped when re-extraction changes the index. Register a module by adding it to
+`SOURCE_MODULES`; its dimensions live in action_space/ like every other."""
+from __future__ import annotations
+
+import functools
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol, Sequence
+
+import numpy as np
+
+from evolvemem.data.models import Question
+from evolvemem.retrieval.fusion import ViewHits
+from evolvemem.roles.protocols import CallCost
+
+SOURCE_MODULES: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ViewRequest:
+    """What a candidate source may read for one question."""
+
+    state: Any  # evolvemem.retrieval.index.IndexState (memories, embeddings, keyword, structured, ...)
+    question: Question
+    tokens: tuple[str, ...]  # the question's keyword tokens
+    terms: tuple[str, ...]  # the question's persons / locations / entities, lowercased
+    query_vector: np.ndarray  # the question's unit embedding
+    config: Any  # the effective config
+    embed: Callable[[Sequence[str]], np.ndarray]  # cached embedding of extra texts
+    keyword_scores: Callable[[Sequence[str]], np.ndarray]  # BM25 scores of every memory for tokens
+
+
+class CandidateSource(Protocol):
+    name: str
+
+    def enabled(self, config: Any) -> bool: ...
+
+    def hits(self, request: ViewRequest, cache: dict) -> tuple[list[ViewHits], CallCost]: ...
+
+
+@functools.lru_cache(maxsize=None)
+def candidate_sources() -> tuple[CandidateSource, ...]:
+    return tuple(importlib.import_module(name).SOURCE for name in SOURCE_MODULES)
