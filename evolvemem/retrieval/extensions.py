@@ -19,7 +19,7 @@ from evolvemem.data.models import Question
 from evolvemem.retrieval.fusion import ViewHits
 from evolvemem.roles.protocols import CallCost
 
-SOURCE_MODULES: tuple[str, ...] = ()
+SOURCE_MODULES: tuple[str, ...] = ("evolvemem.mechanisms.cue_graph", "evolvemem.mechanisms.scenes")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,272 @@
+"""Scene-guided retrieval with a sufficiency check (after EverMemOS), offline.
+
+Why: a question's evidence often sits next to the memory that matches it best (the answer to
+a question asked two turns earlier, a follow-up that never repeats the topic words). Grouping
+memories into *episodes* (runs of one session on one topic) and episodes into *scenes* (the
+same topic recurring across sessions within a few days) lets retrieval pick the right scenes
+first and then search deeper inside them than the flat top-k views can afford to.
+
+Built lazily per index state and kept in the source's cache:
+
+- episodes: each session's memories in time order, cut where the cosine of neighbouring
+  memories falls clearly below the session's usual neighbour similarity (mean − CUT_STD · std;
+  relative, so it holds for embedders whose cosines run high or low). An episode's atomic
+  facts are its memories.
+- scenes (per `scene_similarity`, `scene_max_gap_days`): episodes in time order; one joins the
+  scene whose centroid is nearest if the cosine is ≥ `scene_similarity` and that scene has a
+  member within `scene_max_gap_days`, otherwise it starts a new scene.
+
+Per question: every memory gets the rank fusion (rrf) of its dense and BM25 ranks; a scene
+scores its best member; the `scene_top_n` best scenes are pooled and their memories reranked
+by the same score; the best `scene_top_k` form the view `scene`.
+
+Sufficiency (`scene_sufficiency_rounds` > 0): rank-fusion scores say nothing absolute, so the
+check reads the dense cosine of the best pooled memory. Below SUFFICIENT_COSINE the question is
+rewritten (keywords only; person names stripped; the question plus the top scene's salient
+terms), each rewrite is searched the same way, and the merged result is the view
+`scene_rewrite`; a second round uses the salient terms of the scene the rewrites found.
+
+Not here: foresight items with validity intervals (EverMemOS's time-bounded predictions) and
+the LLM variant (narrative episodes, an LLM sufficiency judgement).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from evolvemem.retrieval.fusion import ViewHits, merge_max, rank_order
+from evolvemem.roles.protocols import CallCost
+
+CUT_STD = 1.0  # an episode ends where neighbour cosine < session mean − CUT_STD · std
+MIN_EPISODE = 2  # no cut leaves an episode shorter than this
+MAX_EPISODE = 12  # memories per episode at most (a long single-topic run is still split)
+EPISODE_CONTEXT = 0.5  # share of its episode's best score a pooled memory inherits
+SUFFICIENT_COSINE = 0.5  # best pooled memory's cosine with the question that counts as enough
+SALIENT_TERMS = 5  # top-scene terms added to the question in the expansion rewrite
+MAX_SUFFICIENCY_ROUNDS = 2
+
+
+@dataclass(frozen=True)
+class Groups:
+    """A partition of memory rows: `rows[starts[g]:starts[g+1]]` are group g's rows; `of_row`
+    maps a row to its group."""
+
+    rows: np.ndarray
+    starts: np.ndarray
+    of_row: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def members(self, group: int) -> np.ndarray:
+        end = self.starts[group + 1] if group + 1 < len(self.starts) else len(self.rows)
+        return self.rows[self.starts[group]:end]
+
+
+@dataclass(frozen=True)
+class Episodes:
+    groups: Groups  # in time order
+    vectors: np.ndarray  # (m, d) unit centroid of each episode
+    days: np.ndarray  # median day of each episode's dated memories (NaN when none)
+
+
+def _groups(lists: Sequence[Sequence[int]], n_rows: int) -> Groups:
+    rows = np.array([r for group in lists for r in group], dtype=np.int64)
+    sizes = np.array([len(g) for g in lists], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if len(lists) else np.zeros(0, np.int64)
+    of_row = np.full(n_rows, -1, dtype=np.int64)
+    of_row[rows] = np.repeat(np.arange(len(lists)), sizes)
+    return Groups(rows, starts, of_row)
+
+
+def _unit(vector: np.ndarray) -> np.ndarray:
+    return (vector / max(float(np.linalg.norm(vector)), 1e-12)).astype(np.float32)
+
+
+def build_episodes(state: Any) -> Episodes:
+    """Cut each session (in time order) at its topic shifts."""
+    days = state.timestamp_days
+    when = np.where(np.isnan(days), np.inf, days)
+    sessions: dict[str, list[int]] = {}
+    for row, unit in enumerate(state.memories):
+        sessions.setdefault(unit.session_id, []).append(row)
+    ordered = sorted(sessions.values(), key=lambda rows: (min(when[r] for r in rows), rows[0]))
+    episodes: list[list[int]] = []
+    for rows in ordered:
+        rows = sorted(rows, key=lambda r: (when[r], r))
+        emb = state.embeddings[rows]
+        neighbour = np.einsum("ij,ij->i", emb[:-1], emb[1:]) if len(rows) > 1 else np.zeros(0)
+        threshold = neighbour.mean() - CUT_STD * neighbour.std() if len(neighbour) >= 2 else -np.inf
+        current = [rows[0]]
+        for row, sim in zip(rows[1:], neighbour):
+            if (sim < threshold and len(current) >= MIN_EPISODE) or len(current) >= MAX_EPISODE:
+                episodes.append(current)
+                current = []
+            current.append(row)
+        if len(current) < MIN_EPISODE and episodes and len(rows) > len(current) and episodes[-1][-1] in rows:
+            episodes[-1].extend(current)  # a short tail stays with the exchange it ends
+        else:
+            episodes.append(current)
+    groups = _groups(episodes, len(state.memories))
+    vectors = np.stack([_unit(state.embeddings[e].mean(axis=0)) for e in episodes])
+    return Episodes(groups, vectors, np.array([_median_day(days[e]) for e in episodes]))
+
+
+def _median_day(days: np.ndarray) -> float:
+    dated = days[~np.isnan(days)]
+    return float(np.median(dated)) if len(dated) else np.nan
+
+
+def cluster_scenes(episodes: Episodes, similarity: float, max_gap_days: float) -> Groups:
+    """Incremental clustering of episodes in time order (see the module docstring)."""
+    m, dim = episodes.vectors.shape
+    sums = np.zeros((m, dim), dtype=np.float64)
+    centroids = np.zeros((m, dim), dtype=np.float32)
+    scene_days: list[list[float]] = []
+    scene_of_episode = np.zeros(m, dtype=np.int64)
+    count = 0
+    for e in range(m):
+        vector, day = episodes.vectors[e], episodes.days[e]
+        target = -1
+        if count:
+            sims = centroids[:count] @ vector
+            nearest = int(np.argmax(sims))
+            dated = [d for d in scene_days[nearest] if not np.isnan(d)]
+            near_in_time = np.isnan(day) or not dated or min(abs(d - day) for d in dated) <= max_gap_days
+            if sims[nearest] >= similarity and near_in_time:
+                target = nearest
+        if target < 0:
+            target = count
+            count += 1
+            scene_days.append([])
+        sums[target] += vector
+        centroids[target] = _unit(sums[target])
+        scene_days[target].append(day)
+        scene_of_episode[e] = target
+    members: list[list[int]] = [[] for _ in range(count)]
+    for e in range(m):
+        members[scene_of_episode[e]].extend(episodes.groups.members(e).tolist())
+    return _groups([sorted(rows) for rows in members], len(episodes.groups.of_row))
+
+
+def fact_scores(state: Any, vector: np.ndarray, keyword: np.ndarray, config: Any) -> np.ndarray:
+    """Rank fusion of the dense and BM25 ranks of every memory (no BM25 match adds nothing)."""
+    dense = state.embeddings @ vector
+    n, k = len(dense), float(config.rrf_k)
+    ranks = np.empty(n, dtype=np.float64)
+    ranks[rank_order(dense)] = np.arange(1, n + 1)
+    scores = max(config.semantic_weight, 0.0) / (k + ranks)
+    matched = keyword > 0
+    if matched.any():
+        ranks[rank_order(keyword)] = np.arange(1, n + 1)
+        scores = scores + matched * (max(config.keyword_weight, 0.0) / (k + ranks))
+    return scores
+
+
+def scene_select(scenes: Groups, episodes: Groups, scores: np.ndarray, top_n: int, top_k: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The best `top_k` memories (rows, scores) of the `top_n` scenes with the best member.
+
+    In the pool a memory scores its own fusion score plus EPISODE_CONTEXT times the best score
+    of its episode, so the untold half of an exchange rises with the half that matched."""
+    best = np.maximum.reduceat(scores[scenes.rows], scenes.starts)
+    chosen = rank_order(best)[:top_n]
+    pool = np.flatnonzero(np.isin(scenes.of_row, chosen))
+    pooled = scores[pool]
+    if EPISODE_CONTEXT:
+        episode_best = np.maximum.reduceat(scores[episodes.rows], episodes.starts)
+        pooled = pooled + EPISODE_CONTEXT * episode_best[episodes.of_row[pool]]
+    keep = rank_order(pooled, pool)[:top_k]
+    return pool[keep], pooled[keep]
+
+
+def salient_terms(state: Any, rows: np.ndarray, exclude: Sequence[str]) -> list[str]:
+    """Terms of `rows` that recur elsewhere too, by (members sharing it × idf)."""
+    keyword = state.keyword
+    if not len(rows) or not len(keyword.token_idf):
+        return []
+    ids, shared = np.unique(np.concatenate([keyword.doc_token_ids[r] for r in rows.tolist()]), return_counts=True)
+    excluded = np.array(keyword.token_ids(exclude), dtype=np.int64)
+    keep = (keyword.token_df[ids] >= 2) & ~np.isin(ids, excluded)
+    ids, shared = ids[keep], shared[keep]
+    order = rank_order(shared * keyword.token_idf[ids], ids)[:SALIENT_TERMS]
+    return [keyword.id_to_token[i] for i in ids[order].tolist()]
+
+
+class SceneSource:
+    name = "scenes"
+
+    def enabled(self, config: Any) -> bool:
+        return config.scene_top_k > 0
+
+    def hits(self, request: Any, cache: dict) -> tuple[list[ViewHits], CallCost]:
+        config, state = request.config, request.state
+        episodes, scenes = self._scenes(state, cache, config)
+        top_n, top_k = config.scene_top_n, config.scene_top_k
+        scores = fact_scores(state, request.query_vector, request.keyword_scores(request.tokens), config)
+        rows, picked = scene_select(scenes, episodes.groups, scores, top_n, top_k)
+        views = [ViewHits("scene", rows, picked)]
+        rounds = min(config.scene_sufficiency_rounds, MAX_SUFFICIENCY_ROUNDS)
+        if rounds > 0 and len(rows) and float(state.embeddings[rows[0]] @ request.query_vector) < SUFFICIENT_COSINE:
+            views.append(self._rewrite_view(request, cache, episodes.groups, scenes, rows, rounds))
+        return views, CallCost()
+
+    @staticmethod
+    def _scenes(state: Any, cache: dict, config: Any) -> tuple[Episodes, Groups]:
+        episodes = cache.get("episodes")
+        if episodes is None:
+            episodes = cache.setdefault("episodes", build_episodes(state))
+        key = ("scenes", float(config.scene_similarity), float(config.scene_max_gap_days))
+        scenes = cache.get(key)
+        if scenes is None:
+            scenes = cache.setdefault(key, cluster_scenes(episodes, *key[1:]))
+        return episodes, scenes
+
+    @staticmethod
+    def _fixed_rewrites(request: Any, cache: dict) -> list[str]:
+        """Keywords only and names stripped: they depend on the question alone, so memoised."""
+        text = request.question.text
+        memo = cache.setdefault("rewrites", {})
+        if text not in memo:
+            from evolvemem.memory.nlp import annotate, strip_persons
+
+            persons = annotate(text).persons
+            stripped = strip_persons(text, persons) if persons else ""
+            memo[text] = [q for q in (" ".join(request.tokens), stripped) if q.strip() and q != text]
+        return memo[text]
+
+    def _rewrite_view(self, request: Any, cache: dict, episodes: Groups, scenes: Groups, rows: np.ndarray,
+                      rounds: int) -> ViewHits:
+        from evolvemem.memory.nlp import tokenize
+
+        state, config = request.state, request.config
+        text = request.question.text
+        searched: set[str] = {text}
+        found: list[tuple[np.ndarray, np.ndarray]] = []
+        top_row = int(rows[0])
+        for _ in range(rounds):
+            top_scene = scenes.members(int(scenes.of_row[top_row]))
+            extra = salient_terms(state, top_scene, request.tokens)
+            candidates = self._fixed_rewrites(request, cache) + ([f"{text} {' '.join(extra)}"] if extra else [])
+            queries = [q for q in dict.fromkeys(candidates) if q not in searched]
+            if not queries:
+                break
+            searched.update(queries)
+            vectors = request.embed(queries)
+            best_cosine, best_row = -np.inf, top_row
+            for query, vector in zip(queries, vectors):
+                scores = fact_scores(state, vector, request.keyword_scores(tokenize(query)), config)
+                got = scene_select(scenes, episodes, scores, config.scene_top_n, config.scene_top_k)
+                found.append(got)
+                if len(got[0]) and (cosine := float(state.embeddings[got[0][0]] @ vector)) > best_cosine:
+                    best_cosine, best_row = cosine, int(got[0][0])
+            if best_cosine >= SUFFICIENT_COSINE:
+                break
+            top_row = best_row
+        merged = merge_max("scene_rewrite", found)
+        return ViewHits("scene_rewrite", merged.rows[:config.scene_top_k], merged.scores[:config.scene_top_k])
+
+
+SOURCE = SceneSource()
