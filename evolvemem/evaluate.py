@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from evolvemem.data.models import Question
-from evolvemem.roles.protocols import AnswerResult, CallCost
+from evolvemem.roles.protocols import AnswerResult
 from evolvemem.workspace import Workspace
 
 FLUSH_EVERY = 64
@@ -31,19 +31,28 @@ def _view_label(views: dict[str, int]) -> str:
     return "|".join(f"{name}:{rank}" for name, rank in sorted(views.items(), key=lambda kv: kv[1]))
 
 
-def _share(evidence: tuple[str, ...], turn_ids: set[str]) -> float | None:
-    if not evidence:
-        return None
-    return sum(1 for e in evidence if e in turn_ids) / len(evidence)
+class EffectiveConfigs:
+    """The effective config (global + override) and its fingerprint, resolved once per question
+    type rather than once per question: resolution validates a whole pydantic model."""
+
+    def __init__(self, config: Any):
+        self.config = config
+        self._by_type: dict[str | None, tuple[Any, str]] = {}
+
+    def __call__(self, question_type: str | None) -> tuple[Any, str]:
+        if question_type not in self._by_type:
+            effective = self.config.for_type(question_type)
+            self._by_type[question_type] = (effective, effective.fingerprint())
+        return self._by_type[question_type]
 
 
-def answer_question(ws: Workspace, question: Question, config: Any, *, protocol: str, benchmark: str,
-                    judge: Any = None) -> dict:
-    """The full per-question path; returns one `question_records` row (without round/phase)."""
+def answer_question(ws: Workspace, question: Question, effective: Any, fingerprint: str, *, protocol: str,
+                    benchmark: str, judge: Any = None) -> dict:
+    """The full per-question path under its effective config; returns one `question_records` row
+    (without round/phase)."""
     from evolvemem.scoring import score_prediction
-    from evolvemem.scoring.metrics import is_abstention
+    from evolvemem.scoring.metrics import evidence_recall, is_abstention
 
-    effective = config.for_type(question.question_type)
     started = time.perf_counter()
     retrieval = ws.retrievers[question.conversation_id].retrieve(question, effective)
     context = [item.memory for item in retrieval.items]
@@ -67,9 +76,9 @@ def answer_question(ws: Workspace, question: Question, config: Any, *, protocol:
         "gold": gold or "",
         "prediction": answer.text,
         "evidence_ids": list(question.evidence),
-        "evidence_recall": _share(question.evidence, in_context),
-        "evidence_covered": _share(question.evidence, ws.covered_turns[question.conversation_id]),
-        "evidence_retrieved": _share(question.evidence, ranked),
+        "evidence_recall": evidence_recall(question.evidence, in_context),
+        "evidence_covered": evidence_recall(question.evidence, ws.covered_turns[question.conversation_id]),
+        "evidence_retrieved": evidence_recall(question.evidence, ranked),
         "abstained": is_abstention(answer.text),
         "failed": answer.failed,
         "error": answer.error or None,
@@ -77,7 +86,7 @@ def answer_question(ws: Workspace, question: Question, config: Any, *, protocol:
         "context_views": [_view_label(item.views) for item in retrieval.items],
         "cut_ids": [item.memory.memory_id for item in retrieval.cut],
         "sub_queries": list(retrieval.sub_queries),
-        "config_fingerprint": effective.fingerprint(),
+        "config_fingerprint": fingerprint,
         "memory_version": ws.memory_version(question.conversation_id),
         "latency_ms": latency_ms,
     }
@@ -141,14 +150,17 @@ def evaluate(ws: Workspace, config: Any, questions: list[Question], *, store: An
         if on_record:
             on_record(record)
 
+    resolve = EffectiveConfigs(config)
+
     def run_one(question: Question) -> dict:
+        effective, fingerprint = resolve(question.question_type)
         if reuse is not None:
-            key = reuse_key(question.question_id, config.for_type(question.question_type).fingerprint(),
-                            ws.memory_version(question.conversation_id))
+            key = reuse_key(question.question_id, fingerprint, ws.memory_version(question.conversation_id))
             if key in reuse:
                 return {**reuse[key], "calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "_reused": True}
         try:
-            return answer_question(ws, question, config, protocol=protocol, benchmark=benchmark, judge=judge)
+            return answer_question(ws, question, effective, fingerprint, protocol=protocol, benchmark=benchmark,
+                                   judge=judge)
         except Exception as exc:  # a role bug or an LLM fault must not kill the round
             return {"question_id": question.question_id, "conversation_id": question.conversation_id,
                     "category": question.category, "question_type": question.question_type,

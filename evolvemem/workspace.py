@@ -13,6 +13,9 @@ from evolvemem.data.models import Dataset
 from evolvemem.memory.unit import MemoryUnit
 from evolvemem.roles.protocols import CallCost
 from evolvemem.roles.factory import Roles
+from evolvemem.store.schema import TABLES
+
+MEMORY_COLUMNS = tuple(name for name, _, _ in TABLES["memories"])
 
 ProgressFn = Callable[[str, int, int], None]  # (stage, done, total)
 
@@ -93,30 +96,19 @@ class Workspace:
         return fresh
 
     def memory_rows(self, units: list[MemoryUnit] | None = None) -> list[dict]:
-        """Rows of the run store's `memories` table (all memories, or the given ones)."""
+        """Rows of the run store's `memories` table (all memories, or the given ones); its
+        columns are MemoryUnit field names, so the schema alone decides what is stored."""
         if units is None:
             units = [m for ms in self.memories.values() for m in ms]
-        return [
-            {"memory_id": m.memory_id, "conversation_id": m.conversation_id, "added_round": m.added_round,
-             "memory_type": m.memory_type, "content": m.content, "source_turn_ids": list(m.source_turn_ids),
-             "session_id": m.session_id, "timestamp": m.timestamp, "importance": m.importance,
-             "persons": list(m.persons), "locations": list(m.locations), "entities": list(m.entities),
-             "topics": list(m.topics), "keywords": list(m.keywords)}
-            for m in units
-        ]
+        return [{c: (list(v) if isinstance(v, tuple) else v) for c in MEMORY_COLUMNS for v in [getattr(m, c)]}
+                for m in units]
 
     def restore_added(self, rows: list[dict]) -> int:
         """Re-add memories that re-extraction added in an earlier session of this run (resume)."""
         by_conv: dict[str, list[MemoryUnit]] = {}
-        for r in rows:
-            by_conv.setdefault(r["conversation_id"], []).append(MemoryUnit(
-                memory_id=r["memory_id"], conversation_id=r["conversation_id"], content=r["content"],
-                memory_type=r["memory_type"] or "episodic", session_id=r["session_id"] or "",
-                source_turn_ids=tuple(r["source_turn_ids"] or ()), timestamp=r["timestamp"],
-                importance=r["importance"] if r["importance"] is not None else 0.5,
-                persons=tuple(r["persons"] or ()), locations=tuple(r["locations"] or ()),
-                entities=tuple(r["entities"] or ()), topics=tuple(r["topics"] or ()),
-                keywords=tuple(r["keywords"] or ()), added_round=r["added_round"]))
+        for row in rows:
+            fields = {k: (tuple(v) if isinstance(v, list) else v) for k, v in row.items() if v is not None}
+            by_conv.setdefault(row["conversation_id"], []).append(MemoryUnit(**fields))
         return sum(len(self.add_memories(conv_id, units)) for conv_id, units in by_conv.items())
 
     def memory_version(self, conversation_id: str) -> int:

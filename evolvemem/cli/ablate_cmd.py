@@ -5,7 +5,6 @@ from pathlib import Path
 
 from rich.table import Table
 
-from evolvemem.cli.common import reclassify_if_asked
 from evolvemem.cli.ui import UI, fmt
 from evolvemem.errors import EvolveMemError
 
@@ -13,10 +12,10 @@ from evolvemem.errors import EvolveMemError
 def run_ablate(ui: UI, run: str, split: str) -> dict:
     from evolvemem.cli.eval_cmd import build_workspace
     from evolvemem.data.loader import load_benchmark
-    from evolvemem.data.split import split_dataset
+    from evolvemem.data.split import SPLITS, split_dataset
     from evolvemem.loop.ablate import run_ablation
     from evolvemem.loop.spec import RunSpec
-    from evolvemem.roles.factory import ModelSettings, build_roles
+    from evolvemem.roles.factory import ModelSettings
     from evolvemem.space.config import load_config
     from evolvemem.store import RunStore
 
@@ -24,8 +23,8 @@ def run_ablate(ui: UI, run: str, split: str) -> dict:
     best_path = run_dir / "best_config.toml"
     if not best_path.is_file():
         raise EvolveMemError(f"{run}: no best_config.toml (is it a finished evolve run?)")
-    if split not in ("dev", "test", "all"):
-        raise EvolveMemError(f"--split must be dev, test or all, not {split!r}")
+    if split not in SPLITS:  # checked before the (slow) workspace build
+        raise EvolveMemError(f"--split must be one of {', '.join(SPLITS)}, not {split!r}")
     with RunStore(run_dir) as store:
         manifest = store.manifest()
         if "spec" not in manifest:
@@ -34,11 +33,9 @@ def run_ablate(ui: UI, run: str, split: str) -> dict:
         best_round = store.query("SELECT min(round) AS r FROM rounds WHERE phase = 'test_best'")[0]["r"] or 0
         config = load_config(str(best_path))[0]
         dataset = load_benchmark(spec.benchmark, spec.data)
-        settings = ModelSettings(**spec.models)
-        roles = build_roles(settings, cache_enabled=spec.cache_enabled)
-        dataset = reclassify_if_asked(ui, dataset, roles)
-        workspace = build_workspace(ui, dataset, roles, spec.embedding_model)
-        questions = split_dataset(dataset, split).questions
+        workspace = build_workspace(ui, dataset, ModelSettings(**spec.models), cache_enabled=spec.cache_enabled,
+                                    embedding_model=spec.embedding_model)
+        questions = split_dataset(workspace.dataset, split).questions
         with ui.progress() as bars:
             done: list[str] = []
 

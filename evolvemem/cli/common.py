@@ -8,9 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from evolvemem.cli.ui import UI
-from evolvemem.errors import EvolveMemError
 
-ADVERSARIAL_PROTOCOLS = ("official", "paper")
 
 
 def load_split(benchmark: str, data: str | None, split: str, seed: int = 0) -> tuple[Any, Any]:
@@ -18,8 +16,6 @@ def load_split(benchmark: str, data: str | None, split: str, seed: int = 0) -> t
     from evolvemem.data.loader import load_benchmark
     from evolvemem.data.split import split_dataset
 
-    if split not in ("dev", "test", "all"):
-        raise EvolveMemError(f"--split must be dev, test or all, not {split!r}")
     dataset = load_benchmark(benchmark, data)
     return dataset, split_dataset(dataset, split)
 

@@ -15,9 +15,14 @@ from evolvemem.cli.common import (
 from evolvemem.cli.ui import UI, category_table
 
 
-def build_workspace(ui: UI, dataset: Any, roles: Any, embedding_model: str | None) -> Any:
+def build_workspace(ui: UI, dataset: Any, settings: Any, *, cache_enabled: bool, embedding_model: str | None) -> Any:
+    """Roles for `settings`, the questions re-typed if --classify-model asks, then memories and
+    indexes: everything every command that answers questions needs first."""
+    from evolvemem.roles.factory import build_roles
     from evolvemem.workspace import Workspace
 
+    roles = build_roles(settings, cache_enabled=cache_enabled)
+    dataset = reclassify_if_asked(ui, dataset, roles)
     workspace = Workspace(dataset, roles, embedding_model)
     with ui.progress() as bars:
         stats = workspace.build(progress=bars.stage)
@@ -32,15 +37,12 @@ def run_eval(ui: UI, *, benchmark: str, data: str | None, config_name: str, sett
              cache_enabled: bool, kind: str = "eval", source_run: str | None = None) -> dict:
     from evolvemem.evaluate import evaluate
     from evolvemem.loop.usage import usage_rows
-    from evolvemem.roles.factory import build_roles
     from evolvemem.store import RunStore
 
     config = load_config_reporting(ui, config_name)
     full, dataset = load_split(benchmark, data, split)
     announce_models(ui, settings)
     run_dir = Path(out) if out else default_run_dir("eval", benchmark)
-    roles = build_roles(settings, cache_enabled=cache_enabled)
-    dataset = reclassify_if_asked(ui, dataset, roles)
     with RunStore(run_dir) as store:
         _check_resumable(ui, store, run_dir, config, full.content_hash, split, protocol)
         store.set_manifest({
@@ -49,7 +51,8 @@ def run_eval(ui: UI, *, benchmark: str, data: str | None, config_name: str, sett
             "config_source": config_name, "command": command_line(),
             "embedding_model": embedding_model or "default",
         })
-        workspace = build_workspace(ui, dataset, roles, embedding_model)
+        workspace = build_workspace(ui, dataset, settings, cache_enabled=cache_enabled, embedding_model=embedding_model)
+        roles, dataset = workspace.roles, workspace.dataset
         setup_usage = roles.usage_snapshot()  # LLM extraction, when a model extracts
         store.insert("usage", usage_rows({}, setup_usage, -1, "setup"))
         if not store.query("SELECT 1 FROM memories LIMIT 1"):

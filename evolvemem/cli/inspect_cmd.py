@@ -52,6 +52,8 @@ def list_runs(ui: UI, root: str) -> list[dict]:
 
 
 def show_run(ui: UI, run: str) -> dict:
+    from evolvemem.store.run_store import headline
+
     with open_run(run) as store:
         manifest = store.manifest()
         rounds = store.query("""SELECT r.round, r.phase, r.main_f1, r.adversarial_f1, r.all_f1, r.evidence_recall,
@@ -105,9 +107,7 @@ def show_run(ui: UI, run: str) -> dict:
         best = max(out_rounds, key=lambda x: (x["dev_score"] or 0, -x["round"]))
         result["best_round"] = best["round"]
         result["dev"] = {"start": out_rounds[0], "best": best}
-        result["test"] = {k.removeprefix("test_"): {"main_f1": v["main_f1"], "adversarial_f1": v["adversarial_f1"],
-                                                    "all_f1": v["all_f1"], "evidence_recall": v["evidence_recall"],
-                                                    "n": v["n_questions"]} for k, v in finals.items()}
+        result["test"] = {k.removeprefix("test_"): headline(v) for k, v in finals.items()}
         t = Table(title="start vs best: dev (evolution) and test (scored once at the end)", title_justify="left")
         for col in ("config", "dev all", "dev main", "test all", "test main", "test evid. recall"):
             t.add_column(col)

@@ -105,12 +105,11 @@ def eval_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ):
     """Score one retrieval config on a benchmark; every question's record goes to DuckDB."""
-    from evolvemem.cli.common import ADVERSARIAL_PROTOCOLS, model_settings
+    from evolvemem.cli.common import model_settings
     from evolvemem.cli.eval_cmd import run_eval
-    from evolvemem.errors import EvolveMemError
+    from evolvemem.scoring.locomo import check_protocol
 
-    if adversarial_protocol not in ADVERSARIAL_PROTOCOLS:
-        raise EvolveMemError(f"--adversarial-protocol must be official or paper, not {adversarial_protocol!r}")
+    check_protocol(adversarial_protocol)
     ui = UI(json_mode=json_out, quiet=quiet)
     settings = model_settings(model, extract_model, answer_model, None, judge_model, api_base, classify_model)
     result = run_eval(ui, benchmark=benchmark, data=data, config_name=config, settings=settings, split=split,
@@ -154,12 +153,13 @@ def run(
     """Evolve the retrieval config: evaluate → diagnose → propose → guard, round by round."""
     from pathlib import Path
 
-    from evolvemem.cli.common import ADVERSARIAL_PROTOCOLS, model_settings
+    from evolvemem.cli.common import model_settings
     from evolvemem.cli.run_cmd import new_run_dir, resolve_init, run_loop
     from evolvemem.diagnosers import DIAGNOSERS
     from evolvemem.errors import EvolveMemError
     from evolvemem.loop.guard import GuardSettings
     from evolvemem.loop.spec import OBJECTIVES, RunSpec
+    from evolvemem.scoring.locomo import check_protocol
 
     ui = UI(json_mode=json_out, quiet=quiet)
     if resume:
@@ -175,8 +175,7 @@ def run(
             spec.rounds = rounds
         result = run_loop(ui, spec, Path(run_dir), resume=True)
     else:
-        if adversarial_protocol not in ADVERSARIAL_PROTOCOLS:
-            raise EvolveMemError(f"--adversarial-protocol must be official or paper, not {adversarial_protocol!r}")
+        check_protocol(adversarial_protocol)
         if objective not in OBJECTIVES:
             raise EvolveMemError(f"--objective must be all or main, not {objective!r}")
         rounds = 7 if rounds is None else rounds

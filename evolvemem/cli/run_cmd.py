@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.table import Table
 
-from evolvemem.cli.common import announce_models, command_line, default_run_dir, reclassify_if_asked
+from evolvemem.cli.common import announce_models, command_line, default_run_dir
 from evolvemem.cli.ui import UI, fmt
 from evolvemem.errors import EvolveMemError
 
@@ -69,7 +69,7 @@ def run_loop(ui: UI, spec: Any, run_dir: Path, resume: bool, init_config: Any = 
     from evolvemem.data.loader import load_benchmark
     from evolvemem.loop.runner import EvolutionRunner, Hooks
     from evolvemem.loop.usage import usage_rows
-    from evolvemem.roles.factory import ModelSettings, build_roles
+    from evolvemem.roles.factory import ModelSettings
     from evolvemem.space.config import parse_config
     from evolvemem.store import RunStore
 
@@ -98,10 +98,10 @@ def run_loop(ui: UI, spec: Any, run_dir: Path, resume: bool, init_config: Any = 
                 "dev_conversations": sorted(split_dataset(dataset, "dev").conversations),
                 "test_conversations": sorted(split_dataset(dataset, "test").conversations),
             })
-        roles = build_roles(settings, cache_enabled=spec.cache_enabled)
-        dataset = reclassify_if_asked(ui, dataset, roles)
-        workspace = build_workspace(ui, dataset, roles, spec.embedding_model)
-        store.insert("usage", usage_rows({}, roles.usage_snapshot(), -1, "setup"))  # LLM extraction, if any
+        workspace = build_workspace(ui, dataset, settings, cache_enabled=spec.cache_enabled,
+                                    embedding_model=spec.embedding_model)
+        dataset = workspace.dataset
+        store.insert("usage", usage_rows({}, workspace.roles.usage_snapshot(), -1, "setup"))  # LLM extraction, if any
         if not store.query("SELECT 1 FROM memories LIMIT 1"):
             store.insert("memories", workspace.memory_rows())
         else:

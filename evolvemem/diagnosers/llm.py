@@ -12,7 +12,6 @@ from evolvemem.loop.diagnosis_input import DiagnosisInput
 from evolvemem.loop.proposal import Proposal, proposal_from_raw
 from evolvemem.prompts import load_prompt
 from evolvemem.qtypes import QUESTION_TYPES
-from evolvemem.roles.protocols import CallCost
 from evolvemem.space.ops import action_space_text
 
 from evolvemem.qtypes import LABEL_ONLY_TYPES as NO_OVERRIDE_TYPES
@@ -54,9 +53,8 @@ class LLMDiagnoser:
         try:
             parsed, reply = self.client.complete_json(messages, role="diagnose", max_tokens=1200)
         except LLMJSONError as exc:
-            raw = getattr(exc, "raw_text", "") or ""
-            return DiagnosisResult(Proposal(), prompt, raw, f"unparseable reply: {str(exc)[:200]}",
-                                   CallCost(calls=1))
+            return DiagnosisResult(Proposal(), prompt, exc.raw_text or "", f"unparseable reply: {str(exc)[:200]}",
+                                   exc.reply.as_cost())
         except LLMCallFailed as exc:
             return DiagnosisResult(Proposal(), prompt, "", f"diagnosis call failed: {str(exc)[:200]}")
         proposal = proposal_from_raw(parsed)
@@ -64,11 +62,7 @@ class LLMDiagnoser:
             if proposal.overrides.pop(qtype, None) is not None:
                 proposal.rejected.append(f"overrides for {qtype} are not allowed (they would use the label)")
         error = "; ".join(proposal.rejected)
-        cost = CallCost(calls=0 if reply.cached else 1, cache_hits=int(reply.cached),
-                        prompt_tokens=0 if reply.cached else reply.prompt_tokens,
-                        completion_tokens=0 if reply.cached else reply.completion_tokens,
-                        cost_usd=0.0 if reply.cached else reply.cost_usd)
-        return DiagnosisResult(proposal, prompt, reply.text, error, cost)
+        return DiagnosisResult(proposal, prompt, reply.text, error, reply.as_cost())
 
     def observe(self, config: Any, score: float) -> None:
         return None

@@ -165,10 +165,11 @@ class RubricDiagnoser:
         bad = _tried_without_gain(inp.history)
         for action in candidate_actions(inp):
             scope = action.qtype or "global"
-            current = {**inp.config, **(inp.overrides.get(action.qtype, {}) if action.qtype else {})}
+            # what each field holds now at this scope (None: an override would add it)
+            before = inp.overrides.get(action.qtype, {}) if action.qtype else inp.config
+            current = {**inp.config, **before}
             effective = {k: val for k, val in action.changes.items() if current.get(k) != val}
-            if not effective or any((scope, k, _direction(current.get(k), val)) in bad or (scope, k, repr(val)) in bad
-                                    for k, val in effective.items()):
+            if not effective or any((scope, k, _direction(before.get(k), val)) in bad for k, val in effective.items()):
                 continue
             proposal = Proposal(rationale=action.reason)
             if action.qtype:

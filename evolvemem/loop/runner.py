@@ -24,6 +24,7 @@ from evolvemem.loop.snapshots import write_final, write_round_snapshot
 from evolvemem.loop.spec import RunSpec
 from evolvemem.loop.usage import usage_rows
 from evolvemem.space.config import parse_config
+from evolvemem.store.run_store import headline, round_summary
 
 
 @dataclass
@@ -77,7 +78,7 @@ class EvolutionRunner:
     def _evaluate(self, config: Any, questions: list, round_no: int, phase: str) -> tuple[dict, float]:
         row = self.store.round_row(round_no, phase)
         if row and row["status"] == "done":
-            return _summary_from_row(row), row["wall_seconds"] or 0.0
+            return round_summary(row), row["wall_seconds"] or 0.0
         self.store.begin_round(round_no, phase, config)
         before = self.ws.roles.usage_snapshot()
         label = f"round {round_no} {phase}"
@@ -137,8 +138,8 @@ class EvolutionRunner:
                 self.hooks.round_done(info)
         best = max(scores, key=lambda s: (s.score, -s.round))
         result.best_round = best.round
-        result.dev = {"start": _headline(self.store.round_row(0, "dev")),
-                      "best": _headline(self.store.round_row(best.round, "dev"))}
+        result.dev = {"start": headline(self.store.round_row(0, "dev")),
+                      "best": headline(self.store.round_row(best.round, "dev"))}
         result.test = self._score_on_test(scores[0], best)
         result.best_config_path = write_final(self.store.run_dir, best, scores[0], result)
         return result
@@ -198,18 +199,4 @@ class EvolutionRunner:
             return {}
         start_summary, _ = self._evaluate(start.config, self.test.questions, 0, "test_start")
         best_summary, _ = self._evaluate(best.config, self.test.questions, best.round, "test_best")
-        return {"start": _headline(start_summary), "best": _headline(best_summary)}
-
-
-def _summary_from_row(row: dict) -> dict:
-    return {"n": row["n_questions"], "n_failed": row["n_failed"], "main": row["main_f1"],
-            "adversarial": row["adversarial_f1"], "all": row["all_f1"], "evidence_recall": row["evidence_recall"],
-            "by_category": row["by_category"] or {}}
-
-
-def _headline(summary_or_row: dict | None) -> dict:
-    if not summary_or_row:
-        return {}
-    s = summary_or_row if "main" in summary_or_row else _summary_from_row(summary_or_row)
-    return {"main_f1": s["main"], "adversarial_f1": s["adversarial"], "all_f1": s["all"],
-            "evidence_recall": s["evidence_recall"], "n": s["n"], "n_failed": s["n_failed"]}
+        return {"start": headline(start_summary), "best": headline(best_summary)}

@@ -1,7 +1,9 @@
 """Per-round LLM accounting: the difference of two usage-ledger snapshots, as `usage` rows."""
 from __future__ import annotations
 
-FIELDS = ("calls", "cache_hits", "failures", "prompt_tokens", "completion_tokens", "cost_usd")
+from evolvemem.store.schema import TABLES
+
+FIELDS = tuple(name for name, _, _ in TABLES["usage"] if name not in ("round", "phase", "role"))
 
 
 def usage_rows(before: dict, after: dict, round_no: int, phase: str) -> list[dict]:

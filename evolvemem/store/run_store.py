@@ -81,7 +81,7 @@ class RunStore:
             values = [row.get(name) for row in rows]
             if sql_type == "JSON":
                 values = [None if v is None else (v if isinstance(v, str) else _jsonable(v)) for v in values]
-                selects.append(f"unnest(?::VARCHAR[])::JSON")
+                selects.append("unnest(?::VARCHAR[])::JSON")
             else:
                 if sql_type.endswith("[]"):
                     values = [None if v is None else list(v) for v in values]
@@ -149,3 +149,19 @@ class RunStore:
     def drop_failed(self, round_no: int, phase: str) -> None:
         """Forget failed records of a round so a resume retries them."""
         self.con.execute("DELETE FROM question_records WHERE round = ? AND phase = ? AND failed", [round_no, phase])
+
+
+def round_summary(row: dict) -> dict:
+    """A `rounds` row in the shape `evaluate` summaries have (so a finished round is read back)."""
+    return {"n": row["n_questions"], "n_failed": row["n_failed"], "main": row["main_f1"],
+            "adversarial": row["adversarial_f1"], "all": row["all_f1"], "evidence_recall": row["evidence_recall"],
+            "by_category": row["by_category"] or {}}
+
+
+def headline(summary_or_row: dict | None) -> dict:
+    """The few figures reports quote for one evaluation: from a summary or a `rounds` row."""
+    if not summary_or_row:
+        return {}
+    s = summary_or_row if "main" in summary_or_row else round_summary(summary_or_row)
+    return {"main_f1": s["main"], "adversarial_f1": s["adversarial"], "all_f1": s["all"],
+            "evidence_recall": s["evidence_recall"], "n": s["n"], "n_failed": s["n_failed"]}
