@@ -54,7 +54,9 @@ def answer_question(ws: Workspace, question: Question, effective: Any, fingerpri
     from evolvemem.scoring.metrics import evidence_recall, is_abstention
 
     started = time.perf_counter()
-    retrieval = ws.retrievers[question.conversation_id].retrieve(question, effective)
+    from evolvemem.memory.stores import base_store
+
+    retrieval = ws.retriever(question.conversation_id, base_store(effective)).retrieve(question, effective)
     context = [item.memory for item in retrieval.items]
     cost = retrieval.cost
     answer: AnswerResult = ws.roles.answerer.answer(question, context, effective.answer_style)
@@ -116,9 +118,11 @@ def evaluate(ws: Workspace, config: Any, questions: list[Question], *, store: An
     `reuse` maps (question_id, effective-config fingerprint, memory version) to an earlier record:
     when the effective config and the conversation's memories are unchanged the record is copied,
     not recomputed (and costs no call)."""
+    from evolvemem.memory.stores import stores_needed
     from evolvemem.scoring.aggregate import summarise
 
     started = time.perf_counter()
+    ws.ensure_stores(stores_needed(config))
     done_ids: set[str] = set()
     if store is not None:
         store.drop_failed(round_no, phase)

@@ -2,9 +2,14 @@
 
 Indexes are built once per run (not once per round); embeddings come from the on-disk cache,
 so a second run over the same data embeds nothing. Targeted re-extraction adds memories to one
-conversation's index without touching the others."""
+conversation's index without touching the others.
+
+The `fact` store (the run's extractor) is built up front; other stores (evolvemem/memory/stores.py:
+raw turns, episodes, RecMem's recurrence store) only when a config first needs them, and then
+cached on disk like the fact store."""
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -43,6 +48,9 @@ class Workspace:
         self.retrievers: dict[str, Any] = {}
         self.covered_turns: dict[str, set[str]] = {}
         self.stats = SetupStats()
+        # non-fact stores: (store, conversation id) -> (memories, retriever)
+        self._stores: dict[tuple[str, str], tuple[list[MemoryUnit], Any]] = {}
+        self._store_lock = threading.Lock()
 
     def build(self, progress: ProgressFn | None = None) -> SetupStats:
         """Extract (or load cached) memories, consolidate them and index each conversation."""
@@ -71,18 +79,60 @@ class Workspace:
         self.stats.memories = sum(len(v) for v in self.memories.values())
         return self.stats
 
-    def _index(self, conversation_id: str) -> None:
+    def _retriever_over(self, conversation_id: str, units: list[MemoryUnit]) -> Any:
         from evolvemem.retrieval.index import ConversationIndex
         from evolvemem.retrieval.retriever import Retriever
 
-        units = self.memories[conversation_id]
         conv = self.dataset.conversations[conversation_id]
         index = ConversationIndex.build(units, self.embedder, known_persons=conv.speakers)
-        self.indexes[conversation_id] = index
-        self.retrievers[conversation_id] = Retriever(
-            index, self.embedder, decomposer=self.roles.decomposer, known_persons=conv.speakers
-        )
+        return Retriever(index, self.embedder, decomposer=self.roles.decomposer, known_persons=conv.speakers,
+                         llm=self.roles.mechanism_client)
+
+    def _index(self, conversation_id: str) -> None:
+        units = self.memories[conversation_id]
+        retriever = self._retriever_over(conversation_id, units)
+        self.indexes[conversation_id] = retriever.index
+        self.retrievers[conversation_id] = retriever
         self.covered_turns[conversation_id] = {t for u in units for t in u.source_turn_ids}
+
+    def ensure_stores(self, names: set[str], progress: ProgressFn | None = None) -> None:
+        """Build (or load from the memory cache) every store in `names` not built yet, for every
+        conversation. Their extraction cost is added to the setup stats."""
+        from evolvemem.memory.consolidate import decay_importance
+        from evolvemem.memory.store_cache import load_or_extract
+        from evolvemem.memory.stores import FACT, store_extractor
+
+        with self._store_lock:
+            for name in sorted(set(names) - {FACT}):
+                todo = [c for c in self.dataset.conversations.values() if (name, c.conversation_id) not in self._stores]
+                if not todo:
+                    continue
+                extractor = store_extractor(name, self.roles, self.embedder)
+                for i, conv in enumerate(todo):
+                    units, cost, _ = load_or_extract(extractor, conv)
+                    last = max((s.timestamp for s in conv.sessions if s.timestamp), default=None)
+                    # each store consolidates in its own way (raw: never); only the decay is shared
+                    units = decay_importance(units, last) if last is not None else units
+                    self._stores[(name, conv.conversation_id)] = (units, self._retriever_over(conv.conversation_id, units))
+                    self.stats.cost = self.stats.cost + cost
+                    if progress:
+                        progress(f"store {name}", i + 1, len(todo))
+
+    def retriever(self, conversation_id: str, store: str = "fact") -> Any:
+        """The retriever over one store of a conversation (call `ensure_stores` first)."""
+        if store == "fact":
+            return self.retrievers[conversation_id]
+        try:
+            return self._stores[(store, conversation_id)][1]
+        except KeyError:
+            raise RuntimeError(f"memory store {store!r} of {conversation_id} was not built; "
+                               "call ensure_stores first") from None
+
+    def store_memories(self, conversation_id: str, store: str = "fact") -> list[MemoryUnit]:
+        if store == "fact":
+            return self.memories[conversation_id]
+        self.retriever(conversation_id, store)
+        return self._stores[(store, conversation_id)][0]
 
     def add_memories(self, conversation_id: str, units: list[MemoryUnit]) -> list[MemoryUnit]:
         """Add re-extracted memories to one conversation (only new contents); returns those added."""
@@ -116,9 +166,13 @@ class Workspace:
         return len(self.memories[conversation_id])
 
     def prepare(self, questions: list, config: Any = None) -> None:
-        """Batch-embed every question (and, given the config, its sub-queries) up front."""
+        """Batch-embed every question (and, given the config, its sub-queries) up front, for the
+        fact store and every other store built so far (the embedding cache makes repeats cheap)."""
         by_conv: dict[str, list] = {}
         for q in questions:
             by_conv.setdefault(q.conversation_id, []).append(q)
         for conv_id, qs in by_conv.items():
             self.retrievers[conv_id].prepare(qs, config)
+            for (_, store_conv), (_, retriever) in list(self._stores.items()):
+                if store_conv == conv_id:
+                    retriever.prepare(qs, config)

@@ -142,6 +142,7 @@ def run(
     explore_dims: int = typer.Option(3, "--explore-dims", help="Dimensions changed by an exploration step."),
     patience: int = typer.Option(4, "--patience", help="Stop early after this many rounds without a new best (0 = never)."),
     no_reextract: bool = typer.Option(False, "--no-reextract", help="Never re-extract sessions with extraction gaps."),
+    freeze: Optional[list[str]] = typer.Option(None, "--freeze", help="Dimensions or groups (e.g. scenes, cue_graph) the loop may not change; repeat or comma-separate."),
     concurrency: int = typer.Option(8, "--concurrency", help="Questions answered at once when an LLM is used."),
     embedding_model: Optional[str] = typer.Option(None, "--embedding-model", help="sentence-transformers model name."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the LLM response cache."),
@@ -186,13 +187,16 @@ def run(
         chosen = diagnoser or ("llm" if settings.for_role("diagnose") != "offline" else "rubric")
         if chosen not in DIAGNOSERS:
             raise EvolveMemError(f"unknown diagnoser {chosen!r} (known: {', '.join(DIAGNOSERS)})")
+        from evolvemem.space.registry import expand_dimension_names
+
+        frozen = expand_dimension_names([n for item in freeze or [] for n in item.split(",")])
         init_config = resolve_init(ui, init)
         spec = RunSpec(benchmark=benchmark, data=data, rounds=rounds, diagnoser=chosen, init=init, seed=seed,
                        objective=objective, protocol=adversarial_protocol,
                        models={k: v for k, v in settings.__dict__.items()},
                        guard=GuardSettings(tau_rev, epsilon, 2, explore_dims), concurrency=concurrency,
                        embedding_model=embedding_model, patience=patience, reextract=not no_reextract,
-                       cache_enabled=not no_cache)
+                       cache_enabled=not no_cache, frozen=frozen)
         result = run_loop(ui, spec, new_run_dir(out, benchmark, chosen), resume=False, init_config=init_config)
     if json_out:
         ui.emit_json(result)

@@ -78,8 +78,9 @@ def _stagnating(scores: list[RoundScore], settings: GuardSettings) -> bool:
 
 
 def decide(scores: list[RoundScore], regression: Regression, proposal: Proposal, settings: GuardSettings,
-           rng: random.Random, seen_fingerprints: set[str]) -> GuardDecision:
-    """Produce the next config from the base config, the proposal and the score history."""
+           rng: random.Random, seen_fingerprints: set[str], free_dims: list[str] | None = None) -> GuardDecision:
+    """Produce the next config from the base config, the proposal and the score history.
+    Exploration perturbs only `free_dims` (default: every dimension)."""
     base = regression.base.config
     for qtype in LABEL_ONLY_TYPES:
         if proposal.overrides.pop(qtype, None) is not None:
@@ -95,7 +96,7 @@ def decide(scores: list[RoundScore], regression: Regression, proposal: Proposal,
         why_explore = "the proposal would repeat a config already evaluated"
     if why_explore:
         for _ in range(10):
-            explored, changes = perturb(base, rng, settings.explore_dims)
+            explored, changes = perturb(base, rng, settings.explore_dims, names=free_dims)
             if explored.fingerprint() not in seen_fingerprints:
                 break
         return GuardDecision("explored", f"{why_explore}: random perturbation of {len(changes)} dimensions"

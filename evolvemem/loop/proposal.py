@@ -39,6 +39,14 @@ class Proposal:
             "new_dimensions": [d.__dict__ for d in self.new_dimensions],
         }
 
+    def drop_fields(self, names: set[str], why: str) -> None:
+        """Remove changes to `names` (globally and in overrides), saying why in `rejected`."""
+        for scope, settings in [("global", self.changes), *self.overrides.items()]:
+            for name in [n for n in settings if n in names]:
+                del settings[name]
+                self.rejected.append(f"{name} ({scope}): {why}")
+        self.overrides = {q: s for q, s in self.overrides.items() if s}
+
     def apply_to(self, config: Any) -> tuple[Any, list]:
         """The config with this proposal applied (values clamped by the registry)."""
         clamps: list = []

@@ -24,6 +24,7 @@ from evolvemem.loop.snapshots import write_final, write_round_snapshot
 from evolvemem.loop.spec import RunSpec
 from evolvemem.loop.usage import usage_rows
 from evolvemem.space.config import parse_config
+from evolvemem.space.registry import registry
 from evolvemem.store.run_store import headline, round_summary
 
 
@@ -185,7 +186,11 @@ class EvolutionRunner:
                 self.store.insert("memories", self.ws.memory_rows(extra.units))
                 row.update(reextracted_sessions=extra.sessions, memories_added=extra.added)
         rng = random.Random(f"guard-{spec.seed}-{round_no}")
-        decision = decide(scores, regression, diagnosis.proposal, spec.guard, rng, seen)
+        free_dims = None
+        if spec.frozen:
+            diagnosis.proposal.drop_fields(set(spec.frozen), "frozen for this run (--freeze)")
+            free_dims = [name for name in registry() if name not in spec.frozen]
+        decision = decide(scores, regression, diagnosis.proposal, spec.guard, rng, seen, free_dims)
         self.store.insert("usage", usage_rows(before, self.ws.roles.usage_snapshot(), round_no, "diagnose"))
         row.update(decision=decision.decision, reason=decision.reason, base_round=base.round,
                    base_score=base.score, changes=[c.as_dict() for c in decision.changes],

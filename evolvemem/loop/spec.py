@@ -27,6 +27,7 @@ class RunSpec:
     patience: int = 4
     reextract: bool = True
     cache_enabled: bool = True
+    frozen: list[str] = field(default_factory=list)  # dimensions the loop may not change (--freeze)
 
     def as_dict(self) -> dict:
         out = asdict(self)

@@ -34,6 +34,7 @@ class ViewRequest:
     config: Any  # the effective config
     embed: Callable[[Sequence[str]], np.ndarray]  # cached embedding of extra texts
     keyword_scores: Callable[[Sequence[str]], np.ndarray]  # BM25 scores of every memory for tokens
+    llm: Any = None  # the answer role's LLMClient, or None with offline roles (use the offline variant)
 
 
 class CandidateSource(Protocol):

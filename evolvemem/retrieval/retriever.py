@@ -78,8 +78,9 @@ class Retriever:
     """Retrieval over one conversation's index. Thread-safe; all caches are keyed by text."""
 
     def __init__(self, index: ConversationIndex, embedder: Any, decomposer: Any = None,
-                 known_persons: Collection[str] = ()):
+                 known_persons: Collection[str] = (), llm: Any = None):
         self.index = index
+        self.llm = llm  # handed to candidate sources that have an LLM variant
         self.embedder = embedder
         self.decomposer = decomposer
         self.known_persons = tuple(known_persons)
@@ -210,7 +211,7 @@ class Retriever:
             self._embed(texts)
             return np.stack([self._vectors[t] for t in texts]) if texts else np.zeros((0, state.embeddings.shape[1]))
 
-        return ViewRequest(state, question, info.tokens, info.terms, vector, config, embed, keyword_scores)
+        return ViewRequest(state, question, info.tokens, info.terms, vector, config, embed, keyword_scores, self.llm)
 
     def _source_cache(self, name: str, state: IndexState) -> dict:
         """Per (source, index state) scratch space; a new state (after re-extraction) starts empty."""

@@ -90,6 +90,21 @@ class Roles:
     def uses_llm(self) -> bool:
         return not self.settings.is_offline()
 
+    def client_of(self, role: str) -> Any:
+        """The LLMClient a role uses, or None when the role is offline."""
+        model = self.settings.for_role(role)
+        return None if model == OFFLINE else self.clients.get(model)
+
+    @property
+    def mechanism_client(self) -> Any:
+        """Question-time mechanisms (LLM traversal, sufficiency checks, routing) use the answer model."""
+        return self.client_of("answer")
+
+    @property
+    def extract_client(self) -> Any:
+        """Ingestion-time mechanisms (episodes, foresight, recurrence) use the extraction model."""
+        return self.client_of("extract")
+
 
 def build_roles(settings: ModelSettings, cache_enabled: bool = True) -> Roles:
     """Instantiate every role. LLM clients share one usage ledger and one response cache."""

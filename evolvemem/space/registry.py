@@ -165,3 +165,21 @@ def registry() -> dict[str, Dimension]:
     """All dimensions, in file order. `EVOLVEMEM_ACTION_SPACE` adds folders (os.pathsep-separated)."""
     extra = tuple(Path(p) for p in os.environ.get("EVOLVEMEM_ACTION_SPACE", "").split(os.pathsep) if p)
     return _load((action_space_dir(),) + extra)
+
+
+def expand_dimension_names(names: "list[str] | tuple[str, ...]") -> list[str]:
+    """Dimension names from names of dimensions or of groups (an action_space file's stem, e.g.
+    `scenes` for 6_scenes.toml), in registry order. An unknown name is a ConfigError."""
+    dims = registry()
+    groups = {d.group for d in dims.values()}
+    wanted: set[str] = set()
+    for raw in names:
+        name = raw.strip()
+        if name in dims:
+            wanted.add(name)
+        elif name in groups:
+            wanted.update(n for n, d in dims.items() if d.group == name)
+        elif name:
+            raise ConfigError(f"unknown dimension or group {name!r} (groups: {', '.join(sorted(groups))}; "
+                              "`evolve space` lists the dimensions)")
+    return [n for n in dims if n in wanted]

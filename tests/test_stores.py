@@ -1,0 +1,98 @@
+"""Memory stores at other granularities (raw turns here), built lazily per config, and runs
+that freeze dimensions."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from evolvemem.cli.main import app
+from evolvemem.data.synth import generate_synth
+from evolvemem.errors import ConfigError
+from evolvemem.loop.proposal import Proposal
+from evolvemem.memory.stores import base_store, raw_units, store_extractor, stores_needed
+from evolvemem.roles.factory import ModelSettings, build_roles
+from evolvemem.space.config import load_config
+from evolvemem.space.registry import expand_dimension_names, registry
+from evolvemem.workspace import Workspace
+
+
+@pytest.fixture(scope="module")
+def synth():
+    return generate_synth(seed=3, n_conversations=2)
+
+
+def test_raw_units_keep_every_turn_verbatim_and_dated(synth):
+    conv = next(iter(synth.conversations.values()))
+    turns = conv.turns()
+    units = raw_units(conv)
+    assert len(units) == len(turns)
+    for unit, turn in zip(units, turns):
+        assert unit.source_turn_ids == (turn.turn_id,)
+        assert unit.content.endswith(f"{turn.speaker}: {turn.full_text}")
+        assert unit.timestamp == turn.timestamp
+        assert turn.speaker.lower() in unit.persons
+    assert len({u.memory_id for u in units}) == len(units)
+    assert [u.source_turn_ids[0] for u in raw_units(conv, {turns[1].turn_id})] == [turns[1].turn_id]
+
+
+def test_default_configs_need_only_the_fact_store():
+    config = load_config("default")[0]
+    assert stores_needed(config) == {"fact"}
+    assert base_store(config) == "fact"
+
+
+def test_unknown_store_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown memory store 'nope'"):
+        store_extractor("nope", None, None)
+
+
+def test_a_store_is_built_once_when_first_needed_and_retrieves_its_own_units(synth):
+    ws = Workspace(synth, build_roles(ModelSettings()))
+    ws.build()
+    conv_id = next(iter(synth.conversations))
+    with pytest.raises(RuntimeError, match="was not built"):
+        ws.retriever(conv_id, "raw")
+    ws.ensure_stores({"fact", "raw"})
+    retriever = ws.retriever(conv_id, "raw")
+    ws.ensure_stores({"raw"})
+    assert ws.retriever(conv_id, "raw") is retriever  # not rebuilt
+    raw = ws.store_memories(conv_id, "raw")
+    assert len(raw) == len(synth.conversations[conv_id].turns())
+    question = next(q for q in synth.questions if q.conversation_id == conv_id)
+    result = retriever.retrieve(question, load_config("default")[0])
+    raw_ids = {u.memory_id for u in raw}
+    assert result.items and all(item.memory.memory_id in raw_ids for item in result.items)
+    assert ws.retriever(conv_id) is ws.retrievers[conv_id]
+
+
+def test_dimension_groups_expand_and_unknown_names_are_refused():
+    dims = registry()
+    scenes = expand_dimension_names(["scenes"])
+    assert scenes and all(dims[n].group == "scenes" for n in scenes)
+    assert expand_dimension_names(["max_context", "scenes"]) == [n for n in dims if n == "max_context" or n in scenes]
+    with pytest.raises(ConfigError, match="unknown dimension or group 'nope'"):
+        expand_dimension_names(["nope"])
+
+
+def test_dropping_frozen_fields_removes_them_everywhere_and_says_why():
+    proposal = Proposal(changes={"max_context": 12, "answer_style": "concise"},
+                        overrides={"temporal": {"max_context": 20}, "multi_hop": {"answer_style": "detailed"}})
+    proposal.drop_fields({"max_context"}, "frozen")
+    assert proposal.changes == {"answer_style": "concise"}
+    assert proposal.overrides == {"multi_hop": {"answer_style": "detailed"}}
+    assert len(proposal.rejected) == 2 and all("frozen" in r for r in proposal.rejected)
+
+
+def test_a_run_never_changes_frozen_dimensions(tmp_path):
+    frozen = expand_dimension_names(["views", "answering"])
+    out = tmp_path / "frozen"
+    result = CliRunner().invoke(app, ["run", "--benchmark", "synth", "--rounds", "3", "--diagnoser", "random",
+                                      "--freeze", "views,answering", "--out", str(out), "--json", "--quiet"],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout.strip().splitlines()[-1])
+    changed = [c["field"] for r in payload["rounds"] for c in r["changes"]]
+    assert changed, "the random diagnoser should still change the free dimensions"
+    assert not set(changed) & set(frozen)
