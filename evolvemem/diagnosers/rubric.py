@@ -56,12 +56,16 @@ def _type_actions(qtype: str, f1: float, mean: float, share: float, values: dict
     reason = f"{qtype} lags the mean F1 by {gap:.2f}"
     menu = {
         "temporal": [{"answer_style": "temporal"}, {"time_decay_half_life_days": 180.0, "recency_weight": 0.2},
-                     {"context_order": "chronological"}],
+                     {"context_order": "chronological"}, {"foresight_top_k": 5}],
         "multi_hop": [{"enable_query_decomposition": True}, {"answer_style": "step_by_step"},
-                      {"reflection_rounds": 1}, {"max_context": min(values["max_context"] + 6, 30)}],
-        "counting": [{"answer_style": "step_by_step"}, {"max_context": min(values["max_context"] + 6, 30)}],
-        "inference": [{"answer_style": "detailed"}, {"max_context": min(values["max_context"] + 4, 30)}],
-        "knowledge_update": [{"recency_weight": 0.3, "time_decay_half_life_days": 90.0}],
+                      {"reflection_rounds": 1}, {"max_context": min(values["max_context"] + 6, 30)},
+                      {"cue_graph_top_k": 10}, {"scene_top_k": 10}],
+        "counting": [{"answer_style": "step_by_step"}, {"max_context": min(values["max_context"] + 6, 30)},
+                     {"memory_granularity": "episode"}],
+        "inference": [{"answer_style": "detailed"}, {"max_context": min(values["max_context"] + 4, 30)},
+                      {"memory_granularity": "episode"}, {"scene_top_k": 10}],
+        "knowledge_update": [{"recency_weight": 0.3, "time_decay_half_life_days": 90.0}, {"enable_refresher": True},
+                             {"judge_retries": 1}],
         "preference": [{"structured_top_k": 10}, {"answer_style": "detailed"}],
         "single_fact": [{"answer_style": "extractive"}, {"keyword_top_k": _bump(values, "keyword_top_k", 5)}],
     }
@@ -91,6 +95,21 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
         if not v["enable_entity_swap"]:
             actions.append(Action(miss_mass * 0.25, reason + "; search again without person names",
                                   {"enable_entity_swap": True}))
+        if not v.get("scene_top_k"):
+            actions.append(Action(miss_mass * 0.2, reason + "; search deeper inside the scenes the question matches",
+                                  {"scene_top_k": 10}))
+        if not v.get("cue_graph_top_k"):
+            actions.append(Action(miss_mass * 0.15, reason + "; follow the cues the matching memories share",
+                                  {"cue_graph_top_k": 10}))
+    gap = _share(inp, "extraction_gap")
+    if gap >= 0.1:
+        reason = f"{gap:.0%} of failures have evidence no memory covers (extraction gaps)"
+        if v.get("consolidation_policy") == "eager":
+            actions.append(Action(_mass(inp, "extraction_gap") * 0.5, reason + "; keep raw turns retrievable and "
+                                  "consolidate only recurring topics", {"consolidation_policy": "recurrence"}))
+        if v.get("memory_granularity") == "fact":
+            actions.append(Action(_mass(inp, "extraction_gap") * 0.4, reason + "; route questions to raw turns or "
+                                  "episodes when facts fall short", {"memory_granularity": "routed"}))
     cut = _share(inp, "budget_cut")
     if cut >= 0.1:
         actions.append(Action(_mass(inp, "budget_cut") * 0.6,
@@ -99,8 +118,11 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
     abstain = _share(inp, "wrong_abstention")
     if abstain >= 0.1:
         changes = {"answer_style": "concise"} if v["answer_style"] == "cautious" else {"max_context": min(v["max_context"] + 2, 30)}
-        actions.append(Action(_mass(inp, "wrong_abstention") * 0.5,
-                              f"{abstain:.0%} of failures abstained although the evidence was in context", changes))
+        reason = f"{abstain:.0%} of failures abstained although the evidence was in context"
+        actions.append(Action(_mass(inp, "wrong_abstention") * 0.5, reason, changes))
+        if v.get("judge_retries") == 0:
+            actions.append(Action(_mass(inp, "wrong_abstention") * 0.3, reason + "; let a judge retry such answers "
+                                  "from another granularity", {"judge_retries": 1}))
     noise = _share(inp, "answer_error")
     if noise >= 0.3 and inp.mean_context > 14:
         actions.append(Action(_mass(inp, "answer_error") * 0.3,
@@ -134,7 +156,9 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
             if row["f1"] < mean - LAG_MARGIN:
                 merged = {**v, **inp.overrides.get(row["question_type"], {})}
                 actions.extend(_type_actions(row["question_type"], row["f1"], mean, row["n"] / total_n, merged))
-    return sorted(actions, key=lambda a: -a.strength)
+    known = registry()
+    # mechanism actions name dimensions that an action space without that mechanism lacks
+    return sorted((a for a in actions if all(k in known for k in a.changes)), key=lambda a: -a.strength)
 
 
 def _direction(old: Any, new: Any) -> str:
