@@ -13,9 +13,15 @@ Edges are weighted by the cue's idf (a name in every memory carries little activ
 by the square root of the memory's cue count (a long memory does not soak up everything).
 The graph is built once per index state, lazily, in the source's private cache; a question
 costs `steps` pairs of sparse matrix-vector products over one conversation.
+
+`cue_graph_mode = "llm"` replaces the fixed spreading rule by MRAgent's active reconstruction:
+an LLM chooses which cues to follow (cue_graph_llm.py). The activation computed here seeds it
+and fills the view behind what it kept, and is the whole view whenever it fails.
 """
 from __future__ import annotations
 
+import functools
+import threading
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
@@ -42,6 +48,14 @@ class CueGraph:
     @property
     def n_memories(self) -> int:
         return self.to_memories.shape[0]
+
+    @functools.cached_property
+    def node_keys(self) -> tuple[str, ...]:
+        """Node id -> key ("w:lisbon", "t:priya raman")."""
+        keys = [""] * len(self.node_of)
+        for key, node in self.node_of.items():
+            keys[node] = key
+        return tuple(keys)
 
     def seeds(self, tokens: Iterable[str], terms: Iterable[str]) -> np.ndarray:
         """Node ids the question activates: its tokens as cues (or as single-word tags, e.g. a
@@ -116,9 +130,18 @@ def spread(graph: CueGraph, seeds: np.ndarray, steps: int, beam: int, decay: flo
 
 
 class CueGraphSource:
-    """Candidate source: the cue graph's `cue_graph_top_k` most activated memories."""
+    """Candidate source: the cue graph's `cue_graph_top_k` most activated memories, or, in
+    `cue_graph_mode = "llm"` with a model at hand, the memories an LLM agent kept while walking
+    the graph (evolvemem/mechanisms/cue_graph_llm.py) followed by the activation ranking.
+
+    A traversal that fails (call error, unusable reply) falls back to the activation ranking;
+    its cost is still returned and the reason is appended to `llm_failures`."""
 
     name = LABEL
+
+    def __init__(self) -> None:
+        self.llm_failures: list[str] = []
+        self._lock = threading.Lock()
 
     def enabled(self, config: Any) -> bool:
         return getattr(config, "cue_graph_top_k", 0) > 0
@@ -130,7 +153,20 @@ class CueGraphSource:
         config = request.config
         seeds = graph.seeds(request.tokens, request.terms)
         activation = spread(graph, seeds, config.cue_graph_steps, config.cue_graph_beam, config.cue_graph_decay)
-        return [top_k(LABEL, activation, config.cue_graph_top_k, positive_only=True)], CallCost()
+        if config.cue_graph_mode != "llm" or request.llm is None:
+            return [top_k(LABEL, activation, config.cue_graph_top_k, positive_only=True)], CallCost()
+
+        from evolvemem.mechanisms.cue_graph_llm import GraphTools, kept_first, traverse
+
+        tools = cache.get("tools")
+        if tools is None:
+            tools = cache.setdefault("tools", GraphTools(graph, request.state))
+        walk = traverse(request, tools, activation)
+        if walk.failure:
+            with self._lock:
+                self.llm_failures.append(walk.failure)
+            return [top_k(LABEL, activation, config.cue_graph_top_k, positive_only=True)], walk.cost
+        return [kept_first(LABEL, walk.kept, activation, config.cue_graph_top_k)], walk.cost
 
 
 SOURCE = CueGraphSource()
