@@ -96,3 +96,17 @@ def test_a_run_never_changes_frozen_dimensions(tmp_path):
     changed = [c["field"] for r in payload["rounds"] for c in r["changes"]]
     assert changed, "the random diagnoser should still change the free dimensions"
     assert not set(changed) & set(frozen)
+
+
+def test_offline_runs_leave_model_only_dimensions_alone(tmp_path):
+    dims = registry()
+    model_only = {n for n, d in dims.items() if d.needs_model and d.group == "cue_graph"}
+    assert model_only, "the cue graph's LLM mode is declared needs_model"
+    others = sorted({d.group for d in dims.values()} - {"cue_graph"})
+    result = CliRunner().invoke(app, ["run", "--benchmark", "synth", "--rounds", "3", "--diagnoser", "random",
+                                      "--freeze", ",".join(others), "--out", str(tmp_path / "run"), "--json",
+                                      "--quiet"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout.strip().splitlines()[-1])
+    changed = {c["field"] for r in payload["rounds"] for c in r["changes"]}
+    assert changed and changed <= {n for n, d in dims.items() if d.group == "cue_graph"} - model_only

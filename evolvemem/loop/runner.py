@@ -186,10 +186,14 @@ class EvolutionRunner:
                 self.store.insert("memories", self.ws.memory_rows(extra.units))
                 row.update(reextracted_sessions=extra.sessions, memories_added=extra.added)
         rng = random.Random(f"guard-{spec.seed}-{round_no}")
-        free_dims = None
-        if spec.frozen:
-            diagnosis.proposal.drop_fields(set(spec.frozen), "frozen for this run (--freeze)")
-            free_dims = [name for name in registry() if name not in spec.frozen]
+        fixed = set(spec.frozen)
+        if fixed:
+            diagnosis.proposal.drop_fields(fixed, "frozen for this run (--freeze)")
+        if not self.ws.roles.uses_llm:
+            model_only = {name for name, dim in registry().items() if dim.needs_model}
+            diagnosis.proposal.drop_fields(model_only, "only has an effect with an LLM; this run's roles are offline")
+            fixed |= model_only
+        free_dims = [name for name in registry() if name not in fixed] if fixed else None
         decision = decide(scores, regression, diagnosis.proposal, spec.guard, rng, seen, free_dims)
         self.store.insert("usage", usage_rows(before, self.ws.roles.usage_snapshot(), round_no, "diagnose"))
         row.update(decision=decision.decision, reason=decision.reason, base_round=base.round,

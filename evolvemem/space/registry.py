@@ -34,6 +34,8 @@ class Dimension:
     maps_to: dict = field(default_factory=dict)
     # for `evolve ablate`: the value that switches this mechanism off (None: not a mechanism)
     mechanism_off: Any = None
+    # only has an effect when an LLM is configured: the loop does not touch it with offline roles
+    needs_model: bool = False
 
     # ---- value handling -------------------------------------------------------------------
     def coerce(self, value: Any) -> Any:
@@ -116,7 +118,7 @@ def _dimension_from_table(path: Path, name: str, spec: dict) -> Dimension:
     if not isinstance(spec, dict):
         raise ConfigError(f"{where} must be a table")
     known = {"type", "min", "max", "off", "optional", "choices", "default", "per_type", "description", "group",
-             "maps_to", "mechanism"}
+             "maps_to", "mechanism", "needs_model"}
     unknown = set(spec) - known
     if unknown:
         raise ConfigError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
@@ -145,6 +147,7 @@ def _dimension_from_table(path: Path, name: str, spec: dict) -> Dimension:
         optional=optional,
         choices=tuple(spec.get("choices", ())),
         maps_to=dict(spec.get("maps_to", {})),
+        needs_model=bool(spec.get("needs_model", False)),
     )
     if "mechanism" in spec:
         mech = spec["mechanism"]
