@@ -230,33 +230,43 @@ class LLMExtractor:
                 outcome.units.append(unit)
 
     def _to_unit(self, item: Any, conversation: Conversation, allowed: dict[str, Turn]) -> MemoryUnit | None:
-        """A memory from one reply item, or None when it has no content or no source in the window."""
-        if not isinstance(item, dict):
-            return None
-        content = str(item.get("content") or "").strip()
+        return memory_from_item(item, conversation, allowed)
+
+
+def memory_from_item(item: Any, conversation: Conversation, allowed: dict[str, Turn], *, salt: str = "",
+                     memory_type: str | None = None, sources: tuple[str, ...] = ()) -> MemoryUnit | None:
+    """A memory from one item of a model's reply, or None when it has no content or no source
+    among `allowed` (the turns the model was shown). `sources`, when given, replaces the item's
+    own (a reply about one known turn); `memory_type` replaces the item's type."""
+    if not isinstance(item, dict):
+        return None
+    content = str(item.get("content") or "").strip()
+    if not sources:
         raw_ids = item.get("source_turn_ids") or item.get("source_turns") or []
         if isinstance(raw_ids, (str, int)):
             raw_ids = [raw_ids]
-        sources = tuple(dict.fromkeys(str(i).strip().strip("[]") for i in raw_ids if str(i).strip().strip("[]") in allowed))
-        if not content or not sources:
-            return None
-        first = allowed[sources[0]]
-        found = nlp.annotate(content, conversation.speakers)
-        return MemoryUnit(
-            memory_id=make_memory_id(conversation.conversation_id, content),
-            conversation_id=conversation.conversation_id,
-            content=content,
-            memory_type=_memory_type(item.get("type")),
-            session_id=first.session_id,
-            source_turn_ids=sources,
-            timestamp=_parse_date(item.get("date")) or first.timestamp,
-            importance=_importance(item.get("importance")),
-            persons=_merged(item.get("persons"), found.persons),
-            locations=_merged(item.get("locations"), found.locations),
-            entities=_merged(item.get("entities"), found.entities),
-            topics=_merged(item.get("topics"), found.topics),
-            keywords=found.keywords,
-        )
+        if not isinstance(raw_ids, list):
+            raw_ids = []
+        sources = tuple(dict.fromkeys(i for i in (str(r).strip().strip("[]") for r in raw_ids) if i in allowed))
+    if not content or not sources:
+        return None
+    first = allowed[sources[0]]
+    found = nlp.annotate(content, conversation.speakers)
+    return MemoryUnit(
+        memory_id=make_memory_id(conversation.conversation_id, content, salt=salt),
+        conversation_id=conversation.conversation_id,
+        content=content,
+        memory_type=memory_type or _memory_type(item.get("type")),
+        session_id=first.session_id,
+        source_turn_ids=sources,
+        timestamp=parse_date(item.get("date")) or first.timestamp,
+        importance=importance_value(item.get("importance")),
+        persons=_merged(item.get("persons"), found.persons),
+        locations=_merged(item.get("locations"), found.locations),
+        entities=_merged(item.get("entities"), found.entities),
+        topics=_merged(item.get("topics"), found.topics),
+        keywords=found.keywords,
+    )
 
 
 def _merged(from_model: Any, from_rules: Sequence[str]) -> tuple[str, ...]:
@@ -272,7 +282,7 @@ def _memory_type(value: Any) -> str:
     return name if name in MEMORY_TYPES else "episodic"
 
 
-def _importance(value: Any) -> float:
+def importance_value(value: Any) -> float:
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -280,7 +290,7 @@ def _importance(value: Any) -> float:
     return 0.5 if math.isnan(number) else min(1.0, max(0.0, number))
 
 
-def _parse_date(value: Any) -> datetime | None:
+def parse_date(value: Any) -> datetime | None:
     if not isinstance(value, str) or not value.strip():
         return None
     try:
