@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-_MONTHS = {
+MONTHS = {
     name: number
     for number, names in enumerate(
         (
@@ -39,7 +39,7 @@ def parse_locomo_datetime(text: str) -> datetime:
     if not match:
         raise ValueError(f"{text!r} is not a date like '1:56 pm on 8 May, 2023'")
     hour, minute, half, day, month_name, year = match.groups()
-    month = _MONTHS.get(month_name.lower())
+    month = MONTHS.get(month_name.lower())
     if month is None:
         raise ValueError(f"{text!r} has an unknown month {month_name!r}")
     hour_24 = int(hour) % 12 + (12 if half.lower() == "p" else 0)

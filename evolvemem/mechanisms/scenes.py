@@ -26,13 +26,25 @@ rewritten (keywords only; person names stripped; the question plus the top scene
 terms), each rewrite is searched the same way, and the merged result is the view
 `scene_rewrite`; a second round uses the salient terms of the scene the rewrites found.
 
-Not here: foresight items with validity intervals (EverMemOS's time-bounded predictions) and
-the LLM variant (narrative episodes, an LLM sufficiency judgement).
+LLM variant (`scene_llm` and the retriever has a model; otherwise everything above, unchanged):
+
+- each episode gets a narrative (narrative.narrate_episode over its memories; written once per
+  index state, concurrently, and replayed from the LLM response cache afterwards), and the
+  narrative's embedding replaces the memory centroid as the episode's vector for clustering;
+- the sufficiency check is the model's: prompts/sufficiency.md reads the question and the best
+  pooled memories and answers {"sufficient": bool, "queries": [2-3 rewrites]}; the rewrites
+  are searched like the offline ones, within the same round cap. A failed call or a reply
+  without a verdict falls back to the offline rule for that round. Every call's cost is
+  returned with the view (the narratives' cost by the first question that uses them).
+
+Foresight items (EverMemOS's time-bounded predictions) are their own source: foresight.py.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Sequence
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -46,6 +58,10 @@ EPISODE_CONTEXT = 0.5  # share of its episode's best score a pooled memory inher
 SUFFICIENT_COSINE = 0.5  # best pooled memory's cosine with the question that counts as enough
 SALIENT_TERMS = 5  # top-scene terms added to the question in the expansion rewrite
 MAX_SUFFICIENCY_ROUNDS = 2
+MAX_LLM_REWRITES = 3  # rewritten queries taken from one sufficiency reply
+SUFFICIENCY_SHOWN = 10  # pooled memories the sufficiency prompt shows
+SUFFICIENCY_MAX_TOKENS = 200
+NARRATION_WORKERS = 8  # concurrent narrative calls while an index state's episodes are narrated
 
 
 @dataclass(frozen=True)
@@ -153,7 +169,12 @@ def cluster_scenes(episodes: Episodes, similarity: float, max_gap_days: float) -
 
 def fact_scores(state: Any, vector: np.ndarray, keyword: np.ndarray, config: Any) -> np.ndarray:
     """Rank fusion of the dense and BM25 ranks of every memory (no BM25 match adds nothing)."""
-    dense = state.embeddings @ vector
+    return rank_fusion(state.embeddings @ vector, keyword, config)
+
+
+def rank_fusion(dense: np.ndarray, keyword: np.ndarray, config: Any) -> np.ndarray:
+    """rrf of two score vectors over the same candidates, weighted like the semantic and
+    keyword views; a candidate without a BM25 match gets nothing from the keyword side."""
     n, k = len(dense), float(config.rrf_k)
     ranks = np.empty(n, dtype=np.float64)
     ranks[rank_order(dense)] = np.arange(1, n + 1)
@@ -195,6 +216,72 @@ def salient_terms(state: Any, rows: np.ndarray, exclude: Sequence[str]) -> list[
     return [keyword.id_to_token[i] for i in ids[order].tolist()]
 
 
+def episode_date(state: Any, rows: np.ndarray) -> str | None:
+    """The day an episode starts, as people write it ("8 May 2023"), or None when undated."""
+    from evolvemem.data.dates import format_day
+
+    stamps = [state.memories[r].timestamp for r in rows.tolist() if state.memories[r].timestamp is not None]
+    return format_day(min(stamps)) if stamps else None
+
+
+def narrate_episodes(state: Any, episodes: Episodes, client: Any,
+                     embed: Callable[[Sequence[str]], np.ndarray]) -> tuple[Episodes, list[str], CallCost]:
+    """Every episode's narrative (concurrently, NARRATION_WORKERS at a time) and the episodes
+    with the narratives' embeddings as their vectors."""
+    from evolvemem.mechanisms.narrative import narrate_episode
+
+    def narrate(e: int) -> tuple[str, CallCost]:
+        rows = episodes.groups.members(e)
+        return narrate_episode(client, [state.memories[r].content for r in rows.tolist()], episode_date(state, rows))
+
+    with ThreadPoolExecutor(max_workers=NARRATION_WORKERS) as pool:
+        written = list(pool.map(narrate, range(len(episodes.groups))))
+    narratives = [text for text, _ in written]
+    cost = sum((c for _, c in written), CallCost())
+    vectors = np.asarray(embed(narratives), dtype=np.float32)
+    return replace(episodes, vectors=vectors), narratives, cost
+
+
+def parse_sufficiency(parsed: Any) -> tuple[bool, list[str]]:
+    """{"sufficient": bool, "queries": [...]} → (sufficient, up to MAX_LLM_REWRITES queries).
+
+    A verdict of "not sufficient" without a usable query is no verdict (ValueError)."""
+    if not isinstance(parsed, dict) or "sufficient" not in parsed:
+        raise ValueError("no 'sufficient' field")
+    verdict = parsed["sufficient"]
+    if isinstance(verdict, str) and verdict.strip().lower() in ("true", "yes", "false", "no"):
+        verdict = verdict.strip().lower() in ("true", "yes")
+    if not isinstance(verdict, bool):
+        raise ValueError(f"'sufficient' is {verdict!r}, not true or false")
+    raw = parsed.get("queries") or []
+    if not isinstance(raw, list):
+        raise ValueError("'queries' is not a list")
+    queries = list(dict.fromkeys(q.strip() for q in raw if isinstance(q, str) and q.strip()))
+    if not verdict and not queries:
+        raise ValueError("not sufficient, but no rewritten query")
+    return verdict, queries[:MAX_LLM_REWRITES]
+
+
+def judge_sufficiency(client: Any, question: str, memories: Sequence[str]) -> tuple[tuple[bool, list[str]] | None, CallCost]:
+    """The model's sufficiency verdict and rewrites, or None (with the cost paid) when unusable."""
+    from evolvemem.mechanisms.narrative import ask_json
+    from evolvemem.prompts import load_prompt
+
+    shown = "\n".join(f"{i}. {text}" for i, text in enumerate(memories, start=1)) or "(none)"
+    prompt = load_prompt("sufficiency").render(question=question, memories=shown)
+    return ask_json(client, prompt, role="sufficiency", max_tokens=SUFFICIENCY_MAX_TOKENS, parse=parse_sufficiency)
+
+
+@dataclass
+class _Narrated:
+    """An index state's narrated episodes and what writing them cost (reported once)."""
+
+    episodes: Episodes
+    narratives: list[str]
+    cost: CallCost
+    reported: bool = False
+
+
 class SceneSource:
     name = "scenes"
 
@@ -203,26 +290,54 @@ class SceneSource:
 
     def hits(self, request: Any, cache: dict) -> tuple[list[ViewHits], CallCost]:
         config, state = request.config, request.state
-        episodes, scenes = self._scenes(state, cache, config)
+        client = request.llm if config.scene_llm else None
+        if client is None:
+            episodes, cost = self._episodes(state, cache), CallCost()
+        else:
+            episodes, cost = self._narrated(request, cache, client)
+        scenes = self._scenes(cache, config, episodes, narrated=client is not None)
         top_n, top_k = config.scene_top_n, config.scene_top_k
         scores = fact_scores(state, request.query_vector, request.keyword_scores(request.tokens), config)
         rows, picked = scene_select(scenes, episodes.groups, scores, top_n, top_k)
         views = [ViewHits("scene", rows, picked)]
         rounds = min(config.scene_sufficiency_rounds, MAX_SUFFICIENCY_ROUNDS)
-        if rounds > 0 and len(rows) and float(state.embeddings[rows[0]] @ request.query_vector) < SUFFICIENT_COSINE:
-            views.append(self._rewrite_view(request, cache, episodes.groups, scenes, rows, rounds))
-        return views, CallCost()
+        if rounds > 0 and len(rows):
+            if client is not None:
+                view, judged = self._llm_rewrite_view(request, cache, client, episodes.groups, scenes,
+                                                      (rows, picked), rounds)
+                cost = cost + judged
+                views.extend([view] if view is not None else [])
+            elif float(state.embeddings[rows[0]] @ request.query_vector) < SUFFICIENT_COSINE:
+                views.append(self._rewrite_view(request, cache, episodes.groups, scenes, rows, rounds))
+        return views, cost
 
     @staticmethod
-    def _scenes(state: Any, cache: dict, config: Any) -> tuple[Episodes, Groups]:
+    def _episodes(state: Any, cache: dict) -> Episodes:
         episodes = cache.get("episodes")
         if episodes is None:
             episodes = cache.setdefault("episodes", build_episodes(state))
-        key = ("scenes", float(config.scene_similarity), float(config.scene_max_gap_days))
+        return episodes
+
+    def _narrated(self, request: Any, cache: dict, client: Any) -> tuple[Episodes, CallCost]:
+        """Narrated episodes, written once per (index state, model) under a lock so concurrent
+        questions never pay for the same narrative twice; the first question reports the cost."""
+        key = ("narrated", getattr(client, "model", ""), getattr(client, "api_base", None))
+        with cache.setdefault("narration_lock", threading.Lock()):
+            entry = cache.get(key)
+            if entry is None:
+                state = request.state
+                entry = cache[key] = _Narrated(*narrate_episodes(state, self._episodes(state, cache), client,
+                                                                 request.embed))
+            cost, entry.reported = (CallCost() if entry.reported else entry.cost), True
+        return entry.episodes, cost
+
+    @staticmethod
+    def _scenes(cache: dict, config: Any, episodes: Episodes, narrated: bool) -> Groups:
+        key = ("scenes", float(config.scene_similarity), float(config.scene_max_gap_days), narrated)
         scenes = cache.get(key)
         if scenes is None:
-            scenes = cache.setdefault(key, cluster_scenes(episodes, *key[1:]))
-        return episodes, scenes
+            scenes = cache.setdefault(key, cluster_scenes(episodes, *key[1:3]))
+        return scenes
 
     @staticmethod
     def _fixed_rewrites(request: Any, cache: dict) -> list[str]:
@@ -237,36 +352,77 @@ class SceneSource:
             memo[text] = [q for q in (" ".join(request.tokens), stripped) if q.strip() and q != text]
         return memo[text]
 
-    def _rewrite_view(self, request: Any, cache: dict, episodes: Groups, scenes: Groups, rows: np.ndarray,
-                      rounds: int) -> ViewHits:
+    def _offline_rewrites(self, request: Any, cache: dict, scenes: Groups, top_row: int) -> list[str]:
+        """The fixed rewrites plus the question expanded with the salient terms of `top_row`'s scene."""
+        extra = salient_terms(request.state, scenes.members(int(scenes.of_row[top_row])), request.tokens)
+        return self._fixed_rewrites(request, cache) + ([f"{request.question.text} {' '.join(extra)}"] if extra else [])
+
+    @staticmethod
+    def _search(request: Any, episodes: Groups, scenes: Groups, queries: Sequence[str]
+                ) -> list[tuple[np.ndarray, np.ndarray, float]]:
+        """Scene-guided search of each query: (rows, scores, cosine of its best row with the query)."""
         from evolvemem.memory.nlp import tokenize
 
         state, config = request.state, request.config
-        text = request.question.text
-        searched: set[str] = {text}
+        out = []
+        for query, vector in zip(queries, request.embed(list(queries))):
+            scores = fact_scores(state, vector, request.keyword_scores(tokenize(query)), config)
+            rows, picked = scene_select(scenes, episodes, scores, config.scene_top_n, config.scene_top_k)
+            out.append((rows, picked, float(state.embeddings[rows[0]] @ vector) if len(rows) else -np.inf))
+        return out
+
+    def _rewrite_view(self, request: Any, cache: dict, episodes: Groups, scenes: Groups, rows: np.ndarray,
+                      rounds: int) -> ViewHits:
+        config = request.config
+        searched: set[str] = {request.question.text}
         found: list[tuple[np.ndarray, np.ndarray]] = []
         top_row = int(rows[0])
         for _ in range(rounds):
-            top_scene = scenes.members(int(scenes.of_row[top_row]))
-            extra = salient_terms(state, top_scene, request.tokens)
-            candidates = self._fixed_rewrites(request, cache) + ([f"{text} {' '.join(extra)}"] if extra else [])
-            queries = [q for q in dict.fromkeys(candidates) if q not in searched]
+            queries = [q for q in dict.fromkeys(self._offline_rewrites(request, cache, scenes, top_row))
+                       if q not in searched]
             if not queries:
                 break
             searched.update(queries)
-            vectors = request.embed(queries)
             best_cosine, best_row = -np.inf, top_row
-            for query, vector in zip(queries, vectors):
-                scores = fact_scores(state, vector, request.keyword_scores(tokenize(query)), config)
-                got = scene_select(scenes, episodes, scores, config.scene_top_n, config.scene_top_k)
-                found.append(got)
-                if len(got[0]) and (cosine := float(state.embeddings[got[0][0]] @ vector)) > best_cosine:
-                    best_cosine, best_row = cosine, int(got[0][0])
+            for got_rows, got_scores, cosine in self._search(request, episodes, scenes, queries):
+                found.append((got_rows, got_scores))
+                if len(got_rows) and cosine > best_cosine:
+                    best_cosine, best_row = cosine, int(got_rows[0])
             if best_cosine >= SUFFICIENT_COSINE:
                 break
             top_row = best_row
         merged = merge_max("scene_rewrite", found)
         return ViewHits("scene_rewrite", merged.rows[:config.scene_top_k], merged.scores[:config.scene_top_k])
+
+    def _llm_rewrite_view(self, request: Any, cache: dict, client: Any, episodes: Groups, scenes: Groups,
+                          first: tuple[np.ndarray, np.ndarray], rounds: int) -> tuple[ViewHits | None, CallCost]:
+        """Up to `rounds` model verdicts on the best pooled memories; each "not sufficient" has
+        its rewrites searched, and the next verdict reads what they found first, then the
+        original pool. A round whose reply is unusable uses the offline rule (best cosine,
+        offline rewrites) instead."""
+        state, config, text = request.state, request.config, request.question.text
+        searched: set[str] = {text}
+        found: list[tuple[np.ndarray, np.ndarray]] = []
+        shown, cost = first[0], CallCost()
+        for _ in range(rounds):
+            top = shown[:SUFFICIENCY_SHOWN]
+            verdict, paid = judge_sufficiency(client, text, [state.memories[r].content for r in top.tolist()])
+            cost = cost + paid
+            if verdict is None:
+                enough = float(state.embeddings[top[0]] @ request.query_vector) >= SUFFICIENT_COSINE
+                verdict = (enough, self._offline_rewrites(request, cache, scenes, int(top[0])))
+            enough, proposed = verdict
+            queries = [q for q in dict.fromkeys(proposed) if q not in searched]
+            if enough or not queries:
+                break
+            searched.update(queries)
+            found.extend((rows, scores) for rows, scores, _ in self._search(request, episodes, scenes, queries))
+            rewritten = merge_max("scene_rewrite", found).rows  # what the rewrites found, then the rest
+            shown = np.concatenate([rewritten, first[0][~np.isin(first[0], rewritten)]])
+        if not found:
+            return None, cost
+        merged = merge_max("scene_rewrite", found)
+        return ViewHits("scene_rewrite", merged.rows[:config.scene_top_k], merged.scores[:config.scene_top_k]), cost
 
 
 SOURCE = SceneSource()

@@ -18,14 +18,14 @@ from evolvemem.memory import nlp
 from evolvemem.memory.unit import MemoryUnit, make_memory_id
 from evolvemem.roles.protocols import CallCost
 
-_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "couple of": 2, "a couple of": 2, "three": 3, "four": 4,
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "couple of": 2, "a couple of": 2, "three": 3, "four": 4,
                  "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
 
 _AGO_RE = re.compile(
     r"\b(\d{1,2}|a couple of|couple of|an?|one|two|three|four|five|six|seven|eight|nine|ten)\s+"
     r"(day|week|month|year)s?\s+ago\b", re.I)
-_LAST_WEEKDAY_RE = re.compile(rf"\b(last|next|this past|this coming)\s+({'|'.join(_WEEKDAYS)})\b", re.I)
+_LAST_WEEKDAY_RE = re.compile(rf"\b(last|next|this past|this coming)\s+({'|'.join(WEEKDAYS)})\b", re.I)
 _RELATIVE_RE = re.compile(
     r"\b(the day before yesterday|yesterday|last night|tomorrow|last weekend|next weekend|last week|next week|"
     r"last month|next month|last year|next year|this year)\b", re.I)
@@ -105,14 +105,14 @@ def resolve_relative_dates(text: str, day: datetime) -> list[str]:
             notes[phrase] = str(day.year)
     for m in _LAST_WEEKDAY_RE.finditer(text):
         which, weekday = m.group(1).lower(), m.group(2).lower()
-        target = _WEEKDAYS.index(weekday)
+        target = WEEKDAYS.index(weekday)
         if which in ("last", "this past"):
             offset = -((day.weekday() - target) % 7 or 7)
         else:
             offset = (target - day.weekday()) % 7 or 7
         notes[m.group(0).lower()] = format_day(day + timedelta(days=offset))
     for m in _AGO_RE.finditer(text):
-        count = int(m.group(1)) if m.group(1).isdigit() else _NUMBER_WORDS[m.group(1).lower()]
+        count = int(m.group(1)) if m.group(1).isdigit() else NUMBER_WORDS[m.group(1).lower()]
         unit = m.group(2).lower()
         if unit == "day":
             value = format_day(day - timedelta(days=count))

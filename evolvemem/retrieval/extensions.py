@@ -19,7 +19,8 @@ from evolvemem.data.models import Question
 from evolvemem.retrieval.fusion import ViewHits
 from evolvemem.roles.protocols import CallCost
 
-SOURCE_MODULES: tuple[str, ...] = ("evolvemem.mechanisms.cue_graph", "evolvemem.mechanisms.scenes")
+SOURCE_MODULES: tuple[str, ...] = ("evolvemem.mechanisms.cue_graph", "evolvemem.mechanisms.scenes",
+                                   "evolvemem.mechanisms.foresight")
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,7 @@ def _idf(document_frequency: np.ndarray, n_docs: int) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class _Keyword:
+class KeywordIndex:
     """BM25 over memory tokens; `doc_token_ids`, `token_df` and `token_idf` serve reflection."""
 
     bm25: Any  # bm25s.BM25, or None when no memory has a token
@@ -70,7 +70,7 @@ class _Keyword:
     doc_token_ids: tuple[np.ndarray, ...]  # per memory row: its distinct token ids
 
     @classmethod
-    def build(cls, token_lists: Sequence[list[str]]) -> "_Keyword":
+    def build(cls, token_lists: Sequence[list[str]]) -> "KeywordIndex":
         if not any(token_lists):
             empty = np.zeros(0, np.float32)
             return cls(None, {}, (), empty, empty, tuple(np.zeros(0, np.int64) for _ in token_lists))
@@ -151,7 +151,7 @@ class IndexState:
     embeddings: np.ndarray  # (n, d) float32, unit rows
     token_lists: tuple[list[str], ...]
     term_lists: tuple[list[str], ...]
-    keyword: _Keyword
+    keyword: KeywordIndex
     structured: _Structured
     importance: np.ndarray
     reinforcement: np.ndarray
@@ -238,7 +238,7 @@ def _assemble(units: Sequence[MemoryUnit], vectors: np.ndarray, token_lists: Seq
         embeddings=np.ascontiguousarray(vectors, dtype=np.float32),
         token_lists=tuple(token_lists),
         term_lists=tuple(term_lists),
-        keyword=_Keyword.build(token_lists),
+        keyword=KeywordIndex.build(token_lists),
         structured=_Structured.build(term_lists),
         importance=np.array([u.importance for u in units], dtype=np.float32),
         reinforcement=np.array([u.reinforcement for u in units], dtype=np.float32),
