@@ -48,26 +48,23 @@ class EffectiveConfigs:
 
 def answer_question(ws: Workspace, question: Question, effective: Any, fingerprint: str, *, protocol: str,
                     benchmark: str, judge: Any = None) -> dict:
-    """The full per-question path under its effective config; returns one `question_records` row
-    (without round/phase)."""
+    """The full per-question path under its effective config (route → retrieve → answer → verify →
+    judge/retry, evolvemem/mechanisms/ama.py); returns one `question_records` row (without
+    round/phase). Context, evidence recall and coverage describe the answer kept (the last one)."""
+    from evolvemem.mechanisms.ama import answer_path, covered_turns
     from evolvemem.scoring import score_prediction
     from evolvemem.scoring.metrics import evidence_recall, is_abstention
 
     started = time.perf_counter()
-    from evolvemem.memory.stores import base_store
-
-    retrieval = ws.retriever(question.conversation_id, base_store(effective)).retrieve(question, effective)
-    context = [item.memory for item in retrieval.items]
-    cost = retrieval.cost
-    answer: AnswerResult = ws.roles.answerer.answer(question, context, effective.answer_style)
-    cost = cost + answer.cost
-    if effective.enable_answer_verification and not answer.failed:
-        answer = ws.roles.verifier.verify(question, context, answer, effective.verification_style)
-        cost = cost + answer.cost
+    conversation_id = question.conversation_id
+    trace = answer_path(ws, question, effective)
+    final = trace.final
+    answer: AnswerResult = final.answer
+    cost = trace.cost
     latency_ms = (time.perf_counter() - started) * 1000
 
-    in_context = {t for m in context for t in m.source_turn_ids}
-    ranked = in_context | {t for item in retrieval.cut for t in item.memory.source_turn_ids}
+    in_context = {t for m in final.context for t in m.source_turn_ids}
+    ranked = {t for attempt in trace.attempts for m in (*attempt.context, *attempt.cut) for t in m.source_turn_ids}
     gold = question.adversarial_answer if (protocol == "paper" and question.adversarial_answer) else question.answer
     record = {
         "question_id": question.question_id,
@@ -79,18 +76,24 @@ def answer_question(ws: Workspace, question: Question, effective: Any, fingerpri
         "prediction": answer.text,
         "evidence_ids": list(question.evidence),
         "evidence_recall": evidence_recall(question.evidence, in_context),
-        "evidence_covered": evidence_recall(question.evidence, ws.covered_turns[question.conversation_id]),
+        "evidence_covered": evidence_recall(question.evidence, covered_turns(ws, conversation_id, final.store)),
         "evidence_retrieved": evidence_recall(question.evidence, ranked),
         "abstained": is_abstention(answer.text),
         "failed": answer.failed,
         "error": answer.error or None,
-        "context_ids": [m.memory_id for m in context],
-        "context_views": [_view_label(item.views) for item in retrieval.items],
-        "cut_ids": [item.memory.memory_id for item in retrieval.cut],
-        "sub_queries": list(retrieval.sub_queries),
+        "context_ids": [m.memory_id for m in final.context],
+        "context_views": [_view_label(views) for views in final.views],
+        "cut_ids": [m.memory_id for m in final.cut],
+        "sub_queries": list(trace.attempts[0].sub_queries),
         "config_fingerprint": fingerprint,
         "memory_version": ws.memory_version(question.conversation_id),
         "latency_ms": latency_ms,
+        "granularity": trace.granularity,
+        "route": trace.route_source,
+        "judge_verdicts": list(trace.verdicts),
+        "retries": trace.retries,
+        "retry_sources": [attempt.source for attempt in trace.attempts[1:]],
+        "refreshed_ids": list(trace.refreshed_ids),
     }
     if not answer.failed:
         record.update(score_prediction(question, answer.text, protocol=protocol, benchmark=benchmark))

@@ -110,3 +110,20 @@ def test_offline_runs_leave_model_only_dimensions_alone(tmp_path):
     payload = json.loads(result.stdout.strip().splitlines()[-1])
     changed = {c["field"] for r in payload["rounds"] for c in r["changes"]}
     assert changed and changed <= {n for n, d in dims.items() if d.group == "cue_graph"} - model_only
+
+
+def test_a_run_store_from_an_older_version_gains_the_new_columns(tmp_path):
+    import duckdb
+
+    from evolvemem.store.run_store import DB_NAME, RunStore
+    from evolvemem.store.schema import TABLES
+
+    old_columns = TABLES["question_records"][:10]
+    con = duckdb.connect(str(tmp_path / DB_NAME))
+    con.execute("CREATE TABLE question_records (" + ", ".join(f"{n} {t}" for n, t, _ in old_columns) + ")")
+    con.execute("INSERT INTO question_records (round, phase, question_id) VALUES (0, 'dev', 'q-old')")
+    con.close()
+    with RunStore(tmp_path) as store:
+        store.insert("question_records", [{"round": 1, "phase": "dev", "question_id": "q-new", "retries": 2}])
+        rows = store.query("SELECT question_id, retries FROM question_records ORDER BY question_id")
+    assert rows == [{"question_id": "q-new", "retries": 2}, {"question_id": "q-old", "retries": None}]

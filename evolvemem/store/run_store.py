@@ -49,10 +49,26 @@ class RunStore:
             raise EvolveMemError(f"{self.path}: cannot open run store ({str(exc).splitlines()[0]})") from None
         self.read_only = read_only
         if not read_only:
-            for statement in create_statements():
+            statements = create_statements()
+            tables = [s for s in statements if s.startswith("CREATE TABLE")]
+            for statement in tables:
                 self.con.execute(statement)
+            self._add_missing_columns()  # before the views, which read the new columns
+            for statement in statements:
+                if statement not in tables:
+                    self.con.execute(statement)
             if "schema_version" not in self.manifest():
                 self.set_manifest({"schema_version": SCHEMA_VERSION})
+
+    def _add_missing_columns(self) -> None:
+        """A run made by an older version lacks columns added since: add them (NULL for old
+        rows) so it can still be resumed, shown and compared."""
+        for table, columns in TABLES.items():
+            have = {row[0] for row in self.con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]).fetchall()}
+            for name, sql_type, _ in columns:
+                if name not in have:
+                    self.con.execute(f"ALTER TABLE {table} ADD COLUMN {name} {sql_type}")
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
@@ -87,7 +103,8 @@ class RunStore:
                     values = [None if v is None else list(v) for v in values]
                 selects.append(f"unnest(?::{sql_type}[])")
             params.append(values)
-        self.con.execute(f"INSERT INTO {table} SELECT {', '.join(selects)}", params)
+        names = ", ".join(name for name, _, _ in columns)
+        self.con.execute(f"INSERT INTO {table} ({names}) SELECT {', '.join(selects)}", params)
         return len(rows)
 
     def query(self, sql: str, params: list | None = None) -> list[dict]:

@@ -61,6 +61,12 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
         ("cache_hits", "INTEGER", "LLM calls answered from the cache"),
         ("prompt_tokens", "INTEGER", "prompt tokens of new calls"),
         ("completion_tokens", "INTEGER", "completion tokens of new calls"),
+        ("granularity", "VARCHAR", "memory store the first answer read: fact, recurrence, raw or episode (`memory_granularity`)"),
+        ("route", "VARCHAR", "how that store was chosen: config, rules, llm or rules-fallback (routed granularity)"),
+        ("judge_verdicts", "VARCHAR[]", "answer-judge verdicts in order (pass, retry, refresh); empty when `judge_retries` is 0"),
+        ("retries", "INTEGER", "answers given again after a judge verdict (at most `judge_retries`); the last answer is kept"),
+        ("retry_sources", "VARCHAR[]", "what each retry read: a store, related (raw turns around the first context) or the same context refreshed (e.g. fact+refresh)"),
+        ("refreshed_ids", "VARCHAR[]", "older memories shown as superseded by a newer conflicting one (refresher)"),
     ],
     "usage": [
         ("round", "INTEGER", "round number (-1 = run setup: extraction and indexing)"),

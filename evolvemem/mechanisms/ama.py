@@ -1,0 +1,263 @@
+"""One question's answer path with AMA's levers: route → retrieve → (refresh) → answer → judge → retry.
+
+- `memory_granularity` picks the store the first answer reads ("fact" means the run's base
+  store: facts, or RecMem's recurrence store; "routed" asks `ama_router`).
+- `enable_refresher`: for questions about the current state, conflicting memories in the context
+  are rewritten before answering (`ama_refresh`; the shared index is never changed).
+- `judge_retries` = K: after each answer (and its verification) the judge (`ama_judge`) says
+  Pass, Retry or Refresh, at most K times. Retry answers again from the next source of
+  RETRY_ORDER not yet tried: the base store, the related turns (the raw turns of the first
+  context's sources and their neighbours), episodes, raw turns. Refresh refreshes the context
+  when the refresher is on and has something to refresh, and is otherwise a Retry. The last
+  answer is kept; every source is tried at most once, so the path ends after at most K + 1
+  answers.
+
+With LLM roles the router, judge and refresher use the answer role's client
+(`roles.mechanism_client`); without one, their offline rules. Every call's cost is in the trace.
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from evolvemem.data.models import Question
+from evolvemem.mechanisms.ama_judge import PASS, REFRESH, judge
+from evolvemem.mechanisms.ama_refresh import Refresher, asks_current_state, find_conflicts
+from evolvemem.mechanisms.ama_router import EPISODE, FACT, RAW, granularity_for
+from evolvemem.memory.unit import MemoryUnit
+from evolvemem.roles.protocols import AnswerResult, CallCost
+
+RELATED = "related"  # retry source: raw turns around the first context's source turns
+# Retry sources in order: the base store, the turns around the first context (the cheapest,
+# most local widening: the untold half of an exchange), the coarser episodes, the raw turns.
+RETRY_ORDER = (FACT, RELATED, EPISODE, RAW)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One answer: where its context came from, the context, and the answer."""
+
+    source: str  # the store read ("fact", "recurrence", "raw", "episode"), "related", or "<store>+refresh"
+    context: tuple[MemoryUnit, ...]
+    views: tuple[dict[str, int], ...]  # per context memory: view label -> rank in that view
+    cut: tuple[MemoryUnit, ...]  # ranked candidates the context budget cut
+    sub_queries: tuple[str, ...]
+    answer: AnswerResult
+    refreshed: tuple[str, ...] = ()  # ids of context memories shown in their refreshed version
+
+    @property
+    def store(self) -> str:
+        """The memory store the context came from."""
+        return RAW if self.source == RELATED else self.source.split("+")[0]
+
+
+@dataclass
+class AnswerTrace:
+    granularity: str  # the store the first answer read
+    route_source: str  # "config", "rules", "llm" or "rules-fallback"
+    attempts: list[Attempt] = field(default_factory=list)
+    verdicts: list[str] = field(default_factory=list)
+    refreshed_ids: list[str] = field(default_factory=list)
+    cost: CallCost = field(default_factory=CallCost)
+
+    @property
+    def final(self) -> Attempt:
+        return self.attempts[-1]
+
+    @property
+    def retries(self) -> int:
+        return len(self.attempts) - 1
+
+
+class _WorkspaceState:
+    """Per-workspace memo: the refresher's rewrites, each conversation's turn neighbours and each
+    store's covered turns (filled with setdefault: concurrent questions compute the same values)."""
+
+    def __init__(self) -> None:
+        self.refresher = Refresher()
+        self.neighbours: dict[str, dict[str, tuple[str, ...]]] = {}
+        self.covered: dict[tuple[str, str, int], set[str]] = {}
+
+
+_STATES: "weakref.WeakKeyDictionary[Any, _WorkspaceState]" = weakref.WeakKeyDictionary()
+_STATES_LOCK = threading.Lock()
+
+
+def _state(ws: Any) -> _WorkspaceState:
+    with _STATES_LOCK:
+        state = _STATES.get(ws)
+        if state is None:
+            state = _STATES[ws] = _WorkspaceState()
+        return state
+
+
+def _store_name(granularity: str, effective: Any) -> str:
+    from evolvemem.memory.stores import base_store
+
+    return base_store(effective) if granularity == FACT else granularity
+
+
+def _has_store(ws: Any, conversation_id: str, store: str) -> bool:
+    try:
+        ws.retriever(conversation_id, store)
+    except (RuntimeError, KeyError):
+        return False
+    return True
+
+
+class _Path:
+    """The state of one question's answer path (see the module docstring)."""
+
+    def __init__(self, ws: Any, question: Question, effective: Any):
+        self.ws, self.question, self.effective = ws, question, effective
+        self.client = getattr(ws.roles, "mechanism_client", None)
+        self.state = _state(ws)
+        self.current_state = effective.enable_refresher and asks_current_state(question)
+        self.trace: AnswerTrace | None = None
+        self.originals: list[tuple[MemoryUnit, ...]] = []  # each attempt's context before any refresh
+
+    def charge(self, cost: CallCost) -> None:
+        self.trace.cost = self.trace.cost + cost
+
+    def answer(self, context: Sequence[MemoryUnit]) -> AnswerResult:
+        ws, effective = self.ws, self.effective
+        answer = ws.roles.answerer.answer(self.question, list(context), effective.answer_style)
+        self.charge(answer.cost)
+        if effective.enable_answer_verification and not answer.failed:
+            answer = ws.roles.verifier.verify(self.question, list(context), answer, effective.verification_style)
+            self.charge(answer.cost)
+        return answer
+
+    def refresh(self, original: Sequence[MemoryUnit]) -> tuple[list[MemoryUnit], tuple[str, ...]]:
+        """The context with its conflicts refreshed (always from the unrefreshed memories)."""
+        result = self.state.refresher.refresh(self.question, original, self.client)
+        self.charge(result.cost)
+        self.trace.refreshed_ids.extend(i for i in result.refreshed_ids if i not in self.trace.refreshed_ids)
+        return result.context, tuple(result.refreshed_ids)
+
+    def attempt(self, source: str, original: Sequence[MemoryUnit], views: Sequence[dict[str, int]],
+                cut: Sequence[MemoryUnit], sub_queries: Sequence[str], refresh: bool) -> Attempt:
+        context, refreshed = self.refresh(original) if refresh else (list(original), ())
+        self.originals.append(tuple(original))
+        return Attempt(source, tuple(context), tuple(views), tuple(cut), tuple(sub_queries), self.answer(context),
+                       refreshed)
+
+    def attempt_from_store(self, store: str) -> Attempt:
+        retrieval = self.ws.retriever(self.question.conversation_id, store).retrieve(self.question, self.effective)
+        self.charge(retrieval.cost)
+        return self.attempt(store, [i.memory for i in retrieval.items], [i.views for i in retrieval.items],
+                            [i.memory for i in retrieval.cut], retrieval.sub_queries, self.current_state)
+
+    def attempt_related(self) -> Attempt:
+        """Around the first attempt's context: the routed retrieval's best guess of where to look."""
+        context = related_turns(self.ws, self.question.conversation_id, self.originals[0], self.effective.max_context)
+        return self.attempt(RELATED, context, [{RELATED: rank} for rank in range(1, len(context) + 1)], (), (),
+                            self.current_state)
+
+    def attempt_refreshed(self) -> Attempt | None:
+        """The last context with its conflicts refreshed, if the refresher is on and that changes it."""
+        if not self.effective.enable_refresher:
+            return None
+        last, original = self.trace.final, self.originals[-1]
+        context, refreshed = self.refresh(original)
+        if not set(refreshed) - set(last.refreshed):
+            return None
+        self.originals.append(original)
+        return Attempt(f"{last.source}+refresh", tuple(context), last.views, last.cut, last.sub_queries,
+                       self.answer(context), refreshed)
+
+    def unresolved_conflict(self) -> bool:
+        """The question asks for the current state and the last context shows a conflict unrefreshed."""
+        if not asks_current_state(self.question):
+            return False
+        shown = set(self.trace.final.refreshed)
+        return any(c.older.memory_id not in shown for c in find_conflicts(self.question.text, self.originals[-1]))
+
+    def next_source(self) -> str | None:
+        """The first source of RETRY_ORDER not tried yet whose store is built."""
+        tried = {a.source for a in self.trace.attempts}
+        for granularity in RETRY_ORDER:
+            source = RELATED if granularity == RELATED else _store_name(granularity, self.effective)
+            needs = RAW if source == RELATED else source
+            if source not in tried and _has_store(self.ws, self.question.conversation_id, needs):
+                return source
+        return None
+
+    def run(self) -> AnswerTrace:
+        granularity, how, route_cost = granularity_for(self.question.text, self.effective, self.client)
+        first = _store_name(granularity, self.effective)
+        self.trace = trace = AnswerTrace(first, how, cost=route_cost)
+        trace.attempts.append(self.attempt_from_store(first))
+        for _ in range(max(0, int(getattr(self.effective, "judge_retries", 0) or 0))):
+            last = trace.final
+            if last.answer.failed:
+                break
+            verdict, _, judge_cost = judge(self.question, last.context, last.answer.text, self.client,
+                                           self.unresolved_conflict())
+            self.charge(judge_cost)
+            trace.verdicts.append(verdict)
+            if verdict == PASS:
+                break
+            retry = self.attempt_refreshed() if verdict == REFRESH else None
+            if retry is None:
+                source = self.next_source()
+                if source is None:
+                    break
+                retry = self.attempt_related() if source == RELATED else self.attempt_from_store(source)
+            trace.attempts.append(retry)
+        return trace
+
+
+def answer_path(ws: Any, question: Question, effective: Any) -> AnswerTrace:
+    """Route, retrieve, refresh, answer, verify and judge one question under its effective config."""
+    return _Path(ws, question, effective).run()
+
+
+def related_turns(ws: Any, conversation_id: str, context: Sequence[MemoryUnit], limit: int) -> list[MemoryUnit]:
+    """Raw turns of the context's source turns and of the turns next to them (same session), in
+    the context's rank order, at most `limit`."""
+    raw = ws.store_memories(conversation_id, RAW)
+    by_turn: dict[str, MemoryUnit] = {}
+    for unit in raw:
+        for turn_id in unit.source_turn_ids:
+            by_turn.setdefault(turn_id, unit)
+    neighbours = _neighbours(ws, conversation_id)
+    out: dict[str, MemoryUnit] = {}
+    for memory in context:
+        for turn_id in memory.source_turn_ids:
+            for near in (turn_id, *neighbours.get(turn_id, ())):
+                unit = by_turn.get(near)
+                if unit is not None:
+                    out.setdefault(unit.memory_id, unit)
+                if len(out) >= limit:
+                    return list(out.values())
+    return list(out.values())
+
+
+def _neighbours(ws: Any, conversation_id: str) -> dict[str, tuple[str, ...]]:
+    """turn id → the turns just before and after it in its session (memoised per workspace)."""
+    state = _state(ws)
+    found = state.neighbours.get(conversation_id)
+    if found is None:
+        found = {}
+        for session in ws.dataset.conversations[conversation_id].sessions:
+            ids = [t.turn_id for t in session.turns]
+            for i, turn_id in enumerate(ids):
+                found[turn_id] = tuple(ids[j] for j in (i - 1, i + 1) if 0 <= j < len(ids))
+        found = state.neighbours.setdefault(conversation_id, found)
+    return found
+
+
+def covered_turns(ws: Any, conversation_id: str, store: str) -> set[str]:
+    """Turns some memory of `store` comes from (the fact store's set is the workspace's own)."""
+    if store == FACT:
+        return ws.covered_turns[conversation_id]
+    memories = ws.store_memories(conversation_id, store)
+    state = _state(ws)
+    key = (conversation_id, store, len(memories))
+    found = state.covered.get(key)
+    if found is None:
+        found = state.covered.setdefault(key, {t for unit in memories for t in unit.source_turn_ids})
+    return found
