@@ -48,6 +48,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from evolvemem.memory.granularity import topic_segments
 from evolvemem.retrieval.fusion import ViewHits, merge_max, rank_order
 from evolvemem.roles.protocols import CallCost
 
@@ -112,19 +113,8 @@ def build_episodes(state: Any) -> Episodes:
     episodes: list[list[int]] = []
     for rows in ordered:
         rows = sorted(rows, key=lambda r: (when[r], r))
-        emb = state.embeddings[rows]
-        neighbour = np.einsum("ij,ij->i", emb[:-1], emb[1:]) if len(rows) > 1 else np.zeros(0)
-        threshold = neighbour.mean() - CUT_STD * neighbour.std() if len(neighbour) >= 2 else -np.inf
-        current = [rows[0]]
-        for row, sim in zip(rows[1:], neighbour):
-            if (sim < threshold and len(current) >= MIN_EPISODE) or len(current) >= MAX_EPISODE:
-                episodes.append(current)
-                current = []
-            current.append(row)
-        if len(current) < MIN_EPISODE and episodes and len(rows) > len(current) and episodes[-1][-1] in rows:
-            episodes[-1].extend(current)  # a short tail stays with the exchange it ends
-        else:
-            episodes.append(current)
+        for run in topic_segments(state.embeddings[rows], cut_std=CUT_STD, min_len=MIN_EPISODE, max_len=MAX_EPISODE):
+            episodes.append([rows[i] for i in run])
     groups = _groups(episodes, len(state.memories))
     vectors = np.stack([_unit(state.embeddings[e].mean(axis=0)) for e in episodes])
     return Episodes(groups, vectors, np.array([_median_day(days[e]) for e in episodes]))
