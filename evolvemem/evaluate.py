@@ -115,17 +115,19 @@ REUSED_FIELDS = ("round", "phase")
 
 def evaluate(ws: Workspace, config: Any, questions: list[Question], *, store: Any = None, round_no: int = 0,
              phase: str = "eval", concurrency: int = 8, protocol: str = "official",
-             on_record: RecordFn | None = None, reuse: dict[tuple[str, str], dict] | None = None) -> EvalOutcome:
+             on_record: RecordFn | None = None, reuse: dict[tuple[str, str], dict] | None = None,
+             on_stage: Callable[[str, int, int], None] | None = None) -> EvalOutcome:
     """Evaluate `config` on `questions`, writing records to `store` (if given) as they finish.
 
     `reuse` maps (question_id, effective-config fingerprint, memory version) to an earlier record:
     when the effective config and the conversation's memories are unchanged the record is copied,
-    not recomputed (and costs no call)."""
+    not recomputed (and costs no call). Memory stores the config needs and nobody built yet are
+    built first (`on_stage` reports their progress)."""
     from evolvemem.memory.stores import stores_needed
     from evolvemem.scoring.aggregate import summarise
 
     started = time.perf_counter()
-    ws.ensure_stores(stores_needed(config))
+    ws.ensure_stores(stores_needed(config), progress=on_stage)
     done_ids: set[str] = set()
     if store is not None:
         store.drop_failed(round_no, phase)

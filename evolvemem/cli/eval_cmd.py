@@ -68,7 +68,8 @@ def run_eval(ui: UI, *, benchmark: str, data: str | None, config_name: str, sett
                 bars.update("answer", counts["done"], total,
                             extra=f"cache hits {counts['hits']} · failed {counts['failed']}")
             outcome = evaluate(workspace, config, dataset.questions, store=store, round_no=0, phase="eval",
-                               concurrency=concurrency, protocol=protocol, on_record=on_record)
+                               concurrency=concurrency, protocol=protocol, on_record=on_record,
+                               on_stage=bars.stage)
         store.insert("usage", usage_rows(setup_usage, roles.usage_snapshot(), 0, "eval"))
         store.finish_round(0, "eval", outcome.summary, outcome.wall_seconds)
         (run_dir / "config.toml").write_text(_config_toml(config, config_name), encoding="utf-8")

@@ -87,7 +87,7 @@ class EvolutionRunner:
         on_record = (lambda rec: self.hooks.record(label, rec, total)) if self.hooks.record else None
         outcome = evaluate(self.ws, config, questions, store=self.store, round_no=round_no, phase=phase,
                            concurrency=self.spec.concurrency, protocol=self.spec.protocol,
-                           on_record=on_record, reuse=self.reuse)
+                           on_record=on_record, reuse=self.reuse, on_stage=self.hooks.stage)
         self.store.insert("usage", usage_rows(before, self.ws.roles.usage_snapshot(), round_no, phase))
         self.store.finish_round(round_no, phase, outcome.summary, outcome.wall_seconds)
         return outcome.summary, outcome.wall_seconds
