@@ -11,25 +11,18 @@ verdicts and retry sources, and the memories refreshed.
 """
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evolvemem.data.loader import load_benchmark  # noqa: E402
-from evolvemem.evaluate import evaluate  # noqa: E402
-from evolvemem.roles.factory import ModelSettings, build_roles  # noqa: E402
+from benchmarks._mechanisms import (argument_parser, load_locomo_file, offline_workspace,  # noqa: E402
+                                    print_comparison, print_variant, run_variant, with_changes)
 from evolvemem.space.config import load_config  # noqa: E402
 from evolvemem.workspace import Workspace  # noqa: E402
 
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo10_dev8.json"
 VARIANTS = {
     "default": {},
     "raw": {"memory_granularity": "raw"},
@@ -39,10 +32,6 @@ VARIANTS = {
     "refresher": {"enable_refresher": True},
     "routed+judge2+refresher": {"memory_granularity": "routed", "judge_retries": 2, "enable_refresher": True},
 }
-
-
-def fmt(value) -> str:
-    return "  -   " if value is None else f"{value:.4f}"
 
 
 def context_words(ws: Workspace, records: list[dict]) -> float:
@@ -78,15 +67,9 @@ def mechanism_counts(records: list[dict]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    args = parser.parse_args()
-    if not args.data.is_file():
-        raise SystemExit(f"no LoCoMo file at {args.data}")
-
-    dataset = load_benchmark("locomo", args.data)
-    ws = Workspace(dataset, build_roles(ModelSettings()))
-    ws.build()
+    args = argument_parser(__doc__).parse_args()
+    dataset = load_locomo_file(args.data)
+    ws = offline_workspace(dataset)
     questions = dataset.questions
     base, _ = load_config("default")
 
@@ -100,32 +83,12 @@ def main() -> None:
     print(f"{len(dataset.conversations)} conversations, {len(questions)} questions; fact store "
           f"{sum(len(v) for v in ws.memories.values())} memories")
 
-    results = {}
-    for name, changes in VARIANTS.items():
-        config, _ = base.with_changes(changes)
-        ws.prepare(questions, config)
-        outcome = evaluate(ws, config, questions)
-        results[name] = outcome.summary
-        print(f"\n== {name}: all F1 {fmt(outcome.summary['all'])}  main F1 {fmt(outcome.summary['main'])}  "
-              f"evidence recall {fmt(outcome.summary['evidence_recall'])}  | context "
-              f"{context_words(ws, outcome.records):.0f} words | evaluation "
-              f"{outcome.wall_seconds / len(questions) * 1000:.2f} ms/question")
-        print(f"   {mechanism_counts(outcome.records)}")
-
-    reference = results["default"]
-    names = list(VARIANTS)
-    print("\ncategory            n   " + "  ".join(f"{n[:30]:>30s}" for n in names))
-    for label, group in reference["by_category"].items():
-        cells = []
-        for name in names:
-            g = results[name]["by_category"][label]
-            delta = "" if name == "default" else f" Δ{g['f1'] - group['f1']:+.3f}"
-            cells.append(f"F1 {fmt(g['f1'])}{delta} ER {fmt(g['evidence_recall'])}".rjust(30))
-        print(f"{label} {group.get('name', '')[:14]:14s} {group['n']:4d}   " + "  ".join(cells))
-    for name in names[1:]:
-        s = results[name]
-        print(f"Δ {name}: all F1 {s['all'] - reference['all']:+.4f}, main F1 {s['main'] - reference['main']:+.4f}, "
-              f"evidence recall {s['evidence_recall'] - reference['evidence_recall']:+.4f}")
+    runs = {}
+    for name, config in with_changes(base, VARIANTS).items():
+        runs[name] = run_variant(ws, questions, config, time_retrieval=False)
+        print_variant(name, runs[name], f"context {context_words(ws, runs[name].records):.0f} words")
+        print(f"   {mechanism_counts(runs[name].records)}")
+    print_comparison(runs)
 
 
 if __name__ == "__main__":

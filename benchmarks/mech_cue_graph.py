@@ -21,7 +21,6 @@ real one would keep, so no F1 is reported for it.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -29,20 +28,11 @@ import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # also serves tests.fake_llm_server
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo10_dev8.json"
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # tests.fake_llm_server serves the llm-mode figures
-
-
-def retrieval_seconds(ws, config, questions) -> float:
-    started = time.perf_counter()
-    for q in questions:
-        ws.retrievers[q.conversation_id].retrieve(q, config.for_type(q.question_type))
-    return (time.perf_counter() - started) / len(questions)
+from benchmarks._mechanisms import (argument_parser, load_locomo_file, offline_workspace,  # noqa: E402
+                                    print_comparison, run_variants)
+from evolvemem.space.config import load_config  # noqa: E402
 
 
 class ScriptedWalker:
@@ -147,18 +137,8 @@ def llm_walk_costs(ws, base, questions, args) -> None:
               f"{len(SOURCE.llm_failures) - failures:9d}")
 
 
-def fmt(value) -> str:
-    return "  -   " if value is None else f"{value:.4f}"
-
-
-def delta(a, b) -> str:
-    return "  -    " if a is None or b is None else f"{b - a:+.4f}"
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--top-k", type=int, default=10)
+    parser = argument_parser(__doc__, top_k=True)
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--beam", type=int, default=20)
     parser.add_argument("--decay", type=float, default=0.5)
@@ -167,20 +147,10 @@ def main() -> None:
                         help="step caps T to measure, comma-separated")
     parser.add_argument("--llm-calls", type=int, default=4, help="tool calls per step K")
     args = parser.parse_args()
-    if not args.data.is_file():
-        raise SystemExit(f"no LoCoMo file at {args.data}")
-
-    from evolvemem.data.loader import load_benchmark
-    from evolvemem.evaluate import evaluate
-    from evolvemem.roles.factory import ModelSettings, build_roles
-    from evolvemem.space.config import load_config
-    from evolvemem.workspace import Workspace
-
-    dataset = load_benchmark("locomo", args.data)
+    dataset = load_locomo_file(args.data)
     questions = list(dataset.questions)
     started = time.perf_counter()
-    ws = Workspace(dataset, build_roles(ModelSettings()))
-    ws.build()
+    ws = offline_workspace(dataset)
     print(f"workspace: {ws.stats.memories} memories in {time.perf_counter() - started:.1f}s; "
           f"{len(questions)} questions")
 
@@ -189,32 +159,8 @@ def main() -> None:
                                     "cue_graph_beam": args.beam, "cue_graph_decay": args.decay})
     if clamps:
         print("clamped:", clamps)
-    ws.prepare(questions, base)
-    results = {}
-    for name, cfg in (("default", base), ("cue_graph", on)):
-        retrieval_seconds(ws, cfg, questions[:50])  # warm: graph build, analysis caches
-        per_q_retrieval = retrieval_seconds(ws, cfg, questions)
-        outcome = evaluate(ws, cfg, questions)
-        results[name] = (outcome.summary, outcome.wall_seconds / len(questions), per_q_retrieval)
-
-    (sa, ta, ra), (sb, tb, rb) = results["default"], results["cue_graph"]
-    print(f"\ncue graph: top_k={args.top_k} steps={args.steps} beam={args.beam} decay={args.decay}")
-    print(f"{'category':22s} {'n':>5s}  {'F1 def':>7s} {'F1 cue':>7s} {'ΔF1':>8s}   "
-          f"{'ER def':>7s} {'ER cue':>7s} {'ΔER':>8s}")
-    for cat, ga in sa["by_category"].items():
-        gb = sb["by_category"][cat]
-        label = f"{cat} {ga.get('name', '')}".strip()
-        print(f"{label:22s} {ga['n']:5d}  {fmt(ga['f1'])}  {fmt(gb['f1'])} {delta(ga['f1'], gb['f1'])}   "
-              f"{fmt(ga['evidence_recall'])}  {fmt(gb['evidence_recall'])} "
-              f"{delta(ga['evidence_recall'], gb['evidence_recall'])}")
-    for group in ("main", "all"):
-        ga, gb = sa["groups"][group], sb["groups"][group]
-        print(f"{group:22s} {ga['n']:5d}  {fmt(ga['f1'])}  {fmt(gb['f1'])} {delta(ga['f1'], gb['f1'])}   "
-              f"{fmt(ga['evidence_recall'])}  {fmt(gb['evidence_recall'])} "
-              f"{delta(ga['evidence_recall'], gb['evidence_recall'])}")
-    print(f"\nevaluation time per question: default {ta * 1000:.2f} ms, cue graph {tb * 1000:.2f} ms")
-    print(f"retrieval time per question:  default {ra * 1000:.3f} ms, cue graph {rb * 1000:.3f} ms "
-          f"(+{(rb - ra) * 1000:.3f} ms, ×{rb / ra:.2f})")
+    print(f"cue graph: top_k={args.top_k} steps={args.steps} beam={args.beam} decay={args.decay}")
+    print_comparison(run_variants(ws, questions, {"default": base, "cue_graph": on}))
     if args.llm_questions > 0:
         llm_walk_costs(ws, base, questions, args)
 

@@ -12,41 +12,19 @@ against the fake server).
 """
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evolvemem.data.loader import load_benchmark  # noqa: E402
-from evolvemem.evaluate import evaluate  # noqa: E402
+from benchmarks._mechanisms import (argument_parser, load_locomo_file, offline_workspace,  # noqa: E402
+                                    print_comparison, run_variants, with_changes)
 from evolvemem.mechanisms.foresight import build_index, rule_items  # noqa: E402
-from evolvemem.roles.factory import ModelSettings, build_roles  # noqa: E402
 from evolvemem.space.config import load_config  # noqa: E402
 from evolvemem.workspace import Workspace  # noqa: E402
 
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo10_dev8.json"
 HORIZONS = (30.0, 365.0)
-
-
-def retrieval_seconds(ws: Workspace, questions: list, config, repeats: int = 3) -> float:
-    effective = {q.question_type: config.for_type(q.question_type) for q in questions}
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        for q in questions:
-            ws.retriever(q.conversation_id).retrieve(q, effective[q.question_type])
-        best = min(best, time.perf_counter() - started)
-    return best
-
-
-def fmt(value) -> str:
-    return "  -   " if value is None else f"{value:.4f}"
 
 
 def item_statistics(ws: Workspace, questions: list) -> None:
@@ -81,16 +59,9 @@ def item_statistics(ws: Workspace, questions: list) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--top-k", type=int, default=10)
-    args = parser.parse_args()
-    if not args.data.is_file():
-        raise SystemExit(f"no LoCoMo file at {args.data}")
-
-    dataset = load_benchmark("locomo", args.data)
-    ws = Workspace(dataset, build_roles(ModelSettings()))
-    ws.build()
+    args = argument_parser(__doc__, top_k=True).parse_args()
+    dataset = load_locomo_file(args.data)
+    ws = offline_workspace(dataset)
     questions = dataset.questions
     print(f"{len(dataset.conversations)} conversations, {ws.stats.memories} memories, {len(questions)} questions")
     item_statistics(ws, questions)
@@ -99,35 +70,7 @@ def main() -> None:
     variants = {"default": {}}
     for h in HORIZONS:
         variants[f"foresight k={args.top_k} h={h:g}"] = {"foresight_top_k": args.top_k, "foresight_horizon_days": h}
-    results, timing = {}, {}
-    for name, changes in variants.items():
-        config, _ = base.with_changes(changes)
-        ws.prepare(questions, config)
-        retrieval_seconds(ws, questions[:50], config, repeats=1)  # warm lazy caches
-        ret = retrieval_seconds(ws, questions, config)
-        outcome = evaluate(ws, config, questions)
-        results[name] = outcome.summary
-        timing[name] = ret / len(questions) * 1000
-        print(f"\n== {name}: all F1 {fmt(outcome.summary['all'])}  main F1 {fmt(outcome.summary['main'])}  "
-              f"evidence recall {fmt(outcome.summary['evidence_recall'])}  | retrieval "
-              f"{timing[name]:.2f} ms/question, evaluation {outcome.wall_seconds / len(questions) * 1000:.2f} ms/question")
-
-    reference = results["default"]
-    print("\ncategory            n   " + "  ".join(f"{name[:30]:>30s}" for name in variants))
-    for label, group in reference["by_category"].items():
-        cells = []
-        for name in variants:
-            g = results[name]["by_category"][label]
-            delta = "" if name == "default" else f" Δ{g['f1'] - group['f1']:+.3f}"
-            er_delta = "" if name == "default" else f" Δ{g['evidence_recall'] - group['evidence_recall']:+.3f}"
-            cells.append(f"F1 {fmt(g['f1'])}{delta} ER {fmt(g['evidence_recall'])}{er_delta}".rjust(30))
-        print(f"{label} {group.get('name', '')[:14]:14s} {group['n']:4d}   " + "  ".join(cells))
-    for name in variants:
-        if name != "default":
-            s = results[name]
-            print(f"Δ {name}: all F1 {s['all'] - reference['all']:+.4f}, main F1 {s['main'] - reference['main']:+.4f}, "
-                  f"evidence recall {s['evidence_recall'] - reference['evidence_recall']:+.4f}; retrieval "
-                  f"+{timing[name] - timing['default']:.3f} ms/question (×{timing[name] / timing['default']:.2f})")
+    print_comparison(run_variants(ws, questions, with_changes(base, variants)))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -22,20 +21,16 @@ import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("OPENAI_API_KEY", "fake-key-for-the-local-server")
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evolvemem.data.loader import load_benchmark  # noqa: E402
+from benchmarks._mechanisms import (argument_parser, load_locomo_file, offline_workspace,  # noqa: E402
+                                    print_comparison, run_variants)
 from evolvemem.memory.recurrence import MERGE_SIM, THETA_COUNT, THETA_SIM, RecurrenceExtractor  # noqa: E402
 from evolvemem.retrieval.embeddings import Embedder  # noqa: E402
 from evolvemem.roles.protocols import CallCost  # noqa: E402
 from tests.fake_llm_server import FakeLLMServer, message_text  # noqa: E402
 
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo10_dev8.json"
 MODEL = "openai/fake-model"
 _TURN = re.compile(r"^\[([^\]\s]+)\](?: \([^)]*\))? ([^:\n]+): (.*)$", re.M)
 
@@ -132,20 +127,11 @@ def cost_comparison(dataset, embedder: Embedder, cache_root: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- part 2: quality
-def fmt(value) -> str:
-    return "  -   " if value is None else f"{value:.4f}"
-
-
 def quality_comparison(dataset) -> None:
-    from evolvemem.evaluate import evaluate
-    from evolvemem.roles.factory import ModelSettings, build_roles
     from evolvemem.space.config import load_config
-    from evolvemem.workspace import Workspace
 
     print("\n== 2. quality, offline roles: default vs default + consolidation_policy=recurrence")
-    ws = Workspace(dataset, build_roles(ModelSettings()))
-    ws.build()
-    questions = dataset.questions
+    ws = offline_workspace(dataset)
     base, _ = load_config("default")
     variants = {"default": base, "recurrence": base.with_changes({"consolidation_policy": "recurrence"})[0]}
     started = time.perf_counter()
@@ -154,38 +140,14 @@ def quality_comparison(dataset) -> None:
     n_fact = sum(len(ws.store_memories(c)) for c in dataset.conversations)
     n_rec = sum(len(ws.store_memories(c, "recurrence")) for c in dataset.conversations)
     print(f"   memories: fact store {n_fact}, recurrence store {n_rec} (built or loaded in {store_seconds:.1f}s)")
-    results = {}
-    for name, config in variants.items():
-        ws.prepare(questions, config)
-        outcome = evaluate(ws, config, questions)
-        results[name] = outcome.summary
-        s = outcome.summary
-        print(f"   {name}: all F1 {fmt(s['all'])}  main F1 {fmt(s['main'])}  evidence recall {fmt(s['evidence_recall'])}  "
-              f"| evaluation {outcome.wall_seconds / len(questions) * 1000:.2f} ms/question")
-    reference = results["default"]
-    print("\n   category            n   " + "  ".join(f"{name:>30s}" for name in variants))
-    for label, group in reference["by_category"].items():
-        cells = []
-        for name in variants:
-            g = results[name]["by_category"][label]
-            delta = "" if name == "default" else f" Δ{g['f1'] - group['f1']:+.3f}"
-            er_delta = "" if name == "default" or g["evidence_recall"] is None or group["evidence_recall"] is None \
-                else f" Δ{g['evidence_recall'] - group['evidence_recall']:+.3f}"
-            cells.append(f"F1 {fmt(g['f1'])}{delta} ER {fmt(g['evidence_recall'])}{er_delta}".rjust(30))
-        print(f"   {label} {group.get('name', '')[:14]:14s} {group['n']:4d}   " + "  ".join(cells))
-    s = results["recurrence"]
-    print(f"   Δ recurrence: all F1 {s['all'] - reference['all']:+.4f}, main F1 {s['main'] - reference['main']:+.4f}, "
-          f"evidence recall {s['evidence_recall'] - reference['evidence_recall']:+.4f}")
+    print_comparison(run_variants(ws, dataset.questions, variants, time_retrieval=False))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser = argument_parser(__doc__)
     parser.add_argument("--skip-quality", action="store_true", help="only part 1 (extraction cost)")
     args = parser.parse_args()
-    if not args.data.is_file():
-        raise SystemExit(f"no LoCoMo file at {args.data}")
-    dataset = load_benchmark("locomo", args.data)
+    dataset = load_locomo_file(args.data)
     print(f"{len(dataset.conversations)} conversations, {len(dataset.questions)} questions")
     with tempfile.TemporaryDirectory(prefix="evolvemem-recmem-") as tmp:
         cost_comparison(dataset, Embedder(), Path(tmp))
