@@ -96,6 +96,13 @@ def test_a_run_never_changes_frozen_dimensions(tmp_path):
     changed = [c["field"] for r in payload["rounds"] for c in r["changes"]]
     assert changed, "the random diagnoser should still change the free dimensions"
     assert not set(changed) & set(frozen)
+    import duckdb
+
+    con = duckdb.connect(str(out / "run.duckdb"), read_only=True)
+    rejected = [r for (p,) in con.execute("SELECT proposal FROM diagnoses").fetchall()
+                for r in json.loads(p)["rejected"]]
+    con.close()
+    assert any("frozen for this run" in r for r in rejected), "dropped changes are recorded with the reason"
 
 
 def test_offline_runs_leave_model_only_dimensions_alone(tmp_path):

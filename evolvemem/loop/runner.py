@@ -166,6 +166,7 @@ class EvolutionRunner:
                                     previous_round=scores[-2].round if len(scores) > 1 else None)
         before = self.ws.roles.usage_snapshot()
         diagnosis = self.diagnoser.diagnose(inp, base.config)
+        free_dims = self._drop_fixed(diagnosis.proposal)
         self.store.insert("diagnoses", [{
             "round": round_no, "diagnoser": self.diagnoser.name, "input": inp.as_dict(), "prompt": diagnosis.prompt,
             "raw_response": diagnosis.raw_response, "parse_error": diagnosis.parse_error or None,
@@ -186,14 +187,6 @@ class EvolutionRunner:
                 self.store.insert("memories", self.ws.memory_rows(extra.units))
                 row.update(reextracted_sessions=extra.sessions, memories_added=extra.added)
         rng = random.Random(f"guard-{spec.seed}-{round_no}")
-        fixed = set(spec.frozen)
-        if fixed:
-            diagnosis.proposal.drop_fields(fixed, "frozen for this run (--freeze)")
-        if not self.ws.roles.uses_llm:
-            model_only = {name for name, dim in registry().items() if dim.needs_model}
-            diagnosis.proposal.drop_fields(model_only, "only has an effect with an LLM; this run's roles are offline")
-            fixed |= model_only
-        free_dims = [name for name in registry() if name not in fixed] if fixed else None
         decision = decide(scores, regression, diagnosis.proposal, spec.guard, rng, seen, free_dims)
         self.store.insert("usage", usage_rows(before, self.ws.roles.usage_snapshot(), round_no, "diagnose"))
         row.update(decision=decision.decision, reason=decision.reason, base_round=base.round,
@@ -202,6 +195,18 @@ class EvolutionRunner:
         self.store.insert("decisions", [row])
         write_round_snapshot(self.store.run_dir, round_no, current.config, row, inp.as_dict(), diagnosis)
         return row
+
+    def _drop_fixed(self, proposal: Any) -> list[str] | None:
+        """Drop changes to dimensions this run keeps fixed (--freeze; model-only settings when the
+        roles are offline); returns the dimensions exploration may draw (None: all)."""
+        fixed = set(self.spec.frozen)
+        if fixed:
+            proposal.drop_fields(fixed, "frozen for this run (--freeze)")
+        if not self.ws.roles.uses_llm:
+            model_only = {name for name, dim in registry().items() if dim.needs_model}
+            proposal.drop_fields(model_only, "only has an effect with an LLM; this run's roles are offline")
+            fixed |= model_only
+        return [name for name in registry() if name not in fixed] if fixed else None
 
     def _score_on_test(self, start: RoundScore, best: RoundScore) -> dict:
         if not self.test.questions:
