@@ -86,11 +86,9 @@ def judge_by_rules(question: Question, context: Sequence[MemoryUnit], answer: st
 
 def parse_verdict(parsed: Any) -> str:
     """The verdict in {"verdict": "pass" | "retry" | "refresh", ...}."""
-    value = parsed.get("verdict") if isinstance(parsed, dict) else parsed
-    verdict = str(value).strip().lower() if isinstance(value, str) else ""
-    if verdict not in VERDICTS:
-        raise ValueError(f"verdict must be one of {', '.join(VERDICTS)}, got {value!r}")
-    return verdict
+    from evolvemem.llm.ask import parse_choice
+
+    return parse_choice(parsed, "verdict", VERDICTS)
 
 
 def judge(question: Question, context: Sequence[MemoryUnit], answer: str, client: Any = None,
@@ -99,7 +97,7 @@ def judge(question: Question, context: Sequence[MemoryUnit], answer: str, client
     rules, _ = judge_by_rules(question, context, answer, unresolved_conflict)
     if client is None:
         return rules, "rules", CallCost()
-    from evolvemem.mechanisms.narrative import ask_json
+    from evolvemem.llm.ask import ask_json
     from evolvemem.prompts import load_prompt
     from evolvemem.roles.context_format import format_context, format_question_date
 

@@ -194,7 +194,7 @@ class Refresher:
     def _compute(conflict: Conflict, client: Any) -> tuple[str, CallCost]:
         if client is None:
             return superseded_text(conflict.older, conflict.newer), CallCost()
-        from evolvemem.mechanisms.narrative import ask_json
+        from evolvemem.llm.ask import ask_json
         from evolvemem.prompts import load_prompt
         from evolvemem.roles.context_format import format_context
 

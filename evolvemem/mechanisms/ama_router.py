@@ -65,11 +65,9 @@ def route_by_rules(question: str) -> str:
 
 def parse_route(parsed: Any) -> str:
     """The granularity in {"granularity": "..."} (a bare string is accepted too)."""
-    value = parsed.get("granularity") if isinstance(parsed, dict) else parsed
-    choice = str(value).strip().lower() if isinstance(value, str) else ""
-    if choice not in GRANULARITIES:
-        raise ValueError(f"granularity must be one of {', '.join(GRANULARITIES)}, got {value!r}")
-    return choice
+    from evolvemem.llm.ask import parse_choice
+
+    return parse_choice(parsed, "granularity", GRANULARITIES)
 
 
 def route(question: str, client: Any = None) -> tuple[str, str, CallCost]:
@@ -77,7 +75,7 @@ def route(question: str, client: Any = None) -> tuple[str, str, CallCost]:
     rules = route_by_rules(question)
     if client is None:
         return rules, "rules", CallCost()
-    from evolvemem.mechanisms.narrative import ask_json
+    from evolvemem.llm.ask import ask_json
     from evolvemem.prompts import load_prompt
 
     prompt = load_prompt("route").render(question=question.strip())

@@ -238,7 +238,7 @@ def parse_foresight(parsed: Any, rows: Sequence[int], days: Sequence[date | None
 
 def llm_items(memories: Sequence[Any], client: Any) -> tuple[list[ForesightItem], CallCost, int]:
     """Items written by the model, batch by batch (concurrently); (items, cost, batches that fell back to rules)."""
-    from evolvemem.mechanisms.narrative import ask_json
+    from evolvemem.llm.ask import ask_json
     from evolvemem.prompts import load_prompt
 
     prompt = load_prompt("foresight")

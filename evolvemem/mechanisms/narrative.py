@@ -1,52 +1,25 @@
-"""Episode narratives (EverMemOS's episodic memory) and the guarded JSON call mechanisms share.
+"""Episode narratives (EverMemOS's episodic memory).
 
 A narrative is a short third-person account of one topic segment, written by a model from the
 segment's memories (prompts/episode.md). It reads as one story rather than a list of turns, so
 its embedding says what the segment is *about*: the scenes mechanism clusters episodes by it,
 and the episode store (AMA) keeps it as a retrievable unit.
 
-Mechanisms must never stop on a bad model reply. `ask_json` makes one JSON call and returns
-the parsed value or None, always with the cost actually paid (an unparseable reply that was
-re-asked is billed twice); callers then use their offline rule instead.
+The model is asked through `evolvemem.llm.ask.ask_json`: a bad reply falls back to the dated
+digest (the offline form), with the cost still counted.
 """
 from __future__ import annotations
 
-import logging
 import re
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Sequence
 
+from evolvemem.llm.ask import ask_json
 from evolvemem.prompts import load_prompt
 from evolvemem.roles.protocols import CallCost
 
-log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 NARRATIVE_MAX_TOKENS = 400
 MIN_NARRATIVE_CHARS = 20  # shorter "narratives" ("ok", "none") are treated as garbage
 _DATE_PREFIX = re.compile(r"^\s*\[[^\]]{1,40}\]\s*")  # "[8 May 2023] " in front of a memory
-
-
-def ask_json(client: Any, prompt: str, *, role: str, max_tokens: int,
-             parse: Callable[[Any], T]) -> tuple[T | None, CallCost]:
-    """One JSON completion, parsed by `parse` (which raises ValueError on an unusable reply).
-
-    Returns (None, cost) when the call fails or the reply is unusable; the failure is logged."""
-    from evolvemem.llm.client import LLMCallFailed, LLMJSONError
-
-    messages = [{"role": "user", "content": prompt}]
-    try:
-        parsed, reply = client.complete_json(messages, role=role, max_tokens=max_tokens)
-    except LLMJSONError as exc:
-        log.warning("%s: %s", role, exc)
-        return None, exc.reply.as_cost()
-    except LLMCallFailed as exc:
-        log.warning("%s: %s", role, exc)
-        return None, CallCost()
-    try:
-        return parse(parsed), reply.as_cost()
-    except (ValueError, TypeError, KeyError) as exc:
-        log.warning("%s: unusable reply from %s: %s", role, getattr(client, "model", "the model"), exc)
-        return None, reply.as_cost()
 
 
 def dated_digest(lines: Sequence[str], date: str | None) -> str:

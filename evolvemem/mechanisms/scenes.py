@@ -254,7 +254,7 @@ def parse_sufficiency(parsed: Any) -> tuple[bool, list[str]]:
 
 def judge_sufficiency(client: Any, question: str, memories: Sequence[str]) -> tuple[tuple[bool, list[str]] | None, CallCost]:
     """The model's sufficiency verdict and rewrites, or None (with the cost paid) when unusable."""
-    from evolvemem.mechanisms.narrative import ask_json
+    from evolvemem.llm.ask import ask_json
     from evolvemem.prompts import load_prompt
 
     shown = "\n".join(f"{i}. {text}" for i, text in enumerate(memories, start=1)) or "(none)"
