@@ -122,12 +122,12 @@ def test_recurring_topic_triggers_exactly_one_extraction(embedder: Embedder) -> 
     assert episodes[0].content == digest([t for t in conv.turns() if t.turn_id in topic_ids])
     assert "1 May 2023" not in episodes[0].content and "2 May 2023 to 12 May 2023" in episodes[0].content
     # every turn stays retrievable verbatim, consolidated or not
-    raw = [u for u in units if len(u.source_turn_ids) == 1 and u.content.endswith(
-        next(t.full_text for t in conv.turns() if t.turn_id == u.source_turn_ids[0]))]
+    raw = [u for u in units if len(u.source_turn_ids) == 1 and u.memory_type == 'episodic' and
+        next(t.full_text for t in conv.turns() if t.turn_id == u.source_turn_ids[0]) in u.content]
     assert sorted(u.source_turn_ids[0] for u in raw) == sorted(t.turn_id for t in conv.turns())
-    # the offline fact of the first topic turn resolves "yesterday"; facts equal to a raw unit are not repeated
-    facts = [u for u in units if u.memory_type == "semantic"]
-    assert [f.source_turn_ids for f in facts] == [("S1:1",)] and "yesterday = 1 May 2023" in facts[0].content
+    # offline facts repeat their raw unit, which already resolves "yesterday": none is stored twice
+    assert not [u for u in units if u.memory_type == "semantic"]
+    assert "yesterday = 1 May 2023" in next(u.content for u in raw if u.source_turn_ids == ("S1:1",))
     assert len({u.content for u in units}) == len(units) and len({u.memory_id for u in units}) == len(units)
     # offline prompt tokens: the words of the one prompt an LLM would have been sent
     assert 0 < stats.prompt_tokens == len(extractor.episode_prompt.render(
@@ -174,8 +174,14 @@ def test_offline_refinement_adds_only_facts_the_episode_lacks(embedder: Embedder
     rye, again = extractor._offline_fact(conv, turns[-3]), extractor._offline_fact(conv, turns[-1])
     assert jaccard(tokens(again), tokens(cluster_facts[0])) >= 0.5
     assert all(jaccard(tokens(rye), tokens(f)) < 0.5 for f in cluster_facts)
-    fact_sources = [u.source_turn_ids for u in units if u.memory_type == "semantic"]
-    assert (turns[-3].turn_id,) in fact_sources and (turns[-1].turn_id,) not in fact_sources
+    from evolvemem.memory.recurrence import _EpisodeOutcome
+
+    speakers = ", ".join(conv.speakers)
+    added = extractor._refine(conv, speakers, cluster_facts, turns[-3], _EpisodeOutcome())
+    assert [u.source_turn_ids for u in added] == [(turns[-3].turn_id,)]
+    assert extractor._refine(conv, speakers, cluster_facts, turns[-1], _EpisodeOutcome()) == []
+    # offline, a one-turn fact says no more than its raw unit (which resolves dates too): not stored twice
+    assert not [u for u in units if u.memory_type == "semantic"]
     stats = extractor.stats[conv.conversation_id]
     assert (stats.merges, stats.refinement_calls, stats.extraction_calls) == (2, 2, 1)
     assert len([u for u in units if len(u.source_turn_ids) == 1 and u.memory_type == "episodic"]) == len(turns)

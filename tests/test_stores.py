@@ -30,11 +30,24 @@ def test_raw_units_keep_every_turn_verbatim_and_dated(synth):
     assert len(units) == len(turns)
     for unit, turn in zip(units, turns):
         assert unit.source_turn_ids == (turn.turn_id,)
-        assert unit.content.endswith(f"{turn.speaker}: {turn.full_text}")
+        assert f"{turn.speaker}: {' '.join(turn.full_text.split())}" in unit.content
         assert unit.timestamp == turn.timestamp
         assert turn.speaker.lower() in unit.persons
     assert len({u.memory_id for u in units}) == len(units)
     assert [u.source_turn_ids[0] for u in raw_units(conv, {turns[1].turn_id})] == [turns[1].turn_id]
+
+
+def test_raw_units_resolve_relative_dates_in_a_note():
+    from datetime import datetime
+
+    from evolvemem.data.models import Turn
+    from evolvemem.memory.stores import raw_unit
+
+    turn = Turn(turn_id="D1:3", speaker="Priya Raman", text="I finally repainted the shed yesterday!",
+                session_id="session_1", timestamp=datetime(2023, 5, 9, 14, 0))
+    unit = raw_unit("c1", turn, ("Priya Raman", "Tomasz"))
+    assert unit.content.startswith("[9 May 2023] Priya Raman: I finally repainted the shed yesterday!")
+    assert "8 May 2023" in unit.content
 
 
 def test_default_configs_need_only_the_fact_store():

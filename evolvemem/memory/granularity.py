@@ -27,6 +27,7 @@ import numpy as np
 from evolvemem.data.dates import format_day
 from evolvemem.data.models import Conversation, Turn
 from evolvemem.memory import nlp
+from evolvemem.memory.stores import turn_line
 from evolvemem.memory.unit import MemoryUnit, make_memory_id
 from evolvemem.roles.protocols import CallCost
 
@@ -57,15 +58,6 @@ def topic_segments(vectors: np.ndarray, *, cut_std: float = CUT_STD, min_len: in
     if len(runs) > 1 and len(runs[-1]) < min_len:
         runs[-2].extend(runs.pop())
     return runs
-
-
-def turn_line(turn: Turn) -> str:
-    """A turn as one digest line: speaker, what was said, resolved relative dates."""
-    from evolvemem.memory.offline_extract import resolve_relative_dates
-
-    said = " ".join(turn.full_text.split())
-    notes = resolve_relative_dates(said, turn.timestamp) if turn.timestamp else []
-    return f"{turn.speaker}: {said}" + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _rules_version(*extra: str) -> str:

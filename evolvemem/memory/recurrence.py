@@ -38,6 +38,7 @@ from evolvemem.memory import nlp
 from evolvemem.memory.consolidate import jaccard
 from evolvemem.memory.llm_extract import format_turn, memory_from_item
 from evolvemem.memory.offline_extract import OfflineExtractor
+from evolvemem.memory.stores import RAW_VERSION, raw_units
 from evolvemem.memory.unit import MemoryUnit, make_memory_id
 from evolvemem.prompts import load_prompt
 from evolvemem.roles.protocols import CallCost
@@ -208,14 +209,13 @@ class RecurrenceExtractor:
         embedding_model = getattr(embedder, "model_name", type(embedder).__name__)
         self.version = (f"m{merge_sim:g}-s{theta_sim:g}-c{theta_count}-n{FACT_NOVELTY:g}-d{DIGEST_WORDS}"
                         f"-{self.episode_prompt.version}-{self.refine_prompt.version}-{self.offline.version}"
-                        f"-{embedding_model}")
+                        f"-{embedding_model}-{RAW_VERSION}")
         self.stats: dict[str, RecurrenceStats] = {}
         self.failures: dict[str, list[str]] = {}
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------------------ protocol
     def extract(self, conversation: Conversation, turn_ids: set[str] | None = None) -> tuple[list[MemoryUnit], CallCost]:
-        from evolvemem.memory.stores import raw_units
 
         turns = [t for t in conversation.turns() if turn_ids is None or t.turn_id in turn_ids]
         vectors = self.embedder.encode([t.full_text for t in turns]) if turns else np.zeros((0, 1), np.float32)

@@ -29,14 +29,29 @@ STORE_BUILDERS: dict[str, str] = {
     "recurrence": "evolvemem.memory.recurrence:recurrence_extractor",
 }
 STORE_NAMES = (FACT, *STORE_BUILDERS)
-RAW_VERSION = "raw-1"
+RAW_VERSION = "raw-2"
+
+
+def _relative_date_notes(text: str, turn: Any) -> list[str]:
+    from evolvemem.memory.offline_extract import resolve_relative_dates
+
+    return resolve_relative_dates(text, turn.timestamp) if turn.timestamp else []
+
+
+def turn_line(turn: Any) -> str:
+    """A turn as one line: speaker, what was said, and the absolute dates of its relative ones
+    ("yesterday" → the day), since a stored turn is read long after the day it was said."""
+    said = " ".join(turn.full_text.split())
+    notes = _relative_date_notes(said, turn)
+    return f"{turn.speaker}: {said}" + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def raw_unit(conversation_id: str, turn: Any, speakers: tuple[str, ...] = ()) -> MemoryUnit:
-    """A turn as said, dated and attributed; annotated so the structured view can read it."""
+    """A turn as said, dated and attributed (relative dates resolved in a note); annotated so
+    the structured view can read it."""
     said = turn.full_text
     prefix = f"[{format_day(turn.timestamp)}] " if turn.timestamp else ""
-    content = f"{prefix}{turn.speaker}: {said}"
+    content = f"{prefix}{turn_line(turn)}"
     found = nlp.annotate(said, known_persons=speakers)
     speaker = turn.speaker.lower()
     persons = found.persons if speaker in found.persons else (speaker, *found.persons)
@@ -67,7 +82,11 @@ class RawTurnExtractor:
     """The `raw` store: no model, nothing summarised or dropped."""
 
     name = "raw"
-    version = RAW_VERSION
+
+    def __init__(self) -> None:
+        from evolvemem.memory.offline_extract import OfflineExtractor
+
+        self.version = f"{RAW_VERSION}-{OfflineExtractor().version}"  # the date-note rules live there
 
     def extract(self, conversation: Conversation, turn_ids: set[str] | None = None) -> tuple[list[MemoryUnit], CallCost]:
         return raw_units(conversation, turn_ids), CallCost()
