@@ -12,14 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from evolvemem.data.models import Question
+from evolvemem.data.models import Question, Turn
 from evolvemem.memory.unit import MemoryUnit
 from evolvemem.prompts import load_prompt
 from evolvemem.roles.answer_offline import STYLES, OfflineAnswerer, analyse_question, rank_support
 from evolvemem.roles.context_format import (
-    ABSTENTION, find_dates, format_context, format_question_date, memory_date_text, parse_memory_text,
+    ABSTENTION, find_dates, format_context, format_question_date, memory_date_text, parse_memory_text, quoted_turns,
 )
 from evolvemem.roles.protocols import AnswerResult, CallCost
+from evolvemem.roles.reader_support import view_of
 from evolvemem.roles.verify import OfflineVerifier, grounding
 
 MAY_8 = datetime(2023, 5, 8, 14, 0)
@@ -178,6 +179,89 @@ def test_a_date_in_the_question_selects_the_memory_of_that_date():
     ]
     assert "river" in ask("What race did Priya run in March 2023?", runs)
     assert "hills" in ask("What race did Priya run in September 2023?", runs)
+
+
+# ----------------------------------------------------------------------------- digests of several turns
+def turn(n: int, speaker: str, text: str, when: datetime) -> Turn:
+    return Turn(f"D1:{n}", speaker, text, "S1", when)
+
+
+def episode_digest(turns: list[Turn]) -> MemoryUnit:
+    """An episode memory exactly as the offline episode store writes it."""
+    from evolvemem.mechanisms.narrative import dated_digest
+    from evolvemem.memory.granularity import turn_line
+
+    text = dated_digest([turn_line(t) for t in turns], "8 May 2023")
+    speakers = tuple(dict.fromkeys(t.speaker.lower() for t in turns))
+    return MemoryUnit("c1:e1", "c1", text, memory_type="episodic", source_turn_ids=tuple(t.turn_id for t in turns),
+                      timestamp=turns[0].timestamp, persons=speakers, locations=("lisbon",))
+
+
+ADOPTION = [
+    turn(1, "Priya Raman", "I adopted a greyhound yesterday! She sleeps all day.", MAY_8),
+    Turn("D1:2", "Tomasz", "Priya, you must be thrilled. I'm still fixing my bike.", "S1", MAY_8, "a red bike"),
+    turn(3, "Priya Raman", "Thanks, Tomasz! Next month we fly to Lisbon for my cousin's wedding.", MAY_8),
+]
+
+
+def test_a_digest_is_taken_apart_into_the_turns_it_quotes():
+    unit = episode_digest(ADOPTION)
+    assert unit.content.startswith("On 8 May 2023: Priya Raman: I adopted")
+    turns = quoted_turns(unit.content, unit.persons)
+    assert [t.speaker for t in turns] == ["Priya Raman", "Tomasz", "Priya Raman"]
+    assert turns[0].body == "I adopted a greyhound yesterday! She sleeps all day."
+    assert turns[0].notes == (("yesterday", "7 May 2023"),)  # each turn keeps its own resolved dates
+    assert turns[1].notes == () and turns[1].body.startswith("Priya, you must")
+    assert turns[1].body.endswith("[shares a photo of a red bike]")  # a caption stays with its turn
+    # a recurring-topic digest dates a turn where the day changes; the turns after it keep that date
+    from evolvemem.memory.recurrence import digest
+
+    recurring = digest([turn(4, "Tomasz", "I want a guitar.", MAY_8), turn(5, "Priya Raman", "Get one!", MAY_8),
+                        turn(6, "Tomasz", "I finally bought the guitar.", AUG_20),
+                        turn(7, "Priya Raman", "Play me something.", AUG_20)])
+    parts = quoted_turns(recurring, ("tomasz", "priya raman"))
+    assert [(t.date_label, t.speaker, t.body) for t in parts] == [
+        ("8 May 2023", "Tomasz", "I want a guitar."), ("8 May 2023", "Priya Raman", "Get one!"),
+        ("20 August 2023", "Tomasz", "I finally bought the guitar."),
+        ("20 August 2023", "Priya Raman", "Play me something.")]
+    # one turn, or "Name:" of nobody the memory names, is not a digest
+    assert quoted_turns(CONTEXT[0].content, ("priya", "tomasz")) == ()
+    assert quoted_turns("On 8 May 2023: Priya: Note: bring clay. Also: glaze.", ("priya",)) == ()
+
+
+def test_a_digest_answers_for_the_speaker_who_said_it():
+    context = [episode_digest(ADOPTION)]
+    assert "greyhound" in ask("What did Priya adopt?", context)
+    assert ask("What did Tomasz adopt?", context) == ABSTENTION
+    assert ask("When did Priya adopt a greyhound?", context) == "7 May 2023"
+    assert ask("When did Tomasz adopt a greyhound?", context) == ABSTENTION
+    assert "bike" in ask("What is Tomasz fixing?", context)
+    assert ask("What is Priya fixing?", context) == ABSTENTION
+    assert ask("Who is fixing a bike?", context) == "Tomasz"  # the speaker of the turn, not of the digest
+    assert ask("Where will Priya fly for the wedding?", context) == "Lisbon"
+    assert ask("Where will Tomasz fly for the wedding?", context) == ABSTENTION
+    _, _, supports = rank_support("What did Priya adopt?", context)
+    assert supports[0].view.speaker == "Priya Raman"  # the support is the turn, with that turn's notes
+    assert supports[0].view.notes == (("yesterday", "7 May 2023"),)
+
+
+def test_each_turn_of_a_digest_is_dated_by_its_own_label():
+    from evolvemem.memory.recurrence import digest
+
+    text = digest([turn(4, "Tomasz", "I want a guitar.", MAY_8), turn(5, "Priya Raman", "Get one!", MAY_8),
+                   turn(6, "Tomasz", "I finally bought the guitar.", AUG_20)])
+    unit = MemoryUnit("c1:r1", "c1", text, source_turn_ids=("D1:4", "D1:5", "D1:6"), timestamp=MAY_8,
+                      persons=("tomasz", "priya raman"))
+    assert ask("When did Tomasz buy the guitar?", [unit]) == "20 August 2023"
+    assert "guitar" in ask("What did Tomasz buy in August 2023?", [unit])
+
+
+def test_a_one_turn_memory_is_read_whole_even_when_it_quotes_someone():
+    quoting = memory(1, "[8 May 2023] Priya: My coach told me, Tomasz: never skip a warm-up.", MAY_8,
+                     ["priya", "tomasz"])
+    view = view_of(quoting)
+    assert view.turns == () and view.parts == (view,) and view.speaker == "Priya"
+    assert len(view.sentences) == 1 and "Tomasz: never skip" in view.sentences[0].text
 
 
 # ----------------------------------------------------------------------------- styles

@@ -3,8 +3,11 @@
 Extractors write memories like `"[8 May 2023] Priya: I started a pottery class yesterday.
 (yesterday = 7 May 2023)"`; LLM extractors write third-person sentences with absolute dates.
 The answer prompts need them numbered and dated, and the offline reader needs them taken
-apart again (date label, speaker, body, resolved-date notes). Keeping both directions and the
-date vocabulary here means the layout is known in exactly one place.
+apart again (date label, speaker, body, resolved-date notes). Digests of several turns
+(`"On 8 May 2023: Priya: ... Tomasz: ..."`, `"Recurring topic (...): [8 May 2023] Priya: ... |
+Tomasz: ..."`) are taken apart into the turns they quote, so each turn keeps its speaker.
+Keeping both directions and the date vocabulary here means the layout is known in exactly one
+place.
 """
 from __future__ import annotations
 
@@ -108,6 +111,13 @@ def find_dates(text: str) -> tuple[DateMention, ...]:
     return tuple(sorted(found, key=lambda d: d.start))
 
 
+def _memory_text(label: str | None, speaker: str | None, rest: str) -> MemoryText:
+    """`rest` (what was said, notes included) split into body and resolved-date notes."""
+    notes = tuple((expr.strip(), value.strip()) for expr, value in _NOTE.findall(rest))
+    body = _NOTE.sub("", rest).strip() if notes else rest.strip()
+    return MemoryText(label, speaker, body, notes)
+
+
 @functools.lru_cache(maxsize=65536)
 def parse_memory_text(content: str) -> MemoryText:
     """Split a memory's content into date label, speaker, body and resolved-date notes."""
@@ -122,9 +132,55 @@ def parse_memory_text(content: str) -> MemoryText:
     if match:
         speaker = match.group(1)
         rest = rest[match.end():]
-    notes = tuple((expr.strip(), value.strip()) for expr, value in _NOTE.findall(rest))
-    body = _NOTE.sub("", rest).strip() if notes else rest.strip()
-    return MemoryText(label, speaker, body, notes)
+    return _memory_text(label, speaker, rest)
+
+
+@functools.lru_cache(maxsize=4096)
+def _turn_label(persons: tuple[str, ...]) -> re.Pattern[str] | None:
+    """Where a quoted turn starts: "Priya Raman: " (one of `persons`), after whitespace or at the
+    start, optionally behind its own "[8 May 2023] " date label."""
+    names = sorted({" ".join(p.split()) for p in persons if p.strip()}, key=len, reverse=True)
+    if not names:
+        return None
+    spoken = "|".join(re.escape(name) for name in names)
+    return re.compile(rf"(?:^|(?<=\s))(?:\[([^\]]{{4,40}})\]\s*)?({spoken}):\s+", re.I)
+
+
+@functools.lru_cache(maxsize=65536)
+def quoted_turns(content: str, persons: tuple[str, ...]) -> tuple[MemoryText, ...]:
+    """The turns a digest of several turns quotes, in order, each with its speaker, its notes
+    and its date label: its own ("[9 June 2023] Priya: ...") or else the one before it's (the
+    first turn without one has none: it is dated like the memory). () for a memory quoting
+    fewer than two turns, which is read whole.
+
+    A turn starts at "Name: " where Name is one of the memory's `persons` written with a
+    capital (so "Note: ..." or a lowercase "priya: " inside a turn does not split it). Text
+    before the first turn (a heading such as "On 8 May 2023:") is nobody's and is dropped, and
+    so is a " |" between turns."""
+    pattern = _turn_label(persons)
+    if pattern is None:
+        return ()
+    starts = [m for m in pattern.finditer(content) if m.group(2)[:1].isupper()]
+    if len(starts) < 2:
+        return ()
+    dated = [bool(m.group(1) and find_dates(m.group(1))) for m in starts]
+    # a bracket before a name that is not a date ("[shares a photo of ...]") ends the turn before
+    begins = [m.start() if is_dated else m.start(2) for m, is_dated in zip(starts, dated)]
+    turns: list[MemoryText] = []
+    label: str | None = None
+    for index, match in enumerate(starts):
+        if dated[index]:
+            label = match.group(1).strip()
+        end = begins[index + 1] if index + 1 < len(starts) else len(content)
+        said = content[match.end():end].strip().rstrip("|").strip()
+        turns.append(_memory_text(label, match.group(2), said))
+    return tuple(turns)
+
+
+def date_label_text(label: str) -> str:
+    """A "[...]" date label's date, written the canonical way ("7 May 2023")."""
+    mentions = find_dates(label)
+    return mentions[0].canonical if mentions else label
 
 
 def memory_date_text(unit: MemoryUnit) -> str:
@@ -132,10 +188,7 @@ def memory_date_text(unit: MemoryUnit) -> str:
     if unit.timestamp is not None:
         return format_date(unit.timestamp)
     label = parse_memory_text(unit.content).date_label
-    if label:
-        mentions = find_dates(label)
-        return mentions[0].canonical if mentions else label
-    return ""
+    return date_label_text(label) if label else ""
 
 
 def format_context(context: Sequence[MemoryUnit]) -> str:

@@ -3,8 +3,11 @@ sentences and persons, and how well each memory supports the question.
 
 Each memory sentence is scored for support of the question (stemmed content words weighted by
 how rare they are within the context, whether the question's person is the speaker or
-mentioned, a small rank prior). Memory views are cached by content: the same memories recur
-across questions and rounds.
+mentioned, a small rank prior). A digest quoting several turns (an episode, a recurring topic)
+is read turn by turn: each turn is viewed like a one-turn memory of its speaker, so "is this
+about the person asked?" is answered for the turn that holds the sentence, not for everybody
+the digest names. Memory views are cached by content: the same memories recur across questions
+and rounds.
 """
 from __future__ import annotations
 
@@ -16,7 +19,9 @@ from datetime import date
 from typing import Sequence
 
 from evolvemem.memory.unit import MemoryUnit
-from evolvemem.roles.context_format import MONTHS, DateMention, find_dates, memory_date_text, parse_memory_text
+from evolvemem.roles.context_format import (
+    MONTHS, DateMention, MemoryText, date_label_text, find_dates, memory_date_text, parse_memory_text, quoted_turns,
+)
 from evolvemem.roles.reader_lexicon import (
     AUXILIARIES, CAPTION_WORDS, DURATION, FIRST_PERSON, FREQUENCY, NUMBER_WORDS, QUESTION_FILLERS, SECOND_PERSON,
     STOPWORDS, WEEKDAYS, stem, word_tokens,
@@ -110,6 +115,12 @@ class MemoryView:
     date_text: str
     locations: tuple[str, ...]
     day: date | None  # the memory's own date, for questions that name one
+    turns: tuple[MemoryView, ...] = ()  # a digest's quoted turns, each viewed like a one-turn memory
+
+    @property
+    def parts(self) -> tuple[MemoryView, ...]:
+        """What is read for support and person checks: a digest's turns, else the memory itself."""
+        return self.turns or (self,)
 
 
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[\"'A-Z0-9\[])|\s*\[(?=shares )|\]\s*")
@@ -131,9 +142,15 @@ def sentence_of(text: str) -> Sentence:
                     bool(lowers & SECOND_PERSON), bool(lowers & FIRST_PERSON), caption)
 
 
-@functools.lru_cache(maxsize=65536)
-def _memory_view(content: str, persons: tuple[str, ...], locations: tuple[str, ...], date_text: str) -> MemoryView:
-    parsed = parse_memory_text(content)
+def _day_of(date_text: str) -> date | None:
+    mentions = find_dates(date_text)
+    if mentions and mentions[0].year and mentions[0].month:
+        return date(mentions[0].year, mentions[0].month, mentions[0].day or 1)
+    return None
+
+
+def _turn_view(parsed: MemoryText, persons: tuple[str, ...], locations: tuple[str, ...], date_text: str) -> MemoryView:
+    """The view of one spoken turn (or of a memory read whole)."""
     pieces = [p.strip(" []") for p in _SENTENCE_SPLIT.split(parsed.body) if p and p.strip(" []")]
     sentences = tuple(sentence_of(p) for p in pieces) or (sentence_of(parsed.body),)
     stems = frozenset().union(*(s.stems for s in sentences))
@@ -146,12 +163,26 @@ def _memory_view(content: str, persons: tuple[str, ...], locations: tuple[str, .
                if w[:1].isupper() and w.lower() not in STOPWORDS}
     if parsed.speaker:
         proper |= {part.lower() for part in parsed.speaker.split()}
-    mentions = find_dates(date_text)
-    day = None
-    if mentions and mentions[0].year and mentions[0].month:
-        day = date(mentions[0].year, mentions[0].month, mentions[0].day or 1)
     return MemoryView(parsed.speaker, sentences, stems, frozenset(people), addressed, frozenset(proper), parsed.notes,
-                      date_text, locations, day)
+                      date_text, locations, _day_of(date_text))
+
+
+@functools.lru_cache(maxsize=65536)
+def _memory_view(content: str, persons: tuple[str, ...], locations: tuple[str, ...], date_text: str,
+                 one_turn: bool) -> MemoryView:
+    """A memory's view. A memory from one turn has one speaker and is read whole; a digest of
+    several turns gets one view per quoted turn (dated by its own label, else the memory's
+    date) and, as a whole, no speaker and everything its turns hold."""
+    turns = () if one_turn else quoted_turns(content, persons)
+    if not turns:
+        return _turn_view(parse_memory_text(content), persons, locations, date_text)
+    parts = tuple(_turn_view(t, persons, locations, date_label_text(t.date_label) if t.date_label else date_text)
+                  for t in turns)
+    return MemoryView(
+        None, tuple(s for part in parts for s in part.sentences), frozenset().union(*(v.stems for v in parts)),
+        frozenset().union(*(v.people for v in parts)), frozenset().union(*(v.addressed for v in parts)),
+        frozenset().union(*(v.proper for v in parts)), tuple(n for part in parts for n in part.notes),
+        date_text, locations, _day_of(date_text), parts)
 
 
 def _about(view: MemoryView, sentence: Sentence, persons: Sequence[str]) -> bool:
@@ -175,7 +206,8 @@ def _about(view: MemoryView, sentence: Sentence, persons: Sequence[str]) -> bool
 
 
 def view_of(unit: MemoryUnit) -> MemoryView:
-    return _memory_view(unit.content, unit.persons, unit.locations, memory_date_text(unit))
+    return _memory_view(unit.content, unit.persons, unit.locations, memory_date_text(unit),
+                        len(unit.source_turn_ids) == 1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -187,7 +219,7 @@ class Support:
 
     rank: int
     unit: MemoryUnit
-    view: MemoryView
+    view: MemoryView  # the memory's view, or for a digest the view of the turn holding `sentence`
     sentence: Sentence
     coverage: float  # weighted share of the question's content words found (0..1)
     person_ok: bool
@@ -236,14 +268,16 @@ _DATE_TERM = "@date"
 def rank_support(question_text: str, context: Sequence[MemoryUnit], *, prefer_time: bool = False,
                  rank_weight: float = RANK_WEIGHT) -> tuple[QuestionForm, tuple[str, ...], list[Support]]:
     """Score every memory in the context; returns the question form, the question's persons
-    and one `Support` per memory, best first.
+    and one `Support` per memory, best first. A digest's sentences are scored within their
+    turns (`MemoryView.parts`), each turn checked for the person like a one-turn memory.
 
     A memory must be about one of the question's persons: the names known as persons in the
     context, and names no memory mentions at all (the context cannot be about them).
 
     Coverage is the idf-weighted share of the question's words found in the best sentence
-    (75%) and anywhere in the memory (25%). A date the question names acts as one more word,
-    found when the memory's date matches it. A sentence that is itself a question counts half:
+    (75%) and anywhere in the memory (25%; in a digest, anywhere in the sentence's turn, so
+    one speaker's words do not lend support to what another said). A date the question names
+    acts as one more word, found when the memory's (the turn's) date matches it. A sentence that is itself a question counts half:
     asking about something is not evidence of it. A sentence holding the kind of value the
     question wants (a date, a number, a place) ranks a little higher; `prefer_time` (the
     temporal style) makes that pull stronger for date questions."""
@@ -254,42 +288,47 @@ def rank_support(question_text: str, context: Sequence[MemoryUnit], *, prefer_ti
                     or not any(stem(n.lower()) in v.stems for v in views))
     other_names = [stem(n.lower()) for n in form.names if n not in persons]
     terms = tuple(dict.fromkeys(form.terms + tuple(other_names)))
-    dated = [_date_matches(v.day, form.dates) for v in views] if form.dates else [False] * len(views)
+    dated = [[_date_matches(part.day, form.dates) if form.dates else False for part in v.parts] for v in views]
     n_docs = len(views)
     weights = {t: math.log(1.0 + (n_docs + 1) / (sum(t in v.stems for v in views) + 0.5)) for t in terms}
     if form.dates:
-        weights[_DATE_TERM] = math.log(1.0 + (n_docs + 1) / (sum(dated) + 0.5))
+        weights[_DATE_TERM] = math.log(1.0 + (n_docs + 1) / (sum(any(d) for d in dated) + 0.5))
     total = sum(weights.values())
     fit_weight = 0.2 if prefer_time and form.kind in ("date", "year", "month") else 0.05
     supports = []
     for rank, (unit, view) in enumerate(zip(context, views)):
-        date_weight = weights[_DATE_TERM] if dated[rank] else 0.0
-        memory_cover = (sum(w for t, w in weights.items() if t in view.stems) + date_weight) / total if total else 0.0
-        best: tuple[float, float, Sentence, bool] | None = None
-        for sentence in view.sentences:
-            about = _about(view, sentence, persons)
-            if total:
-                cover = (sum(w for t, w in weights.items() if t in sentence.stems) + date_weight) / total
-                coverage = 0.75 * cover + 0.25 * memory_cover
-            else:
-                coverage = float(about)
-            if sentence.text.rstrip().endswith("?"):
-                coverage *= 0.5
-            score = coverage + fit_weight * _form_fit(form.kind, sentence, view) + (0.1 if persons and about else 0.0)
-            if best is None or (about, score) > (best[3], best[0]):
-                best = (score, coverage, sentence, about)
+        best: tuple[float, float, Sentence, bool, MemoryView] | None = None
+        for part, part_dated in zip(view.parts, dated[rank]):
+            date_weight = weights[_DATE_TERM] if part_dated else 0.0
+            part_words = sum(w for t, w in weights.items() if t in part.stems)
+            memory_cover = (part_words + date_weight) / total if total else 0.0
+            for sentence in part.sentences:
+                about = _about(part, sentence, persons)
+                if total:
+                    cover = (sum(w for t, w in weights.items() if t in sentence.stems) + date_weight) / total
+                    coverage = 0.75 * cover + 0.25 * memory_cover
+                else:
+                    coverage = float(about)
+                if sentence.text.rstrip().endswith("?"):
+                    coverage *= 0.5
+                score = coverage + fit_weight * _form_fit(form.kind, sentence, part)
+                score += 0.1 if persons and about else 0.0
+                if best is None or (about, score) > (best[3], best[0]):
+                    best = (score, coverage, sentence, about, part)
         assert best is not None
         score = best[0] + rank_weight * (1.0 - rank / max(n_docs, 1))
-        supports.append(Support(rank, unit, view, best[2], best[1], best[3], score))
+        supports.append(Support(rank, unit, best[4], best[2], best[1], best[3], score))
     supports.sort(key=lambda s: -s.score)
     return form, persons, supports
 
 
 def _is_person_somewhere(name: str, context: Sequence[MemoryUnit], views: list[MemoryView]) -> bool:
-    """A capitalised question word counts as a person when some memory has it as speaker or
-    annotated person, or when no memory annotates it as a location/entity (unannotated text)."""
+    """A capitalised question word counts as a person when some memory (or a turn a digest
+    quotes) has it as speaker or annotated person, or when no memory annotates it as a
+    location/entity (unannotated text)."""
     lower = name.lower()
     for unit, view in zip(context, views):
-        if (view.speaker and lower in view.speaker.lower().split()) or any(lower == p.lower() for p in unit.persons):
+        if any(part.speaker and lower in part.speaker.lower().split() for part in view.parts) \
+                or any(lower == p.lower() for p in unit.persons):
             return True
     return not any(lower in (x.lower() for x in unit.locations + unit.entities) for unit in context)
