@@ -51,7 +51,7 @@ def answer_question(ws: Workspace, question: Question, effective: Any, fingerpri
     """The full per-question path under its effective config (route → retrieve → answer → verify →
     judge/retry, evolvemem/mechanisms/ama.py); returns one `question_records` row (without
     round/phase). Context, evidence recall and coverage describe the answer kept (the last one)."""
-    from evolvemem.mechanisms.ama import answer_path, covered_turns
+    from evolvemem.mechanisms.ama import answer_path
     from evolvemem.scoring import score_prediction
     from evolvemem.scoring.metrics import evidence_recall, is_abstention
 
@@ -76,7 +76,7 @@ def answer_question(ws: Workspace, question: Question, effective: Any, fingerpri
         "prediction": answer.text,
         "evidence_ids": list(question.evidence),
         "evidence_recall": evidence_recall(question.evidence, in_context),
-        "evidence_covered": evidence_recall(question.evidence, covered_turns(ws, conversation_id, final.store)),
+        "evidence_covered": evidence_recall(question.evidence, ws.covered(conversation_id, final.store)),
         "evidence_retrieved": evidence_recall(question.evidence, ranked),
         "abstained": is_abstention(answer.text),
         "failed": answer.failed,

@@ -48,8 +48,9 @@ class Workspace:
         self.retrievers: dict[str, Any] = {}
         self.covered_turns: dict[str, set[str]] = {}
         self.stats = SetupStats()
-        # non-fact stores: (store, conversation id) -> (memories, retriever)
-        self._stores: dict[tuple[str, str], tuple[list[MemoryUnit], Any]] = {}
+        # non-fact stores (never changed once built): (store, conversation id) -> (memories, retriever,
+        # the turns those memories come from)
+        self._stores: dict[tuple[str, str], tuple[list[MemoryUnit], Any, set[str]]] = {}
         self._store_lock = threading.Lock()
 
     def build(self, progress: ProgressFn | None = None) -> SetupStats:
@@ -113,7 +114,9 @@ class Workspace:
                     last = max((s.timestamp for s in conv.sessions if s.timestamp), default=None)
                     # each store consolidates in its own way (raw: never); only the decay is shared
                     units = decay_importance(units, last) if last is not None else units
-                    self._stores[(name, conv.conversation_id)] = (units, self._retriever_over(conv.conversation_id, units))
+                    self._stores[(name, conv.conversation_id)] = (
+                        units, self._retriever_over(conv.conversation_id, units),
+                        {t for u in units for t in u.source_turn_ids})
                     self.stats.cost = self.stats.cost + cost
                     if progress:
                         progress(f"store {name}", i + 1, len(todo))
@@ -133,6 +136,13 @@ class Workspace:
             return self.memories[conversation_id]
         self.retriever(conversation_id, store)
         return self._stores[(store, conversation_id)][0]
+
+    def covered(self, conversation_id: str, store: str = "fact") -> set[str]:
+        """The turns some memory of one store of a conversation comes from."""
+        if store == "fact":
+            return self.covered_turns[conversation_id]
+        self.retriever(conversation_id, store)
+        return self._stores[(store, conversation_id)][2]
 
     def add_memories(self, conversation_id: str, units: list[MemoryUnit]) -> list[MemoryUnit]:
         """Add re-extracted memories to one conversation (only new contents); returns those added."""
@@ -173,6 +183,6 @@ class Workspace:
             by_conv.setdefault(q.conversation_id, []).append(q)
         for conv_id, qs in by_conv.items():
             self.retrievers[conv_id].prepare(qs, config)
-            for (_, store_conv), (_, retriever) in list(self._stores.items()):
+            for (_, store_conv), (_, retriever, _) in list(self._stores.items()):
                 if store_conv == conv_id:
                     retriever.prepare(qs, config)

@@ -20,6 +20,11 @@ DiagnosisOpt = typer.Option(None, "--diagnosis-model", help="Model for diagnosis
 JudgeOpt = typer.Option(None, "--judge-model", help="Model for the LLM-judge metric (off unless set).")
 ClassifyOpt = typer.Option(None, "--classify-model", help="Model that re-types questions that came without a type (default: rules).")
 ApiBaseOpt = typer.Option(None, "--api-base", help="Base URL of an OpenAI-compatible server (vLLM, Ollama, ...).")
+SplitAllOpt = typer.Option("all", "--split", help="dev, test or all (split by conversation).")
+ConcurrencyOpt = typer.Option(8, "--concurrency", help="Questions answered at once when an LLM is used.")
+EmbeddingOpt = typer.Option(None, "--embedding-model", help="sentence-transformers model name.")
+NoCacheOpt = typer.Option(False, "--no-cache", help="Do not read or write the LLM response cache.")
+QuietOpt = typer.Option(False, "--quiet", "-q", help="No progress bars.")
 
 
 def user_errors(func):
@@ -88,7 +93,7 @@ def eval_command(
     benchmark: str = typer.Option("locomo", "--benchmark", "-b", help="locomo, synth, custom, membench or longmemeval."),
     data: Optional[str] = typer.Option(None, "--data", help="Path to the benchmark file (LoCoMo: locomo10.json)."),
     config: str = typer.Option("default", "--config", "-c", help="Preset name (weak, default) or a config file."),
-    split: str = typer.Option("all", "--split", help="dev, test or all (split by conversation)."),
+    split: str = SplitAllOpt,
     model: Optional[str] = ModelOpt,
     extract_model: Optional[str] = ExtractOpt,
     answer_model: Optional[str] = AnswerOpt,
@@ -98,11 +103,11 @@ def eval_command(
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Output directory (default runs/eval-<benchmark>-<time>)."),
     adversarial_protocol: str = typer.Option("official", "--adversarial-protocol",
                                              help="official (abstention = correct) or paper (F1 against the trap answer)."),
-    concurrency: int = typer.Option(8, "--concurrency", help="Questions answered at once when an LLM is used."),
-    embedding_model: Optional[str] = typer.Option(None, "--embedding-model", help="sentence-transformers model name."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the LLM response cache."),
+    concurrency: int = ConcurrencyOpt,
+    embedding_model: Optional[str] = EmbeddingOpt,
+    no_cache: bool = NoCacheOpt,
     json_out: bool = typer.Option(False, "--json", help="End stdout with one JSON object (overall, by_category)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    quiet: bool = QuietOpt,
 ):
     """Score one retrieval config on a benchmark; every question's record goes to DuckDB."""
     from evolvemem.cli.common import model_settings
@@ -143,13 +148,13 @@ def run(
     patience: int = typer.Option(4, "--patience", help="Stop early after this many rounds without a new best (0 = never)."),
     no_reextract: bool = typer.Option(False, "--no-reextract", help="Never re-extract sessions with extraction gaps."),
     freeze: Optional[list[str]] = typer.Option(None, "--freeze", help="Dimensions or groups (e.g. scenes, cue_graph) the loop may not change; repeat or comma-separate."),
-    concurrency: int = typer.Option(8, "--concurrency", help="Questions answered at once when an LLM is used."),
-    embedding_model: Optional[str] = typer.Option(None, "--embedding-model", help="sentence-transformers model name."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the LLM response cache."),
+    concurrency: int = ConcurrencyOpt,
+    embedding_model: Optional[str] = EmbeddingOpt,
+    no_cache: bool = NoCacheOpt,
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Run directory (default runs/run-<diagnoser>-<benchmark>-<time>)."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue an interrupted run (its directory)."),
     json_out: bool = typer.Option(False, "--json", help="End stdout with one JSON object describing the run."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    quiet: bool = QuietOpt,
 ):
     """Evolve the retrieval config: evaluate → diagnose → propose → guard, round by round."""
     from pathlib import Path
@@ -253,7 +258,7 @@ def transfer(
     run_dir: str = typer.Argument(..., metavar="RUN"),
     benchmark: str = typer.Option(..., "--benchmark", "-b", help="Benchmark or domain to score on."),
     data: Optional[str] = typer.Option(None, "--data", help="Its data file."),
-    split: str = typer.Option("all", "--split", help="dev, test or all."),
+    split: str = SplitAllOpt,
     model: Optional[str] = ModelOpt,
     extract_model: Optional[str] = ExtractOpt,
     answer_model: Optional[str] = AnswerOpt,
@@ -261,10 +266,10 @@ def transfer(
     classify_model: Optional[str] = ClassifyOpt,
     api_base: Optional[str] = ApiBaseOpt,
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Output directory (default runs/transfer-<benchmark>-<time>)."),
-    concurrency: int = typer.Option(8, "--concurrency"),
-    embedding_model: Optional[str] = typer.Option(None, "--embedding-model"),
+    concurrency: int = ConcurrencyOpt,
+    embedding_model: Optional[str] = EmbeddingOpt,
     json_out: bool = typer.Option(False, "--json"),
-    quiet: bool = typer.Option(False, "--quiet", "-q"),
+    quiet: bool = QuietOpt,
 ):
     """Score a run's evolved config zero-shot on another benchmark (overrides apply via question types)."""
     from pathlib import Path
@@ -309,7 +314,7 @@ def ablate(
     run_dir: str = typer.Argument(..., metavar="RUN"),
     split: str = typer.Option("test", "--split", help="Questions to score on: test (held out), dev or all."),
     json_out: bool = typer.Option(False, "--json", help="End stdout with one JSON object (the Δ table)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q"),
+    quiet: bool = QuietOpt,
 ):
     """Re-score a run's best config with each enabled mechanism switched off in turn (Δ table)."""
     from evolvemem.cli.ablate_cmd import run_ablate

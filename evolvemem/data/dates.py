@@ -10,17 +10,14 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
+MONTH_NAMES = ("january", "february", "march", "april", "may", "june", "july", "august",
+               "september", "october", "november", "december")
+WEEKDAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+# month name or abbreviation -> month number
 MONTHS = {
-    name: number
-    for number, names in enumerate(
-        (
-            ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"),
-            ("may",), ("june", "jun"), ("july", "jul"), ("august", "aug"),
-            ("september", "sep", "sept"), ("october", "oct"), ("november", "nov"), ("december", "dec"),
-        ),
-        start=1,
-    )
-    for name in names
+    **{name: number for number, name in enumerate(MONTH_NAMES, start=1)},
+    **{name[:3]: number for number, name in enumerate(MONTH_NAMES, start=1)},
+    "sept": 9,
 }
 
 # "1:56 pm on 8 May, 2023" (LoCoMo session_N_date_time)

@@ -53,6 +53,16 @@ def parse_json_bytes(data: bytes, label: str) -> Any:
         raise DataError(f"{label}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
 
 
+def read_json_list(path: Path, items: str) -> tuple[list, bytes]:
+    """A JSON file whose top level must be a list (of `items`, named in the error); returns the
+    list and the raw bytes (for the dataset's content hash)."""
+    payload = read_bytes(path)
+    raw = parse_json_bytes(payload, path.name)
+    if not isinstance(raw, list):
+        raise DataError(f"{path.name}: top level must be a list of {items}, got {type(raw).__name__}")
+    return raw, payload
+
+
 def read_json(path: Path) -> tuple[Any, str]:
     """Parse a JSON file; return the data and its content hash."""
     data = read_bytes(path)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from evolvemem.data.dates import parse_locomo_datetime
-from evolvemem.data.loader import bytes_hash, parse_json_bytes, read_bytes
+from evolvemem.data.loader import bytes_hash, parse_json_bytes, read_json_list
 from evolvemem.data.models import Conversation, Dataset, Question, Session, Turn
 from evolvemem.errors import DataError
 from evolvemem.paths import cache_dir
@@ -96,10 +96,7 @@ def download_locomo(target: Path) -> Path:
 def load_locomo(path: str | Path) -> Dataset:
     """Load a LoCoMo file. Any malformed sample raises DataError; nothing is half-loaded."""
     path = Path(path)
-    payload = read_bytes(path)
-    raw = parse_json_bytes(payload, path.name)
-    if not isinstance(raw, list):
-        raise DataError(f"{path.name}: top level must be a list of samples, got {type(raw).__name__}")
+    raw, payload = read_json_list(path, "samples")
     conversations: dict[str, Conversation] = {}
     questions: list[Question] = []
     for index, sample in enumerate(raw):

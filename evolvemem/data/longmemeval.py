@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from evolvemem.data.dates import parse_longmemeval_date
-from evolvemem.data.loader import bytes_hash, parse_json_bytes, read_bytes
+from evolvemem.data.loader import bytes_hash, read_json_list
 from evolvemem.data.models import Conversation, Dataset, Question, Session, Turn
 from evolvemem.errors import DataError
 
@@ -35,10 +35,7 @@ CATEGORY_NAMES = {**{t: t.replace("-", " ") for t in TYPE_MAP}, ABSTENTION: ABST
 def load_longmemeval(path: str | Path) -> Dataset:
     """Load longmemeval_s / _m / _oracle JSON; any malformed entry raises DataError."""
     path = Path(path)
-    payload = read_bytes(path)
-    raw = parse_json_bytes(payload, path.name)
-    if not isinstance(raw, list):
-        raise DataError(f"{path.name}: top level must be a list of question entries, got {type(raw).__name__}")
+    raw, payload = read_json_list(path, "question entries")
     conversations: dict[str, Conversation] = {}
     questions: list[Question] = []
     for index, entry in enumerate(raw):

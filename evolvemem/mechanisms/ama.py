@@ -72,13 +72,13 @@ class AnswerTrace:
 
 
 class _WorkspaceState:
-    """Per-workspace memo: the refresher's rewrites, each conversation's turn neighbours and each
-    store's covered turns (filled with setdefault: concurrent questions compute the same values)."""
+    """Per-workspace memo: the refresher's rewrites, each conversation's turn neighbours and its
+    raw units by turn (filled with setdefault: concurrent questions compute the same values)."""
 
     def __init__(self) -> None:
         self.refresher = Refresher()
         self.neighbours: dict[str, dict[str, tuple[str, ...]]] = {}
-        self.covered: dict[tuple[str, str, int], set[str]] = {}
+        self.raw_by_turn: dict[str, dict[str, MemoryUnit]] = {}
 
 
 _STATES: "weakref.WeakKeyDictionary[Any, _WorkspaceState]" = weakref.WeakKeyDictionary()
@@ -218,11 +218,7 @@ def answer_path(ws: Any, question: Question, effective: Any) -> AnswerTrace:
 def related_turns(ws: Any, conversation_id: str, context: Sequence[MemoryUnit], limit: int) -> list[MemoryUnit]:
     """Raw turns of the context's source turns and of the turns next to them (same session), in
     the context's rank order, at most `limit`."""
-    raw = ws.store_memories(conversation_id, RAW)
-    by_turn: dict[str, MemoryUnit] = {}
-    for unit in raw:
-        for turn_id in unit.source_turn_ids:
-            by_turn.setdefault(turn_id, unit)
+    by_turn = _raw_by_turn(ws, conversation_id)
     neighbours = _neighbours(ws, conversation_id)
     out: dict[str, MemoryUnit] = {}
     for memory in context:
@@ -234,6 +230,19 @@ def related_turns(ws: Any, conversation_id: str, context: Sequence[MemoryUnit], 
                 if len(out) >= limit:
                     return list(out.values())
     return list(out.values())
+
+
+def _raw_by_turn(ws: Any, conversation_id: str) -> dict[str, MemoryUnit]:
+    """turn id → its raw unit (memoised per workspace: the raw store never changes once built)."""
+    state = _state(ws)
+    found = state.raw_by_turn.get(conversation_id)
+    if found is None:
+        found = {}
+        for unit in ws.store_memories(conversation_id, RAW):
+            for turn_id in unit.source_turn_ids:
+                found.setdefault(turn_id, unit)
+        found = state.raw_by_turn.setdefault(conversation_id, found)
+    return found
 
 
 def _neighbours(ws: Any, conversation_id: str) -> dict[str, tuple[str, ...]]:
@@ -250,14 +259,3 @@ def _neighbours(ws: Any, conversation_id: str) -> dict[str, tuple[str, ...]]:
     return found
 
 
-def covered_turns(ws: Any, conversation_id: str, store: str) -> set[str]:
-    """Turns some memory of `store` comes from (the fact store's set is the workspace's own)."""
-    if store == FACT:
-        return ws.covered_turns[conversation_id]
-    memories = ws.store_memories(conversation_id, store)
-    state = _state(ws)
-    key = (conversation_id, store, len(memories))
-    found = state.covered.get(key)
-    if found is None:
-        found = state.covered.setdefault(key, {t for unit in memories for t in unit.source_turn_ids})
-    return found

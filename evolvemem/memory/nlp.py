@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import Collection, Iterable
 
+from evolvemem.data import dates
+
 # --------------------------------------------------------------------------------------- tables
 
 
@@ -36,10 +38,8 @@ STOPWORDS = _words(
     yourselves hey hi hello wow thanks thank lol haha hmm um uh yep nope gotta wanna kinda like well
     definitely totally absolutely actually pretty quite great good nice cool awesome amazing""")
 
-MONTHS = _words(
-    "january february march april may june july august september october november december "
-    "jan feb mar apr jun jul aug sep sept oct nov dec")
-WEEKDAYS = _words("monday tuesday wednesday thursday friday saturday sunday mon tue tues wed thu thur thurs fri sat")
+MONTHS = frozenset(dates.MONTHS)  # names and abbreviations
+WEEKDAYS = frozenset(dates.WEEKDAY_NAMES) | _words("mon tue tues wed thu thur thurs fri sat")
 
 # Capitalised words that are never person names: interjections, family titles, languages and
 # nationalities, holidays. (Languages/holidays still count as entities.)

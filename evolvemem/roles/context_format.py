@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Sequence
 
-from evolvemem.data.dates import format_day
+from evolvemem.data.dates import MONTH_NAMES, format_day
+from evolvemem.data.dates import MONTHS as MONTH_NUMBERS  # names and abbreviations -> number
 from evolvemem.memory.unit import MemoryUnit
 from evolvemem.scoring.metrics import ABSTENTION_TEXT
 
@@ -25,11 +26,7 @@ from evolvemem.scoring.metrics import ABSTENTION_TEXT
 # that recognises it).
 ABSTENTION = ABSTENTION_TEXT
 
-MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
-          "september", "october", "november", "december")
-_MONTH_INDEX = {name: i + 1 for i, name in enumerate(MONTHS)}
-_MONTH_INDEX.update({name[:3]: i + 1 for i, name in enumerate(MONTHS)})
-_MONTH_INDEX["sept"] = 9
+MONTHS = MONTH_NAMES  # full names only: what the readers check words against
 _MONTH_RE = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
 
 # Explicit date expressions, most specific first. Each yields (day, month, year) parts.
@@ -99,7 +96,7 @@ def find_dates(text: str) -> tuple[DateMention, ...]:
             if any(span[0] < end and start < span[1] for start, end in taken):
                 continue
             parts = dict(zip(roles, match.groups()))
-            month = _MONTH_INDEX.get(parts["month"].lower().rstrip(".")) if "month" in parts else None
+            month = MONTH_NUMBERS.get(parts["month"].lower().rstrip(".")) if "month" in parts else None
             if "month_num" in parts:
                 month = int(parts["month_num"])
             day = int(parts["day"]) if "day" in parts else None

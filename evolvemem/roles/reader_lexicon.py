@@ -8,6 +8,8 @@ from __future__ import annotations
 import functools
 import re
 
+from evolvemem.data.dates import WEEKDAY_NAMES
+
 STOPWORDS = frozenset("""
 a an the and or but if then than so as of at by for with about against between into through during
 before after above below to from up down in out on off over under again further once here there all
@@ -32,7 +34,7 @@ who where whether but so if""".split())
 NEGATIONS = frozenset("not never no nope neither nor".split())
 AUXILIARIES = ("is", "are", "was", "were", "do", "does", "did", "has", "have", "had", "can", "could",
                "would", "will", "should", "shall", "might", "am")
-WEEKDAYS = frozenset("monday tuesday wednesday thursday friday saturday sunday".split())
+WEEKDAYS = frozenset(WEEKDAY_NAMES)
 NUMBER_WORDS = frozenset("""one two three four five six seven eight nine ten eleven twelve thirteen
 fourteen fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty hundred dozen
 couple several""".split())
