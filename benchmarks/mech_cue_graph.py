@@ -106,7 +106,7 @@ def llm_walk_costs(ws, base, questions, args) -> None:
     """Retrieval in llm mode over the workspace's indexes, for each step cap T."""
     from evolvemem.llm.client import LLMClient
     from evolvemem.mechanisms.cue_graph import SOURCE
-    from evolvemem.roles.protocols import CallCost
+    from evolvemem.contracts.usage import Usage
     from tests.fake_llm_server import FakeLLMServer, last_user_message
 
     os.environ.setdefault("OPENAI_API_KEY", "fake-key-for-the-local-server")
@@ -124,7 +124,7 @@ def llm_walk_costs(ws, base, questions, args) -> None:
             client = TimedClient(LLMClient("openai/fake-model", api_base=server.url, cache=None, max_retries=0))
             retrievers = llm_retrievers(ws, client)
             failures = len(SOURCE.llm_failures)
-            cost = CallCost()
+            cost = Usage()
             started = time.perf_counter()
             for q in sample:
                 cost = cost + retrievers[q.conversation_id].retrieve(q, cfg.for_type(q.question_type)).cost

@@ -28,7 +28,7 @@ from benchmarks._mechanisms import (argument_parser, load_locomo_file, offline_w
                                     print_comparison, run_variants)
 from evolvemem.memory.recurrence import MERGE_SIM, THETA_COUNT, THETA_SIM, RecurrenceExtractor  # noqa: E402
 from evolvemem.retrieval.embeddings import Embedder  # noqa: E402
-from evolvemem.roles.protocols import CallCost  # noqa: E402
+from evolvemem.contracts.usage import Usage  # noqa: E402
 from tests.fake_llm_server import FakeLLMServer, message_text  # noqa: E402
 
 MODEL = "openai/fake-model"
@@ -73,7 +73,7 @@ def cost_comparison(dataset, embedder: Embedder, cache_root: Path) -> None:
               f"{'(ext+ref)':>9s} {'rec tok':>8s} {'ratio':>6s} | {'episodes':>8s} {'consol.':>7s} {'merges':>6s} | "
               f"{'offline calls':>13s} {'offline words':>13s} | {'eager s':>7s} {'rec s':>6s}")
     print(header)
-    totals = {"turns": 0, "eager": CallCost(), "rec": CallCost(), "ext": 0, "ref": 0, "episodes": 0,
+    totals = {"turns": 0, "eager": Usage(), "rec": Usage(), "ext": 0, "ref": 0, "episodes": 0,
               "consolidated": 0, "merges": 0, "off_calls": 0, "off_words": 0, "fallbacks": 0, "ctok_e": 0, "ctok_r": 0}
     offline = RecurrenceExtractor(embedder)
     with FakeLLMServer(respond) as server:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from evolvemem.data.models import Question
-from evolvemem.roles.protocols import AnswerResult
+from evolvemem.contracts.roles import AnswerResult
 from evolvemem.workspace import Workspace
 
 FLUSH_EVERY = 64

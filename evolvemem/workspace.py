@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from evolvemem.data.models import Dataset
-from evolvemem.memory.unit import MemoryUnit
-from evolvemem.roles.protocols import CallCost
+from evolvemem.contracts.memory import MemoryUnit
+from evolvemem.contracts.usage import Usage
 from evolvemem.roles.factory import Roles
 from evolvemem.store.schema import TABLES
 
@@ -31,7 +31,7 @@ class SetupStats:
     index_seconds: float = 0.0
     conversations_from_cache: int = 0
     memories: int = 0
-    cost: CallCost = field(default_factory=CallCost)
+    cost: Usage = field(default_factory=Usage)
 
 
 class Workspace:

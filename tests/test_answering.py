@@ -13,13 +13,14 @@ from pathlib import Path
 import pytest
 
 from evolvemem.data.models import Question, Turn
-from evolvemem.memory.unit import MemoryUnit
+from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.prompts import load_prompt
 from evolvemem.roles.answer_offline import STYLES, OfflineAnswerer, analyse_question, rank_support
 from evolvemem.roles.context_format import (
     ABSTENTION, find_dates, format_context, format_question_date, memory_date_text, parse_memory_text, quoted_turns,
 )
-from evolvemem.roles.protocols import AnswerResult, CallCost
+from evolvemem.contracts.roles import AnswerResult
+from evolvemem.contracts.usage import Usage
 from evolvemem.roles.reader_support import view_of
 from evolvemem.roles.verify import OfflineVerifier, grounding
 
@@ -188,7 +189,7 @@ def turn(n: int, speaker: str, text: str, when: datetime) -> Turn:
 
 def episode_digest(turns: list[Turn]) -> MemoryUnit:
     """An episode memory exactly as the offline episode store writes it."""
-    from evolvemem.mechanisms.narrative import dated_digest
+    from evolvemem.memory.narrative import dated_digest
     from evolvemem.memory.granularity import turn_line
 
     text = dated_digest([turn_line(t) for t in turns], "8 May 2023")
@@ -326,7 +327,7 @@ def test_answers_record_their_support():
     result = OfflineAnswerer().answer(Question("q", "c1", "What did Priya research?", "1", "single_fact", ()),
                                       CONTEXT, "concise")
     assert result.notes["memory_id"] == "c1:m5" and result.notes["support"] > 0.5
-    assert result.cost == CallCost() and not result.failed
+    assert result.cost == Usage() and not result.failed
 
 
 # ----------------------------------------------------------------------------- offline verification
@@ -370,7 +371,7 @@ def test_grounding_counts_dates_resolved_from_relative_times():
 
 def test_verifier_cost_is_its_own_and_styles_are_checked():
     result = _verify("What did Priya research?", "adoption agencies", "strict")
-    assert result.cost == CallCost()
+    assert result.cost == Usage()
     with pytest.raises(ValueError, match="unknown verification style"):
         _verify("What did Priya research?", "adoption agencies", "lenient")
 

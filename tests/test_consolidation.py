@@ -16,7 +16,7 @@ from evolvemem.memory.consolidate import (
     reinforce,
 )
 from evolvemem.memory.nlp import Annotations, annotate, tokenize
-from evolvemem.memory.unit import MemoryUnit
+from evolvemem.contracts.memory import MemoryUnit
 
 DAY = datetime(2023, 6, 1)
 

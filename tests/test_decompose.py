@@ -8,7 +8,7 @@ import pytest
 from evolvemem.llm.client import LLMClient
 from evolvemem.prompts import load_prompt
 from evolvemem.retrieval.decompose import LLMDecomposer, RuleDecomposer, parse_sub_queries
-from evolvemem.roles.protocols import CallCost
+from evolvemem.contracts.usage import Usage
 from tests.fake_llm_server import FakeLLMServer, last_user_message, wants_json
 
 MODEL = "openai/fake-model"
@@ -31,7 +31,7 @@ MODEL = "openai/fake-model"
 def test_rule_decomposer_splits(question, expected):
     parts, cost = RuleDecomposer().decompose(question, 5)
     assert parts == expected
-    assert cost == CallCost()
+    assert cost == Usage()
 
 
 @pytest.mark.parametrize("question", [
@@ -40,7 +40,7 @@ def test_rule_decomposer_splits(question, expected):
     "Who did Priya go hiking with and where?",  # a bare "where" is not a sub-query of its own
 ])
 def test_rule_decomposer_keeps_single_fact_questions(question):
-    assert RuleDecomposer().decompose(question, 3) == ([question], CallCost())
+    assert RuleDecomposer().decompose(question, 3) == ([question], Usage())
 
 
 def test_rule_decomposer_respects_max_sub_queries():

@@ -9,7 +9,7 @@ import pytest
 
 from evolvemem.llm import LLMClient, ResponseCache
 from evolvemem.prompts import load_prompt
-from evolvemem.roles.protocols import CallCost
+from evolvemem.contracts.usage import Usage
 from evolvemem.scoring.judge import LLMJudge, verdict_from_text, verdict_score
 from tests.fake_llm_server import FakeLLMServer, fake_llm, last_user_message  # noqa: F401 - fixture
 
@@ -47,7 +47,7 @@ def test_judge_scores_through_the_server(fake_llm, judge):  # noqa: F811
     assert field(prompt, "Reference answer") == "Lisbon"
     assert field(prompt, "Prediction") == "He moved to Lisbon in May."
     assert body["response_format"] == {"type": "json_object"} and body["temperature"] == 0.0
-    assert judge.client.usage.snapshot()["judge"]["calls"] == 2
+    assert judge.client.usage.snapshot()["judge"].calls == 2
 
 
 def test_repeated_judgement_comes_from_the_cache(fake_llm, judge):  # noqa: F811
@@ -55,7 +55,7 @@ def test_repeated_judgement_comes_from_the_cache(fake_llm, judge):  # noqa: F811
     first = judge.judge("Which city?", "Lisbon", "Lisbon")
     second = judge.judge("Which city?", "Lisbon", "Lisbon")
     assert first[0] == second[0] == 1
-    assert second[1] == CallCost(cache_hits=1)
+    assert second[1] == Usage(cache_hits=1)
     assert fake_llm.request_count == 1
 
 
@@ -82,12 +82,12 @@ def test_failed_judge_call_returns_none(fake_llm, judge):  # noqa: F811
     fake_llm.fail_next(500, count=5)
     result = judge.judge_detailed("q", "a", "b")
     assert result.score is None and "HTTP 500" in result.error
-    assert result.cost == CallCost()
-    assert judge.client.usage.snapshot()["judge"]["failures"] == 1
+    assert result.cost == Usage()
+    assert judge.client.usage.snapshot()["judge"].failures == 1
 
 
 def test_blank_prediction_is_wrong_without_a_call(fake_llm, judge):  # noqa: F811
-    assert judge.judge("q", "Lisbon", "   ") == (0, CallCost())
+    assert judge.judge("q", "Lisbon", "   ") == (0, Usage())
     assert fake_llm.request_count == 0
 
 

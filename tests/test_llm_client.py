@@ -21,7 +21,7 @@ from evolvemem.llm import (
     scrub_secrets,
 )
 from evolvemem.llm.client import JSON_FOLLOW_UP
-from evolvemem.roles.protocols import CallCost
+from evolvemem.contracts.usage import Usage
 from tests.fake_llm_server import FakeLLMServer, fake_llm, last_user_message  # noqa: F401 - fixture
 
 MODEL = "openai/fake-model"
@@ -50,14 +50,14 @@ def test_plain_completion_counts_tokens(fake_llm, make_client):  # noqa: F811
     assert reply.text == "echo: where does Tomasz live"
     assert not reply.cached
     assert (reply.prompt_tokens, reply.completion_tokens) == (6, 5)  # whitespace tokens of the fake server
-    assert reply.as_cost() == CallCost(calls=1, prompt_tokens=6, completion_tokens=5)
+    assert reply.as_cost() == Usage(calls=1, prompt_tokens=6, completion_tokens=5)
     body = fake_llm.requests[0]
     assert body["model"] == "fake-model" and body["max_tokens"] == 64 and body["temperature"] == 0.0
     assert "response_format" not in body
     assert fake_llm.headers[0]["authorization"] == "Bearer test-key"
     usage = client.usage.snapshot()["answer"]
-    assert usage["calls"] == 1 and usage["prompt_tokens"] == 6 and usage["completion_tokens"] == 5
-    assert usage["cache_hits"] == 0 and usage["failures"] == 0
+    assert usage.calls == 1 and usage.prompt_tokens == 6 and usage.completion_tokens == 5
+    assert usage.cache_hits == 0 and usage.failures == 0
 
 
 def test_second_identical_call_is_a_cache_hit(fake_llm, make_client, tmp_path):  # noqa: F811
@@ -67,9 +67,9 @@ def test_second_identical_call_is_a_cache_hit(fake_llm, make_client, tmp_path): 
     assert fake_llm.request_count == 1
     assert second.cached and second.text == first.text
     assert (second.prompt_tokens, second.completion_tokens) == (first.prompt_tokens, first.completion_tokens)
-    assert second.as_cost() == CallCost(cache_hits=1)
+    assert second.as_cost() == Usage(cache_hits=1)
     usage = client.usage.snapshot()["extract"]
-    assert (usage["calls"], usage["cache_hits"], usage["prompt_tokens"]) == (1, 1, first.prompt_tokens)
+    assert (usage.calls, usage.cache_hits, usage.prompt_tokens) == (1, 1, first.prompt_tokens)
 
     client.complete(user("Priya Raman moved to Porto"), role="extract")  # different messages: a miss
     client.complete(user("Priya Raman moved to Lisbon"), role="extract", max_tokens=99)  # different params
@@ -113,7 +113,7 @@ def test_429_with_retry_after_then_success(fake_llm, make_client):  # noqa: F811
     assert reply.text == "echo: hi"
     assert fake_llm.request_count == 2
     assert 0.4 <= elapsed < 3.0, elapsed  # waited for the server's Retry-After, not our tiny backoff
-    assert client.usage.snapshot()["answer"]["retries"] == 1
+    assert client.usage.snapshot()["answer"].retries == 1
 
 
 def test_retry_after_is_capped_by_backoff_max(fake_llm, make_client):  # noqa: F811
@@ -129,7 +129,7 @@ def test_500_twice_then_success(fake_llm, make_client):  # noqa: F811
     fake_llm.fail_next(500, count=2)
     assert client.complete(user("again"), role="answer").text == "echo: again"
     assert fake_llm.request_count == 3
-    assert client.usage.snapshot()["answer"]["retries"] == 2
+    assert client.usage.snapshot()["answer"].retries == 2
 
 
 def test_timeout_then_success(fake_llm, make_client):  # noqa: F811
@@ -151,7 +151,7 @@ def test_client_errors_fail_at_once(fake_llm, make_client, status):  # noqa: F81
     assert fake_llm.request_count == 1
     assert info.value.status_code == status and info.value.attempts == 1
     assert "\n" not in str(info.value) and f"HTTP {status}" in str(info.value)
-    assert client.usage.snapshot()["answer"]["failures"] == 1
+    assert client.usage.snapshot()["answer"].failures == 1
 
 
 def test_all_attempts_failing_raises_and_counts_a_failure(fake_llm, make_client):  # noqa: F811
@@ -161,7 +161,7 @@ def test_all_attempts_failing_raises_and_counts_a_failure(fake_llm, make_client)
         client.complete(user("hi"), role="verify")
     assert fake_llm.request_count == 3 and info.value.attempts == 3
     usage = client.usage.snapshot()["verify"]
-    assert (usage["failures"], usage["retries"], usage["calls"]) == (1, 2, 0)
+    assert (usage.failures, usage.retries, usage.calls) == (1, 2, 0)
 
 
 def test_unreachable_server_is_retried_then_fails(monkeypatch, tmp_path):
@@ -174,7 +174,7 @@ def test_unreachable_server_is_retried_then_fails(monkeypatch, tmp_path):
     with pytest.raises(LLMCallFailed) as info:
         client.complete(user("anyone there"), role="answer")
     assert info.value.attempts == 2
-    assert client.usage.snapshot()["answer"]["retries"] == 1
+    assert client.usage.snapshot()["answer"].retries == 1
 
 
 def test_random_faults_are_absorbed_by_retries(fake_llm, make_client):  # noqa: F811
@@ -183,8 +183,8 @@ def test_random_faults_are_absorbed_by_retries(fake_llm, make_client):  # noqa: 
     replies = [client.complete(user(f"question {i}"), role="answer").text for i in range(20)]
     assert replies == [f"echo: question {i}" for i in range(20)]
     usage = client.usage.snapshot()["answer"]
-    assert usage["calls"] == 20
-    assert usage["retries"] == fake_llm.request_count - 20 > 0
+    assert usage.calls == 20
+    assert usage.retries == fake_llm.request_count - 20 > 0
 
 
 def test_key_in_an_error_is_scrubbed(fake_llm, make_client, monkeypatch):  # noqa: F811
@@ -228,7 +228,7 @@ def test_unparseable_json_is_asked_again_once(fake_llm, make_client):  # noqa: F
     follow_up = fake_llm.requests[1]["messages"]
     assert follow_up[-2] == {"role": "assistant", "content": "I think it is right."}
     assert reply.as_cost().calls == 2  # the wasted first reply is still paid for
-    assert client.usage.snapshot()["judge"]["calls"] == 2
+    assert client.usage.snapshot()["judge"].calls == 2
 
 
 def test_json_still_bad_after_reask_raises_with_raw_text(fake_llm, make_client):  # noqa: F811
@@ -313,14 +313,14 @@ def test_usage_ledger_is_thread_safe():
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(work, range(8)))
     snapshot = ledger.snapshot()
-    assert snapshot["answer"]["calls"] == 800 and snapshot["judge"]["calls"] == 800
-    assert snapshot["answer"]["cache_hits"] == 1600
+    assert snapshot["answer"].calls == 800 and snapshot["judge"].calls == 800
+    assert snapshot["answer"].cache_hits == 1600
     total = ledger.total()
-    assert total["calls"] == 1600 and total["prompt_tokens"] == 3200
-    assert total["cost_usd"] == pytest.approx(1.6)
-    assert ledger.cost("judge") == CallCost(800, 0, 1600, 800, pytest.approx(0.8))
+    assert total.calls == 1600 and total.prompt_tokens == 3200
+    assert total.cost_usd == pytest.approx(1.6)
+    assert ledger.cost("judge") == Usage(800, 0, 1600, 800, pytest.approx(0.8))
     ledger.reset()
-    assert ledger.snapshot() == {} and ledger.total()["calls"] == 0
+    assert ledger.snapshot() == {} and ledger.total().calls == 0
 
 
 # ----------------------------------------------------------------------------- concurrency and import cost
@@ -336,7 +336,7 @@ def test_concurrent_calls_overlap(fake_llm, make_client):  # noqa: F811
     ideal = latency * -(-calls // threads)
     assert texts == [f"echo: q{i}" for i in range(calls)]
     assert elapsed < 3 * ideal, f"{calls} calls on {threads} threads took {elapsed:.2f}s (ideal {ideal:.2f}s)"
-    assert client.usage.snapshot()["answer"]["calls"] == calls + 1
+    assert client.usage.snapshot()["answer"].calls == calls + 1
 
 
 def test_importing_the_llm_package_does_not_import_litellm():

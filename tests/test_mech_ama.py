@@ -24,7 +24,8 @@ from evolvemem.memory.granularity import EpisodeExtractor, episode_extractor, to
 from evolvemem.memory.stores import STORE_BUILDERS, raw_unit, stores_needed
 from evolvemem.roles.context_format import ABSTENTION
 from evolvemem.roles.factory import ModelSettings, build_roles
-from evolvemem.roles.protocols import AnswerResult, CallCost
+from evolvemem.contracts.roles import AnswerResult
+from evolvemem.contracts.usage import Usage
 from evolvemem.space.config import load_config
 from evolvemem.space.registry import registry
 from evolvemem.store import RunStore
@@ -108,7 +109,7 @@ def billed(server: FakeLLMServer, since: int = 0) -> tuple[int, int]:
     return len(bodies), sum(count_tokens(message_text(m)) for body in bodies for m in body["messages"])
 
 
-def paid(cost: CallCost) -> tuple[int, int]:
+def paid(cost: Usage) -> tuple[int, int]:
     return cost.calls, cost.prompt_tokens
 
 
@@ -148,9 +149,9 @@ def test_routing_rules_read_the_question_intent(text, expected):
 def test_configured_granularity_is_used_without_routing():
     for setting in ("fact", "raw", "episode"):
         assert granularity_for("Why did Priya Raman leave Porto?", config(memory_granularity=setting)) == (
-            setting, "config", CallCost())
+            setting, "config", Usage())
     assert granularity_for("Why did Priya Raman leave Porto?", config(memory_granularity="routed")) == (
-        "episode", "rules", CallCost())
+        "episode", "rules", Usage())
 
 
 # ----------------------------------------------------------------------------- the episode store
@@ -184,7 +185,7 @@ def test_episode_extractor_cuts_at_the_topic_shift_and_keeps_every_turn(ws):
     assert all({t.session_id for t in seg} == {seg[0].session_id} for seg in segments)
 
     units, cost = extractor.extract(conv)
-    assert cost == CallCost() and [u.source_turn_ids for u in units] == [tuple(s) for s in ids]
+    assert cost == Usage() and [u.source_turn_ids for u in units] == [tuple(s) for s in ids]
     moved = next(u for u in units if "D3:1" in u.source_turn_ids)
     assert moved.content.startswith("On 20 June 2023: Priya Raman: I finally moved from Porto to Lisbon")
     assert "last week = " in moved.content and "Tomasz: Congratulations" in moved.content
@@ -242,7 +243,7 @@ def test_refresher_rewrites_the_older_conflicting_memory_and_keeps_both(ws):
 
     refresher = Refresher()
     result = refresher.refresh(q, [lisbon, bike, porto])
-    assert result.refreshed_ids == [porto.memory_id] and result.cost == CallCost()
+    assert result.refreshed_ids == [porto.memory_id] and result.cost == Usage()
     new_lisbon, new_bike, new_porto = result.context
     assert (new_lisbon, new_bike) == (lisbon, bike)  # the newer memory and bystanders are untouched
     assert new_porto.memory_id == porto.memory_id and new_porto.content.startswith(porto.content)
@@ -277,7 +278,7 @@ def test_llm_refresher_confirms_rewrites_once_and_falls_back(ws, fake_llm):
     assert paid(first.cost) == billed(fake_llm) and first.cost.calls == 1 and first.cost.completion_tokens > 0
     second = refresher.refresh(q, [porto, lisbon], client)  # memoised: no request, reported as a cache hit
     assert fake_llm.request_count == 1 and second.context == first.context
-    assert second.cost == CallCost(cache_hits=1)
+    assert second.cost == Usage(cache_hits=1)
 
     declined = Refresher().refresh(q, [porto, lisbon], client)  # the model sees no conflict
     assert declined.refreshed_ids == [] and declined.context == [porto, lisbon] and declined.cost.calls == 1
@@ -326,7 +327,7 @@ def test_llm_router_and_judge_parse_and_fall_back(fake_llm):
     fake_llm.responder = lambda body: json.dumps({"verdict": "maybe"})
     assert judge(q, memories, ABSTENTION, client)[:2] == ("retry", "rules-fallback")
     fake_llm.fail_next(400)
-    assert judge(q, memories, "three kilometres", client) == ("pass", "rules-fallback", CallCost())
+    assert judge(q, memories, "three kilometres", client) == ("pass", "rules-fallback", Usage())
 
 
 # ----------------------------------------------------------------------------- the answer path

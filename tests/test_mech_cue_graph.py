@@ -13,7 +13,7 @@ import pytest
 
 from evolvemem.data.models import Question
 from evolvemem.memory import nlp
-from evolvemem.memory.unit import MemoryUnit, make_memory_id
+from evolvemem.contracts.memory import MemoryUnit, make_memory_id
 from evolvemem.llm.client import LLMClient
 from evolvemem.mechanisms.cue_graph import SOURCE, build_graph, spread
 from evolvemem.mechanisms.cue_graph_llm import GraphTools, kept_first, parse_ids
@@ -21,7 +21,7 @@ from evolvemem.retrieval.embeddings import Embedder
 from evolvemem.retrieval.extensions import candidate_sources
 from evolvemem.retrieval.index import ConversationIndex
 from evolvemem.retrieval.retriever import Retriever
-from evolvemem.roles.protocols import CallCost
+from evolvemem.contracts.usage import Usage
 from evolvemem.space.config import load_config
 from tests.fake_llm_server import FakeLLMServer, count_tokens, fake_llm, last_user_message, message_text  # noqa: F401
 
@@ -283,7 +283,7 @@ def test_a_failed_call_falls_back_to_activation(embedder, fake_llm):  # noqa: F8
 def test_llm_mode_needs_a_model_and_activation_mode_never_calls_one(embedder, fake_llm):  # noqa: F811 - fixture
     offline = cue_view(make_retriever(embedder).retrieve(question(), small_views(cue_graph_top_k=5)))
     no_model = make_retriever(embedder).retrieve(question(), llm_views())  # llm mode, offline roles
-    assert cue_view(no_model) == offline and no_model.cost == CallCost()
+    assert cue_view(no_model) == offline and no_model.cost == Usage()
     with_model = llm_retriever(embedder, fake_llm).retrieve(question(), small_views(cue_graph_top_k=5))
     assert cue_view(with_model) == offline and fake_llm.request_count == 0
 

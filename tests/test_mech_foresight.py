@@ -17,12 +17,12 @@ from evolvemem.data.models import Question
 from evolvemem.llm.client import LLMClient
 from evolvemem.mechanisms.foresight import (LLM_BATCH, SOURCE, ForesightItem, build_index, horizon_end,
                                             parse_foresight, rule_item, rule_items)
-from evolvemem.memory.unit import MemoryUnit, make_memory_id
+from evolvemem.contracts.memory import MemoryUnit, make_memory_id
 from evolvemem.retrieval.embeddings import Embedder
 from evolvemem.retrieval.extensions import SOURCE_MODULES, ViewRequest
 from evolvemem.retrieval.index import ConversationIndex
 from evolvemem.retrieval.retriever import Retriever
-from evolvemem.roles.protocols import CallCost
+from evolvemem.contracts.usage import Usage
 from evolvemem.space.config import load_config
 from tests.fake_llm_server import FakeLLMServer, count_tokens, fake_llm, last_user_message, message_text  # noqa: F401
 
@@ -164,7 +164,7 @@ def test_items_are_built_once_per_index_state_and_cost_nothing_offline(retriever
     built = [v for k, v in cache.items() if isinstance(k, tuple) and k[0] == "items"]
     retriever.retrieve(asked("What is Tomasz doing?", datetime(2023, 5, 12)), on)
     assert [v for k, v in cache.items() if isinstance(k, tuple) and k[0] == "items"] == built and len(built) == 1
-    assert first.cost == CallCost()
+    assert first.cost == Usage()
     fresh = Retriever(ConversationIndex.build(memories(), retriever.embedder, PERSONS), retriever.embedder,
                       known_persons=PERSONS)
     again = fresh.retrieve(asked("Where is Priya Raman going?", datetime(2023, 5, 12)), on)
@@ -186,7 +186,7 @@ def test_items_sharing_a_memory_give_it_one_rank(retriever):
                           retriever.embedder.encode([text])[0], config(foresight_top_k=5), retriever.embedder.encode,
                           lambda tokens: state.keyword.scores(state.keyword.token_ids(tokens), len(state.memories)))
     views, cost = SOURCE.hits(request, {("items", None, None): index})
-    assert views[0].label == "foresight" and views[0].rows.tolist() == [0, 2] and cost == CallCost()
+    assert views[0].label == "foresight" and views[0].rows.tolist() == [0, 2] and cost == Usage()
 
 
 # ----------------------------------------------------------------------------- LLM variant
@@ -235,7 +235,7 @@ def test_llm_items_use_the_models_text_and_dates_and_are_billed_once(embedder, f
         ("Tomasz lives with his parents for now.", MONDAY, None)]
     # the model's end date (13 May), not the rules' (21 May), decides
     late = llm.retrieve(asked("Where is Priya Raman going for a conference?", datetime(2023, 5, 16)), on)
-    assert foresight_view(late) == [SAID[2][1]] and late.cost == CallCost() and fake_llm.request_count == 1
+    assert foresight_view(late) == [SAID[2][1]] and late.cost == Usage() and fake_llm.request_count == 1
     offline = llm.retrieve(asked("Where is Priya Raman going?", datetime(2023, 5, 16)), config(foresight_top_k=5))
     assert SAID[0][1] in foresight_view(offline) and fake_llm.request_count == 1  # foresight_llm off: rules
 
@@ -294,5 +294,5 @@ def test_a_failed_call_falls_back_to_rules_without_cost(embedder, fake_llm):
     fake_llm.fail_next(400)
     result = llm_retriever(embedder, fake_llm).retrieve(asked("Where is Priya Raman going?", None),
                                                          config(foresight_top_k=5, foresight_llm=True))
-    assert set(foresight_view(result)) == {SAID[r][1] for r in PLANS} and result.cost == CallCost()
+    assert set(foresight_view(result)) == {SAID[r][1] for r in PLANS} and result.cost == Usage()
     assert np.all(np.isfinite([i.score for i in result.items]))

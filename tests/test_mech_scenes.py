@@ -11,7 +11,7 @@ import pytest
 
 from evolvemem.data.models import Question
 from evolvemem.mechanisms.scenes import SOURCE, build_episodes, cluster_scenes
-from evolvemem.memory.unit import MemoryUnit, make_memory_id
+from evolvemem.contracts.memory import MemoryUnit, make_memory_id
 from evolvemem.retrieval.embeddings import Embedder
 from evolvemem.retrieval.extensions import SOURCE_MODULES
 from evolvemem.retrieval.index import ConversationIndex
@@ -132,8 +132,8 @@ import threading  # noqa: E402
 
 from evolvemem.llm.cache import ResponseCache  # noqa: E402
 from evolvemem.llm.client import LLMClient  # noqa: E402
-from evolvemem.mechanisms.narrative import dated_digest, narrate_episode  # noqa: E402
-from evolvemem.roles.protocols import CallCost  # noqa: E402
+from evolvemem.memory.narrative import dated_digest, narrate_episode  # noqa: E402
+from evolvemem.contracts.usage import Usage  # noqa: E402
 from tests.fake_llm_server import (  # noqa: E402,F401 - fake_llm is a fixture
     FakeLLMServer, count_tokens, fake_llm, last_user_message, message_text)
 
@@ -179,15 +179,15 @@ def requests_with(server: FakeLLMServer, mark: str) -> list[str]:
     return [last_user_message(b) for b in server.requests if mark in last_user_message(b)]
 
 
-def billed(server: FakeLLMServer) -> CallCost:
+def billed(server: FakeLLMServer) -> Usage:
     """What the fake server's requests cost, by its whitespace token counts."""
     prompt = sum(count_tokens(message_text(m)) for body in server.requests for m in body["messages"])
-    return CallCost(calls=server.request_count, prompt_tokens=prompt)
+    return Usage(calls=server.request_count, prompt_tokens=prompt)
 
 
 def test_narrate_episode_parses_and_falls_back_with_the_cost_paid(fake_llm):
     lines = ["[8 May 2023] Priya Raman: I start a pottery class on Thursday.", "[8 May 2023] Tomasz: Where?"]
-    assert narrate_episode(None, lines, "8 May 2023") == (dated_digest(lines, "8 May 2023"), CallCost())
+    assert narrate_episode(None, lines, "8 May 2023") == (dated_digest(lines, "8 May 2023"), Usage())
     assert dated_digest(lines, "8 May 2023") == ("On 8 May 2023: Priya Raman: I start a pottery class on Thursday. "
                                                  "Tomasz: Where?")
     fake_llm.responder = lambda body: json.dumps({"narrative": "Priya Raman told Tomasz about a pottery class."})
@@ -204,7 +204,7 @@ def test_narrate_episode_parses_and_falls_back_with_the_cost_paid(fake_llm):
         assert text == dated_digest(lines, "8 May 2023")
         assert cost.calls == requests == fake_llm.request_count - before  # a re-asked reply is billed twice
     fake_llm.fail_next(400)  # not retryable: no reply, nothing billed
-    assert narrate_episode(client, lines, None) == (dated_digest(lines, None), CallCost())
+    assert narrate_episode(client, lines, None) == (dated_digest(lines, None), Usage())
 
 
 def test_narratives_are_written_once_and_drive_scene_clustering(retriever, fake_llm):
@@ -227,7 +227,7 @@ def test_narratives_are_written_once_and_drive_scene_clustering(retriever, fake_
         for e in range(len(episodes.groups)))
     assert first.cost.calls == 11 and first.cost.prompt_tokens == billed(fake_llm).prompt_tokens and first.cost.completion_tokens > 0
     again = llm.retrieve(QUESTION, on)
-    assert fake_llm.request_count == 11 and again.cost == CallCost()  # written once, reported once
+    assert fake_llm.request_count == 11 and again.cost == Usage()  # written once, reported once
     # identical narratives make identical episode vectors: every episode within the time gap
     # joins one scene (the 2022 sessions, a month apart) and the 2023 trip stays apart
     cache = llm._source_cache("scenes", llm.index.state)
@@ -238,7 +238,7 @@ def test_narratives_are_written_once_and_drive_scene_clustering(retriever, fake_
     assert len(cluster_scenes(episodes, 0.5, 60.0)) > 2  # the memory centroids keep topics apart
     # scene_llm off: the same retriever (with its model) stays offline and calls nothing
     offline = llm.retrieve(QUESTION, config(scene_top_k=6, scene_top_n=3, scene_sufficiency_rounds=2))
-    assert fake_llm.request_count == 11 and offline.cost == CallCost()
+    assert fake_llm.request_count == 11 and offline.cost == Usage()
     assert contents(offline) == contents(retriever.retrieve(QUESTION, config(scene_top_k=6, scene_top_n=3,
                                                                            scene_sufficiency_rounds=2)))
 
@@ -250,7 +250,7 @@ def test_narratives_replay_from_the_response_cache(retriever, fake_llm, tmp_path
     paid = llm_retriever(retriever, fake_llm, cache).retrieve(QUESTION, on).cost
     assert paid.calls == 11 and paid.cache_hits == 0
     replayed = llm_retriever(retriever, fake_llm, cache).retrieve(QUESTION, on).cost  # new index state
-    assert fake_llm.request_count == 11 and replayed == CallCost(cache_hits=11)
+    assert fake_llm.request_count == 11 and replayed == Usage(cache_hits=11)
 
 
 def test_llm_sufficiency_searches_the_models_rewrites_until_sufficient(retriever, fake_llm):

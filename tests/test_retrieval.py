@@ -13,13 +13,13 @@ import pytest
 
 from evolvemem.data.models import Question
 from evolvemem.errors import ConfigError
-from evolvemem.memory.unit import MemoryUnit, make_memory_id
+from evolvemem.contracts.memory import MemoryUnit, make_memory_id
 from evolvemem.retrieval.decompose import RuleDecomposer
 from evolvemem.retrieval.embeddings import Embedder
 from evolvemem.retrieval.fusion import ViewHits, final_scores, fuse, recency, top_k
 from evolvemem.retrieval.index import ConversationIndex, to_days
 from evolvemem.retrieval.retriever import Retriever
-from evolvemem.roles.protocols import CallCost
+from evolvemem.contracts.usage import Usage
 from evolvemem.space.config import load_config
 
 SPEAKERS = ("Priya Raman", "Tomasz")
@@ -300,7 +300,7 @@ class ScriptedDecomposer:
 
     def decompose(self, text, max_sub_queries):
         self.calls += 1
-        return self.sub_queries[:max_sub_queries], CallCost(calls=1, prompt_tokens=40, completion_tokens=8)
+        return self.sub_queries[:max_sub_queries], Usage(calls=1, prompt_tokens=40, completion_tokens=8)
 
 
 def test_decomposition_adds_memories_and_reports_cost_once(embedder):
@@ -317,9 +317,9 @@ def test_decomposition_adds_memories_and_reports_cost_once(embedder):
     # each sub-query searches the semantic and keyword views, even when the question's own are off
     assert by_content[TEXTS[SOURDOUGH]].get("sub_query") == 1 and "sub_query" in by_content[TEXTS[10]]
     assert all(set(views) == {"sub_query"} for views in by_content.values())
-    assert first.cost == CallCost(calls=1, prompt_tokens=40, completion_tokens=8)
+    assert first.cost == Usage(calls=1, prompt_tokens=40, completion_tokens=8)
     second = r.retrieve(q, cfg)
-    assert second.cost == CallCost(cache_hits=1) and decomposer.calls == 1
+    assert second.cost == Usage(cache_hits=1) and decomposer.calls == 1
 
 
 def test_prepare_decomposes_and_embeds_up_front(embedder):

@@ -12,11 +12,8 @@ import pytest
 
 from evolvemem.data.models import Question
 from evolvemem.errors import ConfigError, DataError
-from evolvemem.scoring import (
-    ABSTENTION_TEXT,
-    score_prediction,
-    summarise,
-)
+from evolvemem.contracts.roles import ABSTENTION_TEXT
+from evolvemem.scoring import score_prediction, summarise
 from evolvemem.scoring.locomo import locomo_f1, multi_hop_f1
 from evolvemem.scoring.metrics import (
     answer_tokens,

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from evolvemem.cli.main import app
 from evolvemem.data.synth import generate_synth
 from evolvemem.errors import ConfigError
-from evolvemem.loop.proposal import Proposal
+from evolvemem.contracts.diagnosis import Proposal
 from evolvemem.memory.stores import base_store, raw_units, store_extractor, stores_needed
 from evolvemem.roles.factory import ModelSettings, build_roles
 from evolvemem.space.config import load_config

@@ -5,16 +5,17 @@ garbled reply yields an empty proposal and a logged reason, never a crash."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from evolvemem.diagnosers.base import DiagnosisResult
-from evolvemem.loop.diagnosis_input import DiagnosisInput
-from evolvemem.loop.proposal import Proposal, proposal_from_raw
+from evolvemem.contracts.diagnosis import DiagnosisInput, DiagnosisResult, Proposal, proposal_from_raw
+from evolvemem.errors import EvolveMemError
 from evolvemem.prompts import load_prompt
+from evolvemem.qtypes import LABEL_ONLY_TYPES as NO_OVERRIDE_TYPES
 from evolvemem.qtypes import QUESTION_TYPES
 from evolvemem.space.ops import action_space_text
 
-from evolvemem.qtypes import LABEL_ONLY_TYPES as NO_OVERRIDE_TYPES
+if TYPE_CHECKING:
+    from evolvemem.llm.client import LLMClient
 
 
 def _compact(value: Any) -> str:
@@ -66,3 +67,9 @@ class LLMDiagnoser:
 
     def observe(self, config: Any, score: float) -> None:
         return None
+
+
+def create(seed: int, client: LLMClient | None) -> LLMDiagnoser:
+    if client is None:
+        raise EvolveMemError("--diagnoser llm needs a model: pass --model or --diagnosis-model")
+    return LLMDiagnoser(client)

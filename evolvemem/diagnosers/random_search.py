@@ -3,12 +3,14 @@ paper's ablation baseline). Deterministic per (seed, round) so a resumed run pro
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from evolvemem.diagnosers.base import DiagnosisResult
-from evolvemem.loop.diagnosis_input import DiagnosisInput
-from evolvemem.loop.proposal import Proposal
+from evolvemem.contracts.diagnosis import DiagnosisInput, DiagnosisResult, Proposal
 from evolvemem.space.ops import perturb
+
+
+if TYPE_CHECKING:
+    from evolvemem.llm.client import LLMClient
 
 
 class RandomDiagnoser:
@@ -27,3 +29,7 @@ class RandomDiagnoser:
 
     def observe(self, config: Any, score: float) -> None:
         return None
+
+
+def create(seed: int, client: LLMClient | None) -> RandomDiagnoser:
+    return RandomDiagnoser(seed)

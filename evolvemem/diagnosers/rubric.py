@@ -8,14 +8,15 @@ bad outcome is proposed. One action per round keeps the guard's verdict attribut
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from evolvemem.diagnosers.base import DiagnosisResult
-from evolvemem.loop.diagnosis_input import DiagnosisInput
-from evolvemem.loop.proposal import Proposal
+from evolvemem.contracts.diagnosis import DiagnosisInput, DiagnosisResult, Proposal
+from evolvemem.qtypes import LABEL_ONLY_TYPES as NO_OVERRIDE_TYPES
 from evolvemem.space.registry import registry
 
-from evolvemem.qtypes import LABEL_ONLY_TYPES as NO_OVERRIDE_TYPES
+if TYPE_CHECKING:
+    from evolvemem.llm.client import LLMClient
+
 MIN_TYPE_N = 8
 LAG_MARGIN = 0.08
 
@@ -28,12 +29,9 @@ class Action:
     qtype: str | None = None
 
 
-def _bump(config: dict, name: str, step: int) -> int:
-    dim = registry()[name]
-    current = config[name]
-    if current == dim.off:
-        return int(dim.min) + 7 if step > 0 else current
-    return int(min(max(current + step, dim.min), dim.max))
+def _bump(config: dict, name: str, step: int) -> Any:
+    """`name` moved by `step` within its registry range (switched on at its default when off)."""
+    return registry()[name].step(config[name], step)
 
 
 def _share(inp: DiagnosisInput, cls: str) -> float:
@@ -58,11 +56,11 @@ def _type_actions(qtype: str, f1: float, mean: float, share: float, values: dict
         "temporal": [{"answer_style": "temporal"}, {"time_decay_half_life_days": 180.0, "recency_weight": 0.2},
                      {"context_order": "chronological"}, {"foresight_top_k": 5}],
         "multi_hop": [{"enable_query_decomposition": True}, {"answer_style": "step_by_step"},
-                      {"reflection_rounds": 1}, {"max_context": min(values["max_context"] + 6, 30)},
+                      {"reflection_rounds": 1}, {"max_context": _bump(values, "max_context", 6)},
                       {"cue_graph_top_k": 10}, {"scene_top_k": 10}],
-        "counting": [{"answer_style": "step_by_step"}, {"max_context": min(values["max_context"] + 6, 30)},
+        "counting": [{"answer_style": "step_by_step"}, {"max_context": _bump(values, "max_context", 6)},
                      {"memory_granularity": "episode"}],
-        "inference": [{"answer_style": "detailed"}, {"max_context": min(values["max_context"] + 4, 30)},
+        "inference": [{"answer_style": "detailed"}, {"max_context": _bump(values, "max_context", 4)},
                       {"memory_granularity": "episode"}, {"scene_top_k": 10}],
         "knowledge_update": [{"recency_weight": 0.3, "time_decay_half_life_days": 90.0}, {"enable_refresher": True},
                              {"judge_retries": 1}],
@@ -82,11 +80,11 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
     if miss >= 0.2:
         reason = f"{miss:.0%} of failures never reached the candidates (retrieval misses)"
         if v["semantic_top_k"] == 0:
-            actions.append(Action(miss_mass * 0.6, reason + "; the dense view is off", {"semantic_top_k": 10}))
+            actions.append(Action(miss_mass * 0.6, reason + "; the dense view is off", {"semantic_top_k": registry()["semantic_top_k"].default}))
         if v["fusion_mode"] != "rrf" and (v["semantic_top_k"] or 0) > 0:
             actions.append(Action(miss_mass * 0.4, reason + "; rank fusion is robust to view score scales",
                                   {"fusion_mode": "rrf"}))
-        widen = {k: _bump(v, k, 5) for k in ("semantic_top_k", "keyword_top_k") if v[k] != 0}
+        widen = {k: _bump(v, k, 5) for k in ("semantic_top_k", "keyword_top_k") if v[k] != registry()[k].off}
         widen = {k: val for k, val in widen.items() if val != v[k]}
         if widen:
             actions.append(Action(miss_mass * 0.35, reason + "; widen the views", widen))
@@ -114,10 +112,10 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
     if cut >= 0.1:
         actions.append(Action(_mass(inp, "budget_cut") * 0.6,
                               f"{cut:.0%} of failures had the evidence ranked but cut by max_context",
-                              {"max_context": min(v["max_context"] + 4, 30)}))
+                              {"max_context": _bump(v, "max_context", 4)}))
     abstain = _share(inp, "wrong_abstention")
     if abstain >= 0.1:
-        changes = {"answer_style": "concise"} if v["answer_style"] == "cautious" else {"max_context": min(v["max_context"] + 2, 30)}
+        changes = {"answer_style": "concise"} if v["answer_style"] == "cautious" else {"max_context": _bump(v, "max_context", 2)}
         reason = f"{abstain:.0%} of failures abstained although the evidence was in context"
         actions.append(Action(_mass(inp, "wrong_abstention") * 0.5, reason, changes))
         if v.get("judge_retries") == 0:
@@ -127,7 +125,7 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
     if noise >= 0.3 and inp.mean_context > 14:
         actions.append(Action(_mass(inp, "answer_error") * 0.3,
                               f"{noise:.0%} answer errors with {inp.mean_context:.0f} memories in context: too much noise",
-                              {"max_context": max(v["max_context"] - 4, 6)}))
+                              {"max_context": _bump(v, "max_context", -4)}))
     fmt = _share(inp, "format_mismatch")
     if fmt >= 0.1:
         changes = ({"answer_style": "concise"} if v["answer_style"] in ("detailed", "extractive")
@@ -205,3 +203,7 @@ class RubricDiagnoser:
 
     def observe(self, config: Any, score: float) -> None:
         return None
+
+
+def create(seed: int, client: LLMClient | None) -> RubricDiagnoser:
+    return RubricDiagnoser()

@@ -4,12 +4,14 @@ Every evaluated config is told to the study (the starting config and resumed rou
 the sampler's model is rebuilt exactly from the run store on resume."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from evolvemem.diagnosers.base import DiagnosisResult
-from evolvemem.loop.diagnosis_input import DiagnosisInput
-from evolvemem.loop.proposal import Proposal
+from evolvemem.contracts.diagnosis import DiagnosisInput, DiagnosisResult, Proposal
 from evolvemem.space.ops import config_to_trial_params, optuna_distributions, suggest_config
+
+
+if TYPE_CHECKING:
+    from evolvemem.llm.client import LLMClient
 
 
 class TPEDiagnoser:
@@ -42,3 +44,7 @@ class TPEDiagnoser:
         dists = {k: (flat[k] if k in flat else optuna.distributions.CategoricalDistribution([True, False]))
                  for k in params}
         self.study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, value=score))
+
+
+def create(seed: int, client: LLMClient | None) -> TPEDiagnoser:
+    return TPEDiagnoser(seed)

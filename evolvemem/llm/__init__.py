@@ -5,7 +5,7 @@ Importing this package does not import litellm; the first call does.
 from evolvemem.llm.cache import ResponseCache, make_cache_key
 from evolvemem.llm.client import LLMCallFailed, LLMClient, LLMJSONError, LLMReply, scrub_secrets
 from evolvemem.llm.json_repair import parse_json_lenient
-from evolvemem.llm.usage import RoleUsage, UsageLedger
+from evolvemem.llm.usage import UsageLedger
 
 __all__ = [
     "LLMCallFailed",
@@ -13,7 +13,6 @@ __all__ = [
     "LLMJSONError",
     "LLMReply",
     "ResponseCache",
-    "RoleUsage",
     "UsageLedger",
     "make_cache_key",
     "parse_json_lenient",

@@ -8,14 +8,14 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Sequence, TypeVar
 
-from evolvemem.roles.protocols import CallCost
+from evolvemem.contracts.usage import Usage
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
 def ask_json(client: Any, prompt: str, *, role: str, max_tokens: int,
-             parse: Callable[[Any], T]) -> tuple[T | None, CallCost]:
+             parse: Callable[[Any], T]) -> tuple[T | None, Usage]:
     """One JSON completion, parsed by `parse` (which raises ValueError on an unusable reply).
 
     Returns (None, cost) when the call fails or the reply is unusable; the failure is logged."""
@@ -29,7 +29,7 @@ def ask_json(client: Any, prompt: str, *, role: str, max_tokens: int,
         return None, exc.reply.as_cost()
     except LLMCallFailed as exc:
         log.warning("%s: %s", role, exc)
-        return None, CallCost()
+        return None, Usage()
     try:
         return parse(parsed), reply.as_cost()
     except (ValueError, TypeError, KeyError) as exc:

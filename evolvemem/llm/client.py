@@ -22,7 +22,7 @@ from typing import Any
 from evolvemem.llm.cache import ResponseCache, make_cache_key
 from evolvemem.llm.json_repair import parse_json_lenient
 from evolvemem.llm.usage import UsageLedger
-from evolvemem.roles.protocols import CallCost
+from evolvemem.contracts.usage import Usage
 
 JSON_FOLLOW_UP = "Your previous reply was not valid JSON. Reply again with valid JSON only: no prose, no code fences."
 _NO_RETRY_STATUS = frozenset({400, 401, 402, 403, 404, 405, 413, 422})
@@ -44,15 +44,15 @@ class LLMReply:
     completion_tokens: int
     cost_usd: float
     cached: bool
-    billed: CallCost | None = None
+    billed: Usage | None = None
 
-    def as_cost(self) -> CallCost:
+    def as_cost(self) -> Usage:
         """New usage caused by this reply: a cache hit costs no tokens and no calls."""
         if self.billed is not None:
             return self.billed
         if self.cached:
-            return CallCost(cache_hits=1)
-        return CallCost(1, 0, self.prompt_tokens, self.completion_tokens, self.cost_usd)
+            return Usage(cache_hits=1)
+        return Usage(1, 0, self.prompt_tokens, self.completion_tokens, self.cost_usd)
 
 
 class LLMCallFailed(Exception):

@@ -6,35 +6,11 @@ cases stratified by question type, the current config, the action space, and the
 earlier proposals with their true outcomes."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from evolvemem.store.schema import FAILURE_CLASSES
+from evolvemem.contracts.diagnosis import DiagnosisInput
 
 WORST_PER_TYPE = 3
-
-
-@dataclass
-class DiagnosisInput:
-    round: int
-    objective: str
-    score: float
-    overall: dict
-    by_type: list[dict]
-    by_category: list[dict]
-    taxonomy: dict[str, int]
-    taxonomy_by_type: dict[str, dict[str, int]]
-    worst_cases: list[dict]
-    config: dict
-    overrides: dict
-    history: list[dict] = field(default_factory=list)
-    mean_context: float = 0.0
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-    def failures_total(self) -> int:
-        return sum(self.taxonomy.get(c, 0) for c in FAILURE_CLASSES)
 
 
 def build_diagnosis_input(store: Any, round_no: int, phase: str, config: Any, objective: str, score: float,

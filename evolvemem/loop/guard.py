@@ -13,7 +13,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from evolvemem.loop.proposal import Proposal
+from evolvemem.contracts.diagnosis import Proposal
 from evolvemem.qtypes import LABEL_ONLY_TYPES
 from evolvemem.space.ops import Change, diff_configs, perturb
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from evolvemem.roles.protocols import CallCost
+from evolvemem.contracts.usage import Usage
 
 
 @dataclass
@@ -14,7 +14,7 @@ class ReextractResult:
     sessions: list[str] = field(default_factory=list)
     units: list = field(default_factory=list)
     added: int = 0
-    cost: CallCost = field(default_factory=CallCost)
+    cost: Usage = field(default_factory=Usage)
 
 
 def uncovered_sessions(store: Any, ws: Any, round_no: int, dev_conversations: set[str],

@@ -1,16 +1,13 @@
 """Per-round LLM accounting: the difference of two usage-ledger snapshots, as `usage` rows."""
 from __future__ import annotations
 
-from evolvemem.store.schema import TABLES
-
-FIELDS = tuple(name for name, _, _ in TABLES["usage"] if name not in ("round", "phase", "role"))
+from evolvemem.contracts.usage import Usage
 
 
-def usage_rows(before: dict, after: dict, round_no: int, phase: str) -> list[dict]:
+def usage_rows(before: dict[str, Usage], after: dict[str, Usage], round_no: int, phase: str) -> list[dict]:
     rows = []
     for role, now in after.items():
-        was = before.get(role, {})
-        delta = {f: (now.get(f, 0) or 0) - (was.get(f, 0) or 0) for f in FIELDS}
-        if any(delta.values()):
-            rows.append({"round": round_no, "phase": phase, "role": role, **delta})
+        delta = now - before.get(role, Usage())
+        if delta != Usage():
+            rows.append({"round": round_no, "phase": phase, "role": role, **delta.as_dict()})
     return rows

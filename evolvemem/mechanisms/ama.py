@@ -26,8 +26,9 @@ from evolvemem.data.models import Question
 from evolvemem.mechanisms.ama_judge import PASS, REFRESH, judge
 from evolvemem.mechanisms.ama_refresh import Refresher, asks_current_state, find_conflicts
 from evolvemem.mechanisms.ama_router import EPISODE, FACT, RAW, granularity_for
-from evolvemem.memory.unit import MemoryUnit
-from evolvemem.roles.protocols import AnswerResult, CallCost
+from evolvemem.contracts.memory import MemoryUnit
+from evolvemem.contracts.roles import AnswerResult
+from evolvemem.contracts.usage import Usage
 
 RELATED = "related"  # retry source: raw turns around the first context's source turns
 # Retry sources in order: the base store, the turns around the first context (the cheapest,
@@ -60,7 +61,7 @@ class AnswerTrace:
     attempts: list[Attempt] = field(default_factory=list)
     verdicts: list[str] = field(default_factory=list)
     refreshed_ids: list[str] = field(default_factory=list)
-    cost: CallCost = field(default_factory=CallCost)
+    cost: Usage = field(default_factory=Usage)
 
     @property
     def final(self) -> Attempt:
@@ -118,7 +119,7 @@ class _Path:
         self.trace: AnswerTrace | None = None
         self.originals: list[tuple[MemoryUnit, ...]] = []  # each attempt's context before any refresh
 
-    def charge(self, cost: CallCost) -> None:
+    def charge(self, cost: Usage) -> None:
         self.trace.cost = self.trace.cost + cost
 
     def answer(self, context: Sequence[MemoryUnit]) -> AnswerResult:

@@ -27,8 +27,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from evolvemem.data.models import Question
-from evolvemem.memory.unit import MemoryUnit
-from evolvemem.roles.protocols import CallCost
+from evolvemem.contracts.memory import MemoryUnit
+from evolvemem.contracts.usage import Usage
 
 PASS, RETRY, REFRESH = "pass", "retry", "refresh"
 VERDICTS = (PASS, RETRY, REFRESH)
@@ -92,11 +92,11 @@ def parse_verdict(parsed: Any) -> str:
 
 
 def judge(question: Question, context: Sequence[MemoryUnit], answer: str, client: Any = None,
-          unresolved_conflict: bool = False) -> tuple[str, str, CallCost]:
+          unresolved_conflict: bool = False) -> tuple[str, str, Usage]:
     """(verdict, how it was reached: "rules" | "llm" | "rules-fallback", cost)."""
     rules, _ = judge_by_rules(question, context, answer, unresolved_conflict)
     if client is None:
-        return rules, "rules", CallCost()
+        return rules, "rules", Usage()
     from evolvemem.llm.ask import ask_json
     from evolvemem.prompts import load_prompt
     from evolvemem.roles.context_format import format_context, format_question_date

@@ -33,8 +33,8 @@ from datetime import date
 from typing import Any, Sequence
 
 from evolvemem.data.models import Question
-from evolvemem.memory.unit import MemoryUnit
-from evolvemem.roles.protocols import CallCost
+from evolvemem.contracts.memory import MemoryUnit
+from evolvemem.contracts.usage import Usage
 
 MAX_REFRESHES = 4  # conflicts refreshed per question at most (bounds the model calls)
 REFRESH_MAX_TOKENS = 300
@@ -145,13 +145,13 @@ def parse_refresh(parsed: Any) -> str:
 class RefreshResult:
     context: list[MemoryUnit]
     refreshed_ids: list[str] = field(default_factory=list)
-    cost: CallCost = field(default_factory=CallCost)
+    cost: Usage = field(default_factory=Usage)
 
 
 @dataclass
 class _Rewrite:
     content: str  # "" = the model saw no conflict: keep the memory as it is
-    cost: CallCost
+    cost: Usage
     reported: bool = False
 
 
@@ -167,7 +167,7 @@ class Refresher:
         must hold the memories as stored (not already refreshed ones)."""
         conflicts = find_conflicts(question.text, context)
         rewrites: dict[str, str] = {}
-        cost = CallCost()
+        cost = Usage()
         for conflict in conflicts[:MAX_REFRESHES]:
             content, paid = self._rewrite(question.conversation_id, conflict, client)
             cost = cost + paid
@@ -176,7 +176,7 @@ class Refresher:
         refreshed = [u.evolve(content=rewrites[u.memory_id]) if u.memory_id in rewrites else u for u in context]
         return RefreshResult(refreshed, [u.memory_id for u in context if u.memory_id in rewrites], cost)
 
-    def _rewrite(self, conversation_id: str, conflict: Conflict, client: Any) -> tuple[str, CallCost]:
+    def _rewrite(self, conversation_id: str, conflict: Conflict, client: Any) -> tuple[str, Usage]:
         key = (conversation_id, conflict.older.memory_id, conflict.newer.memory_id, getattr(client, "model", ""))
         with self._lock:
             entry = self._memo.get(key)
@@ -186,14 +186,14 @@ class Refresher:
                 entry = self._memo.setdefault(key, _Rewrite(content, paid))
         with self._lock:
             if entry.reported:
-                return entry.content, CallCost(cache_hits=entry.cost.calls + entry.cost.cache_hits)
+                return entry.content, Usage(cache_hits=entry.cost.calls + entry.cost.cache_hits)
             entry.reported = True
             return entry.content, entry.cost
 
     @staticmethod
-    def _compute(conflict: Conflict, client: Any) -> tuple[str, CallCost]:
+    def _compute(conflict: Conflict, client: Any) -> tuple[str, Usage]:
         if client is None:
-            return superseded_text(conflict.older, conflict.newer), CallCost()
+            return superseded_text(conflict.older, conflict.newer), Usage()
         from evolvemem.llm.ask import ask_json
         from evolvemem.prompts import load_prompt
         from evolvemem.roles.context_format import format_context

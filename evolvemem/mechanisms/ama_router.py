@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from evolvemem.roles.protocols import CallCost
+from evolvemem.contracts.usage import Usage
 
 FACT, RAW, EPISODE, ROUTED = "fact", "raw", "episode", "routed"
 GRANULARITIES = (FACT, RAW, EPISODE)
@@ -70,11 +70,11 @@ def parse_route(parsed: Any) -> str:
     return parse_choice(parsed, "granularity", GRANULARITIES)
 
 
-def route(question: str, client: Any = None) -> tuple[str, str, CallCost]:
+def route(question: str, client: Any = None) -> tuple[str, str, Usage]:
     """(granularity, how it was chosen: "rules" | "llm" | "rules-fallback", cost)."""
     rules = route_by_rules(question)
     if client is None:
-        return rules, "rules", CallCost()
+        return rules, "rules", Usage()
     from evolvemem.llm.ask import ask_json
     from evolvemem.prompts import load_prompt
 
@@ -83,10 +83,10 @@ def route(question: str, client: Any = None) -> tuple[str, str, CallCost]:
     return (chosen, "llm", cost) if chosen is not None else (rules, "rules-fallback", cost)
 
 
-def granularity_for(question: str, effective: Any, client: Any = None) -> tuple[str, str, CallCost]:
+def granularity_for(question: str, effective: Any, client: Any = None) -> tuple[str, str, Usage]:
     """The granularity one question reads under its effective config: the configured store, or
     the routed one when `memory_granularity` is "routed"."""
     setting = getattr(effective, "memory_granularity", FACT)
     if setting != ROUTED:
-        return setting, "config", CallCost()
+        return setting, "config", Usage()
     return route(question, client)

@@ -30,7 +30,7 @@ import scipy.sparse as sp
 
 from evolvemem.retrieval.extensions import ViewRequest
 from evolvemem.retrieval.fusion import ViewHits, top_k
-from evolvemem.roles.protocols import CallCost
+from evolvemem.contracts.usage import Usage
 
 LABEL = "cue_graph"
 _WORD = "w:"  # cue node: a keyword token
@@ -146,7 +146,7 @@ class CueGraphSource:
     def enabled(self, config: Any) -> bool:
         return getattr(config, "cue_graph_top_k", 0) > 0
 
-    def hits(self, request: ViewRequest, cache: dict) -> tuple[list[ViewHits], CallCost]:
+    def hits(self, request: ViewRequest, cache: dict) -> tuple[list[ViewHits], Usage]:
         graph = cache.get("graph")
         if graph is None:
             graph = cache.setdefault("graph", build_graph(request.state))
@@ -154,7 +154,7 @@ class CueGraphSource:
         seeds = graph.seeds(request.tokens, request.terms)
         activation = spread(graph, seeds, config.cue_graph_steps, config.cue_graph_beam, config.cue_graph_decay)
         if config.cue_graph_mode != "llm" or request.llm is None:
-            return [top_k(LABEL, activation, config.cue_graph_top_k, positive_only=True)], CallCost()
+            return [top_k(LABEL, activation, config.cue_graph_top_k, positive_only=True)], Usage()
 
         from evolvemem.mechanisms.cue_graph_llm import GraphTools, kept_first, traverse
 

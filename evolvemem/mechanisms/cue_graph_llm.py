@@ -28,7 +28,7 @@ import numpy as np
 from evolvemem.mechanisms.cue_graph import CueGraph
 from evolvemem.prompts import load_prompt
 from evolvemem.retrieval.fusion import ViewHits, fuse, rank_order, top_k
-from evolvemem.roles.protocols import CallCost
+from evolvemem.contracts.usage import Usage
 
 PROMPT = "cue_traverse"
 ROLE = "cue_graph"  # the usage ledger's name for these calls
@@ -96,7 +96,7 @@ class Traversal:
     """The outcome of one walk: kept rows in keep order, what it cost, why it failed ("" = it did not)."""
 
     kept: tuple[int, ...]
-    cost: CallCost
+    cost: Usage
     steps: int  # LLM steps taken
     tool_calls: int  # tool calls run
     failure: str = ""
@@ -296,7 +296,7 @@ def traverse(request: Any, tools: GraphTools, activation: np.ndarray) -> Travers
     walk.show("Start: the memories the question's own cues activate (offline spreading activation):",
               activation, SEED_MEMORIES)
     prompt = load_prompt(PROMPT)
-    cost = CallCost()
+    cost = Usage()
     executed = 0
     for step in range(1, steps + 1):
         message = prompt.render(

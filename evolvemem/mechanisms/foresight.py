@@ -35,7 +35,7 @@ import numpy as np
 from evolvemem.data.dates import MONTHS
 from evolvemem.memory.offline_extract import NUMBER_WORDS, WEEKDAYS
 from evolvemem.retrieval.fusion import ViewHits, merge_max, rank_order
-from evolvemem.roles.protocols import CallCost
+from evolvemem.contracts.usage import Usage
 
 LABEL = "foresight"
 LLM_BATCH = 20  # memories per foresight prompt
@@ -236,7 +236,7 @@ def parse_foresight(parsed: Any, rows: Sequence[int], days: Sequence[date | None
     return items
 
 
-def llm_items(memories: Sequence[Any], client: Any) -> tuple[list[ForesightItem], CallCost, int]:
+def llm_items(memories: Sequence[Any], client: Any) -> tuple[list[ForesightItem], Usage, int]:
     """Items written by the model, batch by batch (concurrently); (items, cost, batches that fell back to rules)."""
     from evolvemem.llm.ask import ask_json
     from evolvemem.prompts import load_prompt
@@ -244,7 +244,7 @@ def llm_items(memories: Sequence[Any], client: Any) -> tuple[list[ForesightItem]
     prompt = load_prompt("foresight")
     batches = [list(range(i, min(i + LLM_BATCH, len(memories)))) for i in range(0, len(memories), LLM_BATCH)]
 
-    def one(rows: list[int]) -> tuple[list[ForesightItem], CallCost, bool]:
+    def one(rows: list[int]) -> tuple[list[ForesightItem], Usage, bool]:
         days = [memories[r].timestamp.date() if memories[r].timestamp else None for r in rows]
         listed = "\n".join(f"[{n}] ({d.isoformat() if d else 'undated'}) {memories[r].content}"
                            for n, (r, d) in enumerate(zip(rows, days), start=1))
@@ -257,7 +257,7 @@ def llm_items(memories: Sequence[Any], client: Any) -> tuple[list[ForesightItem]
     with ThreadPoolExecutor(max_workers=LLM_WORKERS) as pool:
         done = list(pool.map(one, batches))
     items = [item for found, _, _ in done for item in found]
-    return items, sum((c for _, c, _ in done), CallCost()), sum(fell for _, _, fell in done)
+    return items, sum((c for _, c, _ in done), Usage()), sum(fell for _, _, fell in done)
 
 
 # ------------------------------------------------------------------------------------ index
@@ -275,7 +275,7 @@ class ForesightIndex:
     ends: np.ndarray  # NaN: the default horizon after the start
     vectors: np.ndarray
     keyword: Any  # evolvemem.retrieval.index keyword index over the item texts
-    cost: CallCost = field(default_factory=CallCost)
+    cost: Usage = field(default_factory=Usage)
     fallbacks: int = 0  # LLM batches that fell back to the rules
     reported: bool = False
     one_per_row: bool = True  # no two items share a memory row (always so for the rules)
@@ -302,7 +302,7 @@ class ForesightIndex:
         return ~(self.starts > today) & ~(ends < today)  # NaN bounds never exclude
 
 
-def build_index(items: Sequence[ForesightItem], embed: Any, cost: CallCost = CallCost(),
+def build_index(items: Sequence[ForesightItem], embed: Any, cost: Usage = Usage(),
                 fallbacks: int = 0) -> ForesightIndex:
     from evolvemem.memory.nlp import tokenize
     from evolvemem.retrieval.index import KeywordIndex
@@ -324,7 +324,7 @@ class ForesightSource:
     def enabled(self, config: Any) -> bool:
         return config.foresight_top_k > 0
 
-    def hits(self, request: Any, cache: dict) -> tuple[list[ViewHits], CallCost]:
+    def hits(self, request: Any, cache: dict) -> tuple[list[ViewHits], Usage]:
         from evolvemem.mechanisms.scenes import rank_fusion
 
         config = request.config
@@ -344,7 +344,7 @@ class ForesightSource:
         return [ViewHits(LABEL, merged.rows[:k], merged.scores[:k])], cost
 
     @staticmethod
-    def index(request: Any, cache: dict) -> tuple[ForesightIndex, CallCost]:
+    def index(request: Any, cache: dict) -> tuple[ForesightIndex, Usage]:
         """The state's items (rules, or the model's when asked and available), built once under
         a lock; the build's cost goes to the first caller."""
         client = request.llm if request.config.foresight_llm else None
@@ -359,7 +359,7 @@ class ForesightSource:
                     items, paid, fallbacks = llm_items(memories, client)
                     index = build_index(items, request.embed, paid, fallbacks)
                 cache[key] = index
-            cost, index.reported = (CallCost() if index.reported else index.cost), True
+            cost, index.reported = (Usage() if index.reported else index.cost), True
         return index, cost
 
 

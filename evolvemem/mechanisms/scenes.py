@@ -50,7 +50,7 @@ import numpy as np
 
 from evolvemem.memory.granularity import topic_segments
 from evolvemem.retrieval.fusion import ViewHits, merge_max, rank_order
-from evolvemem.roles.protocols import CallCost
+from evolvemem.contracts.usage import Usage
 
 CUT_STD = 1.0  # an episode ends where neighbour cosine < session mean − CUT_STD · std
 MIN_EPISODE = 2  # no cut leaves an episode shorter than this
@@ -215,19 +215,19 @@ def episode_date(state: Any, rows: np.ndarray) -> str | None:
 
 
 def narrate_episodes(state: Any, episodes: Episodes, client: Any,
-                     embed: Callable[[Sequence[str]], np.ndarray]) -> tuple[Episodes, list[str], CallCost]:
+                     embed: Callable[[Sequence[str]], np.ndarray]) -> tuple[Episodes, list[str], Usage]:
     """Every episode's narrative (concurrently, NARRATION_WORKERS at a time) and the episodes
     with the narratives' embeddings as their vectors."""
-    from evolvemem.mechanisms.narrative import narrate_episode
+    from evolvemem.memory.narrative import narrate_episode
 
-    def narrate(e: int) -> tuple[str, CallCost]:
+    def narrate(e: int) -> tuple[str, Usage]:
         rows = episodes.groups.members(e)
         return narrate_episode(client, [state.memories[r].content for r in rows.tolist()], episode_date(state, rows))
 
     with ThreadPoolExecutor(max_workers=NARRATION_WORKERS) as pool:
         written = list(pool.map(narrate, range(len(episodes.groups))))
     narratives = [text for text, _ in written]
-    cost = sum((c for _, c in written), CallCost())
+    cost = sum((c for _, c in written), Usage())
     vectors = np.asarray(embed(narratives), dtype=np.float32)
     return replace(episodes, vectors=vectors), narratives, cost
 
@@ -252,7 +252,7 @@ def parse_sufficiency(parsed: Any) -> tuple[bool, list[str]]:
     return verdict, queries[:MAX_LLM_REWRITES]
 
 
-def judge_sufficiency(client: Any, question: str, memories: Sequence[str]) -> tuple[tuple[bool, list[str]] | None, CallCost]:
+def judge_sufficiency(client: Any, question: str, memories: Sequence[str]) -> tuple[tuple[bool, list[str]] | None, Usage]:
     """The model's sufficiency verdict and rewrites, or None (with the cost paid) when unusable."""
     from evolvemem.llm.ask import ask_json
     from evolvemem.prompts import load_prompt
@@ -268,7 +268,7 @@ class _Narrated:
 
     episodes: Episodes
     narratives: list[str]
-    cost: CallCost
+    cost: Usage
     reported: bool = False
 
 
@@ -278,11 +278,11 @@ class SceneSource:
     def enabled(self, config: Any) -> bool:
         return config.scene_top_k > 0
 
-    def hits(self, request: Any, cache: dict) -> tuple[list[ViewHits], CallCost]:
+    def hits(self, request: Any, cache: dict) -> tuple[list[ViewHits], Usage]:
         config, state = request.config, request.state
         client = request.llm if config.scene_llm else None
         if client is None:
-            episodes, cost = self._episodes(state, cache), CallCost()
+            episodes, cost = self._episodes(state, cache), Usage()
         else:
             episodes, cost = self._narrated(request, cache, client)
         scenes = self._scenes(cache, config, episodes, narrated=client is not None)
@@ -308,7 +308,7 @@ class SceneSource:
             episodes = cache.setdefault("episodes", build_episodes(state))
         return episodes
 
-    def _narrated(self, request: Any, cache: dict, client: Any) -> tuple[Episodes, CallCost]:
+    def _narrated(self, request: Any, cache: dict, client: Any) -> tuple[Episodes, Usage]:
         """Narrated episodes, written once per (index state, model) under a lock so concurrent
         questions never pay for the same narrative twice; the first question reports the cost."""
         key = ("narrated", getattr(client, "model", ""), getattr(client, "api_base", None))
@@ -318,7 +318,7 @@ class SceneSource:
                 state = request.state
                 entry = cache[key] = _Narrated(*narrate_episodes(state, self._episodes(state, cache), client,
                                                                  request.embed))
-            cost, entry.reported = (CallCost() if entry.reported else entry.cost), True
+            cost, entry.reported = (Usage() if entry.reported else entry.cost), True
         return entry.episodes, cost
 
     @staticmethod
@@ -385,7 +385,7 @@ class SceneSource:
         return ViewHits("scene_rewrite", merged.rows[:config.scene_top_k], merged.scores[:config.scene_top_k])
 
     def _llm_rewrite_view(self, request: Any, cache: dict, client: Any, episodes: Groups, scenes: Groups,
-                          first: tuple[np.ndarray, np.ndarray], rounds: int) -> tuple[ViewHits | None, CallCost]:
+                          first: tuple[np.ndarray, np.ndarray], rounds: int) -> tuple[ViewHits | None, Usage]:
         """Up to `rounds` model verdicts on the best pooled memories; each "not sufficient" has
         its rewrites searched, and the next verdict reads what they found first, then the
         original pool. A round whose reply is unusable uses the offline rule (best cosine,
@@ -393,7 +393,7 @@ class SceneSource:
         state, config, text = request.state, request.config, request.question.text
         searched: set[str] = {text}
         found: list[tuple[np.ndarray, np.ndarray]] = []
-        shown, cost = first[0], CallCost()
+        shown, cost = first[0], Usage()
         for _ in range(rounds):
             top = shown[:SUFFICIENCY_SHOWN]
             verdict, paid = judge_sufficiency(client, text, [state.memories[r].content for r in top.tolist()])

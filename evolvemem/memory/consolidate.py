@@ -15,7 +15,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from evolvemem.memory.nlp import Annotations, tokenize
-from evolvemem.memory.unit import MemoryUnit
+from evolvemem.contracts.memory import MemoryUnit
 
 DUPLICATE_THRESHOLD = 0.80
 DECAY_PER_DAY = 0.05

@@ -28,8 +28,8 @@ from evolvemem.data.dates import format_day
 from evolvemem.data.models import Conversation, Turn
 from evolvemem.memory import nlp
 from evolvemem.memory.stores import turn_line
-from evolvemem.memory.unit import MemoryUnit, make_memory_id
-from evolvemem.roles.protocols import CallCost
+from evolvemem.contracts.memory import MemoryUnit, make_memory_id
+from evolvemem.contracts.usage import Usage
 
 CUT_STD = 1.0  # a segment ends where neighbour cosine < session mean − CUT_STD · std
 MIN_SEGMENT = 2  # turns per segment at least (unless the session is shorter)
@@ -62,7 +62,7 @@ def topic_segments(vectors: np.ndarray, *, cut_std: float = CUT_STD, min_len: in
 
 def _rules_version(*extra: str) -> str:
     """Hash of the code that writes episodes (this module, the digest and the date notes)."""
-    from evolvemem.mechanisms import narrative
+    from evolvemem.memory import narrative
     from evolvemem.memory import offline_extract
 
     digest = hashlib.sha256()
@@ -107,20 +107,20 @@ class EpisodeExtractor:
         return out
 
     def extract(self, conversation: Conversation,
-                turn_ids: set[str] | None = None) -> tuple[list[MemoryUnit], CallCost]:
-        from evolvemem.mechanisms.narrative import dated_digest, narrate_episode
+                turn_ids: set[str] | None = None) -> tuple[list[MemoryUnit], Usage]:
+        from evolvemem.memory.narrative import dated_digest, narrate_episode
 
         self.failed_turns.pop(conversation.conversation_id, None)
         speakers = tuple(conversation.speakers)
         units: list[MemoryUnit] = []
-        cost = CallCost()
+        cost = Usage()
         segments = self.segments(conversation, turn_ids)
         plans = []
         for segment in segments:
             when = next((t.timestamp for t in segment if t.timestamp), None)
             plans.append(([turn_line(t) for t in segment], when, format_day(when) if when else None))
 
-        def write(plan: tuple) -> tuple[str, CallCost]:
+        def write(plan: tuple) -> tuple[str, Usage]:
             return narrate_episode(self.client, plan[0], plan[2])
 
         if self.client is not None and len(plans) > 1:  # model calls wait on the network: overlap them

@@ -21,9 +21,9 @@ from typing import Any, Sequence
 from evolvemem.data.dates import format_day, parse_iso_datetime
 from evolvemem.data.models import Conversation, Turn
 from evolvemem.memory import nlp
-from evolvemem.memory.unit import MEMORY_TYPES, MemoryUnit, make_memory_id
+from evolvemem.contracts.memory import MEMORY_TYPES, MemoryUnit, make_memory_id
 from evolvemem.prompts import load_prompt
-from evolvemem.roles.protocols import CallCost
+from evolvemem.contracts.usage import Usage
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class _WindowFailed(Exception):
 @dataclass
 class _Outcome:
     units: list[MemoryUnit] = field(default_factory=list)
-    cost: CallCost = field(default_factory=CallCost)
+    cost: Usage = field(default_factory=Usage)
     failed: set[str] = field(default_factory=set)
 
 
@@ -109,7 +109,7 @@ class LLMExtractor:
         self.failed_turns: dict[str, set[str]] = {}
 
     # ------------------------------------------------------------------------------ protocol
-    def extract(self, conversation: Conversation, turn_ids: set[str] | None = None) -> tuple[list[MemoryUnit], CallCost]:
+    def extract(self, conversation: Conversation, turn_ids: set[str] | None = None) -> tuple[list[MemoryUnit], Usage]:
         turns = conversation.turns()
         positions = [i for i, t in enumerate(turns) if turn_ids is None or t.turn_id in turn_ids]
         windows = [positions[i:i + self.window] for i in range(0, len(positions), self.window)]
@@ -117,7 +117,7 @@ class LLMExtractor:
             outcomes = list(pool.map(lambda w: self._extract_window(conversation, turns, w), windows))
         units: list[MemoryUnit] = []
         seen: set[str] = set()
-        cost = CallCost()
+        cost = Usage()
         failed: set[str] = set()
         for outcome in outcomes:
             cost = cost + outcome.cost

@@ -15,8 +15,8 @@ from pathlib import Path
 from evolvemem.data.dates import WEEKDAY_NAMES, format_day
 from evolvemem.data.models import Conversation, Turn
 from evolvemem.memory import nlp
-from evolvemem.memory.unit import MemoryUnit, make_memory_id
-from evolvemem.roles.protocols import CallCost
+from evolvemem.contracts.memory import MemoryUnit, make_memory_id
+from evolvemem.contracts.usage import Usage
 
 WEEKDAYS = WEEKDAY_NAMES
 NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "couple of": 2, "a couple of": 2, "three": 3, "four": 4,
@@ -161,14 +161,14 @@ class OfflineExtractor:
     def __init__(self) -> None:
         self.version = _rules_version()
 
-    def extract(self, conversation: Conversation, turn_ids: set[str] | None = None) -> tuple[list[MemoryUnit], CallCost]:
+    def extract(self, conversation: Conversation, turn_ids: set[str] | None = None) -> tuple[list[MemoryUnit], Usage]:
         speakers = tuple(conversation.speakers)
         units = [
             self.memory_for_turn(conversation.conversation_id, turn, speakers)
             for turn in conversation.turns()
             if turn_ids is None or turn.turn_id in turn_ids
         ]
-        return units, CallCost()
+        return units, Usage()
 
     @staticmethod
     def memory_for_turn(conversation_id: str, turn: Turn, speakers: tuple[str, ...]) -> MemoryUnit:

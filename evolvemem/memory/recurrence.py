@@ -39,9 +39,9 @@ from evolvemem.memory.consolidate import jaccard
 from evolvemem.memory.llm_extract import format_turn, memory_from_item
 from evolvemem.memory.offline_extract import OfflineExtractor
 from evolvemem.memory.stores import RAW_VERSION, raw_units
-from evolvemem.memory.unit import MemoryUnit, make_memory_id
+from evolvemem.contracts.memory import MemoryUnit, make_memory_id
 from evolvemem.prompts import load_prompt
-from evolvemem.roles.protocols import CallCost
+from evolvemem.contracts.usage import Usage
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +141,7 @@ class RecurrenceStats:
 class _EpisodeOutcome:
     text: str = ""
     facts: list[MemoryUnit] = field(default_factory=list)
-    cost: CallCost = field(default_factory=CallCost)
+    cost: Usage = field(default_factory=Usage)
     prompt_words: int = 0  # offline: words of the prompts an LLM would have been sent
     refinement_calls: int = 0
     fallbacks: int = 0
@@ -215,7 +215,7 @@ class RecurrenceExtractor:
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------------------ protocol
-    def extract(self, conversation: Conversation, turn_ids: set[str] | None = None) -> tuple[list[MemoryUnit], CallCost]:
+    def extract(self, conversation: Conversation, turn_ids: set[str] | None = None) -> tuple[list[MemoryUnit], Usage]:
 
         turns = [t for t in conversation.turns() if turn_ids is None or t.turn_id in turn_ids]
         vectors = self.embedder.encode([t.full_text for t in turns]) if turns else np.zeros((0, 1), np.float32)
@@ -234,7 +234,7 @@ class RecurrenceExtractor:
                                 turns_consolidated=sum(len(e.positions) for e in plan.episodes),
                                 merges=sum(len(e.merged) for e in plan.episodes),
                                 extraction_calls=len(episodes))
-        cost = CallCost()
+        cost = Usage()
         failures: list[str] = []
         for planned, outcome in zip(plan.episodes, outcomes):
             sources = tuple(turns[i].turn_id for i in sorted(planned.positions))

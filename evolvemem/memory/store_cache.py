@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from evolvemem.data.models import Conversation
-from evolvemem.memory.unit import MemoryUnit
+from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.paths import cache_dir
-from evolvemem.roles.protocols import CallCost, Extractor
+from evolvemem.contracts.usage import Usage
+from evolvemem.contracts.roles import Extractor
 
 FORMAT_VERSION = 1
 _TUPLE_FIELDS = ("source_turn_ids", "persons", "locations", "entities", "topics", "keywords")
@@ -81,7 +82,7 @@ def unit_from_dict(data: dict[str, Any]) -> MemoryUnit:
     return MemoryUnit(**values)
 
 
-def read_cached(key: dict[str, str]) -> tuple[list[MemoryUnit], CallCost] | None:
+def read_cached(key: dict[str, str]) -> tuple[list[MemoryUnit], Usage] | None:
     """The cached units and what extracting them once cost, or None (missing, stale or corrupt)."""
     path = cache_path(key)
     try:
@@ -89,7 +90,7 @@ def read_cached(key: dict[str, str]) -> tuple[list[MemoryUnit], CallCost] | None
         if payload.get("key") != key:
             return None
         units = [unit_from_dict(item) for item in payload["units"]]
-        return units, CallCost(**payload.get("cost", {}))
+        return units, Usage(**payload.get("cost", {}))
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -97,7 +98,7 @@ def read_cached(key: dict[str, str]) -> tuple[list[MemoryUnit], CallCost] | None
         return None
 
 
-def write_cached(key: dict[str, str], units: list[MemoryUnit], cost: CallCost) -> Path:
+def write_cached(key: dict[str, str], units: list[MemoryUnit], cost: Usage) -> Path:
     """Write atomically: a temp file in the same folder, then `os.replace`."""
     path = cache_path(key)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -115,7 +116,7 @@ def write_cached(key: dict[str, str], units: list[MemoryUnit], cost: CallCost) -
 
 def load_or_extract(
     extractor: Extractor, conversation: Conversation, turn_ids: set[str] | None = None
-) -> tuple[list[MemoryUnit], CallCost, bool]:
+) -> tuple[list[MemoryUnit], Usage, bool]:
     """Memories for `conversation` (or only `turn_ids`): from the cache when the key matches,
     else extracted and cached. Returns (units, cost paid now, from_cache); a hit costs nothing.
 
@@ -125,7 +126,7 @@ def load_or_extract(
     key = cache_key(extractor, conversation, turn_ids)
     cached = read_cached(key)
     if cached is not None:
-        return cached[0], CallCost(), True
+        return cached[0], Usage(), True
     units, cost = extractor.extract(conversation, turn_ids)
     failed = getattr(extractor, "failed_turns", {}).get(conversation.conversation_id)
     if not failed:

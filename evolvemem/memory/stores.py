@@ -19,8 +19,8 @@ from typing import Any
 from evolvemem.data.dates import format_day
 from evolvemem.data.models import Conversation
 from evolvemem.memory import nlp
-from evolvemem.memory.unit import MemoryUnit, make_memory_id
-from evolvemem.roles.protocols import CallCost
+from evolvemem.contracts.memory import MemoryUnit, make_memory_id
+from evolvemem.contracts.usage import Usage
 
 FACT = "fact"
 STORE_BUILDERS: dict[str, str] = {
@@ -88,8 +88,8 @@ class RawTurnExtractor:
 
         self.version = f"{RAW_VERSION}-{OfflineExtractor().version}"  # the date-note rules live there
 
-    def extract(self, conversation: Conversation, turn_ids: set[str] | None = None) -> tuple[list[MemoryUnit], CallCost]:
-        return raw_units(conversation, turn_ids), CallCost()
+    def extract(self, conversation: Conversation, turn_ids: set[str] | None = None) -> tuple[list[MemoryUnit], Usage]:
+        return raw_units(conversation, turn_ids), Usage()
 
 
 def raw_extractor(roles: Any, embedder: Any) -> RawTurnExtractor:

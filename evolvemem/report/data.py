@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from evolvemem.store.schema import FAILURE_CLASSES
+from evolvemem.contracts.records import FAILURE_CLASSES
 
 EVALUATED_PHASES = ("dev", "eval", "transfer")
 SNAPSHOT_FILES = ("config.toml", "decision.json", "diagnosis_input.json", "diagnosis_prompt.md",

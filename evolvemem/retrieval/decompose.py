@@ -17,7 +17,7 @@ import threading
 from typing import Any, Callable
 
 from evolvemem.prompts import load_prompt
-from evolvemem.roles.protocols import CallCost
+from evolvemem.contracts.usage import Usage
 
 log = logging.getLogger(__name__)
 
@@ -122,12 +122,12 @@ class RuleDecomposer:
 
     name = "rule"
 
-    def decompose(self, question: str, max_sub_queries: int) -> tuple[list[str], CallCost]:
+    def decompose(self, question: str, max_sub_queries: int) -> tuple[list[str], Usage]:
         for rule in _RULES:
             parts = rule(question)
             if parts:
-                return parts[:max(1, max_sub_queries)], CallCost()
-        return [question], CallCost()
+                return parts[:max(1, max_sub_queries)], Usage()
+        return [question], Usage()
 
 
 def parse_sub_queries(parsed: Any) -> list[str]:
@@ -150,7 +150,7 @@ class LLMDecomposer:
         self.failures: list[str] = []
         self._lock = threading.Lock()
 
-    def decompose(self, question: str, max_sub_queries: int) -> tuple[list[str], CallCost]:
+    def decompose(self, question: str, max_sub_queries: int) -> tuple[list[str], Usage]:
         from evolvemem.llm.client import LLMCallFailed, LLMJSONError
 
         limit = max(1, max_sub_queries)
@@ -159,7 +159,7 @@ class LLMDecomposer:
             parsed, reply = self.client.complete_json(messages, role="decompose", max_tokens=self.max_tokens)
             sub_queries = parse_sub_queries(parsed)
         except LLMCallFailed as exc:
-            cost = exc.reply.as_cost() if isinstance(exc, LLMJSONError) else CallCost()
+            cost = exc.reply.as_cost() if isinstance(exc, LLMJSONError) else Usage()
             self._record(f"{exc}")
             return [question], cost
         except ValueError as exc:

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from evolvemem.errors import ConfigError
-from evolvemem.memory.unit import content_hash
+from evolvemem.contracts.memory import content_hash
 from evolvemem.paths import cache_dir
 
 DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"

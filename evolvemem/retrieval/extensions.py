@@ -1,7 +1,7 @@
 """Extension point for retrieval mechanisms that add candidate views (scenes, cue graphs, …).
 
 A mechanism module exposes `SOURCE`, an object with `name`, `enabled(config) -> bool` and
-`hits(request, cache) -> (list[ViewHits], CallCost)`. The retriever calls every enabled source
+`hits(request, cache) -> (list[ViewHits], Usage)`. The retriever calls every enabled source
 after its built-in views and fuses what they return like any other view. `cache` is a dict
 private to (source, index state): build per-conversation structures there once, lazily — it is
 dropped when re-extraction changes the index. Register a module by adding it to
@@ -17,7 +17,7 @@ import numpy as np
 
 from evolvemem.data.models import Question
 from evolvemem.retrieval.fusion import ViewHits
-from evolvemem.roles.protocols import CallCost
+from evolvemem.contracts.usage import Usage
 
 SOURCE_MODULES: tuple[str, ...] = ("evolvemem.mechanisms.cue_graph", "evolvemem.mechanisms.scenes",
                                    "evolvemem.mechanisms.foresight")
@@ -43,7 +43,7 @@ class CandidateSource(Protocol):
 
     def enabled(self, config: Any) -> bool: ...
 
-    def hits(self, request: ViewRequest, cache: dict) -> tuple[list[ViewHits], CallCost]: ...
+    def hits(self, request: ViewRequest, cache: dict) -> tuple[list[ViewHits], Usage]: ...
 
 
 @functools.lru_cache(maxsize=None)

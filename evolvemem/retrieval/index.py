@@ -19,7 +19,7 @@ from typing import Any, Collection, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from evolvemem.memory.unit import MemoryUnit
+from evolvemem.contracts.memory import MemoryUnit
 
 _EPOCH = datetime(1970, 1, 1)
 

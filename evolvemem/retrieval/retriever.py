@@ -30,11 +30,11 @@ from typing import Any, Collection, Sequence
 import numpy as np
 
 from evolvemem.data.models import Question
-from evolvemem.memory.unit import MemoryUnit
+from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.retrieval.extensions import ViewRequest, candidate_sources
 from evolvemem.retrieval.fusion import ViewHits, final_scores, fuse, merge_max, rank_order, recency, top_k
 from evolvemem.retrieval.index import ConversationIndex, IndexState, to_days
-from evolvemem.roles.protocols import CallCost
+from evolvemem.contracts.usage import Usage
 
 REFLECTION_SEEDS = 3  # top memories whose terms expand the query in a reflection round
 REFLECTION_TERMS = 5  # salient terms added per round
@@ -57,7 +57,7 @@ class RetrievalResult:
     items: tuple[RetrievedItem, ...]  # the context: within max_context, in context_order
     cut: tuple[RetrievedItem, ...]  # ranked candidates that the context budget cut, by rank
     sub_queries: tuple[str, ...] = ()
-    cost: CallCost = CallCost()
+    cost: Usage = Usage()
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class _QueryInfo:
 @dataclass
 class _Decomposition:
     sub_queries: tuple[str, ...]
-    cost: CallCost
+    cost: Usage
     reported: bool = False
 
 
@@ -128,12 +128,12 @@ class Retriever:
                 entry = self._decompositions.setdefault(key, _Decomposition(kept[:max_sub_queries], cost))
         return entry
 
-    def _charge(self, entry: _Decomposition) -> CallCost:
+    def _charge(self, entry: _Decomposition) -> Usage:
         """A decomposition's cost is reported by the first retrieval that uses it; later ones
         count its calls as cache hits, so summing records never double-counts."""
         with self._lock:
             if entry.reported:
-                return CallCost(cache_hits=entry.cost.calls)
+                return Usage(cache_hits=entry.cost.calls)
             entry.reported = True
             return entry.cost
 
@@ -181,7 +181,7 @@ class Retriever:
             views.append(self._keyword_view("swap_keyword", state, swapped.tokens,
                                             config.entity_swap_keyword_top_k, config.keyword_weight))
         sub_queries: tuple[str, ...] = ()
-        cost = CallCost()
+        cost = Usage()
         if config.enable_query_decomposition and self.decomposer is not None:
             entry = self._decomposition(text, config.max_sub_queries)
             sub_queries, cost = entry.sub_queries, self._charge(entry)
@@ -301,7 +301,7 @@ class Retriever:
         return ids[order].tolist()
 
     def _assemble(self, state: IndexState, rows: np.ndarray, scores: np.ndarray, views: Sequence[ViewHits],
-                  config: Any, sub_queries: tuple[str, ...], cost: CallCost) -> RetrievalResult:
+                  config: Any, sub_queries: tuple[str, ...], cost: Usage) -> RetrievalResult:
         view_ranks = [(v.label, v.ranks()) for v in views if len(v)]
         items = []
         for rank, (row, score) in enumerate(zip(rows.tolist(), scores.tolist()), start=1):

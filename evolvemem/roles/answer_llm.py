@@ -11,10 +11,10 @@ import re
 from typing import Any, Sequence
 
 from evolvemem.data.models import Question
-from evolvemem.memory.unit import MemoryUnit
+from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.prompts import load_prompt
 from evolvemem.roles.context_format import ABSTENTION, format_context, format_question_date
-from evolvemem.roles.protocols import AnswerResult
+from evolvemem.contracts.roles import AnswerResult
 from evolvemem.scoring.metrics import is_abstention
 
 ANSWER_STYLES = ("concise", "extractive", "detailed", "temporal", "step_by_step", "cautious")

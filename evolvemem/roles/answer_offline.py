@@ -14,9 +14,9 @@ from datetime import date, datetime
 from typing import Sequence
 
 from evolvemem.data.models import Question
-from evolvemem.memory.unit import MemoryUnit
+from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.roles.context_format import ABSTENTION, MONTHS, find_dates
-from evolvemem.roles.protocols import AnswerResult
+from evolvemem.contracts.roles import AnswerResult
 from evolvemem.roles.reader_lexicon import (
     CAPTION_WORDS, CLAUSE_WORDS, DURATION, FILLERS, FREQUENCY, GLUE, NEGATIONS, NUMBER_WORDS, RELATIONS, STOPWORDS,
     TIME_WORDS, WEEKDAYS, stem, word_tokens,

@@ -11,7 +11,7 @@ from typing import Any
 from evolvemem.data.models import Dataset
 from evolvemem.prompts import load_prompt
 from evolvemem.qtypes import QUESTION_TYPES
-from evolvemem.roles.protocols import CallCost
+from evolvemem.contracts.usage import Usage
 
 
 class LLMQuestionClassifier:
@@ -20,22 +20,22 @@ class LLMQuestionClassifier:
     def __init__(self, client: Any):
         self.client = client
 
-    def classify(self, text: str) -> tuple[str | None, CallCost]:
+    def classify(self, text: str) -> tuple[str | None, Usage]:
         from evolvemem.llm.client import LLMCallFailed
 
         messages = [{"role": "user", "content": load_prompt("classify").render(question=text)}]
         try:
             parsed, reply = self.client.complete_json(messages, role="classify", max_tokens=30)
         except LLMCallFailed:
-            return None, CallCost()
+            return None, Usage()
         value = parsed.get("question_type") if isinstance(parsed, dict) else None
         value = str(value).strip().lower() if value else None
         return (value if value in QUESTION_TYPES else None), reply.as_cost()
 
 
-def reclassify(dataset: Dataset, classifier: Any) -> tuple[Dataset, int, CallCost]:
+def reclassify(dataset: Dataset, classifier: Any) -> tuple[Dataset, int, Usage]:
     """The dataset with every rule-typed question re-typed by `classifier`; returns how many changed."""
-    cost, changed, questions = CallCost(), 0, []
+    cost, changed, questions = Usage(), 0, []
     for q in dataset.questions:
         if q.type_source != "rules":
             questions.append(q)

@@ -19,8 +19,8 @@ from typing import Sequence
 
 from evolvemem.data.dates import MONTH_NAMES, format_day
 from evolvemem.data.dates import MONTHS as MONTH_NUMBERS  # names and abbreviations -> number
-from evolvemem.memory.unit import MemoryUnit
-from evolvemem.scoring.metrics import ABSTENTION_TEXT
+from evolvemem.contracts.memory import MemoryUnit
+from evolvemem.contracts.roles import ABSTENTION_TEXT
 
 # What every answerer says when the context does not hold the answer (defined with the scorer
 # that recognises it).

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Sequence
 
-from evolvemem.memory.unit import MemoryUnit
+from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.roles.context_format import (
     MONTHS, DateMention, MemoryText, date_label_text, find_dates, memory_date_text, parse_memory_text, quoted_turns,
 )

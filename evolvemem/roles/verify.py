@@ -15,13 +15,13 @@ import re
 from typing import Any, Sequence
 
 from evolvemem.data.models import Question
-from evolvemem.memory.unit import MemoryUnit
+from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.prompts import load_prompt
 from evolvemem.roles.answer_offline import OfflineAnswerer, count_answer, relative_date, well_formed
 from evolvemem.roles.context_format import (
     ABSTENTION, MONTHS, format_context, format_question_date,
 )
-from evolvemem.roles.protocols import AnswerResult
+from evolvemem.contracts.roles import AnswerResult
 from evolvemem.roles.reader_lexicon import FILLERS, STOPWORDS, stem, word_tokens
 from evolvemem.roles.reader_support import Support, rank_support
 from evolvemem.scoring.metrics import is_abstention

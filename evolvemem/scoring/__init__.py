@@ -11,23 +11,10 @@ from evolvemem.data.models import Question
 from evolvemem.errors import DataError
 from evolvemem.scoring.aggregate import group_scores, summarise
 from evolvemem.scoring.locomo import ADVERSARIAL, MULTI_HOP, PROTOCOLS, check_protocol, locomo_f1, scoring_gold
-from evolvemem.scoring.metrics import (
-    ABSTENTION_PHRASES,
-    ABSTENTION_TEXT,
-    answer_tokens,
-    bleu1,
-    choice_index,
-    evidence_recall,
-    exact_match,
-    is_abstention,
-    mc_accuracy,
-    normalize_answer,
-    token_f1,
-)
+from evolvemem.scoring.metrics import ABSTENTION_PHRASES, answer_tokens, bleu1, choice_index, evidence_recall, exact_match, is_abstention, mc_accuracy, normalize_answer, token_f1
 
 __all__ = [
     "ABSTENTION_PHRASES",
-    "ABSTENTION_TEXT",
     "PROTOCOLS",
     "answer_tokens",
     "bleu1",

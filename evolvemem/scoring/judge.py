@@ -12,7 +12,7 @@ from typing import Any
 
 from evolvemem.llm.client import LLMCallFailed, LLMClient, LLMJSONError
 from evolvemem.prompts import load_prompt
-from evolvemem.roles.protocols import CallCost
+from evolvemem.contracts.usage import Usage
 
 JUDGE_ROLE = "judge"
 _LABELS = {"correct": 1, "right": 1, "wrong": 0, "incorrect": 0}
@@ -22,7 +22,7 @@ _LABEL_WORD = re.compile(r"\b(correct|incorrect|wrong)\b", re.IGNORECASE)
 @dataclass(frozen=True)
 class Judgement:
     score: int | None  # 1 correct, 0 wrong, None when the judge could not decide
-    cost: CallCost
+    cost: Usage
     error: str = ""
 
 
@@ -62,13 +62,13 @@ class LLMJudge:
         """Changes with the prompt text or the judge model (label judged records with it)."""
         return f"{self.client.model}:{self.prompt.version}"
 
-    def judge(self, question_text: str, gold: str, prediction: str) -> tuple[int | None, CallCost]:
+    def judge(self, question_text: str, gold: str, prediction: str) -> tuple[int | None, Usage]:
         result = self.judge_detailed(question_text, gold, prediction)
         return result.score, result.cost
 
     def judge_detailed(self, question_text: str, gold: str, prediction: str) -> Judgement:
         if not str(prediction).strip():
-            return Judgement(0, CallCost())  # nothing was predicted: wrong without asking
+            return Judgement(0, Usage())  # nothing was predicted: wrong without asking
         content = self.prompt.render(question=question_text, gold=gold, prediction=prediction)
         messages = [{"role": "user", "content": content}]
         try:
@@ -77,7 +77,7 @@ class LLMJudge:
             score = verdict_from_text(exc.raw_text)
             return Judgement(score, exc.reply.as_cost(), "" if score is not None else str(exc))
         except LLMCallFailed as exc:
-            return Judgement(None, CallCost(), str(exc))
+            return Judgement(None, Usage(), str(exc))
         score = verdict_score(value)
         error = "" if score is not None else f"judge reply has no verdict: {reply.text[:120]!r}"
         return Judgement(score, reply.as_cost(), error)

@@ -28,8 +28,6 @@ if TYPE_CHECKING:  # pragma: no cover
 # The official LoCoMo scorer counts an adversarial answer as correct iff the lowercased
 # prediction contains one of these phrases. Every abstention check in evolvemem uses them.
 ABSTENTION_PHRASES: tuple[str, ...] = ("not mentioned", "no information available")
-# What our answerers say when the context does not hold the answer (contains a phrase above).
-ABSTENTION_TEXT = "Not mentioned in the conversation."
 # Other ways models decline; recognised only with `lenient=True` (diagnosis, never scoring).
 _LENIENT_PHRASES: tuple[str, ...] = (
     "don't know",

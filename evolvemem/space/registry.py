@@ -82,6 +82,14 @@ class Dimension:
         clamped = min(max(value, self.min), self.max)
         return int(clamped) if self.kind == "int" else float(clamped)
 
+    def step(self, value: Any, delta: float) -> Any:
+        """`value` moved by `delta` and kept in range; a switched-off setting moved up is switched
+        on at its default (down, it stays off). What a rule-based diagnoser uses to widen or
+        shrink a setting without restating its range."""
+        if self.off is not None and value == self.off:
+            return self.default if delta > 0 else value
+        return self.clamp(self.coerce(value + delta))
+
     def range_text(self) -> str:
         if self.kind == "bool":
             text = "true | false"

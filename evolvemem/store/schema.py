@@ -1,8 +1,10 @@
 """Tables of the run store. The README documents them; users query them with SQL.
 
 Each table is (column, DuckDB type, description); `create_statements()` and the README table
-are generated from this one definition."""
+are generated from this one definition (`question_records` from the `QuestionRecord` contract)."""
 from __future__ import annotations
+
+from evolvemem.contracts.records import record_columns
 
 SCHEMA_VERSION = 1
 
@@ -28,52 +30,14 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
         ("started_at", "TIMESTAMP", "start time (UTC)"),
         ("finished_at", "TIMESTAMP", "end time (UTC)"),
     ],
-    "question_records": [
-        ("round", "INTEGER", "round number"),
-        ("phase", "VARCHAR", "dev, test_start, test_best, eval or transfer"),
-        ("question_id", "VARCHAR", "benchmark question id"),
-        ("conversation_id", "VARCHAR", "conversation it is about"),
-        ("category", "VARCHAR", "the benchmark's own category label"),
-        ("question_type", "VARCHAR", "domain-agnostic type used for overrides"),
-        ("question", "VARCHAR", "question text"),
-        ("gold", "VARCHAR", "gold answer (adversarial: the trap answer under the paper protocol)"),
-        ("prediction", "VARCHAR", "the answer given"),
-        ("f1", "DOUBLE", "token F1 under the run's protocol (official LoCoMo by default)"),
-        ("bleu1", "DOUBLE", "BLEU-1"),
-        ("exact_match", "DOUBLE", "normalised exact match"),
-        ("mc_accuracy", "DOUBLE", "multiple-choice accuracy (multiple-choice benchmarks only)"),
-        ("judge", "DOUBLE", "LLM-judge verdict 1/0 when a judge model is configured"),
-        ("evidence_ids", "VARCHAR[]", "gold evidence turn ids"),
-        ("evidence_recall", "DOUBLE", "share of gold evidence turns that reached the answer context"),
-        ("evidence_covered", "DOUBLE", "share of gold evidence turns covered by any memory (extraction)"),
-        ("evidence_retrieved", "DOUBLE", "share of gold evidence turns among all ranked candidates, before the budget cut"),
-        ("abstained", "BOOLEAN", "the prediction is an abstention"),
-        ("failed", "BOOLEAN", "every LLM call for this question failed; not scored"),
-        ("error", "VARCHAR", "why it failed"),
-        ("context_ids", "VARCHAR[]", "memory ids in the answer context, in context order"),
-        ("context_views", "VARCHAR[]", "for each context memory, the views that found it with ranks, e.g. 'keyword:1|semantic:3'"),
-        ("cut_ids", "VARCHAR[]", "candidates ranked but cut by max_context"),
-        ("sub_queries", "VARCHAR[]", "sub-queries when decomposition ran"),
-        ("config_fingerprint", "VARCHAR", "fingerprint of the effective config for this question"),
-        ("memory_version", "INTEGER", "memories in the conversation when answered (changes on re-extraction)"),
-        ("latency_ms", "DOUBLE", "wall time of retrieval + answering"),
-        ("calls", "INTEGER", "LLM calls made (cache hits excluded)"),
-        ("cache_hits", "INTEGER", "LLM calls answered from the cache"),
-        ("prompt_tokens", "INTEGER", "prompt tokens of new calls"),
-        ("completion_tokens", "INTEGER", "completion tokens of new calls"),
-        ("granularity", "VARCHAR", "memory store the first answer read: fact, recurrence, raw or episode (`memory_granularity`)"),
-        ("route", "VARCHAR", "how that store was chosen: config, rules, llm or rules-fallback (routed granularity)"),
-        ("judge_verdicts", "VARCHAR[]", "answer-judge verdicts in order (pass, retry, refresh); empty when `judge_retries` is 0"),
-        ("retries", "INTEGER", "answers given again after a judge verdict (at most `judge_retries`); the last answer is kept"),
-        ("retry_sources", "VARCHAR[]", "what each retry read: a store, related (raw turns around the first context) or the same context refreshed (e.g. fact+refresh)"),
-        ("refreshed_ids", "VARCHAR[]", "older memories shown as superseded by a newer conflicting one (refresher)"),
-    ],
+    "question_records": record_columns(),
     "usage": [
         ("round", "INTEGER", "round number (-1 = run setup: extraction and indexing)"),
         ("phase", "VARCHAR", "phase"),
         ("role", "VARCHAR", "extract, decompose, answer, verify, judge or diagnose"),
         ("calls", "INTEGER", "LLM calls made"),
         ("cache_hits", "INTEGER", "calls answered from the cache"),
+        ("retries", "INTEGER", "extra attempts after a retryable fault"),
         ("failures", "INTEGER", "calls that failed after retries"),
         ("prompt_tokens", "BIGINT", "prompt tokens"),
         ("completion_tokens", "BIGINT", "completion tokens"),
@@ -148,10 +112,6 @@ SELECT *,
   END AS failure
 FROM (SELECT *, question_type = 'adversarial' AS category_is_adversarial FROM question_records)
 """
-
-FAILURE_CLASSES = ("extraction_gap", "retrieval_miss", "budget_cut", "answer_error", "wrong_abstention",
-                   "format_mismatch", "hallucination", "unknown")
-
 
 def create_statements() -> list[str]:
     statements = []

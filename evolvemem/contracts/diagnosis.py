@@ -1,15 +1,44 @@
-"""`Proposal`: what every diagnoser returns, validated against the registry.
+"""What a diagnoser reads and returns: `DiagnosisInput`, `Proposal`, `DiagnosisResult`, `Diagnoser`.
 
-A value that fails validation is dropped with a reason (never applied, never a crash); a
-dimension the registry does not know is kept aside as a *proposed new dimension* for people to
-read, not applied."""
+A proposal is validated against the action-space registry: a value that fails validation is
+dropped with a reason (never applied, never a crash); a dimension the registry does not know is
+kept aside as a *proposed new dimension* for people to read, not applied."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
+from evolvemem.contracts.records import FAILURE_CLASSES
+from evolvemem.contracts.usage import Usage
 from evolvemem.qtypes import QUESTION_TYPES
 from evolvemem.space.registry import registry
+
+if TYPE_CHECKING:
+    from evolvemem.space.config import RetrievalConfig
+    from evolvemem.space.ops import Clamp
+
+
+@dataclass
+class DiagnosisInput:
+    round: int
+    objective: str
+    score: float
+    overall: dict
+    by_type: list[dict]
+    by_category: list[dict]
+    taxonomy: dict[str, int]
+    taxonomy_by_type: dict[str, dict[str, int]]
+    worst_cases: list[dict]
+    config: dict
+    overrides: dict
+    history: list[dict] = field(default_factory=list)
+    mean_context: float = 0.0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def failures_total(self) -> int:
+        return sum(self.taxonomy.get(c, 0) for c in FAILURE_CLASSES)
 
 
 @dataclass
@@ -114,3 +143,24 @@ def proposal_from_raw(raw: Any) -> Proposal:
     proposal.missing_topics = [str(t) for t in topics if isinstance(t, (str, int, float))][:20]
     proposal.rationale = str(raw.get("rationale") or raw.get("analysis") or "")[:2000]
     return proposal
+
+
+@dataclass
+class DiagnosisResult:
+    proposal: Proposal
+    prompt: str = ""
+    raw_response: str = ""
+    parse_error: str = ""
+    cost: Usage = field(default_factory=Usage)
+
+
+class Diagnoser(Protocol):
+    name: str
+
+    def diagnose(self, inp: DiagnosisInput, config: Any) -> DiagnosisResult:
+        """Read one round's diagnosis input and propose a change to `config`."""
+        ...
+
+    def observe(self, config: Any, score: float) -> None:
+        """Learn the dev score a config earned (only model-based searchers use it)."""
+        ...

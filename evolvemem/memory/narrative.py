@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from evolvemem.llm.ask import ask_json
 from evolvemem.prompts import load_prompt
-from evolvemem.roles.protocols import CallCost
+from evolvemem.contracts.usage import Usage
 
 NARRATIVE_MAX_TOKENS = 400
 MIN_NARRATIVE_CHARS = 20  # shorter "narratives" ("ok", "none") are treated as garbage
@@ -37,14 +37,14 @@ def parse_narrative(parsed: Any) -> str:
     return " ".join(text.split())
 
 
-def narrate_episode(client: Any, lines: list[str], date: str | None) -> tuple[str, CallCost]:
+def narrate_episode(client: Any, lines: list[str], date: str | None) -> tuple[str, Usage]:
     """A third-person narrative of one topic segment (its memories or turns, in order).
 
     `date` is the segment's date as people write it ("8 May 2023") or None. Without a client,
     or when the call fails or the reply is unusable, returns `dated_digest(lines, date)` and
     the cost paid so far."""
     if client is None or not lines:
-        return dated_digest(lines, date), CallCost()
+        return dated_digest(lines, date), Usage()
     prompt = load_prompt("episode").render(date=date or "unknown", lines="\n".join(f"- {line}" for line in lines))
     narrative, cost = ask_json(client, prompt, role="episode", max_tokens=NARRATIVE_MAX_TOKENS, parse=parse_narrative)
     return (narrative if narrative is not None else dated_digest(lines, date)), cost

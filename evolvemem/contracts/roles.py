@@ -1,32 +1,19 @@
-"""The role Protocols the engine talks to. The engine never knows whether a role is `llm` or
-`offline`; both return the same small result types."""
+"""The role Protocols the engine talks to, and what they return.
+
+The engine never knows whether a role is `llm` or `offline`: both implement the same Protocol
+and return the same small result types, with their `Usage` (zero offline)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
+from evolvemem.contracts.memory import MemoryUnit
+from evolvemem.contracts.usage import Usage
 from evolvemem.data.models import Conversation, Question
-from evolvemem.memory.unit import MemoryUnit
 
-
-@dataclass(frozen=True)
-class CallCost:
-    """LLM usage of one role call (all zero for offline roles)."""
-
-    calls: int = 0
-    cache_hits: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-
-    def __add__(self, other: "CallCost") -> "CallCost":
-        return CallCost(
-            self.calls + other.calls,
-            self.cache_hits + other.cache_hits,
-            self.prompt_tokens + other.prompt_tokens,
-            self.completion_tokens + other.completion_tokens,
-            self.cost_usd + other.cost_usd,
-        )
+# What our answerers say when the context does not hold the answer: it contains an official
+# LoCoMo abstention phrase, so the official scorer counts it as declining.
+ABSTENTION_TEXT = "Not mentioned in the conversation."
 
 
 @dataclass(frozen=True)
@@ -34,7 +21,7 @@ class AnswerResult:
     """An answer. `failed` means every call failed (recorded as failed, not scored as wrong)."""
 
     text: str
-    cost: CallCost = CallCost()
+    cost: Usage = Usage()
     failed: bool = False
     error: str = ""
     notes: dict[str, Any] = field(default_factory=dict)
@@ -44,7 +31,7 @@ class Extractor(Protocol):
     name: str  # e.g. "offline" or "llm:openai/gpt-4o-mini"
     version: str  # changes when the prompt or rules change (part of the memory cache key)
 
-    def extract(self, conversation: Conversation, turn_ids: set[str] | None = None) -> tuple[list[MemoryUnit], CallCost]:
+    def extract(self, conversation: Conversation, turn_ids: set[str] | None = None) -> tuple[list[MemoryUnit], Usage]:
         """Memories for a conversation (or only for the given turns, for re-extraction)."""
         ...
 
@@ -52,7 +39,7 @@ class Extractor(Protocol):
 class Decomposer(Protocol):
     name: str
 
-    def decompose(self, question: str, max_sub_queries: int) -> tuple[list[str], CallCost]:
+    def decompose(self, question: str, max_sub_queries: int) -> tuple[list[str], Usage]:
         """Sub-queries for a question (the question itself when it does not split)."""
         ...
 
@@ -70,4 +57,20 @@ class Verifier(Protocol):
 
     def verify(self, question: Question, context: Sequence[MemoryUnit], answer: AnswerResult, style: str) -> AnswerResult:
         """Second pass: keep, fix, or replace the answer with an abstention."""
+        ...
+
+
+class AnswerJudge(Protocol):
+    """The LLM-judge metric (opt-in): 1 right, 0 wrong, None when it could not decide."""
+
+    def judge(self, question: str, gold: str, prediction: str) -> tuple[int | None, Usage]:
+        ...
+
+
+class QuestionClassifier(Protocol):
+    """Re-types a question that came without a type; None keeps the rule's type."""
+
+    name: str
+
+    def classify(self, text: str) -> tuple[str | None, Usage]:
         ...

@@ -1,0 +1,78 @@
+"""`QuestionRecord`: what one answered question leaves behind, and the failure taxonomy.
+
+The run store's `question_records` table is generated from this dataclass (column name, DuckDB
+type and description per field), so adding a field here adds the column everywhere: the
+schema, the README's table, and older run stores on open (NULL for their rows)."""
+from __future__ import annotations
+
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any
+
+
+def column(sql_type: str, description: str, default: Any = MISSING) -> Any:
+    """A record field that is also a `question_records` column."""
+    metadata = {"sql_type": sql_type, "description": description}
+    if default is MISSING:
+        return field(metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass(frozen=True)
+class QuestionRecord:
+    """One question answered under one effective config (fields left None are stored as NULL:
+    a failed question has no scores, context or evidence figures)."""
+
+    round: int = column("INTEGER", "round number")
+    phase: str = column("VARCHAR", "dev, test_start, test_best, eval or transfer")
+    question_id: str = column("VARCHAR", "benchmark question id")
+    conversation_id: str = column("VARCHAR", "conversation it is about")
+    category: str = column("VARCHAR", "the benchmark's own category label")
+    question_type: str = column("VARCHAR", "domain-agnostic type used for overrides")
+    question: str = column("VARCHAR", "question text")
+    gold: str = column("VARCHAR", "gold answer (adversarial: the trap answer under the paper protocol)")
+    prediction: str = column("VARCHAR", "the answer given")
+    f1: float | None = column("DOUBLE", "token F1 under the run's protocol (official LoCoMo by default)", None)
+    bleu1: float | None = column("DOUBLE", "BLEU-1", None)
+    exact_match: float | None = column("DOUBLE", "normalised exact match", None)
+    mc_accuracy: float | None = column("DOUBLE", "multiple-choice accuracy (multiple-choice benchmarks only)", None)
+    judge: float | None = column("DOUBLE", "LLM-judge verdict 1/0 when a judge model is configured", None)
+    evidence_ids: tuple[str, ...] | None = column("VARCHAR[]", "gold evidence turn ids", None)
+    evidence_recall: float | None = column("DOUBLE", "share of gold evidence turns that reached the answer context", None)
+    evidence_covered: float | None = column("DOUBLE", "share of gold evidence turns covered by any memory (extraction)", None)
+    evidence_retrieved: float | None = column("DOUBLE", "share of gold evidence turns among all ranked candidates, before the budget cut", None)
+    abstained: bool | None = column("BOOLEAN", "the prediction is an abstention", None)
+    failed: bool = column("BOOLEAN", "every LLM call for this question failed; not scored", False)
+    error: str | None = column("VARCHAR", "why it failed", None)
+    context_ids: tuple[str, ...] | None = column("VARCHAR[]", "memory ids in the answer context, in context order", None)
+    context_views: tuple[str, ...] | None = column("VARCHAR[]", "for each context memory, the views that found it with ranks, e.g. 'keyword:1|semantic:3'", None)
+    cut_ids: tuple[str, ...] | None = column("VARCHAR[]", "candidates ranked but cut by max_context", None)
+    sub_queries: tuple[str, ...] | None = column("VARCHAR[]", "sub-queries when decomposition ran", None)
+    config_fingerprint: str | None = column("VARCHAR", "fingerprint of the effective config for this question", None)
+    memory_version: int | None = column("INTEGER", "memories in the conversation when answered (changes on re-extraction)", None)
+    latency_ms: float | None = column("DOUBLE", "wall time of retrieval + answering", None)
+    calls: int | None = column("INTEGER", "LLM calls made (cache hits excluded)", None)
+    cache_hits: int | None = column("INTEGER", "LLM calls answered from the cache", None)
+    prompt_tokens: int | None = column("INTEGER", "prompt tokens of new calls", None)
+    completion_tokens: int | None = column("INTEGER", "completion tokens of new calls", None)
+    granularity: str | None = column("VARCHAR", "memory store the first answer read: fact, recurrence, raw or episode (`memory_granularity`)", None)
+    route: str | None = column("VARCHAR", "how that store was chosen: config, rules, llm or rules-fallback (routed granularity)", None)
+    judge_verdicts: tuple[str, ...] | None = column("VARCHAR[]", "answer-judge verdicts in order (pass, retry, refresh); empty when `judge_retries` is 0", None)
+    retries: int | None = column("INTEGER", "answers given again after a judge verdict (at most `judge_retries`); the last answer is kept", None)
+    retry_sources: tuple[str, ...] | None = column("VARCHAR[]", "what each retry read: a store, related (raw turns around the first context) or the same context refreshed (e.g. fact+refresh)", None)
+    refreshed_ids: tuple[str, ...] | None = column("VARCHAR[]", "older memories shown as superseded by a newer conflicting one (refresher)", None)
+
+    def as_row(self) -> dict[str, Any]:
+        """The `question_records` row (lists where the table holds lists)."""
+        row = asdict(self)
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in row.items()}
+
+
+def record_columns() -> list[tuple[str, str, str]]:
+    """(column, DuckDB type, description) of `question_records`, in field order."""
+    return [(f.name, f.metadata["sql_type"], f.metadata["description"]) for f in fields(QuestionRecord)]
+
+
+# Why a wrong answer went wrong (the `question_failures` view computes one per record from the
+# gold evidence); diagnosers, reports and the guard read these names.
+FAILURE_CLASSES = ("extraction_gap", "retrieval_miss", "budget_cut", "answer_error", "wrong_abstention",
+                   "format_mismatch", "hallucination", "unknown")
