@@ -12,13 +12,21 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable, TypeVar
 
-from evolvemem.data.models import Dataset
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.contracts.usage import Usage
+from evolvemem.data.models import Dataset, Question
+from evolvemem.memory.stores import FACT, RAW
 from evolvemem.roles.factory import Roles
 from evolvemem.store.schema import TABLES
+
+if TYPE_CHECKING:
+    from evolvemem.retrieval.index import ConversationIndex
+    from evolvemem.retrieval.retriever import Retriever
+    from evolvemem.space.config import RetrievalConfig
+
+T = TypeVar("T")
 
 MEMORY_COLUMNS = tuple(name for name, _, _ in TABLES["memories"])
 
@@ -31,27 +39,29 @@ class SetupStats:
     index_seconds: float = 0.0
     conversations_from_cache: int = 0
     memories: int = 0
-    cost: Usage = field(default_factory=Usage)
+    usage: Usage = field(default_factory=Usage)
 
 
 class Workspace:
     """Memories, indexes and retrievers for the conversations of one dataset."""
 
-    def __init__(self, dataset: Dataset, roles: Roles, embedding_model: str | None = None):
+    def __init__(self, dataset: Dataset, roles: Roles, embedding_model: str | None = None) -> None:
         from evolvemem.retrieval.embeddings import DEFAULT_EMBEDDING_MODEL, Embedder
 
         self.dataset = dataset
         self.roles = roles
         self.embedder = Embedder(embedding_model or DEFAULT_EMBEDDING_MODEL)
         self.memories: dict[str, list[MemoryUnit]] = {}
-        self.indexes: dict[str, Any] = {}
-        self.retrievers: dict[str, Any] = {}
+        self.indexes: dict[str, ConversationIndex] = {}
+        self.retrievers: dict[str, Retriever] = {}
         self.covered_turns: dict[str, set[str]] = {}
         self.stats = SetupStats()
         # non-fact stores (never changed once built): (store, conversation id) -> (memories, retriever,
         # the turns those memories come from)
-        self._stores: dict[tuple[str, str], tuple[list[MemoryUnit], Any, set[str]]] = {}
+        self._stores: dict[tuple[str, str], tuple[list[MemoryUnit], Retriever, set[str]]] = {}
         self._store_lock = threading.Lock()
+        self._memo: dict[str, object] = {}
+        self._memo_lock = threading.Lock()
 
     def build(self, progress: ProgressFn | None = None) -> SetupStats:
         """Extract (or load cached) memories, consolidate them and index each conversation."""
@@ -65,7 +75,7 @@ class Workspace:
             # decay is counted back from the conversation's last session: "now" for its questions
             last = max((s.timestamp for s in conv.sessions if s.timestamp), default=None)
             self.memories[conv.conversation_id] = consolidate(units, reference=last)
-            self.stats.cost = self.stats.cost + cost
+            self.stats.usage = self.stats.usage + cost
             self.stats.conversations_from_cache += int(from_cache)
             if progress:
                 progress("extract", i + 1, len(conversations))
@@ -80,7 +90,7 @@ class Workspace:
         self.stats.memories = sum(len(v) for v in self.memories.values())
         return self.stats
 
-    def _retriever_over(self, conversation_id: str, units: list[MemoryUnit]) -> Any:
+    def _retriever_over(self, conversation_id: str, units: list[MemoryUnit]) -> Retriever:
         from evolvemem.retrieval.index import ConversationIndex
         from evolvemem.retrieval.retriever import Retriever
 
@@ -101,14 +111,14 @@ class Workspace:
         conversation. Their extraction cost is added to the setup stats."""
         from evolvemem.memory.consolidate import decay_importance
         from evolvemem.memory.store_cache import load_or_extract
-        from evolvemem.memory.stores import FACT, store_extractor
+        from evolvemem.memory.stores import store_extractor
 
         with self._store_lock:
             for name in sorted(set(names) - {FACT}):
                 todo = [c for c in self.dataset.conversations.values() if (name, c.conversation_id) not in self._stores]
                 if not todo:
                     continue
-                extractor = store_extractor(name, self.roles, self.embedder)
+                extractor = store_extractor(name, self.roles.extract_client, self.embedder)
                 for i, conv in enumerate(todo):
                     units, cost, _ = load_or_extract(extractor, conv)
                     last = max((s.timestamp for s in conv.sessions if s.timestamp), default=None)
@@ -117,13 +127,13 @@ class Workspace:
                     self._stores[(name, conv.conversation_id)] = (
                         units, self._retriever_over(conv.conversation_id, units),
                         {t for u in units for t in u.source_turn_ids})
-                    self.stats.cost = self.stats.cost + cost
+                    self.stats.usage = self.stats.usage + cost
                     if progress:
                         progress(f"store {name}", i + 1, len(todo))
 
-    def retriever(self, conversation_id: str, store: str = "fact") -> Any:
+    def retriever(self, conversation_id: str, store: str = FACT) -> Retriever:
         """The retriever over one store of a conversation (call `ensure_stores` first)."""
-        if store == "fact":
+        if store == FACT:
             return self.retrievers[conversation_id]
         try:
             return self._stores[(store, conversation_id)][1]
@@ -131,15 +141,18 @@ class Workspace:
             raise RuntimeError(f"memory store {store!r} of {conversation_id} was not built; "
                                "call ensure_stores first") from None
 
-    def store_memories(self, conversation_id: str, store: str = "fact") -> list[MemoryUnit]:
-        if store == "fact":
+    def has_store(self, conversation_id: str, store: str) -> bool:
+        return store == FACT or (store, conversation_id) in self._stores
+
+    def store_memories(self, conversation_id: str, store: str = FACT) -> list[MemoryUnit]:
+        if store == FACT:
             return self.memories[conversation_id]
         self.retriever(conversation_id, store)
         return self._stores[(store, conversation_id)][0]
 
-    def covered(self, conversation_id: str, store: str = "fact") -> set[str]:
+    def covered(self, conversation_id: str, store: str = FACT) -> set[str]:
         """The turns some memory of one store of a conversation comes from."""
-        if store == "fact":
+        if store == FACT:
             return self.covered_turns[conversation_id]
         self.retriever(conversation_id, store)
         return self._stores[(store, conversation_id)][2]
@@ -175,10 +188,10 @@ class Workspace:
         """Changes whenever the conversation's memories change (re-extraction only adds)."""
         return len(self.memories[conversation_id])
 
-    def prepare(self, questions: list, config: Any = None) -> None:
+    def prepare(self, questions: list[Question], config: RetrievalConfig | None = None) -> None:
         """Batch-embed every question (and, given the config, its sub-queries) up front, for the
         fact store and every other store built so far (the embedding cache makes repeats cheap)."""
-        by_conv: dict[str, list] = {}
+        by_conv: dict[str, list[Question]] = {}
         for q in questions:
             by_conv.setdefault(q.conversation_id, []).append(q)
         for conv_id, qs in by_conv.items():
@@ -186,3 +199,33 @@ class Workspace:
             for (_, store_conv), (_, retriever, _) in list(self._stores.items()):
                 if store_conv == conv_id:
                     retriever.prepare(qs, config)
+
+    # ---- derived data later rounds reuse ------------------------------------------------------
+    def memo(self, key: str, make: Callable[[], T]) -> T:
+        """A value derived from this workspace, made once and kept as long as it lives (e.g. the
+        answer path's plug-ins with the refresher's memoised rewrites)."""
+        with self._memo_lock:
+            if key not in self._memo:
+                self._memo[key] = make()
+            return self._memo[key]  # type: ignore[return-value]
+
+    def raw_unit_by_turn(self, conversation_id: str) -> dict[str, MemoryUnit]:
+        """turn id → its raw unit (the raw store never changes once built)."""
+        def make() -> dict[str, MemoryUnit]:
+            found: dict[str, MemoryUnit] = {}
+            for unit in self.store_memories(conversation_id, RAW):
+                for turn_id in unit.source_turn_ids:
+                    found.setdefault(turn_id, unit)
+            return found
+        return self.memo(f"raw-by-turn:{conversation_id}", make)
+
+    def turn_neighbours(self, conversation_id: str) -> dict[str, tuple[str, ...]]:
+        """turn id → the turns just before and after it in its session."""
+        def make() -> dict[str, tuple[str, ...]]:
+            found: dict[str, tuple[str, ...]] = {}
+            for session in self.dataset.conversations[conversation_id].sessions:
+                ids = [t.turn_id for t in session.turns]
+                for i, turn_id in enumerate(ids):
+                    found[turn_id] = tuple(ids[j] for j in (i - 1, i + 1) if 0 <= j < len(ids))
+            return found
+        return self.memo(f"neighbours:{conversation_id}", make)

@@ -155,15 +155,16 @@ def test_other_diagnosers_run(diagnoser, tmp_path):
 def test_resume_after_interruption_loses_nothing_and_matches_an_uninterrupted_run(tmp_path):
     from evolvemem.cli.run_cmd import run_loop
     from evolvemem.cli.ui import UI
-    from evolvemem.loop import runner as runner_module
-    from evolvemem.loop.spec import RunSpec
+    from evolvemem.session import RunSpec, Session
+    from evolvemem.session import session as session_module
     from evolvemem.space.config import load_config
 
     spec = RunSpec(benchmark="synth", data=None, rounds=2, diagnoser="rubric", init="weak")
-    reference = run_loop(UI(quiet=True), spec, tmp_path / "reference", resume=False, init_config=load_config("weak")[0])
+    ui = UI(quiet=True)
+    reference = run_loop(ui, Session.create(spec, tmp_path / "reference", load_config("weak")[0], ui))
 
     calls = {"n": 0}
-    original = runner_module.evaluate
+    original = session_module.evaluate
 
     def interrupting_evaluate(*args, **kwargs):
         on_record = kwargs.get("on_record")
@@ -177,12 +178,12 @@ def test_resume_after_interruption_loses_nothing_and_matches_an_uninterrupted_ru
         kwargs["on_record"] = counting
         return original(*args, **kwargs)
 
-    runner_module.evaluate = interrupting_evaluate
+    session_module.evaluate = interrupting_evaluate
     try:
         with pytest.raises(KeyboardInterrupt):
-            run_loop(UI(quiet=True), spec, tmp_path / "crashy", resume=False, init_config=load_config("weak")[0])
+            run_loop(ui, Session.create(spec, tmp_path / "crashy", load_config("weak")[0], ui))
     finally:
-        runner_module.evaluate = original
+        session_module.evaluate = original
     con = duckdb.connect(str(tmp_path / "crashy" / "run.duckdb"), read_only=True)
     partial = con.execute("SELECT round, count(*) FROM question_records GROUP BY round ORDER BY round").fetchall()
     con.close()

@@ -7,7 +7,8 @@ from evolvemem.diagnosers.rubric import RubricDiagnoser, candidate_actions
 from evolvemem.diagnosers.random_search import RandomDiagnoser
 from evolvemem.diagnosers.tpe import TPEDiagnoser
 from evolvemem.contracts.diagnosis import DiagnosisInput
-from evolvemem.loop.guard import GuardSettings, RoundScore, check_regression, decide
+from evolvemem.loop.guard import RoundScore, check_regression, decide
+from evolvemem.loop.spec import GuardSettings
 from evolvemem.contracts.diagnosis import Proposal, proposal_from_raw
 from evolvemem.space.config import RetrievalConfig, load_config
 

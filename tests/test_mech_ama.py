@@ -14,14 +14,15 @@ import numpy as np
 import pytest
 
 from evolvemem.data.models import Conversation, Dataset, Question, Session, Turn
-from evolvemem.evaluate import EffectiveConfigs, answer_question, evaluate
+from evolvemem.answering import path as ama
+from evolvemem.answering.evaluate import EffectiveConfigs, answer_question, evaluate
+from evolvemem.answering.stores import stores_needed
 from evolvemem.llm.client import LLMClient
-from evolvemem.mechanisms import ama
 from evolvemem.mechanisms.ama_judge import judge, judge_by_rules
 from evolvemem.mechanisms.ama_refresh import Refresher, asks_current_state, find_conflicts, superseded_text
 from evolvemem.mechanisms.ama_router import granularity_for, route, route_by_rules
 from evolvemem.memory.granularity import EpisodeExtractor, episode_extractor, topic_segments
-from evolvemem.memory.stores import STORE_BUILDERS, raw_unit, stores_needed
+from evolvemem.memory.stores import STORE_BUILDERS, raw_unit
 from evolvemem.roles.context_format import ABSTENTION
 from evolvemem.roles.factory import ModelSettings, build_roles
 from evolvemem.contracts.roles import AnswerResult
@@ -176,7 +177,7 @@ def test_topic_segments_cut_at_relative_drops_and_respect_the_bounds():
 
 def test_episode_extractor_cuts_at_the_topic_shift_and_keeps_every_turn(ws):
     conv = conversation()
-    extractor = episode_extractor(ws.roles, ws.embedder)
+    extractor = episode_extractor(ws.roles.extract_client, ws.embedder)
     assert extractor.name == "episode" and extractor.client is None
     segments = extractor.segments(conv)
     ids = [[t.turn_id for t in seg] for seg in segments]
@@ -269,20 +270,20 @@ def test_llm_refresher_confirms_rewrites_once_and_falls_back(ws, fake_llm):
     fake_llm.responder = lambda body: next(replies)
     client = client_for(fake_llm)
 
-    refresher = Refresher()
-    first = refresher.refresh(q, [porto, lisbon], client)
+    refresher = Refresher(client)
+    first = refresher.refresh(q, [porto, lisbon])
     prompt = last_user_message(fake_llm.requests[0])
     assert "Older memory: [3 March 2023] Priya Raman: My flat in Porto" in prompt
     assert "Newer memory: [20 June 2023] Priya Raman: I finally moved" in prompt and "$" not in prompt
     assert first.context[0].content == "Priya Raman lived in Porto until June 2023."
     assert paid(first.cost) == billed(fake_llm) and first.cost.calls == 1 and first.cost.completion_tokens > 0
-    second = refresher.refresh(q, [porto, lisbon], client)  # memoised: no request, reported as a cache hit
+    second = refresher.refresh(q, [porto, lisbon])  # memoised: no request, reported as a cache hit
     assert fake_llm.request_count == 1 and second.context == first.context
     assert second.cost == Usage(cache_hits=1)
 
-    declined = Refresher().refresh(q, [porto, lisbon], client)  # the model sees no conflict
+    declined = Refresher(client).refresh(q, [porto, lisbon])  # the model sees no conflict
     assert declined.refreshed_ids == [] and declined.context == [porto, lisbon] and declined.cost.calls == 1
-    fallback = Refresher().refresh(q, [porto, lisbon], client)  # unparseable twice: the rules' template
+    fallback = Refresher(client).refresh(q, [porto, lisbon])  # unparseable twice: the rules' template
     assert fallback.context[0].content == superseded_text(porto, lisbon) and fallback.cost.calls == 2
 
 
@@ -393,7 +394,7 @@ def test_evaluate_end_to_end_with_routing_judge_and_refresher(ws, tmp_path: Path
     cfg = config(memory_granularity="routed", judge_retries=2, enable_refresher=True, max_context=10)
     before = {store: [m.content for m in ws.store_memories(CID, store)] for store in ("fact", "raw", "episode")}
     with RunStore(tmp_path / "run") as store:
-        outcome = evaluate(ws, cfg, QUESTIONS, store=store)
+        outcome = evaluate(ws, cfg, QUESTIONS, sink=store.record_questions)
         rows = {r["question_id"]: r for r in store.query("SELECT * FROM question_records")}
     assert {store: [m.content for m in ws.store_memories(CID, store)] for store in before} == before
     assert set(rows) == {q.question_id for q in QUESTIONS} and not any(r["failed"] for r in rows.values())
@@ -407,7 +408,7 @@ def test_evaluate_end_to_end_with_routing_judge_and_refresher(ws, tmp_path: Path
     # the default path is unchanged: base store, no verdicts, no refresh
     default = config()
     effective, fingerprint = EffectiveConfigs(default)(QUESTIONS[0].question_type)
-    row = answer_question(ws, QUESTIONS[0], effective, fingerprint, protocol="official", benchmark="x")
+    row = answer_question(ws, QUESTIONS[0], effective, fingerprint, protocol="official", benchmark="x").as_row()
     assert (row["granularity"], row["route"], row["judge_verdicts"], row["retries"], row["refreshed_ids"]) == (
         "fact", "config", [], 0, [])
     plain = ws.retriever(CID).retrieve(QUESTIONS[0], effective)
@@ -431,7 +432,7 @@ def test_llm_mechanisms_are_billed_on_the_record(ws, fake_llm, monkeypatch):
     monkeypatch.setattr(type(ws.roles), "mechanism_client", property(lambda self: client))
     cfg = config(memory_granularity="routed", judge_retries=1, enable_refresher=True, max_context=10)
     effective, fingerprint = EffectiveConfigs(cfg)(QUESTIONS[0].question_type)
-    row = answer_question(ws, QUESTIONS[0], effective, fingerprint, protocol="official", benchmark="x")
+    row = answer_question(ws, QUESTIONS[0], effective, fingerprint, protocol="official", benchmark="x").as_row()
     kinds = [("route" if '"granularity"' in p else "judge" if '"verdict"' in p else "refresh")
              for p in (last_user_message(b) for b in fake_llm.requests)]
     assert kinds[0] == "route" and kinds.count("judge") == 1 and "refresh" in kinds

@@ -208,14 +208,14 @@ def test_store_builder_uses_the_extract_role(embedder: Embedder) -> None:
     from evolvemem.roles.factory import ModelSettings, build_roles
 
     assert STORE_BUILDERS["recurrence"] == "evolvemem.memory.recurrence:recurrence_extractor"
-    offline = store_extractor("recurrence", build_roles(ModelSettings()), embedder)
+    offline = store_extractor("recurrence", build_roles(ModelSettings()).extract_client, embedder)
     assert isinstance(offline, RecurrenceExtractor) and offline.client is None
-    llm = recurrence_extractor(build_roles(ModelSettings(model=MODEL), cache_enabled=False), embedder)
+    llm = recurrence_extractor(build_roles(ModelSettings(model=MODEL), cache_enabled=False).extract_client, embedder)
     assert llm.name == f"recurrence-llm:{MODEL}"
 
 
 def test_consolidation_policy_dimension_selects_the_store() -> None:
-    from evolvemem.memory.stores import base_store, stores_needed
+    from evolvemem.answering.stores import base_store, stores_needed
     from evolvemem.space.config import load_config
     from evolvemem.space.registry import registry
 

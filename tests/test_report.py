@@ -180,14 +180,14 @@ def test_usage_and_proposed_dimensions_come_from_the_store(synth_run, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(synth_run, copy)
     with RunStore(copy) as store:
-        store.insert("usage", [
+        store.record_usage([
             {"round": 1, "phase": "dev", "role": "answer", "calls": 30, "cache_hits": 4, "failures": 1,
              "prompt_tokens": 12000, "completion_tokens": 900, "cost_usd": 0.0125},
             {"round": 1, "phase": "dev", "role": "diagnose", "calls": 1, "cache_hits": 0, "failures": 0,
              "prompt_tokens": 3000, "completion_tokens": 400, "cost_usd": 0.004},
             {"round": -1, "phase": "dev", "role": "extract", "calls": 12, "cache_hits": 0, "failures": 0,
              "prompt_tokens": 50000, "completion_tokens": 7000, "cost_usd": 0.05}])
-        store.insert("proposed_dimensions", [{"round": 2, "name": "speaker_filter_top_k",
+        store.record_proposed_dimensions([{"round": 2, "name": "speaker_filter_top_k",
                                               "description": "keep only memories said by the asked-about person",
                                               "rationale": "questions about Priya Raman retrieve Tomasz's memories"}])
     result = invoke("report", str(copy), "--no-png", "--out", str(tmp_path / "out" / "page.html"), "--json")

@@ -11,7 +11,8 @@ from evolvemem.cli.main import app
 from evolvemem.data.synth import generate_synth
 from evolvemem.errors import ConfigError
 from evolvemem.contracts.diagnosis import Proposal
-from evolvemem.memory.stores import base_store, raw_units, store_extractor, stores_needed
+from evolvemem.answering.stores import base_store, stores_needed
+from evolvemem.memory.stores import raw_units, store_extractor
 from evolvemem.roles.factory import ModelSettings, build_roles
 from evolvemem.space.config import load_config
 from evolvemem.space.registry import expand_dimension_names, registry
@@ -144,6 +145,6 @@ def test_a_run_store_from_an_older_version_gains_the_new_columns(tmp_path):
     con.execute("INSERT INTO question_records (round, phase, question_id) VALUES (0, 'dev', 'q-old')")
     con.close()
     with RunStore(tmp_path) as store:
-        store.insert("question_records", [{"round": 1, "phase": "dev", "question_id": "q-new", "retries": 2}])
+        store.record_questions([{"round": 1, "phase": "dev", "question_id": "q-new", "retries": 2}])
         rows = store.query("SELECT question_id, retries FROM question_records ORDER BY question_id")
     assert rows == [{"question_id": "q-new", "retries": 2}, {"question_id": "q-old", "retries": None}]

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from rich.table import Table
 
@@ -11,19 +10,8 @@ from evolvemem.cli.ui import UI, fmt
 from evolvemem.errors import EvolveMemError
 
 
-def open_run(run: str) -> Any:
-    from evolvemem.store import RunStore
-
-    path = Path(run)
-    if not path.is_dir() and (Path("runs") / run).is_dir():
-        path = Path("runs") / run
-    if not (path / "run.duckdb").is_file():
-        raise EvolveMemError(f"{run}: not a run directory (no run.duckdb)")
-    return RunStore(path, read_only=True)
-
-
 def list_runs(ui: UI, root: str) -> list[dict]:
-    from evolvemem.store import RunLockedError
+    from evolvemem.session import RunLockedError, open_run
 
     rows = []
     for db in sorted(Path(root).glob("*/run.duckdb")):
@@ -52,7 +40,7 @@ def list_runs(ui: UI, root: str) -> list[dict]:
 
 
 def show_run(ui: UI, run: str) -> dict:
-    from evolvemem.store.run_store import headline
+    from evolvemem.session import headline, open_run
 
     with open_run(run) as store:
         manifest = store.manifest()
@@ -125,6 +113,7 @@ def show_run(ui: UI, run: str) -> dict:
 
 
 def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
+    from evolvemem.session import open_run
     from evolvemem.space.config import parse_config
     from evolvemem.space.ops import diff_configs
 

@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from evolvemem.cli.ui import UI
+from evolvemem.session.defaults import GUARD_DEFAULTS, RUN_DEFAULTS
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Tune the retrieval side of LLM-agent memory with an AutoResearch loop.")
@@ -21,7 +22,7 @@ JudgeOpt = typer.Option(None, "--judge-model", help="Model for the LLM-judge met
 ClassifyOpt = typer.Option(None, "--classify-model", help="Model that re-types questions that came without a type (default: rules).")
 ApiBaseOpt = typer.Option(None, "--api-base", help="Base URL of an OpenAI-compatible server (vLLM, Ollama, ...).")
 SplitAllOpt = typer.Option("all", "--split", help="dev, test or all (split by conversation).")
-ConcurrencyOpt = typer.Option(8, "--concurrency", help="Questions answered at once when an LLM is used.")
+ConcurrencyOpt = typer.Option(RUN_DEFAULTS.concurrency, "--concurrency", help="Questions answered at once when an LLM is used.")
 EmbeddingOpt = typer.Option(None, "--embedding-model", help="sentence-transformers model name.")
 NoCacheOpt = typer.Option(False, "--no-cache", help="Do not read or write the LLM response cache.")
 QuietOpt = typer.Option(False, "--quiet", "-q", help="No progress bars.")
@@ -101,7 +102,7 @@ def eval_command(
     classify_model: Optional[str] = ClassifyOpt,
     api_base: Optional[str] = ApiBaseOpt,
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Output directory (default runs/eval-<benchmark>-<time>)."),
-    adversarial_protocol: str = typer.Option("official", "--adversarial-protocol",
+    adversarial_protocol: str = typer.Option(RUN_DEFAULTS.protocol, "--adversarial-protocol",
                                              help="official (abstention = correct) or paper (F1 against the trap answer)."),
     concurrency: int = ConcurrencyOpt,
     embedding_model: Optional[str] = EmbeddingOpt,
@@ -110,9 +111,8 @@ def eval_command(
     quiet: bool = QuietOpt,
 ):
     """Score one retrieval config on a benchmark; every question's record goes to DuckDB."""
-    from evolvemem.cli.common import model_settings
     from evolvemem.cli.eval_cmd import run_eval
-    from evolvemem.scoring.locomo import check_protocol
+    from evolvemem.session import check_protocol, model_settings
 
     check_protocol(adversarial_protocol)
     ui = UI(json_mode=json_out, quiet=quiet)
@@ -129,7 +129,7 @@ def eval_command(
 def run(
     benchmark: str = typer.Option("locomo", "--benchmark", "-b", help="locomo, synth, custom, membench or longmemeval."),
     data: Optional[str] = typer.Option(None, "--data", help="Path to the benchmark file."),
-    rounds: Optional[int] = typer.Option(None, "--rounds", "-n", help="Evolution rounds after the starting round 0 [default: 7; with --resume: the run's own]."),
+    rounds: Optional[int] = typer.Option(None, "--rounds", "-n", help=f"Evolution rounds after the starting round 0 [default: {RUN_DEFAULTS.rounds}; with --resume: the run's own]."),
     model: Optional[str] = ModelOpt,
     extract_model: Optional[str] = ExtractOpt,
     answer_model: Optional[str] = AnswerOpt,
@@ -138,14 +138,14 @@ def run(
     classify_model: Optional[str] = ClassifyOpt,
     api_base: Optional[str] = ApiBaseOpt,
     diagnoser: Optional[str] = typer.Option(None, "--diagnoser", help="llm, rubric, random or tpe (default: llm with a model, else rubric)."),
-    init: str = typer.Option("weak", "--init", help="Starting config: weak, default, a config file, or a run directory."),
-    seed: int = typer.Option(0, "--seed", help="Seed for exploration, random and tpe."),
-    objective: str = typer.Option("all", "--objective", help="Dev score to maximise: all (every question) or main (non-adversarial)."),
-    adversarial_protocol: str = typer.Option("official", "--adversarial-protocol", help="official or paper."),
-    tau_rev: float = typer.Option(0.01, "--tau-rev", help="Revert when the score drops more than this below the best."),
-    epsilon: float = typer.Option(0.005, "--epsilon", help="Explore after two rounds that moved the score by less than this."),
-    explore_dims: int = typer.Option(3, "--explore-dims", help="Dimensions changed by an exploration step."),
-    patience: int = typer.Option(4, "--patience", help="Stop early after this many rounds without a new best (0 = never)."),
+    init: str = typer.Option(RUN_DEFAULTS.init, "--init", help="Starting config: weak, default, a config file, or a run directory."),
+    seed: int = typer.Option(RUN_DEFAULTS.seed, "--seed", help="Seed for exploration, random and tpe."),
+    objective: str = typer.Option(RUN_DEFAULTS.objective, "--objective", help="Dev score to maximise: all (every question) or main (non-adversarial)."),
+    adversarial_protocol: str = typer.Option(RUN_DEFAULTS.protocol, "--adversarial-protocol", help="official or paper."),
+    tau_rev: float = typer.Option(GUARD_DEFAULTS.revert_threshold, "--tau-rev", help="Revert when the score drops more than this below the best."),
+    epsilon: float = typer.Option(GUARD_DEFAULTS.stagnation_epsilon, "--epsilon", help="Explore after two rounds that moved the score by less than this."),
+    explore_dims: int = typer.Option(GUARD_DEFAULTS.explore_dims, "--explore-dims", help="Dimensions changed by an exploration step."),
+    patience: int = typer.Option(RUN_DEFAULTS.patience, "--patience", help="Stop early after this many rounds without a new best (0 = never)."),
     no_reextract: bool = typer.Option(False, "--no-reextract", help="Never re-extract sessions with extraction gaps."),
     freeze: Optional[list[str]] = typer.Option(None, "--freeze", help="Dimensions or groups (e.g. scenes, cue_graph) the loop may not change; repeat or comma-separate."),
     concurrency: int = ConcurrencyOpt,
@@ -157,52 +157,34 @@ def run(
     quiet: bool = QuietOpt,
 ):
     """Evolve the retrieval config: evaluate → diagnose → propose → guard, round by round."""
-    from pathlib import Path
-
-    from evolvemem.cli.common import model_settings
-    from evolvemem.cli.run_cmd import new_run_dir, resolve_init, run_loop
-    from evolvemem.diagnosers import DIAGNOSERS
+    from evolvemem.cli.run_cmd import new_run_dir, run_loop
     from evolvemem.errors import EvolveMemError
-    from evolvemem.loop.guard import GuardSettings
-    from evolvemem.loop.spec import OBJECTIVES, RunSpec
-    from evolvemem.scoring.locomo import check_protocol
+    from evolvemem.session import (OBJECTIVES, GuardSettings, RunSpec, Session, check_protocol, diagnoser_entry,
+                                   model_settings, resolve_init)
+    from evolvemem.space.registry import expand_dimension_names
 
     ui = UI(json_mode=json_out, quiet=quiet)
     if resume:
-        from evolvemem.cli.inspect_cmd import open_run
-
-        with open_run(resume) as store:
-            manifest = store.manifest()
-            run_dir = store.run_dir
-        if "spec" not in manifest:
-            raise EvolveMemError(f"{resume}: not an evolve run")
-        spec = RunSpec.from_dict(manifest["spec"])
-        if rounds is not None:
-            spec.rounds = rounds
-        result = run_loop(ui, spec, Path(run_dir), resume=True)
+        session = Session.resume(resume, ui, rounds=rounds)
     else:
         check_protocol(adversarial_protocol)
         if objective not in OBJECTIVES:
-            raise EvolveMemError(f"--objective must be all or main, not {objective!r}")
-        rounds = 7 if rounds is None else rounds
+            raise EvolveMemError(f"--objective must be {' or '.join(OBJECTIVES)}, not {objective!r}")
+        rounds = RUN_DEFAULTS.rounds if rounds is None else rounds
         if rounds < 0:
             raise EvolveMemError("--rounds must be 0 or more")
         settings = model_settings(model, extract_model, answer_model, diagnosis_model, judge_model, api_base,
                                   classify_model)
-        chosen = diagnoser or ("llm" if settings.for_role("diagnose") != "offline" else "rubric")
-        if chosen not in DIAGNOSERS:
-            raise EvolveMemError(f"unknown diagnoser {chosen!r} (known: {', '.join(DIAGNOSERS)})")
-        from evolvemem.space.registry import expand_dimension_names
-
+        chosen = diagnoser_entry(diagnoser or ("llm" if settings.for_role("diagnose") != "offline" else "rubric")).name
         frozen = expand_dimension_names([n for item in freeze or [] for n in item.split(",")])
         init_config = resolve_init(ui, init)
         spec = RunSpec(benchmark=benchmark, data=data, rounds=rounds, diagnoser=chosen, init=init, seed=seed,
-                       objective=objective, protocol=adversarial_protocol,
-                       models={k: v for k, v in settings.__dict__.items()},
-                       guard=GuardSettings(tau_rev, epsilon, 2, explore_dims), concurrency=concurrency,
-                       embedding_model=embedding_model, patience=patience, reextract=not no_reextract,
-                       cache_enabled=not no_cache, frozen=frozen)
-        result = run_loop(ui, spec, new_run_dir(out, benchmark, chosen), resume=False, init_config=init_config)
+                       objective=objective, protocol=adversarial_protocol, models=dict(settings.__dict__),
+                       guard=GuardSettings(tau_rev, epsilon, GUARD_DEFAULTS.stagnation_rounds, explore_dims),
+                       concurrency=concurrency, embedding_model=embedding_model, patience=patience,
+                       reextract=not no_reextract, cache_enabled=not no_cache, frozen=frozen)
+        session = Session.create(spec, new_run_dir(out, benchmark, chosen), init_config, ui)
+    result = run_loop(ui, session)
     if json_out:
         ui.emit_json(result)
 
@@ -274,13 +256,11 @@ def transfer(
     """Score a run's evolved config zero-shot on another benchmark (overrides apply via question types)."""
     from pathlib import Path
 
-    from evolvemem.cli.common import default_run_dir, model_settings
+    from evolvemem.cli.common import default_run_dir
     from evolvemem.cli.eval_cmd import run_eval
-    from evolvemem.errors import EvolveMemError
+    from evolvemem.session import best_config_path, model_settings
 
-    best = Path(run_dir) / "best_config.toml"
-    if not best.is_file():
-        raise EvolveMemError(f"{run_dir}: no best_config.toml (is the run finished?)")
+    best = best_config_path(run_dir)
     ui = UI(json_mode=json_out, quiet=quiet)
     settings = model_settings(model, extract_model, answer_model, None, judge_model, api_base, classify_model)
     result = run_eval(ui, benchmark=benchmark, data=data, config_name=str(best), settings=settings, split=split,

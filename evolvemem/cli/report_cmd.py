@@ -22,9 +22,9 @@ def report_paths(run_dir: Path, out: str | None) -> tuple[Path, Path]:
 
 def write_report(ui: UI, run: str, out: str | None = None, png: bool = True) -> dict:
     """Gather the run store, write the HTML (and the PNG when matplotlib is there); return the paths."""
-    from evolvemem.cli.inspect_cmd import open_run
     from evolvemem.report.data import gather
     from evolvemem.report.html import render_html
+    from evolvemem.session import open_run
 
     with open_run(run) as store:
         data = gather(store)

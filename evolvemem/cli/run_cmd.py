@@ -2,29 +2,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
-from evolvemem.cli.common import announce_models, command_line, default_run_dir
+from evolvemem.cli.common import default_run_dir
 from evolvemem.cli.ui import UI, fmt
 from evolvemem.errors import EvolveMemError
 
-
-def resolve_init(ui: UI, init: str) -> Any:
-    """A preset, a config file, or a run directory (its best config)."""
-    from evolvemem.space.config import load_config
-
-    path = Path(init)
-    if path.is_dir():
-        best = path / "best_config.toml"
-        if not best.is_file():
-            raise EvolveMemError(f"{path}: run has no best_config.toml yet (finish or resume it first)")
-        init = str(best)
-    config, clamps = load_config(init)
-    for clamp in clamps:
-        ui.warn(str(clamp))
-    return config
+if TYPE_CHECKING:
+    from evolvemem.session import RunResult, RunSpec, Session
+    from evolvemem.space.config import RetrievalConfig
 
 
 def changes_text(changes: list[dict], limit: int = 4) -> str:
@@ -64,70 +52,31 @@ def rounds_table(rounds: list[dict], title: str) -> Table:
     return table
 
 
-def run_loop(ui: UI, spec: Any, run_dir: Path, resume: bool, init_config: Any = None) -> dict:
-    from evolvemem.cli.eval_cmd import build_workspace
-    from evolvemem.data.loader import load_benchmark
-    from evolvemem.loop.runner import EvolutionRunner, Hooks
-    from evolvemem.loop.usage import usage_rows
-    from evolvemem.roles.factory import ModelSettings
-    from evolvemem.space.config import parse_config
-    from evolvemem.store import RunStore
+def run_loop(ui: UI, session: Session) -> dict:
+    """Drive an opened run session round by round, with progress bars and the per-round lines."""
+    from evolvemem.session import Hooks
 
-    with RunStore(run_dir) as store:
-        manifest = store.manifest()
-        if resume:
-            if "spec" not in manifest:
-                raise EvolveMemError(f"{run_dir}: not an evolve run (no spec in its manifest)")
-            init_config = parse_config(manifest["init_config"], source=f"{run_dir} manifest")[0]
-            # a resume with more rounds extends a finished run
-            store.con.execute("DELETE FROM decisions WHERE decision = 'stopped' AND round < ?", [spec.rounds])
-        dataset = load_benchmark(spec.benchmark, spec.data)
-        if resume and manifest.get("data_hash") and manifest["data_hash"] != dataset.content_hash:
-            raise EvolveMemError(f"{run_dir}: the data file changed since the run started (hash "
-                                 f"{dataset.content_hash} ≠ {manifest['data_hash']})")
-        settings = ModelSettings(**spec.models)
-        announce_models(ui, settings)
-        if not resume:
-            from evolvemem import __version__
-            from evolvemem.data.split import split_dataset
-            store.set_manifest({
-                "kind": "run", "spec": spec.as_dict(), "init_config": init_config.model_dump(),
-                "benchmark": spec.benchmark, "data_source": dataset.source, "data_hash": dataset.content_hash,
-                "models": settings.as_dict(), "diagnoser": spec.diagnoser, "seed": spec.seed,
-                "version": __version__, "command": command_line(),
-                "dev_conversations": sorted(split_dataset(dataset, "dev").conversations),
-                "test_conversations": sorted(split_dataset(dataset, "test").conversations),
-            })
-        workspace = build_workspace(ui, dataset, settings, cache_enabled=spec.cache_enabled,
-                                    embedding_model=spec.embedding_model)
-        dataset = workspace.dataset
-        store.insert("usage", usage_rows({}, workspace.roles.usage_snapshot(), -1, "setup"))  # LLM extraction, if any
-        if not store.query("SELECT 1 FROM memories LIMIT 1"):
-            store.insert("memories", workspace.memory_rows())
-        else:
-            restored = workspace.restore_added(store.query("SELECT * FROM memories WHERE added_round > 0"))
-            if restored:
-                ui.info(f"[dim]restored {restored} re-extracted memories[/dim]")
-        ui.info(f"[bold]Run[/bold] {run_dir}  ·  diagnoser {spec.diagnoser}  ·  rounds 0..{spec.rounds}  ·  "
-                f"objective dev {spec.objective} F1")
-        with ui.progress() as bars:
-            counts: dict[str, list[int]] = {}
+    spec = session.spec
+    run_dir = session.run_dir
+    ui.info(f"[bold]Run[/bold] {run_dir}  ·  diagnoser {spec.diagnoser}  ·  rounds 0..{spec.rounds}  ·  "
+            f"objective dev {spec.objective} F1")
+    with session, ui.progress() as bars:
+        counts: dict[str, list[int]] = {}
 
-            def on_record(label: str, record: dict, total: int) -> None:
-                c = counts.setdefault(label, [0, 0, 0])
-                c[0] += 1
-                c[1] += int(record.get("cache_hits") or 0)
-                c[2] += int(bool(record.get("failed")))
-                bars.update(label, c[0], total, extra=f"cache hits {c[1]} · failed {c[2]}")
+        def on_record(label: str, record: dict, total: int) -> None:
+            c = counts.setdefault(label, [0, 0, 0])
+            c[0] += 1
+            c[1] += int(record.get("cache_hits") or 0)
+            c[2] += int(bool(record.get("failed")))
+            bars.update(label, c[0], total, extra=f"cache hits {c[1]} · failed {c[2]}")
 
-            hooks = Hooks(stage=bars.stage, record=on_record,
-                          round_done=lambda info: ui.info(round_line(info)), message=ui.warn)
-            runner = EvolutionRunner(spec, store, workspace, dataset, init_config, hooks)
-            try:
-                result = runner.run()
-            except KeyboardInterrupt:
-                ui.err.print(f"stopped: every finished question is saved; continue with  evolve run --resume {run_dir}")
-                raise
+        hooks = Hooks(stage=bars.stage, record=on_record,
+                      round_done=lambda info: ui.info(round_line(info)), message=ui.warn)
+        try:
+            result = session.run(hooks)
+        except KeyboardInterrupt:
+            ui.err.print(f"stopped: every finished question is saved; continue with  evolve run --resume {run_dir}")
+            raise
     ui.print(rounds_table(result.rounds, f"{spec.benchmark} · {spec.diagnoser} · {run_dir.name}"))
     _print_dev_test(ui, result)
     ui.info(f"best round {result.best_round}; best config: {result.best_config_path}")
@@ -140,7 +89,7 @@ def run_loop(ui: UI, spec: Any, run_dir: Path, resume: bool, init_config: Any = 
     }
 
 
-def _print_dev_test(ui: UI, result: Any) -> None:
+def _print_dev_test(ui: UI, result: RunResult) -> None:
     table = Table(title="start vs best (best chosen on dev; test scored once)", title_justify="left")
     for col in ("split", "config", "main F1", "adversarial F1", "all F1", "evidence recall", "n"):
         table.add_column(col)
@@ -154,7 +103,4 @@ def _print_dev_test(ui: UI, result: Any) -> None:
 
 
 def new_run_dir(out: str | None, benchmark: str, diagnoser: str) -> Path:
-    run_dir = Path(out) if out else default_run_dir(f"run-{diagnoser}", benchmark)
-    if (run_dir / "run.duckdb").exists():
-        raise EvolveMemError(f"{run_dir} already holds a run; use --resume {run_dir} to continue it or pick another --out")
-    return run_dir
+    return Path(out) if out else default_run_dir(f"run-{diagnoser}", benchmark)

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
+import numpy as np
+
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.contracts.usage import Usage
 from evolvemem.data.models import Conversation, Question
@@ -73,4 +75,12 @@ class QuestionClassifier(Protocol):
     name: str
 
     def classify(self, text: str) -> tuple[str | None, Usage]:
+        ...
+
+
+class TextEncoder(Protocol):
+    """Sentence embeddings (retrieval/embeddings.py: `Embedder`, cached by content)."""
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """One L2-normalised row per text."""
         ...

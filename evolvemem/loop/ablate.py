@@ -6,20 +6,25 @@ every per-type override; each per-type override is also dropped as a whole, in t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Callable
 
-from evolvemem.space.config import OVERRIDES, parse_config
+from evolvemem.data.models import Question
+
+from evolvemem.space.config import OVERRIDES, RetrievalConfig, parse_config
 from evolvemem.space.registry import registry
+
+if TYPE_CHECKING:
+    from evolvemem.loop.runner import RoundScorer
 
 
 @dataclass(frozen=True)
 class Variant:
     label: str
-    config: Any
+    config: RetrievalConfig
     what: str
 
 
-def ablation_variants(config: Any) -> list[Variant]:
+def ablation_variants(config: RetrievalConfig) -> list[Variant]:
     """One variant per enabled mechanism and per per-type override."""
     variants = []
     data = config.model_dump()
@@ -42,24 +47,17 @@ def ablation_variants(config: Any) -> list[Variant]:
     return variants
 
 
-def run_ablation(ws: Any, config: Any, questions: list, store: Any, round_no: int, protocol: str,
-                 concurrency: int, on_variant: Any = None) -> list[dict]:
+def run_ablation(scorer: RoundScorer, config: RetrievalConfig, questions: list[Question], round_no: int,
+                 on_variant: Callable[[dict], None] | None = None) -> list[dict]:
     """Score `config` and every variant on `questions`; rows carry the deltas against the full config."""
-    from evolvemem.evaluate import evaluate
-
-    reuse: dict = {}
     rows = []
     base = None
     for variant in [Variant("full config", config, "the config as evolved"), *ablation_variants(config)]:
         phase = "ablate" if base is None else f"ablate:{variant.label}"
-        store.begin_round(round_no, phase, variant.config)
-        outcome = evaluate(ws, variant.config, questions, store=store, round_no=round_no, phase=phase,
-                           concurrency=concurrency, protocol=protocol, reuse=reuse)
-        store.finish_round(round_no, phase, outcome.summary, outcome.wall_seconds)
-        s = outcome.summary
+        s, seconds = scorer.score_round(variant.config, questions, round_no, phase)
         row = {"mechanism": variant.label, "what": variant.what, "all_f1": s["all"], "main_f1": s["main"],
                "adversarial_f1": s["adversarial"], "evidence_recall": s["evidence_recall"],
-               "by_category": {k: v["f1"] for k, v in s["by_category"].items()}, "seconds": outcome.wall_seconds}
+               "by_category": {k: v["f1"] for k, v in s["by_category"].items()}, "seconds": seconds}
         if base is None:
             base = row
         for key in ("all_f1", "main_f1", "adversarial_f1", "evidence_recall"):

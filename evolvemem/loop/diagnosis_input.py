@@ -6,14 +6,15 @@ cases stratified by question type, the current config, the action space, and the
 earlier proposals with their true outcomes."""
 from __future__ import annotations
 
-from typing import Any
 
 from evolvemem.contracts.diagnosis import DiagnosisInput
+from evolvemem.space.config import RetrievalConfig
+from evolvemem.store.run_store import RunStore
 
 WORST_PER_TYPE = 3
 
 
-def build_diagnosis_input(store: Any, round_no: int, phase: str, config: Any, objective: str, score: float,
+def build_diagnosis_input(store: RunStore, round_no: int, phase: str, config: RetrievalConfig, objective: str, score: float,
                           previous_round: int | None) -> DiagnosisInput:
     q = store.query
     params = [round_no, phase]

@@ -11,29 +11,20 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any
 
 from evolvemem.contracts.diagnosis import Proposal
+from evolvemem.loop.spec import GuardSettings
 from evolvemem.qtypes import LABEL_ONLY_TYPES
+from evolvemem.space.config import RetrievalConfig
+from evolvemem.space.config import ClampReport
 from evolvemem.space.ops import Change, diff_configs, perturb
-
-
-@dataclass(frozen=True)
-class GuardSettings:
-    revert_threshold: float = 0.01
-    stagnation_epsilon: float = 0.005
-    stagnation_rounds: int = 2
-    explore_dims: int = 3
-
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
 
 
 @dataclass
 class RoundScore:
     round: int
     score: float
-    config: Any
+    config: RetrievalConfig
 
 
 @dataclass
@@ -51,9 +42,9 @@ class Regression:
 class GuardDecision:
     decision: str
     reason: str
-    next_config: Any
+    next_config: RetrievalConfig
     changes: list[Change] = field(default_factory=list)
-    clamps: list = field(default_factory=list)
+    clamps: list[ClampReport] = field(default_factory=list)
 
 
 def check_regression(scores: list[RoundScore], settings: GuardSettings) -> Regression:

@@ -4,20 +4,21 @@ only; memories added are versioned with the round that will first use them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
+from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.contracts.usage import Usage
+from evolvemem.store.run_store import RunStore
+from evolvemem.workspace import Workspace
 
 
 @dataclass
 class ReextractResult:
     sessions: list[str] = field(default_factory=list)
-    units: list = field(default_factory=list)
+    units: list[MemoryUnit] = field(default_factory=list)
     added: int = 0
     cost: Usage = field(default_factory=Usage)
 
 
-def uncovered_sessions(store: Any, ws: Any, round_no: int, dev_conversations: set[str],
+def uncovered_sessions(store: RunStore, ws: Workspace, round_no: int, dev_conversations: set[str],
                        already: set[str]) -> dict[str, set[str]]:
     """conversation id → session ids whose dev evidence no memory covers (not re-extracted yet)."""
     rows = store.query("""SELECT conversation_id, evidence_ids FROM question_failures
@@ -37,7 +38,7 @@ def uncovered_sessions(store: Any, ws: Any, round_no: int, dev_conversations: se
     return out
 
 
-def reextract(ws: Any, targets: dict[str, set[str]], next_round: int) -> ReextractResult:
+def reextract(ws: Workspace, targets: dict[str, set[str]], next_round: int) -> ReextractResult:
     result = ReextractResult()
     for conv_id, sessions in sorted(targets.items()):
         conv = ws.dataset.conversations[conv_id]

@@ -11,21 +11,33 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable, Protocol
 
+from evolvemem.contracts.diagnosis import Proposal
+from evolvemem.data.models import Dataset, Question
 from evolvemem.data.split import split_dataset
 from evolvemem.diagnosers import make_diagnoser
 from evolvemem.errors import DataError
-from evolvemem.evaluate import evaluate
 from evolvemem.loop.diagnosis_input import build_diagnosis_input
 from evolvemem.loop.guard import RoundScore, check_regression, decide
 from evolvemem.loop.reextract import reextract, uncovered_sessions
 from evolvemem.loop.snapshots import write_final, write_round_snapshot
 from evolvemem.loop.spec import RunSpec
 from evolvemem.loop.usage import usage_rows
-from evolvemem.space.config import parse_config
+from evolvemem.space.config import RetrievalConfig, parse_config
 from evolvemem.space.registry import registry
-from evolvemem.store.run_store import headline, round_summary
+from evolvemem.store.run_store import RunStore, headline, round_summary
+from evolvemem.workspace import Workspace
+
+
+class RoundScorer(Protocol):
+    """Scores a config on questions as one (round, phase) of the run store: the session's
+    round bracket (begin → build the stores it reads → evaluate → usage → finish)."""
+
+    def score_round(self, config: RetrievalConfig, questions: list[Question], round_no: int, phase: str,
+                    on_record: Callable[[dict], None] | None = None,
+                    on_stage: Callable[[str, int, int], None] | None = None) -> tuple[dict, float]:
+        ...
 
 
 @dataclass
@@ -55,12 +67,13 @@ def objective_of(summary_or_row: dict, objective: str) -> float:
 
 
 class EvolutionRunner:
-    def __init__(self, spec: RunSpec, store: Any, workspace: Any, dataset: Any, init_config: Any,
-                 hooks: Hooks | None = None):
+    def __init__(self, spec: RunSpec, store: RunStore, workspace: Workspace, scorer: RoundScorer,
+                 init_config: RetrievalConfig, hooks: Hooks | None = None):
         self.spec = spec
         self.store = store
         self.ws = workspace
-        self.dataset = dataset
+        self.scorer = scorer
+        dataset: Dataset = workspace.dataset
         self.init_config = init_config
         self.hooks = hooks or Hooks()
         self.dev = split_dataset(dataset, "dev")
@@ -69,34 +82,24 @@ class EvolutionRunner:
         except DataError:  # one conversation: nothing is held out, and reports say so
             self.test = dataset.subset(set())
         self.diagnoser = make_diagnoser(spec.diagnoser, seed=spec.seed, client=workspace.roles.diagnosis_client)
-        self.reuse: dict = {}
 
     # ---- helpers -----------------------------------------------------------------------------
     def _say(self, text: str) -> None:
         if self.hooks.message:
             self.hooks.message(text)
 
-    def _evaluate(self, config: Any, questions: list, round_no: int, phase: str) -> tuple[dict, float]:
+    def _evaluate(self, config: RetrievalConfig, questions: list[Question], round_no: int,
+                  phase: str) -> tuple[dict, float]:
         row = self.store.round_row(round_no, phase)
         if row and row["status"] == "done":
             return round_summary(row), row["wall_seconds"] or 0.0
-        self.store.begin_round(round_no, phase, config)
-        before = self.ws.roles.usage_snapshot()
         label = f"round {round_no} {phase}"
         total = len(questions)
-        on_record = (lambda rec: self.hooks.record(label, rec, total)) if self.hooks.record else None
-        outcome = evaluate(self.ws, config, questions, store=self.store, round_no=round_no, phase=phase,
-                           concurrency=self.spec.concurrency, protocol=self.spec.protocol,
-                           on_record=on_record, reuse=self.reuse, on_stage=self.hooks.stage)
-        self.store.insert("usage", usage_rows(before, self.ws.roles.usage_snapshot(), round_no, phase))
-        self.store.finish_round(round_no, phase, outcome.summary, outcome.wall_seconds)
-        return outcome.summary, outcome.wall_seconds
+        record_hook = self.hooks.record
+        on_record = (lambda rec: record_hook(label, rec, total)) if record_hook else None
+        return self.scorer.score_round(config, questions, round_no, phase, on_record, self.hooks.stage)
 
-    def _decision_row(self, round_no: int) -> dict | None:
-        rows = self.store.query("SELECT * FROM decisions WHERE round = ?", [round_no])
-        return rows[0] if rows else None
-
-    def _config_from_json(self, data: dict) -> Any:
+    def _config_from_json(self, data: dict) -> RetrievalConfig:
         return parse_config(data, source="run store")[0]
 
     # ---- the loop ----------------------------------------------------------------------------
@@ -109,7 +112,7 @@ class EvolutionRunner:
         stale = 0
         for round_no in range(spec.rounds + 1):
             if round_no > 0:
-                previous = self._decision_row(round_no - 1)
+                previous = self.store.decision(round_no - 1)
                 if previous is None or previous["decision"] in ("stopped", "converged"):
                     break
                 config = self._config_from_json(previous["next_config"])
@@ -121,7 +124,7 @@ class EvolutionRunner:
             seen.add(config.fingerprint())
             self.diagnoser.observe(config, score)
             stale = 0 if best_before is None or score > best_before else stale + 1
-            decision = self._decision_row(round_no)
+            decision = self.store.decision(round_no)
             if decision is None:
                 decision = self._decide(round_no, scores, seen, stale)
             info = {
@@ -129,10 +132,7 @@ class EvolutionRunner:
                 "reason": decision["reason"], "changes": decision["changes"] or [],
                 "memories_added": decision["memories_added"] or 0,
                 "seconds": time.perf_counter() - started, "eval_seconds": eval_seconds,
-                "usage": self.store.query(
-                    """SELECT sum(calls) AS calls, sum(cache_hits) AS cache_hits,
-                              sum(prompt_tokens) + sum(completion_tokens) AS tokens
-                       FROM usage WHERE round = ?""", [round_no])[0],
+                "usage": self.store.round_usage(round_no),
             }
             result.rounds.append(info)
             if self.hooks.round_done:
@@ -157,7 +157,7 @@ class EvolutionRunner:
             final = round_no >= spec.rounds
             row.update(decision="stopped" if final else "converged",
                        reason="round limit reached" if final else f"no improvement for {stale} rounds")
-            self.store.insert("decisions", [row])
+            self.store.record_decision(row)
             write_round_snapshot(self.store.run_dir, round_no, current.config, row, None, None)
             return row
         regression = check_regression(scores, spec.guard)
@@ -167,36 +167,33 @@ class EvolutionRunner:
         before = self.ws.roles.usage_snapshot()
         diagnosis = self.diagnoser.diagnose(inp, base.config)
         free_dims = self._drop_fixed(diagnosis.proposal)
-        self.store.insert("diagnoses", [{
+        self.store.record_diagnosis({
             "round": round_no, "diagnoser": self.diagnoser.name, "input": inp.as_dict(), "prompt": diagnosis.prompt,
             "raw_response": diagnosis.raw_response, "parse_error": diagnosis.parse_error or None,
             "proposal": diagnosis.proposal.as_dict(), "calls": diagnosis.cost.calls,
             "prompt_tokens": diagnosis.cost.prompt_tokens, "completion_tokens": diagnosis.cost.completion_tokens,
-        }])
+        }, [{"round": round_no, "name": d.name, "description": d.description, "rationale": d.rationale}
+            for d in diagnosis.proposal.new_dimensions])
         if diagnosis.parse_error:
             self._say(f"round {round_no}: diagnosis reply rejected in part: {diagnosis.parse_error}")
-        self.store.insert("proposed_dimensions", [
-            {"round": round_no, "name": d.name, "description": d.description, "rationale": d.rationale}
-            for d in diagnosis.proposal.new_dimensions])
         if spec.reextract and inp.taxonomy.get("extraction_gap", 0):
-            done = {s for r in self.store.query("SELECT reextracted_sessions FROM decisions")
-                    for s in (r["reextracted_sessions"] or [])}
+            done = self.store.reextracted_sessions()
             targets = uncovered_sessions(self.store, self.ws, base.round, set(self.dev.conversations), done)
             if targets:
                 extra = reextract(self.ws, targets, round_no + 1)
-                self.store.insert("memories", self.ws.memory_rows(extra.units))
+                self.store.record_memories(self.ws.memory_rows(extra.units))
                 row.update(reextracted_sessions=extra.sessions, memories_added=extra.added)
         rng = random.Random(f"guard-{spec.seed}-{round_no}")
         decision = decide(scores, regression, diagnosis.proposal, spec.guard, rng, seen, free_dims)
-        self.store.insert("usage", usage_rows(before, self.ws.roles.usage_snapshot(), round_no, "diagnose"))
+        self.store.record_usage(usage_rows(before, self.ws.roles.usage_snapshot(), round_no, "diagnose"))
         row.update(decision=decision.decision, reason=decision.reason, base_round=base.round,
                    base_score=base.score, changes=[c.as_dict() for c in decision.changes],
                    next_config=decision.next_config.model_dump())
-        self.store.insert("decisions", [row])
+        self.store.record_decision(row)
         write_round_snapshot(self.store.run_dir, round_no, current.config, row, inp.as_dict(), diagnosis)
         return row
 
-    def _drop_fixed(self, proposal: Any) -> list[str] | None:
+    def _drop_fixed(self, proposal: Proposal) -> list[str] | None:
         """Drop changes to dimensions this run keeps fixed (--freeze; model-only settings when the
         roles are offline); returns the dimensions exploration may draw (None: all)."""
         fixed = set(self.spec.frozen)

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from evolvemem.space.config import config_to_toml
+from evolvemem.contracts.diagnosis import DiagnosisResult
+from evolvemem.space.config import RetrievalConfig, config_to_toml
+
+if TYPE_CHECKING:
+    from evolvemem.loop.guard import RoundScore
+    from evolvemem.loop.runner import RunResult
 
 
 def _dump(path: Path, payload: Any) -> None:
@@ -24,8 +29,8 @@ def round_dir(run_dir: Path, round_no: int) -> Path:
     return path
 
 
-def write_round_snapshot(run_dir: Path, round_no: int, config: Any, decision: dict,
-                         diagnosis_input: dict | None, diagnosis: Any) -> None:
+def write_round_snapshot(run_dir: Path, round_no: int, config: RetrievalConfig, decision: dict,
+                         diagnosis_input: dict | None, diagnosis: DiagnosisResult | None) -> None:
     folder = round_dir(run_dir, round_no)
     (folder / "config.toml").write_text(
         config_to_toml(config, header=f"config evaluated in round {round_no} (fingerprint {config.fingerprint()})"),
@@ -41,7 +46,7 @@ def write_round_snapshot(run_dir: Path, round_no: int, config: Any, decision: di
             (folder / "diagnosis_raw.txt").write_text(diagnosis.raw_response, encoding="utf-8")
 
 
-def write_final(run_dir: Path, best: Any, start: Any, result: Any) -> Path:
+def write_final(run_dir: Path, best: RoundScore, start: RoundScore, result: RunResult) -> Path:
     path = Path(run_dir) / "best_config.toml"
     path.write_text(config_to_toml(best.config, header=(
         f"best config of run {Path(run_dir).name}: round {best.round}, dev objective {best.score:.4f}\n"

@@ -1,22 +1,32 @@
-"""`RunSpec`: everything that defines a run, stored in its manifest so `--resume` needs only the
+"""`RunSpec` and `GuardSettings`: everything that defines a run, stored in its manifest so `--resume` needs only the
 run directory."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from evolvemem.loop.guard import GuardSettings
 
 OBJECTIVES = ("all", "main")
+
+
+@dataclass(frozen=True)
+class GuardSettings:
+    revert_threshold: float = 0.01
+    stagnation_epsilon: float = 0.005
+    stagnation_rounds: int = 2
+    explore_dims: int = 3
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
 
 
 @dataclass
 class RunSpec:
     benchmark: str
     data: str | None
-    rounds: int
     diagnoser: str
-    init: str
+    rounds: int = 7
+    init: str = "weak"
     seed: int = 0
     objective: str = "all"
     protocol: str = "official"

@@ -24,12 +24,17 @@ question, the context and the answer.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from evolvemem.data.models import Question
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.contracts.usage import Usage
 
+if TYPE_CHECKING:
+    from evolvemem.llm.client import LLMClient
+    from evolvemem.space.config import RetrievalConfig
+
+OWNS = ("judge_retries",)
 PASS, RETRY, REFRESH = "pass", "retry", "refresh"
 VERDICTS = (PASS, RETRY, REFRESH)
 MIN_SUPPORT = 0.5  # share of the answer's content words the context must hold
@@ -91,7 +96,7 @@ def parse_verdict(parsed: Any) -> str:
     return parse_choice(parsed, "verdict", VERDICTS)
 
 
-def judge(question: Question, context: Sequence[MemoryUnit], answer: str, client: Any = None,
+def judge(question: Question, context: Sequence[MemoryUnit], answer: str, client: LLMClient | None = None,
           unresolved_conflict: bool = False) -> tuple[str, str, Usage]:
     """(verdict, how it was reached: "rules" | "llm" | "rules-fallback", cost)."""
     rules, _ = judge_by_rules(question, context, answer, unresolved_conflict)
@@ -106,3 +111,21 @@ def judge(question: Question, context: Sequence[MemoryUnit], answer: str, client
         context=format_context(context), answer=answer.strip() or "(empty)")
     verdict, cost = ask_json(client, prompt, role="answer_judge", max_tokens=JUDGE_MAX_TOKENS, parse=parse_verdict)
     return (verdict, "llm", cost) if verdict is not None else (rules, "rules-fallback", cost)
+
+
+def stores_for(effective: RetrievalConfig) -> set[str]:
+    """Retries may widen to the raw turns and the episodes."""
+    return {"raw", "episode"} if effective.judge_retries > 0 else set()
+
+
+class RetryJudge:
+    """The answer path's judge: Pass, Retry or Refresh after each answer (rules offline, the
+    answer model with one)."""
+
+    def __init__(self, client: LLMClient | None):
+        self.client = client
+
+    def verdict(self, question: Question, context: Sequence[MemoryUnit], answer: str,
+                unresolved_conflict: bool) -> tuple[str, Usage]:
+        verdict, _, cost = judge(question, context, answer, self.client, unresolved_conflict)
+        return verdict, cost

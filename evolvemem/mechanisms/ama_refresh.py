@@ -30,11 +30,14 @@ import re
 import threading
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from evolvemem.data.models import Question
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.contracts.usage import Usage
+
+if TYPE_CHECKING:
+    from evolvemem.llm.client import LLMClient
 
 MAX_REFRESHES = 4  # conflicts refreshed per question at most (bounds the model calls)
 REFRESH_MAX_TOKENS = 300
@@ -156,20 +159,24 @@ class _Rewrite:
 
 
 class Refresher:
-    """Refreshes conflicts in question contexts; memoised per (conversation, older, newer, model)."""
+    """Refreshes conflicts in question contexts; memoised per (conversation, older, newer, model)
+    for the life of the workspace, so a conflict is rewritten (and paid for) once per run."""
 
-    def __init__(self) -> None:
+    OWNS = ("enable_refresher",)
+
+    def __init__(self, client: LLMClient | None = None) -> None:
+        self.client = client
         self._memo: dict[tuple[str, str, str, str], _Rewrite] = {}  # (conversation, older, newer, model)
         self._lock = threading.Lock()
 
-    def refresh(self, question: Question, context: Sequence[MemoryUnit], client: Any = None) -> RefreshResult:
+    def refresh(self, question: Question, context: Sequence[MemoryUnit]) -> RefreshResult:
         """The context with the older memory of each conflict rewritten (ids kept). `context`
         must hold the memories as stored (not already refreshed ones)."""
         conflicts = find_conflicts(question.text, context)
         rewrites: dict[str, str] = {}
         cost = Usage()
         for conflict in conflicts[:MAX_REFRESHES]:
-            content, paid = self._rewrite(question.conversation_id, conflict, client)
+            content, paid = self._rewrite(question.conversation_id, conflict, self.client)
             cost = cost + paid
             if content:
                 rewrites[conflict.older.memory_id] = content

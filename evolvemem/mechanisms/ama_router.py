@@ -20,12 +20,20 @@ With a model (the answer role's client) the model picks (prompts/route.md, JSON
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evolvemem.contracts.usage import Usage
+from evolvemem.data.models import Question
+from evolvemem.space.registry import registry
+
+if TYPE_CHECKING:
+    from evolvemem.llm.client import LLMClient
+    from evolvemem.space.config import RetrievalConfig
 
 FACT, RAW, EPISODE, ROUTED = "fact", "raw", "episode", "routed"
-GRANULARITIES = (FACT, RAW, EPISODE)
+OWNS = ("memory_granularity",)
+# the stores a question can be routed to: every choice of memory_granularity but "routed"
+GRANULARITIES = tuple(c for c in registry()["memory_granularity"].choices if c != ROUTED)
 ROUTE_MAX_TOKENS = 60
 
 _NAME = r"[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)?"
@@ -70,7 +78,7 @@ def parse_route(parsed: Any) -> str:
     return parse_choice(parsed, "granularity", GRANULARITIES)
 
 
-def route(question: str, client: Any = None) -> tuple[str, str, Usage]:
+def route(question: str, client: LLMClient | None = None) -> tuple[str, str, Usage]:
     """(granularity, how it was chosen: "rules" | "llm" | "rules-fallback", cost)."""
     rules = route_by_rules(question)
     if client is None:
@@ -83,10 +91,30 @@ def route(question: str, client: Any = None) -> tuple[str, str, Usage]:
     return (chosen, "llm", cost) if chosen is not None else (rules, "rules-fallback", cost)
 
 
-def granularity_for(question: str, effective: Any, client: Any = None) -> tuple[str, str, Usage]:
+def granularity_for(question: str, effective: RetrievalConfig, client: LLMClient | None = None
+                    ) -> tuple[str, str, Usage]:
     """The granularity one question reads under its effective config: the configured store, or
     the routed one when `memory_granularity` is "routed"."""
-    setting = getattr(effective, "memory_granularity", FACT)
+    setting = effective.memory_granularity
     if setting != ROUTED:
         return setting, "config", Usage()
     return route(question, client)
+
+
+def stores_for(effective: RetrievalConfig) -> set[str]:
+    """Stores a question may read under `memory_granularity` (routed: any of them)."""
+    setting = effective.memory_granularity
+    if setting == ROUTED:
+        return {RAW, EPISODE}
+    return {setting} if setting in (RAW, EPISODE) else set()
+
+
+class GranularityRouter:
+    """The answer path's router: the configured granularity, or the routed one (rules offline,
+    the answer model's choice with one)."""
+
+    def __init__(self, client: LLMClient | None):
+        self.client = client
+
+    def route(self, question: Question, effective: RetrievalConfig) -> tuple[str, str, Usage]:
+        return granularity_for(question.text, effective, self.client)

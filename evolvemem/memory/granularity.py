@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -30,6 +30,10 @@ from evolvemem.memory import nlp
 from evolvemem.memory.stores import turn_line
 from evolvemem.contracts.memory import MemoryUnit, make_memory_id
 from evolvemem.contracts.usage import Usage
+
+if TYPE_CHECKING:
+    from evolvemem.contracts.roles import TextEncoder
+    from evolvemem.llm.client import LLMClient
 
 CUT_STD = 1.0  # a segment ends where neighbour cosine < session mean − CUT_STD · std
 MIN_SEGMENT = 2  # turns per segment at least (unless the session is shorter)
@@ -158,6 +162,6 @@ def episode_unit(conversation_id: str, segment: Sequence[Turn], text: str, when:
     )
 
 
-def episode_extractor(roles: Any, embedder: Any) -> EpisodeExtractor:
+def episode_extractor(client: LLMClient | None, encoder: TextEncoder) -> EpisodeExtractor:
     """STORE_BUILDERS factory: narratives with the extraction model, digests without one."""
-    return EpisodeExtractor(embedder, getattr(roles, "extract_client", None))
+    return EpisodeExtractor(encoder, client)

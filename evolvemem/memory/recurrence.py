@@ -28,7 +28,7 @@ import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -42,6 +42,11 @@ from evolvemem.memory.stores import RAW_VERSION, raw_units
 from evolvemem.contracts.memory import MemoryUnit, make_memory_id
 from evolvemem.prompts import load_prompt
 from evolvemem.contracts.usage import Usage
+
+if TYPE_CHECKING:
+    from evolvemem.contracts.roles import TextEncoder
+    from evolvemem.llm.client import LLMClient
+    from evolvemem.space.config import RetrievalConfig
 
 log = logging.getLogger(__name__)
 
@@ -362,6 +367,15 @@ class RecurrenceExtractor:
         )
 
 
-def recurrence_extractor(roles: Any, embedder: Any) -> RecurrenceExtractor:
+def recurrence_extractor(client: LLMClient | None, encoder: TextEncoder) -> RecurrenceExtractor:
     """Store builder for STORE_BUILDERS["recurrence"]: the LLM variant when the extract role has a model."""
-    return RecurrenceExtractor(embedder, client=getattr(roles, "extract_client", None))
+    return RecurrenceExtractor(encoder, client=client)
+
+
+RECURRENCE = "recurrence"  # the store's name (memory/stores.py: STORE_BUILDERS)
+OWNS = ("consolidation_policy",)
+
+
+def stores_for(effective: RetrievalConfig) -> set[str]:
+    """`consolidation_policy = recurrence` makes RecMem's store the base store."""
+    return {RECURRENCE} if effective.consolidation_policy == RECURRENCE else set()

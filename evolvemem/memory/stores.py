@@ -8,23 +8,30 @@ LLM). Mechanisms may read other stores of the same conversation:
 - `recurrence` RecMem's store: raw units plus episodes and facts consolidated only where a topic recurs
 
 A non-fact store is produced by an object that follows the Extractor protocol, made by the
-factory named in STORE_BUILDERS, so the memory cache (keyed by the builder's name and version)
-and the indexes treat it exactly like the fact store. The workspace builds a store only when a
-config needs it (`stores_needed`)."""
+factory named in STORE_BUILDERS (called with the extraction model's client and the sentence
+encoder), so the memory cache (keyed by the builder's name and version) and the indexes treat it
+exactly like the fact store. Which stores a config reads is declared by the modules owning the
+settings (evolvemem/answering/stores.py); the session builds them before evaluating."""
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evolvemem.data.dates import format_day
 from evolvemem.data.models import Conversation
 from evolvemem.memory import nlp
 from evolvemem.contracts.memory import MemoryUnit, make_memory_id
+from evolvemem.contracts.roles import Extractor
 from evolvemem.contracts.usage import Usage
+from evolvemem.data.models import Turn
 
-FACT = "fact"
+if TYPE_CHECKING:
+    from evolvemem.contracts.roles import TextEncoder
+    from evolvemem.llm.client import LLMClient
+
+FACT, RAW = "fact", "raw"
 STORE_BUILDERS: dict[str, str] = {
-    "raw": "evolvemem.memory.stores:raw_extractor",
+    RAW: "evolvemem.memory.stores:raw_extractor",
     "episode": "evolvemem.memory.granularity:episode_extractor",
     "recurrence": "evolvemem.memory.recurrence:recurrence_extractor",
 }
@@ -32,13 +39,13 @@ STORE_NAMES = (FACT, *STORE_BUILDERS)
 RAW_VERSION = "raw-2"
 
 
-def _relative_date_notes(text: str, turn: Any) -> list[str]:
+def _relative_date_notes(text: str, turn: Turn) -> list[str]:
     from evolvemem.memory.offline_extract import resolve_relative_dates
 
     return resolve_relative_dates(text, turn.timestamp) if turn.timestamp else []
 
 
-def turn_line(turn: Any) -> str:
+def turn_line(turn: Turn) -> str:
     """A turn as one line: speaker, what was said, and the absolute dates of its relative ones
     ("yesterday" → the day), since a stored turn is read long after the day it was said."""
     said = " ".join(turn.full_text.split())
@@ -46,7 +53,7 @@ def turn_line(turn: Any) -> str:
     return f"{turn.speaker}: {said}" + (f" ({'; '.join(notes)})" if notes else "")
 
 
-def raw_unit(conversation_id: str, turn: Any, speakers: tuple[str, ...] = ()) -> MemoryUnit:
+def raw_unit(conversation_id: str, turn: Turn, speakers: tuple[str, ...] = ()) -> MemoryUnit:
     """A turn as said, dated and attributed (relative dates resolved in a note); annotated so
     the structured view can read it."""
     said = turn.full_text
@@ -92,38 +99,14 @@ class RawTurnExtractor:
         return raw_units(conversation, turn_ids), Usage()
 
 
-def raw_extractor(roles: Any, embedder: Any) -> RawTurnExtractor:
+def raw_extractor(client: LLMClient | None, encoder: TextEncoder) -> RawTurnExtractor:
     return RawTurnExtractor()
 
 
-def store_extractor(name: str, roles: Any, embedder: Any) -> Any:
-    """The Extractor that builds store `name` (the run's own extractor for `fact`)."""
-    if name == FACT:
-        return roles.extractor
+def store_extractor(name: str, client: LLMClient | None, encoder: TextEncoder) -> Extractor:
+    """The Extractor that builds store `name` (not `fact`: that is the run's own extractor)."""
     if name not in STORE_BUILDERS:
         raise ValueError(f"unknown memory store {name!r} (known: {', '.join(STORE_NAMES)})")
     module, function = STORE_BUILDERS[name].split(":")
-    return getattr(importlib.import_module(module), function)(roles, embedder)
-
-
-def base_store(effective: Any) -> str:
-    """The store a question's main retrieval reads under its effective config."""
-    return "recurrence" if getattr(effective, "consolidation_policy", "eager") == "recurrence" else FACT
-
-
-def granularity_stores(effective: Any) -> set[str]:
-    """Stores AMA's granularity routing and judge retries may read under one effective config."""
-    granularity = getattr(effective, "memory_granularity", FACT)
-    if granularity == "routed" or getattr(effective, "judge_retries", 0) > 0:
-        return {"raw", "episode"}
-    return {granularity} if granularity in ("raw", "episode") else set()
-
-
-def stores_needed(config: Any) -> set[str]:
-    """Every store some question type may read under `config` (global values and overrides)."""
-    needed: set[str] = set()
-    for question_type in (None, *config.overrides()):
-        effective = config.for_type(question_type)
-        needed.add(base_store(effective))
-        needed |= granularity_stores(effective)
-    return needed
+    extractor: Extractor = getattr(importlib.import_module(module), function)(client, encoder)
+    return extractor

@@ -10,7 +10,7 @@ import json
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
@@ -101,7 +101,7 @@ class _ConfigBase(BaseModel):
     def overrides(self) -> dict[str, dict[str, Any]]:
         return {k: dict(v) for k, v in getattr(self, OVERRIDES).items()}
 
-    def for_type(self, question_type: str | None) -> "_ConfigBase":
+    def for_type(self, question_type: str | None) -> RetrievalConfig:
         """The effective config for one question: global values, then its type's override,
         then the settings of any enabled `maps_to` dimension. Has no overrides of its own."""
         values = self.values()
@@ -114,7 +114,7 @@ class _ConfigBase(BaseModel):
         return type(self).model_validate(values)
 
     def with_changes(self, changes: dict[str, Any], question_type: str | None = None
-                     ) -> tuple["_ConfigBase", list[ClampReport]]:
+                     ) -> tuple[RetrievalConfig, list[ClampReport]]:
         """A new config with `changes` applied globally or to one type's override (clamped)."""
         data = self.model_dump()
         if question_type is None:
@@ -154,10 +154,16 @@ def _build_model():
     return create_model("RetrievalConfig", __base__=_ConfigBase, **fields)
 
 
-RetrievalConfig = _build_model()
+if TYPE_CHECKING:
+    class RetrievalConfig(_ConfigBase):
+        """The static face of the generated model: one attribute per registry dimension."""
+
+        def __getattr__(self, name: str) -> Any: ...
+else:
+    RetrievalConfig = _build_model()
 
 
-def parse_config(raw: Any, source: str = "config") -> tuple[Any, list[ClampReport]]:
+def parse_config(raw: Any, source: str = "config") -> tuple[RetrievalConfig, list[ClampReport]]:
     """Validate a raw mapping into a `RetrievalConfig`, returning it with the clamps applied."""
     clamps: list[ClampReport] = []
     cleaned = _clean(raw, source, clamps)
@@ -172,7 +178,7 @@ def preset_names() -> list[str]:
     return sorted(p.stem for p in (action_space_dir() / "presets").glob("*.toml"))
 
 
-def load_config(name_or_path: str | Path) -> tuple[Any, list[ClampReport]]:
+def load_config(name_or_path: str | Path) -> tuple[RetrievalConfig, list[ClampReport]]:
     """Load a config from a preset name (`weak`, `default`) or a TOML/JSON file.
 
     A run's exported config (`best_config.toml`) loads the same way."""
@@ -203,7 +209,7 @@ def _toml_value(value: Any) -> str:
     return json.dumps(str(value))
 
 
-def config_to_toml(config: Any, header: str = "") -> str:
+def config_to_toml(config: RetrievalConfig, header: str = "") -> str:
     """Readable TOML of a config (null written as "null"); `load_config` reads it back."""
     lines = [f"# {line}" for line in header.splitlines()] if header else []
     for key, value in config.values().items():

@@ -8,10 +8,13 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from evolvemem.errors import EvolveMemError
 from evolvemem.store.schema import SCHEMA_VERSION, TABLES, create_statements
+
+if TYPE_CHECKING:
+    from evolvemem.space.config import RetrievalConfig
 
 DB_NAME = "run.duckdb"
 
@@ -82,8 +85,8 @@ class RunStore:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    # ---- generic writes and reads ------------------------------------------------------------
-    def insert(self, table: str, rows: Iterable[dict]) -> int:
+    # ---- writes -------------------------------------------------------------------------------
+    def _insert(self, table: str, rows: Iterable[dict]) -> int:
         """Insert rows (dicts keyed by column; missing columns are NULL) in one statement."""
         rows = list(rows)
         if not rows:
@@ -107,8 +110,65 @@ class RunStore:
         self.con.execute(f"INSERT INTO {table} ({names}) SELECT {', '.join(selects)}", params)
         return len(rows)
 
+    def record_questions(self, records: Iterable[dict]) -> int:
+        """Question records (`QuestionRecord.as_row()` plus the round and phase), in one batch."""
+        return self._insert("question_records", records)
+
+    def record_usage(self, rows: Iterable[dict]) -> int:
+        """`usage` rows (one per role with a non-zero difference; see loop/usage.py)."""
+        return self._insert("usage", rows)
+
+    def record_memories(self, rows: Iterable[dict]) -> int:
+        return self._insert("memories", rows)
+
+    def record_decision(self, row: dict) -> None:
+        """The guard's decision after one round (one row per round)."""
+        self._insert("decisions", [row])
+
+    def record_diagnosis(self, row: dict, proposed_dimensions: Iterable[dict] = ()) -> None:
+        """What a diagnoser read and replied for one round, and the new dimensions it proposed."""
+        self._insert("diagnoses", [row])
+        self.record_proposed_dimensions(proposed_dimensions)
+
+    def record_proposed_dimensions(self, rows: Iterable[dict]) -> None:
+        self._insert("proposed_dimensions", rows)
+
+    def extend_rounds(self, rounds: int) -> None:
+        """A resume with a higher round limit extends a finished run: forget the 'stopped'
+        decisions taken before that limit so the loop goes on from there."""
+        self.con.execute("DELETE FROM decisions WHERE decision = 'stopped' AND round < ?", [rounds])
+
+    # ---- reads -------------------------------------------------------------------------------
+    def decision(self, round_no: int) -> dict | None:
+        rows = self.query("SELECT * FROM decisions WHERE round = ?", [round_no])
+        return rows[0] if rows else None
+
+    def reextracted_sessions(self) -> set[str]:
+        """Every session a round already re-extracted (never twice)."""
+        return {s for r in self.query("SELECT reextracted_sessions FROM decisions")
+                for s in (r["reextracted_sessions"] or [])}
+
+    def has_memories(self) -> bool:
+        return bool(self.query("SELECT 1 FROM memories LIMIT 1"))
+
+    def added_memories(self) -> list[dict]:
+        """Memories that targeted re-extraction added (to restore them on resume)."""
+        return self.query("SELECT * FROM memories WHERE added_round > 0")
+
+    def round_usage(self, round_no: int) -> dict:
+        """Calls, cache hits and tokens of one round, over every phase and role."""
+        return self.query("""SELECT sum(calls) AS calls, sum(cache_hits) AS cache_hits,
+                                    sum(prompt_tokens) + sum(completion_tokens) AS tokens
+                             FROM usage WHERE round = ?""", [round_no])[0]
+
+    def round_records(self, round_no: int, phase: str) -> list[dict]:
+        """Every record of one evaluation, in question-id order."""
+        return self.query("SELECT * FROM question_records WHERE round = ? AND phase = ? ORDER BY question_id",
+                          [round_no, phase])
+
     def query(self, sql: str, params: list | None = None) -> list[dict]:
-        """Run SQL and return rows as dicts (JSON columns come back as parsed values)."""
+        """Run a read query and return rows as dicts (JSON columns come back as parsed values);
+        what reports and the diagnosis input are built from."""
         cursor = self.con.execute(sql, params or [])
         names = [d[0] for d in cursor.description]
         json_cols = {d[0] for d in cursor.description if str(d[1]).upper() == "JSON"}
@@ -131,12 +191,12 @@ class RunStore:
         return {row["key"]: row["value"] for row in self.query("SELECT key, value FROM manifest")}
 
     # ---- rounds ------------------------------------------------------------------------------
-    def begin_round(self, round_no: int, phase: str, config: Any) -> None:
+    def begin_round(self, round_no: int, phase: str, config: RetrievalConfig) -> None:
         """Record that a round started with `config` (idempotent on resume)."""
         existing = self.query("SELECT status FROM rounds WHERE round = ? AND phase = ?", [round_no, phase])
         if existing:
             return
-        self.insert("rounds", [{
+        self._insert("rounds", [{
             "round": round_no, "phase": phase, "config_fingerprint": config.fingerprint(),
             "config": config.model_dump(), "status": "running", "started_at": _utcnow(),
         }])

@@ -12,23 +12,28 @@
   answer is kept; every source is tried at most once, so the path ends after at most K + 1
   answers.
 
-With LLM roles the router, judge and refresher use the answer role's client
-(`roles.mechanism_client`); without one, their offline rules. Every call's cost is in the trace.
+The router, judge and refresher are plug-ins (answering/plugins.py): with an answer model they
+ask it (`roles.mechanism_client`), otherwise they use their rules. Every call's cost is in the
+trace.
 """
 from __future__ import annotations
 
-import threading
-import weakref
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from evolvemem.data.models import Question
-from evolvemem.mechanisms.ama_judge import PASS, REFRESH, judge
-from evolvemem.mechanisms.ama_refresh import Refresher, asks_current_state, find_conflicts
-from evolvemem.mechanisms.ama_router import EPISODE, FACT, RAW, granularity_for
+from evolvemem.answering.plugins import AnswerPlugins, default_plugins
+from evolvemem.answering.stores import base_store
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.contracts.roles import AnswerResult
 from evolvemem.contracts.usage import Usage
+from evolvemem.data.models import Question
+from evolvemem.mechanisms.ama_judge import PASS, REFRESH
+from evolvemem.mechanisms.ama_refresh import asks_current_state, find_conflicts
+from evolvemem.mechanisms.ama_router import EPISODE, FACT, RAW
+from evolvemem.workspace import Workspace
+
+if TYPE_CHECKING:
+    from evolvemem.space.config import RetrievalConfig
 
 RELATED = "related"  # retry source: raw turns around the first context's source turns
 # Retry sources in order: the base store, the turns around the first context (the cheapest,
@@ -72,49 +77,23 @@ class AnswerTrace:
         return len(self.attempts) - 1
 
 
-class _WorkspaceState:
-    """Per-workspace memo: the refresher's rewrites, each conversation's turn neighbours and its
-    raw units by turn (filled with setdefault: concurrent questions compute the same values)."""
-
-    def __init__(self) -> None:
-        self.refresher = Refresher()
-        self.neighbours: dict[str, dict[str, tuple[str, ...]]] = {}
-        self.raw_by_turn: dict[str, dict[str, MemoryUnit]] = {}
+def plugins_of(ws: Workspace) -> AnswerPlugins:
+    """The workspace's plug-ins for its answer model, made once: the refresher's memo lives as
+    long as the workspace."""
+    client = ws.roles.mechanism_client
+    return ws.memo(f"answer-plugins:{id(client)}", lambda: default_plugins(client))
 
 
-_STATES: "weakref.WeakKeyDictionary[Any, _WorkspaceState]" = weakref.WeakKeyDictionary()
-_STATES_LOCK = threading.Lock()
-
-
-def _state(ws: Any) -> _WorkspaceState:
-    with _STATES_LOCK:
-        state = _STATES.get(ws)
-        if state is None:
-            state = _STATES[ws] = _WorkspaceState()
-        return state
-
-
-def _store_name(granularity: str, effective: Any) -> str:
-    from evolvemem.memory.stores import base_store
-
+def _store_name(granularity: str, effective: RetrievalConfig) -> str:
     return base_store(effective) if granularity == FACT else granularity
-
-
-def _has_store(ws: Any, conversation_id: str, store: str) -> bool:
-    try:
-        ws.retriever(conversation_id, store)
-    except (RuntimeError, KeyError):
-        return False
-    return True
 
 
 class _Path:
     """The state of one question's answer path (see the module docstring)."""
 
-    def __init__(self, ws: Any, question: Question, effective: Any):
+    def __init__(self, ws: Workspace, question: Question, effective: RetrievalConfig):
         self.ws, self.question, self.effective = ws, question, effective
-        self.client = getattr(ws.roles, "mechanism_client", None)
-        self.state = _state(ws)
+        self.plugins = plugins_of(ws)
         self.current_state = effective.enable_refresher and asks_current_state(question)
         self.trace: AnswerTrace | None = None
         self.originals: list[tuple[MemoryUnit, ...]] = []  # each attempt's context before any refresh
@@ -133,7 +112,7 @@ class _Path:
 
     def refresh(self, original: Sequence[MemoryUnit]) -> tuple[list[MemoryUnit], tuple[str, ...]]:
         """The context with its conflicts refreshed (always from the unrefreshed memories)."""
-        result = self.state.refresher.refresh(self.question, original, self.client)
+        result = self.plugins.refresher.refresh(self.question, original)
         self.charge(result.cost)
         self.trace.refreshed_ids.extend(i for i in result.refreshed_ids if i not in self.trace.refreshed_ids)
         return result.context, tuple(result.refreshed_ids)
@@ -182,21 +161,21 @@ class _Path:
         for granularity in RETRY_ORDER:
             source = RELATED if granularity == RELATED else _store_name(granularity, self.effective)
             needs = RAW if source == RELATED else source
-            if source not in tried and _has_store(self.ws, self.question.conversation_id, needs):
+            if source not in tried and self.ws.has_store(self.question.conversation_id, needs):
                 return source
         return None
 
     def run(self) -> AnswerTrace:
-        granularity, how, route_cost = granularity_for(self.question.text, self.effective, self.client)
+        granularity, how, route_cost = self.plugins.router.route(self.question, self.effective)
         first = _store_name(granularity, self.effective)
         self.trace = trace = AnswerTrace(first, how, cost=route_cost)
         trace.attempts.append(self.attempt_from_store(first))
-        for _ in range(max(0, int(getattr(self.effective, "judge_retries", 0) or 0))):
+        for _ in range(self.effective.judge_retries):
             last = trace.final
             if last.answer.failed:
                 break
-            verdict, _, judge_cost = judge(self.question, last.context, last.answer.text, self.client,
-                                           self.unresolved_conflict())
+            verdict, judge_cost = self.plugins.judge.verdict(self.question, last.context, last.answer.text,
+                                                             self.unresolved_conflict())
             self.charge(judge_cost)
             trace.verdicts.append(verdict)
             if verdict == PASS:
@@ -211,16 +190,16 @@ class _Path:
         return trace
 
 
-def answer_path(ws: Any, question: Question, effective: Any) -> AnswerTrace:
+def answer_path(ws: Workspace, question: Question, effective: RetrievalConfig) -> AnswerTrace:
     """Route, retrieve, refresh, answer, verify and judge one question under its effective config."""
     return _Path(ws, question, effective).run()
 
 
-def related_turns(ws: Any, conversation_id: str, context: Sequence[MemoryUnit], limit: int) -> list[MemoryUnit]:
+def related_turns(ws: Workspace, conversation_id: str, context: Sequence[MemoryUnit], limit: int) -> list[MemoryUnit]:
     """Raw turns of the context's source turns and of the turns next to them (same session), in
     the context's rank order, at most `limit`."""
-    by_turn = _raw_by_turn(ws, conversation_id)
-    neighbours = _neighbours(ws, conversation_id)
+    by_turn = ws.raw_unit_by_turn(conversation_id)
+    neighbours = ws.turn_neighbours(conversation_id)
     out: dict[str, MemoryUnit] = {}
     for memory in context:
         for turn_id in memory.source_turn_ids:
@@ -231,32 +210,3 @@ def related_turns(ws: Any, conversation_id: str, context: Sequence[MemoryUnit], 
                 if len(out) >= limit:
                     return list(out.values())
     return list(out.values())
-
-
-def _raw_by_turn(ws: Any, conversation_id: str) -> dict[str, MemoryUnit]:
-    """turn id → its raw unit (memoised per workspace: the raw store never changes once built)."""
-    state = _state(ws)
-    found = state.raw_by_turn.get(conversation_id)
-    if found is None:
-        found = {}
-        for unit in ws.store_memories(conversation_id, RAW):
-            for turn_id in unit.source_turn_ids:
-                found.setdefault(turn_id, unit)
-        found = state.raw_by_turn.setdefault(conversation_id, found)
-    return found
-
-
-def _neighbours(ws: Any, conversation_id: str) -> dict[str, tuple[str, ...]]:
-    """turn id → the turns just before and after it in its session (memoised per workspace)."""
-    state = _state(ws)
-    found = state.neighbours.get(conversation_id)
-    if found is None:
-        found = {}
-        for session in ws.dataset.conversations[conversation_id].sessions:
-            ids = [t.turn_id for t in session.turns]
-            for i, turn_id in enumerate(ids):
-                found[turn_id] = tuple(ids[j] for j in (i - 1, i + 1) if 0 <= j < len(ids))
-        found = state.neighbours.setdefault(conversation_id, found)
-    return found
-
-

@@ -1,0 +1,202 @@
+"""Score one config on a set of questions: retrieve → answer (→ verify) → score → record.
+
+A pure function of (workspace, config, questions): it neither builds memory stores (the session
+builds what the config needs first) nor writes to a run store; records go to a `sink` in
+question order, in batches, so an interrupted evaluation resumes from the last finished
+question. Each question's effective config is resolved once per question type and passed down.
+LLM-backed roles run concurrently with a bound; offline roles are CPU-bound and run in a plain
+loop (threads would only add overhead)."""
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Callable
+
+from evolvemem.answering.path import answer_path
+from evolvemem.contracts.records import QuestionRecord
+from evolvemem.contracts.roles import AnswerResult
+from evolvemem.data.models import Question
+from evolvemem.scoring import score_prediction
+from evolvemem.scoring.aggregate import summarise
+from evolvemem.scoring.metrics import evidence_recall, is_abstention
+from evolvemem.workspace import Workspace
+
+if TYPE_CHECKING:
+    from evolvemem.space.config import RetrievalConfig
+
+FLUSH_EVERY = 64
+RecordFn = Callable[[dict], None]
+SinkFn = Callable[[list[dict]], None]
+ReuseKey = tuple[str, str, int]
+
+
+@dataclass
+class EvalOutcome:
+    summary: dict  # over the records evaluated in this call
+    records: list[dict]  # in question order
+    wall_seconds: float
+    n_reused: int = 0
+
+
+def _view_label(views: dict[str, int]) -> str:
+    return "|".join(f"{name}:{rank}" for name, rank in sorted(views.items(), key=lambda kv: kv[1]))
+
+
+class EffectiveConfigs:
+    """The effective config (global + override) and its fingerprint, resolved once per question
+    type rather than once per question: resolution validates a whole pydantic model."""
+
+    def __init__(self, config: RetrievalConfig):
+        self.config = config
+        self._by_type: dict[str | None, tuple[RetrievalConfig, str]] = {}
+
+    def __call__(self, question_type: str | None) -> tuple[RetrievalConfig, str]:
+        if question_type not in self._by_type:
+            effective = self.config.for_type(question_type)
+            self._by_type[question_type] = (effective, effective.fingerprint())
+        return self._by_type[question_type]
+
+
+def answer_question(ws: Workspace, question: Question, effective: RetrievalConfig, fingerprint: str, *,
+                    protocol: str, benchmark: str, round_no: int = 0, phase: str = "eval") -> QuestionRecord:
+    """The full per-question path under its effective config (route → retrieve → answer → verify →
+    judge/retry, evolvemem/answering/path.py) and its scores. Context, evidence recall and coverage
+    describe the answer kept (the last one)."""
+    started = time.perf_counter()
+    conversation_id = question.conversation_id
+    trace = answer_path(ws, question, effective)
+    final = trace.final
+    answer: AnswerResult = final.answer
+    cost = trace.cost
+    latency_ms = (time.perf_counter() - started) * 1000
+
+    in_context = {t for m in final.context for t in m.source_turn_ids}
+    ranked = {t for attempt in trace.attempts for m in (*attempt.context, *attempt.cut) for t in m.source_turn_ids}
+    gold = question.adversarial_answer if (protocol == "paper" and question.adversarial_answer) else question.answer
+    scores: dict[str, float] = {}
+    judged = None
+    if not answer.failed:
+        scores = score_prediction(question, answer.text, protocol=protocol, benchmark=benchmark)
+        if ws.roles.judge is not None:
+            verdict, judge_cost = ws.roles.judge.judge(question.text, question.answer or "not mentioned", answer.text)
+            judged = None if verdict is None else float(verdict)
+            cost = cost + judge_cost
+    return QuestionRecord(
+        round=round_no, phase=phase,
+        question_id=question.question_id, conversation_id=conversation_id, category=question.category,
+        question_type=question.question_type, question=question.text, gold=gold or "", prediction=answer.text,
+        f1=scores.get("f1"), bleu1=scores.get("bleu1"), exact_match=scores.get("exact_match"),
+        mc_accuracy=scores.get("mc_accuracy"), judge=judged,
+        evidence_ids=tuple(question.evidence),
+        evidence_recall=evidence_recall(question.evidence, in_context),
+        evidence_covered=evidence_recall(question.evidence, ws.covered(conversation_id, final.store)),
+        evidence_retrieved=evidence_recall(question.evidence, ranked),
+        abstained=is_abstention(answer.text), failed=answer.failed, error=answer.error or None,
+        context_ids=tuple(m.memory_id for m in final.context),
+        context_views=tuple(_view_label(views) for views in final.views),
+        cut_ids=tuple(m.memory_id for m in final.cut),
+        sub_queries=tuple(trace.attempts[0].sub_queries),
+        config_fingerprint=fingerprint, memory_version=ws.memory_version(conversation_id), latency_ms=latency_ms,
+        calls=cost.calls, cache_hits=cost.cache_hits, prompt_tokens=cost.prompt_tokens,
+        completion_tokens=cost.completion_tokens,
+        granularity=trace.granularity, route=trace.route_source, judge_verdicts=tuple(trace.verdicts),
+        retries=trace.retries, retry_sources=tuple(attempt.source for attempt in trace.attempts[1:]),
+        refreshed_ids=tuple(trace.refreshed_ids),
+    )
+
+
+def failed_record(question: Question, error: str, round_no: int, phase: str) -> QuestionRecord:
+    """A question whose path raised (a role bug or an LLM fault must not kill the round)."""
+    return QuestionRecord(round=round_no, phase=phase, question_id=question.question_id,
+                          conversation_id=question.conversation_id, category=question.category,
+                          question_type=question.question_type, question=question.text,
+                          gold=question.answer or "", prediction="", failed=True, error=error[:300])
+
+
+def reuse_key(question_id: str, effective_fingerprint: str, memory_version: int) -> ReuseKey:
+    return (question_id, effective_fingerprint, memory_version)
+
+
+def remember(reuse: dict[ReuseKey, dict], records: list[dict]) -> None:
+    """Add scored records to a reuse map (failed ones are asked again)."""
+    for record in records:
+        if not record.get("failed"):
+            reuse[reuse_key(record["question_id"], record["config_fingerprint"], record["memory_version"])] = record
+
+
+def evaluate(ws: Workspace, config: RetrievalConfig, questions: list[Question], *, round_no: int = 0,
+             phase: str = "eval", concurrency: int = 8, protocol: str = "official",
+             on_record: RecordFn | None = None, sink: SinkFn | None = None,
+             reuse: dict[ReuseKey, dict] | None = None) -> EvalOutcome:
+    """Evaluate `config` on `questions` (every store the config reads must be built: the session's
+    `score_round` does that). Records reach `sink` in question order, in batches, as they finish;
+    `on_record` sees each one as it finishes (progress bars).
+
+    `reuse` maps (question_id, effective-config fingerprint, memory version) to an earlier record:
+    when the effective config and the conversation's memories are unchanged the record is copied,
+    not recomputed (and costs no call); the records scored here are added to it."""
+    started = time.perf_counter()
+    # with an LLM decomposer, sub-queries are made inside the concurrent loop instead
+    ws.prepare(questions, None if ws.roles.uses_llm else config)
+    benchmark = ws.dataset.name
+
+    pending: dict[int, dict] = {}
+    next_to_flush = 0
+    buffer: list[dict] = []
+    fresh: list[dict] = []
+    n_reused = 0
+
+    def finish(index: int, row: dict) -> None:
+        nonlocal next_to_flush
+        pending[index] = row
+        while next_to_flush in pending:
+            ready = pending.pop(next_to_flush)
+            buffer.append(ready)
+            fresh.append(ready)
+            next_to_flush += 1
+        if sink is not None and len(buffer) >= FLUSH_EVERY:
+            sink(list(buffer))
+            buffer.clear()
+        if on_record:
+            on_record(row)
+
+    resolve = EffectiveConfigs(config)
+
+    def run_one(question: Question) -> tuple[dict, bool]:
+        effective, fingerprint = resolve(question.question_type)
+        if reuse is not None:
+            key = reuse_key(question.question_id, fingerprint, ws.memory_version(question.conversation_id))
+            if key in reuse:
+                return {**reuse[key], "round": round_no, "phase": phase, "calls": 0, "prompt_tokens": 0,
+                        "completion_tokens": 0}, True
+        try:
+            record = answer_question(ws, question, effective, fingerprint, protocol=protocol,
+                                     benchmark=benchmark, round_no=round_no, phase=phase)
+        except Exception as exc:  # a role bug or an LLM fault must not kill the round
+            record = failed_record(question, f"{type(exc).__name__}: {exc}", round_no, phase)
+        return record.as_row(), False
+
+    try:
+        if ws.roles.uses_llm and concurrency > 1:
+            with ThreadPoolExecutor(max_workers=concurrency) as pool:
+                futures = {pool.submit(run_one, q): i for i, q in enumerate(questions)}
+                for fut in as_completed(futures):
+                    row, reused = fut.result()
+                    n_reused += int(reused)
+                    finish(futures[fut], row)
+        else:
+            for i, q in enumerate(questions):
+                row, reused = run_one(q)
+                n_reused += int(reused)
+                finish(i, row)
+    finally:
+        if sink is not None and buffer:
+            sink(list(buffer))
+            buffer.clear()
+
+    if reuse is not None:
+        remember(reuse, fresh)
+    ds = ws.dataset
+    summary = summarise(fresh, adversarial_categories=ds.adversarial_categories, category_names=ds.category_names)
+    return EvalOutcome(summary, fresh, time.perf_counter() - started, n_reused)

@@ -1,0 +1,44 @@
+"""The library's verbs, and the only thing the CLI imports besides the registry and rendering.
+
+`Session` creates, resumes and scores runs (session.py); `open_run` opens one read-only for
+inspection; the rest turns what a user typed into validated inputs. Names are resolved on first
+use, so `evolve --help` does not import the engine."""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, str] = {
+    "SPLITS": "evolvemem.data.split",
+    "DIAGNOSERS": "evolvemem.diagnosers",
+    "diagnoser_entry": "evolvemem.diagnosers",
+    "GuardSettings": "evolvemem.loop.spec",
+    "Hooks": "evolvemem.loop.runner",
+    "RunResult": "evolvemem.loop.runner",
+    "OBJECTIVES": "evolvemem.loop.spec",
+    "RunSpec": "evolvemem.loop.spec",
+    "PROTOCOLS": "evolvemem.scoring.locomo",
+    "check_protocol": "evolvemem.scoring.locomo",
+    "best_config_path": "evolvemem.session.inputs",
+    "load_config_reporting": "evolvemem.session.inputs",
+    "load_split": "evolvemem.session.inputs",
+    "model_settings": "evolvemem.session.inputs",
+    "resolve_init": "evolvemem.session.inputs",
+    "ModelSettings": "evolvemem.roles.factory",
+    "QuietReporter": "evolvemem.session.reporter",
+    "Reporter": "evolvemem.session.reporter",
+    "EvalResult": "evolvemem.session.session",
+    "Session": "evolvemem.session.session",
+    "open_run": "evolvemem.session.session",
+    "RunLockedError": "evolvemem.store.run_store",
+    "RunStore": "evolvemem.store.run_store",
+    "headline": "evolvemem.store.run_store",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'evolvemem.session' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -1,0 +1,7 @@
+"""Defaults of a run, read off `RunSpec` and `GuardSettings` so the CLI never restates them."""
+from __future__ import annotations
+
+from evolvemem.loop.spec import GuardSettings, RunSpec
+
+RUN_DEFAULTS = RunSpec(benchmark="locomo", data=None, diagnoser="rubric")
+GUARD_DEFAULTS = GuardSettings()

@@ -1,0 +1,51 @@
+"""Turning what a user typed into validated inputs: model settings, configs, datasets."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from evolvemem.data.loader import load_benchmark
+from evolvemem.data.models import Dataset
+from evolvemem.data.split import split_dataset
+from evolvemem.errors import EvolveMemError
+from evolvemem.roles.factory import ModelSettings
+from evolvemem.session.reporter import Reporter
+from evolvemem.space.config import RetrievalConfig, load_config
+
+BEST_CONFIG = "best_config.toml"
+
+
+def model_settings(model: str | None = None, extract_model: str | None = None, answer_model: str | None = None,
+                   diagnosis_model: str | None = None, judge_model: str | None = None, api_base: str | None = None,
+                   classify_model: str | None = None) -> ModelSettings:
+    """Per-role models; `model` (or EVOLVEMEM_MODEL) is every role's default."""
+    return ModelSettings(model=model or os.environ.get("EVOLVEMEM_MODEL"), extract_model=extract_model,
+                         answer_model=answer_model, diagnosis_model=diagnosis_model, judge_model=judge_model,
+                         api_base=api_base, classify_model=classify_model)
+
+
+def load_config_reporting(reporter: Reporter, name_or_path: str) -> RetrievalConfig:
+    """A preset or a config file; clamped values are reported as warnings."""
+    config, clamps = load_config(name_or_path)
+    for clamp in clamps:
+        reporter.warn(str(clamp))
+    return config
+
+
+def best_config_path(run_dir: str | Path) -> Path:
+    """A finished run's exported best config (usable with --config and --init)."""
+    path = Path(run_dir) / BEST_CONFIG
+    if not path.is_file():
+        raise EvolveMemError(f"{run_dir}: no {BEST_CONFIG} (is the run finished?)")
+    return path
+
+
+def resolve_init(reporter: Reporter, init: str) -> RetrievalConfig:
+    """A preset, a config file, or a run directory (its best config)."""
+    return load_config_reporting(reporter, str(best_config_path(init)) if Path(init).is_dir() else init)
+
+
+def load_split(benchmark: str, data: str | None, split: str) -> tuple[Dataset, Dataset]:
+    """A benchmark and (the full dataset, the requested split)."""
+    dataset = load_benchmark(benchmark, data)
+    return dataset, split_dataset(dataset, split)

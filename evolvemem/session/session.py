@@ -1,0 +1,286 @@
+"""`Session`: one run directory opened for work — its run store, its workspace, its manifest.
+
+The composition root of the library: `Session.create` (a new `evolve run`), `Session.resume`
+(continue one from its directory alone), `Session.open_eval` (`evolve eval` / `evolve transfer`,
+which resumes itself when pointed at the same directory) and `Session.open_ablation`. Every
+evaluation goes through `score_round`, the one round bracket: begin the round → build the memory
+stores the config reads → evaluate → usage rows → finish the round. The CLI parses options and
+renders; benchmarks and tests call these same verbs."""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from evolvemem import __version__
+from evolvemem.answering.evaluate import ReuseKey, evaluate, remember
+from evolvemem.answering.stores import stores_needed
+from evolvemem.data.loader import load_benchmark
+from evolvemem.data.models import Dataset, Question
+from evolvemem.data.split import SPLITS, split_dataset
+from evolvemem.errors import EvolveMemError
+from evolvemem.loop.ablate import run_ablation
+from evolvemem.loop.runner import EvolutionRunner, Hooks, RunResult
+from evolvemem.loop.spec import RunSpec
+from evolvemem.loop.usage import usage_rows
+from evolvemem.roles.factory import ModelSettings
+from evolvemem.scoring.aggregate import summarise
+from evolvemem.scoring.locomo import check_protocol
+from evolvemem.session.inputs import best_config_path
+from evolvemem.session.reporter import QuietReporter, Reporter
+from evolvemem.session.setup import announce_models, open_workspace
+from evolvemem.space.config import RetrievalConfig, config_to_toml, load_config, parse_config
+from evolvemem.store.run_store import DB_NAME, RunStore
+from evolvemem.workspace import Workspace
+
+RecordFn = Callable[[dict], None]
+StageFn = Callable[[str, int, int], None]
+
+
+def command_line() -> str:
+    return " ".join(["evolve", *sys.argv[1:]])
+
+
+def open_run(run: str) -> RunStore:
+    """A run directory opened read-only (also accepted: a name under runs/)."""
+    path = Path(run)
+    if not path.is_dir() and (Path("runs") / run).is_dir():
+        path = Path("runs") / run
+    if not (path / DB_NAME).is_file():
+        raise EvolveMemError(f"{run}: not a run directory (no {DB_NAME})")
+    return RunStore(path, read_only=True)
+
+
+@dataclass
+class EvalResult:
+    run_dir: Path
+    summary: dict
+    wall_seconds: float
+
+
+class Session:
+    """A run store and the workspace its rounds are scored in; close it (or use `with`)."""
+
+    def __init__(self, store: RunStore, workspace: Workspace, reporter: Reporter, *, protocol: str,
+                 concurrency: int):
+        self.store = store
+        self.workspace = workspace
+        self.reporter = reporter
+        self.protocol = protocol
+        self.concurrency = concurrency
+        self.reuse: dict[ReuseKey, dict] = {}
+        self._setup_usage = workspace.roles.usage_snapshot()
+        store.record_usage(usage_rows({}, self._setup_usage, -1, "setup"))  # LLM extraction, if any
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def run_dir(self) -> Path:
+        return self.store.run_dir
+
+    @property
+    def dataset(self) -> Dataset:
+        return self.workspace.dataset
+
+    # ---- the round bracket -------------------------------------------------------------------
+    def score_round(self, config: RetrievalConfig, questions: list[Question], round_no: int, phase: str,
+                    on_record: RecordFn | None = None, on_stage: StageFn | None = None) -> tuple[dict, float]:
+        """Score `config` on `questions` as (round, phase): builds the memory stores it reads
+        (`on_stage` reports their progress), resumes a half-finished evaluation (failed questions
+        are asked again), records usage, returns (summary, wall seconds)."""
+        store, ws = self.store, self.workspace
+        store.begin_round(round_no, phase, config)
+        before = ws.roles.usage_snapshot()
+        started = time.perf_counter()
+        ws.ensure_stores(stores_needed(config), progress=on_stage)
+        store.drop_failed(round_no, phase)
+        done_ids = store.finished_question_ids(round_no, phase)
+        todo = [q for q in questions if q.question_id not in done_ids]
+        outcome = evaluate(ws, config, todo, round_no=round_no, phase=phase, concurrency=self.concurrency,
+                           protocol=self.protocol, on_record=on_record, sink=store.record_questions,
+                           reuse=self.reuse)
+        store.record_usage(usage_rows(before, ws.roles.usage_snapshot(), round_no, phase))
+        records = store.round_records(round_no, phase)
+        remember(self.reuse, records)
+        ds = ws.dataset
+        summary = summarise(records, adversarial_categories=ds.adversarial_categories,
+                            category_names=ds.category_names)
+        seconds = time.perf_counter() - started
+        store.finish_round(round_no, phase, summary, seconds)
+        return summary, seconds
+
+    # ---- evolve run --------------------------------------------------------------------------
+    @classmethod
+    def create(cls, spec: RunSpec, run_dir: Path, init_config: RetrievalConfig,
+               reporter: Reporter | None = None) -> Session:
+        """A new run: checks the inputs, writes the manifest, opens the workspace."""
+        reporter = reporter or QuietReporter()
+        check_protocol(spec.protocol)
+        if (run_dir / DB_NAME).exists():
+            raise EvolveMemError(f"{run_dir} already holds a run; use --resume {run_dir} to continue it "
+                                 "or pick another --out")
+        dataset = load_benchmark(spec.benchmark, spec.data)
+        settings = ModelSettings(**spec.models)
+        store = RunStore(run_dir)
+        store.set_manifest({
+            "kind": "run", "spec": spec.as_dict(), "init_config": init_config.model_dump(),
+            "benchmark": spec.benchmark, "data_source": dataset.source, "data_hash": dataset.content_hash,
+            "models": settings.as_dict(), "diagnoser": spec.diagnoser, "seed": spec.seed,
+            "version": __version__, "command": command_line(),
+            "dev_conversations": sorted(split_dataset(dataset, "dev").conversations),
+            "test_conversations": sorted(split_dataset(dataset, "test").conversations),
+        })
+        return cls._open_run(store, dataset, spec, reporter)
+
+    @classmethod
+    def resume(cls, run: str | Path, reporter: Reporter | None = None, rounds: int | None = None) -> Session:
+        """Continue a run from its directory alone (a higher `rounds` extends a finished run)."""
+        reporter = reporter or QuietReporter()
+        with open_run(str(run)) as peek:
+            manifest = peek.manifest()
+            run_dir = peek.run_dir
+        if "spec" not in manifest:
+            raise EvolveMemError(f"{run}: not an evolve run (no spec in its manifest)")
+        spec = RunSpec.from_dict(manifest["spec"])
+        if rounds is not None:
+            spec.rounds = rounds
+        dataset = load_benchmark(spec.benchmark, spec.data)
+        if manifest.get("data_hash") and manifest["data_hash"] != dataset.content_hash:
+            raise EvolveMemError(f"{run_dir}: the data file changed since the run started (hash "
+                                 f"{dataset.content_hash} ≠ {manifest['data_hash']})")
+        store = RunStore(run_dir)
+        store.set_manifest({"spec": spec.as_dict()})
+        store.extend_rounds(spec.rounds)
+        return cls._open_run(store, dataset, spec, reporter)
+
+    @classmethod
+    def _open_run(cls, store: RunStore, dataset: Dataset, spec: RunSpec, reporter: Reporter) -> Session:
+        try:
+            settings = ModelSettings(**spec.models)
+            announce_models(reporter, settings)
+            workspace = open_workspace(reporter, dataset, settings, cache_enabled=spec.cache_enabled,
+                                       embedding_model=spec.embedding_model)
+            session = cls(store, workspace, reporter, protocol=spec.protocol, concurrency=spec.concurrency)
+            session.spec = spec
+            if not store.has_memories():
+                store.record_memories(workspace.memory_rows())
+            else:
+                restored = workspace.restore_added(store.added_memories())
+                if restored:
+                    reporter.info(f"[dim]restored {restored} re-extracted memories[/dim]")
+        except BaseException:
+            store.close()
+            raise
+        return session
+
+    spec: RunSpec
+
+    def init_config(self) -> RetrievalConfig:
+        return parse_config(self.store.manifest()["init_config"], source=f"{self.run_dir} manifest")[0]
+
+    def run(self, hooks: Hooks | None = None) -> RunResult:
+        """Rounds 0..N (continuing from the store), then start and best scored once on test."""
+        runner = EvolutionRunner(self.spec, self.store, self.workspace, self, self.init_config(), hooks)
+        return runner.run()
+
+    # ---- evolve eval / transfer --------------------------------------------------------------
+    @classmethod
+    def open_eval(cls, *, run_dir: Path, benchmark: str, data: str | None, split: str, config: RetrievalConfig,
+                  config_source: str, settings: ModelSettings, protocol: str = "official", concurrency: int = 8,
+                  embedding_model: str | None = None, cache_enabled: bool = True, kind: str = "eval",
+                  source_run: str | None = None, reporter: Reporter | None = None) -> Session:
+        """A one-round evaluation directory; an existing one is resumed when it scored the same
+        config on the same questions in the same way (its failed questions are asked again)."""
+        reporter = reporter or QuietReporter()
+        check_protocol(protocol)
+        full = load_benchmark(benchmark, data)
+        dataset = split_dataset(full, split)
+        announce_models(reporter, settings)
+        store = RunStore(run_dir)
+        try:
+            _check_resumable(reporter, store, config, full.content_hash, split, protocol)
+            store.set_manifest({
+                "kind": kind, "source_run": source_run, "benchmark": benchmark, "data_source": full.source,
+                "data_hash": full.content_hash, "split": split, "models": settings.as_dict(),
+                "adversarial_protocol": protocol, "config_source": config_source, "command": command_line(),
+                "embedding_model": embedding_model or "default",
+            })
+            workspace = open_workspace(reporter, dataset, settings, cache_enabled=cache_enabled,
+                                       embedding_model=embedding_model)
+            session = cls(store, workspace, reporter, protocol=protocol, concurrency=concurrency)
+            if not store.has_memories():
+                store.record_memories(workspace.memory_rows())
+        except BaseException:
+            store.close()
+            raise
+        return session
+
+    def evaluate_once(self, config: RetrievalConfig, config_source: str, on_record: RecordFn | None = None,
+                      on_stage: StageFn | None = None) -> EvalResult:
+        """Round 0 of an eval directory, and its config.toml."""
+        summary, seconds = self.score_round(config, self.dataset.questions, 0, "eval", on_record, on_stage)
+        (self.run_dir / "config.toml").write_text(
+            config_to_toml(config, header=f"evolvemem config (from {config_source})"), encoding="utf-8")
+        return EvalResult(self.run_dir, summary, seconds)
+
+    # ---- evolve ablate -----------------------------------------------------------------------
+    @classmethod
+    def open_ablation(cls, run: str, split: str, reporter: Reporter | None = None) -> tuple[Session, RetrievalConfig, int]:
+        """A finished run reopened to re-score its best config: (session, best config, best round)."""
+        reporter = reporter or QuietReporter()
+        best_path = best_config_path(run)
+        if split not in SPLITS:  # checked before the (slow) workspace build
+            raise EvolveMemError(f"--split must be one of {', '.join(SPLITS)}, not {split!r}")
+        store = RunStore(Path(run))
+        try:
+            manifest = store.manifest()
+            if "spec" not in manifest:
+                raise EvolveMemError(f"{run}: not an evolve run")
+            spec = RunSpec.from_dict(manifest["spec"])
+            best_round = store.query("SELECT min(round) AS r FROM rounds WHERE phase = 'test_best'")[0]["r"] or 0
+            config = load_config(str(best_path))[0]
+            dataset = load_benchmark(spec.benchmark, spec.data)
+            workspace = open_workspace(reporter, dataset, ModelSettings(**spec.models),
+                                       cache_enabled=spec.cache_enabled, embedding_model=spec.embedding_model)
+            session = cls(store, workspace, reporter, protocol=spec.protocol, concurrency=spec.concurrency)
+            session.spec = spec
+        except BaseException:
+            store.close()
+            raise
+        return session, config, best_round
+
+    def ablate(self, config: RetrievalConfig, split: str, round_no: int,
+               on_variant: Callable[[dict], None] | None = None) -> list[dict]:
+        questions = split_dataset(self.dataset, split).questions
+        return run_ablation(self, config, questions, round_no, on_variant)
+
+
+def _check_resumable(reporter: Reporter, store: RunStore, config: RetrievalConfig, data_hash: str, split: str,
+                     protocol: str) -> None:
+    """A second eval into the same directory resumes the first; it must therefore score the same
+    config on the same questions in the same way."""
+    existing = store.round_row(0, "eval")
+    if existing is None:
+        return
+    manifest = store.manifest()
+    differences = [name for name, old, new in (
+        ("config", existing["config_fingerprint"], config.fingerprint()),
+        ("data", manifest.get("data_hash"), data_hash),
+        ("split", manifest.get("split"), split),
+        ("adversarial protocol", manifest.get("adversarial_protocol"), protocol),
+    ) if old != new]
+    if differences:
+        raise EvolveMemError(f"{store.run_dir} holds an eval with another {', '.join(differences)}; "
+                             "repeat its options to resume it, or pick another --out")
+    done = len(store.finished_question_ids(0, "eval"))
+    reporter.info(f"[dim]resuming {store.run_dir}: {done} questions already answered; failed ones are asked again[/dim]")

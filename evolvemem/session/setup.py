@@ -1,0 +1,34 @@
+"""Everything a command that answers questions needs first: roles, question types, memories
+and indexes, opened once per session and shared by every round."""
+from __future__ import annotations
+
+from evolvemem.data.models import Dataset
+from evolvemem.roles.classify import reclassify
+from evolvemem.roles.factory import ModelSettings, build_roles
+from evolvemem.session.reporter import Reporter
+from evolvemem.workspace import Workspace
+
+
+def announce_models(reporter: Reporter, settings: ModelSettings) -> None:
+    if settings.is_offline():
+        reporter.info("[dim]No model configured: using the offline roles (rule-based extraction, extractive "
+                      "reader, rubric diagnosis). Pass --model <litellm model> to use an LLM.[/dim]")
+    else:
+        roles = ", ".join(f"{role}={model}" for role, model in settings.as_dict().items())
+        reporter.info(f"[dim]Models: {roles}[/dim]")
+
+
+def open_workspace(reporter: Reporter, dataset: Dataset, settings: ModelSettings, *, cache_enabled: bool,
+                   embedding_model: str | None) -> Workspace:
+    """Roles for `settings`, the questions re-typed if --classify-model asks, then memories and indexes."""
+    roles = build_roles(settings, cache_enabled=cache_enabled)
+    if roles.classifier is not None:
+        dataset, changed, cost = reclassify(dataset, roles.classifier)
+        reporter.info(f"[dim]question types: the LLM re-typed {changed} rule-typed questions ({cost.calls} calls)[/dim]")
+    workspace = Workspace(dataset, roles, embedding_model)
+    with reporter.progress() as bars:
+        stats = workspace.build(progress=bars.stage)
+    reporter.info(f"[dim]{stats.memories} memories in {len(dataset.conversations)} conversations "
+                  f"({stats.conversations_from_cache} from cache); extraction {stats.extraction_seconds:.1f}s, "
+                  f"indexing {stats.index_seconds:.1f}s[/dim]")
+    return workspace
