@@ -57,12 +57,9 @@ def load_locomo_file(path: Path) -> Any:
 
 def offline_workspace(dataset: Any) -> Any:
     """A built Workspace with the offline (rule-based) roles: no model is called."""
-    from evolvemem.roles.factory import ModelSettings, build_roles
-    from evolvemem.workspace import Workspace
+    from evolvemem.session import ModelSettings, QuietReporter, open_workspace
 
-    ws = Workspace(dataset, build_roles(ModelSettings()))
-    ws.build()
-    return ws
+    return open_workspace(QuietReporter(), dataset, ModelSettings(), cache_enabled=True, embedding_model=None)
 
 
 def retrieval_seconds(ws: Any, questions: list, config: Any, repeats: int = 3) -> float:
@@ -89,14 +86,14 @@ def fmt(value: float | None) -> str:
 def run_variant(ws: Any, questions: list, config: Any, *, time_retrieval: bool = True) -> VariantRun:
     """Prepare, optionally time retrieval alone (after a warm-up pass over 50 questions that
     fills lazy caches), then evaluate with the workspace's roles."""
-    from evolvemem.evaluate import evaluate
+    from evolvemem.session import evaluate_config
 
     ws.prepare(questions, config)
     retrieval_ms = None
     if time_retrieval:
         retrieval_seconds(ws, questions[:50], config, repeats=1)
         retrieval_ms = retrieval_seconds(ws, questions, config) / len(questions) * 1000
-    outcome = evaluate(ws, config, questions)
+    outcome = evaluate_config(ws, config, questions)
     return VariantRun(outcome.summary, outcome.records, outcome.wall_seconds / len(questions) * 1000, retrieval_ms)
 
 

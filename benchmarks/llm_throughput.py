@@ -138,29 +138,28 @@ def warm_up(url: str) -> None:
 
 def one_round(dataset: Any, questions: list, server: ServerProcess, concurrency: int) -> dict:
     """Build roles and a workspace for the current cache dir, answer `questions`, and report."""
-    from evolvemem.evaluate import evaluate
-    from evolvemem.roles.factory import ModelSettings, build_roles
+    from evolvemem.session import ModelSettings, QuietReporter, evaluate_config, open_workspace
     from evolvemem.space.config import load_config
-    from evolvemem.workspace import Workspace
 
     settings = ModelSettings(model=MODEL, extract_model="offline", api_base=server.url)
-    roles = build_roles(settings)
-    workspace = Workspace(dataset, roles)
-    workspace.build()
+    workspace = open_workspace(QuietReporter(), dataset, settings, cache_enabled=True, embedding_model=None)
+    roles = workspace.roles
     workspace.prepare(questions)  # question embeddings are retrieval set-up, not LLM throughput
     config = load_config("default")[0]
     requests_before = server.request_count
     started, cpu_started = time.perf_counter(), time.process_time()
-    outcome = evaluate(workspace, config, questions, concurrency=concurrency)
+    outcome = evaluate_config(workspace, config, questions, concurrency=concurrency)
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
-    usage = roles.ledger.total() if roles.ledger is not None else {}
+    from evolvemem.contracts.usage import Usage
+
+    usage = roles.ledger.total() if roles.ledger is not None else Usage()
     return {
         "wall": wall,
         "cpu": cpu,
         "requests": server.request_count - requests_before,
-        "calls": int(usage.get("calls", 0)),
-        "cache_hits": int(usage.get("cache_hits", 0)),
-        "retries": int(usage.get("retries", 0)),
+        "calls": usage.calls,
+        "cache_hits": usage.cache_hits,
+        "retries": usage.retries,
         "failed_questions": sum(1 for r in outcome.records if r.get("failed")),
         "predictions": {r["question_id"]: r["prediction"] for r in outcome.records},
     }

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.contracts.usage import Usage
@@ -180,7 +180,8 @@ class Workspace:
         """Re-add memories that re-extraction added in an earlier session of this run (resume)."""
         by_conv: dict[str, list[MemoryUnit]] = {}
         for row in rows:
-            fields = {k: (tuple(v) if isinstance(v, list) else v) for k, v in row.items() if v is not None}
+            fields: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v)
+                                      for k, v in row.items() if v is not None}
             by_conv.setdefault(row["conversation_id"], []).append(MemoryUnit(**fields))
         return sum(len(self.add_memories(conv_id, units)) for conv_id, units in by_conv.items())
 

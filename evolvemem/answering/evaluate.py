@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 FLUSH_EVERY = 64
 RecordFn = Callable[[dict], None]
-SinkFn = Callable[[list[dict]], None]
+SinkFn = Callable[[list[dict]], object]
 ReuseKey = tuple[str, str, int]
 
 

@@ -95,7 +95,7 @@ class _Path:
         self.ws, self.question, self.effective = ws, question, effective
         self.plugins = plugins_of(ws)
         self.current_state = effective.enable_refresher and asks_current_state(question)
-        self.trace: AnswerTrace | None = None
+        self.trace: AnswerTrace  # set by run()
         self.originals: list[tuple[MemoryUnit, ...]] = []  # each attempt's context before any refresh
 
     def charge(self, cost: Usage) -> None:

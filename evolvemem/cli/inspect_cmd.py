@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from rich.table import Table
 
@@ -15,7 +16,7 @@ def list_runs(ui: UI, root: str) -> list[dict]:
 
     rows = []
     for db in sorted(Path(root).glob("*/run.duckdb")):
-        item = {"run_dir": str(db.parent), "kind": "?", "benchmark": "?", "diagnoser": "", "rounds": 0,
+        item: dict[str, Any] = {"run_dir": str(db.parent), "kind": "?", "benchmark": "?", "diagnoser": "", "rounds": 0,
                 "best_dev": None, "status": ""}
         try:
             with open_run(str(db.parent)) as store:
@@ -65,7 +66,7 @@ def show_run(ui: UI, run: str) -> dict:
     table = Table(title="rounds (dev)", title_justify="left")
     for col in ["round", f"dev {objective}", "Δ", "main", "adv.", *[f"cat {c}" for c in categories],
                 "decision", "changes for next round", "calls", "tokens"]:
-        table.add_column(col, overflow="fold" if col.startswith("changes") else None, min_width=28 if col.startswith("changes") else None)
+        table.add_column(col, overflow="fold" if col.startswith("changes") else "ellipsis", min_width=28 if col.startswith("changes") else None)
     out_rounds = []
     prev = None
     for r in rounds:

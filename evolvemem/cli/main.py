@@ -310,4 +310,4 @@ def main() -> None:  # pragma: no cover - console script entry
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    main()

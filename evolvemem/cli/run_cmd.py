@@ -37,7 +37,7 @@ def rounds_table(rounds: list[dict], title: str) -> Table:
     table = Table(title=title, title_justify="left")
     for col in ("round", "dev objective", "Δ", "main", "adv.", "evid. recall", "decision", "changes for next round",
                 "calls", "time"):
-        table.add_column(col, overflow="fold" if col.startswith("changes") else None,
+        table.add_column(col, overflow="fold" if col.startswith("changes") else "ellipsis",
                          no_wrap=not col.startswith("changes"))
     prev = None
     for info in rounds:

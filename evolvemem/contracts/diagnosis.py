@@ -15,7 +15,6 @@ from evolvemem.space.registry import registry
 
 if TYPE_CHECKING:
     from evolvemem.space.config import RetrievalConfig
-    from evolvemem.space.ops import Clamp
 
 
 @dataclass

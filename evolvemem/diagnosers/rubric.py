@@ -52,7 +52,7 @@ def _type_actions(qtype: str, f1: float, mean: float, share: float, values: dict
     gap = mean - f1
     strength = gap * share
     reason = f"{qtype} lags the mean F1 by {gap:.2f}"
-    menu = {
+    menu: dict[str, list[dict[str, Any]]] = {
         "temporal": [{"answer_style": "temporal"}, {"time_decay_half_life_days": 180.0, "recency_weight": 0.2},
                      {"context_order": "chronological"}, {"foresight_top_k": 5}],
         "multi_hop": [{"enable_query_decomposition": True}, {"answer_style": "step_by_step"},

@@ -11,7 +11,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from evolvemem.contracts.diagnosis import Proposal
 from evolvemem.data.models import Dataset, Question
@@ -150,7 +150,7 @@ class EvolutionRunner:
         current = scores[-1]
         delta = current.score - scores[-2].score if len(scores) > 1 else None
         best = max(scores, key=lambda s: (s.score, -s.round))
-        row = {"round": round_no, "score": current.score, "delta": delta, "best_round": best.round,
+        row: dict[str, Any] = {"round": round_no, "score": current.score, "delta": delta, "best_round": best.round,
                "best_score": best.score, "changes": [], "next_config": None, "reextracted_sessions": [],
                "memories_added": 0, "base_round": current.round, "base_score": current.score}
         if round_no >= spec.rounds or (spec.patience and stale >= spec.patience):

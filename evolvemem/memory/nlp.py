@@ -107,6 +107,7 @@ GAZETTEER = _phrases(
     venice, vienna, warsaw, washington dc, zurich, reykjavik, marrakech, kathmandu, hanoi, krakow, porto,
     seville, valencia, salzburg, santorini, cancun, tijuana, quito, cusco, kingston"""
 )
+# first word of a gazetteer place -> the word counts of places starting with it, longest first
 _GAZETTEER_BY_FIRST_WORD: dict[str, tuple[int, ...]] = {}
 for _place in GAZETTEER:
     _first, _size = _place.split()[0], len(_place.split())
@@ -200,11 +201,6 @@ for _topic, _triggers in TOPIC_TRIGGERS.items():
             _TOPICS_BY_WORD[_form] = _TOPICS_BY_WORD.get(_form, frozenset()) | {_topic}
 _TOPIC_WORDS = frozenset(_TOPICS_BY_WORD)
 
-# first word of a gazetteer place -> the word counts of places starting with it, longest first
-_GAZETTEER_BY_FIRST_WORD: dict[str, tuple[int, ...]] = {}
-for _place in GAZETTEER:
-    _first, _size = _place.split()[0], len(_place.split())
-    _GAZETTEER_BY_FIRST_WORD[_first] = tuple(sorted({*_GAZETTEER_BY_FIRST_WORD.get(_first, ()), _size}, reverse=True))
 _GAZETTEER_FIRST_WORDS = frozenset(_GAZETTEER_BY_FIRST_WORD)
 
 

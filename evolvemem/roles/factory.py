@@ -6,6 +6,22 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from evolvemem.contracts.roles import (AnswerJudge, Answerer, Decomposer, Extractor, QuestionClassifier,
+                                       Verifier)
+from evolvemem.contracts.usage import Usage
+from evolvemem.errors import ConfigError
+from evolvemem.llm.cache import ResponseCache
+from evolvemem.llm.client import LLMClient
+from evolvemem.llm.usage import UsageLedger
+from evolvemem.memory.llm_extract import LLMExtractor
+from evolvemem.memory.offline_extract import OfflineExtractor
+from evolvemem.retrieval.decompose import LLMDecomposer, RuleDecomposer
+from evolvemem.roles.answer_llm import LLMAnswerer
+from evolvemem.roles.answer_offline import OfflineAnswerer
+from evolvemem.roles.classify import LLMQuestionClassifier
+from evolvemem.roles.verify import LLMVerifier, OfflineVerifier
+from evolvemem.scoring.judge import LLMJudge
+
 OFFLINE = "offline"
 ROLE_NAMES = ("extract", "decompose", "answer", "verify", "judge", "diagnose", "classify")
 # Client tuning from the environment (a local server, a strict rate limit, fast tests):
@@ -19,8 +35,6 @@ CLIENT_ENV = {
 
 def client_options_from_env() -> dict[str, Any]:
     """LLMClient keywords set through EVOLVEMEM_LLM_* variables; a bad value is a ConfigError."""
-    from evolvemem.errors import ConfigError
-
     options: dict[str, Any] = {}
     for variable, (keyword, kind, minimum) in CLIENT_ENV.items():
         raw = os.environ.get(variable, "").strip()
@@ -71,18 +85,18 @@ class ModelSettings:
 
 @dataclass
 class Roles:
-    extractor: Any
-    decomposer: Any
-    answerer: Any
-    verifier: Any
-    judge: Any | None
+    extractor: Extractor
+    decomposer: Decomposer
+    answerer: Answerer
+    verifier: Verifier
+    judge: AnswerJudge | None
     settings: ModelSettings
-    diagnosis_client: Any = None
-    ledger: Any = None
-    clients: dict[str, Any] = field(default_factory=dict)
-    classifier: Any = None
+    diagnosis_client: LLMClient | None = None
+    ledger: UsageLedger | None = None
+    clients: dict[str, LLMClient] = field(default_factory=dict)
+    classifier: QuestionClassifier | None = None
 
-    def usage_snapshot(self) -> dict[str, dict]:
+    def usage_snapshot(self) -> dict[str, Usage]:
         """Per-role LLM usage so far (empty for offline roles)."""
         return self.ledger.snapshot() if self.ledger is not None else {}
 
@@ -90,68 +104,52 @@ class Roles:
     def uses_llm(self) -> bool:
         return not self.settings.is_offline()
 
-    def client_of(self, role: str) -> Any:
+    def client_of(self, role: str) -> LLMClient | None:
         """The LLMClient a role uses, or None when the role is offline."""
         model = self.settings.for_role(role)
         return None if model == OFFLINE else self.clients.get(model)
 
     @property
-    def mechanism_client(self) -> Any:
+    def mechanism_client(self) -> LLMClient | None:
         """Question-time mechanisms (LLM traversal, sufficiency checks, routing) use the answer model."""
         return self.client_of("answer")
 
     @property
-    def extract_client(self) -> Any:
+    def extract_client(self) -> LLMClient | None:
         """Ingestion-time mechanisms (episodes, foresight, recurrence) use the extraction model."""
         return self.client_of("extract")
 
 
 def build_roles(settings: ModelSettings, cache_enabled: bool = True) -> Roles:
     """Instantiate every role. LLM clients share one usage ledger and one response cache."""
-    from evolvemem.memory.offline_extract import OfflineExtractor
-    from evolvemem.retrieval.decompose import RuleDecomposer
-    from evolvemem.roles.answer_offline import OfflineAnswerer
-    from evolvemem.roles.verify import OfflineVerifier
+    ledger = UsageLedger()
+    clients: dict[str, LLMClient] = {}
 
-    ledger = None
-    clients: dict[str, Any] = {}
-
-    def client_for(role: str):
-        nonlocal ledger
-        from evolvemem.llm.cache import ResponseCache
-        from evolvemem.llm.client import LLMClient
-        from evolvemem.llm.usage import UsageLedger
-
+    def client_for(role: str) -> LLMClient:
         model = settings.for_role(role)
-        if ledger is None:
-            ledger = UsageLedger()
         if model not in clients:
             clients[model] = LLMClient(model, api_base=settings.api_base, usage=ledger,
                                        cache=ResponseCache(enabled=cache_enabled),
                                        **client_options_from_env())
         return clients[model]
 
+    extractor: Extractor
+    answerer: Answerer
+    verifier: Verifier
+    decomposer: Decomposer
     if settings.for_role("extract") == OFFLINE:
         extractor = OfflineExtractor()
     else:
-        from evolvemem.memory.llm_extract import LLMExtractor
         extractor = LLMExtractor(client_for("extract"))
     if settings.for_role("answer") == OFFLINE:
         answerer, verifier, decomposer = OfflineAnswerer(), OfflineVerifier(), RuleDecomposer()
     else:
-        from evolvemem.retrieval.decompose import LLMDecomposer
-        from evolvemem.roles.answer_llm import LLMAnswerer
-        from evolvemem.roles.verify import LLMVerifier
         client = client_for("answer")
         answerer, verifier, decomposer = LLMAnswerer(client), LLMVerifier(client), LLMDecomposer(client)
-    judge = None
-    if settings.for_role("judge") != OFFLINE:
-        from evolvemem.scoring.judge import LLMJudge
-        judge = LLMJudge(client_for("judge"))
+    judge = None if settings.for_role("judge") == OFFLINE else LLMJudge(client_for("judge"))
     diagnosis_client = None if settings.for_role("diagnose") == OFFLINE else client_for("diagnose")
     classifier = None
     if settings.for_role("classify") != OFFLINE:
-        from evolvemem.roles.classify import LLMQuestionClassifier
         classifier = LLMQuestionClassifier(client_for("classify"))
-    return Roles(extractor, decomposer, answerer, verifier, judge, settings, diagnosis_client, ledger, clients,
-                 classifier)
+    return Roles(extractor, decomposer, answerer, verifier, judge, settings, diagnosis_client,
+                 ledger if clients else None, clients, classifier)

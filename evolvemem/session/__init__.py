@@ -27,6 +27,8 @@ _EXPORTS: dict[str, str] = {
     "ModelSettings": "evolvemem.roles.factory",
     "QuietReporter": "evolvemem.session.reporter",
     "Reporter": "evolvemem.session.reporter",
+    "evaluate_config": "evolvemem.session.setup",
+    "open_workspace": "evolvemem.session.setup",
     "EvalResult": "evolvemem.session.session",
     "Session": "evolvemem.session.session",
     "open_run": "evolvemem.session.session",

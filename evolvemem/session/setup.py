@@ -2,11 +2,18 @@
 and indexes, opened once per session and shared by every round."""
 from __future__ import annotations
 
-from evolvemem.data.models import Dataset
+from typing import TYPE_CHECKING
+
+from evolvemem.answering.evaluate import EvalOutcome, evaluate
+from evolvemem.answering.stores import stores_needed
+from evolvemem.data.models import Dataset, Question
 from evolvemem.roles.classify import reclassify
 from evolvemem.roles.factory import ModelSettings, build_roles
 from evolvemem.session.reporter import Reporter
 from evolvemem.workspace import Workspace
+
+if TYPE_CHECKING:
+    from evolvemem.space.config import RetrievalConfig
 
 
 def announce_models(reporter: Reporter, settings: ModelSettings) -> None:
@@ -32,3 +39,11 @@ def open_workspace(reporter: Reporter, dataset: Dataset, settings: ModelSettings
                   f"({stats.conversations_from_cache} from cache); extraction {stats.extraction_seconds:.1f}s, "
                   f"indexing {stats.index_seconds:.1f}s[/dim]")
     return workspace
+
+
+def evaluate_config(ws: Workspace, config: RetrievalConfig, questions: list[Question], *, concurrency: int = 8,
+                    protocol: str = "official") -> EvalOutcome:
+    """Score `config` on `questions` without a run store (benchmarks, notebooks): builds the
+    memory stores it reads, then evaluates."""
+    ws.ensure_stores(stores_needed(config))
+    return evaluate(ws, config, questions, concurrency=concurrency, protocol=protocol)

@@ -10,7 +10,7 @@ import json
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
@@ -111,7 +111,7 @@ class _ConfigBase(BaseModel):
             if dim.maps_to and values.get(name):
                 values.update(_clean_values(dim.maps_to, dims, f"maps_to of {name}", "global", None, False))
         values[OVERRIDES] = {}
-        return type(self).model_validate(values)
+        return cast("RetrievalConfig", type(self).model_validate(values))
 
     def with_changes(self, changes: dict[str, Any], question_type: str | None = None
                      ) -> tuple[RetrievalConfig, list[ClampReport]]:

@@ -40,6 +40,8 @@ def diff_configs(old: Any, new: Any) -> list[Change]:
 
 def sample_value(dim: Dimension, rng: random.Random, current: Any = None) -> Any:
     """A random value of one dimension, different from `current` where the space allows."""
+    value: Any = current
+    low, high = float(dim.min or 0), float(dim.max or 0)  # numeric dimensions always have both
     for _ in range(8):
         if dim.kind == "bool":
             value = rng.random() < 0.5
@@ -48,9 +50,9 @@ def sample_value(dim: Dimension, rng: random.Random, current: Any = None) -> Any
         elif (dim.off is not None or dim.optional) and rng.random() < 0.2:
             value = None if dim.optional else dim.off
         elif dim.kind == "int":
-            value = rng.randint(int(dim.min), int(dim.max))
+            value = rng.randint(int(low), int(high))
         else:
-            value = round(rng.uniform(dim.min, dim.max), 3)
+            value = round(rng.uniform(low, high), 3)
         if value != current:
             return value
     return value
@@ -83,9 +85,9 @@ def suggest_config(trial: Any, base: Any | None = None) -> Any:
                 values[name] = None if dim.optional else dim.off
                 continue
         if dim.kind == "int":
-            values[name] = trial.suggest_int(name, int(dim.min), int(dim.max))
+            values[name] = trial.suggest_int(name, int(dim.min or 0), int(dim.max or 0))
         else:
-            values[name] = trial.suggest_float(name, float(dim.min), float(dim.max))
+            values[name] = trial.suggest_float(name, float(dim.min or 0), float(dim.max or 0))
     values[OVERRIDES] = base.overrides()
     return parse_config(values, source="optuna trial")[0]
 
@@ -101,9 +103,9 @@ def optuna_distributions() -> dict[str, Any]:
         elif dim.kind == "enum":
             out[name] = od.CategoricalDistribution(list(dim.choices))
         elif dim.kind == "int":
-            out[name] = od.IntDistribution(int(dim.min), int(dim.max))
+            out[name] = od.IntDistribution(int(dim.min or 0), int(dim.max or 0))
         else:
-            out[name] = od.FloatDistribution(float(dim.min), float(dim.max))
+            out[name] = od.FloatDistribution(float(dim.min or 0), float(dim.max or 0))
     return out
 
 

@@ -51,6 +51,7 @@ class RunStore:
                 ) from None
             raise EvolveMemError(f"{self.path}: cannot open run store ({str(exc).splitlines()[0]})") from None
         self.read_only = read_only
+        self._closed = False
         if not read_only:
             statements = create_statements()
             tables = [s for s in statements if s.startswith("CREATE TABLE")]
@@ -75,9 +76,9 @@ class RunStore:
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
-        if self.con is not None:
+        if not self._closed:
             self.con.close()
-            self.con = None
+            self._closed = True
 
     def __enter__(self) -> "RunStore":
         return self
