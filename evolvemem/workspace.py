@@ -17,13 +17,16 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.contracts.usage import Usage
 from evolvemem.data.models import Dataset, Question
-from evolvemem.memory.stores import FACT, RAW
+from evolvemem.memory.consolidate import consolidate, decay_importance
+from evolvemem.memory.store_cache import load_or_extract
+from evolvemem.memory.stores import FACT, RAW, store_extractor
+from evolvemem.retrieval.embeddings import DEFAULT_EMBEDDING_MODEL, Embedder
+from evolvemem.retrieval.index import ConversationIndex
+from evolvemem.retrieval.retriever import Retriever
 from evolvemem.roles.factory import Roles
 from evolvemem.store.schema import TABLES
 
 if TYPE_CHECKING:
-    from evolvemem.retrieval.index import ConversationIndex
-    from evolvemem.retrieval.retriever import Retriever
     from evolvemem.space.config import RetrievalConfig
 
 T = TypeVar("T")
@@ -46,8 +49,6 @@ class Workspace:
     """Memories, indexes and retrievers for the conversations of one dataset."""
 
     def __init__(self, dataset: Dataset, roles: Roles, embedding_model: str | None = None) -> None:
-        from evolvemem.retrieval.embeddings import DEFAULT_EMBEDDING_MODEL, Embedder
-
         self.dataset = dataset
         self.roles = roles
         self.embedder = Embedder(embedding_model or DEFAULT_EMBEDDING_MODEL)
@@ -65,8 +66,6 @@ class Workspace:
 
     def build(self, progress: ProgressFn | None = None) -> SetupStats:
         """Extract (or load cached) memories, consolidate them and index each conversation."""
-        from evolvemem.memory.consolidate import consolidate
-        from evolvemem.memory.store_cache import load_or_extract
 
         conversations = list(self.dataset.conversations.values())
         started = time.perf_counter()
@@ -91,9 +90,6 @@ class Workspace:
         return self.stats
 
     def _retriever_over(self, conversation_id: str, units: list[MemoryUnit]) -> Retriever:
-        from evolvemem.retrieval.index import ConversationIndex
-        from evolvemem.retrieval.retriever import Retriever
-
         conv = self.dataset.conversations[conversation_id]
         index = ConversationIndex.build(units, self.embedder, known_persons=conv.speakers)
         return Retriever(index, self.embedder, decomposer=self.roles.decomposer, known_persons=conv.speakers,
@@ -109,9 +105,6 @@ class Workspace:
     def ensure_stores(self, names: set[str], progress: ProgressFn | None = None) -> None:
         """Build (or load from the memory cache) every store in `names` not built yet, for every
         conversation. Their extraction cost is added to the setup stats."""
-        from evolvemem.memory.consolidate import decay_importance
-        from evolvemem.memory.store_cache import load_or_extract
-        from evolvemem.memory.stores import store_extractor
 
         with self._store_lock:
             for name in sorted(set(names) - {FACT}):

@@ -7,8 +7,14 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from evolvemem.contracts.diagnosis import DiagnosisInput, DiagnosisResult, Proposal, proposal_from_raw
+from evolvemem.contracts.diagnosis import (
+    DiagnosisInput,
+    DiagnosisResult,
+    Proposal,
+    proposal_from_raw,
+)
 from evolvemem.errors import EvolveMemError
+from evolvemem.llm.client import LLMCallFailed, LLMJSONError
 from evolvemem.prompts import load_prompt
 from evolvemem.qtypes import LABEL_ONLY_TYPES as NO_OVERRIDE_TYPES
 from evolvemem.qtypes import QUESTION_TYPES
@@ -47,8 +53,6 @@ class LLMDiagnoser:
         self.client = client
 
     def diagnose(self, inp: DiagnosisInput, config: Any) -> DiagnosisResult:
-        from evolvemem.llm.client import LLMCallFailed, LLMJSONError
-
         prompt = render_diagnosis_prompt(inp)
         messages = [{"role": "user", "content": prompt}]
         try:

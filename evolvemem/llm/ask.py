@@ -9,6 +9,7 @@ import logging
 from typing import Any, Callable, Sequence, TypeVar
 
 from evolvemem.contracts.usage import Usage
+from evolvemem.llm.client import LLMCallFailed, LLMJSONError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -19,7 +20,6 @@ def ask_json(client: Any, prompt: str, *, role: str, max_tokens: int,
     """One JSON completion, parsed by `parse` (which raises ValueError on an unusable reply).
 
     Returns (None, cost) when the call fails or the reply is unusable; the failure is logged."""
-    from evolvemem.llm.client import LLMCallFailed, LLMJSONError
 
     messages = [{"role": "user", "content": prompt}]
     try:

@@ -26,9 +26,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
-from evolvemem.data.models import Question
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.contracts.usage import Usage
+from evolvemem.data.models import Question
+from evolvemem.llm.ask import ask_json, parse_choice
+from evolvemem.prompts import load_prompt
+from evolvemem.roles.answer_offline import relative_date, well_formed
+from evolvemem.roles.context_format import format_context, format_question_date
+from evolvemem.roles.reader_lexicon import stem, word_tokens
+from evolvemem.roles.reader_support import analyse_question, rank_support, view_of
+from evolvemem.roles.verify import answer_terms
+from evolvemem.scoring.metrics import is_abstention
 
 if TYPE_CHECKING:
     from evolvemem.llm.client import LLMClient
@@ -46,9 +54,6 @@ _CHECKED_FORMS = ("date", "year", "month", "count")  # forms whose shape is unam
 def _context_terms(context: Sequence[MemoryUnit]) -> frozenset[str]:
     """Stems of every word the context holds, with each memory's date, its resolved notes and
     the dates its relative times ("yesterday") stand for."""
-    from evolvemem.roles.answer_offline import relative_date
-    from evolvemem.roles.reader_lexicon import stem, word_tokens
-    from evolvemem.roles.reader_support import view_of
 
     terms: set[str] = set()
     for unit in context:
@@ -64,13 +69,8 @@ def _context_terms(context: Sequence[MemoryUnit]) -> frozenset[str]:
 def judge_by_rules(question: Question, context: Sequence[MemoryUnit], answer: str,
                    unresolved_conflict: bool = False) -> tuple[str, str]:
     """(verdict, reason) by the offline rules of the module docstring."""
-    from evolvemem.roles.answer_offline import well_formed
-    from evolvemem.roles.reader_support import analyse_question
-    from evolvemem.roles.verify import answer_terms
-    from evolvemem.scoring.metrics import is_abstention
 
     if not answer.strip() or is_abstention(answer, lenient=True):
-        from evolvemem.roles.reader_support import rank_support
 
         _, persons, supports = rank_support(question.text, context)
         if persons and any(not s.person_ok and s.coverage >= OTHER_PERSON_SUPPORT for s in supports):
@@ -91,7 +91,6 @@ def judge_by_rules(question: Question, context: Sequence[MemoryUnit], answer: st
 
 def parse_verdict(parsed: Any) -> str:
     """The verdict in {"verdict": "pass" | "retry" | "refresh", ...}."""
-    from evolvemem.llm.ask import parse_choice
 
     return parse_choice(parsed, "verdict", VERDICTS)
 
@@ -102,9 +101,6 @@ def judge(question: Question, context: Sequence[MemoryUnit], answer: str, client
     rules, _ = judge_by_rules(question, context, answer, unresolved_conflict)
     if client is None:
         return rules, "rules", Usage()
-    from evolvemem.llm.ask import ask_json
-    from evolvemem.prompts import load_prompt
-    from evolvemem.roles.context_format import format_context, format_question_date
 
     prompt = load_prompt("answer_judge").render(
         question=question.text.strip(), question_date=format_question_date(question.question_date),

@@ -32,9 +32,19 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import TYPE_CHECKING, Any, Sequence
 
-from evolvemem.data.models import Question
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.contracts.usage import Usage
+from evolvemem.data.models import Question
+from evolvemem.llm.ask import ask_json
+from evolvemem.prompts import load_prompt
+from evolvemem.qtypes import classify_question
+from evolvemem.roles.context_format import (
+    format_context,
+    memory_date_text,
+    parse_memory_text,
+)
+from evolvemem.roles.reader_support import analyse_question, view_of
+from evolvemem.roles.verify import answer_terms
 
 if TYPE_CHECKING:
     from evolvemem.llm.client import LLMClient
@@ -55,7 +65,6 @@ _CHANGE = re.compile(
 def asks_current_state(question: Question) -> bool:
     """A knowledge-update question: typed so by the benchmark, or worded so ("now", "currently",
     "still", "latest" …, by the shared question-type rules)."""
-    from evolvemem.qtypes import classify_question
 
     return question.question_type == "knowledge_update" or classify_question(question.text) == "knowledge_update"
 
@@ -73,9 +82,6 @@ class _Facts:
 @functools.lru_cache(maxsize=32768)
 def facts_of(unit: MemoryUnit) -> _Facts:
     """What the conflict rules read of a memory (cached: contexts overlap across questions)."""
-    from evolvemem.roles.context_format import parse_memory_text
-    from evolvemem.roles.reader_support import view_of
-    from evolvemem.roles.verify import answer_terms
 
     view = view_of(unit)
     parsed = parse_memory_text(unit.content)
@@ -111,7 +117,6 @@ def _conflicting(a: _Facts, b: _Facts, asked: frozenset[str]) -> bool:
 def find_conflicts(question_text: str, context: Sequence[MemoryUnit]) -> list[Conflict]:
     """Conflicting pairs in the context: each older memory with its newest conflicting memory,
     in context order of the older one."""
-    from evolvemem.roles.reader_support import analyse_question
 
     asked = frozenset(analyse_question(question_text).terms)
     facts = [facts_of(u) for u in context]
@@ -126,7 +131,6 @@ def find_conflicts(question_text: str, context: Sequence[MemoryUnit]) -> list[Co
 
 def superseded_text(older: MemoryUnit, newer: MemoryUnit) -> str:
     """The offline update of the older memory: its own text, then what superseded it and when."""
-    from evolvemem.roles.context_format import memory_date_text
 
     when = memory_date_text(newer) or "a later date"
     return f"{older.content} (superseded as of {when}: {facts_of(newer).body})"
@@ -201,9 +205,6 @@ class Refresher:
     def _compute(conflict: Conflict, client: Any) -> tuple[str, Usage]:
         if client is None:
             return superseded_text(conflict.older, conflict.newer), Usage()
-        from evolvemem.llm.ask import ask_json
-        from evolvemem.prompts import load_prompt
-        from evolvemem.roles.context_format import format_context
 
         def dated(unit: MemoryUnit) -> str:  # "[8 May 2023] Priya: ..." without the list number
             return format_context([unit]).split(". ", 1)[1]

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from evolvemem.contracts.usage import Usage
 from evolvemem.data.models import Question
+from evolvemem.llm.ask import ask_json, parse_choice
+from evolvemem.prompts import load_prompt
 from evolvemem.space.registry import registry
 
 if TYPE_CHECKING:
@@ -73,7 +75,6 @@ def route_by_rules(question: str) -> str:
 
 def parse_route(parsed: Any) -> str:
     """The granularity in {"granularity": "..."} (a bare string is accepted too)."""
-    from evolvemem.llm.ask import parse_choice
 
     return parse_choice(parsed, "granularity", GRANULARITIES)
 
@@ -83,8 +84,6 @@ def route(question: str, client: LLMClient | None = None) -> tuple[str, str, Usa
     rules = route_by_rules(question)
     if client is None:
         return rules, "rules", Usage()
-    from evolvemem.llm.ask import ask_json
-    from evolvemem.prompts import load_prompt
 
     prompt = load_prompt("route").render(question=question.strip())
     chosen, cost = ask_json(client, prompt, role="route", max_tokens=ROUTE_MAX_TOKENS, parse=parse_route)

@@ -24,12 +24,14 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from evolvemem.data.dates import format_day
-from evolvemem.data.models import Conversation, Turn
-from evolvemem.memory import nlp
-from evolvemem.memory.stores import turn_line
 from evolvemem.contracts.memory import MemoryUnit, make_memory_id
 from evolvemem.contracts.usage import Usage
+from evolvemem.data.dates import format_day
+from evolvemem.data.models import Conversation, Turn
+from evolvemem.memory import narrative, nlp, offline_extract
+from evolvemem.memory.narrative import dated_digest, narrate_episode
+from evolvemem.memory.stores import turn_line
+from evolvemem.prompts import load_prompt
 
 if TYPE_CHECKING:
     from evolvemem.contracts.roles import TextEncoder
@@ -66,8 +68,6 @@ def topic_segments(vectors: np.ndarray, *, cut_std: float = CUT_STD, min_len: in
 
 def _rules_version(*extra: str) -> str:
     """Hash of the code that writes episodes (this module, the digest and the date notes)."""
-    from evolvemem.memory import narrative
-    from evolvemem.memory import offline_extract
 
     digest = hashlib.sha256()
     for path in (__file__, narrative.__file__, offline_extract.__file__):
@@ -89,7 +89,6 @@ class EpisodeExtractor:
         self.name = "episode-llm" if client is not None else "episode"
         extra = [str(getattr(embedder, "model_name", ""))]  # segmentation depends on the embedder
         if client is not None:
-            from evolvemem.prompts import load_prompt
 
             extra.append(load_prompt("episode").version)
         self.version = "episode-" + _rules_version(*extra)
@@ -112,8 +111,6 @@ class EpisodeExtractor:
 
     def extract(self, conversation: Conversation,
                 turn_ids: set[str] | None = None) -> tuple[list[MemoryUnit], Usage]:
-        from evolvemem.memory.narrative import dated_digest, narrate_episode
-
         self.failed_turns.pop(conversation.conversation_id, None)
         speakers = tuple(conversation.speakers)
         units: list[MemoryUnit] = []

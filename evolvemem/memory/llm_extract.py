@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Sequence
 
+from evolvemem.contracts.memory import MEMORY_TYPES, MemoryUnit, make_memory_id
+from evolvemem.contracts.usage import Usage
 from evolvemem.data.dates import format_day, parse_iso_datetime
 from evolvemem.data.models import Conversation, Turn
+from evolvemem.llm.client import LLMCallFailed, LLMJSONError
 from evolvemem.memory import nlp
-from evolvemem.contracts.memory import MEMORY_TYPES, MemoryUnit, make_memory_id
 from evolvemem.prompts import load_prompt
-from evolvemem.contracts.usage import Usage
 
 log = logging.getLogger(__name__)
 
@@ -201,8 +202,6 @@ class LLMExtractor:
                 time.sleep(self.retry_wait * (2**attempt))
 
     def _call(self, conversation: Conversation, targets: list[Turn], context: list[Turn], outcome: _Outcome, focus: str = "") -> None:
-        from evolvemem.llm.client import LLMCallFailed, LLMJSONError
-
         text = self.prompt.render(
             speakers=", ".join(conversation.speakers) or "(unknown)",
             context="\n".join(format_turn(t) for t in context) or "(none)",

@@ -17,13 +17,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from evolvemem.data.dates import format_day
-from evolvemem.data.models import Conversation
-from evolvemem.memory import nlp
 from evolvemem.contracts.memory import MemoryUnit, make_memory_id
 from evolvemem.contracts.roles import Extractor
 from evolvemem.contracts.usage import Usage
-from evolvemem.data.models import Turn
+from evolvemem.data.dates import format_day
+from evolvemem.data.models import Conversation, Turn
+from evolvemem.memory import nlp
+from evolvemem.memory.offline_extract import OfflineExtractor, resolve_relative_dates
 
 if TYPE_CHECKING:
     from evolvemem.contracts.roles import TextEncoder
@@ -40,8 +40,6 @@ RAW_VERSION = "raw-2"
 
 
 def _relative_date_notes(text: str, turn: Turn) -> list[str]:
-    from evolvemem.memory.offline_extract import resolve_relative_dates
-
     return resolve_relative_dates(text, turn.timestamp) if turn.timestamp else []
 
 
@@ -91,8 +89,6 @@ class RawTurnExtractor:
     name = "raw"
 
     def __init__(self) -> None:
-        from evolvemem.memory.offline_extract import OfflineExtractor
-
         self.version = f"{RAW_VERSION}-{OfflineExtractor().version}"  # the date-note rules live there
 
     def extract(self, conversation: Conversation, turn_ids: set[str] | None = None) -> tuple[list[MemoryUnit], Usage]:

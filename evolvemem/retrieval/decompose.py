@@ -16,8 +16,9 @@ import re
 import threading
 from typing import Any, Callable
 
-from evolvemem.prompts import load_prompt
 from evolvemem.contracts.usage import Usage
+from evolvemem.llm.client import LLMCallFailed, LLMJSONError
+from evolvemem.prompts import load_prompt
 
 log = logging.getLogger(__name__)
 
@@ -151,8 +152,6 @@ class LLMDecomposer:
         self._lock = threading.Lock()
 
     def decompose(self, question: str, max_sub_queries: int) -> tuple[list[str], Usage]:
-        from evolvemem.llm.client import LLMCallFailed, LLMJSONError
-
         limit = max(1, max_sub_queries)
         messages = [{"role": "user", "content": self.prompt.render(question=question, max_sub_queries=limit)}]
         try:

@@ -20,6 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from evolvemem.contracts.memory import MemoryUnit
+from evolvemem.memory.nlp import annotate, tokenize
 
 _EPOCH = datetime(1970, 1, 1)
 
@@ -35,7 +36,6 @@ def to_days(moment: datetime | None) -> float:
 
 def memory_tokens(unit: MemoryUnit) -> list[str]:
     """What BM25 indexes for a memory: its content plus its keywords."""
-    from evolvemem.memory.nlp import tokenize
 
     return tokenize(unit.content) + (tokenize(" ".join(unit.keywords)) if unit.keywords else [])
 
@@ -47,7 +47,6 @@ def memory_terms(unit: MemoryUnit, known_persons: Collection[str] = ()) -> list[
     content, so the structured view does not go silent on them."""
     terms = [*unit.persons, *unit.locations, *unit.entities]
     if not terms:
-        from evolvemem.memory.nlp import annotate
 
         found = annotate(unit.content, known_persons)
         terms = [*found.persons, *found.locations, *found.entities]

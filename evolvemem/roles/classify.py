@@ -8,10 +8,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from evolvemem.contracts.usage import Usage
 from evolvemem.data.models import Dataset
+from evolvemem.llm.client import LLMCallFailed
 from evolvemem.prompts import load_prompt
 from evolvemem.qtypes import QUESTION_TYPES
-from evolvemem.contracts.usage import Usage
 
 
 class LLMQuestionClassifier:
@@ -21,8 +22,6 @@ class LLMQuestionClassifier:
         self.client = client
 
     def classify(self, text: str) -> tuple[str | None, Usage]:
-        from evolvemem.llm.client import LLMCallFailed
-
         messages = [{"role": "user", "content": load_prompt("classify").render(question=text)}]
         try:
             parsed, reply = self.client.complete_json(messages, role="classify", max_tokens=30)
