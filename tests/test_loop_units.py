@@ -36,29 +36,36 @@ def test_proposal_validation_clamps_rejects_and_keeps_new_dimensions():
     assert proposal_from_raw("garbage").is_empty and proposal_from_raw("garbage").rejected
 
 
-def test_guard_reverts_on_regression_and_builds_on_the_best():
+def test_guard_reverts_on_a_paired_loss_and_builds_on_the_incumbent():
     weak = load_config("weak")[0]
     better, _ = weak.with_changes({"max_context": 12})
     worse, _ = better.with_changes({"keyword_top_k": 3})
-    scores = [RoundScore(0, 0.30, weak), RoundScore(1, 0.40, better), RoundScore(2, 0.35, worse)]
+    scores = [RoundScore(0, 0.30, weak, accepted=True), RoundScore(1, 0.40, better, accepted=True),
+              RoundScore(2, 0.35, worse, significant_loss=True)]
     reg = check_regression(scores, GuardSettings())
-    assert reg.reverted and reg.base.round == 1
+    assert reg.reverted and reg.base.round == 1 and reg.best.round == 1
     d = decide(scores, reg, Proposal(changes={"semantic_top_k": 10}), GuardSettings(), random.Random(0), set())
     assert d.decision == "reverted"
     assert d.next_config.keyword_top_k == better.keyword_top_k and d.next_config.semantic_top_k == 10
-    small_drop = [RoundScore(0, 0.30, weak), RoundScore(1, 0.295, better)]
-    assert not check_regression(small_drop, GuardSettings()).reverted
+    # a higher score that is not a paired gain is not the incumbent, and not a loss either
+    noise = [RoundScore(0, 0.30, weak, accepted=True), RoundScore(1, 0.31, better)]
+    reg = check_regression(noise, GuardSettings())
+    assert not reg.reverted and reg.best.round == 0 and reg.base.round == 1
 
 
-def test_guard_explores_on_stagnation_and_on_empty_or_repeated_proposals():
+def test_guard_explores_after_rounds_without_a_significant_gain_and_on_empty_or_repeated_proposals():
     weak = load_config("weak")[0]
     a, _ = weak.with_changes({"max_context": 10})
     b, _ = a.with_changes({"max_context": 11})
-    flat = [RoundScore(0, 0.300, weak), RoundScore(1, 0.302, a), RoundScore(2, 0.301, b)]
+    flat = [RoundScore(0, 0.300, weak, accepted=True), RoundScore(1, 0.330, a), RoundScore(2, 0.360, b)]
     reg = check_regression(flat, GuardSettings())
     d = decide(flat, reg, Proposal(changes={"semantic_top_k": 10}), GuardSettings(), random.Random(0), set())
-    assert d.decision == "explored" and d.changes and "moved the score by less than" in d.reason
-    moving = [RoundScore(0, 0.30, weak), RoundScore(1, 0.35, a)]
+    assert d.decision == "explored" and d.changes and "no significant gain" in d.reason
+    gaining = [RoundScore(0, 0.300, weak, accepted=True), RoundScore(1, 0.301, a), RoundScore(2, 0.302, b, accepted=True)]
+    reg = check_regression(gaining, GuardSettings())
+    assert decide(gaining, reg, Proposal(changes={"semantic_top_k": 10}, rationale="r"), GuardSettings(),
+                  random.Random(0), set()).decision == "applied"
+    moving = [RoundScore(0, 0.30, weak, accepted=True), RoundScore(1, 0.35, a, accepted=True)]
     reg = check_regression(moving, GuardSettings())
     assert decide(moving, reg, Proposal(), GuardSettings(), random.Random(0), set()).decision == "explored"
     seen = {a.with_changes({"max_context": 20})[0].fingerprint()}
@@ -70,7 +77,7 @@ def test_guard_explores_on_stagnation_and_on_empty_or_repeated_proposals():
 
 def test_guard_never_applies_adversarial_overrides():
     weak = load_config("weak")[0]
-    scores = [RoundScore(0, 0.3, weak)]
+    scores = [RoundScore(0, 0.3, weak, accepted=True)]
     p = Proposal(overrides={"adversarial": {"answer_style": "cautious"}, "temporal": {"answer_style": "temporal"}})
     d = decide(scores, check_regression(scores, GuardSettings()), p, GuardSettings(), random.Random(0), set())
     assert "adversarial" not in d.next_config.overrides() and "temporal" in d.next_config.overrides()

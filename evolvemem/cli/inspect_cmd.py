@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.table import Table
 
-from evolvemem.cli.run_cmd import changes_text
+from evolvemem.cli.run_cmd import changes_text, paired_text
 from evolvemem.cli.ui import UI, fmt
 from evolvemem.errors import EvolveMemError
 
@@ -47,7 +47,7 @@ def show_run(ui: UI, run: str) -> dict:
         manifest = store.manifest()
         rounds = store.query("""SELECT r.round, r.phase, r.main_f1, r.adversarial_f1, r.all_f1, r.evidence_recall,
                                        r.by_category, r.n_questions, r.n_failed, r.wall_seconds, d.decision, d.reason,
-                                       d.changes, d.delta, d.memories_added
+                                       d.changes, d.delta, d.memories_added, d.accepted, d.paired, d.verdict
                                 FROM rounds r LEFT JOIN decisions d ON d.round = r.round AND r.phase = 'dev'
                                 WHERE r.phase IN ('dev', 'eval') ORDER BY r.round""")
         usage = {u["round"]: u for u in store.query(
@@ -65,35 +65,40 @@ def show_run(ui: UI, run: str) -> dict:
     categories = sorted({c for r in rounds for c in (r["by_category"] or {})})
     table = Table(title="rounds (dev)", title_justify="left")
     for col in ["round", f"dev {objective}", "Δ", "main", "adv.", *[f"cat {c}" for c in categories],
-                "decision", "changes for next round", "calls", "tokens"]:
-        table.add_column(col, overflow="fold" if col.startswith("changes") else "ellipsis", min_width=28 if col.startswith("changes") else None)
+                "paired vs best", "decision", "changes for next round", "calls", "tokens"]:
+        wrap = col.startswith(("changes", "paired"))
+        table.add_column(col, overflow="fold" if wrap else "ellipsis", min_width=28 if wrap else None)
     out_rounds = []
     prev = None
     for r in rounds:
-        score = r["all_f1"] if objective == "all" else r["main_f1"]
+        score = r["main_f1"] if objective == "main" else r["all_f1"]
         u = usage.get(r["round"], {})
         tokens = (u.get("prompt_tokens") or 0) + (u.get("completion_tokens") or 0)
         by_cat = r["by_category"] or {}
         table.add_row(str(r["round"]), fmt(score), "" if prev is None or score is None else f"{score - prev:+.4f}",
                       fmt(r["main_f1"]), fmt(r["adversarial_f1"]),
                       *[fmt((by_cat.get(c) or {}).get("f1")) for c in categories],
-                      r["decision"] or "-", changes_text(r["changes"] or [], limit=6), str(u.get("calls") or 0),
+                      paired_text(r["paired"], r["accepted"]), r["decision"] or "-", changes_text(r["changes"] or [], limit=6), str(u.get("calls") or 0),
                       str(tokens))
         out_rounds.append({"round": r["round"], "dev_score": score, "main_f1": r["main_f1"],
                            "adversarial_f1": r["adversarial_f1"], "all_f1": r["all_f1"],
                            "evidence_recall": r["evidence_recall"],
                            "by_category": {c: (by_cat.get(c) or {}).get("f1") for c in categories},
                            "decision": r["decision"], "reason": r["reason"], "changes": r["changes"] or [],
+                           "accepted": r["accepted"], "verdict": r["verdict"], "paired": r["paired"],
                            "calls": u.get("calls") or 0, "cache_hits": u.get("cache_hits") or 0, "tokens": tokens,
                            "cost_usd": u.get("cost_usd") or 0.0, "memories_added": r["memories_added"] or 0})
         prev = score if score is not None else prev
     ui.print(table)
     for r in out_rounds:
+        if r["verdict"] and r["round"] > 0:
+            ui.info(f"  round {r['round']} judged: {r['verdict']}")
         if r["reason"]:
             ui.info(f"  round {r['round']} → {r['decision']}: {r['reason']}")
     result: dict = {"run_dir": run, "manifest": manifest, "rounds": out_rounds}
     if out_rounds and manifest.get("kind") == "run":
-        best = max(out_rounds, key=lambda x: (x["dev_score"] or 0, -x["round"]))
+        accepted = [x for x in out_rounds if x["accepted"]]
+        best = accepted[-1] if accepted else max(out_rounds, key=lambda x: (x["dev_score"] or 0, -x["round"]))
         result["best_round"] = best["round"]
         result["dev"] = {"start": out_rounds[0], "best": best}
         result["test"] = {k.removeprefix("test_"): headline(v) for k, v in finals.items()}

@@ -27,25 +27,41 @@ def changes_text(changes: list[dict], limit: int = 4) -> str:
     return escape("; ".join(parts)) or "-"
 
 
+def paired_text(paired: dict | None, accepted: bool | None) -> str:
+    """A round against the incumbent: paired F1 difference and p-value per group, and the verdict."""
+    if not paired:
+        return "start" if accepted else "-"
+    parts = []
+    for group, label in (("main", "main"), ("adversarial", "adv")):
+        stat = (paired.get("groups") or {}).get(group) or {}
+        if stat.get("n"):
+            p = min(stat["p_gain"], stat["p_loss"])
+            parts.append(f"{label} {stat['diff']:+.3f} (p {p:.2f})")
+    verdict = "new best" if accepted else "kept best"
+    return f"vs r{paired['incumbent_round']}: {' · '.join(parts)} → {verdict}"
+
+
 def round_line(info: dict) -> str:
     dev = info["dev"]
     return (f"round {info['round']}: dev {info['score']:.4f} (main {fmt(dev.get('main'))}, adversarial "
-            f"{fmt(dev.get('adversarial'))}) → {info['decision']}: {changes_text(info['changes'])}")
+            f"{fmt(dev.get('adversarial'))}) {paired_text(info.get('paired'), info.get('accepted'))}; "
+            f"{info['decision']}: {changes_text(info['changes'])}")
 
 
 def rounds_table(rounds: list[dict], title: str) -> Table:
     table = Table(title=title, title_justify="left")
-    for col in ("round", "dev objective", "Δ", "main", "adv.", "evid. recall", "decision", "changes for next round",
-                "calls", "time"):
-        table.add_column(col, overflow="fold" if col.startswith("changes") else "ellipsis",
-                         no_wrap=not col.startswith("changes"))
+    for col in ("round", "dev objective", "Δ", "main", "adv.", "evid. recall", "paired vs best (same questions)",
+                "decision", "changes for next round", "calls", "time"):
+        wrap = col.startswith(("changes", "paired"))
+        table.add_column(col, overflow="fold" if wrap else "ellipsis", no_wrap=not wrap)
     prev = None
     for info in rounds:
         dev = info["dev"]
         delta = "" if prev is None else f"{info['score'] - prev:+.4f}"
         usage = info.get("usage") or {}
         table.add_row(str(info["round"]), f"{info['score']:.4f}", delta, fmt(dev.get("main")),
-                      fmt(dev.get("adversarial")), fmt(dev.get("evidence_recall")), info["decision"],
+                      fmt(dev.get("adversarial")), fmt(dev.get("evidence_recall")),
+                      paired_text(info.get("paired"), info.get("accepted")), info["decision"],
                       changes_text(info["changes"], limit=6), str(usage.get("calls") or 0),
                       f"{info.get('seconds', 0):.1f}s")
         prev = info["score"]
@@ -90,7 +106,8 @@ def run_loop(ui: UI, session: Session) -> dict:
 
 
 def _print_dev_test(ui: UI, result: RunResult) -> None:
-    table = Table(title="start vs best (best chosen on dev; test scored once)", title_justify="left")
+    table = Table(title="start vs best (best = the last round that beat its incumbent on paired dev evidence; "
+                        "test scored once)", title_justify="left")
     for col in ("split", "config", "main F1", "adversarial F1", "all F1", "evidence recall", "n"):
         table.add_column(col)
     for split_name, block in (("dev", result.dev), ("test", result.test)):

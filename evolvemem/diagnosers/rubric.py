@@ -172,7 +172,10 @@ def _tried_without_gain(history: list[dict]) -> set[tuple]:
     bad = set()
     for item in history:
         outcome = item.get("outcome_delta")
-        if item.get("decision") == "explored" or outcome is None or outcome > 0.001:
+        if item.get("decision") == "explored" or outcome is None:
+            continue
+        gained = item["outcome_accepted"] if item.get("outcome_accepted") is not None else outcome > 0.001
+        if gained:
             continue
         for change in item.get("changes") or []:
             old = None if change.get("old") == "(global)" else change.get("old")

@@ -15,7 +15,13 @@ WORST_PER_TYPE = 3
 
 
 def build_diagnosis_input(store: RunStore, round_no: int, phase: str, config: RetrievalConfig, objective: str, score: float,
-                          previous_round: int | None) -> DiagnosisInput:
+                          previous_round: int | None, current_round: int | None = None,
+                          current_score: float | None = None, current_accepted: bool | None = None) -> DiagnosisInput:
+    """`round_no` is the round diagnosed (the base of the next config: the incumbent after a
+    revert); the history covers every decision before `current_round` (the latest round), so a
+    change tried after the incumbent is remembered with its outcome."""
+    current_round = round_no if current_round is None else current_round
+    current_score = score if current_score is None else current_score
     q = store.query
     params = [round_no, phase]
     overall = q("""SELECT count(*) AS n, avg(f1) AS f1, avg(evidence_recall) AS evidence_recall,
@@ -54,13 +60,17 @@ def build_diagnosis_input(store: RunStore, round_no: int, phase: str, config: Re
     # the true outcome of each earlier change: the score of the round it produced minus the
     # score of the config it was applied to
     history = q("""SELECT round, decision, reason, round(score, 4) AS score, round(delta, 4) AS delta,
-                          changes, base_score FROM decisions WHERE round < ? ORDER BY round""", [round_no])
+                          changes, base_score, accepted FROM decisions WHERE round < ? ORDER BY round""", [current_round])
     scores = {h["round"]: h["score"] for h in history}
-    scores[round_no] = score
+    scores[current_round] = current_score
+    accepted = {h["round"]: h.pop("accepted") for h in history}
+    accepted[current_round] = current_accepted
     for item in history:
         produced = scores.get(item["round"] + 1)
         base = item.pop("base_score")
         item["outcome_delta"] = round(produced - base, 4) if produced is not None and base is not None else None
+        # did the config this change produced beat the incumbent on paired evidence?
+        item["outcome_accepted"] = accepted.get(item["round"] + 1)
     return DiagnosisInput(
         round=round_no, objective=objective, score=score,
         overall={k: (round(v, 4) if isinstance(v, float) else v) for k, v in overall.items()},

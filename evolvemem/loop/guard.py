@@ -1,12 +1,15 @@
 """The guard (meta-analyzer): decide how the next round's config is made.
 
-- revert: the score fell more than `revert_threshold` below the best so far → the next config
-  is built from the best config, not from the regressed one;
-- explore: `stagnation_rounds` rounds in a row moved the score by less than `stagnation_epsilon`,
-  or the proposal is empty or would repeat an evaluated config → a random perturbation of a
-  few dimensions of the base config;
+Every round after the first is compared, paired, with the incumbent (the best round so far) on
+the same dev questions (evolvemem/loop/paired.py):
+- accepted: a significant gain that holds across conversations → it becomes the incumbent;
+- revert: a significant loss (or the objective falling more than `revert_threshold`) → the next
+  config is built from the incumbent, not from the regressed one;
+- explore: `stagnation_rounds` rounds in a row without a significant gain, or the proposal is
+  empty or would repeat an evaluated config → a random perturbation of a few dimensions;
 - apply: otherwise the clamped proposal is applied to the base config.
-The result of a run is the argmax-over-rounds config on dev."""
+The result of a run is the incumbent: a config that beat the start on paired evidence, or the
+start itself."""
 from __future__ import annotations
 
 import random
@@ -23,8 +26,10 @@ from evolvemem.space.ops import Change, diff_configs, perturb
 @dataclass
 class RoundScore:
     round: int
-    score: float
+    score: float  # the dev objective's mean (all F1 for the balanced objective), for display
     config: RetrievalConfig
+    accepted: bool = False  # became the incumbent (round 0 always does)
+    significant_loss: bool = False  # worse than the incumbent: the next step reverts
 
 
 @dataclass
@@ -47,25 +52,26 @@ class GuardDecision:
     clamps: list[ClampReport] = field(default_factory=list)
 
 
-def check_regression(scores: list[RoundScore], settings: GuardSettings) -> Regression:
-    """Judge the latest round against the best of the earlier ones."""
+def incumbent_of(scores: list[RoundScore]) -> RoundScore:
+    """The latest accepted round (the start when none was)."""
+    return next(s for s in reversed(scores) if s.accepted or s.round == scores[0].round)
+
+
+def check_regression(scores: list[RoundScore], settings: GuardSettings, reason: str = "") -> Regression:
+    """Judge the latest round by its paired verdict against the incumbent."""
     current = scores[-1]
-    earlier = scores[:-1]
-    delta = current.score - earlier[-1].score if earlier else None
-    best_before = max(earlier, key=lambda s: (s.score, -s.round)) if earlier else None
-    best = current if best_before is None or current.score > best_before.score else best_before
-    if best_before is not None and current.score < best_before.score - settings.revert_threshold:
-        reason = (f"score {current.score:.4f} is {best_before.score - current.score:.4f} below the best "
-                  f"(round {best_before.round}, {best_before.score:.4f}) > tau_rev {settings.revert_threshold}")
-        return Regression(best_before, best, True, delta, reason)
+    delta = current.score - scores[-2].score if len(scores) > 1 else None
+    best = incumbent_of(scores)
+    if current.significant_loss and not current.accepted:
+        return Regression(best, best, True, delta, reason or f"round {current.round} is worse than round {best.round}")
     return Regression(current, best, False, delta, "")
 
 
 def _stagnating(scores: list[RoundScore], settings: GuardSettings) -> bool:
+    """The last `stagnation_rounds` rounds brought no significant gain."""
     if len(scores) <= settings.stagnation_rounds:
         return False
-    recent = scores[-(settings.stagnation_rounds + 1):]
-    return all(abs(b.score - a.score) < settings.stagnation_epsilon for a, b in zip(recent, recent[1:]))
+    return not any(s.accepted for s in scores[-settings.stagnation_rounds:])
 
 
 def decide(scores: list[RoundScore], regression: Regression, proposal: Proposal, settings: GuardSettings,
@@ -79,8 +85,7 @@ def decide(scores: list[RoundScore], regression: Regression, proposal: Proposal,
     candidate, clamps = proposal.apply_to(base)
     why_explore = ""
     if not regression.reverted and _stagnating(scores, settings):
-        why_explore = (f"the last {settings.stagnation_rounds} rounds moved the score by less than "
-                       f"{settings.stagnation_epsilon}")
+        why_explore = f"the last {settings.stagnation_rounds} rounds brought no significant gain"
     elif proposal.is_empty:
         why_explore = "the diagnoser proposed no change"
     elif candidate.fingerprint() in seen_fingerprints:

@@ -19,7 +19,8 @@ from evolvemem.data.split import split_dataset
 from evolvemem.diagnosers import make_diagnoser
 from evolvemem.errors import DataError
 from evolvemem.loop.diagnosis_input import build_diagnosis_input
-from evolvemem.loop.guard import RoundScore, check_regression, decide
+from evolvemem.loop.guard import RoundScore, check_regression, decide, incumbent_of
+from evolvemem.loop.paired import Comparison, Verdict, accept, compare
 from evolvemem.loop.reextract import reextract, uncovered_sessions
 from evolvemem.loop.snapshots import write_final, write_round_snapshot
 from evolvemem.loop.spec import RunSpec
@@ -61,7 +62,8 @@ class RunResult:
 
 
 def objective_of(summary_or_row: dict, objective: str) -> float:
-    key = {"all": ("all", "all_f1"), "main": ("main", "main_f1")}[objective]
+    """The round's headline number for `objective` (balanced: all F1; decisions are paired)."""
+    key = {"balanced": ("all", "all_f1"), "all": ("all", "all_f1"), "main": ("main", "main_f1")}[objective]
     value = summary_or_row.get(key[0], summary_or_row.get(key[1]))
     return float(value or 0.0)
 
@@ -109,7 +111,6 @@ class EvolutionRunner:
         seen: set[str] = set()
         config = self.init_config
         result = RunResult(self.store.run_dir)
-        stale = 0
         for round_no in range(spec.rounds + 1):
             if round_no > 0:
                 previous = self.store.decision(round_no - 1)
@@ -119,16 +120,25 @@ class EvolutionRunner:
             started = time.perf_counter()
             summary, eval_seconds = self._evaluate(config, self.dev.questions, round_no, "dev")
             score = objective_of(summary, spec.objective)
-            best_before = max((s.score for s in scores), default=None)
-            scores.append(RoundScore(round_no, score, config))
+            decision = self.store.decision(round_no)
+            comparison, verdict = None, None
+            if round_no == 0:
+                accepted, loss = True, False
+            elif decision is not None and decision.get("accepted") is not None:
+                accepted, loss = bool(decision["accepted"]), bool(decision["significant_loss"])
+            else:
+                comparison, verdict = self._judge(round_no, incumbent_of(scores).round)
+                accepted, loss = verdict.accepted, verdict.significant_loss
+            scores.append(RoundScore(round_no, score, config, accepted, loss))
             seen.add(config.fingerprint())
             self.diagnoser.observe(config, score)
-            stale = 0 if best_before is None or score > best_before else stale + 1
-            decision = self.store.decision(round_no)
+            stale = round_no - incumbent_of(scores).round
             if decision is None:
-                decision = self._decide(round_no, scores, seen, stale)
+                decision = self._decide(round_no, scores, seen, stale, comparison, verdict)
             info = {
-                "round": round_no, "dev": summary, "score": score, "decision": decision["decision"],
+                "round": round_no, "dev": summary, "score": score, "accepted": accepted,
+                "verdict": decision.get("verdict") or "", "paired": decision.get("paired"),
+                "decision": decision["decision"],
                 "reason": decision["reason"], "changes": decision["changes"] or [],
                 "memories_added": decision["memories_added"] or 0,
                 "seconds": time.perf_counter() - started, "eval_seconds": eval_seconds,
@@ -137,7 +147,7 @@ class EvolutionRunner:
             result.rounds.append(info)
             if self.hooks.round_done:
                 self.hooks.round_done(info)
-        best = max(scores, key=lambda s: (s.score, -s.round))
+        best = incumbent_of(scores)
         result.best_round = best.round
         result.dev = {"start": headline(self.store.round_row(0, "dev")),
                       "best": headline(self.store.round_row(best.round, "dev"))}
@@ -145,25 +155,41 @@ class EvolutionRunner:
         result.best_config_path = write_final(self.store.run_dir, best, scores[0], result)
         return result
 
-    def _decide(self, round_no: int, scores: list[RoundScore], seen: set[str], stale: int) -> dict:
+    def _judge(self, round_no: int, incumbent_round: int) -> tuple[Comparison, Verdict]:
+        """The paired comparison of a dev round with the incumbent, and the guard's verdict."""
+        spec = self.spec
+        comparison = compare(self.store.round_records(round_no, "dev"), self.store.round_records(incumbent_round, "dev"),
+                             round_no, incumbent_round, self.ws.dataset.adversarial_categories, spec.objective,
+                             folds=spec.guard.folds, seed=spec.seed)
+        return comparison, accept(comparison, spec.objective, spec.guard)
+
+    def _decide(self, round_no: int, scores: list[RoundScore], seen: set[str], stale: int,
+                comparison: Comparison | None, verdict: Verdict | None) -> dict:
         spec = self.spec
         current = scores[-1]
         delta = current.score - scores[-2].score if len(scores) > 1 else None
-        best = max(scores, key=lambda s: (s.score, -s.round))
-        row: dict[str, Any] = {"round": round_no, "score": current.score, "delta": delta, "best_round": best.round,
-               "best_score": best.score, "changes": [], "next_config": None, "reextracted_sessions": [],
-               "memories_added": 0, "base_round": current.round, "base_score": current.score}
+        best = incumbent_of(scores)
+        row: dict[str, Any] = {
+            "round": round_no, "score": current.score, "delta": delta, "best_round": best.round,
+            "best_score": best.score, "changes": [], "next_config": None, "reextracted_sessions": [],
+            "memories_added": 0, "base_round": current.round, "base_score": current.score,
+            "accepted": current.accepted, "significant_loss": current.significant_loss,
+            "compared_with": None if comparison is None else comparison.incumbent_round,
+            "verdict": "starting config" if verdict is None else verdict.reason,
+            "paired": None if comparison is None else comparison.as_dict()}
         if round_no >= spec.rounds or (spec.patience and stale >= spec.patience):
             final = round_no >= spec.rounds
             row.update(decision="stopped" if final else "converged",
-                       reason="round limit reached" if final else f"no improvement for {stale} rounds")
+                       reason="round limit reached" if final else f"no significant gain for {stale} rounds")
             self.store.record_decision(row)
             write_round_snapshot(self.store.run_dir, round_no, current.config, row, None, None)
             return row
-        regression = check_regression(scores, spec.guard)
+        regression = check_regression(scores, spec.guard, "" if verdict is None else verdict.reason)
         base = regression.base
         inp = build_diagnosis_input(self.store, base.round, "dev", base.config, spec.objective, base.score,
-                                    previous_round=scores[-2].round if len(scores) > 1 else None)
+                                    previous_round=scores[-2].round if len(scores) > 1 else None,
+                                    current_round=current.round, current_score=current.score,
+                                    current_accepted=current.accepted)
         before = self.ws.roles.usage_snapshot()
         diagnosis = self.diagnoser.diagnose(inp, base.config)
         free_dims = self._drop_fixed(diagnosis.proposal)

@@ -6,18 +6,31 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
-OBJECTIVES = ("all", "main")
+# balanced: gain on answerable or unanswerable questions without losing on the other (the default);
+# all / main: the mean F1 over all questions / over the answerable ones
+OBJECTIVES = ("balanced", "all", "main")
 
 
 @dataclass(frozen=True)
 class GuardSettings:
-    revert_threshold: float = 0.01
-    stagnation_epsilon: float = 0.005
-    stagnation_rounds: int = 2
+    """How the guard judges a round against the incumbent (evolvemem/loop/paired.py)."""
+
+    revert_threshold: float = 0.01  # revert when the objective falls more than this (or significantly)
+    stagnation_rounds: int = 2  # explore after this many rounds in a row without a significant gain
     explore_dims: int = 3
+    alpha: float = 0.05  # significance level of the paired tests
+    min_effect: float = 0.005  # smallest mean F1 gain that counts
+    max_loss: float = 0.005  # largest mean F1 loss a group may take (balanced objective)
+    consistency_tolerance: float = 0.005  # a conversation "holds" when it loses less than this
+    folds: int = 0  # > 1: every fold of dev conversations must hold too
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "GuardSettings":
+        """From a manifest (settings a newer version dropped are ignored)."""
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
 @dataclass
@@ -28,7 +41,7 @@ class RunSpec:
     rounds: int = 7
     init: str = "weak"
     seed: int = 0
-    objective: str = "all"
+    objective: str = "balanced"
     protocol: str = "official"
     models: dict[str, Any] = field(default_factory=dict)
     guard: GuardSettings = field(default_factory=GuardSettings)
@@ -47,6 +60,6 @@ class RunSpec:
     @classmethod
     def from_dict(cls, data: dict) -> "RunSpec":
         data = dict(data)
-        data["guard"] = GuardSettings(**data.get("guard", {}))
+        data["guard"] = GuardSettings.from_dict(data.get("guard", {}))
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in known})

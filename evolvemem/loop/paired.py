@@ -1,0 +1,159 @@
+"""Paired decisions: is a candidate round better than the incumbent on the *same* dev questions?
+
+Both rounds answered every dev question, so each question gives one difference (candidate F1 −
+incumbent F1). Per group of questions (answerable = "main", unanswerable = "adversarial", and
+"all") we report the mean difference, a 95% interval from a two-stage bootstrap (whole
+conversations resampled, then questions within them: one conversation cannot carry it), and one-sided p-values from a sign-flip
+permutation test over questions (under "no difference" each difference is as likely to have
+the other sign). A change becomes the new best only when it passes `accept`:
+
+- `balanced` (default): some group gains (mean ≥ min effect, p < alpha) and no group loses
+  (mean below −max loss — at least one question's worth — or significantly below zero):
+  trading answered questions for abstentions is not a gain;
+- `all` / `main`: that group gains;
+- and in every case a majority of dev conversations are not hurt beyond the tolerance (with
+  `folds`, every fold of conversations).
+Every figure is recorded with the decision so a reader can judge it."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from evolvemem.loop.spec import GuardSettings
+
+GROUPS = ("main", "adversarial", "all")
+RESAMPLES = 4000
+
+
+@dataclass(frozen=True)
+class PairedStat:
+    """One group's paired comparison (candidate − incumbent)."""
+
+    n: int
+    candidate: float
+    incumbent: float
+    diff: float
+    ci_low: float
+    ci_high: float
+    p_gain: float  # one-sided: the candidate is better
+    p_loss: float  # one-sided: the candidate is worse
+
+
+@dataclass(frozen=True)
+class Comparison:
+    candidate_round: int
+    incumbent_round: int
+    groups: dict[str, PairedStat]
+    by_conversation: dict[str, float]  # objective difference per dev conversation
+    by_fold: list[float] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    accepted: bool  # the candidate becomes the incumbent
+    significant_loss: bool  # the candidate is worse than the incumbent (revert)
+    reason: str
+
+
+def _stat(diffs: np.ndarray, cand: np.ndarray, inc: np.ndarray, convs: np.ndarray,
+          rng: np.random.Generator) -> PairedStat:
+    n = len(diffs)
+    if n == 0:
+        return PairedStat(0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0)
+    observed = float(diffs.mean())
+    signs = rng.choice(np.array([-1.0, 1.0]), size=(RESAMPLES, n))
+    null = (signs * diffs).mean(axis=1)
+    p_gain = float((1 + np.count_nonzero(null >= observed - 1e-12)) / (RESAMPLES + 1))
+    p_loss = float((1 + np.count_nonzero(null <= observed + 1e-12)) / (RESAMPLES + 1))
+    # two-stage bootstrap: resample whole conversations, then questions within each one
+    names = sorted(set(convs.tolist()))
+    half = RESAMPLES // 2
+    within = np.stack([diffs[convs == name][rng.integers(0, int((convs == name).sum()), size=(half, int((convs == name).sum())))].sum(axis=1)
+                       for name in names], axis=1)  # (resample, conversation) -> resampled sum
+    counts = np.array([(convs == name).sum() for name in names], dtype=float)
+    picks = rng.integers(0, len(names), size=(half, len(names)))
+    boot = np.take_along_axis(within, picks, axis=1).sum(axis=1) / counts[picks].sum(axis=1)
+    low, high = np.percentile(boot, [2.5, 97.5])
+    return PairedStat(n, float(cand.mean()), float(inc.mean()), observed, float(low), float(high), p_gain, p_loss)
+
+
+def compare(candidate: list[dict], incumbent: list[dict], candidate_round: int, incumbent_round: int,
+            adversarial_categories: tuple[str, ...] | set[str], objective: str, folds: int = 0,
+            seed: int = 0) -> Comparison:
+    """Pair two rounds' records by question (failed ones on either side are left out)."""
+    inc_by_id = {r["question_id"]: r for r in incumbent if not r.get("failed") and r.get("f1") is not None}
+    pairs = [(r, inc_by_id[r["question_id"]]) for r in candidate
+             if not r.get("failed") and r.get("f1") is not None and r["question_id"] in inc_by_id]
+    pairs.sort(key=lambda p: p[0]["question_id"])
+    cand = np.array([c["f1"] for c, _ in pairs], dtype=float)
+    inc = np.array([i["f1"] for _, i in pairs], dtype=float)
+    convs = np.array([c["conversation_id"] for c, _ in pairs], dtype=object)
+    adversarial = np.array([str(c["category"]) in {str(a) for a in adversarial_categories} for c, _ in pairs],
+                           dtype=bool)
+    diffs = cand - inc
+    rng = np.random.default_rng(seed)
+    masks = {"main": ~adversarial, "adversarial": adversarial, "all": np.ones(len(pairs), dtype=bool)}
+    groups = {g: _stat(diffs[m], cand[m], inc[m], convs[m], rng) for g, m in masks.items()}
+    objective_mask = masks["main"] if objective == "main" else masks["all"]
+    by_conversation = {str(c): float(diffs[objective_mask & (convs == c)].mean())
+                       for c in sorted(set(convs[objective_mask].tolist()))}
+    by_fold: list[float] = []
+    if folds > 1:
+        names = list(by_conversation)
+        for k in range(folds):
+            members = set(names[k::folds])
+            mask = objective_mask & np.array([c in members for c in convs], dtype=bool)
+            if mask.any():
+                by_fold.append(float(diffs[mask].mean()))
+    return Comparison(candidate_round, incumbent_round, groups, by_conversation, by_fold)
+
+
+def _gains(stat: PairedStat, settings: GuardSettings) -> bool:
+    return stat.n > 0 and stat.diff >= settings.min_effect and stat.p_gain < settings.alpha
+
+
+def _loses(stat: PairedStat, settings: GuardSettings) -> bool:
+    """Significantly worse, or worse by more than `max_loss` of mean F1 — or one question's worth
+    in a small group, where a single flipped answer already moves the mean by 1/n."""
+    tolerance = max(settings.max_loss, 1.0 / stat.n) if stat.n else settings.max_loss
+    return stat.n > 0 and (stat.diff < -tolerance or (stat.diff < 0 and stat.p_loss < settings.alpha))
+
+
+def accept(comparison: Comparison, objective: str, settings: GuardSettings) -> Verdict:
+    """Whether the candidate becomes the new best, and whether it is a loss worth reverting."""
+    g = comparison.groups
+    judged = ("main", "adversarial") if objective == "balanced" else (objective,)
+    gains = [name for name in judged if _gains(g[name], settings)]
+    losses = [name for name in judged if _loses(g[name], settings)]
+    if objective == "balanced":
+        losses = [name for name in ("main", "adversarial") if _loses(g[name], settings)]
+    convs = comparison.by_conversation
+    held = sum(1 for d in convs.values() if d >= -settings.consistency_tolerance)
+    consistent = held * 2 > len(convs) if convs else True
+    folds_hold = all(d >= -settings.consistency_tolerance for d in comparison.by_fold)
+    objective_stat = g["main" if objective == "main" else "all"]
+    significant_loss = bool(losses) or objective_stat.diff < -settings.revert_threshold
+
+    def describe(name: str) -> str:
+        s = g[name]
+        return f"{name} {s.diff:+.4f} [{s.ci_low:+.4f}, {s.ci_high:+.4f}] p={min(s.p_gain, s.p_loss):.3f}"
+
+    detail = "; ".join(describe(name) for name in ("main", "adversarial", "all") if g[name].n)
+    if gains and not losses and consistent and folds_hold:
+        return Verdict(True, False, f"significant gain on {', '.join(gains)} vs round {comparison.incumbent_round} "
+                                    f"({detail}; {held}/{len(convs)} conversations hold)")
+    why = []
+    if losses:
+        why.append(f"loses on {', '.join(losses)}")
+    if not gains:
+        why.append("no significant gain")
+    if not consistent:
+        why.append(f"only {held}/{len(convs)} conversations hold")
+    if not folds_hold:
+        why.append("a fold loses")
+    return Verdict(False, significant_loss, f"not better than round {comparison.incumbent_round}: "
+                                           f"{', '.join(why)} ({detail})")
