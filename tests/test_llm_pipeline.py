@@ -291,7 +291,7 @@ def llm_run(server: FakeLLMServer, out: Path) -> Any:
                   "--extract-model", "offline", "--diagnoser", "llm", "--out", str(out), "--quiet")
 
 
-def test_run_with_a_garbled_llm_diagnosis_logs_it_and_continues(tmp_path: Path) -> None:
+def test_run_with_a_garbled_llm_diagnosis_logs_it_and_falls_back_to_the_rubric(tmp_path: Path) -> None:
     garbled = "Looking at the failures, I would raise max_context a bit and maybe turn on"
     with FakeLLMServer(make_responder(garbled)) as server:
         result = llm_run(server, tmp_path / "run")
@@ -302,8 +302,10 @@ def test_run_with_a_garbled_llm_diagnosis_logs_it_and_continues(tmp_path: Path) 
     assert len(diagnoses) == 1
     assert diagnoses[0]["raw_response"] == garbled and "unparseable" in diagnoses[0]["parse_error"]
     assert diagnoses[0]["proposal"]["changes"] == {} and diagnoses[0]["proposal"]["overrides"] == {}
-    decision = query(tmp_path / "run", "SELECT decision, reason FROM decisions WHERE round = 0")[0]
-    assert decision["decision"] == "explored" and "proposed no change" in decision["reason"]
+    # not silent random exploration: the round falls back to the rubric's best action, said so
+    decision = query(tmp_path / "run", "SELECT decision, reason, fallback FROM decisions WHERE round = 0")[0]
+    assert "unparseable" in decision["fallback"] and decision["fallback"].endswith("rubric fallback")
+    assert decision["decision"] == "applied" and decision["reason"].startswith("rubric fallback")
     done = query(tmp_path / "run", "SELECT round FROM rounds WHERE phase = 'dev' AND status = 'done' ORDER BY round")
     assert [r["round"] for r in done] == [0, 1]  # the run went on to round 1
     roles = {r["role"] for r in query(tmp_path / "run", "SELECT DISTINCT role FROM usage")}

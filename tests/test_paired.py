@@ -82,3 +82,44 @@ def test_failed_questions_are_left_out_of_the_pairs_and_folds_must_all_hold():
     comparison = compare(better, base, 1, 0, ADV, "balanced", folds=2)
     assert comparison.groups["main"].n == 199 and len(comparison.by_fold) == 2
     assert accept(comparison, "balanced", GuardSettings(folds=2)).accepted
+
+
+# ----------------------------------------------------------------------------- proposals vs evidence
+def _input(taxonomy: dict[str, int], history: list[dict] | None = None, view_credit: dict | None = None):
+    from evolvemem.contracts.diagnosis import DiagnosisInput
+    from evolvemem.space.config import load_config
+
+    config = load_config("default")[0]
+    return DiagnosisInput(round=2, objective="balanced", score=0.3, overall={}, by_type=[], by_category=[],
+                          taxonomy=taxonomy, taxonomy_by_type={}, worst_cases=[], config=config.values(),
+                          overrides={}, history=history or [], view_credit=view_credit or {})
+
+
+def test_shrinking_the_context_while_budget_cuts_dominate_is_flagged_and_rejected_for_a_model():
+    from evolvemem.contracts.diagnosis import Proposal
+    from evolvemem.loop.evidence_check import flag_proposal
+
+    inp = _input({"budget_cut": 120, "retrieval_miss": 40, "answer_error": 30})
+    recorded = Proposal(changes={"max_context": 6, "answer_style": "concise"})
+    flags = flag_proposal(recorded, inp, reject=False)
+    assert len(flags) == 1 and "shrinks max_context" in flags[0] and "budget_cut" in flags[0]
+    assert recorded.changes == {"max_context": 6, "answer_style": "concise"}  # random/tpe: recorded only
+    rejected = Proposal(changes={"max_context": 6, "answer_style": "concise"})
+    flag_proposal(rejected, inp, reject=True)
+    assert rejected.changes == {"answer_style": "concise"} and "max_context (global): rejected" in rejected.rejected[0]
+    # the same change is fine when answers, not retrieval, fail
+    assert flag_proposal(Proposal(changes={"max_context": 6}), _input({"answer_error": 200}), reject=True) == []
+
+
+def test_switching_off_the_view_that_found_the_evidence_and_repeating_a_failed_move_are_flagged():
+    from evolvemem.contracts.diagnosis import Proposal
+    from evolvemem.loop.evidence_check import flag_proposal
+
+    history = [{"round": 0, "decision": "applied", "changes": [{"field": "rrf_k", "old": 60, "new": 30,
+                                                                  "scope": "global"}],
+                "outcome_delta": 0.004, "outcome_accepted": False}]
+    inp = _input({"answer_error": 50}, history, view_credit={"semantic": 90, "keyword": 40})
+    p = Proposal(changes={"semantic_top_k": 0, "rrf_k": 20})
+    flags = flag_proposal(p, inp, reject=True)
+    assert any("switches off the semantic view" in f for f in flags)
+    assert any("repeats rrf_k" in f for f in flags) and p.is_empty

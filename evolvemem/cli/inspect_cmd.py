@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.table import Table
 
-from evolvemem.cli.run_cmd import changes_text, paired_text
+from evolvemem.cli.run_cmd import changes_text, decision_text, paired_text
 from evolvemem.cli.ui import UI, fmt
 from evolvemem.errors import EvolveMemError
 
@@ -47,7 +47,7 @@ def show_run(ui: UI, run: str) -> dict:
         manifest = store.manifest()
         rounds = store.query("""SELECT r.round, r.phase, r.main_f1, r.adversarial_f1, r.all_f1, r.evidence_recall,
                                        r.by_category, r.n_questions, r.n_failed, r.wall_seconds, d.decision, d.reason,
-                                       d.changes, d.delta, d.memories_added, d.accepted, d.paired, d.verdict
+                                       d.changes, d.delta, d.memories_added, d.accepted, d.paired, d.verdict, d.flags, d.fallback
                                 FROM rounds r LEFT JOIN decisions d ON d.round = r.round AND r.phase = 'dev'
                                 WHERE r.phase IN ('dev', 'eval') ORDER BY r.round""")
         usage = {u["round"]: u for u in store.query(
@@ -78,7 +78,7 @@ def show_run(ui: UI, run: str) -> dict:
         table.add_row(str(r["round"]), fmt(score), "" if prev is None or score is None else f"{score - prev:+.4f}",
                       fmt(r["main_f1"]), fmt(r["adversarial_f1"]),
                       *[fmt((by_cat.get(c) or {}).get("f1")) for c in categories],
-                      paired_text(r["paired"], r["accepted"]), r["decision"] or "-", changes_text(r["changes"] or [], limit=6), str(u.get("calls") or 0),
+                      paired_text(r["paired"], r["accepted"]), decision_text(r), changes_text(r["changes"] or [], limit=6), str(u.get("calls") or 0),
                       str(tokens))
         out_rounds.append({"round": r["round"], "dev_score": score, "main_f1": r["main_f1"],
                            "adversarial_f1": r["adversarial_f1"], "all_f1": r["all_f1"],
@@ -86,6 +86,7 @@ def show_run(ui: UI, run: str) -> dict:
                            "by_category": {c: (by_cat.get(c) or {}).get("f1") for c in categories},
                            "decision": r["decision"], "reason": r["reason"], "changes": r["changes"] or [],
                            "accepted": r["accepted"], "verdict": r["verdict"], "paired": r["paired"],
+                           "flags": r["flags"] or [], "fallback": r["fallback"],
                            "calls": u.get("calls") or 0, "cache_hits": u.get("cache_hits") or 0, "tokens": tokens,
                            "cost_usd": u.get("cost_usd") or 0.0, "memories_added": r["memories_added"] or 0})
         prev = score if score is not None else prev
@@ -95,6 +96,10 @@ def show_run(ui: UI, run: str) -> dict:
             ui.info(f"  round {r['round']} judged: {r['verdict']}")
         if r["reason"]:
             ui.info(f"  round {r['round']} → {r['decision']}: {r['reason']}")
+        if r["fallback"]:
+            ui.info(f"  round {r['round']} fallback: {r['fallback']}")
+        for flag in r["flags"]:
+            ui.info(f"  round {r['round']} ⚑ against the evidence: {flag}")
     result: dict = {"run_dir": run, "manifest": manifest, "rounds": out_rounds}
     if out_rounds and manifest.get("kind") == "run":
         accepted = [x for x in out_rounds if x["accepted"]]

@@ -41,11 +41,21 @@ def paired_text(paired: dict | None, accepted: bool | None) -> str:
     return f"vs r{paired['incumbent_round']}: {' · '.join(parts)} → {verdict}"
 
 
+def decision_text(info: dict) -> str:
+    """The guard's decision, with a rubric fallback and evidence flags said out loud."""
+    text = info["decision"] or "-"
+    if info.get("fallback"):
+        text += " (rubric fallback)"
+    if info.get("flags"):
+        text += f" ⚑{len(info['flags'])}"
+    return text
+
+
 def round_line(info: dict) -> str:
     dev = info["dev"]
     return (f"round {info['round']}: dev {info['score']:.4f} (main {fmt(dev.get('main'))}, adversarial "
             f"{fmt(dev.get('adversarial'))}) {paired_text(info.get('paired'), info.get('accepted'))}; "
-            f"{info['decision']}: {changes_text(info['changes'])}")
+            f"{decision_text(info)}: {changes_text(info['changes'])}")
 
 
 def rounds_table(rounds: list[dict], title: str) -> Table:
@@ -61,7 +71,7 @@ def rounds_table(rounds: list[dict], title: str) -> Table:
         usage = info.get("usage") or {}
         table.add_row(str(info["round"]), f"{info['score']:.4f}", delta, fmt(dev.get("main")),
                       fmt(dev.get("adversarial")), fmt(dev.get("evidence_recall")),
-                      paired_text(info.get("paired"), info.get("accepted")), info["decision"],
+                      paired_text(info.get("paired"), info.get("accepted")), decision_text(info),
                       changes_text(info["changes"], limit=6), str(usage.get("calls") or 0),
                       f"{info.get('seconds', 0):.1f}s")
         prev = info["score"]

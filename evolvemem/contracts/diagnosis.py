@@ -17,6 +17,13 @@ if TYPE_CHECKING:
     from evolvemem.space.config import RetrievalConfig
 
 
+def move_direction(old: Any, new: Any) -> str:
+    """What kind of move a change was: 'up' / 'down' for numbers, the new value otherwise."""
+    if isinstance(old, (int, float)) and isinstance(new, (int, float)) and not isinstance(new, bool):
+        return "up" if new > old else "down"
+    return repr(new)
+
+
 @dataclass
 class DiagnosisInput:
     round: int
@@ -32,12 +39,37 @@ class DiagnosisInput:
     overrides: dict
     history: list[dict] = field(default_factory=list)
     mean_context: float = 0.0
+    # retrieval view -> answerable questions answered right with a memory from that view in context
+    view_credit: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return asdict(self)
 
     def failures_total(self) -> int:
         return sum(self.taxonomy.get(c, 0) for c in FAILURE_CLASSES)
+
+    def dominant_failure(self) -> str | None:
+        """The failure class with the most questions (None when nothing failed)."""
+        counts = {c: self.taxonomy.get(c, 0) for c in FAILURE_CLASSES if c != "unknown"}
+        top = max(counts, key=lambda c: counts[c], default=None)
+        return top if top is not None and counts[top] > 0 else None
+
+    def failed_moves(self) -> set[tuple[str, str, str]]:
+        """(scope, field, direction) moves whose round brought no gain (not accepted on paired
+        evidence; for runs without paired verdicts: a dev score that did not rise): trying
+        them again is walking the same lever while the score stays flat."""
+        bad = set()
+        for item in self.history:
+            outcome = item.get("outcome_delta")
+            if item.get("decision") == "explored" or outcome is None:
+                continue
+            accepted = item.get("outcome_accepted")
+            if (accepted if accepted is not None else outcome > 0.001):
+                continue
+            for change in item.get("changes") or []:
+                old = None if change.get("old") == "(global)" else change.get("old")
+                bad.add((change.get("scope", "global"), change["field"], move_direction(old, change["new"])))
+        return bad
 
 
 @dataclass
@@ -55,6 +87,7 @@ class Proposal:
     rationale: str = ""
     new_dimensions: list[NewDimension] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)  # changes the round's own evidence contradicts
 
     @property
     def is_empty(self) -> bool:
@@ -63,7 +96,7 @@ class Proposal:
     def as_dict(self) -> dict:
         return {
             "changes": self.changes, "overrides": self.overrides, "missing_topics": self.missing_topics,
-            "rationale": self.rationale, "rejected": self.rejected,
+            "rationale": self.rationale, "rejected": self.rejected, "flags": self.flags,
             "new_dimensions": [d.__dict__ for d in self.new_dimensions],
         }
 

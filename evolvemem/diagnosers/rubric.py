@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from evolvemem.contracts.diagnosis import DiagnosisInput, DiagnosisResult, Proposal
+from evolvemem.contracts.diagnosis import DiagnosisInput, DiagnosisResult, Proposal, move_direction
 from evolvemem.qtypes import LABEL_ONLY_TYPES as NO_OVERRIDE_TYPES
 from evolvemem.space.registry import registry
 
@@ -159,42 +159,18 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
     return sorted((a for a in actions if all(k in known for k in a.changes)), key=lambda a: -a.strength)
 
 
-def _direction(old: Any, new: Any) -> str:
-    """What kind of move a change was: 'up' / 'down' for numbers, the new value otherwise."""
-    if isinstance(old, (int, float)) and isinstance(new, (int, float)) and not isinstance(new, bool):
-        return "up" if new > old else "down"
-    return repr(new)
-
-
-def _tried_without_gain(history: list[dict]) -> set[tuple]:
-    """(scope, field, direction) moves that were followed by no gain: not tried again, so the
-    rubric does not walk the same lever step by step while the score stays flat."""
-    bad = set()
-    for item in history:
-        outcome = item.get("outcome_delta")
-        if item.get("decision") == "explored" or outcome is None:
-            continue
-        gained = item["outcome_accepted"] if item.get("outcome_accepted") is not None else outcome > 0.001
-        if gained:
-            continue
-        for change in item.get("changes") or []:
-            old = None if change.get("old") == "(global)" else change.get("old")
-            bad.add((change.get("scope", "global"), change["field"], _direction(old, change["new"])))
-    return bad
-
-
 class RubricDiagnoser:
     name = "rubric"
 
     def diagnose(self, inp: DiagnosisInput, config: Any) -> DiagnosisResult:
-        bad = _tried_without_gain(inp.history)
+        bad = inp.failed_moves()
         for action in candidate_actions(inp):
             scope = action.qtype or "global"
             # what each field holds now at this scope (None: an override would add it)
             before = inp.overrides.get(action.qtype, {}) if action.qtype else inp.config
             current = {**inp.config, **before}
             effective = {k: val for k, val in action.changes.items() if current.get(k) != val}
-            if not effective or any((scope, k, _direction(before.get(k), val)) in bad for k, val in effective.items()):
+            if not effective or any((scope, k, move_direction(before.get(k), val)) in bad for k, val in effective.items()):
                 continue
             proposal = Proposal(rationale=action.reason)
             if action.qtype:

@@ -77,4 +77,11 @@ def build_diagnosis_input(store: RunStore, round_no: int, phase: str, config: Re
         by_type=by_type, by_category=by_category, taxonomy=taxonomy, taxonomy_by_type=taxonomy_by_type,
         worst_cases=worst, config=config.values(), overrides=config.overrides(), history=history,
         mean_context=float(overall.get("mean_context") or 0.0),
+        view_credit={r["view"]: r["n"] for r in q(
+            """SELECT split_part(label, ':', 1) AS view, count(DISTINCT question_id) AS n
+               FROM (SELECT question_id, unnest(string_split(memory_views, '|')) AS label
+                     FROM (SELECT question_id, unnest(context_views) AS memory_views FROM question_records
+                           WHERE round = ? AND phase = ? AND NOT failed AND f1 >= 0.5
+                             AND question_type <> 'adversarial'))
+               GROUP BY view""", params)},
     )

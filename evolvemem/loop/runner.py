@@ -16,7 +16,9 @@ from typing import Any, Callable, Protocol
 from evolvemem.contracts.diagnosis import Proposal
 from evolvemem.data.models import Dataset, Question
 from evolvemem.data.split import split_dataset
-from evolvemem.diagnosers import make_diagnoser
+from evolvemem.contracts.diagnosis import DiagnosisInput, DiagnosisResult
+from evolvemem.diagnosers import DIAGNOSERS, make_diagnoser
+from evolvemem.loop.evidence_check import flag_proposal
 from evolvemem.errors import DataError
 from evolvemem.loop.diagnosis_input import build_diagnosis_input
 from evolvemem.loop.guard import RoundScore, check_regression, decide, incumbent_of
@@ -84,6 +86,7 @@ class EvolutionRunner:
         except DataError:  # one conversation: nothing is held out, and reports say so
             self.test = dataset.subset(set())
         self.diagnoser = make_diagnoser(spec.diagnoser, seed=spec.seed, client=workspace.roles.diagnosis_client)
+        self.rubric = make_diagnoser("rubric", seed=spec.seed)  # the fallback of a model's diagnosis
 
     # ---- helpers -----------------------------------------------------------------------------
     def _say(self, text: str) -> None:
@@ -138,7 +141,8 @@ class EvolutionRunner:
             info = {
                 "round": round_no, "dev": summary, "score": score, "accepted": accepted,
                 "verdict": decision.get("verdict") or "", "paired": decision.get("paired"),
-                "decision": decision["decision"],
+                "decision": decision["decision"], "fallback": decision.get("fallback"),
+                "flags": decision.get("flags") or [],
                 "reason": decision["reason"], "changes": decision["changes"] or [],
                 "memories_added": decision["memories_added"] or 0,
                 "seconds": time.perf_counter() - started, "eval_seconds": eval_seconds,
@@ -193,6 +197,7 @@ class EvolutionRunner:
         before = self.ws.roles.usage_snapshot()
         diagnosis = self.diagnoser.diagnose(inp, base.config)
         free_dims = self._drop_fixed(diagnosis.proposal)
+        proposal, fallback = self._checked_proposal(diagnosis, inp, base.config)
         self.store.record_diagnosis({
             "round": round_no, "diagnoser": self.diagnoser.name, "input": inp.as_dict(), "prompt": diagnosis.prompt,
             "raw_response": diagnosis.raw_response, "parse_error": diagnosis.parse_error or None,
@@ -210,8 +215,11 @@ class EvolutionRunner:
                 self.store.record_memories(self.ws.memory_rows(extra.units))
                 row.update(reextracted_sessions=extra.sessions, memories_added=extra.added)
         rng = random.Random(f"guard-{spec.seed}-{round_no}")
-        decision = decide(scores, regression, diagnosis.proposal, spec.guard, rng, seen, free_dims)
+        decision = decide(scores, regression, proposal, spec.guard, rng, seen, free_dims)
         self.store.record_usage(usage_rows(before, self.ws.roles.usage_snapshot(), round_no, "diagnose"))
+        if fallback:
+            self._say(f"round {round_no}: {fallback}")
+        row.update(flags=proposal.flags, fallback=fallback or None)
         row.update(decision=decision.decision, reason=decision.reason, base_round=base.round,
                    base_score=base.score, changes=[c.as_dict() for c in decision.changes],
                    next_config=decision.next_config.model_dump())
@@ -219,15 +227,34 @@ class EvolutionRunner:
         write_round_snapshot(self.store.run_dir, round_no, current.config, row, inp.as_dict(), diagnosis)
         return row
 
+    def _checked_proposal(self, diagnosis: DiagnosisResult, inp: DiagnosisInput,
+                          config: RetrievalConfig) -> tuple[Proposal, str]:
+        """The proposal checked against the round's evidence (loop/evidence_check.py): flags are
+        recorded for every diagnoser; a model's contradicted changes are rejected, and when a
+        model's diagnosis leaves nothing to apply (a failed call, a garbled reply, only rejected
+        changes) the round falls back to the rubric's best action — a weak model can never do
+        worse than the rubric. Returns the proposal to apply and why it fell back ("" if not)."""
+        proposal = diagnosis.proposal
+        from_model = DIAGNOSERS[self.diagnoser.name].needs_model
+        flag_proposal(proposal, inp, reject=from_model)
+        if not from_model or not proposal.is_empty:
+            return proposal, ""
+        why = diagnosis.parse_error or "; ".join(proposal.rejected) or "the model proposed no change"
+        fallback = self.rubric.diagnose(inp, config).proposal
+        self._drop_fixed(fallback)
+        flag_proposal(fallback, inp, reject=False)
+        fallback.rationale = f"rubric fallback: {fallback.rationale}"
+        return fallback, f"the {self.diagnoser.name} diagnosis left nothing to apply ({why[:300]}); rubric fallback"
+
     def _drop_fixed(self, proposal: Proposal) -> list[str] | None:
         """Drop changes to dimensions this run keeps fixed (--freeze; model-only settings when the
         roles are offline); returns the dimensions exploration may draw (None: all)."""
         fixed = set(self.spec.frozen)
         if fixed:
             proposal.drop_fields(fixed, "frozen for this run (--freeze)")
-        if not self.ws.roles.uses_llm:
+        if self.ws.roles.mechanism_client is None:  # needs_model settings ask the answer-side model
             model_only = {name for name, dim in registry().items() if dim.needs_model}
-            proposal.drop_fields(model_only, "only has an effect with an LLM; this run's roles are offline")
+            proposal.drop_fields(model_only, "only has an effect with an answer model; this run answers offline")
             fixed |= model_only
         return [name for name in registry() if name not in fixed] if fixed else None
 

@@ -34,7 +34,8 @@ class Dimension:
     maps_to: dict = field(default_factory=dict)
     # for `evolve ablate`: the value that switches this mechanism off (None: not a mechanism)
     mechanism_off: Any = None
-    # only has an effect when an LLM is configured: the loop does not touch it with offline roles
+    # only has an effect with an answer-side model (question-time mechanisms ask it): runs that
+    # answer offline never change it
     needs_model: bool = False
 
     # ---- value handling -------------------------------------------------------------------

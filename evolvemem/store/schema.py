@@ -89,6 +89,8 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
         ("significant_loss", "BOOLEAN", "this round was worse than the incumbent (the next config reverts)"),
         ("compared_with", "INTEGER", "the incumbent round the paired comparison was made against"),
         ("verdict", "VARCHAR", "the paired verdict in words: per-group difference, 95% interval, p-value"),
+        ("flags", "JSON", "changes of the applied proposal that the round's own evidence contradicts (loop/evidence_check.py)"),
+        ("fallback", "VARCHAR", "why a model's diagnosis was replaced by the rubric's best action, when it was"),
         ("paired", "JSON", "per group (main, adversarial, all): n, means, difference, interval, one-sided p-values; per-conversation and per-fold differences"),
     ],
     "proposed_dimensions": [

@@ -1,0 +1,69 @@
+"""Proposals checked against the round's own evidence, whatever diagnoser made them.
+
+A change is flagged when the diagnosis input contradicts its direction:
+- it shrinks the context budget or a retrieval view while retrieval misses or budget cuts are
+  the dominant failure (the evidence is not reaching the answer: less context cannot help);
+- it switches off a view that put a memory into the context of a large share of the right
+  answers (`view_credit`: the view that found the evidence);
+- it repeats a move that was already tried and brought no gain (`failed_moves`).
+Random and TPE keep their nature (the flags are only recorded, so the report can show how often
+each diagnoser proposed against the evidence); an LLM's flagged changes are rejected."""
+from __future__ import annotations
+
+from typing import Any
+
+from evolvemem.contracts.diagnosis import DiagnosisInput, Proposal, move_direction
+from evolvemem.space.registry import registry
+
+MISSING_EVIDENCE = ("retrieval_miss", "budget_cut")  # failures where less context cannot help
+CONTEXT_SIZE = "max_context"
+VIEW_SIZE_SUFFIX = "_top_k"  # `<view>_top_k` sets how many candidates the view contributes
+CREDIT_SHARE = 0.3  # a view in the context of this share of right answers "found the evidence"
+
+
+def _view_of(name: str) -> str | None:
+    return name[: -len(VIEW_SIZE_SUFFIX)] if name.endswith(VIEW_SIZE_SUFFIX) else None
+
+
+def _smaller(old: Any, new: Any, off: Any) -> bool:
+    if new == off and old != off:
+        return True
+    return isinstance(old, (int, float)) and isinstance(new, (int, float)) and new < old
+
+
+def contradictions(proposal: Proposal, inp: DiagnosisInput) -> list[tuple[str, str, str]]:
+    """(scope, field, why) for every change of `proposal` that the round's evidence contradicts."""
+    dims = registry()
+    dominant = inp.dominant_failure()
+    failed = inp.failed_moves()
+    right = max(inp.view_credit.values(), default=0)
+    out = []
+    for scope, settings in [("global", proposal.changes), *proposal.overrides.items()]:
+        current = {**inp.config, **(inp.overrides.get(scope, {}) if scope != "global" else {})}
+        for name, new in settings.items():
+            old, dim = current.get(name), dims[name]
+            view = _view_of(name)
+            shrinks = _smaller(old, new, dim.off)
+            if shrinks and dominant in MISSING_EVIDENCE and (name == CONTEXT_SIZE or view is not None):
+                out.append((scope, name, f"shrinks {name} ({old} → {new}) while {dominant} is the dominant failure"))
+            elif view is not None and new == dim.off and old != dim.off and right and \
+                    inp.view_credit.get(view, 0) >= CREDIT_SHARE * right:
+                out.append((scope, name, f"switches off the {view} view, which was in the context of "
+                                         f"{inp.view_credit[view]} right answers"))
+            if (scope, name, move_direction(old, new)) in failed:
+                out.append((scope, name, f"repeats {name} → {new!r}, a move already tried without a gain"))
+    return out
+
+
+def flag_proposal(proposal: Proposal, inp: DiagnosisInput, reject: bool) -> list[str]:
+    """Record the contradictions on the proposal (`flags`); with `reject`, also drop those
+    changes (listed in `rejected` with the reason). Returns the flags."""
+    found = contradictions(proposal, inp)
+    proposal.flags = [f"{name} ({scope}): {why}" for scope, name, why in found]
+    if reject:
+        for scope, name, why in found:
+            settings = proposal.changes if scope == "global" else proposal.overrides.get(scope, {})
+            if settings.pop(name, None) is not None:
+                proposal.rejected.append(f"{name} ({scope}): rejected, {why}")
+        proposal.overrides = {q: s for q, s in proposal.overrides.items() if s}
+    return proposal.flags
