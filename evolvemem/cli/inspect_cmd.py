@@ -124,7 +124,7 @@ def show_run(ui: UI, run: str) -> dict:
 
 
 def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
-    from evolvemem.session import open_run
+    from evolvemem.session import compare_rounds, open_run
     from evolvemem.space.config import parse_config
     from evolvemem.space.ops import diff_configs
 
@@ -135,6 +135,8 @@ def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
         for r in (a, b):
             if r not in cfg:
                 raise EvolveMemError(f"{run}: no evaluated round {r}")
+        objective = (store.manifest().get("spec") or {}).get("objective", "balanced")
+        paired = compare_rounds(store, a, b, objective)
         flips = store.query("""
             SELECT fa.question_id, fa.question_type, fa.question, fa.gold,
                    fa.prediction AS prediction_a, fb.prediction AS prediction_b,
@@ -163,7 +165,8 @@ def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
     ui.print(t)
     fixed = [f for f in flips if f["flip"] == "fixed"]
     broken = [f for f in flips if f["flip"] == "broken"]
-    ui.info(f"{len(fixed)} questions became right, {len(broken)} became wrong")
+    ui.print(paired_table(paired, a, b))
+    ui.info(f"{len(fixed)} questions became right, {len(broken)} became wrong (right = F1 ≥ 0.5)")
     for label, items, why in (("fixed", fixed, "failure_a"), ("broken", broken, "failure_b")):
         if not items:
             continue
@@ -179,4 +182,19 @@ def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
         by_reason[key] = by_reason.get(key, 0) + 1
     return {"run_dir": run, "a": a, "b": b, "config_changes": changes, "score_diff": score_diff,
             "all_f1": {"a": cfg[a]["all_f1"], "b": cfg[b]["all_f1"]}, "fixed": len(fixed), "broken": len(broken),
-            "flips_by_reason": by_reason, "flips": flips}
+            "flips_by_reason": by_reason, "flips": flips, "paired": paired.as_dict()}
+
+
+def paired_table(paired: Any, a: int, b: int) -> Table:
+    """Round b − round a on the same questions, per group, with the guard's statistics."""
+    table = Table(title=f"paired: round {b} − round {a} on the same questions (95% interval: conversations "
+                        f"and questions resampled; p: sign-flip permutation, one-sided)", title_justify="left")
+    for col in ("group", "n", f"round {a}", f"round {b}", "difference", "95% interval", "p (better)", "p (worse)"):
+        table.add_column(col)
+    for group, stat in paired.groups.items():
+        if stat.n:
+            table.add_row(group, str(stat.n), fmt(stat.incumbent, 4), fmt(stat.candidate, 4), f"{stat.diff:+.4f}",
+                          f"[{stat.ci_low:+.4f}, {stat.ci_high:+.4f}]", f"{stat.p_gain:.3f}", f"{stat.p_loss:.3f}")
+    conversations = ", ".join(f"{c} {d:+.3f}" for c, d in paired.by_conversation.items())
+    table.caption = f"per conversation: {conversations}"
+    return table

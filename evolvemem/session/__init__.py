@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "EvalResult": "evolvemem.session.session",
     "Session": "evolvemem.session.session",
     "open_run": "evolvemem.session.session",
+    "compare_rounds": "evolvemem.session.session",
     "RunLockedError": "evolvemem.store.run_store",
     "RunStore": "evolvemem.store.run_store",
     "headline": "evolvemem.store.run_store",

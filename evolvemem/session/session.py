@@ -22,6 +22,7 @@ from evolvemem.data.models import Dataset, Question
 from evolvemem.data.split import SPLITS, split_dataset
 from evolvemem.errors import EvolveMemError
 from evolvemem.loop.ablate import run_ablation
+from evolvemem.loop.paired import Comparison, compare
 from evolvemem.loop.runner import EvolutionRunner, Hooks, RunResult
 from evolvemem.loop.spec import RunSpec
 from evolvemem.loop.usage import usage_rows
@@ -284,3 +285,12 @@ def _check_resumable(reporter: Reporter, store: RunStore, config: RetrievalConfi
                              "repeat its options to resume it, or pick another --out")
     done = len(store.finished_question_ids(0, "eval"))
     reporter.info(f"[dim]resuming {store.run_dir}: {done} questions already answered; failed ones are asked again[/dim]")
+
+
+def compare_rounds(store: RunStore, a: int, b: int, objective: str = "balanced") -> Comparison:
+    """Round `b` against round `a` on the questions both answered (the guard's paired statistics;
+    the adversarial group is the questions typed adversarial)."""
+    phase = "dev" if store.round_row(a, "dev") else "eval"
+    first, second = store.round_records(a, phase), store.round_records(b, phase)
+    adversarial = {str(r["category"]) for r in first + second if r.get("question_type") == "adversarial"}
+    return compare(second, first, b, a, adversarial, objective)

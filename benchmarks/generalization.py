@@ -1,0 +1,115 @@
+"""Does evolution generalise? Every diagnoser, several seeds, from `weak` and from `default`.
+
+For each (start preset, diagnoser, seed): a 7-round `evolve run` with offline roles on the dev
+conversations, then the start and the best config scored once on the held-out test ones. Prints
+dev and test start → best for main (answerable), adversarial and all F1, the accepted decisions
+with their paired p-values, how often a dev gain holds on test, and the issue's acceptance
+checks (test main not below start by > 0.005, adversarial not by > 0.02; rubric's mean test
+gain ≥ random's and tpe's).
+
+    python benchmarks/generalization.py [--data ../shared/data/locomo10_dev8.json] [--seeds 0 1 2]
+        [--inits weak default] [--diagnosers rubric random tpe] [--rounds 7] [--objective balanced]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo10_dev8.json"
+GROUPS = (("main", "main_f1"), ("adv", "adversarial_f1"), ("all", "all_f1"))
+MAX_MAIN_LOSS, MAX_ADV_LOSS = 0.005, 0.02
+
+
+def evolve(*args: str) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "evolvemem.cli.main", *args, "--json"], capture_output=True,
+                          text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"evolve {' '.join(args)} failed:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_once(data: Path, init: str, diagnoser: str, seed: int, rounds: int, objective: str, out: Path) -> dict:
+    started = time.perf_counter()
+    result = evolve("run", "--benchmark", "locomo", "--data", str(data), "--rounds", str(rounds), "--diagnoser",
+                    diagnoser, "--seed", str(seed), "--init", init, "--objective", objective, "--patience", "0",
+                    "--out", str(out), "--quiet")
+    wall = time.perf_counter() - started
+    shown = evolve("show", str(out))
+    accepted = [(r["round"], r["paired"]) for r in shown["rounds"] if r["round"] > 0 and r["accepted"]]
+    return {"init": init, "diagnoser": diagnoser, "seed": seed, "wall": wall, "result": result,
+            "accepted": accepted}
+
+
+def deltas(block: dict) -> dict[str, float]:
+    return {g: (block["best"][key] or 0.0) - (block["start"][key] or 0.0) for g, key in GROUPS}
+
+
+def p_text(paired: dict) -> str:
+    groups = paired["groups"]
+    return ", ".join(f"{g} {groups[g]['diff']:+.3f} p={groups[g]['p_gain']:.3f}"
+                     for g in ("main", "adversarial") if groups[g]["n"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--inits", nargs="+", default=["weak", "default"])
+    parser.add_argument("--diagnosers", nargs="+", default=["rubric", "random", "tpe"])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--objective", default="balanced")
+    args = parser.parse_args()
+    if not args.data.is_file():
+        raise SystemExit(f"no LoCoMo file at {args.data}")
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for init in args.inits:
+            for diagnoser in args.diagnosers:
+                for seed in args.seeds:
+                    run = run_once(args.data, init, diagnoser, seed, args.rounds, args.objective,
+                                   Path(tmp) / f"{init}-{diagnoser}-{seed}")
+                    runs.append(run)
+                    r = run["result"]
+                    dev, test = deltas(r["dev"]), deltas(r["test"])
+                    accepted = "; ".join(f"r{n}: {p_text(p)}" for n, p in run["accepted"]) or "none"
+                    print(f"{init:7s} {diagnoser:6s} seed {seed}: best round {r['best_round']} | dev Δ main "
+                          f"{dev['main']:+.4f} adv {dev['adv']:+.4f} all {dev['all']:+.4f} | test Δ main "
+                          f"{test['main']:+.4f} adv {test['adv']:+.4f} all {test['all']:+.4f} | accepted: {accepted} "
+                          f"| {run['wall']:.1f}s", flush=True)
+    print(f"\nmean test Δ per start and diagnoser ({len(args.seeds)} seeds, objective {args.objective}):")
+    print("start    diagnoser  test main  test adv   test all   dev all   accepted rounds  gains held on test")
+    means: dict[tuple[str, str], float] = {}
+    for init in args.inits:
+        for diagnoser in args.diagnosers:
+            mine = [r for r in runs if r["init"] == init and r["diagnoser"] == diagnoser]
+            test = [deltas(r["result"]["test"]) for r in mine]
+            dev = [deltas(r["result"]["dev"]) for r in mine]
+            moved = [t for r, t in zip(mine, test) if r["result"]["best_round"] != 0]
+            held = sum(1 for t in moved if t["main"] >= -MAX_MAIN_LOSS and t["adv"] >= -MAX_ADV_LOSS
+                       and (t["main"] > 0 or t["adv"] > 0))
+            means[(init, diagnoser)] = statistics.mean(t["all"] for t in test)
+            print(f"{init:8s} {diagnoser:9s}  {statistics.mean(t['main'] for t in test):+.4f}    "
+                  f"{statistics.mean(t['adv'] for t in test):+.4f}    {means[(init, diagnoser)]:+.4f}    "
+                  f"{statistics.mean(d['all'] for d in dev):+.4f}   {sum(len(r['accepted']) for r in mine):15d}  "
+                  f"{held} of {len(moved)} runs that moved")
+    worst_main = min(deltas(r["result"]["test"])["main"] for r in runs)
+    worst_adv = min(deltas(r["result"]["test"])["adv"] for r in runs)
+    print(f"\nworst test main Δ {worst_main:+.4f} (limit −{MAX_MAIN_LOSS}); worst test adversarial Δ {worst_adv:+.4f} "
+          f"(limit −{MAX_ADV_LOSS}): {'within' if worst_main >= -MAX_MAIN_LOSS and worst_adv >= -MAX_ADV_LOSS else 'OUTSIDE'}")
+    if {"rubric", "random", "tpe"} <= set(args.diagnosers):
+        for init in args.inits:
+            ok = means[(init, "rubric")] >= max(means[(init, "random")], means[(init, "tpe")]) - 1e-12
+            print(f"from {init}: rubric mean test all Δ {means[(init, 'rubric')]:+.4f} vs random "
+                  f"{means[(init, 'random')]:+.4f}, tpe {means[(init, 'tpe')]:+.4f}: {'≥ both' if ok else 'BELOW'}")
+    print(f"total_runs={len(runs)} mean_wall_per_run_s={statistics.mean(r['wall'] for r in runs):.1f}")
+
+
+if __name__ == "__main__":
+    main()
