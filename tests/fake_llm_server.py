@@ -72,8 +72,14 @@ class _Fault:
 class FakeLLMServer:
     """A threaded OpenAI-compatible server in a background thread; use as a context manager."""
 
-    def __init__(self, responder: Responder | None = None, latency: float = 0.0, hang_seconds: float = 3.0):
+    def __init__(self, responder: Responder | None = None, latency: float = 0.0, hang_seconds: float = 3.0,
+                 context_window: int | None = None, report_window: bool = True):
         self.responder: Responder = responder or echo_responder
+        # like a llama.cpp server started with --n_ctx: a prompt plus its max_tokens beyond the
+        # window is rejected (HTTP 400, the window named); /props reports it unless told not to
+        self.context_window = context_window
+        self.report_window = report_window
+        self.oversized: list[dict] = []
         self.latency = latency
         self.hang_seconds = hang_seconds  # how long a "timeout" fault sleeps before answering
         self.requests: list[dict] = []
@@ -162,6 +168,14 @@ class FakeLLMServer:
         with self._lock:
             self.requests.append(body)
             self.headers.append(headers)
+        prompt_tokens = sum(count_tokens(message_text(m)) for m in body.get("messages", []))
+        window_tokens = sum(len(message_text(m)) // 4 + 4 for m in body.get("messages", []))  # ~ a BPE count
+        if self.context_window and window_tokens + int(body.get("max_tokens") or 0) > self.context_window:
+            with self._lock:
+                self.oversized.append(body)
+            message = (f"Requested tokens ({window_tokens + int(body.get('max_tokens') or 0)}) exceed context "
+                       f"window of {self.context_window}")
+            return 400, {"Content-Type": "application/json"}, json.dumps({"error": {"message": message}}).encode()
         fault = self._next_fault(body)
         if isinstance(fault, _Fault):
             if fault.status == 0:
@@ -171,7 +185,6 @@ class FakeLLMServer:
         if self.latency:
             time.sleep(self.latency)
         content = MALFORMED_CONTENT if fault == "malformed" else self.responder(body)
-        prompt_tokens = sum(count_tokens(message_text(m)) for m in body.get("messages", []))
         completion_tokens = count_tokens(content)
         with self._lock:
             number = len(self.requests)
@@ -245,7 +258,10 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
-        if self.path.rstrip("/").endswith("/models"):
+        window = self.owner.context_window if self.owner.report_window else None
+        if self.path.rstrip("/").endswith("/props") and window:
+            self._send(200, {}, json.dumps({"default_generation_settings": {"n_ctx": window}}).encode())
+        elif self.path.rstrip("/").endswith("/models"):
             self._send(200, {}, json.dumps({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}).encode())
         else:
             self._send(404, {}, b'{"error": {"message": "not found"}}')

@@ -21,6 +21,7 @@ DiagnosisOpt = typer.Option(None, "--diagnosis-model", help="Model for diagnosis
 JudgeOpt = typer.Option(None, "--judge-model", help="Model for the LLM-judge metric (off unless set).")
 ClassifyOpt = typer.Option(None, "--classify-model", help="Model that re-types questions that came without a type (default: rules).")
 ApiBaseOpt = typer.Option(None, "--api-base", help="Base URL of an OpenAI-compatible server (vLLM, Ollama, ...).")
+ContextWindowOpt = typer.Option(None, "--context-window", min=256, help="Tokens the model's window holds (default: from litellm's table or the server); every prompt is sized to fit it.")
 SplitAllOpt = typer.Option("all", "--split", help="dev, test or all (split by conversation).")
 ConcurrencyOpt = typer.Option(RUN_DEFAULTS.concurrency, "--concurrency", help="Questions answered at once when an LLM is used.")
 EmbeddingOpt = typer.Option(None, "--embedding-model", help="sentence-transformers model name.")
@@ -101,6 +102,7 @@ def eval_command(
     judge_model: Optional[str] = JudgeOpt,
     classify_model: Optional[str] = ClassifyOpt,
     api_base: Optional[str] = ApiBaseOpt,
+    context_window: Optional[int] = ContextWindowOpt,
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Output directory (default runs/eval-<benchmark>-<time>)."),
     adversarial_protocol: str = typer.Option(RUN_DEFAULTS.protocol, "--adversarial-protocol",
                                              help="official (abstention = correct) or paper (F1 against the trap answer)."),
@@ -116,7 +118,8 @@ def eval_command(
 
     check_protocol(adversarial_protocol)
     ui = UI(json_mode=json_out, quiet=quiet)
-    settings = model_settings(model, extract_model, answer_model, None, judge_model, api_base, classify_model)
+    settings = model_settings(model, extract_model, answer_model, None, judge_model, api_base, classify_model,
+                              context_window)
     result = run_eval(ui, benchmark=benchmark, data=data, config_name=config, settings=settings, split=split,
                       out=out, protocol=adversarial_protocol, concurrency=concurrency,
                       embedding_model=embedding_model, cache_enabled=not no_cache)
@@ -137,7 +140,9 @@ def run(
     judge_model: Optional[str] = JudgeOpt,
     classify_model: Optional[str] = ClassifyOpt,
     api_base: Optional[str] = ApiBaseOpt,
+    context_window: Optional[int] = ContextWindowOpt,
     diagnoser: Optional[str] = typer.Option(None, "--diagnoser", help="llm, rubric, random or tpe (default: llm with a model, else rubric)."),
+    diagnosis_mode: str = typer.Option(RUN_DEFAULTS.diagnosis_mode, "--diagnosis-mode", help="llm diagnoser: free (it writes the changes) or menu (it picks one of the rubric's ranked candidates; short prompt, small reply)."),
     init: str = typer.Option(RUN_DEFAULTS.init, "--init", help="Starting config: weak, default, a config file, or a run directory."),
     seed: int = typer.Option(RUN_DEFAULTS.seed, "--seed", help="Seed for exploration, random and tpe."),
     objective: str = typer.Option(RUN_DEFAULTS.objective, "--objective", help="balanced (a gain on answerable or unanswerable questions without a loss on the other), all (every question) or main (answerable only)."),
@@ -177,8 +182,11 @@ def run(
         if rounds < 0:
             raise EvolveMemError("--rounds must be 0 or more")
         settings = model_settings(model, extract_model, answer_model, diagnosis_model, judge_model, api_base,
-                                  classify_model)
-        chosen = diagnoser_entry(diagnoser or ("llm" if settings.for_role("diagnose") != "offline" else "rubric")).name
+                                  classify_model, context_window)
+        entry = diagnoser_entry(diagnoser or ("llm" if settings.for_role("diagnose") != "offline" else "rubric"))
+        chosen = entry.name
+        if entry.modes and diagnosis_mode not in entry.modes:
+            raise EvolveMemError(f"--diagnosis-mode must be {' or '.join(entry.modes)}, not {diagnosis_mode!r}")
         frozen = expand_dimension_names([n for item in freeze or [] for n in item.split(",")])
         init_config = resolve_init(ui, init)
         spec = RunSpec(benchmark=benchmark, data=data, rounds=rounds, diagnoser=chosen, init=init, seed=seed,
@@ -186,7 +194,8 @@ def run(
                        guard=GuardSettings(revert_threshold=tau_rev, explore_dims=explore_dims, alpha=alpha,
                                            min_effect=min_effect, max_loss=max_loss, folds=folds),
                        concurrency=concurrency, embedding_model=embedding_model, patience=patience,
-                       reextract=not no_reextract, cache_enabled=not no_cache, frozen=frozen)
+                       reextract=not no_reextract, cache_enabled=not no_cache, frozen=frozen,
+                       diagnosis_mode=diagnosis_mode)
         session = Session.create(spec, new_run_dir(out, benchmark, chosen), init_config, ui)
     result = run_loop(ui, session)
     if json_out:
@@ -251,6 +260,7 @@ def transfer(
     judge_model: Optional[str] = JudgeOpt,
     classify_model: Optional[str] = ClassifyOpt,
     api_base: Optional[str] = ApiBaseOpt,
+    context_window: Optional[int] = ContextWindowOpt,
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Output directory (default runs/transfer-<benchmark>-<time>)."),
     concurrency: int = ConcurrencyOpt,
     embedding_model: Optional[str] = EmbeddingOpt,
@@ -266,7 +276,8 @@ def transfer(
 
     best = best_config_path(run_dir)
     ui = UI(json_mode=json_out, quiet=quiet)
-    settings = model_settings(model, extract_model, answer_model, None, judge_model, api_base, classify_model)
+    settings = model_settings(model, extract_model, answer_model, None, judge_model, api_base, classify_model,
+                              context_window)
     result = run_eval(ui, benchmark=benchmark, data=data, config_name=str(best), settings=settings, split=split,
                       out=out or str(default_run_dir("transfer", benchmark)), protocol="official",
                       concurrency=concurrency, embedding_model=embedding_model, cache_enabled=True,

@@ -184,6 +184,7 @@ class DiagnosisResult:
     raw_response: str = ""
     parse_error: str = ""
     cost: Usage = field(default_factory=Usage)
+    trimmed: list[str] = field(default_factory=list)  # what the prompt left out to fit the window
 
 
 class Diagnoser(Protocol):

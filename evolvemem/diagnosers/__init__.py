@@ -21,11 +21,12 @@ class DiagnoserEntry:
     module: str  # defines create(seed: int, client: LLMClient | None) -> Diagnoser
     summary: str
     needs_model: bool = False
+    modes: tuple[str, ...] = ()  # ways it can be asked (--diagnosis-mode); create() takes the mode
 
 
 DIAGNOSERS: dict[str, DiagnoserEntry] = {entry.name: entry for entry in (
     DiagnoserEntry("llm", "evolvemem.diagnosers.llm", "a model reads the failures and proposes changes",
-                   needs_model=True),
+                   needs_model=True, modes=("free", "menu")),
     DiagnoserEntry("rubric", "evolvemem.diagnosers.rubric", "deterministic rules over the failure taxonomy"),
     DiagnoserEntry("random", "evolvemem.diagnosers.random_search", "random perturbation (baseline)"),
     DiagnoserEntry("tpe", "evolvemem.diagnosers.tpe", "Optuna TPE over the action space (baseline)"),
@@ -38,7 +39,8 @@ def diagnoser_entry(name: str) -> DiagnoserEntry:
     return DIAGNOSERS[name]
 
 
-def make_diagnoser(name: str, *, seed: int, client: LLMClient | None = None) -> Diagnoser:
-    module = importlib.import_module(diagnoser_entry(name).module)
-    diagnoser: Diagnoser = module.create(seed, client)
+def make_diagnoser(name: str, *, seed: int, client: LLMClient | None = None, mode: str = "free") -> Diagnoser:
+    entry = diagnoser_entry(name)
+    module = importlib.import_module(entry.module)
+    diagnoser: Diagnoser = module.create(seed, client, mode) if entry.modes else module.create(seed, client)
     return diagnoser

@@ -1,11 +1,15 @@
-"""`llm`: a model reads the SQL summaries and proposes a change (prompt: prompts/diagnose.md).
+"""`llm`: a model reads the SQL summaries and proposes a change (prompts/diagnose.md), or picks one
+of the rubric's ranked candidates (`menu` mode, prompts/diagnose_menu.md).
 
-The reply is parsed as JSON with repair, and every value is validated against the registry; a
-garbled reply yields an empty proposal and a logged reason, never a crash."""
+The prompt is sized to the model's window (least useful parts dropped first, noted in the
+record); the reply is parsed as JSON with repair, every value validated against the registry,
+and anything copied from the prompt's example dropped. A garbled reply yields an empty proposal
+and a logged reason, never a crash (the loop then falls back to the rubric)."""
 from __future__ import annotations
 
+import dataclasses
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any, Iterator
 
 from evolvemem.contracts.diagnosis import (
     DiagnosisInput,
@@ -13,67 +17,188 @@ from evolvemem.contracts.diagnosis import (
     Proposal,
     proposal_from_raw,
 )
+from evolvemem.diagnosers.rubric import Action, action_proposal, viable_actions
 from evolvemem.errors import EvolveMemError
-from evolvemem.llm.client import LLMCallFailed, LLMJSONError
+from evolvemem.llm.budget import fit_prompt
+from evolvemem.llm.client import LLMCallFailed, LLMClient, LLMJSONError, LLMReply, PromptTooLong
+from evolvemem.llm.echo import EchoDetector
 from evolvemem.prompts import load_prompt
 from evolvemem.qtypes import LABEL_ONLY_TYPES as NO_OVERRIDE_TYPES
 from evolvemem.qtypes import QUESTION_TYPES
 from evolvemem.space.ops import action_space_text
 
-if TYPE_CHECKING:
-    from evolvemem.llm.client import LLMClient
+
+MAX_REPLY_TOKENS = 1200
+MIN_REPLY_TOKENS = 400  # a JSON proposal still fits; below this the reply would be cut off
+MENU_REPLY_TOKENS = 200
+MENU_SIZE = 6
+MODES = ("free", "menu")
+EXAMPLE_MARKER = "Example of the form"
 
 
 def _compact(value: Any) -> str:
     return json.dumps(value, default=str, ensure_ascii=False)
 
 
-def render_diagnosis_prompt(inp: DiagnosisInput) -> str:
-    worst = "\n".join(
+def _worst_text(cases: list[dict]) -> str:
+    return "\n".join(
         f"- [{c['question_type']}] Q: {c['question']} | gold: {c['gold']} | predicted: {c['prediction']} "
         f"| f1 {c['f1']} | {c['failure']} | context: {', '.join(c['context_views'] or [])}"
-        for c in inp.worst_cases) or "(none)"
-    history = "\n".join(
+        for c in cases) or "(none)"
+
+
+def _history_text(history: list[dict]) -> str:
+    return "\n".join(
         f"- round {h['round']}: {h['decision']} ({h['reason']}); score {h['score']}; changes "
         f"{_compact(h['changes'])}; next round moved the score by {h['outcome_delta']}"
-        for h in inp.history) or "(first round)"
-    return load_prompt("diagnose").render(
-        action_space=action_space_text(), question_types=", ".join(QUESTION_TYPES), round=inp.round,
-        config=_compact(inp.config), overrides=_compact(inp.overrides), objective=inp.objective,
-        score=f"{inp.score:.4f}", overall=_compact(inp.overall),
-        by_type="\n".join(_compact(r) for r in inp.by_type), taxonomy=_compact(inp.taxonomy),
-        taxonomy_by_type=_compact(inp.taxonomy_by_type), worst_cases=worst, history=history,
-    )
+        f"{'' if h.get('outcome_accepted') is None else ' (a paired gain)' if h['outcome_accepted'] else ' (no paired gain)'}"
+        for h in history) or "(first round)"
+
+
+def _one_per_type(cases: list[dict]) -> list[dict]:
+    seen: set[str] = set()
+    return [c for c in cases if not (c["question_type"] in seen or seen.add(c["question_type"]))]
+
+
+def diagnosis_variants(inp: DiagnosisInput) -> Iterator[tuple[str, str]]:
+    """The free-form prompt, then ever shorter versions with what each leaves out (llm/budget.py):
+    older history, extra worst cases, the settings' descriptions, then all history and cases."""
+    steps = [
+        ("", inp.history, inp.worst_cases, False),
+        ("history before the last 3 rounds", inp.history[-3:], inp.worst_cases, False),
+        ("worst cases beyond one per question type", inp.history[-3:], _one_per_type(inp.worst_cases), False),
+        ("the settings' descriptions", inp.history[-3:], _one_per_type(inp.worst_cases), True),
+        ("all history and worst cases", [], [], True),
+    ]
+    for note, history, worst, brief in steps:
+        yield note, load_prompt("diagnose").render(
+            action_space=action_space_text(brief=brief), question_types=", ".join(QUESTION_TYPES), round=inp.round,
+            config=_compact(inp.config), overrides=_compact(inp.overrides), objective=inp.objective,
+            score=f"{inp.score:.4f}", overall=_compact(inp.overall),
+            by_type="\n".join(_compact(r) for r in inp.by_type), taxonomy=_compact(inp.taxonomy),
+            taxonomy_by_type=_compact(inp.taxonomy_by_type), worst_cases=_worst_text(worst),
+            history=_history_text(history))
+
+
+def render_diagnosis_prompt(inp: DiagnosisInput) -> str:
+    """The full free-form prompt (what a model with a large window reads)."""
+    return next(diagnosis_variants(inp))[1]
+
+
+def drop_echoes(proposal: Proposal, prompt: str) -> None:
+    """Remove what the model copied from the prompt's example (analysis, missing topics, new
+    dimensions), listed in `rejected`."""
+    if EXAMPLE_MARKER not in prompt:
+        return
+    rest, example = prompt.split(EXAMPLE_MARKER, 1)
+    echo = EchoDetector(example, rest)
+    if proposal.rationale and echo.copied(proposal.rationale):
+        proposal.rejected.append(f"analysis copied from the prompt's example: {proposal.rationale[:120]!r}")
+        proposal.rationale = ""
+    kept = [t for t in proposal.missing_topics if not echo.copied(t)]
+    proposal.rejected += [f"missing topic copied from the prompt's example: {t!r}"
+                          for t in proposal.missing_topics if t not in kept]
+    proposal.missing_topics = kept
+    dims = [d for d in proposal.new_dimensions if not echo.copied(f"{d.name} {d.description} {d.rationale}")]
+    proposal.rejected += [f"new dimension copied from the prompt's example: {d.name!r}"
+                          for d in proposal.new_dimensions if d not in dims]
+    proposal.new_dimensions = dims
+
+
+def menu_text(actions: list[tuple[Action, dict[str, Any]]]) -> str:
+    return "\n".join(f"{i}. {'[' + a.qtype + ' questions only] ' if a.qtype else ''}{_compact(changes)} — {a.reason}"
+                     for i, (a, changes) in enumerate(actions, 1))
+
+
+def proposal_from_menu(parsed: Any, actions: list[tuple[Action, dict[str, Any]]]) -> Proposal:
+    """The chosen candidate with the model's adjustments (only to its own settings, validated)."""
+    if not isinstance(parsed, dict):
+        return Proposal(rejected=["the reply is not a JSON object"])
+    try:
+        choice = int(parsed.get("choice"))
+    except (TypeError, ValueError):
+        return Proposal(rejected=[f"choice {parsed.get('choice')!r} is not a candidate number"])
+    if not 1 <= choice <= len(actions):
+        return Proposal(rejected=[f"choice {choice} is not one of the {len(actions)} candidates"])
+    action, changes = actions[choice - 1]
+    adjust = parsed.get("adjust") if isinstance(parsed.get("adjust"), dict) else {}
+    rejected = [f"adjust {k}: not a setting of candidate {choice}" for k in adjust if k not in changes]
+    wanted = {k: v for k, v in adjust.items() if k in changes}
+    checked = proposal_from_raw({"changes": wanted} if not action.qtype else {"overrides": {action.qtype: wanted}})
+    clean = checked.changes if not action.qtype else checked.overrides.get(action.qtype, {})
+    why = str(parsed.get("why") or "")[:500]
+    proposal = action_proposal(action, {**changes, **clean}, f"menu choice {choice}: {action.reason}"
+                               + (f" — {why}" if why else ""))
+    proposal.rejected = rejected + checked.rejected
+    return proposal
 
 
 class LLMDiagnoser:
+    """A model diagnoses the round: free-form (it writes the changes) or from the rubric's menu
+    (it picks one ranked candidate and may adjust its values: a short prompt and a small reply
+    that small models manage). Every prompt is sized to the model's window."""
+
     name = "llm"
 
-    def __init__(self, client: Any):
+    def __init__(self, client: LLMClient, mode: str = "free"):
+        if mode not in MODES:
+            raise EvolveMemError(f"--diagnosis-mode must be {' or '.join(MODES)}, not {mode!r}")
         self.client = client
+        self.mode = mode
 
     def diagnose(self, inp: DiagnosisInput, config: Any) -> DiagnosisResult:
-        prompt = render_diagnosis_prompt(inp)
-        messages = [{"role": "user", "content": prompt}]
+        if self.mode == "menu":
+            return self._from_menu(inp)
         try:
-            parsed, reply = self.client.complete_json(messages, role="diagnose", max_tokens=1200)
-        except LLMJSONError as exc:
-            return DiagnosisResult(Proposal(), prompt, exc.raw_text or "", f"unparseable reply: {str(exc)[:200]}",
-                                   exc.reply.as_cost())
-        except LLMCallFailed as exc:
-            return DiagnosisResult(Proposal(), prompt, "", f"diagnosis call failed: {str(exc)[:200]}")
-        proposal = proposal_from_raw(parsed)
+            fitted = fit_prompt(self.client, diagnosis_variants(inp), MAX_REPLY_TOKENS, MIN_REPLY_TOKENS)
+        except PromptTooLong as exc:
+            return DiagnosisResult(Proposal(), "", "", f"diagnosis call failed: {str(exc)[:300]}")
+        parsed, reply, error = self._ask(fitted.text, fitted.max_tokens)
+        if reply is None:
+            return DiagnosisResult(Proposal(), fitted.text, "", error, trimmed=list(fitted.trimmed))
+        proposal = proposal_from_raw(parsed) if not error else Proposal()
         for qtype in NO_OVERRIDE_TYPES:
             if proposal.overrides.pop(qtype, None) is not None:
                 proposal.rejected.append(f"overrides for {qtype} are not allowed (they would use the label)")
-        error = "; ".join(proposal.rejected)
-        return DiagnosisResult(proposal, prompt, reply.text, error, reply.as_cost())
+        drop_echoes(proposal, fitted.text)
+        error = error or "; ".join(proposal.rejected)
+        return DiagnosisResult(proposal, fitted.text, reply.text, error, reply.as_cost(), list(fitted.trimmed))
+
+    def _from_menu(self, inp: DiagnosisInput) -> DiagnosisResult:
+        actions = viable_actions(inp)[:MENU_SIZE]
+        if not actions:
+            return DiagnosisResult(Proposal(rationale="no candidate change is left to choose from"))
+        prompt = load_prompt("diagnose_menu").render(round=inp.round, objective=inp.objective,
+                                                     score=f"{inp.score:.4f}", taxonomy=_compact(inp.taxonomy),
+                                                     menu=menu_text(actions))
+        try:
+            fitted = fit_prompt(self.client, [("", prompt)], MENU_REPLY_TOKENS)
+        except PromptTooLong as exc:
+            return DiagnosisResult(Proposal(), prompt, "", f"diagnosis call failed: {str(exc)[:300]}")
+        parsed, reply, error = self._ask(fitted.text, fitted.max_tokens)
+        if reply is None:
+            return DiagnosisResult(Proposal(), prompt, "", error)
+        proposal = proposal_from_menu(parsed, actions) if not error else Proposal()
+        return DiagnosisResult(proposal, prompt, reply.text, error or "; ".join(proposal.rejected), reply.as_cost())
+
+    def _ask(self, prompt: str, max_tokens: int) -> tuple[Any, LLMReply | None, str]:
+        """(parsed reply, the reply, why it failed): a failed call has no reply; a garbled one
+        keeps its text and cost."""
+        messages = [{"role": "user", "content": prompt}]
+        try:
+            parsed, reply = self.client.complete_json(messages, role="diagnose", max_tokens=max_tokens)
+        except LLMJSONError as exc:
+            billed = dataclasses.replace(exc.reply, text=exc.raw_text or "")
+            return None, billed, f"unparseable reply: {str(exc)[:200]}"
+        except LLMCallFailed as exc:
+            return None, None, f"diagnosis call failed: {str(exc)[:300]}"
+        return parsed, reply, ""
 
     def observe(self, config: Any, score: float) -> None:
         return None
 
 
-def create(seed: int, client: LLMClient | None) -> LLMDiagnoser:
+def create(seed: int, client: LLMClient | None, mode: str = "free") -> LLMDiagnoser:
     if client is None:
         raise EvolveMemError("--diagnoser llm needs a model: pass --model or --diagnosis-model")
-    return LLMDiagnoser(client)
+    return LLMDiagnoser(client, mode)

@@ -159,25 +159,38 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
     return sorted((a for a in actions if all(k in known for k in a.changes)), key=lambda a: -a.strength)
 
 
+def viable_actions(inp: DiagnosisInput) -> list[tuple[Action, dict[str, Any]]]:
+    """Every rule that fires, strongest first, with the changes it would still make (settings
+    already in effect left out), skipping moves already tried without a gain."""
+    bad = inp.failed_moves()
+    out = []
+    for action in candidate_actions(inp):
+        scope = action.qtype or "global"
+        # what each field holds now at this scope (None: an override would add it)
+        before = inp.overrides.get(action.qtype, {}) if action.qtype else inp.config
+        current = {**inp.config, **before}
+        effective = {k: val for k, val in action.changes.items() if current.get(k) != val}
+        if not effective or any((scope, k, move_direction(before.get(k), val)) in bad for k, val in effective.items()):
+            continue
+        out.append((action, effective))
+    return out
+
+
+def action_proposal(action: Action, changes: dict[str, Any], rationale: str | None = None) -> Proposal:
+    proposal = Proposal(rationale=action.reason if rationale is None else rationale)
+    if action.qtype:
+        proposal.overrides[action.qtype] = dict(changes)
+    else:
+        proposal.changes = dict(changes)
+    return proposal
+
+
 class RubricDiagnoser:
     name = "rubric"
 
     def diagnose(self, inp: DiagnosisInput, config: Any) -> DiagnosisResult:
-        bad = inp.failed_moves()
-        for action in candidate_actions(inp):
-            scope = action.qtype or "global"
-            # what each field holds now at this scope (None: an override would add it)
-            before = inp.overrides.get(action.qtype, {}) if action.qtype else inp.config
-            current = {**inp.config, **before}
-            effective = {k: val for k, val in action.changes.items() if current.get(k) != val}
-            if not effective or any((scope, k, move_direction(before.get(k), val)) in bad for k, val in effective.items()):
-                continue
-            proposal = Proposal(rationale=action.reason)
-            if action.qtype:
-                proposal.overrides[action.qtype] = effective
-            else:
-                proposal.changes = effective
-            return DiagnosisResult(proposal)
+        for action, effective in viable_actions(inp):
+            return DiagnosisResult(action_proposal(action, effective))
         return DiagnosisResult(Proposal(rationale="no rubric rule fires that was not already tried"))
 
     def observe(self, config: Any, score: float) -> None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evolvemem.llm.cache import ResponseCache, make_cache_key
+from evolvemem.llm.context_window import estimate_tokens, from_model_table, probe_server, window_from_error
 from evolvemem.llm.json_repair import parse_json_lenient
 from evolvemem.llm.usage import UsageLedger
 from evolvemem.contracts.usage import Usage
@@ -62,6 +63,14 @@ class LLMCallFailed(Exception):
         super().__init__(message)
         self.status_code = status_code
         self.attempts = attempts
+
+
+class PromptTooLong(LLMCallFailed):
+    """The prompt and the reply would not fit the model's context window (not sent)."""
+
+    def __init__(self, message: str, *, window: int):
+        super().__init__(message, status_code=None, attempts=0)
+        self.window = window
 
 
 class LLMJSONError(LLMCallFailed):
@@ -213,6 +222,7 @@ class LLMClient:
         backoff_max: float = 20.0,
         usage: UsageLedger | None = None,
         seed: int | None = None,
+        context_window: int | None = None,
     ):
         if not isinstance(model, str) or not model.strip():
             raise ValueError("LLM model name is empty (expected e.g. 'openai/gpt-4o-mini')")
@@ -226,6 +236,9 @@ class LLMClient:
         self.usage = usage if usage is not None else UsageLedger()
         self.seed = seed
         self._jitter = random.Random()
+        self._window = context_window
+        self._window_checked = context_window is not None
+        self._window_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"LLMClient({self.model!r}, api_base={self.api_base!r})"
@@ -245,6 +258,34 @@ class LLMClient:
         if self.api_base:
             params["api_base"] = self.api_base  # one name can be a different model on another server
         return params
+
+    def context_window(self) -> int | None:
+        """The model's context window in tokens, looked up once (llm/context_window.py); None
+        when neither the user, litellm's table nor the server says (then prompts go unsized
+        until a rejection names the window)."""
+        with self._window_lock:
+            if not self._window_checked:
+                self._window_checked = True
+                self._window = from_model_table(_litellm(), self.model) if not self.api_base else None
+                if self._window is None and self.api_base:
+                    self._window = probe_server(self.api_base)
+            return self._window
+
+    def _check_fits(self, messages: list[dict], max_tokens: int, role: str) -> None:
+        window = self.context_window()
+        tokens = estimate_tokens(messages)
+        if window is not None and tokens + max_tokens > window:
+            self.usage.record_failure(role)
+            raise PromptTooLong(f"{self.model} [{role}]: a prompt of ~{tokens} tokens plus {max_tokens} reply tokens "
+                                f"does not fit the context window of {window} tokens (not sent)", window=window)
+
+    def _learn_window(self, exc: BaseException) -> int | None:
+        """A rejection that names the window teaches it to this client for the rest of the run."""
+        found = window_from_error(str(exc)) if _status_code(exc) in (400, 413, None) else None
+        if found:
+            with self._window_lock:
+                self._window, self._window_checked = found, True
+        return found
 
     def backoff_delay(self, attempt: int, retry_after: float | None) -> float:
         """Full jitter: uniform(0, base·2^attempt) capped at backoff_max; a Retry-After is a floor."""
@@ -281,6 +322,7 @@ class LLMClient:
                     cached=True,
                 )
 
+        self._check_fits(messages, max_tokens, role)
         litellm = _litellm()
         attempt = 0
         while True:
@@ -292,6 +334,12 @@ class LLMClient:
                 if not retryable or attempt >= self.max_retries:
                     self.usage.record_failure(role)
                     status = _status_code(exc)
+                    learned = self._learn_window(exc)
+                    if learned:
+                        raise PromptTooLong(
+                            f"{self.model} [{role}] rejected a prompt of ~{estimate_tokens(messages)} tokens: its "
+                            f"context window is {learned} tokens (now used to size every prompt)", window=learned,
+                        ) from None
                     where = f"HTTP {status} " if status else ""
                     tries = "(not retryable)" if not retryable else f"after {attempt + 1} attempt(s)"
                     raise LLMCallFailed(

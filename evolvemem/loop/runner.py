@@ -85,7 +85,8 @@ class EvolutionRunner:
             self.test = split_dataset(dataset, "test")
         except DataError:  # one conversation: nothing is held out, and reports say so
             self.test = dataset.subset(set())
-        self.diagnoser = make_diagnoser(spec.diagnoser, seed=spec.seed, client=workspace.roles.diagnosis_client)
+        self.diagnoser = make_diagnoser(spec.diagnoser, seed=spec.seed, client=workspace.roles.diagnosis_client,
+                                        mode=spec.diagnosis_mode)
         self.rubric = make_diagnoser("rubric", seed=spec.seed)  # the fallback of a model's diagnosis
 
     # ---- helpers -----------------------------------------------------------------------------
@@ -203,6 +204,7 @@ class EvolutionRunner:
             "raw_response": diagnosis.raw_response, "parse_error": diagnosis.parse_error or None,
             "proposal": diagnosis.proposal.as_dict(), "calls": diagnosis.cost.calls,
             "prompt_tokens": diagnosis.cost.prompt_tokens, "completion_tokens": diagnosis.cost.completion_tokens,
+            "prompt_trimmed": diagnosis.trimmed,
         }, [{"round": round_no, "name": d.name, "description": d.description, "rationale": d.rationale}
             for d in diagnosis.proposal.new_dimensions])
         if diagnosis.parse_error:

@@ -51,6 +51,7 @@ class RunSpec:
     reextract: bool = True
     cache_enabled: bool = True
     frozen: list[str] = field(default_factory=list)  # dimensions the loop may not change (--freeze)
+    diagnosis_mode: str = "free"  # llm diagnoser: free-form changes, or a choice from the rubric's menu
 
     def as_dict(self) -> dict:
         out = asdict(self)

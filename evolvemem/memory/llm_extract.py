@@ -22,7 +22,7 @@ from evolvemem.contracts.memory import MEMORY_TYPES, MemoryUnit, make_memory_id
 from evolvemem.contracts.usage import Usage
 from evolvemem.data.dates import format_day, parse_iso_datetime
 from evolvemem.data.models import Conversation, Turn
-from evolvemem.llm.client import LLMCallFailed, LLMJSONError
+from evolvemem.llm.client import LLMCallFailed, LLMJSONError, PromptTooLong
 from evolvemem.memory import nlp
 from evolvemem.prompts import load_prompt
 
@@ -216,7 +216,8 @@ class LLMExtractor:
             outcome.cost = outcome.cost + exc.reply.as_cost()
             raise _WindowFailed(str(exc)) from None
         except LLMCallFailed as exc:
-            overflow = exc.status_code in (400, 413) and bool(_OVERFLOW_RE.search(str(exc)))
+            overflow = isinstance(exc, PromptTooLong) or (
+                exc.status_code in (400, 413) and bool(_OVERFLOW_RE.search(str(exc))))
             raise _WindowFailed(str(exc), overflow=overflow or "ContextWindowExceeded" in str(exc)) from None
         outcome.cost = outcome.cost + reply.as_cost()
         items = parsed.get("memories") if isinstance(parsed, dict) else parsed

@@ -62,6 +62,7 @@ class ModelSettings:
     judge_model: str | None = None
     classify_model: str | None = None
     api_base: str | None = None
+    context_window: int | None = None  # tokens; None: from litellm's table or the server
 
     def for_role(self, role: str) -> str:
         specific = {
@@ -129,6 +130,7 @@ def build_roles(settings: ModelSettings, cache_enabled: bool = True) -> Roles:
         model = settings.for_role(role)
         if model not in clients:
             clients[model] = LLMClient(model, api_base=settings.api_base, usage=ledger,
+                                       context_window=settings.context_window,
                                        cache=ResponseCache(enabled=cache_enabled),
                                        **client_options_from_env())
         return clients[model]

@@ -17,11 +17,11 @@ BEST_CONFIG = "best_config.toml"
 
 def model_settings(model: str | None = None, extract_model: str | None = None, answer_model: str | None = None,
                    diagnosis_model: str | None = None, judge_model: str | None = None, api_base: str | None = None,
-                   classify_model: str | None = None) -> ModelSettings:
+                   classify_model: str | None = None, context_window: int | None = None) -> ModelSettings:
     """Per-role models; `model` (or EVOLVEMEM_MODEL) is every role's default."""
     return ModelSettings(model=model or os.environ.get("EVOLVEMEM_MODEL"), extract_model=extract_model,
                          answer_model=answer_model, diagnosis_model=diagnosis_model, judge_model=judge_model,
-                         api_base=api_base, classify_model=classify_model)
+                         api_base=api_base, classify_model=classify_model, context_window=context_window)
 
 
 def load_config_reporting(reporter: Reporter, name_or_path: str) -> RetrievalConfig:

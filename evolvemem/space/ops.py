@@ -124,8 +124,9 @@ def config_to_trial_params(config: Any) -> dict[str, Any]:
     return params
 
 
-def action_space_text(per_type_only: bool = False) -> str:
-    """The action space as the diagnosis model reads it, grouped, one line per dimension."""
+def action_space_text(per_type_only: bool = False, brief: bool = False) -> str:
+    """The action space as the diagnosis model reads it, grouped, one line per dimension
+    (`brief`: without the descriptions, for small context windows)."""
     lines: list[str] = []
     group = None
     for name, dim in registry().items():
@@ -135,5 +136,6 @@ def action_space_text(per_type_only: bool = False) -> str:
             group = dim.group
             lines.append(f"## {group}")
         tag = " [per-type]" if dim.per_type else ""
-        lines.append(f"- {name} ({dim.kind}: {dim.range_text()}; default {dim.default!r}){tag}: {dim.description}")
+        about = "" if brief else f": {dim.description}"
+        lines.append(f"- {name} ({dim.kind}: {dim.range_text()}; default {dim.default!r}){tag}{about}")
     return "\n".join(lines)

@@ -70,6 +70,7 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
         ("calls", "INTEGER", "LLM calls"),
         ("prompt_tokens", "BIGINT", "prompt tokens"),
         ("completion_tokens", "BIGINT", "completion tokens"),
+        ("prompt_trimmed", "VARCHAR[]", "what the prompt left out to fit the model's context window (empty: nothing)"),
     ],
     "decisions": [
         ("round", "INTEGER", "round whose score the guard judged"),
