@@ -48,7 +48,7 @@ def argument_parser(doc: str, *, top_k: bool = False) -> argparse.ArgumentParser
 
 def load_locomo_file(path: Path) -> Any:
     """The LoCoMo dataset at `path`; exits with a one-line message when the file is missing."""
-    from evolvemem.data.loader import load_benchmark
+    from evolvemem.benchmarks import load_benchmark
 
     if not path.is_file():
         raise SystemExit(f"no LoCoMo file at {path}")

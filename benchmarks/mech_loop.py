@@ -112,7 +112,7 @@ def main() -> None:
             print(f"{label:24s} test all F1 {test['all_f1']:.4f} main {test['main_f1']:.4f} "
                   f"evidence recall {test['evidence_recall']:.4f} | best round {result['best_round']} | "
                   f"wall {wall:.1f}s | calls {usage['calls']} | uses: {used}", flush=True)
-    from evolvemem.data.loader import load_benchmark
+    from evolvemem.benchmarks import load_benchmark
 
     names = load_benchmark("locomo", args.data).category_names or {}
     base = results[0][1]

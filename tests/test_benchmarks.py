@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from evolvemem.data import BENCHMARKS, load_benchmark, split_dataset, split_ids
+from evolvemem.benchmarks import BENCHMARK_TABLE, load_benchmark
+from evolvemem.data import split_dataset, split_ids
 from evolvemem.data import synth as synth_module
 from evolvemem.data.custom import dump_custom, load_custom
 from evolvemem.data.locomo import LOCOMO_URL, load_locomo, normalize_evidence, resolve_locomo_path
@@ -539,7 +540,7 @@ def test_split_edge_cases() -> None:
 
 
 def test_load_benchmark_dispatch_and_errors(locomo_path: Path) -> None:
-    assert BENCHMARKS == ("locomo", "synth", "custom", "membench", "longmemeval")
+    assert tuple(BENCHMARK_TABLE) == ("locomo", "synth", "custom", "membench", "longmemeval")
     assert len(load_benchmark("locomo", str(locomo_path)).questions) == 1586
     assert load_benchmark("synth", seed=1, n_conversations=2).content_hash == generate_synth(seed=1, n_conversations=2).content_hash
     with pytest.raises(DataError) as exc:

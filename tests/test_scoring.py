@@ -13,7 +13,8 @@ import pytest
 from evolvemem.data.models import Question
 from evolvemem.errors import ConfigError, DataError
 from evolvemem.contracts.roles import ABSTENTION_TEXT
-from evolvemem.scoring import score_prediction, summarise
+from evolvemem.benchmarks import score_prediction
+from evolvemem.scoring import summarise
 from evolvemem.scoring.locomo import locomo_f1, multi_hop_f1
 from evolvemem.scoring.metrics import (
     answer_tokens,
@@ -197,7 +198,7 @@ def test_mc_accuracy_letter_or_text_gold() -> None:
     with pytest.raises(DataError, match="'Faro'"):
         mc_accuracy("A", CHOICES, "Faro")
     question = q("porto", ("Porto",), choices=CHOICES, correct_choice="B")
-    scores = score_prediction(question, "(B)", benchmark="membench")
+    scores = score_prediction(question, "(B)", benchmark_name="membench")
     assert scores["mc_accuracy"] == 1.0 and scores["f1"] == 0.0
     assert "mc_accuracy" not in score_prediction(q(), "Lisbon")
 
@@ -223,13 +224,13 @@ def test_is_abstention_strict_and_lenient() -> None:
 def test_other_benchmarks_plain_f1_and_abstention() -> None:
     question = q("knowledge_update", ("Porto", "the city of Porto"), question_type="knowledge_update")
     # best over gold answers: "Porto" vs "Porto" = 1.0
-    assert score_prediction(question, "Porto", benchmark="synth")["f1"] == 1.0
+    assert score_prediction(question, "Porto", benchmark_name="synth")["f1"] == 1.0
     # category "1" means nothing outside LoCoMo: no comma splitting
     multi = q("1", ("glassblowing course, hiking, fencing",), question_type="multi_hop")
-    assert score_prediction(multi, "glassblowing, hiking trips", benchmark="custom")["f1"] == pytest.approx(4 / 7)
+    assert score_prediction(multi, "glassblowing, hiking trips", benchmark_name="custom")["f1"] == pytest.approx(4 / 7)
     unanswerable = q("adversarial", ("not mentioned",), question_type="adversarial")
-    assert score_prediction(unanswerable, ABSTENTION_TEXT, benchmark="synth")["f1"] == 1.0
-    assert score_prediction(unanswerable, "Porto", benchmark="synth")["f1"] == 0.0
+    assert score_prediction(unanswerable, ABSTENTION_TEXT, benchmark_name="synth")["f1"] == 1.0
+    assert score_prediction(unanswerable, "Porto", benchmark_name="synth")["f1"] == 0.0
 
 
 # --- aggregation --------------------------------------------------------------------------------

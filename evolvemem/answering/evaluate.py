@@ -17,7 +17,7 @@ from evolvemem.answering.path import answer_path
 from evolvemem.contracts.records import QuestionRecord
 from evolvemem.contracts.roles import AnswerResult
 from evolvemem.data.models import Question
-from evolvemem.scoring import score_prediction
+from evolvemem.benchmarks import score_prediction
 from evolvemem.scoring.aggregate import summarise
 from evolvemem.scoring.metrics import evidence_recall, is_abstention
 from evolvemem.workspace import Workspace
@@ -77,7 +77,7 @@ def answer_question(ws: Workspace, question: Question, effective: RetrievalConfi
     scores: dict[str, float] = {}
     judged = None
     if not answer.failed:
-        scores = score_prediction(question, answer.text, protocol=protocol, benchmark=benchmark)
+        scores = score_prediction(question, answer.text, protocol=protocol, benchmark_name=benchmark)
         if ws.roles.judge is not None:
             verdict, judge_cost = ws.roles.judge.judge(question.text, question.answer or "not mentioned", answer.text)
             judged = None if verdict is None else float(verdict)

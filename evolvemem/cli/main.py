@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from evolvemem.cli.ui import UI
-from evolvemem.session.defaults import GUARD_DEFAULTS, RUN_DEFAULTS
+from evolvemem.session.defaults import BENCHMARK_HELP, GUARD_DEFAULTS, RUN_DEFAULTS
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Tune the retrieval side of LLM-agent memory with an AutoResearch loop.")
@@ -92,7 +92,7 @@ def space(json_out: bool = typer.Option(False, "--json", help="Print the action 
 @app.command("eval")
 @user_errors
 def eval_command(
-    benchmark: str = typer.Option("locomo", "--benchmark", "-b", help="locomo, synth, custom, membench or longmemeval."),
+    benchmark: str = typer.Option(RUN_DEFAULTS.benchmark, "--benchmark", "-b", help=f"{BENCHMARK_HELP}."),
     data: Optional[str] = typer.Option(None, "--data", help="Path to the benchmark file (LoCoMo: locomo10.json)."),
     config: str = typer.Option("default", "--config", "-c", help="Preset name (weak, default) or a config file."),
     split: str = SplitAllOpt,
@@ -130,7 +130,7 @@ def eval_command(
 @app.command()
 @user_errors
 def run(
-    benchmark: str = typer.Option("locomo", "--benchmark", "-b", help="locomo, synth, custom, membench or longmemeval."),
+    benchmark: str = typer.Option(RUN_DEFAULTS.benchmark, "--benchmark", "-b", help=f"{BENCHMARK_HELP}."),
     data: Optional[str] = typer.Option(None, "--data", help="Path to the benchmark file."),
     rounds: Optional[int] = typer.Option(None, "--rounds", "-n", help=f"Evolution rounds after the starting round 0 [default: {RUN_DEFAULTS.rounds}; with --resume: the run's own]."),
     model: Optional[str] = ModelOpt,

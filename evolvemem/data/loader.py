@@ -1,7 +1,7 @@
-"""One entry point for every benchmark, plus the file reading all loaders share.
+"""The file reading all benchmark loaders share.
 
-`load_benchmark("locomo")` is what the CLI calls; each benchmark module also exposes its own
-`load_*` function for library use. Reading is shared so that every loader reports a missing
+Each benchmark module exposes its own `load_*` function; the benchmark table
+(evolvemem/benchmarks.py) names them. Reading is shared so that every loader reports a missing
 file or broken JSON the same way and hashes the exact bytes it parsed (the hash identifies the
 data in run manifests and caches).
 """
@@ -10,22 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from evolvemem.data.models import Dataset
-from evolvemem.errors import ConfigError, DataError
-
-BENCHMARKS = ("locomo", "synth", "custom", "membench", "longmemeval")
-
-# Keyword options each benchmark accepts through `load_benchmark(..., **opts)`.
-_OPTIONS: dict[str, tuple[str, ...]] = {
-    "locomo": (),
-    "synth": ("seed", "n_conversations", "n_sessions", "chitchat_per_session"),
-    "custom": (),
-    "membench": (),
-    "longmemeval": (),
-}
-
+from evolvemem.errors import DataError
 
 def bytes_hash(data: bytes) -> str:
     """`Dataset.content_hash`: the first 16 hex digits of the sha256 of the data's bytes."""
@@ -73,39 +61,3 @@ def require_path(name: str, data: str | Path | None) -> Path:
     if data is None or str(data).strip() == "":
         raise DataError(f"benchmark {name!r} reads a file you supply: pass --data PATH")
     return Path(data).expanduser()
-
-
-def load_benchmark(name: str, data: str | Path | None = None, **opts: Any) -> Dataset:
-    """Load a benchmark by name.
-
-    - locomo: `data` is optional (see `resolve_locomo_path`); downloaded on first use.
-    - synth: generated; options seed, n_conversations, n_sessions, chitchat_per_session; no `data`.
-    - custom, membench, longmemeval: `data` is the file (MemBench also accepts a folder).
-    """
-    key = name.strip().lower() if isinstance(name, str) else ""
-    if key not in BENCHMARKS:
-        raise DataError(f"unknown benchmark {name!r} (known: {', '.join(BENCHMARKS)})")
-    unknown = sorted(set(opts) - set(_OPTIONS[key]))
-    if unknown:
-        allowed = ", ".join(_OPTIONS[key]) or "none"
-        raise ConfigError(f"benchmark {key!r} has no option {', '.join(unknown)} (options: {allowed})")
-    # Imported here: each module imports this one for the shared readers above.
-    if key == "locomo":
-        from evolvemem.data.locomo import load_locomo, resolve_locomo_path
-
-        return load_locomo(resolve_locomo_path(None if data is None else str(data)))
-    if key == "synth":
-        if data is not None:
-            raise DataError("benchmark 'synth' is generated, it reads no file: drop --data")
-        from evolvemem.data.synth import generate_synth
-
-        return generate_synth(**opts)
-    path = require_path(key, data)
-    load: Callable[[Path], Dataset]
-    if key == "custom":
-        from evolvemem.data.custom import load_custom as load
-    elif key == "membench":
-        from evolvemem.data.membench import load_membench as load
-    else:
-        from evolvemem.data.longmemeval import load_longmemeval as load
-    return load(path)

@@ -15,8 +15,10 @@ Category ids are LoCoMo's own ("1".."5"):
 """
 from __future__ import annotations
 
-from evolvemem.errors import ConfigError
+from evolvemem.data.models import Question
+from evolvemem.errors import ConfigError, DataError
 from evolvemem.scoring.metrics import is_abstention, token_f1
+from evolvemem.scoring.text_scores import abstention_scores, text_scores, with_choices
 
 PROTOCOLS: tuple[str, ...] = ("official", "paper")
 
@@ -71,3 +73,29 @@ def locomo_f1(
     if category == MULTI_HOP:
         return multi_hop_f1(prediction, str(gold))
     return token_f1(prediction, scoring_gold(category, gold))
+
+
+def _category_scores(question: Question, prediction: str, protocol: str) -> dict[str, float]:
+    category = str(question.category)
+    if category == ADVERSARIAL:
+        if protocol == "official":
+            return abstention_scores(prediction)
+        if question.adversarial_answer is None:
+            raise DataError(f"question {question.question_id}: the 'paper' protocol needs 'adversarial_answer'")
+        return text_scores(prediction, [str(question.adversarial_answer)])
+    if not question.answers:
+        raise DataError(f"question {question.question_id} (category {category}) has no gold answer")
+    try:
+        f1 = locomo_f1(prediction, question.answers[0], category, protocol=protocol)
+    except ValueError as exc:
+        raise DataError(f"question {question.question_id}: {exc}") from None
+    gold = str(question.answers[0]) if category == MULTI_HOP else scoring_gold(category, question.answers[0])
+    return text_scores(prediction, [gold], f1=f1)
+
+
+def score_locomo(question: Question, prediction: str, protocol: str = "official") -> dict[str, float]:
+    """LoCoMo's scorer: the reference evaluation category by category (multiple choice added
+    when a question has choices)."""
+    check_protocol(protocol)
+    prediction = "" if prediction is None else str(prediction)
+    return with_choices(question, prediction, _category_scores(question, prediction, protocol))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from evolvemem.data.loader import load_benchmark
+from evolvemem.benchmarks import load_benchmark
 from evolvemem.data.models import Dataset
 from evolvemem.data.split import split_dataset
 from evolvemem.errors import EvolveMemError

@@ -17,7 +17,7 @@ from typing import Callable
 from evolvemem import __version__
 from evolvemem.answering.evaluate import ReuseKey, evaluate, remember
 from evolvemem.answering.stores import stores_needed
-from evolvemem.data.loader import load_benchmark
+from evolvemem.benchmarks import load_benchmark
 from evolvemem.data.models import Dataset, Question
 from evolvemem.data.split import SPLITS, split_dataset
 from evolvemem.errors import EvolveMemError
