@@ -176,3 +176,21 @@ def test_a_new_dimension_file_needs_no_code(tmp_path):
                          cwd=str(tmp_path.parent), check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["25", "10"]
+
+
+def test_every_choice_the_registry_offers_has_an_implementation():
+    """Choice lists live only in action_space/*.toml; each choice must reach code that handles it."""
+    import numpy as np
+
+    from evolvemem.prompts import load_prompt
+    from evolvemem.retrieval.fusion import ViewHits, fuse
+
+    dims = registry()
+    for style in dims["answer_style"].choices:
+        assert load_prompt(f"answer_{style}").render(question="q", question_date="", context="c")
+    for style in dims["verification_style"].choices:
+        assert load_prompt(f"verify_{style}")
+    hits = [ViewHits("semantic", np.array([0, 2]), np.array([0.9, 0.5]), 1.0)]
+    for mode in dims["fusion_mode"].choices:
+        rows, scores = fuse(hits, mode)
+        assert rows.tolist() == [0, 2] and scores.max() == 1.0

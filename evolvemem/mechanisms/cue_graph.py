@@ -144,7 +144,7 @@ class CueGraphSource:
         self._lock = threading.Lock()
 
     def enabled(self, config: Any) -> bool:
-        return getattr(config, "cue_graph_top_k", 0) > 0
+        return config.cue_graph_top_k > 0
 
     def hits(self, request: ViewRequest, cache: dict) -> tuple[list[ViewHits], Usage]:
         graph = cache.get("graph")

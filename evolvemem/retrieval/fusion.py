@@ -13,7 +13,9 @@ from typing import Sequence
 
 import numpy as np
 
-FUSION_MODES = ("sum", "weighted_sum", "rrf")
+from evolvemem.space.registry import registry
+
+FUSION_MODES: tuple[str, ...] = registry()["fusion_mode"].choices
 
 
 @dataclass(frozen=True)

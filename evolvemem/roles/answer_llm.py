@@ -10,14 +10,19 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from evolvemem.data.models import Question
 from evolvemem.contracts.memory import MemoryUnit
-from evolvemem.prompts import load_prompt
-from evolvemem.roles.context_format import ABSTENTION, format_context, format_question_date
 from evolvemem.contracts.roles import AnswerResult
+from evolvemem.data.models import Question
+from evolvemem.prompts import load_prompt
+from evolvemem.roles.context_format import (
+    ABSTENTION,
+    format_context,
+    format_question_date,
+)
 from evolvemem.scoring.metrics import is_abstention
+from evolvemem.space.registry import registry
 
-ANSWER_STYLES = ("concise", "extractive", "detailed", "temporal", "step_by_step", "cautious")
+ANSWER_STYLES: tuple[str, ...] = registry()["answer_style"].choices
 # Reasoning needs room; the other styles want a phrase or two.
 _MAX_TOKENS = {"step_by_step": 700, "detailed": 200}
 _DEFAULT_MAX_TOKENS = 120

@@ -13,22 +13,40 @@ import re
 from datetime import date, datetime
 from typing import Sequence
 
-from evolvemem.data.models import Question
 from evolvemem.contracts.memory import MemoryUnit
-from evolvemem.roles.context_format import ABSTENTION, MONTHS, find_dates
 from evolvemem.contracts.roles import AnswerResult
+from evolvemem.data.models import Question
+from evolvemem.roles.context_format import ABSTENTION, MONTHS, find_dates
 from evolvemem.roles.reader_lexicon import (
-    CAPTION_WORDS, CLAUSE_WORDS, DURATION, FILLERS, FREQUENCY, GLUE, NEGATIONS, NUMBER_WORDS, RELATIONS, STOPWORDS,
-    TIME_WORDS, WEEKDAYS, stem, word_tokens,
+    CAPTION_WORDS,
+    CLAUSE_WORDS,
+    DURATION,
+    FILLERS,
+    FREQUENCY,
+    GLUE,
+    NEGATIONS,
+    NUMBER_WORDS,
+    RELATIONS,
+    STOPWORDS,
+    TIME_WORDS,
+    WEEKDAYS,
+    stem,
+    word_tokens,
 )
 from evolvemem.roles.reader_support import (
-    QuestionForm, Sentence, Support, analyse_question, rank_support, sentence_of,
+    QuestionForm,
+    Sentence,
+    Support,
+    analyse_question,
+    rank_support,
+    sentence_of,
 )
+from evolvemem.space.registry import registry
 
 __all__ = ["STYLES", "OfflineAnswerer", "analyse_question", "compress", "count_answer", "rank_support",
            "relative_date", "shape_answer", "well_formed"]
 
-STYLES = ("concise", "extractive", "detailed", "temporal", "step_by_step", "cautious")
+STYLES: tuple[str, ...] = registry()["answer_style"].choices
 _CONCISE_WORDS = 4
 _PHRASE_WORDS = 8
 

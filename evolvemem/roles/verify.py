@@ -14,19 +14,28 @@ import functools
 import re
 from typing import Any, Sequence
 
-from evolvemem.data.models import Question
 from evolvemem.contracts.memory import MemoryUnit
-from evolvemem.prompts import load_prompt
-from evolvemem.roles.answer_offline import OfflineAnswerer, count_answer, relative_date, well_formed
-from evolvemem.roles.context_format import (
-    ABSTENTION, MONTHS, format_context, format_question_date,
-)
 from evolvemem.contracts.roles import AnswerResult
+from evolvemem.data.models import Question
+from evolvemem.prompts import load_prompt
+from evolvemem.roles.answer_offline import (
+    OfflineAnswerer,
+    count_answer,
+    relative_date,
+    well_formed,
+)
+from evolvemem.roles.context_format import (
+    ABSTENTION,
+    MONTHS,
+    format_context,
+    format_question_date,
+)
 from evolvemem.roles.reader_lexicon import FILLERS, STOPWORDS, stem, word_tokens
 from evolvemem.roles.reader_support import Support, rank_support
 from evolvemem.scoring.metrics import is_abstention
+from evolvemem.space.registry import registry
 
-VERIFICATION_STYLES = ("strict", "multi_candidate")
+VERIFICATION_STYLES: tuple[str, ...] = registry()["verification_style"].choices
 _CANDIDATE_MEMORIES = 3
 
 
