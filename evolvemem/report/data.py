@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from evolvemem.contracts.records import FAILURE_CLASSES
+from evolvemem.contracts.usage import Usage
 
 EVALUATED_PHASES = ("dev", "eval", "transfer")
 SNAPSHOT_FILES = ("config.toml", "decision.json", "diagnosis_input.json", "diagnosis_prompt.md",
@@ -18,23 +19,14 @@ SNAPSHOT_FILES = ("config.toml", "decision.json", "diagnosis_input.json", "diagn
 
 
 @dataclass
-class Usage:
-    """LLM calls and tokens of one (round, phase), summed over roles."""
+class PhaseUsage:
+    """LLM usage of one (round, phase), summed over roles, and its calls per role."""
 
     label: str
     round: int
     phase: str
-    calls: int = 0
-    cache_hits: int = 0
-    failures: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
+    usage: Usage = field(default_factory=Usage)
     calls_by_role: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
 
 
 @dataclass
@@ -54,7 +46,7 @@ class RoundView:
     by_category: dict[str, dict]
     failures: dict[str, int]
     n_correct: int
-    usage: Usage
+    usage: PhaseUsage
     decision: str | None = None
     reason: str = ""
     delta: float | None = None
@@ -93,7 +85,7 @@ class ReportData:
     categories: list[tuple[str, str]]  # (key, label)
     failure_classes: list[str]
     best_round: int | None
-    usage: list[Usage]
+    usage: list[PhaseUsage]
     finals: list[FinalScore]
     best_vs_start: list[dict]
     proposed_dimensions: list[dict]
@@ -194,19 +186,14 @@ def gather(store: Any) -> ReportData:
     for row in store.query("""SELECT round, failure, count(*) AS n FROM question_failures
                               WHERE phase = ? GROUP BY round, failure""", [phase]):
         failures.setdefault(row["round"], {})[row["failure"]] = row["n"]
-    usage: dict[tuple[int, str], Usage] = {}
+    usage: dict[tuple[int, str], PhaseUsage] = {}
     for row in store.query("""SELECT round, phase, role, sum(calls) AS calls, sum(cache_hits) AS cache_hits,
                                      sum(failures) AS failures, sum(prompt_tokens) AS prompt_tokens,
                                      sum(completion_tokens) AS completion_tokens, sum(cost_usd) AS cost_usd
                               FROM usage GROUP BY round, phase, role ORDER BY round, phase, role"""):
         key = (row["round"], row["phase"])
-        u = usage.setdefault(key, Usage(_usage_label(row["round"], row["phase"]), row["round"], row["phase"]))
-        u.calls += row["calls"] or 0
-        u.cache_hits += row["cache_hits"] or 0
-        u.failures += row["failures"] or 0
-        u.prompt_tokens += row["prompt_tokens"] or 0
-        u.completion_tokens += row["completion_tokens"] or 0
-        u.cost_usd += row["cost_usd"] or 0.0
+        u = usage.setdefault(key, PhaseUsage(_usage_label(row["round"], row["phase"]), row["round"], row["phase"]))
+        u.usage = u.usage + Usage.from_dict(row)
         u.calls_by_role[row["role"]] = u.calls_by_role.get(row["role"], 0) + (row["calls"] or 0)
 
     rounds: list[RoundView] = []
@@ -229,7 +216,7 @@ def gather(store: Any) -> ReportData:
             n_questions=row["n_questions"] or 0, n_failed=row["n_failed"] or 0, wall_seconds=row["wall_seconds"],
             by_category=by_cat, failures={k: v for k, v in counts.items() if k != "correct"},
             n_correct=counts.get("correct", 0),
-            usage=usage.get((number, row["phase"])) or Usage(_usage_label(number, phase), number, phase),
+            usage=usage.get((number, row["phase"])) or PhaseUsage(_usage_label(number, phase), number, phase),
             decision=d.get("decision"), reason=d.get("reason") or "",
             delta=d["delta"] if d.get("delta") is not None else (
                 None if previous is None or score is None else score - previous),

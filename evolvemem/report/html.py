@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from evolvemem.report import svg
-from evolvemem.report.data import ReportData, RoundView, Usage
+from evolvemem.contracts.usage import Usage
+from evolvemem.report.data import ReportData, RoundView
 
 
 # ---- small formatting helpers ---------------------------------------------------------------
@@ -205,8 +206,8 @@ def summary_cards(data: ReportData) -> str:
         cards += [("all F1", f4(r.all_f1), f"{count(r.n_questions)} questions"), ("main F1", f4(r.main_f1), "non-adversarial"),
                   ("adversarial F1", f4(r.adversarial_f1), "unanswerable questions"),
                   ("evidence recall", f3(r.evidence_recall), "gold evidence in context")]
-    calls = sum(u.calls for u in data.usage)
-    tokens = sum(u.tokens for u in data.usage)
+    calls = sum(u.usage.calls for u in data.usage)
+    tokens = sum(u.usage.tokens for u in data.usage)
     cards.append(("LLM calls", count(calls), f"{count(tokens)} tokens" if calls else "offline roles"))
     html = "".join(f'<div class="stat"><div class="stat-label">{escape(a)}</div><div class="stat-value">{escape(b)}</div>'
                    f'<div class="stat-note">{escape(c)}</div></div>' for a, b, c in cards)
@@ -296,7 +297,7 @@ def round_article(data: ReportData, r: RoundView, base: str) -> str:
             f'<span class="delta">{signed(r.delta)}</span> {decision} {star}</h3>')
     cells = [("main", f3(r.main_f1)), ("adversarial", f3(r.adversarial_f1)), ("all", f3(r.all_f1)),
              ("evidence recall", f3(r.evidence_recall)), ("questions", count(r.n_questions)),
-             ("time", "–" if r.wall_seconds is None else f"{r.wall_seconds:.1f} s"), ("calls", count(r.usage.calls))]
+             ("time", "–" if r.wall_seconds is None else f"{r.wall_seconds:.1f} s"), ("calls", count(r.usage.usage.calls))]
     if r.n_failed:
         cells.append(("failed", count(r.n_failed)))
     metrics = '<div class="minis">' + "".join(f'<div class="mini"><span>{escape(k)}</span><b>{escape(v)}</b></div>'
@@ -344,22 +345,16 @@ USAGE_HEADERS = ("stage", "calls", "cache hits", "failed", "prompt tokens", "com
 
 
 def usage_section(data: ReportData) -> str:
-    def row(u: Usage, wall: float | None) -> list[str]:
-        roles = ", ".join(f"{k} {v}" for k, v in sorted(u.calls_by_role.items()) if v) or "–"
-        return [escape(u.label), num(count(u.calls)), num(count(u.cache_hits)), num(count(u.failures)),
+    def row(label: str, u: Usage, by_role: dict[str, int], wall: float | None) -> list[str]:
+        roles = ", ".join(f"{k} {v}" for k, v in sorted(by_role.items()) if v) or "–"
+        return [escape(label), num(count(u.calls)), num(count(u.cache_hits)), num(count(u.failures)),
                 num(count(u.prompt_tokens)), num(count(u.completion_tokens)), num(f"${u.cost_usd:.4f}"),
                 escape(roles), num("–" if wall is None else f"{wall:.1f} s")]
     walls = {r.round: r.wall_seconds for r in data.rounds}
-    rows = [row(u, walls.get(u.round) if u.phase == data.phase and u.round >= 0 else None) for u in data.usage]
-    total = Usage("total", 0, "")
-    for u in data.usage:
-        total.calls += u.calls
-        total.cache_hits += u.cache_hits
-        total.failures += u.failures
-        total.prompt_tokens += u.prompt_tokens
-        total.completion_tokens += u.completion_tokens
-        total.cost_usd += u.cost_usd
-    rows.append(row(total, sum(w or 0 for w in walls.values())))
+    rows = [row(u.label, u.usage, u.calls_by_role, walls.get(u.round) if u.phase == data.phase and u.round >= 0
+                else None) for u in data.usage]
+    total = sum((u.usage for u in data.usage), Usage())
+    rows.append(row("total", total, {}, sum(w or 0 for w in walls.values())))
     note = ("" if total.calls or total.cache_hits else
             '<p class="note">Every role ran offline: no LLM calls, tokens or cost.</p>')
     return (f'<section id="usage" class="card"><h2>Calls, tokens and cost</h2>{note}'
