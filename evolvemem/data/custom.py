@@ -151,14 +151,17 @@ def _build(header: dict, conv_records: Located, question_records: Located, path:
     )
 
 
-def _text(record: dict, key: str, where: str, *, required: bool = True) -> str | None:
-    """A required (or optional) non-empty string field; ints are accepted for ids."""
+def _text(record: dict, key: str, where: str) -> str:
+    """A required non-empty string field; ints are accepted for ids."""
     value = record.get(key)
-    if value is None and not required:
-        return None
     if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value).strip() == "":
         raise DataError(f"{where} has no '{key}'" if value is None else f"{where}: '{key}' must be a non-empty string")
     return str(value).strip() if key.endswith("id") else str(value)
+
+
+def _optional_text(record: dict, key: str, where: str) -> str | None:
+    """An optional string field: absent is None, present must be a non-empty string."""
+    return None if record.get(key) is None else _text(record, key, where)
 
 
 def _date(record: dict, key: str, where: str) -> datetime | None:
@@ -251,15 +254,15 @@ def _question(record: Any, where: str, conversations: dict[str, Conversation],
     unknown = [e for e in evidence if e not in turn_ids[conversation_id]]
     if unknown:
         raise DataError(f"{where}: evidence {unknown[0]!r} is not a turn of conversation {conversation_id!r}")
-    given_type = _text(record, "question_type", where, required=False)
+    given_type = _optional_text(record, "question_type", where)
     question_type = given_type or classify_question(text)
     if question_type not in QUESTION_TYPES:
         raise DataError(f"{where}: question_type {question_type!r} is not one of {', '.join(QUESTION_TYPES)}")
-    category = _text(record, "category", where, required=False) or question_type
+    category = _optional_text(record, "category", where) or question_type
     question_date = _date(record, "question_date", where) or conversations[conversation_id].sessions[-1].timestamp
     adversarial = record.get("adversarial_answer")
     choices = tuple(str(c) for c in _list(record, "choices", where))
-    correct = _text(record, "correct_choice", where, required=False)
+    correct = _optional_text(record, "correct_choice", where)
     if correct is not None and (not choices or correct.upper() not in _LETTERS[: len(choices)]):
         raise DataError(f"{where}: correct_choice {correct!r} does not name one of the {len(choices)} choices")
     return Question(

@@ -8,7 +8,7 @@ names the file and field. All results are naive datetimes (the benchmarks carry 
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import date, datetime
 
 MONTH_NAMES = ("january", "february", "march", "april", "may", "june", "july", "august",
                "september", "october", "november", "december")
@@ -63,8 +63,9 @@ def parse_iso_datetime(text: str) -> datetime:
         value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         raise ValueError(f"{text!r} is not an ISO date like '2024-03-05' or '2024-03-05T14:30'") from None
-    if value.tzinfo is not None:
-        value = (value - value.utcoffset()).replace(tzinfo=None)
+    offset = value.utcoffset()
+    if offset is not None:
+        value = (value - offset).replace(tzinfo=None)
     return value
 
 
@@ -82,7 +83,7 @@ def find_ymd_datetime(text: str) -> datetime | None:
         return None
 
 
-def format_day(value: datetime) -> str:
+def format_day(value: date) -> str:
     """"8 May 2023": how synthetic conversations and answers write an absolute date."""
     return f"{value.day} {_MONTH_NAMES[value.month - 1]} {value.year}"
 

@@ -56,8 +56,10 @@ def _history_text(history: list[dict]) -> str:
 
 
 def _one_per_type(cases: list[dict]) -> list[dict]:
-    seen: set[str] = set()
-    return [c for c in cases if not (c["question_type"] in seen or seen.add(c["question_type"]))]
+    first: dict[str, dict] = {}
+    for case in cases:
+        first.setdefault(case["question_type"], case)
+    return list(first.values())
 
 
 def diagnosis_variants(inp: DiagnosisInput) -> Iterator[tuple[str, str]]:
@@ -115,13 +117,14 @@ def proposal_from_menu(parsed: Any, actions: list[tuple[Action, dict[str, Any]]]
     if not isinstance(parsed, dict):
         return Proposal(rejected=["the reply is not a JSON object"])
     try:
-        choice = int(parsed.get("choice"))
-    except (TypeError, ValueError):
+        choice = int(str(parsed.get("choice")))
+    except ValueError:
         return Proposal(rejected=[f"choice {parsed.get('choice')!r} is not a candidate number"])
     if not 1 <= choice <= len(actions):
         return Proposal(rejected=[f"choice {choice} is not one of the {len(actions)} candidates"])
     action, changes = actions[choice - 1]
-    adjust = parsed.get("adjust") if isinstance(parsed.get("adjust"), dict) else {}
+    raw_adjust = parsed.get("adjust")
+    adjust: dict[str, Any] = raw_adjust if isinstance(raw_adjust, dict) else {}
     rejected = [f"adjust {k}: not a setting of candidate {choice}" for k in adjust if k not in changes]
     wanted = {k: v for k, v in adjust.items() if k in changes}
     checked = proposal_from_raw({"changes": wanted} if not action.qtype else {"overrides": {action.qtype: wanted}})

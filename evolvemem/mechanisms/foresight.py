@@ -177,8 +177,9 @@ def horizon_end(text: str, day: date, ambiguous: bool = True) -> date | None:
 def rule_item(content: str, row: int, when: datetime | None) -> ForesightItem | None:
     """The foresight item of one memory by the rules, or None when it states no plan."""
     text = content.replace("’", "'")
-    head = _SPEAKER.match(text)
-    speaker, body = head.group(1), _NOTES.sub("", text[head.end():])
+    head = _SPEAKER.match(text)  # every part is optional: it always matches
+    speaker, start = (head.group(1), head.end()) if head else (None, 0)
+    body = _NOTES.sub("", text[start:])
     day = when.date() if when is not None else None
     picked: list[str] = []
     for sentence in _SENTENCE.split(body):

@@ -248,7 +248,7 @@ def gather(store: Any) -> ReportData:
     if phase == "dev" and scored:
         for which, number in (("start", rounds[0].round), ("best", best_round)):
             r = next((x for x in rounds if x.round == number), None)
-            if r is None:
+            if r is None or number is None:
                 continue
             test = finals_rows.get(f"test_{which}")
             finals.append(FinalScore(which, number, _scores(r.__dict__ | {"n": r.n_questions}),

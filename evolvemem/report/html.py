@@ -56,12 +56,12 @@ def badge(decision: str | None) -> str:
 
 def table(headers: Iterable[str], rows: Iterable[Iterable[str]], cls: str = "", table_id: str = "") -> str:
     """Cells are already-escaped HTML; numeric-looking columns are right-aligned by CSS class `num`."""
-    rows = [list(row) for row in rows]
-    first = rows[0] if rows else []
+    grid = [list(row) for row in rows]
+    first = grid[0] if grid else []
     head = "".join(f'<th class="num">{h}</th>' if i < len(first) and first[i].startswith('<td class="num')
                    else f"<th>{h}</th>" for i, h in enumerate(headers))
     body = "".join("<tr>" + "".join(cell if cell.startswith("<td") else f"<td>{cell}</td>" for cell in row) + "</tr>"
-                   for row in rows)
+                   for row in grid)
     ident = f' id="{table_id}"' if table_id else ""
     return (f'<div class="table-wrap"><table class="{cls}"{ident}><thead><tr>{head}</tr></thead>'
             f"<tbody>{body}</tbody></table></div>")
@@ -100,6 +100,8 @@ def trajectory_chart(data: ReportData) -> str:
                                     [(r.round, r.best_so_far) for r in rounds], dashed=True, step=True, dots=False))
     markers = []
     for r in rounds:
+        if r.score is None:
+            continue
         kind = r.decision or "pending"
         change = "; ".join(f"{c['field']} {value_text(c.get('old'))}→{value_text(c.get('new'))}" for c in r.changes[:3])
         tip = f"round {r.round}: dev {f4(r.score)} {signed(r.delta)} — {kind}" + (f": {change}" if change else "")
@@ -113,7 +115,8 @@ def trajectory_chart(data: ReportData) -> str:
     legend += [svg.LegendItem(f"then: {k}" if k not in ("start", "pending") else k, svg.decision_color(k), "dot")
                for k in kinds]
     legend.append(svg.LegendItem("best round", svg.BEST_RING_COLOR, "ring"))
-    values = [r.score for r in rounds] + [r.best_so_far for r in rounds if r.best_so_far is not None]
+    values = [r.score for r in rounds if r.score is not None] + [r.best_so_far for r in rounds
+                                                                  if r.best_so_far is not None]
     return svg.line_chart("trajectory-chart", f"{data.score_label} per round", series, _x_ticks(rounds),
                           markers=markers, legend=legend, y_range=svg.auto_range(values),
                           y_label=data.score_label, height=340)

@@ -119,9 +119,9 @@ class OfflineVerifier:
         normalised = [" ".join(sorted(answer_terms(c))) or c.lower() for c in candidates]
         scored = []
         for index, candidate in enumerate(candidates):
-            support = _candidate_support(candidate, form.kind, eligible)
+            backing = _candidate_support(candidate, form.kind, eligible)
             agreement = 0.15 * (normalised.count(normalised[index]) - 1)
-            scored.append((support + agreement, -index, candidate))
+            scored.append((backing + agreement, -index, candidate))
         best_score, _, best = max(scored)
         if best_score < floor:
             return AnswerResult(ABSTENTION, notes={**answer.notes, "verified": "abstained", "original": answer.text})
