@@ -285,3 +285,45 @@ def test_headless_chromium_renders_the_report(report, synth_run, tmp_path):
     assert proc.returncode == 0 and shot.is_file(), proc.stderr[-2000:]
     pixels = _png_pixels(shot)
     assert shot.stat().st_size > 30_000 and len(set(pixels[::53])) > 40  # a drawn page, not a blank one
+
+
+def test_decisions_show_the_objective_both_groups_and_the_paired_statistics(synth_run, report):
+    page: Page = report["page"]
+    text = report["html"].read_text(encoding="utf-8")
+    objective = json.loads(query(synth_run, "SELECT value FROM manifest WHERE key = 'spec'")[0][0])["objective"]
+    assert objective == "balanced" and "<strong>balanced</strong>" in text
+    assert page.ids["decisions"]["tag"] == "section" and "decisions-table" in page.tables
+    rows = query(synth_run, "SELECT round, compared_with, paired, accepted FROM decisions WHERE round > 0 ORDER BY round")
+    table = {row[0]: row for row in page.tables["decisions-table"][1:]}
+    for number, compared_with, paired, accepted in rows:
+        groups = json.loads(paired)["groups"]
+        row = table[str(number)]
+        assert row[1] == str(compared_with)
+        assert row[2] == ("gain" if accepted else row[2]) and row[2] in ("gain", "loss", "no gain")
+        for cell, name in ((row[3], "main"), (row[4], "adversarial")):
+            stat = groups[name]
+            if stat["n"]:
+                assert cell.startswith(f"{stat['diff']:+.4f} [{stat['ci_low']:+.3f}, {stat['ci_high']:+.3f}] p=")
+    # both groups per round: the rounds table and the chart's series
+    dev = {r: (m, a) for r, m, a in query(synth_run, "SELECT round, main_f1, adversarial_f1 FROM rounds WHERE phase = 'dev'")}
+    for number, (main, adversarial) in dev.items():
+        shown = {row[0].rstrip(" ★"): row for row in page.tables["rounds-table"][1:]}[str(number)]
+        assert shown[3] == f"{main:.3f}" and shown[4] == (f"{adversarial:.3f}" if adversarial is not None else "–")
+    assert "dev main (answerable) F1" in text and "dev adversarial (unanswerable) F1" in text
+
+
+def test_flags_and_rubric_fallbacks_are_shown_and_counted(synth_run, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(synth_run, copy)
+    con = duckdb.connect(str(copy / "run.duckdb"))  # the test plays an llm run's guard on a copy
+    con.execute("UPDATE decisions SET flags = ?, fallback = ? WHERE round = 1",
+                [json.dumps(["max_context (global): shrinks max_context (8 → 6) while budget_cut is the dominant failure"]),
+                 "the model's reply held no usable change: the rubric's best action instead"])
+    con.close()
+    result = invoke("report", str(copy), "--no-png", "--json")
+    assert result.exit_code == 0, result.output
+    page = Page(Path(last_json(result.stdout)["html"]).read_text(encoding="utf-8"))
+    row = {r[0]: r for r in page.tables["decisions-table"][1:]}["1"]
+    assert row[7].startswith("⚑ max_context (global): shrinks max_context") and row[8].startswith("the model's reply")
+    text = Path(last_json(result.stdout)["html"]).read_text(encoding="utf-8")
+    assert "1 round(s) fell back to the rubric" in text and "Rubric fallback:" in text

@@ -6,9 +6,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
-# balanced: gain on answerable or unanswerable questions without losing on the other (the default);
-# all / main: the mean F1 over all questions / over the answerable ones
-OBJECTIVES = ("balanced", "all", "main")
+# What each objective counts as a gain (shown by the CLI's help and the report).
+OBJECTIVE_MEANING = {
+    "balanced": "a round is a gain only when answerable (main) or unanswerable (adversarial) questions gain "
+                "significantly and the other group does not lose: more abstentions bought with fewer right "
+                "answers do not count",
+    "all": "a round is a gain when mean F1 over all questions gains significantly",
+    "main": "a round is a gain when mean F1 over the answerable questions gains significantly",
+}
+OBJECTIVES = tuple(OBJECTIVE_MEANING)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ always what the store holds. Works for `evolve run` directories (phase 'dev' plu
 phases), `evolve eval` (one round, phase 'eval') and `evolve transfer` (phase 'transfer')."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 
 from evolvemem.contracts.records import FAILURE_CLASSES
 from evolvemem.contracts.usage import Usage
+from evolvemem.loop.spec import OBJECTIVE_MEANING
 
 EVALUATED_PHASES = ("dev", "eval", "transfer")
 SNAPSHOT_FILES = ("config.toml", "decision.json", "diagnosis_input.json", "diagnosis_prompt.md",
@@ -35,7 +37,7 @@ class RoundView:
 
     round: int
     status: str
-    score: float | None  # the dev objective (all or main F1)
+    score: float | None  # the dev objective's headline number (main F1 for `main`, else all F1)
     all_f1: float | None
     main_f1: float | None
     adversarial_f1: float | None
@@ -61,6 +63,18 @@ class RoundView:
     missing_topics: list[str] = field(default_factory=list)
     parse_error: str = ""
     files: list[str] = field(default_factory=list)  # snapshot files, relative to the run directory
+    # the paired decision (loop/paired.py): this round vs the incumbent on the same dev questions
+    accepted: bool | None = None
+    significant_loss: bool | None = None
+    compared_with: int | None = None
+    verdict: str = ""
+    paired: dict[str, Any] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)  # changes for the next round the evidence contradicts
+    fallback: str = ""  # why the model's diagnosis was replaced by the rubric's best action
+
+    def group(self, name: str) -> dict[str, Any]:
+        """One group's paired statistics ({} when the round was not compared)."""
+        return dict((self.paired.get("groups") or {}).get(name) or {})
 
 
 @dataclass
@@ -95,9 +109,27 @@ class ReportData:
         return next((r for r in self.rounds if r.round == number), None)
 
     @property
+    def score_key(self) -> str:
+        """The headline number of a round: main F1 under `main`, all F1 otherwise (balanced decides on
+        both groups; its headline is all F1)."""
+        return "main_f1" if self.objective == "main" else "all_f1"
+
+    @property
     def score_label(self) -> str:
-        """What the per-round score is: the dev objective of a run, or plain F1 of an evaluation."""
-        return f"dev {self.objective} F1" if self.phase == "dev" else f"{self.objective} F1"
+        """What the per-round score is: the dev objective's headline of a run, or plain F1 of an evaluation."""
+        label = self.score_key.removesuffix("_f1") + " F1"
+        return f"dev {label}" if self.phase == "dev" else label
+
+    @property
+    def objective_meaning(self) -> str:
+        return OBJECTIVE_MEANING.get(self.objective, "")
+
+    def decision_counts(self) -> dict[str, int]:
+        """How the guard's paired decisions went, and how often proposals went against the evidence."""
+        judged = [r for r in self.rounds if r.accepted is not None and r.round > 0]
+        return {"judged": len(judged), "accepted": sum(bool(r.accepted) for r in judged),
+                "losses": sum(bool(r.significant_loss) for r in judged),
+                "flagged": sum(bool(r.flags) for r in self.rounds), "fallbacks": sum(bool(r.fallback) for r in self.rounds)}
 
 
 def category_label(key: str, name: str | None) -> str:
@@ -128,14 +160,17 @@ def _header(run_dir: Path, manifest: dict, objective: str) -> list[tuple[str, st
     if manifest.get("embedding_model") or spec.get("embedding_model"):
         rows.append(("embedding model", str(manifest.get("embedding_model") or spec.get("embedding_model"))))
     rows += [("diagnoser", str(manifest.get("diagnoser", "-"))), ("seed", str(manifest.get("seed", "-"))),
-             ("dev objective", f"{objective} F1" if spec else "-"),
+             ("dev objective", f"{objective}: {OBJECTIVE_MEANING.get(objective, '')}" if spec else "-"),
              ("adversarial protocol", str(manifest.get("adversarial_protocol") or spec.get("protocol") or "official")),
              ("evolvemem version", str(manifest.get("version", "-"))), ("command", str(manifest.get("command", "-")))]
     if spec.get("guard"):
         g = spec["guard"]
-        rows.append(("guard", f"revert below best − {g.get('revert_threshold')}, explore after "
-                              f"{g.get('stagnation_rounds')} rounds moving < {g.get('stagnation_epsilon')}, "
-                              f"{g.get('explore_dims')} dimensions per exploration; patience {spec.get('patience')}"))
+        folds = f", every one of {g['folds']} folds must hold" if (g.get("folds") or 0) > 1 else ""
+        rows.append(("guard", f"paired tests at alpha {g.get('alpha')}, smallest gain {g.get('min_effect')}, largest "
+                              f"loss {g.get('max_loss')}, a majority of conversations must hold{folds}; revert on a "
+                              f"significant loss or a fall of more than {g.get('revert_threshold')}; explore after "
+                              f"{g.get('stagnation_rounds')} rounds without a significant gain "
+                              f"({g.get('explore_dims')} dimensions); patience {spec.get('patience')}"))
     return rows
 
 
@@ -174,7 +209,7 @@ def gather(store: Any) -> ReportData:
     manifest = store.manifest()
     run_dir = Path(store.run_dir)
     spec = manifest.get("spec") or {}
-    objective = "main" if spec.get("objective") == "main" else "all"
+    objective = str(spec.get("objective") or ("balanced" if spec else "all"))
     present = {r["phase"] for r in store.query("SELECT DISTINCT phase FROM rounds")}
     phase = next((p for p in EVALUATED_PHASES if p in present), "dev")
 
@@ -202,6 +237,7 @@ def gather(store: Any) -> ReportData:
     for row in round_rows:
         number = row["round"]
         score = row["main_f1"] if objective == "main" else row["all_f1"]
+        flags = decision_flags(decisions.get(number))
         by_cat = row["by_category"] or {}
         for key, cat in by_cat.items():
             categories.setdefault(key, category_label(key, (cat or {}).get("name")))
@@ -227,6 +263,10 @@ def gather(store: Any) -> ReportData:
             missing_topics=[str(x) for x in proposal.get("missing_topics") or []],
             parse_error=diag.get("parse_error") or "",
             files=[f"rounds/{folder.name}/{name}" for name in SNAPSHOT_FILES if (folder / name).is_file()],
+            accepted=d.get("accepted"), significant_loss=d.get("significant_loss"),
+            compared_with=d.get("compared_with"), verdict=d.get("verdict") or "",
+            paired=dict(d["paired"]) if isinstance(d.get("paired"), dict) else {}, flags=flags,
+            fallback=d.get("fallback") or "",
         )
         rounds.append(view)
         previous = score if score is not None else previous
@@ -267,6 +307,14 @@ def gather(store: Any) -> ReportData:
             "SELECT round, name, description, rationale FROM proposed_dimensions ORDER BY round, name"),
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     )
+
+
+def decision_flags(decision: dict | None) -> list[str]:
+    """A decision's evidence flags as text (older stores: none)."""
+    raw = (decision or {}).get("flags")
+    if isinstance(raw, str):
+        raw = json.loads(raw or "[]")
+    return [str(x) for x in raw or []]
 
 
 def _scores(row: dict) -> dict[str, Any]:

@@ -98,6 +98,11 @@ def trajectory_chart(data: ReportData) -> str:
     if any(r.best_so_far is not None for r in rounds):
         series.insert(0, svg.Series("best so far", svg.BEST_SO_FAR_COLOR,
                                     [(r.round, r.best_so_far) for r in rounds], dashed=True, step=True, dots=False))
+    # both groups the balanced objective judges, thin, so the headline stays readable
+    for index, (name, attr) in enumerate((("main (answerable)", "main_f1"), ("adversarial (unanswerable)", "adversarial_f1"))):
+        points: list[tuple[float, float | None]] = [(float(r.round), getattr(r, attr)) for r in rounds]
+        if any(y is not None for _, y in points):
+            series.insert(0, svg.Series(f"dev {name} F1", svg.series_color(index + 2), points, width=1.5, dots=False))
     markers = []
     for r in rounds:
         if r.score is None:
@@ -115,8 +120,7 @@ def trajectory_chart(data: ReportData) -> str:
     legend += [svg.LegendItem(f"then: {k}" if k not in ("start", "pending") else k, svg.decision_color(k), "dot")
                for k in kinds]
     legend.append(svg.LegendItem("best round", svg.BEST_RING_COLOR, "ring"))
-    values = [r.score for r in rounds if r.score is not None] + [r.best_so_far for r in rounds
-                                                                  if r.best_so_far is not None]
+    values = [y for s in series for _, y in s.points if y is not None]
     return svg.line_chart("trajectory-chart", f"{data.score_label} per round", series, _x_ticks(rounds),
                           markers=markers, legend=legend, y_range=svg.auto_range(values),
                           y_label=data.score_label, height=340)
@@ -171,6 +175,12 @@ def how_to_read(data: ReportData) -> str:
             "<em>reverts</em> to the best config after a regression, <em>explores</em> a random change when progress "
             "stalls, or <em>stops</em>. So a marker on the trajectory shows the score of that round's config, and its "
             "colour says what the guard did next; click it for the round's details.</p>"
+            f"<p>Decisions are <strong>paired</strong>: a round and the best round so far answered the same dev "
+            "questions, so each question gives one difference; a round becomes the new best only when the difference "
+            "is significant (sign-flip permutation p-value, 95% interval resampled by conversation) and a majority of "
+            f"conversations hold. The objective of this run is <strong>{escape(data.objective)}</strong>: "
+            f"{escape(data.objective_meaning)}. Section <a href=\"#decisions\">decisions</a> lists every verdict "
+            "with both groups; ⚑ marks a proposal that the round's own failures contradict.</p>"
             "<p>The best round is chosen on dev only. Its config and the starting config are then scored once on the "
             "held-out <strong>test</strong> conversations (section <a href=\"#dev-vs-test\">dev vs test</a>): that is "
             "the honest estimate of the gain. <strong>F1</strong> is token overlap with the gold answer (official LoCoMo "
@@ -194,14 +204,21 @@ def summary_cards(data: ReportData) -> str:
     start = next((f for f in data.finals if f.which == "start"), None)
     best = next((f for f in data.finals if f.which == "best"), None)
     if start and best:
-        key = f"{data.objective}_f1"
-        cards.append(("dev " + data.objective + " F1", f"{f4(start.dev[key])} → {f4(best.dev[key])}",
+        key = data.score_key
+        label = key.removesuffix("_f1") + " F1"
+        cards.append(("dev " + label, f"{f4(start.dev[key])} → {f4(best.dev[key])}",
                       f"start → best (round {best.round})"))
         if start.test and best.test:
-            cards.append(("test " + data.objective + " F1", f"{f4(start.test[key])} → {f4(best.test[key])}",
+            cards.append(("test " + label, f"{f4(start.test[key])} → {f4(best.test[key])}",
                           f"held out, scored once ({signed(best.test[key] - start.test[key])})"))
+            groups = [(name, start.test.get(f"{name}_f1"), best.test.get(f"{name}_f1")) for name in ("main", "adversarial")]
+            cards.append(("test main / adversarial", " / ".join(signed(b - a) if a is not None and b is not None else "–"
+                                                               for _, a, b in groups), "held-out change per group"))
         else:
             cards.append(("test", "not scored", "the run has not finished"))
+        counts = data.decision_counts()
+        cards.append(("paired decisions", f"{counts['accepted']} of {counts['judged']} accepted",
+                      f"objective {data.objective}; {counts['flagged']} flagged ⚑, {counts['fallbacks']} rubric fallbacks"))
         cards.append(("rounds", str(len(data.rounds)), f"{sum(r.decision == 'reverted' for r in data.rounds)} reverted, "
                                                       f"{sum(r.decision == 'explored' for r in data.rounds)} explored"))
     elif data.rounds:
@@ -309,6 +326,14 @@ def round_article(data: ReportData, r: RoundView, base: str) -> str:
     if r.status != "done":
         left.append('<p class="warn">This round did not finish (resume the run to complete it).</p>')
     right = _why(r)
+    if r.paired:
+        right.append(f"<p><strong>Paired vs round {r.compared_with}:</strong> "
+                     f"{'significant gain — new best' if r.accepted else 'not a significant gain'}"
+                     f"{'; a significant loss' if r.significant_loss else ''}</p>" + paired_groups_table(r))
+    if r.fallback:
+        right.append(f'<p class="warn">Rubric fallback: {escape(r.fallback)}</p>')
+    if r.flags:
+        right.append('<p class="warn">⚑ Against the round\'s evidence: ' + "; ".join(escape(x) for x in r.flags) + "</p>")
     applied = {(c["field"], c.get("scope", "global"), value_text(c.get("new"))) for c in r.changes}
     asked = {(c["field"], c.get("scope", "global"), value_text(c.get("new"))) for c in r.proposed}
     if r.proposed and asked != applied:
@@ -334,6 +359,62 @@ def round_article(data: ReportData, r: RoundView, base: str) -> str:
              f'data-changes="{len(r.changes)}"')
     return (f'<article {attrs}>{head}<div class="round-body"><div>{"".join(left)}</div>'
             f'<div>{"".join(right)}</div></div></article>')
+
+
+def paired_cell(stat: dict) -> str:
+    """`+0.0123 [−0.004, +0.030] p=0.012` (p of the direction the difference points to)."""
+    if not stat.get("n"):
+        return "–"
+    p = stat["p_gain"] if stat["diff"] >= 0 else stat["p_loss"]
+    return f"{stat['diff']:+.4f} [{stat['ci_low']:+.3f}, {stat['ci_high']:+.3f}] p={p:.3f}"
+
+
+def paired_groups_table(r: RoundView) -> str:
+    rows = []
+    for name in ("main", "adversarial", "all"):
+        stat = r.group(name)
+        if stat.get("n"):
+            rows.append([escape(name), num(count(stat["n"])), num(f3(stat.get("incumbent"))), num(f3(stat.get("candidate"))),
+                         num(escape(paired_cell(stat)))])
+    return table(("group", "n", f"round {r.compared_with}", f"round {r.round}", "difference [95%] p"), rows,
+                 "numbers paired", f"paired-{r.round}")
+
+
+def decisions_section(data: ReportData) -> str:
+    """Every paired verdict with both groups, the conversations that held, flags and fallbacks."""
+    judged = [r for r in data.rounds if r.paired or r.flags or r.fallback]
+    if data.kind != "run" or not judged:
+        return ""
+    counts = data.decision_counts()
+    rows = []
+    for r in data.rounds:
+        if r.round == 0 and not (r.flags or r.fallback):
+            continue
+        convs = (r.paired or {}).get("by_conversation") or {}
+        held = sum(1 for d in convs.values() if d >= -0.005)
+        verdict = ("gain" if r.accepted else ("loss" if r.significant_loss else "no gain")) if r.paired else "–"
+        rows.append([f'<a href="#round-{r.round}">{r.round}</a>', escape("–" if r.compared_with is None else str(r.compared_with)),
+                     escape(verdict), escape(paired_cell(r.group("main"))), escape(paired_cell(r.group("adversarial"))),
+                     num(f"{held}/{len(convs)}" if convs else "–"), escape(r.decision or "–"),
+                     ("⚑ " + escape("; ".join(r.flags))) if r.flags else "", escape(r.fallback)])
+    per_conv = ""
+    accepted = [r for r in data.rounds if r.accepted and r.round > 0 and (r.paired or {}).get("by_conversation")]
+    if accepted:
+        names = sorted({c for r in accepted for c in r.paired["by_conversation"]})
+        per_conv = ("<p>Per conversation (difference in the objective's F1) for the accepted rounds:</p>" + table(
+            ["round", *map(escape, names)],
+            [[str(r.round), *(num(signed(r.paired["by_conversation"].get(c))) for c in names)] for r in accepted],
+            "numbers", "decisions-by-conversation"))
+    diagnoser = next((v for k, v in data.header if k == "diagnoser"), "?")
+    return (f'<section id="decisions" class="card"><h2>Decisions, paired</h2><p class="lead">Objective '
+            f"<strong>{escape(data.objective)}</strong>: {escape(data.objective_meaning)}. Each round against the "
+            f"incumbent on the same dev questions: {counts['accepted']} of {counts['judged']} rounds accepted, "
+            f"{counts['losses']} significant losses; diagnoser {escape(diagnoser)} proposed {counts['flagged']} "
+            f"change set(s) against the round's evidence (⚑) and {counts['fallbacks']} round(s) fell back to the "
+            "rubric.</p>"
+            + table(("round", "vs", "verdict", "main Δ [95%] p", "adversarial Δ [95%] p", "conversations hold",
+                     "guard", "⚑ next proposal vs evidence", "rubric fallback"), rows, "numbers", "decisions-table")
+            + per_conv + "</section>")
 
 
 def rounds_section(data: ReportData, base: str) -> str:
@@ -481,6 +562,7 @@ def render_html(data: ReportData, out_dir: Path | None = None) -> str:
     base = "" if base == "." else base.rstrip("/") + "/"
     nav = "".join(f'<a href="#{i}">{t}</a>' for i, t in (
         ("how-to-read", "how to read"), ("run", "run"), ("trajectory", "trajectory"), ("dev-vs-test", "dev vs test"),
+        ("decisions", "decisions"),
         ("categories", "categories"), ("failures", "failures"), ("rounds", "rounds"), ("usage", "usage"),
         ("proposed-dimensions", "proposed dimensions")))
     bench = next((v for k, v in data.header if k == "benchmark"), "?")
@@ -493,7 +575,7 @@ def render_html(data: ReportData, out_dir: Path | None = None) -> str:
         f'<div class="sub">{escape(data.kind)} · benchmark {escape(bench)} · {len(data.rounds)} round(s) · '
         f"generated {escape(data.generated_at)}</div><nav>{nav}</nav></div></header><main>"
         f"{summary_cards(data)}{how_to_read(data)}{run_header(data)}{trajectory_section(data)}"
-        f"{dev_test_section(data, base)}{categories_and_failures(data)}{rounds_section(data, base)}"
+        f"{dev_test_section(data, base)}{decisions_section(data)}{categories_and_failures(data)}{rounds_section(data, base)}"
         f"{usage_section(data)}{proposed_section(data)}"
         f'<footer>Generated by <code>evolve report</code> from <code>{escape(str(data.run_dir))}/run.duckdb</code>. '
         f"Every number on this page is read from that file.</footer></main></body></html>\n")
