@@ -80,7 +80,10 @@ class Page(HTMLParser):
 @pytest.fixture(scope="module")
 def synth_run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("report") / "synth-run"
-    result = invoke("run", "--benchmark", "synth", "--rounds", "3", "--out", str(out), "--quiet", "--json")
+    # 30 dev questions cannot reach p < 0.05; at alpha 0.2 (labelled in the run's header) round 1 is accepted,
+    # so the page has an accepted paired decision and a best round other than the start to show
+    result = invoke("run", "--benchmark", "synth", "--rounds", "3", "--out", str(out), "--quiet", "--json",
+                    "--alpha", "0.2")
     assert result.exit_code == 0, result.output
     return out
 
@@ -217,6 +220,7 @@ def test_report_for_an_eval_directory(tmp_path):
     assert "trajectory" in page.ids and "trajectory-chart" not in page.ids  # one point is not a trajectory
     assert page.ids["categories-chart"]["tag"] == "svg" and "failures-chart" in page.ids
     assert "round-1" not in page.ids and last_json(result.stdout)["best_round"] is None
+    assert "decisions" in page.ids and "decisions-table" not in page.tables  # nothing was judged
 
 
 def test_missing_run_is_a_one_line_error(tmp_path):
@@ -287,43 +291,143 @@ def test_headless_chromium_renders_the_report(report, synth_run, tmp_path):
     assert shot.stat().st_size > 30_000 and len(set(pixels[::53])) > 40  # a drawn page, not a blank one
 
 
-def test_decisions_show_the_objective_both_groups_and_the_paired_statistics(synth_run, report):
+def _copy_report(run: Path, tmp_path: Path, edit) -> tuple[Page, str]:
+    """Copy a run, change its store with RunStore's own verbs (as another kind of run would have
+    written it), and return the copy's report page."""
+    from evolvemem.store import RunStore
+
+    copy = tmp_path / "copy"
+    shutil.copytree(run, copy)
+    with RunStore(copy) as store:
+        edit(store)
+    result = invoke("report", str(copy), "--no-png", "--json")
+    assert result.exit_code == 0, result.output
+    text = Path(last_json(result.stdout)["html"]).read_text(encoding="utf-8")
+    return Page(text), text
+
+
+def _p_text(stat: dict) -> str:
+    return f"p={min(stat['p_gain'], stat['p_loss']):.3f}"
+
+
+def test_the_objective_is_named_and_explained(synth_run, report, tmp_path):
+    from evolvemem.loop.spec import OBJECTIVE_MEANING
+
+    text = report["html"].read_text(encoding="utf-8")
+    spec = json.loads(query(synth_run, "SELECT value FROM manifest WHERE key = 'spec'")[0][0])
+    assert spec["objective"] == "balanced"
+    assert f"balanced: {escape(OBJECTIVE_MEANING['balanced'])}" in text  # the run header's "dev objective"
+    assert f"<strong>balanced</strong>: {escape(OBJECTIVE_MEANING['balanced'])}" in text  # the decisions section
+    # a run made with --objective main is named so, and its headline is main F1 (not all F1)
+    page, text = _copy_report(synth_run, tmp_path,
+                              lambda store: store.set_manifest({"spec": spec | {"objective": "main"}}))
+    assert f"<strong>main</strong>: {escape(OBJECTIVE_MEANING['main'])}" in text and "balanced" not in text
+    mains = dict(query(synth_run, "SELECT round, main_f1 FROM rounds WHERE phase = 'dev'"))
+    assert page.tables["rounds-table"][0][1] == "dev main"
+    for row in page.tables["rounds-table"][1:]:
+        assert row[1] == f"{mains[int(row[0].rstrip(' ★'))]:.4f}"
+
+
+def test_both_groups_per_round_in_the_table_and_the_chart(synth_run, report):
     page: Page = report["page"]
     text = report["html"].read_text(encoding="utf-8")
-    objective = json.loads(query(synth_run, "SELECT value FROM manifest WHERE key = 'spec'")[0][0])["objective"]
-    assert objective == "balanced" and "<strong>balanced</strong>" in text
-    assert page.ids["decisions"]["tag"] == "section" and "decisions-table" in page.tables
-    rows = query(synth_run, "SELECT round, compared_with, paired, accepted FROM decisions WHERE round > 0 ORDER BY round")
+    rows = {row[0].rstrip(" ★"): row for row in page.tables["rounds-table"][1:]}
+    header = page.tables["rounds-table"][0]
+    assert header[3:5] == ["main", "adversarial"] and header[7:9] == ["test main", "test adversarial"]
+    dev = query(synth_run, "SELECT round, main_f1, adversarial_f1 FROM rounds WHERE phase = 'dev' ORDER BY round")
+    assert len(dev) == 4
+    chart = text[text.index('<svg id="trajectory-chart"'):]
+    chart = chart[:chart.index("</svg>")]
+    for number, main, adversarial in dev:
+        assert rows[str(number)][3:5] == [f"{main:.3f}", f"{adversarial:.3f}"]
+        # each round's dot on both group lines, with its value as hover text
+        assert f"dev main (answerable) F1: {main:.3f}</title>" in chart
+        assert f"dev adversarial (unanswerable) F1: {adversarial:.3f}</title>" in chart
+    # the test columns and the chart's diamonds hold the held-out scores of the start and best configs only
+    tests = {row[0]: row for row in query(synth_run, """SELECT round, main_f1, adversarial_f1 FROM rounds
+                                                         WHERE phase IN ('test_start', 'test_best')""")}
+    assert 0 in tests and len(tests) == 2  # the synth run's best round is not the start
+    for number, row in rows.items():
+        scored = tests.get(int(number))
+        assert row[7:9] == ([f"{scored[1]:.3f}", f"{scored[2]:.3f}"] if scored else ["", ""])
+        if scored:
+            assert escape(f"test main F1 of round {number}'s config: {scored[1]:.4f}") in chart
+            assert escape(f"test adversarial F1 of round {number}'s config: {scored[2]:.4f}") in chart
+
+
+def test_decisions_show_the_paired_statistics_of_every_round(synth_run, report):
+    page: Page = report["page"]
+    text = report["html"].read_text(encoding="utf-8")
+    assert page.ids["decisions"]["tag"] == "section"
+    decisions = query(synth_run, """SELECT round, compared_with, paired, accepted, significant_loss, decision
+                                    FROM decisions ORDER BY round""")
     table = {row[0]: row for row in page.tables["decisions-table"][1:]}
-    for number, compared_with, paired, accepted in rows:
-        groups = json.loads(paired)["groups"]
+    assert set(table) == {str(d[0]) for d in decisions}
+    accepted = []
+    for number, compared_with, paired, is_accepted, loss, decision in decisions:
         row = table[str(number)]
-        assert row[1] == str(compared_with)
-        assert row[2] == ("gain" if accepted else row[2]) and row[2] in ("gain", "loss", "no gain")
+        assert row[6] == decision
+        if paired is None:  # the start round
+            assert row[1:6] == ["–", "start", "–", "–", "–"]
+            continue
+        paired = json.loads(paired)
+        assert row[1] == str(compared_with) == str(paired["incumbent_round"])
+        assert row[2] == ("gain" if is_accepted else "loss" if loss else "no gain")
         for cell, name in ((row[3], "main"), (row[4], "adversarial")):
-            stat = groups[name]
-            if stat["n"]:
-                assert cell.startswith(f"{stat['diff']:+.4f} [{stat['ci_low']:+.3f}, {stat['ci_high']:+.3f}] p=")
-    # both groups per round: the rounds table and the chart's series
-    dev = {r: (m, a) for r, m, a in query(synth_run, "SELECT round, main_f1, adversarial_f1 FROM rounds WHERE phase = 'dev'")}
-    for number, (main, adversarial) in dev.items():
-        shown = {row[0].rstrip(" ★"): row for row in page.tables["rounds-table"][1:]}[str(number)]
-        assert shown[3] == f"{main:.3f}" and shown[4] == (f"{adversarial:.3f}" if adversarial is not None else "–")
-    assert "dev main (answerable) F1" in text and "dev adversarial (unanswerable) F1" in text
+            stat = paired["groups"][name]
+            assert cell == f"{stat['diff']:+.4f} [{stat['ci_low']:+.3f}, {stat['ci_high']:+.3f}] {_p_text(stat)}"
+        convs = paired["by_conversation"]
+        assert row[5] == f"{sum(d >= -0.005 for d in convs.values())}/{len(convs)}"
+        if is_accepted:
+            accepted.append((number, paired))
+    assert accepted, "the synth run (alpha 0.2) should accept a round; the statistics of an accepted one are shown"
+    number, paired = accepted[0]
+    group = next(g for g in ("main", "adversarial") if paired["groups"][g]["diff"] > 0)
+    article = text[text.index(f'id="round-{number}"'):]
+    assert _p_text(paired["groups"][group]) in article[:article.index("</article>")]
+    assert f"<strong>{len(accepted)} of {len(decisions) - 1}</strong> judged round(s) accepted" in text
+    per_conv = page.tables["decisions-by-conversation"]
+    names = per_conv[0][2:]
+    assert sorted(names) == sorted(paired["by_conversation"]) and [r[0] for r in per_conv[1:]] == [str(n) for n, _ in accepted]
+    assert per_conv[1][2:] == [f"{paired['by_conversation'][c]:+.3f}" for c in names]
 
 
 def test_flags_and_rubric_fallbacks_are_shown_and_counted(synth_run, tmp_path):
-    copy = tmp_path / "copy"
-    shutil.copytree(synth_run, copy)
-    con = duckdb.connect(str(copy / "run.duckdb"))  # the test plays an llm run's guard on a copy
-    con.execute("UPDATE decisions SET flags = ?, fallback = ? WHERE round = 1",
-                [json.dumps(["max_context (global): shrinks max_context (8 → 6) while budget_cut is the dominant failure"]),
-                 "the model's reply held no usable change: the rubric's best action instead"])
-    con.close()
-    result = invoke("report", str(copy), "--no-png", "--json")
-    assert result.exit_code == 0, result.output
-    page = Page(Path(last_json(result.stdout)["html"]).read_text(encoding="utf-8"))
-    row = {r[0]: r for r in page.tables["decisions-table"][1:]}["1"]
-    assert row[7].startswith("⚑ max_context (global): shrinks max_context") and row[8].startswith("the model's reply")
-    text = Path(last_json(result.stdout)["html"]).read_text(encoding="utf-8")
-    assert "1 round(s) fell back to the rubric" in text and "Rubric fallback:" in text
+    """A model's diagnosis after the last round, contradicted by the evidence and replaced by the rubric:
+    the round's decision is re-recorded (as a resume with more rounds would) with the flags and fallback."""
+    own = ["max_context (global): shrinks max_context (8 → 6) while budget_cut is the dominant failure",
+           "keyword_top_k (global): repeats keyword_top_k → 0, a move already tried without a gain"]
+    rubric = ["semantic_top_k (global): shrinks semantic_top_k (10 → 8) while retrieval_miss is the dominant failure"]
+    fallback = "the llm diagnosis left nothing to apply (every change rejected); rubric fallback"
+
+    def edit(store):
+        row = store.decision(3)
+        store.extend_rounds(4)  # forgets round 3's 'stopped' decision
+        store.record_diagnosis({"round": 3, "diagnoser": "llm", "proposal": {"changes": {}, "flags": own,
+                                                                             "rationale": "shrink the context"}})
+        store.record_decision(row | {"decision": "applied", "flags": rubric, "fallback": fallback})
+
+    page, text = _copy_report(synth_run, tmp_path, edit)
+    row = {r[0]: r for r in page.tables["decisions-table"][1:]}["3"]
+    assert row[7] == f"⚑ {own[0]} +1 more⚑ rubric: {rubric[0]}" and row[8] == fallback
+    assert all(r[7] == "" and r[8] == "–" for n, r in {r[0]: r for r in page.tables["decisions-table"][1:]}.items()
+               if n != "3")
+    article = text[text.index('id="round-3"'):]
+    article = article[:article.index("</article>")]
+    assert all(f"<li>{escape(flag)}</li>" in article for flag in own + rubric) and f"Rubric fallback: {fallback}" in article
+    assert ("<strong>rubric</strong> 0 of 3 (0 flag(s)); <strong>llm</strong> 1 of 1 (2 flag(s)); "
+            "<strong>rubric (fallback)</strong> 1 of 1 (1 flag(s))") in text
+    assert "<strong>1</strong> of 4 diagnoses fell back" in text
+
+
+def test_a_store_without_paired_decisions_shows_dashes(synth_run, tmp_path):
+    """Decisions recorded before paired statistics (their new columns NULL) still render, with "–"."""
+    def edit(store):
+        row = store.decision(3)
+        store.extend_rounds(4)
+        store.record_decision({k: row[k] for k in ("round", "decision", "reason", "score", "delta", "best_round",
+                                                   "best_score", "changes")})
+
+    page, _ = _copy_report(synth_run, tmp_path, edit)
+    row = {r[0]: r for r in page.tables["decisions-table"][1:]}["3"]
+    assert row[1:6] == ["–", "–", "–", "–", "–"] and row[6] == "stopped" and row[7:] == ["", "–"]

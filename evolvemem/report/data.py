@@ -13,9 +13,12 @@ from typing import Any
 
 from evolvemem.contracts.records import FAILURE_CLASSES
 from evolvemem.contracts.usage import Usage
-from evolvemem.loop.spec import OBJECTIVE_MEANING
+from evolvemem.loop.paired import GROUPS, Comparison, PairedStat
+from evolvemem.loop.spec import OBJECTIVE_MEANING, GuardSettings
 
 EVALUATED_PHASES = ("dev", "eval", "transfer")
+# The two groups the balanced objective judges apart, as the page and the PNG name them.
+GROUP_NAMES = {"main": "main (answerable)", "adversarial": "adversarial (unanswerable)"}
 SNAPSHOT_FILES = ("config.toml", "decision.json", "diagnosis_input.json", "diagnosis_prompt.md",
                   "diagnosis_raw.txt", "proposal.json")
 
@@ -63,18 +66,23 @@ class RoundView:
     missing_topics: list[str] = field(default_factory=list)
     parse_error: str = ""
     files: list[str] = field(default_factory=list)  # snapshot files, relative to the run directory
-    # the paired decision (loop/paired.py): this round vs the incumbent on the same dev questions
+    # the paired decision (loop/paired.py): this round vs the incumbent on the same dev questions;
+    # None / empty in stores written before it was recorded
     accepted: bool | None = None
     significant_loss: bool | None = None
     compared_with: int | None = None
     verdict: str = ""
-    paired: dict[str, Any] = field(default_factory=dict)
-    flags: list[str] = field(default_factory=list)  # changes for the next round the evidence contradicts
+    paired: Comparison | None = None
+    # the applied proposal's changes that the round's own evidence contradicts (loop/evidence_check.py);
+    # after a rubric fallback these are the rubric's, and `diagnoser_flags` the replaced diagnosis's
+    flags: list[str] = field(default_factory=list)
+    diagnoser_flags: list[str] = field(default_factory=list)
     fallback: str = ""  # why the model's diagnosis was replaced by the rubric's best action
 
-    def group(self, name: str) -> dict[str, Any]:
-        """One group's paired statistics ({} when the round was not compared)."""
-        return dict((self.paired.get("groups") or {}).get(name) or {})
+    def group(self, name: str) -> PairedStat | None:
+        """One group's paired statistics (None when the round was not compared or the group is empty)."""
+        stat = self.paired.groups.get(name) if self.paired else None
+        return stat if stat is not None and stat.n else None
 
 
 @dataclass
@@ -88,12 +96,24 @@ class FinalScore:
 
 
 @dataclass
+class FlagCount:
+    """How often one proposer's proposals went against the round's own evidence."""
+
+    proposer: str
+    proposals: int
+    flagged: int  # proposals with at least one flag
+    flags: int  # flags in all
+
+
+@dataclass
 class ReportData:
     run_dir: Path
     run_id: str
     kind: str
     phase: str
     objective: str
+    diagnoser: str
+    guard: GuardSettings
     header: list[tuple[str, str]]
     rounds: list[RoundView]
     categories: list[tuple[str, str]]  # (key, label)
@@ -124,12 +144,31 @@ class ReportData:
     def objective_meaning(self) -> str:
         return OBJECTIVE_MEANING.get(self.objective, "")
 
-    def decision_counts(self) -> dict[str, int]:
-        """How the guard's paired decisions went, and how often proposals went against the evidence."""
-        judged = [r for r in self.rounds if r.accepted is not None and r.round > 0]
-        return {"judged": len(judged), "accepted": sum(bool(r.accepted) for r in judged),
-                "losses": sum(bool(r.significant_loss) for r in judged),
-                "flagged": sum(bool(r.flags) for r in self.rounds), "fallbacks": sum(bool(r.fallback) for r in self.rounds)}
+    @property
+    def judged(self) -> list[RoundView]:
+        """Rounds the guard compared with an incumbent (round 0 is the start, never judged)."""
+        return [r for r in self.rounds if r.paired is not None and r.accepted is not None]
+
+    def held(self, r: RoundView) -> tuple[int, int]:
+        """Conversations not hurt beyond the guard's tolerance, of those compared (as loop/paired.py counts)."""
+        convs = r.paired.by_conversation if r.paired else {}
+        return sum(d >= -self.guard.consistency_tolerance for d in convs.values()), len(convs)
+
+    def flag_counts(self) -> list[FlagCount]:
+        """Flagged proposals per proposer: the run's diagnoser, and the rubric when it stood in for a
+        model's diagnosis (its proposal was then the one applied and flagged)."""
+        counts: dict[str, FlagCount] = {}
+
+        def add(proposer: str, flags: list[str]) -> None:
+            c = counts.setdefault(proposer, FlagCount(proposer, 0, 0, 0))
+            c.proposals, c.flagged, c.flags = c.proposals + 1, c.flagged + bool(flags), c.flags + len(flags)
+
+        for r in self.rounds:
+            if r.diagnoser or r.diagnoser_flags:
+                add(r.diagnoser or self.diagnoser or "diagnoser", r.diagnoser_flags)
+            if r.fallback:
+                add("rubric (fallback)", r.flags)
+        return list(counts.values())
 
 
 def category_label(key: str, name: str | None) -> str:
@@ -209,6 +248,7 @@ def gather(store: Any) -> ReportData:
     manifest = store.manifest()
     run_dir = Path(store.run_dir)
     spec = manifest.get("spec") or {}
+    # a run's spec always names its objective; an `evolve eval` directory has no spec and no decisions
     objective = str(spec.get("objective") or ("balanced" if spec else "all"))
     present = {r["phase"] for r in store.query("SELECT DISTINCT phase FROM rounds")}
     phase = next((p for p in EVALUATED_PHASES if p in present), "dev")
@@ -237,7 +277,6 @@ def gather(store: Any) -> ReportData:
     for row in round_rows:
         number = row["round"]
         score = row["main_f1"] if objective == "main" else row["all_f1"]
-        flags = decision_flags(decisions.get(number))
         by_cat = row["by_category"] or {}
         for key, cat in by_cat.items():
             categories.setdefault(key, category_label(key, (cat or {}).get("name")))
@@ -265,7 +304,10 @@ def gather(store: Any) -> ReportData:
             files=[f"rounds/{folder.name}/{name}" for name in SNAPSHOT_FILES if (folder / name).is_file()],
             accepted=d.get("accepted"), significant_loss=d.get("significant_loss"),
             compared_with=d.get("compared_with"), verdict=d.get("verdict") or "",
-            paired=dict(d["paired"]) if isinstance(d.get("paired"), dict) else {}, flags=flags,
+            paired=comparison_from_json(d.get("paired")), flags=_texts(d.get("flags")),
+            # stores before the diagnosis kept its own flags: the decision's are the diagnoser's unless it fell back
+            diagnoser_flags=_texts(proposal["flags"] if "flags" in proposal else (
+                None if d.get("fallback") else d.get("flags"))),
             fallback=d.get("fallback") or "",
         )
         rounds.append(view)
@@ -298,6 +340,8 @@ def gather(store: Any) -> ReportData:
     later = [u for key, u in sorted(usage.items()) if key[0] >= 0 and key[1] != phase]
     return ReportData(
         run_dir=run_dir, run_id=run_dir.name, kind=str(manifest.get("kind", "run")), phase=phase, objective=objective,
+        diagnoser=str(spec.get("diagnoser") or manifest.get("diagnoser") or ""),
+        guard=GuardSettings.from_dict(spec.get("guard") or {}),
         header=_header(run_dir, manifest, objective), rounds=rounds,
         categories=sorted(categories.items(), key=lambda kv: (not kv[0].isdigit(), kv[0].zfill(8))),
         failure_classes=classes, best_round=best_round,
@@ -309,12 +353,29 @@ def gather(store: Any) -> ReportData:
     )
 
 
-def decision_flags(decision: dict | None) -> list[str]:
-    """A decision's evidence flags as text (older stores: none)."""
-    raw = (decision or {}).get("flags")
+def _texts(raw: object) -> list[str]:
+    """A JSON list of flags as text (NULL in older stores: none)."""
     if isinstance(raw, str):
         raw = json.loads(raw or "[]")
-    return [str(x) for x in raw or []]
+    return [str(x) for x in raw] if isinstance(raw, list) else []
+
+
+def comparison_from_json(raw: object) -> Comparison | None:
+    """The `paired` column (Comparison.as_dict() as JSON) back as a `Comparison`; None for the start
+    round, for stores written before paired decisions, and for a value this version cannot read."""
+    if isinstance(raw, str):
+        raw = json.loads(raw)
+    if not isinstance(raw, dict):
+        return None
+    try:
+        fields = PairedStat.__dataclass_fields__
+        groups = {name: PairedStat(**{k: stat[k] for k in fields}) for name, stat in (raw.get("groups") or {}).items()
+                  if name in GROUPS}
+        return Comparison(int(raw["candidate_round"]), int(raw["incumbent_round"]), groups,
+                          {str(k): float(v) for k, v in (raw.get("by_conversation") or {}).items()},
+                          [float(x) for x in raw.get("by_fold") or []])
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _scores(row: dict) -> dict[str, Any]:

@@ -13,7 +13,8 @@ from typing import Any, Iterable
 
 from evolvemem.report import svg
 from evolvemem.contracts.usage import Usage
-from evolvemem.report.data import ReportData, RoundView
+from evolvemem.loop.paired import GROUPS, PairedStat
+from evolvemem.report.data import GROUP_NAMES, ReportData, RoundView
 
 
 # ---- small formatting helpers ---------------------------------------------------------------
@@ -91,25 +92,39 @@ def _x_ticks(rounds: list[RoundView]) -> list[tuple[float, str]]:
     return [(r.round, str(r.round)) for i, r in enumerate(rounds) if i % every == 0]
 
 
+def _test_scores(data: ReportData) -> dict[int, dict[str, float | None]]:
+    """Held-out test scores by dev round: only the start and best configs are scored on test, once."""
+    return {f.round: f.test for f in data.finals if f.test}
+
+
 def trajectory_chart(data: ReportData) -> str:
+    """The headline score with the guard's decisions as markers, both groups' dev F1 as thinner lines
+    (a balanced run judges them apart), and the held-out test scores of the start and best configs."""
     rounds = [r for r in data.rounds if r.score is not None]
-    series = [svg.Series(data.score_label, svg.OBJECTIVE_COLOR, [(r.round, r.score) for r in rounds],
-                         width=2.5, dots=False)]
+    series = [svg.Series(f"dev {name} F1", svg.GROUP_COLORS[group], [(r.round, getattr(r, f"{group}_f1")) for r in rounds],
+                         width=1.6) for group, name in GROUP_NAMES.items()]
+    series = [s for s in series if any(y is not None for _, y in s.points)]
     if any(r.best_so_far is not None for r in rounds):
-        series.insert(0, svg.Series("best so far", svg.BEST_SO_FAR_COLOR,
-                                    [(r.round, r.best_so_far) for r in rounds], dashed=True, step=True, dots=False))
-    # both groups the balanced objective judges, thin, so the headline stays readable
-    for index, (name, attr) in enumerate((("main (answerable)", "main_f1"), ("adversarial (unanswerable)", "adversarial_f1"))):
-        points: list[tuple[float, float | None]] = [(float(r.round), getattr(r, attr)) for r in rounds]
-        if any(y is not None for _, y in points):
-            series.insert(0, svg.Series(f"dev {name} F1", svg.series_color(index + 2), points, width=1.5, dots=False))
+        series.append(svg.Series("best so far", svg.BEST_SO_FAR_COLOR,
+                                 [(r.round, r.best_so_far) for r in rounds], dashed=True, step=True, dots=False))
+    series.append(svg.Series(data.score_label, svg.OBJECTIVE_COLOR, [(r.round, r.score) for r in rounds],
+                             width=2.5, dots=False))
     markers = []
+    tests = _test_scores(data)
+    for number, test in sorted(tests.items()):
+        for group in GROUP_NAMES:
+            value = test.get(f"{group}_f1")
+            if value is not None:
+                markers.append(svg.Marker(number, value, svg.GROUP_COLORS[group], radius=4.5, shape="diamond",
+                                          tooltip=f"test {group} F1 of round {number}'s config: {value:.4f} "
+                                                  "(held out, scored once)"))
     for r in rounds:
         if r.score is None:
             continue
         kind = r.decision or "pending"
         change = "; ".join(f"{c['field']} {value_text(c.get('old'))}→{value_text(c.get('new'))}" for c in r.changes[:3])
-        tip = f"round {r.round}: dev {f4(r.score)} {signed(r.delta)} — {kind}" + (f": {change}" if change else "")
+        tip = (f"round {r.round}: dev {f4(r.score)} {signed(r.delta)} (main {f3(r.main_f1)}, adversarial "
+               f"{f3(r.adversarial_f1)}) — {kind}" + (f": {change}" if change else ""))
         best = r.round == data.best_round
         markers.append(svg.Marker(r.round, r.score, svg.decision_color(kind),
                                   tooltip=tip, href=f"#round-{r.round}", ring=svg.BEST_RING_COLOR if best else "",
@@ -117,13 +132,15 @@ def trajectory_chart(data: ReportData) -> str:
     seen = [r.decision or "pending" for r in rounds]
     kinds = [k for k in svg.DECISION_COLORS if k in seen] + sorted(set(seen) - set(svg.DECISION_COLORS))
     legend = [svg.LegendItem(s.name, s.color, "dashed" if s.dashed else "line") for s in reversed(series)]
+    legend += [svg.LegendItem(f"test {group} F1", svg.GROUP_COLORS[group], "diamond") for group in GROUP_NAMES
+               if any(m.shape == "diamond" and m.color == svg.GROUP_COLORS[group] for m in markers)]
     legend += [svg.LegendItem(f"then: {k}" if k not in ("start", "pending") else k, svg.decision_color(k), "dot")
                for k in kinds]
     legend.append(svg.LegendItem("best round", svg.BEST_RING_COLOR, "ring"))
-    values = [y for s in series for _, y in s.points if y is not None]
-    return svg.line_chart("trajectory-chart", f"{data.score_label} per round", series, _x_ticks(rounds),
-                          markers=markers, legend=legend, y_range=svg.auto_range(values),
-                          y_label=data.score_label, height=340)
+    values = [y for s in series for _, y in s.points if y is not None] + [m.y for m in markers]
+    return svg.line_chart("trajectory-chart", f"{data.score_label} per round, with main and adversarial F1", series,
+                          _x_ticks(rounds), markers=markers, legend=legend, y_range=svg.auto_range(values),
+                          y_label="F1", height=360)
 
 
 def _last(points: list[tuple[float, float | None]]) -> float | None:
@@ -216,9 +233,11 @@ def summary_cards(data: ReportData) -> str:
                                                                for _, a, b in groups), "held-out change per group"))
         else:
             cards.append(("test", "not scored", "the run has not finished"))
-        counts = data.decision_counts()
-        cards.append(("paired decisions", f"{counts['accepted']} of {counts['judged']} accepted",
-                      f"objective {data.objective}; {counts['flagged']} flagged ⚑, {counts['fallbacks']} rubric fallbacks"))
+        judged = data.judged
+        flagged = sum(c.flagged for c in data.flag_counts())
+        cards.append(("paired decisions", f"{sum(bool(r.accepted) for r in judged)} of {len(judged)} accepted",
+                      (f"objective {data.objective}; {flagged} proposal(s) flagged ⚑, "
+                       f"{sum(bool(r.fallback) for r in data.rounds)} rubric fallback(s)")))
         cards.append(("rounds", str(len(data.rounds)), f"{sum(r.decision == 'reverted' for r in data.rounds)} reverted, "
                                                       f"{sum(r.decision == 'explored' for r in data.rounds)} explored"))
     elif data.rounds:
@@ -242,21 +261,31 @@ def run_header(data: ReportData) -> str:
 
 def trajectory_section(data: ReportData) -> str:
     decided = data.kind == "run"
+    tests = _test_scores(data)
     headers = ["round", data.score_label.removesuffix(" F1"), "Δ", "main", "adversarial", "evidence recall", "n"]
+    headers += ["test main", "test adversarial"] if tests else []
     headers += ["then"] if decided else []
     rows = []
     for r in data.rounds:
         best = ' class="best-row"' if r.round == data.best_round else ""
+        test = tests.get(r.round)
         rows.append([f'<td{best}><a href="#round-{r.round}">{r.round}</a></td>', num(f4(r.score), "score"),
                      num(signed(r.delta), "delta"), num(f3(r.main_f1)), num(f3(r.adversarial_f1)),
-                     num(f3(r.evidence_recall)), num(count(r.n_questions))] + ([badge(r.decision)] if decided else []))
+                     num(f3(r.evidence_recall)), num(count(r.n_questions))]
+                    + ([num(f3(test.get("main_f1")) if test else ""), num(f3(test.get("adversarial_f1")) if test else "")]
+                       if tests else [])
+                    + ([badge(r.decision)] if decided else []))
     if sum(r.score is not None for r in data.rounds) < 2:
         chart = '<p class="note">Only one round was scored: there is no trajectory to draw.</p>'
         lead = ""
     else:
         chart = f"<figure>{trajectory_chart(data)}</figure>"
-        lead = (f'<p class="lead">The {escape(data.score_label)} of every round; marker colour = the guard\'s decision '
-                f"after that round (click a marker for the round); the ringed marker is the best round.</p>")
+        lead = (f'<p class="lead">The {escape(data.score_label)} of every round (thick line) with its two groups: '
+                "<strong>main</strong> (answerable questions) and <strong>adversarial</strong> (unanswerable ones, "
+                "where abstaining is right). Marker colour = the guard's decision after that round (click a marker "
+                "for the round); the ringed marker is the best round"
+                + ("; hollow diamonds are the held-out test scores of the start and best configs, scored once"
+                   if tests else "") + ".</p>")
     return (f'<section id="trajectory" class="card"><h2>Score trajectory</h2>{lead}{chart}'
             f'{table(headers, rows, "numbers", "rounds-table")}</section>')
 
@@ -325,15 +354,18 @@ def round_article(data: ReportData, r: RoundView, base: str) -> str:
     left = [metrics, _failure_bar(r, data.failure_classes)]
     if r.status != "done":
         left.append('<p class="warn">This round did not finish (resume the run to complete it).</p>')
-    right = _why(r)
-    if r.paired:
-        right.append(f"<p><strong>Paired vs round {r.compared_with}:</strong> "
-                     f"{'significant gain — new best' if r.accepted else 'not a significant gain'}"
-                     f"{'; a significant loss' if r.significant_loss else ''}</p>" + paired_groups_table(r))
+    right = []  # first how this round fared against the incumbent, then what the guard and diagnoser did next
+    if r.paired is not None:
+        outcome = ("significant gain: the new best" if r.accepted else
+                   "a significant loss" if r.significant_loss else "no significant gain")
+        right.append(f"<p><strong>Paired vs round {r.paired.incumbent_round}:</strong> {outcome}</p>"
+                     + paired_groups_table(data, r))
+        if r.verdict and r.verdict not in r.reason:
+            right.append(f'<p class="small">Verdict: {escape(r.verdict)}</p>')
+    right += _why(r)
     if r.fallback:
         right.append(f'<p class="warn">Rubric fallback: {escape(r.fallback)}</p>')
-    if r.flags:
-        right.append('<p class="warn">⚑ Against the round\'s evidence: ' + "; ".join(escape(x) for x in r.flags) + "</p>")
+    right += _flag_lists(r)
     applied = {(c["field"], c.get("scope", "global"), value_text(c.get("new"))) for c in r.changes}
     asked = {(c["field"], c.get("scope", "global"), value_text(c.get("new"))) for c in r.proposed}
     if r.proposed and asked != applied:
@@ -361,59 +393,126 @@ def round_article(data: ReportData, r: RoundView, base: str) -> str:
             f'<div>{"".join(right)}</div></div></article>')
 
 
-def paired_cell(stat: dict) -> str:
-    """`+0.0123 [−0.004, +0.030] p=0.012` (p of the direction the difference points to)."""
-    if not stat.get("n"):
+def paired_cell(stat: PairedStat | None) -> str:
+    """`+0.0123 [-0.004, +0.030] p=0.012`: mean paired difference, 95% interval, and the one-sided p-value
+    of the direction it points (the smaller of p_gain and p_loss, as `evolve show` and the verdict give it)."""
+    if stat is None:
         return "–"
-    p = stat["p_gain"] if stat["diff"] >= 0 else stat["p_loss"]
-    return f"{stat['diff']:+.4f} [{stat['ci_low']:+.3f}, {stat['ci_high']:+.3f}] p={p:.3f}"
+    return f"{stat.diff:+.4f} [{stat.ci_low:+.3f}, {stat.ci_high:+.3f}] p={min(stat.p_gain, stat.p_loss):.3f}"
 
 
-def paired_groups_table(r: RoundView) -> str:
+def _two_line(text: str) -> str:
+    """A paired cell with the difference on top and its interval and p-value below, so the table fits."""
+    diff, _, rest = text.partition(" ")
+    return num(escape(diff) + (f' <br><span class="ci">{escape(rest)}</span>' if rest else ""))
+
+
+def paired_groups_table(data: ReportData, r: RoundView) -> str:
+    """One round's paired comparison per group: both means on the same questions and their difference."""
     rows = []
-    for name in ("main", "adversarial", "all"):
+    for name in GROUPS:
         stat = r.group(name)
-        if stat.get("n"):
-            rows.append([escape(name), num(count(stat["n"])), num(f3(stat.get("incumbent"))), num(f3(stat.get("candidate"))),
+        if stat is not None:
+            rows.append([escape(name), num(count(stat.n)), num(f3(stat.incumbent)), num(f3(stat.candidate)),
                          num(escape(paired_cell(stat)))])
-    return table(("group", "n", f"round {r.compared_with}", f"round {r.round}", "difference [95%] p"), rows,
-                 "numbers paired", f"paired-{r.round}")
+    held, total = data.held(r)
+    note = f'<p class="small">{held} of {total} dev conversations hold.</p>' if total else ""
+    incumbent = r.paired.incumbent_round if r.paired else r.compared_with
+    return table(("group", "n", f"round {incumbent}", f"round {r.round}", "difference [95%] p"), rows,
+                 "numbers paired", f"paired-{r.round}") + note
+
+
+def _verdict(r: RoundView) -> str:
+    if r.paired is None or r.accepted is None:
+        return "start" if r.round == 0 and r.decision else "–"
+    return "gain" if r.accepted else ("loss" if r.significant_loss else "no gain")
+
+
+def _flag_lists(r: RoundView) -> list[str]:
+    """The flags in full, for the round's article: the diagnoser's, and the rubric's after a fallback."""
+    lists = [(f"⚑ Diagnoser {r.diagnoser or ''} proposed against the round's evidence", r.diagnoser_flags)]
+    if r.fallback:
+        lists.append(("⚑ The rubric's fallback proposal against the round's evidence", r.flags))
+    out = []
+    for title, flags in lists:
+        if not flags:
+            continue
+        items = '<ul class="flags">' + "".join(f"<li>{escape(x)}</li>" for x in flags) + "</ul>"
+        head = f"{escape(title)} ({len(flags)})"
+        out.append(f'<p class="warn">{head}:</p>{items}' if len(flags) <= 3 else
+                   f'<details class="flags"><summary class="warn">{head}</summary>{items}</details>')
+    return out
+
+
+def _flags_cell(r: RoundView) -> str:
+    """A compact ⚑ cell: the first flag in full, how many more, a link to the round for the rest."""
+    parts = []
+    for who, flags in (("", r.diagnoser_flags), ("rubric: ", r.flags if r.fallback else [])):
+        if flags:
+            more = (f' <a href="#round-{r.round}">+{len(flags) - 1} more</a>' if len(flags) > 1 else "")
+            parts.append(f"⚑ {escape(who + flags[0])}{more}")
+    return "<br>".join(parts)
+
+
+def _summary_list(data: ReportData) -> str:
+    """Accepted rounds, proposals against the evidence per proposer, and rubric fallbacks, in three lines."""
+    judged = data.judged
+    accepted = [r for r in judged if r.accepted]
+    losses = sum(bool(r.significant_loss) for r in judged)
+    rounds_text = ", ".join(f'<a href="#round-{r.round}">{r.round}</a>' for r in accepted)
+    lines = [f"<strong>{len(accepted)} of {len(judged)}</strong> judged round(s) accepted as a significant gain"
+             + (f" (round {rounds_text})" if accepted else "") + f"; {losses} significant loss(es)."]
+    counts = data.flag_counts()
+    if counts:
+        lines.append("Proposals against the round's own evidence (⚑): " + "; ".join(
+            f"<strong>{escape(c.proposer)}</strong> {c.flagged} of {c.proposals} ({c.flags} flag(s))" for c in counts)
+            + ".")
+    fallbacks = [r for r in data.rounds if r.fallback]
+    diagnosed = sum(bool(r.diagnoser) for r in data.rounds)
+    lines.append(f"<strong>{len(fallbacks)}</strong> of {diagnosed} diagnos{'i' if diagnosed == 1 else 'e'}s fell back "
+                 "to the rubric's best action" + (" (round " + ", ".join(
+                     f'<a href="#round-{r.round}">{r.round}</a>' for r in fallbacks) + ")" if fallbacks else "") + ".")
+    return '<ul class="summary">' + "".join(f"<li>{line}</li>" for line in lines) + "</ul>"
 
 
 def decisions_section(data: ReportData) -> str:
-    """Every paired verdict with both groups, the conversations that held, flags and fallbacks."""
-    judged = [r for r in data.rounds if r.paired or r.flags or r.fallback]
-    if data.kind != "run" or not judged:
-        return ""
-    counts = data.decision_counts()
+    """Every round's paired verdict against its incumbent with both groups, the proposals the evidence
+    contradicts and the rubric fallbacks; then the per-conversation differences of the accepted rounds."""
+    if data.kind != "run" or not any(r.decision for r in data.rounds):
+        return ('<section id="decisions" class="card"><h2>Decisions, paired</h2><p class="note">Not applicable: '
+                "no round of this directory was judged against another.</p></section>")
     rows = []
     for r in data.rounds:
-        if r.round == 0 and not (r.flags or r.fallback):
+        if not r.decision:
             continue
-        convs = (r.paired or {}).get("by_conversation") or {}
-        held = sum(1 for d in convs.values() if d >= -0.005)
-        verdict = ("gain" if r.accepted else ("loss" if r.significant_loss else "no gain")) if r.paired else "–"
-        rows.append([f'<a href="#round-{r.round}">{r.round}</a>', escape("–" if r.compared_with is None else str(r.compared_with)),
-                     escape(verdict), escape(paired_cell(r.group("main"))), escape(paired_cell(r.group("adversarial"))),
-                     num(f"{held}/{len(convs)}" if convs else "–"), escape(r.decision or "–"),
-                     ("⚑ " + escape("; ".join(r.flags))) if r.flags else "", escape(r.fallback)])
+        held, total = data.held(r)
+        verdict = _verdict(r)
+        cls = {"gain": "up", "loss": "down"}.get(verdict, "")
+        incumbent = r.paired.incumbent_round if r.paired else r.compared_with
+        rows.append([f'<a href="#round-{r.round}">{r.round}</a>', num("–" if incumbent is None else str(incumbent)),
+                     f'<td class="{cls}">{escape(verdict)}</td>', _two_line(paired_cell(r.group("main"))),
+                     _two_line(paired_cell(r.group("adversarial"))), num(f"{held}/{total}" if total else "–"),
+                     badge(r.decision), _flags_cell(r), escape(r.fallback) or "–"])
+    tolerance = data.guard.consistency_tolerance
     per_conv = ""
-    accepted = [r for r in data.rounds if r.accepted and r.round > 0 and (r.paired or {}).get("by_conversation")]
+    accepted = [r for r in data.judged if r.accepted and r.paired and r.paired.by_conversation]
     if accepted:
-        names = sorted({c for r in accepted for c in r.paired["by_conversation"]})
-        per_conv = ("<p>Per conversation (difference in the objective's F1) for the accepted rounds:</p>" + table(
-            ["round", *map(escape, names)],
-            [[str(r.round), *(num(signed(r.paired["by_conversation"].get(c))) for c in names)] for r in accepted],
-            "numbers", "decisions-by-conversation"))
-    diagnoser = next((v for k, v in data.header if k == "diagnoser"), "?")
+        names = sorted({c for r in accepted if r.paired for c in r.paired.by_conversation})
+        cells = [[f'<a href="#round-{r.round}">{r.round}</a>', num(str(r.paired.incumbent_round))]
+                 + [num(signed(r.paired.by_conversation.get(c), 3), "down" if (r.paired.by_conversation.get(c) or 0)
+                        < -tolerance else "") if c in r.paired.by_conversation else num("–") for c in names]
+                 for r in accepted if r.paired]
+        metric = "main F1" if data.objective == "main" else "F1 over all questions"
+        per_conv = (f"<p class=\"small\">Accepted rounds per dev conversation: mean difference in {metric} against the "
+                    f"incumbent (a conversation holds when it loses less than {tolerance:g}).</p>"
+                    + table(["round", "vs", *map(escape, names)], cells, "numbers compact", "decisions-by-conversation"))
     return (f'<section id="decisions" class="card"><h2>Decisions, paired</h2><p class="lead">Objective '
-            f"<strong>{escape(data.objective)}</strong>: {escape(data.objective_meaning)}. Each round against the "
-            f"incumbent on the same dev questions: {counts['accepted']} of {counts['judged']} rounds accepted, "
-            f"{counts['losses']} significant losses; diagnoser {escape(diagnoser)} proposed {counts['flagged']} "
-            f"change set(s) against the round's evidence (⚑) and {counts['fallbacks']} round(s) fell back to the "
-            "rubric.</p>"
-            + table(("round", "vs", "verdict", "main Δ [95%] p", "adversarial Δ [95%] p", "conversations hold",
-                     "guard", "⚑ next proposal vs evidence", "rubric fallback"), rows, "numbers", "decisions-table")
+            f"<strong>{escape(data.objective)}</strong>: {escape(data.objective_meaning)}. Each round is compared "
+            "with the incumbent (the best round so far) on the same dev questions: the mean difference per group, "
+            f"its 95% interval (conversations resampled) and one-sided p-value; alpha {data.guard.alpha:g}, smallest "
+            f"gain {data.guard.min_effect:g}.</p>{_summary_list(data)}"
+            + table(("round", "vs round", "verdict", "main Δ [95%] p", "adversarial Δ [95%] p", "conversations hold",
+                     "guard", "⚑ proposal vs evidence", "rubric fallback"), rows, "numbers", "decisions-table")
             + per_conv + "</section>")
 
 
@@ -549,6 +648,10 @@ article.round p{margin:.35em 0}
 .mini span{display:block;font-size:11.5px;color:#6b7280}.mini b{font-variant-numeric:tabular-nums;font-weight:600}
 .round-body{display:grid;grid-template-columns:minmax(0,5fr) minmax(0,6fr);gap:4px 28px}
 @media (max-width:800px){.round-body{grid-template-columns:1fr}}
+td .ci{font-size:12px;color:#6b7280}
+ul.flags{margin:.2em 0 .5em;padding-left:20px;font-size:13px;color:#4b5563}
+details.flags summary{cursor:pointer;margin:.35em 0}
+ul.summary{margin:.2em 0 .8em;padding-left:20px}
 .chips{display:flex;flex-wrap:wrap;gap:4px 12px;font-size:12.5px;color:#4b5563}
 .chip i{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:5px;vertical-align:-1px}
 footer{color:#9ca3af;font-size:12.5px;text-align:center;margin-top:24px}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from evolvemem.report import svg
-from evolvemem.report.data import ReportData
+from evolvemem.report.data import GROUP_NAMES, ReportData
 
 INSTALL_HINT = "PNG skipped: it needs matplotlib (pip install evolvemem[report])"
 
@@ -28,7 +28,9 @@ def _pyplot():
 
 def write_png(data: ReportData, path: Path) -> Path:
     """Two panels: the dev objective per round (markers coloured by the guard's decision, best round
-    ringed, best-so-far dashed) and F1 per category. Raises PngUnavailable without matplotlib."""
+    ringed, best-so-far dashed) with main and adversarial dev F1 as thin lines and the held-out test
+    scores of the start and best configs as hollow diamonds, and F1 per category. Raises PngUnavailable
+    without matplotlib."""
     plt = _pyplot()
     rounds = [r for r in data.rounds if r.score is not None]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7.5), dpi=120, sharex=True,
@@ -38,6 +40,18 @@ def write_png(data: ReportData, path: Path) -> Path:
         if any(r.best_so_far is not None for r in rounds):
             top.step(xs, [r.best_so_far for r in rounds], where="post", linestyle="--",
                      color=svg.BEST_SO_FAR_COLOR, label="best so far")
+        for group, name in GROUP_NAMES.items():
+            points = [(r.round, getattr(r, f"{group}_f1")) for r in rounds]
+            points = [(x, y) for x, y in points if y is not None]
+            if points:
+                top.plot(*zip(*points), color=svg.GROUP_COLORS[group], linewidth=1.3, label=f"dev {name} F1")
+        tests = {f.round: f.test for f in data.finals if f.test}.items()  # start and best may be one round
+        for group, color in svg.GROUP_COLORS.items():
+            points = [(x, t.get(f"{group}_f1")) for x, t in tests]
+            points = [(x, y) for x, y in points if y is not None]
+            if points:
+                top.scatter(*zip(*points), s=60, marker="D", facecolors="white", edgecolors=color, linewidths=1.8,
+                            zorder=3, label=f"test {group} F1")
         top.plot(xs, [r.score for r in rounds], color=svg.OBJECTIVE_COLOR, linewidth=2.2, label=data.score_label)
         seen: set[str] = set()
         for r in rounds:
@@ -52,8 +66,9 @@ def write_png(data: ReportData, path: Path) -> Path:
                 top.annotate(f"best {r.score:.4f}", (r.round, r.score), textcoords="offset points", xytext=(0, 14),
                              ha="center", color="#92400e", fontsize=9, fontweight="bold")
         top.margins(x=0.05, y=0.18)
-        top.set_ylabel(data.score_label)
-        top.set_title(f"{data.run_id}: {data.score_label} per round", loc="left", fontsize=11)
+        top.set_ylabel("F1")
+        top.set_title(f"{data.run_id}: {data.score_label} per round, with main and adversarial F1", loc="left",
+                      fontsize=11)
         top.grid(axis="y", color="#e5e7eb")
         top.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False, fontsize=9)
         for i, (key, label) in enumerate(data.categories):

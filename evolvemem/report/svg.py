@@ -40,6 +40,8 @@ SERIES_COLORS: tuple[str, ...] = ("#2563eb", "#ea580c", "#16a34a", "#9333ea", "#
                                   "#ca8a04", "#475569", "#e11d48", "#0d9488")
 
 OBJECTIVE_COLOR = "#1d4ed8"
+# The two groups a balanced objective judges apart: answerable (main) and unanswerable (adversarial).
+GROUP_COLORS: dict[str, str] = {"main": "#16a34a", "adversarial": "#9333ea"}
 BEST_SO_FAR_COLOR = "#94a3b8"
 BEST_RING_COLOR = "#f59e0b"
 
@@ -80,13 +82,14 @@ class Marker:
     radius: float = 5.5
     ring: str = ""  # colour of a highlight ring (the best round)
     label: str = ""  # short text drawn above the marker
+    shape: str = "dot"  # dot (filled circle) or diamond (hollow: a held-out test score)
 
 
 @dataclass
 class LegendItem:
     label: str
     color: str
-    kind: str = "line"  # line, dashed, dot, ring, box
+    kind: str = "line"  # line, dashed, dot, ring, diamond, box
 
 
 @dataclass
@@ -172,6 +175,8 @@ def _legend(items: Sequence[LegendItem], x: float, y: float) -> str:
                          f'stroke-width="3"/>')
         elif item.kind == "dot":
             parts.append(f'<circle cx="{x + 9:.1f}" cy="{cy:.1f}" r="5" fill="{item.color}"/>')
+        elif item.kind == "diamond":
+            parts.append(_diamond(x + 9, cy, 6, item.color))
         else:
             parts.append(f'<rect x="{x + 3:.1f}" y="{cy - 6:.1f}" width="12" height="12" rx="2" fill="{item.color}"/>')
         parts.append(_text(x + 25, cy + 4, item.label))
@@ -240,14 +245,22 @@ def _polyline(frame: Frame, series: Series) -> str:
     return f'<g class="series" data-series="{escape(series.name)}">{"".join(parts)}</g>'
 
 
+def _diamond(cx: float, cy: float, r: float, color: str) -> str:
+    return (f'<path d="M{cx:.1f},{cy - r:.1f} L{cx + r:.1f},{cy:.1f} L{cx:.1f},{cy + r:.1f} L{cx - r:.1f},{cy:.1f} Z" '
+            f'fill="#fff" stroke="{color}" stroke-width="2.2"/>')
+
+
 def _marker(frame: Frame, m: Marker) -> str:
     cx, cy = frame.px(m.x), frame.py(m.y)
     parts = []
     if m.ring:
         parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{m.radius + 5:.1f}" fill="none" stroke="{m.ring}" '
                      f'stroke-width="3"/>')
-    parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{m.radius:.1f}" fill="{m.color}" stroke="#fff" '
-                 f'stroke-width="1.5"/>')
+    if m.shape == "diamond":
+        parts.append(_diamond(cx, cy, m.radius + 1, m.color))
+    else:
+        parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{m.radius:.1f}" fill="{m.color}" stroke="#fff" '
+                     f'stroke-width="1.5"/>')
     if m.label:
         parts.append(_text(cx, cy - m.radius - 10, m.label, anchor="middle", size=11, color="#92400e",
                            extra=' font-weight="600"'))
