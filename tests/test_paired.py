@@ -123,3 +123,36 @@ def test_switching_off_the_view_that_found_the_evidence_and_repeating_a_failed_m
     flags = flag_proposal(p, inp, reject=True)
     assert any("switches off the semantic view" in f for f in flags)
     assert any("repeats rrf_k" in f for f in flags) and p.is_empty
+
+
+def _traded(field: str, old, new, main: float, adversarial: float, p_gain: float = 0.01) -> dict:
+    """A history item: a change whose round gained one group and lost the other (paired)."""
+    groups = {"main": {"diff": main, "p_gain": p_gain if main > 0 else 0.9, "p_loss": 0.9 if main > 0 else 0.01},
+              "adversarial": {"diff": adversarial, "p_gain": p_gain if adversarial > 0 else 0.9,
+                              "p_loss": 0.9 if adversarial > 0 else 0.01}}
+    return {"round": 1, "decision": "applied", "changes": [{"field": field, "old": old, "new": new, "scope": "global"}],
+            "outcome_delta": 0.0, "outcome_accepted": False, "outcome_groups": groups}
+
+
+def test_the_rubric_keeps_a_change_that_traded_groups_together_with_a_counterweight():
+    from evolvemem.contracts.diagnosis import Proposal
+    from evolvemem.diagnosers.rubric import RubricDiagnoser
+    from evolvemem.loop.evidence_check import flag_proposal
+
+    # more context helped answerable questions but answered unanswerable ones: keep it, verify answers
+    inp = _input({"retrieval_miss": 100, "hallucination": 40}, [_traded("keyword_top_k", 10, 20, 0.012, -0.06)])
+    inp.config["enable_answer_verification"] = False
+    proposal = RubricDiagnoser().diagnose(inp, None).proposal
+    assert proposal.changes == {"keyword_top_k": 20, "enable_answer_verification": True}  # strict already in effect
+    assert "counterweight for adversarial" in proposal.rationale
+    assert flag_proposal(proposal, inp, reject=True) == [] and "keyword_top_k" in proposal.changes  # a new experiment
+    # alone, the tried move is still a repeat
+    assert any("repeats keyword_top_k" in f for f in flag_proposal(Proposal(changes={"keyword_top_k": 20}), inp,
+                                                                    reject=False))
+    # the other way round: abstaining more lost answerable questions, so give the reader more evidence
+    inp = _input({"retrieval_miss": 100}, [_traded("answer_style", "concise", "cautious", -0.02, 0.1)])
+    proposal = RubricDiagnoser().diagnose(inp, None).proposal
+    assert proposal.changes["answer_style"] == "cautious" and proposal.changes["max_context"] > inp.config["max_context"]
+    # a gain that is not significant is no trade: the rubric's usual rules decide
+    inp = _input({"retrieval_miss": 100}, [_traded("keyword_top_k", 10, 20, 0.012, -0.06, p_gain=0.4)])
+    assert "counterweight" not in RubricDiagnoser().diagnose(inp, None).proposal.rationale

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 
 MIN_TYPE_N = 8
 LAG_MARGIN = 0.08
+# A tried change whose paired outcome gained one group by at least this much (p below TRADE_P)
+# while the other lost is worth keeping with a counterweight for the losing group.
+TRADE_GAIN, TRADE_P = 0.005, 0.1
 
 
 @dataclass
@@ -27,6 +30,8 @@ class Action:
     reason: str
     changes: dict
     qtype: str | None = None
+    # changes already tried (kept on purpose with a counterweight): not checked against failed moves
+    kept: frozenset[str] = frozenset()
 
 
 def _bump(config: dict, name: str, step: int) -> Any:
@@ -70,11 +75,50 @@ def _type_actions(qtype: str, f1: float, mean: float, share: float, values: dict
     return [Action(strength * (1 - 0.05 * i), reason, changes, qtype) for i, changes in enumerate(menu.get(qtype, []))]
 
 
+def _counterweights(v: dict, losing: str) -> list[dict[str, Any]]:
+    """Changes that protect the group a tried change hurt. Unanswerable questions lose when more
+    context makes the reader answer them: check answers against the context, or answer only what it
+    supports. Answerable questions lose when the reader abstains or misses: give it more evidence."""
+    if losing == "adversarial":
+        options = [{"enable_answer_verification": True, "verification_style": "strict"},
+                   {"answer_style": "cautious"}, {"enable_entity_swap": True}]
+    else:
+        options = [{"max_context": _bump(v, "max_context", 2)},
+                   {"semantic_top_k": registry()["semantic_top_k"].default} if v["semantic_top_k"] == 0
+                   else {"keyword_top_k": _bump(v, "keyword_top_k", 5)}]
+    return [o for o in options if o and any(v.get(k) != val for k, val in o.items())]
+
+
+def trade_actions(inp: DiagnosisInput) -> list[Action]:
+    """The latest tried change that was rejected because it traded one group for the other, kept
+    and paired with a counterweight for the group it hurt (strongest first): a lever that helps
+    answerable questions is not lost because it also answers some unanswerable ones."""
+    tried = [h for h in inp.history if h.get("decision") in ("applied", "reverted") and h.get("changes")
+             and h.get("outcome_groups") and not h.get("outcome_accepted")]
+    if not tried:
+        return []
+    last = tried[-1]
+    groups = last["outcome_groups"]
+    if any(c.get("scope", "global") != "global" for c in last["changes"]):
+        return []
+    kept = {c["field"]: c["new"] for c in last["changes"]}
+    for gaining, losing in (("main", "adversarial"), ("adversarial", "main")):
+        gain, loss = groups.get(gaining), groups.get(losing)
+        if not gain or not loss or gain["diff"] < TRADE_GAIN or gain["p_gain"] >= TRADE_P or loss["diff"] >= 0:
+            continue
+        merged = {**inp.config, **kept}
+        reason = (f"round {last['round'] + 1}'s change ({', '.join(kept)}) gained {gaining} {gain['diff']:+.3f} "
+                  f"but lost {losing} {loss['diff']:+.3f}; keep it with a counterweight for {losing}")
+        return [Action(1.0 - 0.05 * i, reason, {**kept, **extra}, kept=frozenset(kept))
+                for i, extra in enumerate(_counterweights(merged, losing))]
+    return []
+
+
 def candidate_actions(inp: DiagnosisInput) -> list[Action]:
     """Every rule that fires, strongest first. Strength estimates the share of all questions
     the action could recover (failure mass times a rough efficacy)."""
     v = inp.config
-    actions: list[Action] = []
+    actions: list[Action] = trade_actions(inp)
     miss = _share(inp, "retrieval_miss") + _share(inp, "extraction_gap") * 0.5
     miss_mass = _mass(inp, "retrieval_miss") + _mass(inp, "extraction_gap") * 0.5
     if miss >= 0.2:
@@ -170,7 +214,8 @@ def viable_actions(inp: DiagnosisInput) -> list[tuple[Action, dict[str, Any]]]:
         before = inp.overrides.get(action.qtype, {}) if action.qtype else inp.config
         current = {**inp.config, **before}
         effective = {k: val for k, val in action.changes.items() if current.get(k) != val}
-        if not effective or any((scope, k, move_direction(before.get(k), val)) in bad for k, val in effective.items()):
+        if not effective or any((scope, k, move_direction(before.get(k), val)) in bad
+                                for k, val in effective.items() if k not in action.kept):
             continue
         out.append((action, effective))
     return out

@@ -6,6 +6,7 @@ cases stratified by question type, the current config, the action space, and the
 earlier proposals with their true outcomes."""
 from __future__ import annotations
 
+import json
 
 from evolvemem.contracts.diagnosis import DiagnosisInput
 from evolvemem.space.config import RetrievalConfig
@@ -14,9 +15,20 @@ from evolvemem.store.run_store import RunStore
 WORST_PER_TYPE = 3
 
 
+def outcome_groups(paired: dict | str | None) -> dict[str, dict[str, float]] | None:
+    """{group: {diff, p_gain, p_loss}} of a stored paired comparison (None when there is none)."""
+    if isinstance(paired, str):
+        paired = json.loads(paired)
+    if not paired or not paired.get("groups"):
+        return None
+    return {name: {k: round(float(stat[k]), 4) for k in ("diff", "p_gain", "p_loss")}
+            for name, stat in paired["groups"].items() if stat.get("n")}
+
+
 def build_diagnosis_input(store: RunStore, round_no: int, phase: str, config: RetrievalConfig, objective: str, score: float,
                           previous_round: int | None, current_round: int | None = None,
-                          current_score: float | None = None, current_accepted: bool | None = None) -> DiagnosisInput:
+                          current_score: float | None = None, current_accepted: bool | None = None,
+                          current_paired: dict | None = None) -> DiagnosisInput:
     """`round_no` is the round diagnosed (the base of the next config: the incumbent after a
     revert); the history covers every decision before `current_round` (the latest round), so a
     change tried after the incumbent is remembered with its outcome."""
@@ -61,6 +73,8 @@ def build_diagnosis_input(store: RunStore, round_no: int, phase: str, config: Re
     # score of the config it was applied to
     history = q("""SELECT round, decision, reason, round(score, 4) AS score, round(delta, 4) AS delta,
                           changes, base_score, accepted FROM decisions WHERE round < ? ORDER BY round""", [current_round])
+    paired = {r["round"]: r["paired"] for r in q("SELECT round, paired FROM decisions WHERE round <= ?", [current_round])}
+    paired[current_round] = current_paired
     scores = {h["round"]: h["score"] for h in history}
     scores[current_round] = current_score
     accepted = {h["round"]: h.pop("accepted") for h in history}
@@ -71,6 +85,8 @@ def build_diagnosis_input(store: RunStore, round_no: int, phase: str, config: Re
         item["outcome_delta"] = round(produced - base, 4) if produced is not None and base is not None else None
         # did the config this change produced beat the incumbent on paired evidence?
         item["outcome_accepted"] = accepted.get(item["round"] + 1)
+        # per group: what the produced round gained or lost against the incumbent (paired)
+        item["outcome_groups"] = outcome_groups(paired.get(item["round"] + 1))
     return DiagnosisInput(
         round=round_no, objective=objective, score=score,
         overall={k: (round(v, 4) if isinstance(v, float) else v) for k, v in overall.items()},

@@ -5,7 +5,9 @@ A change is flagged when the diagnosis input contradicts its direction:
   the dominant failure (the evidence is not reaching the answer: less context cannot help);
 - it switches off a view that put a memory into the context of a large share of the right
   answers (`view_credit`: the view that found the evidence);
-- it repeats a move that was already tried and brought no gain (`failed_moves`).
+- it repeats a move that was already tried and brought no gain (`failed_moves`), and the proposal
+  brings nothing new beside it (a tried move paired with a new one is a new experiment: the rubric
+  keeps a change that traded one group for the other together with a counterweight).
 Random and TPE keep their nature (the flags are only recorded, so the report can show how often
 each diagnoser proposed against the evidence); an LLM's flagged changes are rejected."""
 from __future__ import annotations
@@ -38,6 +40,7 @@ def contradictions(proposal: Proposal, inp: DiagnosisInput) -> list[tuple[str, s
     failed = inp.failed_moves()
     right = max(inp.view_credit.values(), default=0)
     out = []
+    moves = []
     for scope, settings in [("global", proposal.changes), *proposal.overrides.items()]:
         current = {**inp.config, **(inp.overrides.get(scope, {}) if scope != "global" else {})}
         for name, new in settings.items():
@@ -50,8 +53,12 @@ def contradictions(proposal: Proposal, inp: DiagnosisInput) -> list[tuple[str, s
                     inp.view_credit.get(view, 0) >= CREDIT_SHARE * right:
                 out.append((scope, name, f"switches off the {view} view, which was in the context of "
                                          f"{inp.view_credit[view]} right answers"))
-            if (scope, name, move_direction(old, new)) in failed:
-                out.append((scope, name, f"repeats {name} → {new!r}, a move already tried without a gain"))
+            moves.append((scope, name, new, (scope, name, move_direction(old, new)) in failed))
+    contradicted = {(scope, name) for scope, name, _ in out}
+    fresh = [m for m in moves if not m[3] and (m[0], m[1]) not in contradicted]
+    if not fresh:  # nothing new and sound beside the tried moves: the proposal repeats them
+        out += [(scope, name, f"repeats {name} → {new!r}, a move already tried without a gain")
+                for scope, name, new, repeated in moves if repeated]
     return out
 
 

@@ -194,7 +194,8 @@ class EvolutionRunner:
         inp = build_diagnosis_input(self.store, base.round, "dev", base.config, spec.objective, base.score,
                                     previous_round=scores[-2].round if len(scores) > 1 else None,
                                     current_round=current.round, current_score=current.score,
-                                    current_accepted=current.accepted)
+                                    current_accepted=current.accepted,
+                                    current_paired=None if comparison is None else comparison.as_dict())
         before = self.ws.roles.usage_snapshot()
         diagnosis = self.diagnoser.diagnose(inp, base.config)
         free_dims = self._drop_fixed(diagnosis.proposal)
