@@ -14,6 +14,9 @@ if str(REPO_ROOT) not in sys.path:
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# Real-model weights are large and verified once: they stay in the user's cache (not the test cache).
+os.environ.setdefault("EVOLVEMEM_MODEL_DIR", str(Path(os.environ.get("EVOLVEMEM_CACHE_DIR") or (
+    Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "evolvemem")) / "models"))
 # One cache per test session: tests never read a developer's cache, and embeddings computed by
 # one test are reused by the next.
 _SESSION_CACHE = Path(os.environ.get("EVOLVEMEM_TEST_CACHE", "/tmp/evolvemem-test-cache"))
@@ -27,3 +30,23 @@ def locomo_path() -> Path:
     if not LOCOMO_DEV.is_file():
         pytest.skip("development LoCoMo file not available")
     return LOCOMO_DEV
+
+
+SKIP_REAL_LLM = "EVOLVEMEM_SKIP_REAL_LLM"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`real_llm` tests run against the real local model; EVOLVEMEM_SKIP_REAL_LLM=1 skips them
+    (a developer machine without the llama.cpp build), and the summary says so."""
+    if os.environ.get(SKIP_REAL_LLM) != "1":
+        return
+    skip = pytest.mark.skip(reason=f"{SKIP_REAL_LLM}=1: real-model tests not run")
+    for item in items:
+        if "real_llm" in item.keywords:
+            item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if os.environ.get(SKIP_REAL_LLM) == "1":
+        terminalreporter.write_line(f"NOTE: {SKIP_REAL_LLM}=1 - the real_llm tests (llama.cpp + Qwen2.5 0.5B) "
+                                    "were skipped; CI runs them.", yellow=True)

@@ -276,7 +276,10 @@ def test_llm_partial_results_kept_when_a_piece_keeps_failing(llm_setup):
     ids = [t.turn_id for t in conv.turns()]
     lost = set(ids[40:55])
     assert extractor.failed_turns[conv.conversation_id] == lost
-    assert covered_ids(units) == set(ids) - lost
+    assert extractor.offline_turns[conv.conversation_id] == lost  # not lost: one offline memory per turn
+    by_model = [u for u in units if not set(u.source_turn_ids) & lost]
+    assert covered_ids(by_model) == set(ids) - lost and covered_ids(units) == set(ids)
+    assert all(len(u.source_turn_ids) == 1 for u in units if set(u.source_turn_ids) & lost)
     assert from_cache is False
     # a run with failures is not cached: the next run tries the lost turns again
     with FakeLLMServer(responder=copy_responder()) as server:

@@ -103,6 +103,16 @@ def test_json_mode_and_seed_reach_the_server(fake_llm, make_client):  # noqa: F8
     assert body["response_format"] == {"type": "json_object"} and body["seed"] == 7
 
 
+def test_json_mode_can_be_turned_off_from_the_environment(fake_llm, make_client, monkeypatch):  # noqa: F811
+    from evolvemem.roles.factory import client_options_from_env
+
+    monkeypatch.setenv("EVOLVEMEM_LLM_JSON_MODE", "0")
+    client = make_client(**client_options_from_env())
+    with pytest.raises(LLMJSONError):  # the fake server answers JSON only when JSON mode asks for it
+        client.complete_json(user("list Tomasz's cities"), role="decompose")
+    assert fake_llm.requests and all("response_format" not in body for body in fake_llm.requests)
+
+
 # ----------------------------------------------------------------------------- faults and retries
 def test_429_with_retry_after_then_success(fake_llm, make_client):  # noqa: F811
     client = make_client(backoff_max=5.0)

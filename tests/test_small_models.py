@@ -147,3 +147,21 @@ def test_model_only_settings_follow_the_answer_side_model(tmp_path: Path) -> Non
     proposal = query(tmp_path / "run", "SELECT proposal FROM diagnoses")[0]["proposal"]
     assert proposal["changes"] == {"semantic_top_k": 10}
     assert any(r.startswith(name) and "answers offline" in r for r in proposal["rejected"])
+
+
+def test_answer_and_verification_prompts_leave_out_the_lowest_ranked_memories_to_fit(tmp_path: Path) -> None:
+    config = tmp_path / "wide.toml"
+    config.write_text(f'max_context = {registry()["max_context"].max}\nenable_answer_verification = true\n'
+                      'verification_style = "strict"\n', encoding="utf-8")
+    with FakeLLMServer(responder(), context_window=900) as server:
+        result = evolve("eval", "--benchmark", "synth", "--model", MODEL, "--extract-model", "offline",
+                        "--api-base", server.url, "--config", str(config), "--out", str(tmp_path / "ev"), "--quiet")
+        assert result.exit_code == 0, result.output
+        assert server.oversized == []
+    rows = query(tmp_path / "ev", "SELECT failed, prompt_trimmed, len(context_ids) AS shown FROM question_records")
+    assert rows and not any(r["failed"] for r in rows)
+    trimmed = [r for r in rows if r["prompt_trimmed"]]
+    assert trimmed, "a 900-token window cannot hold the widest context"
+    notes = [note for r in trimmed for note in r["prompt_trimmed"]]
+    assert any(n.startswith("the ") and "lowest-ranked" in n for n in notes)
+    assert any(n.startswith("verification: ") for n in notes)

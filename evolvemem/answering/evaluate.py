@@ -103,6 +103,7 @@ def answer_question(ws: Workspace, question: Question, effective: RetrievalConfi
         granularity=trace.granularity, route=trace.route_source, judge_verdicts=tuple(trace.verdicts),
         retries=trace.retries, retry_sources=tuple(attempt.source for attempt in trace.attempts[1:]),
         refreshed_ids=tuple(trace.refreshed_ids),
+        prompt_trimmed=tuple(note for attempt in trace.attempts for note in attempt.answer.notes.get("trimmed", ())),
     )
 
 

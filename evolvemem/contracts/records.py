@@ -60,6 +60,7 @@ class QuestionRecord:
     retries: int | None = column("INTEGER", "answers given again after a judge verdict (at most `judge_retries`); the last answer is kept", None)
     retry_sources: tuple[str, ...] | None = column("VARCHAR[]", "what each retry read: a store, related (raw turns around the first context) or the same context refreshed (e.g. fact+refresh)", None)
     refreshed_ids: tuple[str, ...] | None = column("VARCHAR[]", "older memories shown as superseded by a newer conflicting one (refresher)", None)
+    prompt_trimmed: tuple[str, ...] | None = column("VARCHAR[]", "what the answer-side prompts left out to fit the model's context window (empty: nothing)", None)
 
     def as_row(self) -> dict[str, Any]:
         """The `question_records` row (lists where the table holds lists)."""

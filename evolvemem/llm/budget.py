@@ -8,10 +8,13 @@ sent to a server that must reject it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable, Sequence, TypeVar
 
 from evolvemem.llm.client import LLMClient, PromptTooLong
 from evolvemem.llm.context_window import estimate_tokens
+
+
+Item = TypeVar("Item")
 
 
 @dataclass(frozen=True)
@@ -44,3 +47,20 @@ def fit_prompt(client: LLMClient, variants: Iterable[tuple[str, str]], max_token
     raise PromptTooLong(f"{client.model}: even the shortest prompt (~{smallest} tokens) plus {max_tokens} reply "
                         f"tokens does not fit the context window of {window} tokens; raise the server's window "
                         "or pass a larger --context-window", window=window or 0)
+
+
+def fit_ranked(client: LLMClient, render: Callable[[Sequence[Item]], str], ranked: Sequence[Item], max_tokens: int,
+               what: str = "memories") -> tuple[FittedPrompt, int]:
+    """The prompt over the longest prefix of `ranked` (best first) that fits the window, and that
+    prefix's length: the lowest-ranked items go first. Its note says how many were left out.
+    (A context shown in chronological order arrives in that order, so there the latest go first.)"""
+    total = len(ranked)
+
+    def variants() -> Iterable[tuple[str, str]]:
+        for keep in range(total, -1, -1):
+            yield ("" if keep == total else "-"), render(ranked[:keep])
+
+    fitted = fit_prompt(client, variants(), max_tokens)
+    kept = total - sum(1 for note in fitted.trimmed if note == "-")
+    note = () if kept == total else (f"the {total - kept} lowest-ranked of {total} {what}",)
+    return FittedPrompt(fitted.text, fitted.max_tokens, note, fitted.estimated_tokens), kept

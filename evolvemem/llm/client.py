@@ -223,6 +223,7 @@ class LLMClient:
         usage: UsageLedger | None = None,
         seed: int | None = None,
         context_window: int | None = None,
+        json_mode: bool | int = True,
     ):
         if not isinstance(model, str) or not model.strip():
             raise ValueError("LLM model name is empty (expected e.g. 'openai/gpt-4o-mini')")
@@ -235,6 +236,9 @@ class LLMClient:
         self.backoff_max = float(backoff_max)
         self.usage = usage if usage is not None else UsageLedger()
         self.seed = seed
+        # response_format json_object for JSON calls; llama-cpp-python enforces it with a grammar under
+        # which a small model may never stop (it fills max_tokens), so a user can turn it off
+        self.json_mode = bool(json_mode)
         self._jitter = random.Random()
         self._window = context_window
         self._window_checked = context_window is not None
@@ -382,7 +386,7 @@ class LLMClient:
 
     def complete_json(self, messages: list[dict], *, role: str, **kw: Any) -> tuple[Any, LLMReply]:
         """A JSON reply, parsed leniently; one re-ask when unparseable, then `LLMJSONError`."""
-        kw["json_mode"] = True
+        kw["json_mode"] = self.json_mode
         first = self.complete(messages, role=role, **kw)
         try:
             return parse_json_lenient(first.text), first

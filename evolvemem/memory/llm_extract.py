@@ -22,8 +22,10 @@ from evolvemem.contracts.memory import MEMORY_TYPES, MemoryUnit, make_memory_id
 from evolvemem.contracts.usage import Usage
 from evolvemem.data.dates import format_day, parse_iso_datetime
 from evolvemem.data.models import Conversation, Turn
+from evolvemem.llm.budget import fit_prompt
 from evolvemem.llm.client import LLMCallFailed, LLMJSONError, PromptTooLong
 from evolvemem.memory import nlp
+from evolvemem.memory.offline_extract import OfflineExtractor
 from evolvemem.prompts import load_prompt
 
 log = logging.getLogger(__name__)
@@ -40,15 +42,22 @@ _NOT_CONTENT = frozenset(
     "really think know feel guess glad happy thing things stuff something anything everything sounds "
     "shares photo".split()
 )
+# A reply needs about one short memory per turn; a budget sized to the window's turns keeps a small
+# model that loops (repeating memories until the limit) from generating thousands of tokens.
+REPLY_TOKENS_BASE, REPLY_TOKENS_PER_TURN = 200, 120
+MIN_REPLY_TOKENS = 512  # room for a handful of memories in JSON
 _OVERFLOW_RE = re.compile(r"context.?(length|window)|too long|maximum.{0,30}tokens|token limit|too many tokens", re.I)
 
 
 class _WindowFailed(Exception):
-    """All attempts at one window failed; `overflow` means splitting will help, retrying would not."""
+    """All attempts at one window failed; `overflow` means splitting will help, retrying would not.
+    `unusable_reply`: the model answered, but not with usable JSON; the same request at temperature 0
+    gets the same reply, so it is not repeated (a smaller window is a different request)."""
 
-    def __init__(self, message: str, overflow: bool = False):
+    def __init__(self, message: str, overflow: bool = False, unusable_reply: bool = False):
         super().__init__(message)
         self.overflow = overflow
+        self.unusable_reply = unusable_reply
 
 
 @dataclass
@@ -108,6 +117,8 @@ class LLMExtractor:
         self.name = f"llm:{self.model}"
         self.version = f"{self.prompt.version}-w{window}o{overlap}s{sub_window}c{min_keyword_coverage:g}"
         self.failed_turns: dict[str, set[str]] = {}
+        self.offline_turns: dict[str, set[str]] = {}  # turns kept as offline memories (see _offline_for_orphans)
+        self._offline = OfflineExtractor()
 
     # ------------------------------------------------------------------------------ protocol
     def extract(self, conversation: Conversation, turn_ids: set[str] | None = None) -> tuple[list[MemoryUnit], Usage]:
@@ -130,7 +141,23 @@ class LLMExtractor:
         self.failed_turns[conversation.conversation_id] = failed
         if failed:
             log.warning("%s: %d turns of %s could not be extracted", self.name, len(failed), conversation.conversation_id)
+        units += self._offline_for_orphans(conversation, [turns[i] for i in positions], units)
         return units, cost
+
+    def _offline_for_orphans(self, conversation: Conversation, targets: Sequence[Turn],
+                             units: Sequence[MemoryUnit]) -> list[MemoryUnit]:
+        """Turns no model memory cites (failed windows, or replies whose memories all cited turns that
+        do not exist, as a small model copying the prompt's example does) are not lost: each becomes
+        the offline memory of that turn, and `offline_turns` counts them."""
+        cited = {t for unit in units for t in unit.source_turn_ids}
+        orphans = {t.turn_id for t in targets if t.turn_id not in cited}
+        self.offline_turns[conversation.conversation_id] = orphans
+        if not orphans:
+            return []
+        log.warning("%s: %d of %d turns of %s have no usable memory from the model; kept as one offline memory "
+                    "per turn", self.name, len(orphans), len(targets), conversation.conversation_id)
+        fallback, _ = self._offline.extract(conversation, orphans)
+        return fallback
 
     # ------------------------------------------------------------------------------ windows
     def _context_for(self, turns: list[Turn], positions: list[int]) -> list[Turn]:
@@ -144,9 +171,16 @@ class LLMExtractor:
         try:
             self._call_with_retries(conversation, targets, self._context_for(turns, positions), outcome)
         except _WindowFailed as exc:
-            log.info("window at %s failed (%s); splitting into %d-turn pieces", targets[0].turn_id, exc, self.sub_window)
-            for start in range(0, len(positions), self.sub_window):
-                piece = positions[start:start + self.sub_window]
+            # pieces always smaller than the window (halves of a window no larger than sub_window):
+            # the same turns again would be the same request
+            size = min(self.sub_window, max(1, (len(positions) + 1) // 2))
+            if size >= len(positions):
+                log.warning("turn %s could not be extracted: %s", targets[0].turn_id, exc)
+                outcome.failed.update(t.turn_id for t in targets)
+                return outcome
+            log.info("window at %s failed (%s); splitting into %d-turn pieces", targets[0].turn_id, exc, size)
+            for start in range(0, len(positions), size):
+                piece = positions[start:start + size]
                 piece_turns = [turns[i] for i in piece]
                 try:
                     self._call_with_retries(conversation, piece_turns, self._context_for(turns, piece), outcome)
@@ -191,13 +225,14 @@ class LLMExtractor:
 
     # ------------------------------------------------------------------------------ calls
     def _call_with_retries(self, conversation: Conversation, targets: list[Turn], context: list[Turn], outcome: _Outcome) -> None:
-        """Up to `attempts` tries with growing waits; an overflow is re-raised at once for splitting."""
+        """Up to `attempts` tries with growing waits; an overflow or an unusable reply is re-raised at
+        once for splitting (retrying either would repeat it)."""
         for attempt in range(self.attempts):
             try:
                 self._call(conversation, targets, context, outcome)
                 return
             except _WindowFailed as exc:
-                if exc.overflow or attempt == self.attempts - 1:
+                if exc.overflow or exc.unusable_reply or attempt == self.attempts - 1:
                     raise
                 time.sleep(self.retry_wait * (2**attempt))
 
@@ -209,12 +244,16 @@ class LLMExtractor:
             focus=focus,
         )
         try:
+            # A small local window: the reply budget shrinks to what is left (not below a useful
+            # floor); a prompt that leaves less is split into smaller windows instead.
+            budget = min(self.max_tokens, REPLY_TOKENS_BASE + REPLY_TOKENS_PER_TURN * len(targets))
+            fitted = fit_prompt(self.client, [("", text)], budget, min_reply_tokens=min(budget, MIN_REPLY_TOKENS))
             parsed, reply = self.client.complete_json(
-                [{"role": "user", "content": text}], role=ROLE, temperature=0.0, max_tokens=self.max_tokens
+                [{"role": "user", "content": text}], role=ROLE, temperature=0.0, max_tokens=fitted.max_tokens
             )
         except LLMJSONError as exc:
             outcome.cost = outcome.cost + exc.reply.as_cost()
-            raise _WindowFailed(str(exc)) from None
+            raise _WindowFailed(str(exc), unusable_reply=True) from None
         except LLMCallFailed as exc:
             overflow = isinstance(exc, PromptTooLong) or (
                 exc.status_code in (400, 413) and bool(_OVERFLOW_RE.search(str(exc))))
@@ -222,7 +261,7 @@ class LLMExtractor:
         outcome.cost = outcome.cost + reply.as_cost()
         items = parsed.get("memories") if isinstance(parsed, dict) else parsed
         if not isinstance(items, list):
-            raise _WindowFailed(f"reply has no 'memories' list (got {type(parsed).__name__})")
+            raise _WindowFailed(f"reply has no 'memories' list (got {type(parsed).__name__})", unusable_reply=True)
         allowed = {t.turn_id: t for t in [*context, *targets]}
         for item in items:
             unit = self._to_unit(item, conversation, allowed)

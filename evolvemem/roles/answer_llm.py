@@ -8,11 +8,13 @@ failed instead of scoring it as wrong, and one bad call never stops a run.
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from typing import Sequence
 
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.contracts.roles import AnswerResult
 from evolvemem.data.models import Question
+from evolvemem.llm.budget import fit_ranked
+from evolvemem.llm.client import LLMCallFailed, LLMClient
 from evolvemem.prompts import load_prompt
 from evolvemem.roles.context_format import (
     ABSTENTION,
@@ -60,25 +62,25 @@ def parse_answer(text: str, style: str = "concise") -> str:
 
 
 class LLMAnswerer:
-    """Answerer over an `LLMClient` (evolvemem.llm.client); never raises on a failed call."""
+    """Answerer over an `LLMClient` (evolvemem.llm.client); never raises on a failed call.
 
-    def __init__(self, client: Any, *, temperature: float = 0.0) -> None:
+    The prompt is sized to the model's window: when the context does not fit, the lowest-ranked
+    memories are left out and `notes["trimmed"]` says how many (recorded as `prompt_trimmed`)."""
+
+    def __init__(self, client: LLMClient, *, temperature: float = 0.0) -> None:
         self.client = client
         self.temperature = temperature
         self.name = f"llm:{client.model}"
 
     def answer(self, question: Question, context: Sequence[MemoryUnit], style: str) -> AnswerResult:
-        from evolvemem.llm.client import LLMCallFailed
-
-        prompt = render_answer_prompt(style, question, context)
         try:
-            reply = self.client.complete(
-                [{"role": "user", "content": prompt}],
-                role="answer",
-                temperature=self.temperature,
-                max_tokens=_MAX_TOKENS.get(style, _DEFAULT_MAX_TOKENS),
-            )
+            fitted, _ = fit_ranked(self.client, lambda kept: render_answer_prompt(style, question, kept), context,
+                                   _MAX_TOKENS.get(style, _DEFAULT_MAX_TOKENS))
+            reply = self.client.complete([{"role": "user", "content": fitted.text}], role="answer",
+                                         temperature=self.temperature, max_tokens=fitted.max_tokens)
         except LLMCallFailed as exc:
             return AnswerResult("", failed=True, error=str(exc))
-        notes = {"raw": reply.text} if style == "step_by_step" else {}
+        notes: dict[str, object] = {"raw": reply.text} if style == "step_by_step" else {}
+        if fitted.trimmed:
+            notes["trimmed"] = list(fitted.trimmed)
         return AnswerResult(parse_answer(reply.text, style), cost=reply.as_cost(), notes=notes)

@@ -30,6 +30,8 @@ CLIENT_ENV = {
     "EVOLVEMEM_LLM_TIMEOUT": ("timeout", float, 0.01),
     "EVOLVEMEM_LLM_MAX_RETRIES": ("max_retries", int, 0),
     "EVOLVEMEM_LLM_BACKOFF_BASE": ("backoff_base", float, 0.0),
+    # 0: ask for JSON in the prompt only (no response_format), for servers whose JSON mode misbehaves
+    "EVOLVEMEM_LLM_JSON_MODE": ("json_mode", int, 0),
 }
 
 

@@ -17,6 +17,8 @@ from typing import Any, Sequence
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.contracts.roles import AnswerResult
 from evolvemem.data.models import Question
+from evolvemem.llm.budget import fit_ranked
+from evolvemem.llm.client import LLMCallFailed, LLMClient, LLMJSONError
 from evolvemem.prompts import load_prompt
 from evolvemem.roles.answer_offline import (
     OfflineAnswerer,
@@ -37,6 +39,7 @@ from evolvemem.space.registry import registry
 
 VERIFICATION_STYLES: tuple[str, ...] = registry()["verification_style"].choices
 _CANDIDATE_MEMORIES = 3
+_VERIFY_REPLY_TOKENS = 400
 
 
 def _check_style(style: str) -> None:
@@ -145,25 +148,28 @@ class LLMVerifier:
     A failed or unusable verification keeps the original answer (with the error in `notes`):
     the answer was fine as far as anyone knows, and a broken check must not erase it."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: LLMClient) -> None:
         self.client = client
         self.name = f"llm:{client.model}"
 
     def verify(self, question: Question, context: Sequence[MemoryUnit], answer: AnswerResult, style: str) -> AnswerResult:
         _check_style(style)
-        from evolvemem.llm.client import LLMCallFailed, LLMJSONError
-
         if answer.failed:
             return answer
-        prompt = load_prompt(f"verify_{style}").render(
-            question=question.text.strip(),
-            question_date=format_question_date(question.question_date),
-            context=format_context(context),
-            answer=answer.text.strip() or "(empty)",
-        )
+
+        def render(kept: Sequence[MemoryUnit]) -> str:
+            return load_prompt(f"verify_{style}").render(
+                question=question.text.strip(), question_date=format_question_date(question.question_date),
+                context=format_context(kept), answer=answer.text.strip() or "(empty)")
+
         try:
-            parsed, reply = self.client.complete_json([{"role": "user", "content": prompt}], role="verify",
-                                                      temperature=0.0, max_tokens=400)
+            fitted, _ = fit_ranked(self.client, render, context, _VERIFY_REPLY_TOKENS)
+            if fitted.trimmed:
+                answer = AnswerResult(answer.text, answer.cost, answer.failed, answer.error,
+                                      {**answer.notes, "trimmed": [*answer.notes.get("trimmed", ()),
+                                                                   *(f"verification: {t}" for t in fitted.trimmed)]})
+            parsed, reply = self.client.complete_json([{"role": "user", "content": fitted.text}], role="verify",
+                                                      temperature=0.0, max_tokens=fitted.max_tokens)
         except LLMJSONError as exc:
             return AnswerResult(answer.text, cost=exc.reply.as_cost(),
                                 notes={**answer.notes, "verified": "error", "verify_error": str(exc)})

