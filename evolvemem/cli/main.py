@@ -127,11 +127,24 @@ def eval_command(
         ui.emit_json(result)
 
 
+RESUME_OPTIONS = {"resume", "rounds", "data", "json_out", "quiet", "ctx"}
+
+
+def ignored_on_resume(ctx: typer.Context) -> list[str]:
+    """The options given on the command line that a resumed run does not use (it keeps its own)."""
+    def typed(name: str) -> bool:  # by name: typer may carry its own copy of click's enum
+        source = ctx.get_parameter_source(name)
+        return source is not None and source.name == "COMMANDLINE"
+
+    return [f"--{name.replace('_', '-')}" for name in ctx.params if name not in RESUME_OPTIONS and typed(name)]
+
+
 @app.command()
 @user_errors
 def run(
+    ctx: typer.Context,
     benchmark: str = typer.Option(RUN_DEFAULTS.benchmark, "--benchmark", "-b", help=f"{BENCHMARK_HELP}."),
-    data: Optional[str] = typer.Option(None, "--data", help="Path to the benchmark file."),
+    data: Optional[str] = typer.Option(None, "--data", help="Path to the benchmark file (with --resume: the run's file at a new location; its content must not differ)."),
     rounds: Optional[int] = typer.Option(None, "--rounds", "-n", help=f"Evolution rounds after the starting round 0 [default: {RUN_DEFAULTS.rounds}; with --resume: the run's own]."),
     model: Optional[str] = ModelOpt,
     extract_model: Optional[str] = ExtractOpt,
@@ -173,7 +186,10 @@ def run(
 
     ui = UI(json_mode=json_out, quiet=quiet)
     if resume:
-        session = Session.resume(resume, ui, rounds=rounds)
+        ignored = ignored_on_resume(ctx)
+        if ignored:
+            ui.warn(f"--resume continues the run with the settings it started with; ignored: {', '.join(ignored)}")
+        session = Session.resume(resume, ui, rounds=rounds, data=data)
     else:
         check_protocol(adversarial_protocol)
         if objective not in OBJECTIVES:

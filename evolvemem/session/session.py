@@ -19,7 +19,7 @@ from evolvemem.answering.evaluate import ReuseKey, evaluate, remember
 from evolvemem.answering.stores import stores_needed
 from evolvemem.benchmarks import load_benchmark
 from evolvemem.data.models import Dataset, Question
-from evolvemem.data.split import SPLITS, split_dataset
+from evolvemem.data.split import SPLITS, split_dataset, split_ids
 from evolvemem.errors import EvolveMemError
 from evolvemem.loop.ablate import run_ablation
 from evolvemem.loop.paired import Comparison, compare
@@ -38,6 +38,14 @@ from evolvemem.workspace import Workspace
 
 RecordFn = Callable[[dict], None]
 StageFn = Callable[[str, int, int], None]
+
+
+def resolved_data_path(data: str | None, dataset: Dataset) -> str | None:
+    """The absolute path of the data file a run reads (None for a benchmark without a file)."""
+    for candidate in (data, dataset.source):
+        if candidate and Path(candidate).is_file():
+            return str(Path(candidate).resolve())
+    return data
 
 
 def command_line() -> str:
@@ -132,20 +140,28 @@ class Session:
                                  "or pick another --out")
         dataset = load_benchmark(spec.benchmark, spec.data)
         settings = ModelSettings(**spec.models)
+        # everything is checked before the run directory exists: a bad input leaves nothing behind
+        dev_ids, test_ids = split_ids(dataset.conversations)
+        if not test_ids:
+            reporter.warn(f"{dataset.name} has one conversation: nothing is held out, the run evolves on it "
+                          "and reports no test score")
+        # resume must not depend on the shell: the manifest holds the resolved data file
+        spec.data = resolved_data_path(spec.data, dataset)
         store = RunStore(run_dir)
         store.set_manifest({
             "kind": "run", "spec": spec.as_dict(), "init_config": init_config.model_dump(),
             "benchmark": spec.benchmark, "data_source": dataset.source, "data_hash": dataset.content_hash,
             "models": settings.as_dict(), "diagnoser": spec.diagnoser, "seed": spec.seed,
             "version": __version__, "command": command_line(),
-            "dev_conversations": sorted(split_dataset(dataset, "dev").conversations),
-            "test_conversations": sorted(split_dataset(dataset, "test").conversations),
+            "dev_conversations": dev_ids, "test_conversations": test_ids,
         })
         return cls._open_run(store, dataset, spec, reporter)
 
     @classmethod
-    def resume(cls, run: str | Path, reporter: Reporter | None = None, rounds: int | None = None) -> Session:
-        """Continue a run from its directory alone (a higher `rounds` extends a finished run)."""
+    def resume(cls, run: str | Path, reporter: Reporter | None = None, rounds: int | None = None,
+               data: str | None = None) -> Session:
+        """Continue a run from its directory alone (a higher `rounds` extends a finished run; `data`
+        relocates its data file, which must hold the same content)."""
         reporter = reporter or QuietReporter()
         with open_run(str(run)) as peek:
             manifest = peek.manifest()
@@ -155,10 +171,15 @@ class Session:
         spec = RunSpec.from_dict(manifest["spec"])
         if rounds is not None:
             spec.rounds = rounds
-        dataset = load_benchmark(spec.benchmark, spec.data)
+        # older manifests recorded a file read through the environment only as its source
+        source = manifest.get("data_source")
+        recorded = spec.data or (source if source and Path(source).is_file() else None)
+        dataset = load_benchmark(spec.benchmark, data or recorded)
         if manifest.get("data_hash") and manifest["data_hash"] != dataset.content_hash:
-            raise EvolveMemError(f"{run_dir}: the data file changed since the run started (hash "
+            what = f"--data {data}" if data else "the data file"
+            raise EvolveMemError(f"{run_dir}: {what} differs from the one the run started with (hash "
                                  f"{dataset.content_hash} ≠ {manifest['data_hash']})")
+        spec.data = resolved_data_path(data or recorded, dataset)
         store = RunStore(run_dir)
         store.set_manifest({"spec": spec.as_dict()})
         store.extend_rounds(spec.rounds)

@@ -1,0 +1,69 @@
+"""`evolve run` inputs a newcomer gets wrong, through the CLI: a run directory exists only once its
+inputs are valid, a one-conversation file evolves without a test split (said plainly), and resume
+reads the data file the manifest recorded — not the shell's environment — or a relocated copy
+whose content must be the same."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from evolvemem.store.run_store import DB_NAME
+from tests.test_llm_pipeline import evolve, query
+
+TINY = Path(__file__).resolve().parent / "fixtures" / "locomo_tiny.json"
+
+
+def two_conversations(folder: Path) -> Path:
+    sample = json.loads(TINY.read_text(encoding="utf-8"))[0]
+    path = folder / "two.json"
+    path.write_text(json.dumps([sample, {**sample, "sample_id": f"{sample['sample_id']}-copy"}]), encoding="utf-8")
+    return path
+
+
+def test_bad_data_leaves_no_run_directory_and_the_same_out_works_next(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{"conversation": {}}]), encoding="utf-8")
+    out = tmp_path / "run"
+    failed = evolve("run", "--data", str(bad), "--out", str(out), "--rounds", "1", "--quiet")
+    assert failed.exit_code == 2 and "sample_id" in failed.output
+    assert not (out / DB_NAME).exists()
+    good = evolve("run", "--data", str(two_conversations(tmp_path)), "--out", str(out), "--rounds", "1", "--quiet")
+    assert good.exit_code == 0, good.output
+
+
+def test_one_conversation_evolves_without_a_test_split(tmp_path: Path) -> None:
+    result = evolve("run", "--data", str(TINY), "--out", str(tmp_path / "run"), "--rounds", "1", "--quiet")
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "nothing is held out" in said and "--split all" not in said
+    assert query(tmp_path / "run", "SELECT count(*) AS n FROM question_records WHERE phase LIKE 'test%'")[0]["n"] == 0
+
+
+def test_resume_reads_the_recorded_data_file_not_the_environment(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    data = two_conversations(tmp_path)
+    out = tmp_path / "run"
+    monkeypatch.setenv("EVOLVEMEM_LOCOMO_PATH", str(data))
+    first = evolve("run", "--out", str(out), "--rounds", "1", "--quiet")  # data from the environment only
+    assert first.exit_code == 0, first.output
+    monkeypatch.delenv("EVOLVEMEM_LOCOMO_PATH")
+    more = evolve("run", "--resume", str(out), "--rounds", "2", "--seed", "5", "--quiet")
+    assert more.exit_code == 0, more.output
+    assert "ignored: --seed" in " ".join(more.output.split())
+    assert query(out, "SELECT max(round) AS r FROM question_records WHERE phase = 'dev'")[0]["r"] == 2
+    # relocated: the same content is accepted at a new path; a different file is refused
+    moved = tmp_path / "elsewhere" / "two.json"
+    moved.parent.mkdir()
+    shutil.move(data, moved)
+    assert evolve("run", "--resume", str(out), "--rounds", "3", "--quiet").exit_code == 2
+    relocated = evolve("run", "--resume", str(out), "--rounds", "3", "--data", str(moved), "--quiet")
+    assert relocated.exit_code == 0, relocated.output
+    other = tmp_path / "other.json"
+    changed = json.loads(moved.read_text(encoding="utf-8"))
+    changed[1]["qa"] = changed[1]["qa"][:-1]
+    other.write_text(json.dumps(changed), encoding="utf-8")
+    refused = evolve("run", "--resume", str(out), "--rounds", "4", "--data", str(other), "--quiet")
+    assert refused.exit_code == 2 and "differs from the one the run started with" in " ".join(refused.output.split())
