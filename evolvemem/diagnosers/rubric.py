@@ -79,6 +79,7 @@ def _counterweights(v: dict, losing: str) -> list[dict[str, Any]]:
     """Changes that protect the group a tried change hurt. Unanswerable questions lose when more
     context makes the reader answer them: check answers against the context, or answer only what it
     supports. Answerable questions lose when the reader abstains or misses: give it more evidence."""
+    options: list[dict[str, Any]]
     if losing == "adversarial":
         options = [{"enable_answer_verification": True, "verification_style": "strict"},
                    {"answer_style": "cautious"}, {"enable_entity_swap": True}]

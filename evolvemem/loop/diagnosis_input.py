@@ -17,12 +17,11 @@ WORST_PER_TYPE = 3
 
 def outcome_groups(paired: dict | str | None) -> dict[str, dict[str, float]] | None:
     """{group: {diff, p_gain, p_loss}} of a stored paired comparison (None when there is none)."""
-    if isinstance(paired, str):
-        paired = json.loads(paired)
-    if not paired or not paired.get("groups"):
+    stored: dict = json.loads(paired) if isinstance(paired, str) else (paired or {})
+    if not stored.get("groups"):
         return None
     return {name: {k: round(float(stat[k]), 4) for k in ("diff", "p_gain", "p_loss")}
-            for name, stat in paired["groups"].items() if stat.get("n")}
+            for name, stat in stored["groups"].items() if stat.get("n")}
 
 
 def build_diagnosis_input(store: RunStore, round_no: int, phase: str, config: RetrievalConfig, objective: str, score: float,
