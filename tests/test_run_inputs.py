@@ -67,3 +67,24 @@ def test_resume_reads_the_recorded_data_file_not_the_environment(tmp_path: Path,
     other.write_text(json.dumps(changed), encoding="utf-8")
     refused = evolve("run", "--resume", str(out), "--rounds", "4", "--data", str(other), "--quiet")
     assert refused.exit_code == 2 and "differs from the one the run started with" in " ".join(refused.output.split())
+
+
+def test_values_are_never_rounded_or_accepted_silently(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text("max_context = 12.7\n", encoding="utf-8")
+    result = evolve("eval", "--benchmark", "synth", "--config", str(config), "--out", str(tmp_path / "a"), "--quiet")
+    assert result.exit_code == 2 and "expected a whole number, got 12.7" in " ".join(result.output.split())
+    config.write_text("max_context = 12.0\n", encoding="utf-8")  # a whole number written as a float is fine
+    assert evolve("eval", "--benchmark", "synth", "--config", str(config), "--out", str(tmp_path / "b"),
+                  "--quiet").exit_code == 0
+    zero = evolve("eval", "--benchmark", "synth", "--concurrency", "0", "--out", str(tmp_path / "c"), "--quiet")
+    assert zero.exit_code == 2 and "--concurrency" in zero.output
+
+
+def test_show_names_models_by_role_and_categories_by_name(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    assert evolve("run", "--data", str(two_conversations(tmp_path)), "--out", str(out), "--rounds", "1",
+                  "--quiet").exit_code == 0
+    shown = " ".join(evolve("show", str(out)).output.split())
+    assert "models: offline (every role)" in shown and "{" not in shown.split("rounds (dev)")[0]
+    assert "cat 1" not in shown

@@ -40,6 +40,17 @@ def list_runs(ui: UI, root: str) -> list[dict]:
     return rows
 
 
+def models_line(models: dict) -> str:
+    """Roles grouped by the model they use, e.g. `openai/qwen (answer, verify) · offline (the rest)`."""
+    by_model: dict[str, list[str]] = {}
+    for role, model in sorted(models.items()):
+        by_model.setdefault(str(model), []).append(role)
+    if len(by_model) == 1:
+        return f"{next(iter(by_model))} (every role)"
+    ordered = sorted(by_model.items(), key=lambda item: (item[0] == "offline", item[0]))
+    return " · ".join(f"{model} ({', '.join(roles)})" for model, roles in ordered)
+
+
 def show_run(ui: UI, run: str) -> dict:
     from evolvemem.session import headline, open_run
 
@@ -61,10 +72,11 @@ def show_run(ui: UI, run: str) -> dict:
     objective = spec.get("objective", "all")
     ui.info(f"[bold]{run}[/bold] · {manifest.get('kind')} · benchmark {manifest.get('benchmark')} · "
             f"diagnoser {manifest.get('diagnoser', '-')} · seed {manifest.get('seed', '-')} · "
-            f"models {manifest.get('models')}")
+            f"models: {models_line(manifest.get('models') or {})}")
     categories = sorted({c for r in rounds for c in (r["by_category"] or {})})
+    names = {c: (r["by_category"][c] or {}).get("name") or f"cat {c}" for r in rounds for c in (r["by_category"] or {})}
     table = Table(title="rounds (dev)", title_justify="left")
-    for col in ["round", f"dev {objective}", "Δ", "main", "adv.", *[f"cat {c}" for c in categories],
+    for col in ["round", f"dev {objective}", "Δ", "main", "adv.", *[names[c] for c in categories],
                 "paired vs best", "decision", "changes for next round", "calls", "tokens"]:
         wrap = col.startswith(("changes", "paired"))
         table.add_column(col, overflow="fold" if wrap else "ellipsis", min_width=28 if wrap else None)

@@ -23,7 +23,7 @@ ClassifyOpt = typer.Option(None, "--classify-model", help="Model that re-types q
 ApiBaseOpt = typer.Option(None, "--api-base", help="Base URL of an OpenAI-compatible server (vLLM, Ollama, ...).")
 ContextWindowOpt = typer.Option(None, "--context-window", min=256, help="Tokens the model's window holds (default: from litellm's table or the server); every prompt is sized to fit it.")
 SplitAllOpt = typer.Option("all", "--split", help="dev, test or all (split by conversation).")
-ConcurrencyOpt = typer.Option(RUN_DEFAULTS.concurrency, "--concurrency", help="Questions answered at once when an LLM is used.")
+ConcurrencyOpt = typer.Option(RUN_DEFAULTS.concurrency, "--concurrency", min=1, help="Questions answered at once when an LLM is used (1 or more).")
 EmbeddingOpt = typer.Option(None, "--embedding-model", help="sentence-transformers model name.")
 NoCacheOpt = typer.Option(False, "--no-cache", help="Do not read or write the LLM response cache.")
 QuietOpt = typer.Option(False, "--quiet", "-q", help="No progress bars.")

@@ -69,8 +69,8 @@ class Dimension:
         if math.isnan(number):
             raise ValueError("expected a number, got NaN")
         if self.kind == "int":
-            if number != int(number) and not math.isinf(number):
-                number = round(number)
+            if not math.isinf(number) and number != int(number):  # never rounded silently
+                raise ValueError(f"expected a whole number, got {value!r}")
             return int(number) if not math.isinf(number) else number
         return number
 
