@@ -337,3 +337,38 @@ def test_a_bad_client_setting_in_the_environment_is_a_one_line_error(tmp_path: P
         assert server.request_count == 0
     assert result.exit_code == 2
     assert "EVOLVEMEM_LLM_TIMEOUT='soon' is not a float" in result.output and "Traceback" not in result.output
+
+
+def test_usage_is_recorded_as_it_happens_so_an_interrupted_eval_never_undercounts(tmp_path: Path,
+                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process stopped mid-round (Ctrl-C here; kill -9 loses at most the unflushed batch) has
+    recorded the calls of every answer it kept; the resumed round adds only its own."""
+    from evolvemem.session import session as session_module
+
+    original = session_module.evaluate
+    seen = {"n": 0}
+
+    def interrupting(*args: Any, **kwargs: Any) -> Any:
+        on_record = kwargs.get("on_record")
+
+        def counting(record: dict) -> None:
+            seen["n"] += 1
+            if seen["n"] == 25:
+                raise KeyboardInterrupt
+            if on_record:
+                on_record(record)
+        kwargs["on_record"] = counting
+        return original(*args, **kwargs)
+
+    with FakeLLMServer(make_responder()) as server:
+        monkeypatch.setattr(session_module, "evaluate", interrupting)
+        stopped = llm_eval(server, tmp_path / "ev", "--concurrency", "1", "--no-cache")
+        assert stopped.exit_code == 130
+        kept = query(tmp_path / "ev", "SELECT count(*) AS n, sum(calls) AS calls FROM question_records")[0]
+        billed = query(tmp_path / "ev", "SELECT sum(calls) AS calls FROM usage WHERE round = 0")[0]
+        assert kept["n"] == 25 and billed["calls"] == kept["calls"] == len(server.requests) == 25
+        monkeypatch.setattr(session_module, "evaluate", original)
+        resumed = llm_eval(server, tmp_path / "ev", "--concurrency", "1", "--no-cache")
+        assert resumed.exit_code == 0, resumed.output
+        usage = query(tmp_path / "ev", "SELECT role, calls FROM usage WHERE round = 0")
+        assert usage == [{"role": "answer", "calls": 60}] == [{"role": "answer", "calls": len(server.requests)}]

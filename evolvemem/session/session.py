@@ -115,10 +115,18 @@ class Session:
         store.drop_failed(round_no, phase)
         done_ids = store.finished_question_ids(round_no, phase)
         todo = [q for q in questions if q.question_id not in done_ids]
+        # usage is recorded with every flushed batch of records, so a killed process loses neither
+        # the answers it paid for nor their cost
+        counted = [before]
+
+        def record(batch: list[dict]) -> None:
+            store.record_questions(batch)
+            counted.append(ws.roles.usage_snapshot())
+            store.record_usage(usage_rows(counted[-2], counted[-1], round_no, phase))
+
         outcome = evaluate(ws, config, todo, round_no=round_no, phase=phase, concurrency=self.concurrency,
-                           protocol=self.protocol, on_record=on_record, sink=store.record_questions,
-                           reuse=self.reuse)
-        store.record_usage(usage_rows(before, ws.roles.usage_snapshot(), round_no, phase))
+                           protocol=self.protocol, on_record=on_record, sink=record, reuse=self.reuse)
+        store.record_usage(usage_rows(counted[-1], ws.roles.usage_snapshot(), round_no, phase))
         records = store.round_records(round_no, phase)
         remember(self.reuse, records)
         ds = ws.dataset

@@ -116,8 +116,25 @@ class RunStore:
         return self._insert("question_records", records)
 
     def record_usage(self, rows: Iterable[dict]) -> int:
-        """`usage` rows (one per role with a non-zero difference; see loop/usage.py)."""
-        return self._insert("usage", rows)
+        """Add usage (one row per role with a non-zero difference; see loop/usage.py) to the
+        (round, phase, role) totals: usage is recorded as it happens, batch by batch, and the table
+        keeps one row per (round, phase, role)."""
+        rows = list(rows)
+        counters = [name for name, sql_type, _ in TABLES["usage"]
+                    if name not in ("round", "phase", "role")]
+        new = []
+        for row in rows:
+            key = [row["round"], row["phase"], row["role"]]
+            found = self.con.execute("SELECT count(*) FROM usage WHERE round = ? AND phase = ? AND role = ?",
+                                     key).fetchone()
+            if found and found[0]:
+                assignments = ", ".join(f"{c} = coalesce({c}, 0) + ?" for c in counters)
+                self.con.execute(f"UPDATE usage SET {assignments} WHERE round = ? AND phase = ? AND role = ?",
+                                 [row.get(c) or 0 for c in counters] + key)
+            else:
+                new.append(row)
+        self._insert("usage", new)
+        return len(rows)
 
     def record_memories(self, rows: Iterable[dict]) -> int:
         return self._insert("memories", rows)
