@@ -202,15 +202,13 @@ def test_failed_calls_are_recorded_unscored_and_asked_again_on_resume(tmp_path: 
     with FakeLLMServer(make_responder()) as broken:
         broken.fail_next(500, count=10_000)
         result = llm_eval(broken, run_dir, "--json")
-        assert result.exit_code == 0, result.output
+        # nothing scored is an error naming the cause, not a score (the round stays open)
+        assert result.exit_code == 2 and "every one of its 60 questions failed" in " ".join(result.output.split())
         assert broken.request_count == 120  # two attempts per question, then it gives up
-    summary = json.loads(result.stdout.strip().splitlines()[-1])
-    assert summary["overall"]["n_failed"] == 60
     rows = records(run_dir)
     assert len(rows) == 60
     assert all(r["failed"] and r["f1"] is None and r["prediction"] == "" for r in rows)  # not scored as wrong
     assert all("HTTP 500" in r["error"] for r in rows)
-    assert eval_round(run_dir)["n_failed"] == 60
     assert query(run_dir, "SELECT role, calls, failures FROM usage WHERE round = 0") == [
         {"role": "answer", "calls": 0, "failures": 60}]
 

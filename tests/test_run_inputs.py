@@ -88,3 +88,25 @@ def test_show_names_models_by_role_and_categories_by_name(tmp_path: Path) -> Non
     shown = " ".join(evolve("show", str(out)).output.split())
     assert "models: offline (every role)" in shown and "{" not in shown.split("rounds (dev)")[0]
     assert "cat 1" not in shown
+
+
+def test_a_round_where_every_question_failed_is_an_error_and_failures_are_summarised_by_cause(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.fake_llm_server import FakeLLMServer
+    from tests.test_llm_pipeline import llm_eval, make_responder
+
+    monkeypatch.setenv("EVOLVEMEM_LLM_MAX_RETRIES", "0")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with FakeLLMServer(make_responder()) as server:
+        server.fail_next(500, count=10_000)
+        dead = llm_eval(server, tmp_path / "dead", "--no-cache")
+        said = " ".join(dead.output.split())
+        assert dead.exit_code == 2 and "every one of its 60 questions failed" in said and "fake server error 500" in said
+        run = evolve("run", "--benchmark", "synth", "--model", "openai/fake-model", "--api-base", server.url,
+                     "--extract-model", "offline", "--rounds", "1", "--out", str(tmp_path / "run"), "--quiet")
+        assert run.exit_code == 2 and "every one of its" in " ".join(run.output.split())
+    with FakeLLMServer(make_responder()) as server:
+        server.fail_next(500, count=3)
+        some = llm_eval(server, tmp_path / "some", "--no-cache", "--concurrency", "1")
+        said = " ".join(some.output.split())
+        assert some.exit_code == 0 and "3 questions failed" in said and "3 × " in said

@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evolvemem.cli.common import default_run_dir
-from evolvemem.cli.ui import UI, category_table
+from evolvemem.cli.ui import UI, category_table, report_failures
 
 if TYPE_CHECKING:
     from evolvemem.session import ModelSettings
@@ -32,10 +32,12 @@ def run_eval(ui: UI, *, benchmark: str, data: str | None, config_name: str, sett
                 bars.update("answer", counts["done"], total,
                             extra=f"cache hits {counts['hits']} · failed {counts['failed']}")
             result = session.evaluate_once(config, config_name, on_record, bars.stage)
+        causes = session.failure_causes()
     summary = result.summary
     label = "" if protocol == "official" else " [adversarial scored with the EvolveMem paper protocol]"
     ui.print(category_table(summary, f"{benchmark} ({split}) · config {config_name}{label}"))
     ui.info(f"records: {run_dir / 'run.duckdb'}  ({result.wall_seconds:.1f}s)")
+    report_failures(ui, causes)
     return {"run_dir": str(run_dir), "protocol": protocol,
             "overall": {k: v for k, v in summary.items() if k != "by_category"},
             "by_category": summary["by_category"]}

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 from evolvemem.cli.common import default_run_dir
-from evolvemem.cli.ui import UI, fmt
+from evolvemem.cli.ui import UI, fmt, report_failures
 from evolvemem.errors import EvolveMemError
 
 if TYPE_CHECKING:
@@ -100,12 +100,14 @@ def run_loop(ui: UI, session: Session) -> dict:
                       round_done=lambda info: ui.info(round_line(info)), message=ui.warn)
         try:
             result = session.run(hooks)
+            causes = session.failure_causes()
         except KeyboardInterrupt:
             ui.err.print(f"stopped: every finished question is saved; continue with  evolve run --resume {run_dir}")
             raise
     ui.print(rounds_table(result.rounds, f"{spec.benchmark} · {spec.diagnoser} · {run_dir.name}"))
     _print_dev_test(ui, result)
     ui.info(f"best round {result.best_round}; best config: {result.best_config_path}")
+    report_failures(ui, causes)
     return {
         "run_dir": str(run_dir),
         "rounds": [{"round": r["round"], "dev_score": r["score"], "decision": r["decision"],

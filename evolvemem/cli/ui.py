@@ -96,3 +96,15 @@ def category_table(summary: dict, title: str) -> Table:
     table.add_row("all", str(summary["n"]), fmt(summary["all"]), fmt(summary.get("bleu1")),
                   fmt(summary.get("evidence_recall")), str(summary["n_failed"]))
     return table
+
+
+def report_failures(ui: UI, causes: list[tuple[str, int]]) -> None:
+    """The end of a command: failed questions summarised by cause (nothing when none failed)."""
+    if not causes:
+        return
+    total = sum(n for _, n in causes)
+    ui.warn(f"{total} question{'s' if total != 1 else ''} failed (not scored; --resume or a re-run retries them):")
+    for cause, n in causes[:5]:
+        ui.warn(f"  {n} × {cause}")
+    if len(causes) > 5:
+        ui.warn(f"  … and {len(causes) - 5} other causes (question_records.error)")

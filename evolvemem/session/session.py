@@ -101,6 +101,10 @@ class Session:
     def dataset(self) -> Dataset:
         return self.workspace.dataset
 
+    def failure_causes(self) -> list[tuple[str, int]]:
+        """(cause, questions) of every failed question of the run, most common first."""
+        return self.store.failure_causes()
+
     # ---- the round bracket -------------------------------------------------------------------
     def score_round(self, config: RetrievalConfig, questions: list[Question], round_no: int, phase: str,
                     on_record: RecordFn | None = None, on_stage: StageFn | None = None) -> tuple[dict, float]:
@@ -128,6 +132,11 @@ class Session:
                            protocol=self.protocol, on_record=on_record, sink=record, reuse=self.reuse)
         store.record_usage(usage_rows(counted[-1], ws.roles.usage_snapshot(), round_no, phase))
         records = store.round_records(round_no, phase)
+        if questions and not any(not r["failed"] for r in records):
+            # nothing to score: an error, not a score of 0 (the round stays open for a resume)
+            cause, n = (store.failure_causes(round_no, phase) or [("no reason recorded", len(questions))])[0]
+            raise EvolveMemError(f"round {round_no} ({phase}): every one of its {len(records)} questions failed; "
+                                 f"{n} with: {cause}")
         remember(self.reuse, records)
         ds = ws.dataset
         summary = summarise(records, adversarial_categories=ds.adversarial_categories,

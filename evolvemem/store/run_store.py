@@ -241,6 +241,22 @@ class RunStore:
         ).fetchall()
         return {r[0] for r in rows}
 
+    def failure_causes(self, round_no: int | None = None, phase: str | None = None) -> list[tuple[str, int]]:
+        """(cause, questions) of failed questions, most common first (a cause is the error's first line)."""
+        where: list[str] = ["failed"]
+        params: list[int | str] = []
+        if round_no is not None:
+            where.append("round = ?")
+            params.append(round_no)
+        if phase is not None:
+            where.append("phase = ?")
+            params.append(phase)
+        rows = self.con.execute(
+            f"""SELECT left(split_part(coalesce(error, 'no reason recorded'), chr(10), 1), 200) AS cause, count(*) AS n
+                FROM question_records WHERE {' AND '.join(where)} GROUP BY cause ORDER BY n DESC, cause""",
+            params).fetchall()
+        return [(r[0], int(r[1])) for r in rows]
+
     def drop_failed(self, round_no: int, phase: str) -> None:
         """Forget failed records of a round so a resume retries them."""
         self.con.execute("DELETE FROM question_records WHERE round = ? AND phase = ? AND failed", [round_no, phase])
