@@ -198,6 +198,7 @@ def test_injected_faults_are_retried_to_the_fault_free_predictions(tmp_path: Pat
 
 def test_failed_calls_are_recorded_unscored_and_asked_again_on_resume(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("EVOLVEMEM_LLM_MAX_RETRIES", "1")
+    monkeypatch.setenv("EVOLVEMEM_LLM_BREAKER", "0")  # every question reaches the broken server
     run_dir = tmp_path / "run"
     with FakeLLMServer(make_responder()) as broken:
         broken.fail_next(500, count=10_000)

@@ -96,6 +96,7 @@ def test_a_round_where_every_question_failed_is_an_error_and_failures_are_summar
     from tests.test_llm_pipeline import llm_eval, make_responder
 
     monkeypatch.setenv("EVOLVEMEM_LLM_MAX_RETRIES", "0")
+    monkeypatch.setenv("EVOLVEMEM_LLM_BREAKER", "0")  # every question is asked (the breaker has its own test)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with FakeLLMServer(make_responder()) as server:
         server.fail_next(500, count=10_000)
@@ -110,3 +111,23 @@ def test_a_round_where_every_question_failed_is_an_error_and_failures_are_summar
         some = llm_eval(server, tmp_path / "some", "--no-cache", "--concurrency", "1")
         said = " ".join(some.output.split())
         assert some.exit_code == 0 and "3 questions failed" in said and "3 × " in said
+
+
+def test_the_circuit_breaker_stops_a_dead_model_after_a_few_calls(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.fake_llm_server import FakeLLMServer
+    from tests.test_llm_pipeline import llm_eval, make_responder
+
+    monkeypatch.setenv("EVOLVEMEM_LLM_MAX_RETRIES", "0")
+    monkeypatch.setenv("EVOLVEMEM_LLM_BREAKER", "4")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with FakeLLMServer(make_responder()) as server:
+        server.fail_next(500, count=10_000)
+        stopped = llm_eval(server, tmp_path / "ev", "--no-cache", "--concurrency", "1")
+        said = " ".join(stopped.output.split())
+        assert stopped.exit_code == 2 and "circuit breaker open after 4 failed calls in a row" in said
+        assert "fake server error 500" in said and server.request_count == 4  # the other 56 never sent
+    with FakeLLMServer(make_responder()) as server:  # the endpoint fixed: the same eval resumes
+        resumed = llm_eval(server, tmp_path / "ev", "--no-cache", "--concurrency", "1")
+        assert resumed.exit_code == 0, resumed.output
+        assert server.request_count == 60

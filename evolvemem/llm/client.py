@@ -65,6 +65,9 @@ class LLMCallFailed(Exception):
         self.attempts = attempts
 
 
+BREAKER_TRIPPED = "circuit breaker open"
+
+
 class PromptTooLong(LLMCallFailed):
     """The prompt and the reply would not fit the model's context window (not sent)."""
 
@@ -224,6 +227,7 @@ class LLMClient:
         seed: int | None = None,
         context_window: int | None = None,
         json_mode: bool | int = True,
+        breaker: int = 8,
     ):
         if not isinstance(model, str) or not model.strip():
             raise ValueError("LLM model name is empty (expected e.g. 'openai/gpt-4o-mini')")
@@ -243,6 +247,12 @@ class LLMClient:
         self._window = context_window
         self._window_checked = context_window is not None
         self._window_lock = threading.Lock()
+        # circuit breaker: after `breaker` failed calls in a row (each after its retries) the model
+        # is not called again in this process; a dead endpoint fails fast instead of per question
+        self.breaker = max(0, int(breaker))
+        self._failures_in_a_row = 0
+        self._last_failure = ""
+        self._breaker_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"LLMClient({self.model!r}, api_base={self.api_base!r})"
@@ -291,6 +301,20 @@ class LLMClient:
                 self._window, self._window_checked = found, True
         return found
 
+    def _check_breaker(self, role: str) -> None:
+        with self._breaker_lock:
+            tripped = self.breaker and self._failures_in_a_row >= self.breaker
+            last = self._last_failure
+        if tripped:
+            self.usage.record_failure(role)
+            raise LLMCallFailed(f"{self.model} [{role}] not called: {BREAKER_TRIPPED} after {self.breaker} failed calls "
+                                f"in a row (last: {last}); fix the endpoint, then resume", attempts=0)
+
+    def _count_failure(self, cause: str) -> None:
+        with self._breaker_lock:
+            self._failures_in_a_row += 1
+            self._last_failure = cause
+
     def backoff_delay(self, attempt: int, retry_after: float | None) -> float:
         """Full jitter: uniform(0, base·2^attempt) capped at backoff_max; a Retry-After is a floor."""
         ceiling = min(self.backoff_max, self.backoff_base * (2**attempt))
@@ -327,6 +351,7 @@ class LLMClient:
                 )
 
         self._check_fits(messages, max_tokens, role)
+        self._check_breaker(role)
         litellm = _litellm()
         attempt = 0
         while True:
@@ -346,15 +371,16 @@ class LLMClient:
                         ) from None
                     where = f"HTTP {status} " if status else ""
                     tries = "(not retryable)" if not retryable else f"after {attempt + 1} attempt(s)"
-                    raise LLMCallFailed(
-                        f"{self.model} [{role}] failed {tries}: {where}{type(exc).__name__}: {_clean_message(exc)}",
-                        status_code=status,
-                        attempts=attempt + 1,
-                    ) from None
+                    cause = f"{where}{type(exc).__name__}: {_clean_message(exc)}"
+                    self._count_failure(cause)
+                    raise LLMCallFailed(f"{self.model} [{role}] failed {tries}: {cause}", status_code=status,
+                                        attempts=attempt + 1) from None
                 self.usage.record_retry(role)
                 time.sleep(self.backoff_delay(attempt, _retry_after_seconds(exc)))
                 attempt += 1
 
+        with self._breaker_lock:
+            self._failures_in_a_row = 0
         reply = self._reply_from(litellm, response)
         self.usage.record_call(role, reply.prompt_tokens, reply.completion_tokens, reply.cost_usd)
         if self.cache is not None:

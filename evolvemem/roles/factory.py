@@ -32,6 +32,8 @@ CLIENT_ENV = {
     "EVOLVEMEM_LLM_BACKOFF_BASE": ("backoff_base", float, 0.0),
     # 0: ask for JSON in the prompt only (no response_format), for servers whose JSON mode misbehaves
     "EVOLVEMEM_LLM_JSON_MODE": ("json_mode", int, 0),
+    # failed calls in a row after which a model is not called again (0: never stop)
+    "EVOLVEMEM_LLM_BREAKER": ("breaker", int, 0),
 }
 
 

@@ -21,6 +21,7 @@ from evolvemem.benchmarks import load_benchmark
 from evolvemem.data.models import Dataset, Question
 from evolvemem.data.split import SPLITS, split_dataset, split_ids
 from evolvemem.errors import EvolveMemError
+from evolvemem.llm.client import BREAKER_TRIPPED
 from evolvemem.loop.ablate import run_ablation
 from evolvemem.loop.paired import Comparison, compare
 from evolvemem.loop.runner import EvolutionRunner, Hooks, RunResult
@@ -132,6 +133,9 @@ class Session:
                            protocol=self.protocol, on_record=on_record, sink=record, reuse=self.reuse)
         store.record_usage(usage_rows(counted[-1], ws.roles.usage_snapshot(), round_no, phase))
         records = store.round_records(round_no, phase)
+        stopped = next((r["error"] for r in records if r["failed"] and BREAKER_TRIPPED in (r["error"] or "")), None)
+        if stopped:  # a model stopped answering mid-round: the round is not scored on what was left
+            raise EvolveMemError(f"round {round_no} ({phase}) stopped: {stopped}")
         if questions and not any(not r["failed"] for r in records):
             # nothing to score: an error, not a score of 0 (the round stays open for a resume)
             cause, n = (store.failure_causes(round_no, phase) or [("no reason recorded", len(questions))])[0]
