@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from evolvemem.space.config import RetrievalConfig
 
 FLUSH_EVERY = 64
+ANSWER_THREAD_PREFIX = "evolvemem-answer"  # the CLI's Ctrl-C handler looks for these threads
 RecordFn = Callable[[dict], None]
 SinkFn = Callable[[list[dict]], object]
 ReuseKey = tuple[str, str, int]
@@ -180,12 +181,17 @@ def evaluate(ws: Workspace, config: RetrievalConfig, questions: list[Question], 
 
     try:
         if ws.roles.uses_llm and concurrency > 1:
-            with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=ANSWER_THREAD_PREFIX)
+            try:
                 futures = {pool.submit(run_one, q): i for i, q in enumerate(questions)}
                 for fut in as_completed(futures):
                     row, reused = fut.result()
                     n_reused += int(reused)
                     finish(futures[fut], row)
+            finally:
+                # on Ctrl-C the queued questions are cancelled and nobody waits for calls in flight
+                # (the CLI exits without them: their answers were never recorded, a resume asks again)
+                pool.shutdown(wait=False, cancel_futures=True)
         else:
             for i, q in enumerate(questions):
                 row, reused = run_one(q)

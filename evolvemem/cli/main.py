@@ -29,6 +29,21 @@ NoCacheOpt = typer.Option(False, "--no-cache", help="Do not read or write the LL
 QuietOpt = typer.Option(False, "--quiet", "-q", help="No progress bars.")
 
 
+def exit_now_if_calls_in_flight(code: int) -> None:
+    """After Ctrl-C, LLM calls still in flight would keep the process alive until they time out
+    (Python joins pool threads at exit): leave at once instead. Every finished answer is already in
+    the run store; the unfinished ones are asked again on resume."""
+    import os
+    import threading
+
+    from evolvemem.session import ANSWER_THREAD_PREFIX
+
+    if any(t.is_alive() and t.name.startswith(ANSWER_THREAD_PREFIX) for t in threading.enumerate()):
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(code)
+
+
 def user_errors(func):
     """Print a user-facing error as one line and exit non-zero; never a traceback."""
     @functools.wraps(func)
@@ -42,6 +57,7 @@ def user_errors(func):
             raise typer.Exit(2)
         except KeyboardInterrupt:
             typer.echo("interrupted: finished work is saved (evolve run --resume RUN continues a run)", err=True)
+            exit_now_if_calls_in_flight(130)
             raise typer.Exit(130)
         except (typer.Exit, typer.Abort, SystemExit):
             raise

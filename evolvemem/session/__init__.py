@@ -9,6 +9,7 @@ import importlib
 from typing import Any
 
 _EXPORTS: dict[str, str] = {
+    "ANSWER_THREAD_PREFIX": "evolvemem.answering.evaluate",
     "SPLITS": "evolvemem.data.split",
     "DIAGNOSERS": "evolvemem.diagnosers",
     "diagnoser_entry": "evolvemem.diagnosers",
