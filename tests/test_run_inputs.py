@@ -131,3 +131,20 @@ def test_the_circuit_breaker_stops_a_dead_model_after_a_few_calls(tmp_path: Path
         resumed = llm_eval(server, tmp_path / "ev", "--no-cache", "--concurrency", "1")
         assert resumed.exit_code == 0, resumed.output
         assert server.request_count == 60
+
+
+def test_a_closed_port_fails_in_one_line_before_any_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+    import time
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    started = time.monotonic()
+    result = evolve("eval", "--benchmark", "synth", "--model", "openai/nobody", "--api-base",
+                    f"http://127.0.0.1:{port}/v1", "--out", str(tmp_path / "ev"), "--quiet")
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and f"the model endpoint http://127.0.0.1:{port}/v1 (openai/nobody) does not answer" in said
+    assert "refused" in said.lower() and time.monotonic() - started < 15
+    assert not (tmp_path / "ev" / DB_NAME).exists() or query(tmp_path / "ev", "SELECT count(*) AS n FROM question_records")[0]["n"] == 0

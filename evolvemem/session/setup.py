@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 from evolvemem.answering.evaluate import EvalOutcome, evaluate
 from evolvemem.answering.stores import stores_needed
 from evolvemem.data.models import Dataset, Question
+from evolvemem.errors import EvolveMemError
+from evolvemem.llm.preflight import endpoint_problem
 from evolvemem.roles.classify import reclassify
 from evolvemem.roles.factory import ModelSettings, build_roles
 from evolvemem.session.reporter import Reporter
@@ -25,9 +27,20 @@ def announce_models(reporter: Reporter, settings: ModelSettings) -> None:
         reporter.info(f"[dim]Models: {roles}[/dim]")
 
 
+def check_endpoint(settings: ModelSettings) -> None:
+    """Fail in one line before any work when the configured endpoint does not answer."""
+    if settings.is_offline() or not settings.api_base:
+        return
+    problem = endpoint_problem(settings.api_base)
+    if problem:
+        models = sorted({m for m in settings.as_dict().values() if m != "offline"})
+        raise EvolveMemError(f"the model endpoint {settings.api_base} ({', '.join(models)}) does not answer: {problem}")
+
+
 def open_workspace(reporter: Reporter, dataset: Dataset, settings: ModelSettings, *, cache_enabled: bool,
                    embedding_model: str | None) -> Workspace:
     """Roles for `settings`, the questions re-typed if --classify-model asks, then memories and indexes."""
+    check_endpoint(settings)
     roles = build_roles(settings, cache_enabled=cache_enabled)
     if roles.classifier is not None:
         dataset, changed, cost = reclassify(dataset, roles.classifier)
