@@ -129,7 +129,7 @@ def throughput(server: LocalServer, source: Path, folder: Path, per_conversation
 
 def evolution(server: LocalServer, data: Path, folder: Path, rounds: int) -> None:
     print(f"\n## {rounds}-round evolve run, 0.5B answering (dev slice → held-out test slice), objective balanced")
-    print("| diagnoser | dev main | dev adv | dev all | test main | test adv | test all | applied / accepted | "
+    print("| diagnoser | dev main | dev adv | dev all | test main | test adv | test all | applied / accepted after round 0 | "
           "rubric fallbacks | new calls | cache hits | prompt tok | completion tok | wall s |")
     print("|---" * 14 + "|")
     for label, extra in (("rubric", ["--diagnoser", "rubric"]),
@@ -142,9 +142,9 @@ def evolution(server: LocalServer, data: Path, folder: Path, rounds: int) -> Non
                         server.model, "--extract-model", "offline", "--api-base", server.api_base,
                         "--context-window", str(WINDOW), "--out", str(out), *extra)
         wall = time.perf_counter() - started
-        decisions = records(out, "SELECT decision, accepted, fallback FROM decisions WHERE round > 0 OR round = 0")
+        decisions = records(out, "SELECT round, decision, accepted, fallback FROM decisions")
         applied = sum(d["decision"] == "applied" for d in decisions)
-        accepted = sum(bool(d["accepted"]) for d in decisions)
+        accepted = sum(bool(d["accepted"]) for d in decisions if d["round"] > 0)  # round 0 is the start
         fallbacks = sum(bool(d["fallback"]) for d in decisions)
         usage = records(out, "SELECT sum(calls) AS calls, sum(cache_hits) AS hits, sum(prompt_tokens) AS pt, "
                              "sum(completion_tokens) AS ct FROM usage")[0]
