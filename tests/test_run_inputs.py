@@ -148,3 +148,15 @@ def test_a_closed_port_fails_in_one_line_before_any_work(tmp_path: Path, monkeyp
     assert result.exit_code == 2 and f"the model endpoint http://127.0.0.1:{port}/v1 (openai/nobody) does not answer" in said
     assert "refused" in said.lower() and time.monotonic() - started < 15
     assert not (tmp_path / "ev" / DB_NAME).exists() or query(tmp_path / "ev", "SELECT count(*) AS n FROM question_records")[0]["n"] == 0
+
+
+def test_space_piped_lists_every_dimension_whole_with_defaults_as_written_in_a_config() -> None:
+    from evolvemem.space.registry import registry
+
+    listed = evolve("space").output
+    dims = registry()
+    assert listed.count("\n    ") == len(dims)
+    for dim in dims.values():
+        assert dim.description in listed  # nothing cut when piped
+    assert "default rrf;" in listed and "'rrf'" not in listed and "default None" not in listed
+    assert "default true" in listed or "default false" in listed

@@ -95,12 +95,21 @@ def space(json_out: bool = typer.Option(False, "--json", help="Print the action 
             "schema": RetrievalConfig.model_json_schema(),
         })
         return
+    if not ui.console.is_terminal or ui.console.width < WIDE_TABLE_COLUMNS:
+        # piped or narrow: one block per dimension, nothing cut
+        ui.console.print(f"Action space ({len(dims)} dimensions)", markup=False)
+        for d in dims.values():
+            per_type = "; per type" if d.per_type else ""
+            ui.console.print(f"{d.group} · {d.name} ({d.kind}, {d.range_text()}; default {value_text(d.default)}"
+                             f"{per_type})", markup=False, soft_wrap=True)
+            ui.console.print(f"    {d.description}", markup=False, soft_wrap=True)
+        return
     table = Table(title=f"Action space ({len(dims)} dimensions)", title_justify="left")
     for col in ("group", "dimension", "type", "range / choices", "default", "per type"):
         table.add_column(col, no_wrap=True)
     table.add_column("description", overflow="fold", min_width=30)
     for d in dims.values():
-        table.add_row(d.group, d.name, d.kind, d.range_text(), repr(d.default), "yes" if d.per_type else "",
+        table.add_row(d.group, d.name, d.kind, d.range_text(), value_text(d.default), "yes" if d.per_type else "",
                       d.description)
     ui.print(table)
 
@@ -141,6 +150,16 @@ def eval_command(
                       embedding_model=embedding_model, cache_enabled=not no_cache)
     if json_out:
         ui.emit_json(result)
+
+
+WIDE_TABLE_COLUMNS = 160  # below this `evolve space` lists dimensions instead of drawing a table
+
+
+def value_text(value: object) -> str:
+    """A setting as a user writes it in a config file: true / false / none, strings unquoted."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "none" if value is None else str(value)
 
 
 RESUME_OPTIONS = {"resume", "rounds", "data", "json_out", "quiet", "ctx"}
