@@ -160,3 +160,25 @@ def test_space_piped_lists_every_dimension_whole_with_defaults_as_written_in_a_c
         assert dim.description in listed  # nothing cut when piped
     assert "default rrf;" in listed and "'rrf'" not in listed and "default None" not in listed
     assert "default true" in listed or "default false" in listed
+
+
+def test_show_reads_a_run_that_another_process_is_writing(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    assert evolve("run", "--data", str(two_conversations(tmp_path)), "--out", str(out), "--rounds", "1",
+                  "--quiet").exit_code == 0
+    holder = subprocess.Popen(  # another process holds the run open for writing (as a running evolve run does)
+        [sys.executable, "-c", "import sys, time\nfrom evolvemem.store.run_store import RunStore\n"
+         f"store = RunStore({str(out)!r})\nprint('open', flush=True)\ntime.sleep(60)"],
+        cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
+        shown = evolve("show", str(out))
+        said = " ".join(shown.output.split())
+        assert shown.exit_code == 0, shown.output
+        assert "still being written by another process" in said and "rounds (dev)" in said
+    finally:
+        holder.kill()
+        holder.wait()

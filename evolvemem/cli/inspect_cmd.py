@@ -55,6 +55,8 @@ def show_run(ui: UI, run: str) -> dict:
     from evolvemem.session import headline, open_run
 
     with open_run(run) as store:
+        if store.live:
+            ui.warn(f"{run} is still being written by another process: showing it as of now")
         manifest = store.manifest()
         rounds = store.query("""SELECT r.round, r.phase, r.main_f1, r.adversarial_f1, r.all_f1, r.evidence_recall,
                                        r.by_category, r.n_questions, r.n_failed, r.wall_seconds, d.decision, d.reason,

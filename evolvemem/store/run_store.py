@@ -34,6 +34,8 @@ def _jsonable(value: Any) -> Any:
 class RunStore:
     """A run's DuckDB file. Use as a context manager; `read_only=True` for inspection commands."""
 
+    live = False  # opened from a snapshot of a run another process is writing
+
     def __init__(self, run_dir: str | Path, read_only: bool = False):
         import duckdb
 
@@ -45,11 +47,14 @@ class RunStore:
         try:
             self.con = duckdb.connect(str(self.path), read_only=read_only)
         except duckdb.IOException as exc:
-            if "lock" in str(exc).lower():
+            if "lock" in str(exc).lower() and read_only:
+                self.con = self._live_snapshot(duckdb)
+            elif "lock" in str(exc).lower():
                 raise RunLockedError(
                     f"{self.run_dir}: the run is open in another evolvemem process; wait for it to finish or stop it"
                 ) from None
-            raise EvolveMemError(f"{self.path}: cannot open run store ({str(exc).splitlines()[0]})") from None
+            else:
+                raise EvolveMemError(f"{self.path}: cannot open run store ({str(exc).splitlines()[0]})") from None
         self.read_only = read_only
         self._closed = False
         if not read_only:
@@ -87,6 +92,30 @@ class RunStore:
         self.close()
 
     # ---- writes -------------------------------------------------------------------------------
+    def _live_snapshot(self, duckdb: Any) -> Any:
+        """A run that another process is writing holds DuckDB's lock, even against readers: inspect
+        a copy of its file (and write-ahead log) instead, as of now. A copy taken mid-write may be
+        unreadable; one more try, then a clear error."""
+        import shutil
+        import tempfile
+
+        for _ in range(3):
+            folder = Path(tempfile.mkdtemp(prefix="evolvemem-live-"))
+            copy = folder / DB_NAME
+            try:
+                shutil.copy2(self.path, copy)
+                wal = self.path.with_name(self.path.name + ".wal")
+                if wal.exists():
+                    shutil.copy2(wal, copy.with_name(copy.name + ".wal"))
+                con = duckdb.connect(str(copy))  # read-write: the copy's log is replayed into the copy
+                con.execute("CHECKPOINT")
+                self.live = True
+                return con
+            except (OSError, duckdb.Error):
+                shutil.rmtree(folder, ignore_errors=True)
+        raise RunLockedError(f"{self.run_dir}: the run is being written by another process and no consistent "
+                             "copy could be read; try again in a moment")
+
     def _insert(self, table: str, rows: Iterable[dict]) -> int:
         """Insert rows (dicts keyed by column; missing columns are NULL) in one statement."""
         rows = list(rows)
