@@ -179,6 +179,8 @@ def test_show_reads_a_run_that_another_process_is_writing(tmp_path: Path) -> Non
         said = " ".join(shown.output.split())
         assert shown.exit_code == 0, shown.output
         assert "still being written by another process" in said and "rounds (dev)" in said
+        listed = evolve("runs", str(tmp_path), "--json")
+        assert listed.exit_code == 0 and '"status": "running"' in listed.output
     finally:
         holder.kill()
         holder.wait()

@@ -26,7 +26,8 @@ def list_runs(ui: UI, root: str) -> list[dict]:
                 final = store.query("SELECT 1 FROM rounds WHERE phase = 'test_best' AND status = 'done'")
                 item.update(kind=m.get("kind", "?"), benchmark=m.get("benchmark", "?"),
                             diagnoser=m.get("diagnoser", ""), rounds=stats["rounds"], best_dev=stats["best"],
-                            status="finished" if (final or m.get("kind") != "run") else "unfinished")
+                            status="running" if store.live else
+                            "finished" if (final or m.get("kind") != "run") else "unfinished")
         except RunLockedError:
             item["status"] = "running"
         rows.append(item)
