@@ -184,3 +184,17 @@ def test_show_reads_a_run_that_another_process_is_writing(tmp_path: Path) -> Non
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_transfer_compares_the_evolved_config_with_the_runs_start_on_the_target(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    assert evolve("run", "--data", str(two_conversations(tmp_path)), "--out", str(out), "--rounds", "1",
+                  "--quiet").exit_code == 0
+    moved = evolve("transfer", str(out), "--benchmark", "synth", "--out", str(tmp_path / "t"), "--json")
+    assert moved.exit_code == 0, moved.output
+    said = " ".join(moved.output.split())
+    assert "vs the run's start on the same questions (paired)" in said and "rubric diagnosis" not in said
+    payload = json.loads(moved.stdout.strip().splitlines()[-1])
+    assert payload["baseline"]["label"] == "the run's start" and payload["baseline"]["overall"]["n"] == 60
+    assert set(payload["baseline"]["paired"]["groups"]) >= {"main", "all"}
+    assert query(tmp_path / "t", "SELECT count(*) AS n FROM question_records WHERE phase = 'baseline'")[0]["n"] == 60

@@ -5,15 +5,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evolvemem.cli.common import default_run_dir
-from evolvemem.cli.ui import UI, category_table, report_failures
+from rich.table import Table
+
+from evolvemem.cli.ui import UI, category_table, fmt, report_failures
 
 if TYPE_CHECKING:
+    from evolvemem.loop.paired import Comparison
     from evolvemem.session import ModelSettings
+    from evolvemem.space.config import RetrievalConfig
 
 
 def run_eval(ui: UI, *, benchmark: str, data: str | None, config_name: str, settings: ModelSettings, split: str,
              out: str | None, protocol: str, concurrency: int, embedding_model: str | None,
-             cache_enabled: bool, kind: str = "eval", source_run: str | None = None) -> dict:
+             cache_enabled: bool, kind: str = "eval", source_run: str | None = None,
+             baseline: tuple[str, RetrievalConfig] | None = None) -> dict:
+    """Score one config; with `baseline` (label, config) the same questions again with it, and the
+    paired difference (evolve transfer: the evolved config against the run's start on the target)."""
     from evolvemem.session import Session, load_config_reporting
 
     config = load_config_reporting(ui, config_name)
@@ -32,12 +39,36 @@ def run_eval(ui: UI, *, benchmark: str, data: str | None, config_name: str, sett
                 bars.update("answer", counts["done"], total,
                             extra=f"cache hits {counts['hits']} · failed {counts['failed']}")
             result = session.evaluate_once(config, config_name, on_record, bars.stage)
+            compared = None
+            if baseline is not None:
+                counts.update(done=0, failed=0, hits=0)
+                compared = session.compare_with_baseline(baseline[1])
         causes = session.failure_causes()
     summary = result.summary
     label = "" if protocol == "official" else " [adversarial scored with the EvolveMem paper protocol]"
     ui.print(category_table(summary, f"{benchmark} ({split}) · config {config_name}{label}"))
     ui.info(f"records: {run_dir / 'run.duckdb'}  ({result.wall_seconds:.1f}s)")
+    out_baseline = None
+    if baseline is not None and compared is not None:
+        base_summary, comparison = compared
+        ui.print(baseline_table(summary, base_summary, comparison, config_name, baseline[0]))
+        out_baseline = {"label": baseline[0], "overall": {k: v for k, v in base_summary.items() if k != "by_category"},
+                        "paired": comparison.as_dict()}
     report_failures(ui, causes)
     return {"run_dir": str(run_dir), "protocol": protocol,
             "overall": {k: v for k, v in summary.items() if k != "by_category"},
-            "by_category": summary["by_category"]}
+            "by_category": summary["by_category"], "baseline": out_baseline}
+
+
+def baseline_table(summary: dict, base: dict, comparison: Comparison, label: str, base_label: str) -> Table:
+    """Both configs on the same questions, per group, with the paired difference and its interval."""
+    table = Table(title=f"{label} vs {base_label} on the same questions (paired)", title_justify="left")
+    for col in ("group", base_label, label, "difference", "95% interval", "p (gain / loss)"):
+        table.add_column(col)
+    for group, key in (("main", "main"), ("adversarial", "adversarial"), ("all", "all")):
+        stat = comparison.groups.get(group)
+        if stat is None or not stat.n:
+            continue
+        table.add_row(group, fmt(base.get(key)), fmt(summary.get(key)), f"{stat.diff:+.4f}",
+                      f"[{stat.ci_low:+.4f}, {stat.ci_high:+.4f}]", f"{stat.p_gain:.3f} / {stat.p_loss:.3f}")
+    return table

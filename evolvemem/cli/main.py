@@ -323,16 +323,17 @@ def transfer(
 
     from evolvemem.cli.common import default_run_dir
     from evolvemem.cli.eval_cmd import run_eval
-    from evolvemem.session import best_config_path, model_settings
+    from evolvemem.session import best_config_path, model_settings, start_config
 
     best = best_config_path(run_dir)
+    start = start_config(run_dir)
     ui = UI(json_mode=json_out, quiet=quiet)
     settings = model_settings(model, extract_model, answer_model, None, judge_model, api_base, classify_model,
                               context_window)
     result = run_eval(ui, benchmark=benchmark, data=data, config_name=str(best), settings=settings, split=split,
                       out=out or str(default_run_dir("transfer", benchmark)), protocol="official",
                       concurrency=concurrency, embedding_model=embedding_model, cache_enabled=True,
-                      kind="transfer", source_run=run_dir)
+                      kind="transfer", source_run=run_dir, baseline=("the run's start", start))
     if json_out:
         ui.emit_json(result)
 

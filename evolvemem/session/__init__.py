@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "load_split": "evolvemem.session.inputs",
     "model_settings": "evolvemem.session.inputs",
     "resolve_init": "evolvemem.session.inputs",
+    "start_config": "evolvemem.session.inputs",
     "ModelSettings": "evolvemem.roles.factory",
     "QuietReporter": "evolvemem.session.reporter",
     "Reporter": "evolvemem.session.reporter",

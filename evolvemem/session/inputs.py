@@ -10,7 +10,7 @@ from evolvemem.data.split import split_dataset
 from evolvemem.errors import EvolveMemError
 from evolvemem.roles.factory import ModelSettings
 from evolvemem.session.reporter import Reporter
-from evolvemem.space.config import RetrievalConfig, load_config
+from evolvemem.space.config import RetrievalConfig, load_config, parse_config
 
 BEST_CONFIG = "best_config.toml"
 
@@ -38,6 +38,17 @@ def best_config_path(run_dir: str | Path) -> Path:
     if not path.is_file():
         raise EvolveMemError(f"{run_dir}: no {BEST_CONFIG} (is the run finished?)")
     return path
+
+
+def start_config(run_dir: str | Path) -> RetrievalConfig:
+    """The config a run started from (its round 0), read from the run's manifest."""
+    from evolvemem.store.run_store import RunStore
+
+    with RunStore(Path(run_dir), read_only=True) as store:
+        manifest = store.manifest()
+    if "init_config" not in manifest:
+        raise EvolveMemError(f"{run_dir}: not an evolve run (no starting config in its manifest)")
+    return parse_config(manifest["init_config"], source=f"{run_dir} manifest")[0]
 
 
 def resolve_init(reporter: Reporter, init: str) -> RetrievalConfig:

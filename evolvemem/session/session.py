@@ -248,7 +248,7 @@ class Session:
         check_protocol(protocol)
         full = load_benchmark(benchmark, data)
         dataset = split_dataset(full, split)
-        announce_models(reporter, settings)
+        announce_models(reporter, settings, diagnoses=False)
         store = RunStore(run_dir)
         try:
             _check_resumable(reporter, store, config, full.content_hash, split, protocol)
@@ -275,6 +275,14 @@ class Session:
         (self.run_dir / "config.toml").write_text(
             config_to_toml(config, header=f"evolvemem config (from {config_source})"), encoding="utf-8")
         return EvalResult(self.run_dir, summary, seconds)
+
+    def compare_with_baseline(self, baseline: RetrievalConfig) -> tuple[dict, Comparison]:
+        """The same questions scored with `baseline` (phase "baseline"), and the paired comparison of
+        the eval's config against it: what a transferred config is worth on the target."""
+        summary, _ = self.score_round(baseline, self.dataset.questions, 0, "baseline")
+        evaluated, base = self.store.round_records(0, "eval"), self.store.round_records(0, "baseline")
+        comparison = compare(evaluated, base, 0, 0, self.dataset.adversarial_categories, "balanced")
+        return summary, comparison
 
     # ---- evolve ablate -----------------------------------------------------------------------
     @classmethod

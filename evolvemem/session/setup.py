@@ -18,12 +18,15 @@ if TYPE_CHECKING:
     from evolvemem.space.config import RetrievalConfig
 
 
-def announce_models(reporter: Reporter, settings: ModelSettings) -> None:
+def announce_models(reporter: Reporter, settings: ModelSettings, diagnoses: bool = True) -> None:
+    """Which roles use which model; `diagnoses` is False for commands that score without evolving."""
     if settings.is_offline():
-        reporter.info("[dim]No model configured: using the offline roles (rule-based extraction, extractive "
-                      "reader, rubric diagnosis). Pass --model <litellm model> to use an LLM.[/dim]")
+        roles = "rule-based extraction, extractive reader" + (", rubric diagnosis" if diagnoses else "")
+        reporter.info(f"[dim]No model configured: using the offline roles ({roles}). Pass --model <litellm model> "
+                      "to use an LLM.[/dim]")
     else:
-        roles = ", ".join(f"{role}={model}" for role, model in settings.as_dict().items())
+        shown = {role: model for role, model in settings.as_dict().items() if diagnoses or role != "diagnose"}
+        roles = ", ".join(f"{role}={model}" for role, model in shown.items())
         reporter.info(f"[dim]Models: {roles}[/dim]")
 
 
