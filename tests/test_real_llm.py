@@ -121,7 +121,14 @@ def test_answer_side_roles_answer_real_questions(server, proxy, locomo_slice, tm
     assert sum(verify_first_line in e.prompt for e in exchanges) == len(rows)
 
 
-def test_llm_extraction_of_a_short_conversation(server, proxy, tmp_path) -> None:
+@pytest.fixture
+def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Memories, stores and embeddings of the small conversations built anew: the session cache
+    outlives a test run, and a cached extraction or narrative would never reach the model."""
+    monkeypatch.setenv("EVOLVEMEM_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_llm_extraction_of_a_short_conversation(server, proxy, fresh_cache, tmp_path) -> None:
     result = evolve("eval", "--data", str(CONVERSATION_WITH_A_MOVE), "--model", model_of(server), "--api-base",
                     proxy.url, "--context-window", str(WINDOW), "--out", str(tmp_path / "ev"), "--quiet")
     assert result.exit_code == 0, result.output
@@ -191,7 +198,7 @@ enable_refresher = true
 MECHANISM_PROMPTS = ("cue_traverse", "route", "answer_judge", "sufficiency", "episode", "foresight", "refresh")
 
 
-def test_every_mechanism_llm_variant_runs_on_the_real_model(server, proxy, tmp_path) -> None:
+def test_every_mechanism_llm_variant_runs_on_the_real_model(server, proxy, fresh_cache, tmp_path) -> None:
     config = tmp_path / "mechanisms.toml"
     config.write_text(MECHANISMS, encoding="utf-8")
     # memories offline (extraction has its own test): the model's calls are the mechanisms' and the answers'
