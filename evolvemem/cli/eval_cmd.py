@@ -5,12 +5,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evolvemem.cli.common import default_run_dir
-from rich.table import Table
-
-from evolvemem.cli.ui import UI, category_table, fmt, report_failures
+from evolvemem.cli.ui import UI, category_table, paired_table, report_failures
 
 if TYPE_CHECKING:
-    from evolvemem.loop.paired import Comparison
     from evolvemem.session import ModelSettings
     from evolvemem.space.config import RetrievalConfig
 
@@ -41,7 +38,6 @@ def run_eval(ui: UI, *, benchmark: str, data: str | None, config_name: str, sett
             result = session.evaluate_once(config, config_name, on_record, bars.stage)
             compared = None
             if baseline is not None:
-                counts.update(done=0, failed=0, hits=0)
                 compared = session.compare_with_baseline(baseline[1])
         causes = session.failure_causes()
     summary = result.summary
@@ -51,7 +47,8 @@ def run_eval(ui: UI, *, benchmark: str, data: str | None, config_name: str, sett
     out_baseline = None
     if baseline is not None and compared is not None:
         base_summary, comparison = compared
-        ui.print(baseline_table(summary, base_summary, comparison, config_name, baseline[0]))
+        ui.print(paired_table(comparison, baseline[0], config_name,
+                              f"{config_name} vs {baseline[0]} on the same questions (paired)"))
         out_baseline = {"label": baseline[0], "overall": {k: v for k, v in base_summary.items() if k != "by_category"},
                         "paired": comparison.as_dict()}
     report_failures(ui, causes)
@@ -59,16 +56,3 @@ def run_eval(ui: UI, *, benchmark: str, data: str | None, config_name: str, sett
             "overall": {k: v for k, v in summary.items() if k != "by_category"},
             "by_category": summary["by_category"], "baseline": out_baseline}
 
-
-def baseline_table(summary: dict, base: dict, comparison: Comparison, label: str, base_label: str) -> Table:
-    """Both configs on the same questions, per group, with the paired difference and its interval."""
-    table = Table(title=f"{label} vs {base_label} on the same questions (paired)", title_justify="left")
-    for col in ("group", base_label, label, "difference", "95% interval", "p (gain / loss)"):
-        table.add_column(col)
-    for group, key in (("main", "main"), ("adversarial", "adversarial"), ("all", "all")):
-        stat = comparison.groups.get(group)
-        if stat is None or not stat.n:
-            continue
-        table.add_row(group, fmt(base.get(key)), fmt(summary.get(key)), f"{stat.diff:+.4f}",
-                      f"[{stat.ci_low:+.4f}, {stat.ci_high:+.4f}]", f"{stat.p_gain:.3f} / {stat.p_loss:.3f}")
-    return table

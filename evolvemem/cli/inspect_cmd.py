@@ -7,7 +7,7 @@ from typing import Any
 from rich.table import Table
 
 from evolvemem.cli.run_cmd import changes_text, decision_text, paired_text
-from evolvemem.cli.ui import UI, fmt
+from evolvemem.cli.ui import UI, fmt, paired_table
 from evolvemem.errors import EvolveMemError
 
 
@@ -180,7 +180,9 @@ def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
     ui.print(t)
     fixed = [f for f in flips if f["flip"] == "fixed"]
     broken = [f for f in flips if f["flip"] == "broken"]
-    ui.print(paired_table(paired, a, b))
+    ui.print(paired_table(paired, f"round {a}", f"round {b}", f"paired: round {b} − round {a} on the same "
+                         "questions (95% interval: conversations and questions resampled; p: sign-flip "
+                         "permutation, one-sided)"))
     ui.info(f"{len(fixed)} questions became right, {len(broken)} became wrong (right = F1 ≥ 0.5)")
     for label, items, why in (("fixed", fixed, "failure_a"), ("broken", broken, "failure_b")):
         if not items:
@@ -198,18 +200,3 @@ def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
     return {"run_dir": run, "a": a, "b": b, "config_changes": changes, "score_diff": score_diff,
             "all_f1": {"a": cfg[a]["all_f1"], "b": cfg[b]["all_f1"]}, "fixed": len(fixed), "broken": len(broken),
             "flips_by_reason": by_reason, "flips": flips, "paired": paired.as_dict()}
-
-
-def paired_table(paired: Any, a: int, b: int) -> Table:
-    """Round b − round a on the same questions, per group, with the guard's statistics."""
-    table = Table(title=f"paired: round {b} − round {a} on the same questions (95% interval: conversations "
-                        f"and questions resampled; p: sign-flip permutation, one-sided)", title_justify="left")
-    for col in ("group", "n", f"round {a}", f"round {b}", "difference", "95% interval", "p (better)", "p (worse)"):
-        table.add_column(col)
-    for group, stat in paired.groups.items():
-        if stat.n:
-            table.add_row(group, str(stat.n), fmt(stat.incumbent, 4), fmt(stat.candidate, 4), f"{stat.diff:+.4f}",
-                          f"[{stat.ci_low:+.4f}, {stat.ci_high:+.4f}]", f"{stat.p_gain:.3f}", f"{stat.p_loss:.3f}")
-    conversations = ", ".join(f"{c} {d:+.3f}" for c, d in paired.by_conversation.items())
-    table.caption = f"per conversation: {conversations}"
-    return table

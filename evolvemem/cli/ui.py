@@ -108,3 +108,18 @@ def report_failures(ui: UI, causes: list[tuple[str, int]]) -> None:
         ui.warn(f"  {n} × {cause}")
     if len(causes) > 5:
         ui.warn(f"  … and {len(causes) - 5} other causes (question_records.error)")
+
+
+def paired_table(paired: Any, before: str, after: str, title: str) -> Table:
+    """`after` − `before` on the same questions, per group, with the guard's paired statistics
+    (evolve diff: two rounds; evolve transfer: the evolved config against the run's start)."""
+    table = Table(title=title, title_justify="left")
+    for col in ("group", "n", before, after, "difference", "95% interval", "p (better)", "p (worse)"):
+        table.add_column(col)
+    for group, stat in paired.groups.items():
+        if stat.n:
+            table.add_row(group, str(stat.n), fmt(stat.incumbent, 4), fmt(stat.candidate, 4), f"{stat.diff:+.4f}",
+                          f"[{stat.ci_low:+.4f}, {stat.ci_high:+.4f}]", f"{stat.p_gain:.3f}", f"{stat.p_loss:.3f}")
+    conversations = ", ".join(f"{c} {d:+.3f}" for c, d in paired.by_conversation.items())
+    table.caption = f"per conversation: {conversations}"
+    return table

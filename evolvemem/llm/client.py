@@ -65,9 +65,6 @@ class LLMCallFailed(Exception):
         self.attempts = attempts
 
 
-BREAKER_TRIPPED = "circuit breaker open"
-
-
 class PromptTooLong(LLMCallFailed):
     """The prompt and the reply would not fit the model's context window (not sent)."""
 
@@ -301,14 +298,19 @@ class LLMClient:
                 self._window, self._window_checked = found, True
         return found
 
-    def _check_breaker(self, role: str) -> None:
+    def breaker_open(self) -> str | None:
+        """Why this model is no longer called (the circuit breaker tripped), or None."""
         with self._breaker_lock:
-            tripped = self.breaker and self._failures_in_a_row >= self.breaker
-            last = self._last_failure
-        if tripped:
+            if not self.breaker or self._failures_in_a_row < self.breaker:
+                return None
+            return (f"circuit breaker open after {self.breaker} failed calls in a row (last: {self._last_failure}); "
+                    "fix the endpoint, then resume")
+
+    def _check_breaker(self, role: str) -> None:
+        why = self.breaker_open()
+        if why:
             self.usage.record_failure(role)
-            raise LLMCallFailed(f"{self.model} [{role}] not called: {BREAKER_TRIPPED} after {self.breaker} failed calls "
-                                f"in a row (last: {last}); fix the endpoint, then resume", attempts=0)
+            raise LLMCallFailed(f"{self.model} [{role}] not called: {why}", attempts=0)
 
     def _count_failure(self, cause: str) -> None:
         with self._breaker_lock:

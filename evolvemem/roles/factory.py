@@ -109,6 +109,14 @@ class Roles:
     def uses_llm(self) -> bool:
         return not self.settings.is_offline()
 
+    def stopped_model(self) -> str | None:
+        """A model whose circuit breaker tripped, and why (None when every model still answers)."""
+        for client in self.clients.values():
+            why = client.breaker_open()
+            if why:
+                return f"{client.model} {why}"
+        return None
+
     def client_of(self, role: str) -> LLMClient | None:
         """The LLMClient a role uses, or None when the role is offline."""
         model = self.settings.for_role(role)

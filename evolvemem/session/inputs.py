@@ -10,6 +10,7 @@ from evolvemem.data.split import split_dataset
 from evolvemem.errors import EvolveMemError
 from evolvemem.roles.factory import ModelSettings
 from evolvemem.session.reporter import Reporter
+from evolvemem.store.run_store import RunStore
 from evolvemem.space.config import RetrievalConfig, load_config, parse_config
 
 BEST_CONFIG = "best_config.toml"
@@ -40,15 +41,17 @@ def best_config_path(run_dir: str | Path) -> Path:
     return path
 
 
-def start_config(run_dir: str | Path) -> RetrievalConfig:
-    """The config a run started from (its round 0), read from the run's manifest."""
-    from evolvemem.store.run_store import RunStore
-
-    with RunStore(Path(run_dir), read_only=True) as store:
-        manifest = store.manifest()
+def manifest_start_config(manifest: dict, run_dir: str | Path) -> RetrievalConfig:
+    """The config a run started from (its round 0), as its manifest holds it."""
     if "init_config" not in manifest:
         raise EvolveMemError(f"{run_dir}: not an evolve run (no starting config in its manifest)")
     return parse_config(manifest["init_config"], source=f"{run_dir} manifest")[0]
+
+
+def start_config(run_dir: str | Path) -> RetrievalConfig:
+    """The starting config of a finished run, read from its directory."""
+    with RunStore(Path(run_dir), read_only=True) as store:
+        return manifest_start_config(store.manifest(), run_dir)
 
 
 def resolve_init(reporter: Reporter, init: str) -> RetrievalConfig:

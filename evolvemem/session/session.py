@@ -21,7 +21,6 @@ from evolvemem.benchmarks import load_benchmark
 from evolvemem.data.models import Dataset, Question
 from evolvemem.data.split import SPLITS, split_dataset, split_ids
 from evolvemem.errors import EvolveMemError
-from evolvemem.llm.client import BREAKER_TRIPPED
 from evolvemem.loop.ablate import run_ablation
 from evolvemem.loop.paired import Comparison, compare
 from evolvemem.loop.runner import EvolutionRunner, Hooks, RunResult
@@ -30,7 +29,7 @@ from evolvemem.loop.usage import usage_rows
 from evolvemem.roles.factory import ModelSettings
 from evolvemem.scoring.aggregate import summarise
 from evolvemem.scoring.locomo import check_protocol
-from evolvemem.session.inputs import best_config_path
+from evolvemem.session.inputs import best_config_path, manifest_start_config
 from evolvemem.session.reporter import QuietReporter, Reporter
 from evolvemem.session.setup import announce_models, open_workspace
 from evolvemem.space.config import RetrievalConfig, config_to_toml, load_config, parse_config
@@ -122,18 +121,23 @@ class Session:
         todo = [q for q in questions if q.question_id not in done_ids]
         # usage is recorded with every flushed batch of records, so a killed process loses neither
         # the answers it paid for nor their cost
-        counted = [before]
+        counted = before
+
+        def record_usage_so_far() -> None:
+            nonlocal counted
+            now = ws.roles.usage_snapshot()
+            store.record_usage(usage_rows(counted, now, round_no, phase))
+            counted = now
 
         def record(batch: list[dict]) -> None:
             store.record_questions(batch)
-            counted.append(ws.roles.usage_snapshot())
-            store.record_usage(usage_rows(counted[-2], counted[-1], round_no, phase))
+            record_usage_so_far()
 
-        outcome = evaluate(ws, config, todo, round_no=round_no, phase=phase, concurrency=self.concurrency,
-                           protocol=self.protocol, on_record=on_record, sink=record, reuse=self.reuse)
-        store.record_usage(usage_rows(counted[-1], ws.roles.usage_snapshot(), round_no, phase))
+        evaluate(ws, config, todo, round_no=round_no, phase=phase, concurrency=self.concurrency,
+                 protocol=self.protocol, on_record=on_record, sink=record, reuse=self.reuse)
+        record_usage_so_far()
         records = store.round_records(round_no, phase)
-        stopped = next((r["error"] for r in records if r["failed"] and BREAKER_TRIPPED in (r["error"] or "")), None)
+        stopped = ws.roles.stopped_model()
         if stopped:  # a model stopped answering mid-round: the round is not scored on what was left
             raise EvolveMemError(f"round {round_no} ({phase}) stopped: {stopped}")
         if questions and not any(not r["failed"] for r in records):
@@ -229,7 +233,7 @@ class Session:
     spec: RunSpec
 
     def init_config(self) -> RetrievalConfig:
-        return parse_config(self.store.manifest()["init_config"], source=f"{self.run_dir} manifest")[0]
+        return manifest_start_config(self.store.manifest(), self.run_dir)
 
     def run(self, hooks: Hooks | None = None) -> RunResult:
         """Rounds 0..N (continuing from the store), then start and best scored once on test."""
