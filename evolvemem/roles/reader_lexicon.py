@@ -62,6 +62,11 @@ won:win lost:lose kept:keep held:hold heard:hear knew:know known:know spent:spen
 became:become ate:eat eaten:eat drove:drive driven:drive flew:fly flown:fly swam:swim
 chose:choose chosen:choose wore:wear worn:wear grew:grow grown:grow paid:pay sold:sell
 caught:catch fell:fall fallen:fall forgot:forget forgotten:forget""".split())
+# Words a question and a memory use for the same fact ("where does she live?" / "I moved to
+# Lisbon"): each group's stems count as evidence for one another, at `ALIKE_WEIGHT` of the word's
+# weight. General English only; a group joins here when a reader test shows it is needed.
+_ALIKE_GROUPS = ("live lives living move moved moving relocate relocated settle settled reside resides",)
+ALIKE_WEIGHT = 0.75
 _WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)?|[^\sA-Za-z0-9]")
 
 
@@ -84,3 +89,18 @@ def stem(word: str) -> str:
 def word_tokens(text: str) -> list[tuple[str, str]]:
     """(surface, lowercase) tokens: words, numbers and single punctuation marks."""
     return [(w, w.lower().replace("’", "'")) for w in _WORD.findall(text)]
+
+
+@functools.lru_cache(maxsize=1)
+def _alike_table() -> dict[str, frozenset[str]]:
+    table: dict[str, frozenset[str]] = {}
+    for group in _ALIKE_GROUPS:
+        stems = frozenset(stem(w) for w in group.split())
+        for s in stems:
+            table[s] = table.get(s, frozenset()) | (stems - {s})
+    return table
+
+
+def alike(word_stem: str) -> frozenset[str]:
+    """Stems that say the same thing as `word_stem` in other words (empty for most words)."""
+    return _alike_table().get(word_stem, frozenset())

@@ -23,8 +23,8 @@ from evolvemem.roles.context_format import (
     MONTHS, DateMention, MemoryText, date_label_text, find_dates, memory_date_text, parse_memory_text, quoted_turns,
 )
 from evolvemem.roles.reader_lexicon import (
-    AUXILIARIES, CAPTION_WORDS, DURATION, FIRST_PERSON, FREQUENCY, NUMBER_WORDS, QUESTION_FILLERS, SECOND_PERSON,
-    STOPWORDS, WEEKDAYS, stem, word_tokens,
+    ALIKE_WEIGHT, AUXILIARIES, CAPTION_WORDS, DURATION, FIRST_PERSON, FREQUENCY, NUMBER_WORDS, QUESTION_FILLERS,
+    SECOND_PERSON, STOPWORDS, WEEKDAYS, alike, stem, word_tokens,
 )
 
 RANK_WEIGHT = 0.04
@@ -300,12 +300,12 @@ def rank_support(question_text: str, context: Sequence[MemoryUnit], *, prefer_ti
         best: tuple[float, float, Sentence, bool, MemoryView] | None = None
         for part, part_dated in zip(view.parts, dated[rank]):
             date_weight = weights[_DATE_TERM] if part_dated else 0.0
-            part_words = sum(w for t, w in weights.items() if t in part.stems)
+            part_words = sum(w * _found(t, part.stems) for t, w in weights.items())
             memory_cover = (part_words + date_weight) / total if total else 0.0
             for sentence in part.sentences:
                 about = _about(part, sentence, persons)
                 if total:
-                    cover = (sum(w for t, w in weights.items() if t in sentence.stems) + date_weight) / total
+                    cover = (sum(w * _found(t, sentence.stems) for t, w in weights.items()) + date_weight) / total
                     coverage = 0.75 * cover + 0.25 * memory_cover
                 else:
                     coverage = float(about)
@@ -320,6 +320,13 @@ def rank_support(question_text: str, context: Sequence[MemoryUnit], *, prefer_ti
         supports.append(Support(rank, unit, best[4], best[2], best[1], best[3], score))
     supports.sort(key=lambda s: -s.score)
     return form, persons, supports
+
+
+def _found(term: str, stems: frozenset[str]) -> float:
+    """1 when the words hold the question's word, `ALIKE_WEIGHT` when they say it in other words."""
+    if term in stems:
+        return 1.0
+    return ALIKE_WEIGHT if not alike(term).isdisjoint(stems) else 0.0
 
 
 def _is_person_somewhere(name: str, context: Sequence[MemoryUnit], views: list[MemoryView]) -> bool:
