@@ -431,3 +431,51 @@ def test_a_store_without_paired_decisions_shows_dashes(synth_run, tmp_path):
     page, _ = _copy_report(synth_run, tmp_path, edit)
     row = {r[0]: r for r in page.tables["decisions-table"][1:]}["3"]
     assert row[1:6] == ["–", "–", "–", "–", "–"] and row[6] == "stopped" and row[7:] == ["", "–"]
+
+
+def test_headline_shows_both_groups_and_test_detail_from_the_store(synth_run, report):
+    """The headline gives main, adversarial and all F1 (test start → best); the dev-vs-test section
+    has per-category F1 on test and the held-out questions that flipped, as the store says."""
+    text = report["html"].read_text(encoding="utf-8")
+    tests = {phase: (main, adv, all_f1) for phase, main, adv, all_f1 in query(
+        synth_run, "SELECT phase, main_f1, adversarial_f1, all_f1 FROM rounds WHERE phase IN ('test_start', 'test_best')")}
+    for i, label in enumerate(("test main F1 (answerable)", "test adversarial F1", "test all F1")):
+        start, best = tests["test_start"][i], tests["test_best"][i]
+        assert f'{label}</div><div class="stat-value">{start:.4f} → {best:.4f}</div>' in text
+    cats = {row[0]: row for row in report["page"].tables["category-test-table"][1:]}
+    by_phase = dict(query(synth_run, "SELECT phase, by_category FROM rounds WHERE phase IN ('test_start', 'test_best')"))
+    start_cats, best_cats = json.loads(by_phase["test_start"]), json.loads(by_phase["test_best"])
+    assert len(cats) >= len(start_cats) > 0
+    for key, cat in start_cats.items():
+        row = next(r for label, r in cats.items() if label.endswith(str(cat.get("name") or key)) or label == key)
+        assert row[4] == f"{cat['f1']:.4f}" and row[5] == f"{best_cats[key]['f1']:.4f}" and row[7] == str(cat["n"])
+    (fixed, broken), = query(synth_run, """
+        SELECT count(*) FILTER (WHERE b.failure = 'correct'), count(*) FILTER (WHERE a.failure = 'correct')
+        FROM question_failures a JOIN question_failures b USING (question_id)
+        WHERE a.phase = 'test_start' AND b.phase = 'test_best' AND (a.failure = 'correct') <> (b.failure = 'correct')""")
+    if fixed or broken:
+        assert f"{fixed} held-out question(s) became right under the best config and {broken} became wrong" in text
+        flips = report["page"].tables["flips-table"][1:]
+        assert len(flips) == min(fixed, 3) + min(broken, 3)
+        assert all(row[0] in ("fixed", "broken") for row in flips)
+    else:
+        assert "flips-table" not in report["page"].tables
+    # no ablation was run: the section says how to get one
+    assert "evolve ablate RUN" in text and "ablation-table" not in report["page"].tables
+
+
+def test_report_shows_the_ablation_after_evolve_ablate(synth_run, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(synth_run, copy)
+    result = invoke("ablate", str(copy), "--json", "--quiet")
+    assert result.exit_code == 0, result.output
+    rows = last_json(result.stdout)["rows"]
+    result = invoke("report", str(copy), "--no-png", "--json")
+    assert result.exit_code == 0, result.output
+    page = Page(Path(last_json(result.stdout)["html"]).read_text(encoding="utf-8"))
+    table = page.tables["ablation-table"][1:]
+    assert [r[0] for r in table] == [r["mechanism"] for r in rows]
+    for shown, row in zip(table, rows):
+        assert shown[1] == f"{row['all_f1']:.4f}"
+        if row["mechanism"] != "full config":
+            assert shown[2] == f"{row['delta_all_f1']:+.4f}"

@@ -1,6 +1,7 @@
 """`evolve runs`, `evolve show`, `evolve diff`: read a run store and explain it."""
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,7 @@ from rich.table import Table
 from evolvemem.cli.run_cmd import changes_text, decision_text, paired_text
 from evolvemem.cli.ui import UI, fmt, paired_table
 from evolvemem.errors import EvolveMemError
+from evolvemem.report import RIGHT_F1, flipped_questions
 
 
 def list_runs(ui: UI, root: str) -> list[dict]:
@@ -145,22 +147,16 @@ def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
 
     with open_run(run) as store:
         cfg = {r["round"]: r for r in store.query(
-            "SELECT round, config, by_category, all_f1, main_f1 FROM rounds WHERE phase IN ('dev', 'eval') AND round IN (?, ?)",
+            "SELECT round, phase, config, by_category, all_f1, main_f1 FROM rounds "
+            "WHERE phase IN ('dev', 'eval') AND round IN (?, ?)",
             [a, b])}
         for r in (a, b):
             if r not in cfg:
                 raise EvolveMemError(f"{run}: no evaluated round {r}")
         objective = (store.manifest().get("spec") or {}).get("objective", "balanced")
         paired = compare_rounds(store, a, b, objective)
-        flips = store.query("""
-            SELECT fa.question_id, fa.question_type, fa.question, fa.gold,
-                   fa.prediction AS prediction_a, fb.prediction AS prediction_b,
-                   round(fa.f1, 3) AS f1_a, round(fb.f1, 3) AS f1_b, fa.failure AS failure_a, fb.failure AS failure_b,
-                   CASE WHEN fb.f1 >= 0.5 THEN 'fixed' ELSE 'broken' END AS flip
-            FROM question_failures fa JOIN question_failures fb
-              ON fa.question_id = fb.question_id AND fb.round = ? AND fb.phase = fa.phase
-            WHERE fa.round = ? AND fa.phase IN ('dev', 'eval') AND (fa.f1 >= 0.5) <> (fb.f1 >= 0.5)
-            ORDER BY flip, fa.question_type, fa.question_id""", [b, a])
+        phase = {r["round"]: r["phase"] for r in cfg.values()}
+        flips = [asdict(f) for f in flipped_questions(store, (phase[a], a), (phase[b], b))]
     old = parse_config(cfg[a]["config"], source=f"round {a}")[0]
     new = parse_config(cfg[b]["config"], source=f"round {b}")[0]
     changes = [c.as_dict() for c in diff_configs(old, new)]
@@ -183,7 +179,7 @@ def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
     ui.print(paired_table(paired, f"round {a}", f"round {b}", f"paired: round {b} − round {a} on the same "
                          "questions (95% interval: conversations and questions resampled; p: sign-flip "
                          "permutation, one-sided)"))
-    ui.info(f"{len(fixed)} questions became right, {len(broken)} became wrong (right = F1 ≥ 0.5)")
+    ui.info(f"{len(fixed)} questions became right, {len(broken)} became wrong (right = F1 ≥ {RIGHT_F1})")
     for label, items, why in (("fixed", fixed, "failure_a"), ("broken", broken, "failure_b")):
         if not items:
             continue

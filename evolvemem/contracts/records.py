@@ -73,6 +73,9 @@ def record_columns() -> list[tuple[str, str, str]]:
     return [(f.name, f.metadata["sql_type"], f.metadata["description"]) for f in fields(QuestionRecord)]
 
 
+# An answer counts as right from this token F1 on (the `question_failures` view's "correct").
+RIGHT_F1 = 0.5
+
 # Why a wrong answer went wrong (the `question_failures` view computes one per record from the
 # gold evidence); diagnosers, reports and the guard read these names.
 FAILURE_CLASSES = ("extraction_gap", "retrieval_miss", "budget_cut", "answer_error", "wrong_abstention",

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from evolvemem.contracts.records import FAILURE_CLASSES
+from evolvemem.contracts.records import FAILURE_CLASSES, RIGHT_F1
 from evolvemem.contracts.usage import Usage
 from evolvemem.loop.paired import GROUPS, Comparison, PairedStat
 from evolvemem.loop.spec import OBJECTIVE_MEANING, GuardSettings
@@ -96,6 +96,49 @@ class FinalScore:
 
 
 @dataclass
+class CategoryScores:
+    """One category's F1 under the start and the best config, on dev and (when scored) on test."""
+
+    key: str
+    label: str
+    dev: tuple[float | None, float | None]
+    test: tuple[float | None, float | None]
+    n_test: int | None
+
+
+@dataclass
+class FlippedQuestion:
+    """A question the best config answers right and the start wrong (or the reverse), on one split."""
+
+    question_id: str
+    question_type: str
+    question: str
+    gold: str
+    prediction_a: str
+    prediction_b: str
+    f1_a: float | None
+    f1_b: float | None
+    failure_a: str
+    failure_b: str
+    flip: str  # "fixed" (now right) or "broken" (now wrong)
+
+
+@dataclass
+class AblationRow:
+    """One variant of `evolve ablate`: the best config with one mechanism off (or one override dropped)."""
+
+    label: str
+    n_questions: int
+    all_f1: float | None
+    main_f1: float | None
+    adversarial_f1: float | None
+    evidence_recall: float | None
+    delta_all: float | None
+    delta_main: float | None
+    delta_adversarial: float | None
+
+
+@dataclass
 class FlagCount:
     """How often one proposer's proposals went against the round's own evidence."""
 
@@ -124,6 +167,10 @@ class ReportData:
     best_vs_start: list[dict]
     proposed_dimensions: list[dict]
     generated_at: str
+    category_scores: list[CategoryScores] = field(default_factory=list)
+    test_flips: list[FlippedQuestion] = field(default_factory=list)
+    ablation: list[AblationRow] = field(default_factory=list)
+    ablation_round: int | None = None
 
     def round(self, number: int) -> RoundView | None:
         return next((r for r in self.rounds if r.round == number), None)
@@ -336,6 +383,10 @@ def gather(store: Any) -> ReportData:
             finals.append(FinalScore(which, number, _scores(r.__dict__ | {"n": r.n_questions}),
                                      None if test is None else _scores(test | {"n": test["n_questions"]})))
 
+    sorted_categories = sorted(categories.items(), key=lambda kv: (not kv[0].isdigit(), kv[0].zfill(8)))
+    test_flips = flipped_questions(store, ("test_start", finals[0].round), ("test_best", finals[1].round)) \
+        if len(finals) == 2 and finals[0].test and finals[1].test else []
+    ablation, ablation_round = _ablation(store)
     setup = [u for key, u in sorted(usage.items()) if key[0] < 0]
     later = [u for key, u in sorted(usage.items()) if key[0] >= 0 and key[1] != phase]
     return ReportData(
@@ -343,14 +394,76 @@ def gather(store: Any) -> ReportData:
         diagnoser=str(spec.get("diagnoser") or manifest.get("diagnoser") or ""),
         guard=GuardSettings.from_dict(spec.get("guard") or {}),
         header=_header(run_dir, manifest, objective), rounds=rounds,
-        categories=sorted(categories.items(), key=lambda kv: (not kv[0].isdigit(), kv[0].zfill(8))),
+        categories=sorted_categories,
         failure_classes=classes, best_round=best_round,
         usage=setup + [r.usage for r in rounds] + later, finals=finals,
         best_vs_start=_best_vs_start(rounds, best_round, store, phase),
         proposed_dimensions=store.query(
             "SELECT round, name, description, rationale FROM proposed_dimensions ORDER BY round, name"),
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        category_scores=_category_scores(rounds, finals, sorted_categories, finals_rows),
+        test_flips=test_flips, ablation=ablation, ablation_round=ablation_round,
     )
+
+
+def flipped_questions(store: Any, a: tuple[str, int], b: tuple[str, int]) -> list[FlippedQuestion]:
+    """Questions right under (phase, round) `a` and wrong under `b`, or the reverse ("right" as the
+    `question_failures` view says: F1 ≥ RIGHT_F1), fixed ones first, largest F1 change first."""
+    rows = store.query("""
+        SELECT fa.question_id, fa.question_type, fa.question, fa.gold,
+               fa.prediction AS prediction_a, fb.prediction AS prediction_b, fa.f1 AS f1_a, fb.f1 AS f1_b,
+               fa.failure AS failure_a, fb.failure AS failure_b,
+               CASE WHEN fb.failure = 'correct' THEN 'fixed' ELSE 'broken' END AS flip
+        FROM question_failures fa JOIN question_failures fb ON fa.question_id = fb.question_id
+        WHERE fa.phase = ? AND fa.round = ? AND fb.phase = ? AND fb.round = ?
+          AND (fa.failure = 'correct') <> (fb.failure = 'correct')
+        ORDER BY flip DESC, abs(coalesce(fb.f1, 0) - coalesce(fa.f1, 0)) DESC, fa.question_type, fa.question_id""",
+                       [a[0], a[1], b[0], b[1]])
+    return [FlippedQuestion(**row) for row in rows]
+
+
+def _category_scores(rounds: list[RoundView], finals: list[FinalScore], categories: list[tuple[str, str]],
+                     test_rows: dict[str, dict]) -> list[CategoryScores]:
+    """Per category: start and best F1 on dev (their rounds) and on test (the two test scorings)."""
+    by = {f.which: f for f in finals}
+    if "start" not in by or "best" not in by:
+        return []
+    dev = {which: (next((r for r in rounds if r.round == by[which].round), None)) for which in ("start", "best")}
+
+    def f1(cats: dict | None, key: str) -> float | None:
+        return ((cats or {}).get(key) or {}).get("f1")
+    test_cats = {which: (test_rows.get(f"test_{which}") or {}).get("by_category") or {} for which in ("start", "best")}
+    keys = dict(categories)
+    for key, cat in test_cats["start"].items():
+        keys.setdefault(key, category_label(key, (cat or {}).get("name")))
+    return [CategoryScores(key, label,
+                           (f1(dev["start"].by_category if dev["start"] else None, key),
+                            f1(dev["best"].by_category if dev["best"] else None, key)),
+                           (f1(test_cats["start"], key), f1(test_cats["best"], key)),
+                           ((test_cats["start"].get(key) or {}).get("n")))
+            for key, label in keys.items()]
+
+
+def _ablation(store: Any) -> tuple[list[AblationRow], int | None]:
+    """The latest `evolve ablate` of this run (its rounds are phase "ablate" and "ablate:<variant>")."""
+    rows = store.query("""SELECT phase, round, n_questions, all_f1, main_f1, adversarial_f1, evidence_recall FROM rounds
+                          WHERE (phase = 'ablate' OR phase LIKE 'ablate:%') AND status = 'done'
+                          ORDER BY round, started_at""")
+    if not rows:
+        return [], None
+    latest = max(r["round"] for r in rows)
+    rows = [r for r in rows if r["round"] == latest]
+    full = next((r for r in rows if r["phase"] == "ablate"), None)
+
+    def delta(row: dict, key: str) -> float | None:
+        if full is None or row is full or row[key] is None or full[key] is None:
+            return None
+        return row[key] - full[key]
+    ordered = ([full] if full else []) + [r for r in rows if r is not full]
+    return [AblationRow("full config" if r is full else r["phase"].removeprefix("ablate:"), r["n_questions"] or 0,
+                        r["all_f1"], r["main_f1"],
+                        r["adversarial_f1"], r["evidence_recall"], delta(r, "all_f1"), delta(r, "main_f1"),
+                        delta(r, "adversarial_f1")) for r in ordered], latest
 
 
 def _texts(raw: object) -> list[str]:

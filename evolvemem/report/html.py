@@ -1,7 +1,7 @@
 """The report page: one self-contained HTML file (inline CSS and SVG, no script, no network).
 
 Every section and chart has a stable id (`trajectory`, `categories`, `failures`, `round-3`,
-`usage`, `dev-vs-test`, `proposed-dimensions`, ...) so people can link to them and tests can
+`usage`, `dev-vs-test`, `ablation`, `proposed-dimensions`, ...) so people can link to them and tests can
 find them; round articles carry their numbers as data attributes."""
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from evolvemem.report import svg
+from evolvemem.contracts.records import RIGHT_F1
 from evolvemem.contracts.usage import Usage
 from evolvemem.loop.paired import GROUPS, PairedStat
-from evolvemem.report.data import GROUP_NAMES, ReportData, RoundView
+from evolvemem.report.data import GROUP_NAMES, FinalScore, ReportData, RoundView
 
 
 # ---- small formatting helpers ---------------------------------------------------------------
@@ -221,18 +222,16 @@ def summary_cards(data: ReportData) -> str:
     start = next((f for f in data.finals if f.which == "start"), None)
     best = next((f for f in data.finals if f.which == "best"), None)
     if start and best:
-        key = data.score_key
-        label = key.removesuffix("_f1") + " F1"
-        cards.append(("dev " + label, f"{f4(start.dev[key])} → {f4(best.dev[key])}",
-                      f"start → best (round {best.round})"))
-        if start.test and best.test:
-            cards.append(("test " + label, f"{f4(start.test[key])} → {f4(best.test[key])}",
-                          f"held out, scored once ({signed(best.test[key] - start.test[key])})"))
-            groups = [(name, start.test.get(f"{name}_f1"), best.test.get(f"{name}_f1")) for name in ("main", "adversarial")]
-            cards.append(("test main / adversarial", " / ".join(signed(b - a) if a is not None and b is not None else "–"
-                                                               for _, a, b in groups), "held-out change per group"))
-        else:
-            cards.append(("test", "not scored", "the run has not finished"))
+        # the headline: both groups and all, held-out test first (dev is where the loop chose)
+        for key, label in (("main_f1", "main F1 (answerable)"), ("adversarial_f1", "adversarial F1"), ("all_f1", "all F1")):
+            dev = f"dev {f4(start.dev.get(key))} → {f4(best.dev.get(key))} (round {start.round} → {best.round})"
+            if start.test and best.test:
+                a, b = start.test.get(key), best.test.get(key)
+                delta = signed(b - a) if a is not None and b is not None else "–"
+                cards.append((f"test {label}", f"{f4(a)} → {f4(b)}", f"held out: {delta}; {dev}"))
+            else:
+                cards.append((f"dev {label}", f"{f4(start.dev.get(key))} → {f4(best.dev.get(key))}",
+                              "test not scored: the run has not finished"))
         judged = data.judged
         flagged = sum(c.flagged for c in data.flag_counts())
         cards.append(("paired decisions", f"{sum(bool(r.accepted) for r in judged)} of {len(judged)} accepted",
@@ -579,7 +578,51 @@ def dev_test_section(data: ReportData, base: str) -> str:
     return (f'<section id="dev-vs-test" class="card"><h2>Dev vs test</h2><p class="lead">The best config is chosen on '
             f"dev and scored once on held-out test conversations, so the dev gain can be checked on unseen data."
             f'</p>{pending}<div class="table-wrap"><table class="numbers dev-test" id="dev-test-table">{head}'
-            f"<tbody>{rows}</tbody></table></div>{changes}</section>")
+            f"<tbody>{rows}</tbody></table></div>{changes}{_category_table(data, start, best)}{_flips(data)}</section>")
+
+
+def _category_table(data: ReportData, start: FinalScore, best: FinalScore) -> str:
+    if not data.category_scores:
+        return ""
+
+    def cells(pair: tuple[float | None, float | None]) -> list[str]:
+        a, b = pair
+        delta = None if a is None or b is None else b - a
+        cls = "" if delta is None or abs(delta) < 5e-5 else ("up" if delta > 0 else "down")
+        return [num(f4(a)), num(f4(b)), num(signed(delta), cls)]
+    rows = [[escape(c.label)] + cells(c.dev) + cells(c.test) + [num(count(c.n_test))] for c in data.category_scores]
+    return ("<h3>F1 per category, start vs best</h3>"
+            + table(["category", f"dev start (r{start.round})", f"dev best (r{best.round})", "dev Δ",
+                     "test start", "test best", "test Δ", "test n"], rows, "numbers", "category-test-table"))
+
+
+def _flips(data: ReportData) -> str:
+    if not data.test_flips:
+        return ""
+    fixed = [f for f in data.test_flips if f.flip == "fixed"]
+    broken = [f for f in data.test_flips if f.flip == "broken"]
+    shown = fixed[:3] + broken[:3]
+    rows = [[escape(f.flip), escape(f.question_type), escape(f.question), escape(f.gold), escape(f.prediction_a),
+             escape(f.prediction_b), escape(f.failure_a if f.flip == "fixed" else f.failure_b)] for f in shown]
+    return (f"<h3>Questions that flipped on test</h3><p>{len(fixed)} held-out question(s) became right under the best "
+            f"config and {len(broken)} became wrong (right = F1 ≥ {RIGHT_F1}); the largest changes of each:</p>"
+            + table(["flip", "type", "question", "gold", "start", "best", "why (failure class)"], rows,
+                    table_id="flips-table"))
+
+
+def ablation_section(data: ReportData) -> str:
+    if not data.ablation:
+        return ('<section id="ablation" class="card"><h2>Ablation</h2><p class="note">Not run. '
+                "<code>evolve ablate RUN</code> re-scores the best config with each mechanism it uses switched off "
+                "in turn; this section then shows the table.</p></section>")
+    rows = [[escape(r.label), num(f4(r.all_f1)), num(signed(r.delta_all)), num(f4(r.main_f1)), num(signed(r.delta_main)),
+             num(f4(r.adversarial_f1)), num(signed(r.delta_adversarial)), num(f3(r.evidence_recall)),
+             num(count(r.n_questions))] for r in data.ablation]
+    return (f'<section id="ablation" class="card"><h2>Ablation</h2><p class="lead">The best config (round '
+            f"{data.ablation_round}) with each mechanism it uses switched off in turn (and each per-type override "
+            f"dropped), from <code>evolve ablate</code>; Δ is against the full config on the same questions.</p>"
+            + table(["variant", "all F1", "Δ all", "main F1", "Δ main", "adv. F1", "Δ adv.", "evid. recall", "n"], rows,
+                    "numbers", "ablation-table") + "</section>")
 
 
 def proposed_section(data: ReportData) -> str:
@@ -667,7 +710,7 @@ def render_html(data: ReportData, out_dir: Path | None = None) -> str:
         ("how-to-read", "how to read"), ("run", "run"), ("trajectory", "trajectory"), ("dev-vs-test", "dev vs test"),
         ("decisions", "decisions"),
         ("categories", "categories"), ("failures", "failures"), ("rounds", "rounds"), ("usage", "usage"),
-        ("proposed-dimensions", "proposed dimensions")))
+        ("ablation", "ablation"), ("proposed-dimensions", "proposed dimensions")))
     bench = next((v for k, v in data.header if k == "benchmark"), "?")
     title = f"evolvemem report · {data.run_id}"
     return (
@@ -679,6 +722,6 @@ def render_html(data: ReportData, out_dir: Path | None = None) -> str:
         f"generated {escape(data.generated_at)}</div><nav>{nav}</nav></div></header><main>"
         f"{summary_cards(data)}{how_to_read(data)}{run_header(data)}{trajectory_section(data)}"
         f"{dev_test_section(data, base)}{decisions_section(data)}{categories_and_failures(data)}{rounds_section(data, base)}"
-        f"{usage_section(data)}{proposed_section(data)}"
+        f"{usage_section(data)}{ablation_section(data)}{proposed_section(data)}"
         f'<footer>Generated by <code>evolve report</code> from <code>{escape(str(data.run_dir))}/run.duckdb</code>. '
         f"Every number on this page is read from that file.</footer></main></body></html>\n")

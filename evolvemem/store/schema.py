@@ -4,7 +4,7 @@ Each table is (column, DuckDB type, description); `create_statements()` and the 
 are generated from this one definition (`question_records` from the `QuestionRecord` contract)."""
 from __future__ import annotations
 
-from evolvemem.contracts.records import record_columns
+from evolvemem.contracts.records import RIGHT_F1, record_columns
 
 SCHEMA_VERSION = 1
 
@@ -108,7 +108,7 @@ CREATE OR REPLACE VIEW question_failures AS
 SELECT *,
   CASE
     WHEN failed THEN 'call_failed'
-    WHEN f1 >= 0.5 THEN 'correct'
+    WHEN f1 >= {right_f1} THEN 'correct'
     WHEN category_is_adversarial THEN 'hallucination'
     WHEN len(evidence_ids) = 0 THEN 'unknown'
     WHEN evidence_covered < 1 THEN 'extraction_gap'
@@ -119,7 +119,8 @@ SELECT *,
     ELSE 'answer_error'
   END AS failure
 FROM (SELECT *, question_type = 'adversarial' AS category_is_adversarial FROM question_records)
-"""
+""".format(right_f1=RIGHT_F1)
+
 
 def create_statements() -> list[str]:
     statements = []
