@@ -150,6 +150,56 @@ def test_a_closed_port_fails_in_one_line_before_any_work(tmp_path: Path, monkeyp
     assert not (tmp_path / "ev" / DB_NAME).exists() or query(tmp_path / "ev", "SELECT count(*) AS n FROM question_records")[0]["n"] == 0
 
 
+def test_a_server_that_never_answers_fails_in_one_line_before_any_work(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host that accepts connections and then says nothing (a hung server, a firewall that
+    swallows packets): the preflight gives up after the call timeout and names the endpoint."""
+    import socket
+    import time
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("EVOLVEMEM_LLM_TIMEOUT", "2")
+    with socket.socket() as sock:  # listening, never accepted: the connection opens, no byte comes back
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        port = sock.getsockname()[1]
+        started = time.monotonic()
+        result = evolve("eval", "--benchmark", "synth", "--model", "openai/silent", "--api-base",
+                        f"http://127.0.0.1:{port}/v1", "--out", str(tmp_path / "ev"), "--quiet")
+        took = time.monotonic() - started
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert f"the model endpoint http://127.0.0.1:{port}/v1 (openai/silent) does not answer: no answer within 2 s" in said
+    assert took < 15
+
+
+def test_a_server_that_accepts_but_never_completes_is_stopped_by_the_breaker(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The preflight passes (the server lists its models) but every completion hangs: each call
+    times out, the breaker stops the model after a few, and the eval ends with the cause, resumable."""
+    import time
+
+    from tests.fake_llm_server import FakeLLMServer
+    from tests.test_llm_pipeline import llm_eval, make_responder
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("EVOLVEMEM_LLM_TIMEOUT", "0.5")
+    monkeypatch.setenv("EVOLVEMEM_LLM_MAX_RETRIES", "0")
+    monkeypatch.setenv("EVOLVEMEM_LLM_BREAKER", "4")
+    with FakeLLMServer(make_responder(), hang_seconds=5.0) as server:
+        server.hang_next(count=10_000)
+        started = time.monotonic()
+        hung = llm_eval(server, tmp_path / "ev", "--no-cache", "--concurrency", "2")
+        took = time.monotonic() - started
+        said = " ".join(hung.output.split())
+        assert hung.exit_code == 2, hung.output
+        assert "circuit breaker open after 4 failed calls in a row" in said and "timed out" in said.lower()
+        assert server.request_count <= 6 and took < 30  # 60 questions, yet only the breaker's few calls waited
+    with FakeLLMServer(make_responder()) as server:  # the server recovered: the same eval finishes
+        resumed = llm_eval(server, tmp_path / "ev", "--no-cache", "--concurrency", "2")
+        assert resumed.exit_code == 0, resumed.output
+
+
 def test_space_piped_lists_every_dimension_whole_with_defaults_as_written_in_a_config() -> None:
     from evolvemem.space.registry import registry
 

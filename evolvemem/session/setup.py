@@ -8,9 +8,9 @@ from evolvemem.answering.evaluate import EvalOutcome, evaluate
 from evolvemem.answering.stores import stores_needed
 from evolvemem.data.models import Dataset, Question
 from evolvemem.errors import EvolveMemError
-from evolvemem.llm.preflight import endpoint_problem
+from evolvemem.llm.preflight import PREFLIGHT_TIMEOUT, endpoint_problem
 from evolvemem.roles.classify import reclassify
-from evolvemem.roles.factory import ModelSettings, build_roles
+from evolvemem.roles.factory import ModelSettings, build_roles, client_options_from_env
 from evolvemem.session.reporter import Reporter
 from evolvemem.workspace import Workspace
 
@@ -34,7 +34,9 @@ def check_endpoint(settings: ModelSettings) -> None:
     """Fail in one line before any work when the configured endpoint does not answer."""
     if settings.is_offline() or not settings.api_base:
         return
-    problem = endpoint_problem(settings.api_base)
+    # a user who set a short call timeout (tests, a fast local server) wants a short preflight too
+    timeout = min(PREFLIGHT_TIMEOUT, float(client_options_from_env().get("timeout", PREFLIGHT_TIMEOUT)))
+    problem = endpoint_problem(settings.api_base, timeout)
     if problem:
         models = sorted({m for m in settings.as_dict().values() if m != "offline"})
         raise EvolveMemError(f"the model endpoint {settings.api_base} ({', '.join(models)}) does not answer: {problem}")
