@@ -5,7 +5,10 @@ whose content must be the same."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -86,8 +89,15 @@ def test_show_names_models_by_role_and_categories_by_name(tmp_path: Path) -> Non
     assert evolve("run", "--data", str(two_conversations(tmp_path)), "--out", str(out), "--rounds", "1",
                   "--quiet").exit_code == 0
     shown = " ".join(evolve("show", str(out)).output.split())
-    assert "models: offline (every role)" in shown and "{" not in shown.split("rounds (dev)")[0]
+    assert "models: offline (every role)" in shown and "{" not in shown.split("rounds (dev;")[0]
     assert "cat 1" not in shown
+    # in a 100-column terminal every table fits and keeps its headers whole
+    narrow = subprocess.run([sys.executable, "-m", "evolvemem.cli.main", "show", str(out)], capture_output=True,
+                            text=True, env={**os.environ, "COLUMNS": "100"}, timeout=120)
+    assert narrow.returncode == 0, narrow.stderr
+    tables = [line for line in narrow.stdout.splitlines() if line[:1] in "┏┃┡│└"]
+    assert tables and max(len(line) for line in tables) <= 100
+    assert "decision" in narrow.stdout and "single-hop" in narrow.stdout and "test adv." in narrow.stdout
 
 
 def test_a_round_where_every_question_failed_is_an_error_and_failures_are_summarised_by_cause(
@@ -228,7 +238,7 @@ def test_show_reads_a_run_that_another_process_is_writing(tmp_path: Path) -> Non
         shown = evolve("show", str(out))
         said = " ".join(shown.output.split())
         assert shown.exit_code == 0, shown.output
-        assert "still being written by another process" in said and "rounds (dev)" in said
+        assert "still being written by another process" in said and "rounds (dev;" in said
         listed = evolve("runs", str(tmp_path), "--json")
         assert listed.exit_code == 0 and '"status": "running"' in listed.output
     finally:

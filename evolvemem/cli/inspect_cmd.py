@@ -80,11 +80,17 @@ def show_run(ui: UI, run: str) -> dict:
             f"models: {models_line(manifest.get('models') or {})}")
     categories = sorted({c for r in rounds for c in (r["by_category"] or {})})
     names = {c: (r["by_category"][c] or {}).get("name") or f"cat {c}" for r in rounds for c in (r["by_category"] or {})}
-    table = Table(title="rounds (dev)", title_justify="left")
-    for col in ["round", f"dev {objective}", "Δ", "main", "adv.", *[names[c] for c in categories],
-                "paired vs best", "decision", "changes for next round", "calls", "tokens"]:
+    score_name = "main F1" if objective == "main" else "all F1"
+    table = Table(title=f"rounds (dev; score = {score_name}, objective {objective})", title_justify="left")
+    with_calls = any(u.get("calls") for u in usage.values())  # offline runs: no calls/tokens columns of zeros
+    for col in ["round", "score", "Δ", "main", "adv.", "paired vs best", "decision",
+                "changes for next round", *(["calls", "tokens"] if with_calls else [])]:
         wrap = col.startswith(("changes", "paired"))
-        table.add_column(col, overflow="fold" if wrap else "ellipsis", min_width=28 if wrap else None)
+        table.add_column(col, overflow="fold" if wrap else "ellipsis", no_wrap=not wrap, min_width=10 if wrap else None)
+    # categories get their own table: beside the decisions they pushed the headers into wrapping
+    by_category = Table(title="F1 per category (dev)", title_justify="left")
+    for col in ["round", *[names[c] for c in categories]]:
+        by_category.add_column(col, overflow="fold")
     out_rounds = []
     prev = None
     for r in rounds:
@@ -94,9 +100,8 @@ def show_run(ui: UI, run: str) -> dict:
         by_cat = r["by_category"] or {}
         table.add_row(str(r["round"]), fmt(score), "" if prev is None or score is None else f"{score - prev:+.4f}",
                       fmt(r["main_f1"]), fmt(r["adversarial_f1"]),
-                      *[fmt((by_cat.get(c) or {}).get("f1")) for c in categories],
-                      paired_text(r["paired"], r["accepted"]), decision_text(r), changes_text(r["changes"] or [], limit=6), str(u.get("calls") or 0),
-                      str(tokens))
+                      paired_text(r["paired"], r["accepted"]), decision_text(r), changes_text(r["changes"] or [], limit=6),
+                      *([str(u.get("calls") or 0), str(tokens)] if with_calls else []))
         out_rounds.append({"round": r["round"], "dev_score": score, "main_f1": r["main_f1"],
                            "adversarial_f1": r["adversarial_f1"], "all_f1": r["all_f1"],
                            "evidence_recall": r["evidence_recall"],
@@ -106,8 +111,11 @@ def show_run(ui: UI, run: str) -> dict:
                            "flags": r["flags"] or [], "fallback": r["fallback"],
                            "calls": u.get("calls") or 0, "cache_hits": u.get("cache_hits") or 0, "tokens": tokens,
                            "cost_usd": u.get("cost_usd") or 0.0, "memories_added": r["memories_added"] or 0})
+        by_category.add_row(str(r["round"]), *[fmt((by_cat.get(c) or {}).get("f1")) for c in categories])
         prev = score if score is not None else prev
     ui.print(table)
+    if categories:
+        ui.print(by_category)
     for r in out_rounds:
         if r["verdict"] and r["round"] > 0:
             ui.info(f"  round {r['round']} judged: {r['verdict']}")
@@ -125,12 +133,13 @@ def show_run(ui: UI, run: str) -> dict:
         result["dev"] = {"start": out_rounds[0], "best": best}
         result["test"] = {k.removeprefix("test_"): headline(v) for k, v in finals.items()}
         t = Table(title="start vs best: dev (evolution) and test (scored once at the end)", title_justify="left")
-        for col in ("config", "dev all", "dev main", "test all", "test main", "test evid. recall"):
+        for col in ("config", "dev main", "dev adv.", "dev all", "test main", "test adv.", "test all", "test recall"):
             t.add_column(col)
         for which, row in (("start", out_rounds[0]), (f"best (round {best['round']})", best)):
             test = result["test"].get("start" if which == "start" else "best", {})
-            t.add_row(which, fmt(row["all_f1"]), fmt(row["main_f1"]), fmt(test.get("all_f1")),
-                      fmt(test.get("main_f1")), fmt(test.get("evidence_recall")))
+            t.add_row(which, fmt(row["main_f1"]), fmt(row["adversarial_f1"]), fmt(row["all_f1"]),
+                      fmt(test.get("main_f1")), fmt(test.get("adversarial_f1")), fmt(test.get("all_f1")),
+                      fmt(test.get("evidence_recall")))
         ui.print(t)
     if new_dims:
         ui.info("[bold]proposed new dimensions[/bold] (recorded, not applied):")

@@ -5,6 +5,7 @@ JSON object; `--quiet` hides progress bars."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -19,8 +20,9 @@ class UI:
         self.json_mode = json_mode
         self.quiet = quiet
         # tables are wide; when output goes to a file or pipe, do not squeeze them to 80 columns
+        # (unless the user says how wide with COLUMNS)
         self.console = Console(stderr=json_mode, highlight=False)
-        if not self.console.is_terminal:
+        if not self.console.is_terminal and not os.environ.get("COLUMNS"):
             self.console = Console(stderr=json_mode, highlight=False, width=160)
         self.err = Console(stderr=True, highlight=False)
 
