@@ -194,7 +194,8 @@ def test_a_server_that_accepts_but_never_completes_is_stopped_by_the_breaker(tmp
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("EVOLVEMEM_LLM_TIMEOUT", "0.5")
-    monkeypatch.setenv("EVOLVEMEM_LLM_MAX_RETRIES", "0")
+    monkeypatch.setenv("EVOLVEMEM_LLM_MAX_RETRIES", "3")  # each timed-out attempt counts: 4 waits, not 16
+    monkeypatch.setenv("EVOLVEMEM_LLM_BACKOFF_BASE", "0")
     monkeypatch.setenv("EVOLVEMEM_LLM_BREAKER", "4")
     with FakeLLMServer(make_responder(), hang_seconds=5.0) as server:
         server.hang_next(count=10_000)

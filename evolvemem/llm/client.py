@@ -154,6 +154,12 @@ def _is_retryable(exc: BaseException) -> bool:
     return isinstance(exc, openai.APIError)  # a provider error without a status: worth another try
 
 
+def _is_timeout(exc: BaseException) -> bool:
+    import openai
+
+    return isinstance(exc, openai.APITimeoutError)
+
+
 def _retry_after_seconds(exc: BaseException) -> float | None:
     """Seconds the server asked us to wait (`retry-after-ms`, `Retry-After` seconds or HTTP date)."""
     sources = (
@@ -377,6 +383,16 @@ class LLMClient:
                     self._count_failure(cause)
                     raise LLMCallFailed(f"{self.model} [{role}] failed {tries}: {cause}", status_code=status,
                                         attempts=attempt + 1) from None
+                if _is_timeout(exc):
+                    # a timed-out attempt costs as much as a failed call: a server that accepts
+                    # connections but never answers trips the breaker after `breaker` waits, not
+                    # after `breaker` × (retries + 1) of them
+                    self._count_failure(f"{type(exc).__name__}: {_clean_message(exc)}")
+                    why = self.breaker_open()
+                    if why:
+                        self.usage.record_failure(role)
+                        raise LLMCallFailed(f"{self.model} [{role}] stopped after {attempt + 1} timed-out attempt(s): "
+                                            f"{why}", attempts=attempt + 1) from None
                 self.usage.record_retry(role)
                 time.sleep(self.backoff_delay(attempt, _retry_after_seconds(exc)))
                 attempt += 1
