@@ -88,8 +88,8 @@ def render_diagnosis_prompt(inp: DiagnosisInput) -> str:
 
 
 def drop_echoes(proposal: Proposal, prompt: str) -> None:
-    """Remove what the model copied from the prompt's example (analysis, missing topics, new
-    dimensions), listed in `rejected`."""
+    """Remove what the model copied from the prompt's example (analysis, missing topics), listed
+    in `rejected`; a copied new dimension is kept as refused, so the run records the refusal."""
     if EXAMPLE_MARKER not in prompt:
         return
     rest, example = prompt.split(EXAMPLE_MARKER, 1)
@@ -101,10 +101,12 @@ def drop_echoes(proposal: Proposal, prompt: str) -> None:
     proposal.rejected += [f"missing topic copied from the prompt's example: {t!r}"
                           for t in proposal.missing_topics if t not in kept]
     proposal.missing_topics = kept
-    dims = [d for d in proposal.new_dimensions if not echo.copied(f"{d.name} {d.description} {d.rationale}")]
-    proposal.rejected += [f"new dimension copied from the prompt's example: {d.name!r}"
-                          for d in proposal.new_dimensions if d not in dims]
-    proposal.new_dimensions = dims
+    for dim in proposal.new_dimensions:
+        # the example's lever is named in the example only: reusing its name is copying it
+        named = dim.name in example and dim.name not in rest
+        if not dim.refused and (named or echo.copied(f"{dim.name} {dim.description} {dim.rationale}")):
+            dim.refused = "copied from the prompt's example"
+            proposal.rejected.append(f"new dimension copied from the prompt's example: {dim.name!r}")
 
 
 def menu_text(actions: list[tuple[Action, dict[str, Any]]]) -> str:
