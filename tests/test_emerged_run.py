@@ -178,20 +178,21 @@ def test_a_proposed_bundle_emerges_is_switched_on_guarded_resumed_and_travels(tm
 
 def test_a_lever_that_loses_on_paired_evidence_is_reverted(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    narrow = {"semantic_top_k": 0, "keyword_top_k": 3, "structured_top_k": 0, "max_context": 6}
-    replies = [{"analysis": "too much noise", "changes": {"answer_style": "extractive"},
-                "new_dimensions": [{"name": "narrow_focus", "description": "Few candidates, small context.",
-                                    "maps_to": narrow, "rationale": "less noise"}], "rationale": "shorter"},
-               {"analysis": "try the lever", "changes": {"narrow_focus": True}, "rationale": "less noise"},
-               {"analysis": "more context", "changes": {"max_context": 14}, "rationale": "back"}]
+    # on synth the offline reader answers worse with long answers over a chronological context
+    story = {"context_order": "chronological", "answer_style": "detailed"}
+    replies = [{"analysis": "answers lack the order of events", "changes": {"max_context": 14},
+                "new_dimensions": [{"name": "story_mode", "description": "Memories in time order, full answers.",
+                                    "maps_to": story, "rationale": "events need their order"}], "rationale": "more"},
+               {"analysis": "try the lever", "changes": {"story_mode": True}, "rationale": "order"},
+               {"analysis": "more context", "changes": {"max_context": 16}, "rationale": "more"}]
     with FakeLLMServer(scripted(replies)) as server:
         run(server, out, "--rounds", "3", "--init", "default")
     by_round = configs(out)
-    assert by_round[2]["narrow_focus"] is True
+    assert by_round[2]["story_mode"] is True
     decision = query(out, "SELECT decision, accepted, significant_loss, best_round, verdict FROM decisions WHERE round = 2")[0]
     assert not decision["accepted"] and decision["significant_loss"] and decision["decision"] == "reverted", decision
     # the next config is built from the incumbent, where the lever is off
-    assert by_round[3].get("narrow_focus", False) is False
-    assert by_round[decision["best_round"]].get("narrow_focus", False) is False
+    assert by_round[3].get("story_mode", False) is False
+    assert by_round[decision["best_round"]].get("story_mode", False) is False
     best = (out / "best_config.toml").read_text()
-    assert "narrow_focus = true" not in best
+    assert "story_mode = true" not in best
