@@ -189,3 +189,29 @@ def test_switching_on_a_lever_is_checked_against_the_evidence_like_its_settings(
     flags = flag_proposal(proposal, diagnosis_input(config, {"retrieval_miss": 12, "correct": 5}), reject=True)
     assert flags and "switches on tight_views, which shrinks max_context (12 → 6)" in flags[0]
     assert proposal.changes == {} and proposal.rejected
+
+
+def test_ablation_switches_a_lever_off_like_any_mechanism() -> None:
+    from evolvemem.loop.ablate import ablation_variants
+
+    before = load_config("default")[0]  # made before the lever existed
+    add_dimensions([lever()])
+    on, _ = before.with_changes({"wide_views": True})
+    variants = {v.label: v for v in ablation_variants(on)}
+    assert variants["wide_views"].config.values()["wide_views"] is False
+    assert "wide_views" not in {v.label for v in ablation_variants(before)}
+
+
+def test_a_new_run_inherits_the_levers_its_start_switches_on_and_nothing_else(tmp_path: Path) -> None:
+    from evolvemem.space.emerged import begin_run_dimensions
+
+    add_dimensions([lever(), lever("story_mode", {"context_order": "chronological", "answer_style": "detailed"})])
+    start, _ = load_config("weak")[0].with_changes({"story_mode": True})
+    stored = begin_run_dimensions(tmp_path, start.model_dump())
+    assert [p.name for p in (tmp_path / "inherited_dimensions").iterdir()] == ["story_mode.toml"]
+    assert "wide_views" not in registry() and "wide_views" not in stored and stored["story_mode"] is True
+    forget_added_dimensions()
+    use_run_dimensions(tmp_path)  # what a resume does
+    from evolvemem.space.config import parse_config
+
+    assert parse_config(stored)[0].for_type(None).context_order == "chronological"

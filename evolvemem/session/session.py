@@ -174,9 +174,9 @@ class Session:
         # resume must not depend on the shell: the manifest holds the resolved data file
         spec.data = resolved_data_path(spec.data, dataset)
         store = RunStore(run_dir)
-        begin_run_dimensions(run_dir, init_config.model_dump())  # levers an --init RUN config came with
+        start = begin_run_dimensions(run_dir, init_config.model_dump())  # levers an --init RUN config uses
         store.set_manifest({
-            "kind": "run", "spec": spec.as_dict(), "init_config": init_config.model_dump(),
+            "kind": "run", "spec": spec.as_dict(), "init_config": start,
             "benchmark": spec.benchmark, "data_source": dataset.source, "data_hash": dataset.content_hash,
             "models": settings.as_dict(), "diagnoser": spec.diagnoser, "seed": spec.seed,
             "version": __version__, "command": command_line(),

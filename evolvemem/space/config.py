@@ -67,6 +67,8 @@ def _clean(raw: Any, source: str, clamps: list[ClampReport] | None) -> dict:
     dims = registry()
     flat = {k: v for k, v in raw.items() if k != OVERRIDES}
     cleaned = _clean_values(flat, dims, source, "global", clamps, per_type_only=False)
+    for name, dim in added_dimensions().items():  # a lever added at run time has no field default
+        cleaned.setdefault(name, dim.default)
     overrides_raw = raw.get(OVERRIDES) or {}
     if not isinstance(overrides_raw, dict):
         raise ConfigError(f"{source}: {OVERRIDES} must map question types to settings")

@@ -194,15 +194,22 @@ def use_run_dimensions(run_dir: Path) -> list[Dimension]:
     return load_run_dimensions(run_dir)
 
 
-def begin_run_dimensions(run_dir: Path, start: dict) -> list[Dimension]:
-    """A new run's registry: the action-space files plus the added levers its starting config
-    (as stored) names, which are written to the run's inherited_dimensions/ so that a resume,
-    a transfer or an --init from this run can read that config again."""
+def begin_run_dimensions(run_dir: Path, start: dict) -> dict:
+    """A new run's registry: the action-space files plus the added levers its starting config (as
+    stored) switches on, written to the run's inherited_dimensions/ so that a resume, a transfer or
+    an --init from this run reads that config again. Returns the starting config to store: without
+    the added levers it leaves off (a lever loaded but unused does not become part of the run)."""
     added = added_dimensions()
-    overrides = start.get("per_category_overrides") or {}
-    named = set(start) | {k for settings in overrides.values() if isinstance(settings, dict) for k in settings}
-    inherit(run_dir, [dim for name, dim in added.items() if name in named])
-    return use_run_dimensions(run_dir)
+    used = set(switched_on(start, set(added)))
+    inherit(run_dir, [added[name] for name in sorted(used)])
+    use_run_dimensions(run_dir)
+    unused = set(added) - used
+    kept = {k: v for k, v in start.items() if k not in unused}
+    overrides = start.get("per_category_overrides")
+    if isinstance(overrides, dict):
+        kept["per_category_overrides"] = {t: {k: v for k, v in o.items() if k not in unused}
+                                          for t, o in overrides.items() if isinstance(o, dict)}
+    return kept
 
 
 def switched_on(config: dict, names: set[str]) -> list[str]:
