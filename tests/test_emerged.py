@@ -215,3 +215,22 @@ def test_a_new_run_inherits_the_levers_its_start_switches_on_and_nothing_else(tm
     from evolvemem.space.config import parse_config
 
     assert parse_config(stored)[0].for_type(None).context_order == "chronological"
+
+
+def test_a_lever_defined_and_switched_on_in_one_reply_waits_for_the_next_round() -> None:
+    proposal = proposal_from_raw({"changes": {"wide_views": True, "max_context": 14},
+                                  "new_dimensions": [{"name": "wide_views", "description": "wider", "maps_to": WIDE}]})
+    assert proposal.changes == {"max_context": 14}
+    assert [(d.name, d.refused) for d in proposal.new_dimensions] == [("wide_views", "")]
+    assert any("switch it on in a later round" in r for r in proposal.rejected)
+
+
+def test_only_the_example_lever_itself_counts_as_copied() -> None:
+    from evolvemem.diagnosers.llm import EXAMPLE_MARKER, drop_echoes
+    from evolvemem.contracts.diagnosis import Proposal
+
+    prompt = (f"rules about levers\n{EXAMPLE_MARKER}: {{\"new_dimensions\": [{{\"name\": \"tight_recent_window\"}}]}}")
+    proposal = Proposal(new_dimensions=[NewDimension("tight_recent_window", "Small.", "", dict(WIDE)),
+                                        NewDimension("recent", "Newest first.", "", dict(WIDE))])
+    drop_echoes(proposal, prompt)
+    assert [d.refused for d in proposal.new_dimensions] == ["copied from the prompt's example", ""]

@@ -62,7 +62,9 @@ def proposed_status(row: dict) -> str:
     if row.get("status") == "materialised":
         bundle = ", ".join(f"{k} = {v}" for k, v in (row.get("maps_to") or {}).items())
         return f"materialised ({bundle}; {row.get('file')})"
-    return f"refused ({row.get('reason') or 'no definition'})"
+    if row.get("status") is None:
+        return "recorded (a run from before levers could emerge)"
+    return f"refused ({row.get('reason')})"
 
 
 def show_run(ui: UI, run: str) -> dict:

@@ -191,6 +191,11 @@ def proposal_from_raw(raw: Any) -> Proposal:
             str(item["name"])[:60], str(item.get("description") or "")[:500], str(item.get("rationale") or "")[:500],
             maps_to if isinstance(maps_to, dict) else {}, item.get("per_type", False),
             "" if maps_to is None or isinstance(maps_to, dict) else "maps_to must be an object of settings"))
+    defined = {d.name for d in proposal.new_dimensions if not d.refused and d.maps_to}
+    for item in [d for d in proposal.new_dimensions if d.refused == UNKNOWN_SETTING and d.name in defined]:
+        proposal.new_dimensions.remove(item)  # defined in this reply: it cannot be switched on before it exists
+        proposal.rejected.append(f"{item.name}: a new lever joins the action space after this round; "
+                                 "switch it on in a later round")
     topics = raw.get("missing_topics") or []
     proposal.missing_topics = [str(t) for t in topics if isinstance(t, (str, int, float))][:20]
     proposal.rationale = str(raw.get("rationale") or raw.get("analysis") or "")[:2000]

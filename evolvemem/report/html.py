@@ -587,7 +587,7 @@ def dev_test_section(data: ReportData, base: str) -> str:
 def _bundle_or_reason(row: dict) -> str:
     if row.get("status") == "materialised":
         return escape(", ".join(f"{k} = {value_text(v)}" for k, v in (row.get("maps_to") or {}).items()))
-    return escape(str(row.get("reason") or "no definition (stores before levers could emerge)"))
+    return escape(str(row.get("reason") or "(a run from before levers could emerge)"))
 
 
 def proposed_section(data: ReportData) -> str:
@@ -600,7 +600,7 @@ def proposed_section(data: ReportData) -> str:
                 "reason.</p>"
                 + table(["round", "name", "status", "bundle / reason", "description", "rationale"],
                         [[f'<a href="#round-{d["round"]}">{d["round"]}</a>', f"<code>{escape(str(d['name']))}</code>",
-                          escape(str(d.get("status") or "refused")), _bundle_or_reason(d),
+                          escape(str(d.get("status") or "recorded")), _bundle_or_reason(d),
                           escape(str(d["description"] or "")), escape(str(d["rationale"] or ""))]
                          for d in data.proposed_dimensions], table_id="proposed-table"))
     return f'<section id="proposed-dimensions" class="card"><h2>Proposed new dimensions</h2>{body}</section>'
