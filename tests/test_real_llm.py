@@ -218,3 +218,36 @@ def test_every_mechanism_llm_variant_runs_on_the_real_model(server, proxy, fresh
         assert row["retries"] <= 1 and len(row["judge_verdicts"]) <= 1
         # route + judge + (answer + verify-free) per attempt + the walk's capped calls + sufficiency
         assert row["calls"] <= 2 + 2 * (1 + 1) + walk_cap + 2
+
+
+def test_whatever_new_dimension_the_model_proposes_is_materialised_validly_or_refused_with_a_reason(
+        server, proxy, tmp_path) -> None:
+    """The 0.5B model reads the new-lever instructions (and the invented example); anything it
+    puts in new_dimensions, or names as an unknown setting, ends as a valid lever file of the run
+    or as a refusal that says why. Answers are offline so the test costs only the diagnoses."""
+    from evolvemem.space.emerged import read_run_dimensions
+    from evolvemem.space.registry import forget_added_dimensions
+
+    out = tmp_path / "run"
+    result = evolve("run", "--benchmark", "synth", "--rounds", "2", "--diagnoser", "llm",
+                    "--diagnosis-model", model_of(server), "--api-base", proxy.url, "--context-window", str(WINDOW),
+                    "--init", "weak", "--out", str(out), "--quiet")
+    assert result.exit_code == 0, result.output
+    exchanges = proxy.reset()
+    assert_every_request_fit(exchanges)
+    assert any("## New levers" in json.dumps(e.body) for e in exchanges), "the model never read the lever format"
+    rows = query(out, "SELECT * FROM proposed_dimensions ORDER BY round, name")
+    forget_added_dimensions()
+    levers = {d.name: d for d in read_run_dimensions(out)}  # every file is a valid bool bundle: raises otherwise
+    for row in rows:
+        assert row["status"] in ("materialised", "refused"), row
+        if row["status"] == "refused":
+            assert row["reason"] and not row["file"], row
+            assert not (out / "rounds" / f"round_{row['round']:02d}" / "new_dimensions" / f"{row['name']}.toml").exists()
+        else:
+            assert (out / row["file"]).is_file() and row["name"] in levers and not row["reason"]
+            assert levers[row["name"]].maps_to == row["maps_to"]
+    assert set(levers) == {r["name"] for r in rows if r["status"] == "materialised"}
+    for config in query(out, "SELECT config FROM rounds"):
+        parse_config(config["config"], source="round config")  # a config using a lever reads with the run's files
+    print(f"proposed: {[(r['name'], r['status'], r['reason']) for r in rows]}")

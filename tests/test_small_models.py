@@ -82,7 +82,7 @@ def test_a_window_too_small_for_any_prompt_fails_clearly_and_falls_back(tmp_path
     assert "rubric fallback" in decisions(tmp_path / "run")[0]["fallback"]
 
 
-def test_text_copied_from_the_prompt_example_is_dropped(tmp_path: Path) -> None:
+def test_text_copied_from_the_prompt_example_is_dropped_or_refused(tmp_path: Path) -> None:
     """The example is about an invented person and a budget cut; a small model repeats it."""
     reply = json.dumps({
         "analysis": "The budget cut drops the dated memories.",
@@ -97,10 +97,15 @@ def test_text_copied_from_the_prompt_example_is_dropped(tmp_path: Path) -> None:
     proposal = query(tmp_path / "run", "SELECT proposal FROM diagnoses")[0]["proposal"]
     assert proposal["changes"] == {"semantic_top_k": 10} and proposal["rationale"] == ""
     assert proposal["missing_topics"] == ["pets"]
-    assert [d["name"] for d in proposal["new_dimensions"]] == ["speaker_filter"]
+    # a copied lever is recorded as refused with the reason, never materialised
+    refused = {d["name"]: d["refused"] for d in proposal["new_dimensions"]}
+    assert refused["priya_boost"] == "copied from the prompt's example"
     assert sum("copied from the prompt's example" in r for r in proposal["rejected"]) == 3
-    names = [r["name"] for r in query(tmp_path / "run", "SELECT name FROM proposed_dimensions")]
-    assert names == ["speaker_filter"]
+    rows = {r["name"]: r for r in query(tmp_path / "run", "SELECT name, status, reason FROM proposed_dimensions")}
+    assert rows["priya_boost"]["status"] == "refused" and "copied" in rows["priya_boost"]["reason"]
+    # no bundle: not a lever either, and said so
+    assert rows["speaker_filter"]["status"] == "refused" and "empty bundle" in rows["speaker_filter"]["reason"]
+    assert not (tmp_path / "run" / "rounds" / "round_00" / "new_dimensions").exists()
 
 
 def test_a_change_against_the_evidence_is_rejected_and_the_rubric_acts_instead(tmp_path: Path) -> None:

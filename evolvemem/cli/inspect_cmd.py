@@ -5,12 +5,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from evolvemem.cli.run_cmd import changes_text, decision_text, paired_text
 from evolvemem.cli.ui import UI, fmt, paired_table
 from evolvemem.errors import EvolveMemError
 from evolvemem.report import RIGHT_F1, flipped_questions
+from evolvemem.space.emerged import load_run_dimensions, read_run_dimensions, switched_on
 
 
 def list_runs(ui: UI, root: str) -> list[dict]:
@@ -54,6 +56,19 @@ def models_line(models: dict) -> str:
     return " · ".join(f"{model} ({', '.join(roles)})" for model, roles in ordered)
 
 
+EMERGED_MARK = "✦"  # the round's config switched on a lever that emerged in the run
+
+
+def proposed_status(row: dict) -> str:
+    """A proposed dimension's fate in words: materialised with its bundle, or refused and why."""
+    if row.get("status") == "materialised":
+        bundle = ", ".join(f"{k} = {v}" for k, v in (row.get("maps_to") or {}).items())
+        return f"materialised ({bundle}; {row.get('file')})"
+    if row.get("status") is None:
+        return "recorded (a run from before levers could emerge)"
+    return f"refused ({row.get('reason')})"
+
+
 def show_run(ui: UI, run: str) -> dict:
     from evolvemem.session import headline, open_run
 
@@ -61,7 +76,8 @@ def show_run(ui: UI, run: str) -> dict:
         if store.live:
             ui.warn(f"{run} is still being written by another process: showing it as of now")
         manifest = store.manifest()
-        rounds = store.query("""SELECT r.round, r.phase, r.main_f1, r.adversarial_f1, r.all_f1, r.evidence_recall,
+        levers = {d.name for d in read_run_dimensions(store.run_dir)}
+        rounds = store.query("""SELECT r.round, r.phase, r.config, r.main_f1, r.adversarial_f1, r.all_f1, r.evidence_recall,
                                        r.by_category, r.n_questions, r.n_failed, r.wall_seconds, d.decision, d.reason,
                                        d.changes, d.delta, d.memories_added, d.accepted, d.paired, d.verdict, d.flags, d.fallback
                                 FROM rounds r LEFT JOIN decisions d ON d.round = r.round AND r.phase = 'dev'
@@ -72,7 +88,8 @@ def show_run(ui: UI, run: str) -> dict:
                       sum(cost_usd) AS cost_usd FROM usage GROUP BY round""")}
         finals = {r["phase"]: r for r in store.query(
             "SELECT * FROM rounds WHERE phase IN ('test_start', 'test_best') AND status = 'done'")}
-        new_dims = store.query("SELECT round, name, description, rationale FROM proposed_dimensions ORDER BY round")
+        new_dims = store.query("""SELECT round, name, description, rationale, maps_to, status, reason, file
+                                  FROM proposed_dimensions ORDER BY round""")
     spec = manifest.get("spec", {})
     objective = spec.get("objective", "all")
     ui.info(f"[bold]{run}[/bold] · {manifest.get('kind')} · benchmark {manifest.get('benchmark')} · "
@@ -98,7 +115,8 @@ def show_run(ui: UI, run: str) -> dict:
         u = usage.get(r["round"], {})
         tokens = (u.get("prompt_tokens") or 0) + (u.get("completion_tokens") or 0)
         by_cat = r["by_category"] or {}
-        table.add_row(str(r["round"]), fmt(score), "" if prev is None or score is None else f"{score - prev:+.4f}",
+        used = switched_on(r["config"] or {}, levers)
+        table.add_row(str(r["round"]) + (f" {EMERGED_MARK}" if used else ""), fmt(score), "" if prev is None or score is None else f"{score - prev:+.4f}",
                       fmt(r["main_f1"]), fmt(r["adversarial_f1"]),
                       paired_text(r["paired"], r["accepted"]), decision_text(r), changes_text(r["changes"] or [], limit=6),
                       *([str(u.get("calls") or 0), str(tokens)] if with_calls else []))
@@ -110,7 +128,8 @@ def show_run(ui: UI, run: str) -> dict:
                            "accepted": r["accepted"], "verdict": r["verdict"], "paired": r["paired"],
                            "flags": r["flags"] or [], "fallback": r["fallback"],
                            "calls": u.get("calls") or 0, "cache_hits": u.get("cache_hits") or 0, "tokens": tokens,
-                           "cost_usd": u.get("cost_usd") or 0.0, "memories_added": r["memories_added"] or 0})
+                           "cost_usd": u.get("cost_usd") or 0.0, "memories_added": r["memories_added"] or 0,
+                           "emerged_used": used})
         by_category.add_row(str(r["round"]), *[fmt((by_cat.get(c) or {}).get("f1")) for c in categories])
         prev = score if score is not None else prev
     ui.print(table)
@@ -125,6 +144,8 @@ def show_run(ui: UI, run: str) -> dict:
             ui.info(f"  round {r['round']} fallback: {r['fallback']}")
         for flag in r["flags"]:
             ui.info(f"  round {r['round']} ⚑ against the evidence: {flag}")
+        if r["emerged_used"]:
+            ui.info(f"  round {r['round']} {EMERGED_MARK} used emerged lever(s): {', '.join(r['emerged_used'])}")
     result: dict = {"run_dir": run, "manifest": manifest, "rounds": out_rounds}
     if out_rounds and manifest.get("kind") == "run":
         accepted = [x for x in out_rounds if x["accepted"]]
@@ -142,9 +163,10 @@ def show_run(ui: UI, run: str) -> dict:
                       fmt(test.get("evidence_recall")))
         ui.print(t)
     if new_dims:
-        ui.info("[bold]proposed new dimensions[/bold] (recorded, not applied):")
+        ui.info("[bold]proposed new dimensions[/bold] (a materialised one is a lever from the next round on):")
         for d in new_dims:
-            ui.info(f"  round {d['round']}: {d['name']} — {d['description']} {d['rationale']}")
+            ui.info(escape(f"  round {d['round']}: {d['name']} — {proposed_status(d)}: {d['description']} "
+                           f"{d['rationale']}".rstrip()))
     result["proposed_dimensions"] = new_dims
     return result
 
@@ -155,6 +177,7 @@ def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
     from evolvemem.space.ops import diff_configs
 
     with open_run(run) as store:
+        levers = {d.name for d in load_run_dimensions(store.run_dir)}  # its configs may use them
         cfg = {r["round"]: r for r in store.query(
             "SELECT round, phase, config, by_category, all_f1, main_f1 FROM rounds "
             "WHERE phase IN ('dev', 'eval') AND round IN (?, ?)",
@@ -175,6 +198,10 @@ def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
     for v in score_diff.values():
         v["delta"] = None if v["a"] is None or v["b"] is None else v["b"] - v["a"]
     ui.info(f"[bold]config diff[/bold] round {a} → round {b}: {changes_text(changes, limit=50)}")
+    emerged_used = {r: switched_on(cfg[r]["config"] or {}, levers) for r in (a, b)}
+    for r, used in emerged_used.items():
+        if used:
+            ui.info(f"round {r} {EMERGED_MARK} uses emerged lever(s): {', '.join(used)}")
     t = Table(title="F1 per category", title_justify="left")
     for col in ("category", f"round {a}", f"round {b}", "Δ"):
         t.add_column(col)
@@ -204,4 +231,5 @@ def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
         by_reason[key] = by_reason.get(key, 0) + 1
     return {"run_dir": run, "a": a, "b": b, "config_changes": changes, "score_diff": score_diff,
             "all_f1": {"a": cfg[a]["all_f1"], "b": cfg[b]["all_f1"]}, "fixed": len(fixed), "broken": len(broken),
-            "flips_by_reason": by_reason, "flips": flips, "paired": paired.as_dict()}
+            "flips_by_reason": by_reason, "flips": flips, "paired": paired.as_dict(),
+            "emerged_used": {str(r): used for r, used in emerged_used.items()}}

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from evolvemem.cli.ui import UI
+
+if TYPE_CHECKING:
+    from evolvemem.space.registry import Dimension
 from evolvemem.session.defaults import BENCHMARK_HELP, GUARD_DEFAULTS, RUN_DEFAULTS
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -75,21 +78,34 @@ def user_errors(func):
 
 @app.command()
 @user_errors
-def space(json_out: bool = typer.Option(False, "--json", help="Print the action space as JSON (with the JSON schema).")):
+def space(json_out: bool = typer.Option(False, "--json", help="Print the action space as JSON (with the JSON schema)."),
+          run_dir: Optional[str] = typer.Option(None, "--run", metavar="RUN",
+                                                help="Also list the levers that emerged in (or came with) this run.")):
     """Print the action space: every tunable dimension, its range and default."""
+    from rich.markup import escape
     from rich.table import Table
 
     from evolvemem.space.config import RetrievalConfig
-    from evolvemem.space.registry import registry
+    from evolvemem.space.registry import base_registry, registry
 
     ui = UI(json_mode=json_out)
+    title = "Action space"
+    if run_dir:
+        from evolvemem.session import open_run
+        from evolvemem.space.emerged import use_run_dimensions
+
+        with open_run(run_dir) as store:
+            emerged = use_run_dimensions(store.run_dir)
+        title += f" of {run_dir}: {len(base_registry())} base + {len(emerged)} emerged"
     dims = registry()
+    title += f" ({len(dims)} dimensions)"
     if json_out:
         ui.emit_json({
             "dimensions": [
                 {"name": d.name, "type": d.kind, "group": d.group, "min": d.min, "max": d.max, "off": d.off,
                  "optional": d.optional, "choices": list(d.choices), "default": d.default,
-                 "per_type": d.per_type, "description": d.description}
+                 "per_type": d.per_type, "description": d.description, "maps_to": dict(d.maps_to),
+                 "emerged": d.name not in base_registry()}
                 for d in dims.values()
             ],
             "schema": RetrievalConfig.model_json_schema(),
@@ -97,21 +113,28 @@ def space(json_out: bool = typer.Option(False, "--json", help="Print the action 
         return
     if not ui.console.is_terminal or ui.console.width < WIDE_TABLE_COLUMNS:
         # piped or narrow: one block per dimension, nothing cut
-        ui.console.print(f"Action space ({len(dims)} dimensions)", markup=False)
+        ui.console.print(title, markup=False)
         for d in dims.values():
             per_type = "; per type" if d.per_type else ""
             ui.console.print(f"{d.group} · {d.name} ({d.kind}, {d.range_text()}; default {value_text(d.default)}"
                              f"{per_type})", markup=False, soft_wrap=True)
-            ui.console.print(f"    {d.description}", markup=False, soft_wrap=True)
+            ui.console.print(f"    {about_text(d)}", markup=False, soft_wrap=True)
         return
-    table = Table(title=f"Action space ({len(dims)} dimensions)", title_justify="left")
+    table = Table(title=title, title_justify="left")
     for col in ("group", "dimension", "type", "range / choices", "default", "per type"):
         table.add_column(col, no_wrap=True)
     table.add_column("description", overflow="fold", min_width=30)
     for d in dims.values():
         table.add_row(d.group, d.name, d.kind, d.range_text(), value_text(d.default), "yes" if d.per_type else "",
-                      d.description)
+                      escape(about_text(d)))
     ui.print(table)
+
+
+def about_text(dim: Dimension) -> str:
+    """A dimension's description, with the settings a bundle lever switches on."""
+    if not dim.maps_to:
+        return dim.description
+    return f"{dim.description} (true sets {', '.join(f'{k} = {value_text(v)}' for k, v in dim.maps_to.items())})"
 
 
 @app.command("eval")

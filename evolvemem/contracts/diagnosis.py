@@ -2,7 +2,8 @@
 
 A proposal is validated against the action-space registry: a value that fails validation is
 dropped with a reason (never applied, never a crash); a dimension the registry does not know is
-kept aside as a *proposed new dimension* for people to read, not applied."""
+recorded as a proposed new dimension (refused: it has no definition). A definition in
+`new_dimensions` (name, description, maps_to) can become a lever of the run (space/emerged.py)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -74,9 +75,16 @@ class DiagnosisInput:
 
 @dataclass
 class NewDimension:
+    """A lever the diagnoser wants: a bool that switches on a bundle of existing settings
+    (`maps_to`), for one question type at a time when `per_type`. The loop materialises a valid
+    one (space/emerged.py) or records why it was `refused`."""
+
     name: str
     description: str = ""
     rationale: str = ""
+    maps_to: dict[str, Any] = field(default_factory=dict)
+    per_type: object = False  # as proposed; anything but true or false is refused
+    refused: str = ""  # why it cannot become a lever ("" = not refused, so far)
 
 
 @dataclass
@@ -119,6 +127,10 @@ class Proposal:
         return new, clamps
 
 
+UNKNOWN_SETTING = ("unknown dimension: a setting the registry does not have; a new lever needs a definition "
+                   "in new_dimensions (name, description, maps_to)")
+
+
 def _check_value(name: str, value: Any, per_type: bool, rejected: list[str]) -> tuple[bool, Any]:
     dim = registry()[name]
     if per_type and not dim.per_type:
@@ -146,7 +158,8 @@ def proposal_from_raw(raw: Any) -> Proposal:
         changes = {}
     for name, value in changes.items():
         if name not in dims:
-            proposal.new_dimensions.append(NewDimension(str(name), "", f"proposed value {value!r}"))
+            proposal.new_dimensions.append(NewDimension(str(name), "", f"proposed value {value!r}",
+                                                        refused=UNKNOWN_SETTING))
             continue
         ok, clean = _check_value(name, value, False, proposal.rejected)
         if ok:
@@ -162,15 +175,27 @@ def proposal_from_raw(raw: Any) -> Proposal:
                 continue
             for name, value in settings.items():
                 if name not in dims:
-                    proposal.new_dimensions.append(NewDimension(str(name), "", f"proposed for {qtype}: {value!r}"))
+                    proposal.new_dimensions.append(NewDimension(str(name), "", f"proposed for {qtype}: {value!r}",
+                                                                refused=UNKNOWN_SETTING))
                     continue
                 ok, clean = _check_value(name, value, True, proposal.rejected)
                 if ok:
                     proposal.overrides.setdefault(qtype, {})[name] = clean
-    for item in raw.get("new_dimensions") or []:
-        if isinstance(item, dict) and item.get("name") and item["name"] not in dims:
-            proposal.new_dimensions.append(NewDimension(str(item["name"]), str(item.get("description", "")),
-                                                        str(item.get("rationale", ""))))
+    items = raw.get("new_dimensions") or []
+    for item in items if isinstance(items, list) else [items]:
+        if not isinstance(item, dict) or not item.get("name"):
+            proposal.new_dimensions.append(NewDimension(str(item)[:60], refused="not a definition with a name"))
+            continue
+        maps_to = item.get("maps_to")
+        proposal.new_dimensions.append(NewDimension(
+            str(item["name"])[:60], str(item.get("description") or "")[:500], str(item.get("rationale") or "")[:500],
+            maps_to if isinstance(maps_to, dict) else {}, item.get("per_type", False),
+            "" if maps_to is None or isinstance(maps_to, dict) else "maps_to must be an object of settings"))
+    defined = {d.name for d in proposal.new_dimensions if not d.refused and d.maps_to}
+    for item in [d for d in proposal.new_dimensions if d.refused == UNKNOWN_SETTING and d.name in defined]:
+        proposal.new_dimensions.remove(item)  # defined in this reply: it cannot be switched on before it exists
+        proposal.rejected.append(f"{item.name}: a new lever joins the action space after this round; "
+                                 "switch it on in a later round")
     topics = raw.get("missing_topics") or []
     proposal.missing_topics = [str(t) for t in topics if isinstance(t, (str, int, float))][:20]
     proposal.rationale = str(raw.get("rationale") or raw.get("analysis") or "")[:2000]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import Any, Iterator
 
 from evolvemem.contracts.diagnosis import (
@@ -87,9 +88,14 @@ def render_diagnosis_prompt(inp: DiagnosisInput) -> str:
     return next(diagnosis_variants(inp))[1]
 
 
+def _names(name: str, text: str) -> bool:
+    """`text` names `name` as a whole identifier (not inside a longer one)."""
+    return bool(name) and re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", text) is not None
+
+
 def drop_echoes(proposal: Proposal, prompt: str) -> None:
-    """Remove what the model copied from the prompt's example (analysis, missing topics, new
-    dimensions), listed in `rejected`."""
+    """Remove what the model copied from the prompt's example (analysis, missing topics), listed
+    in `rejected`; a copied new dimension is kept as refused, so the run records the refusal."""
     if EXAMPLE_MARKER not in prompt:
         return
     rest, example = prompt.split(EXAMPLE_MARKER, 1)
@@ -101,10 +107,12 @@ def drop_echoes(proposal: Proposal, prompt: str) -> None:
     proposal.rejected += [f"missing topic copied from the prompt's example: {t!r}"
                           for t in proposal.missing_topics if t not in kept]
     proposal.missing_topics = kept
-    dims = [d for d in proposal.new_dimensions if not echo.copied(f"{d.name} {d.description} {d.rationale}")]
-    proposal.rejected += [f"new dimension copied from the prompt's example: {d.name!r}"
-                          for d in proposal.new_dimensions if d not in dims]
-    proposal.new_dimensions = dims
+    for dim in proposal.new_dimensions:
+        # the example's lever is named in the example only: reusing its name is copying it
+        named = _names(dim.name, example) and not _names(dim.name, rest)
+        if not dim.refused and (named or echo.copied(f"{dim.name} {dim.description} {dim.rationale}")):
+            dim.refused = "copied from the prompt's example"
+            proposal.rejected.append(f"new dimension copied from the prompt's example: {dim.name!r}")
 
 
 def menu_text(actions: list[tuple[Action, dict[str, Any]]]) -> str:

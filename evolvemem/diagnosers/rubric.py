@@ -115,6 +115,30 @@ def trade_actions(inp: DiagnosisInput) -> list[Action]:
     return []
 
 
+UNSUPPORTED_LEVER = 0.001  # a lever no firing rule asks for is still tried once, after every rule
+
+
+def lever_actions(inp: DiagnosisInput, rules: list[Action]) -> list[Action]:
+    """Switch on a bundle lever (a `maps_to` dimension, e.g. one that emerged in this run) that is
+    off: as strong as the firing rules whose moves it makes (several moves at once is why it was
+    proposed); one that no rule asks for comes last."""
+    v = inp.config
+    actions = []
+    for name, dim in registry().items():
+        if not dim.maps_to or v.get(name):
+            continue
+        moves = {(k, move_direction(v.get(k), val)) for k, val in dim.maps_to.items() if v.get(k) != val}
+        if not moves:
+            continue
+        support = [a for a in rules if not a.qtype
+                   and any((k, move_direction(v.get(k), val)) in moves for k, val in a.changes.items())]
+        strength = sum(a.strength for a in support) if support else UNSUPPORTED_LEVER
+        why = (f"it makes the moves of {len(support)} firing rule(s) at once" if support
+               else "no rule asks for it; not tried yet")
+        actions.append(Action(strength, f"switch on the lever {name} ({dim.description}): {why}", {name: True}))
+    return actions
+
+
 def candidate_actions(inp: DiagnosisInput) -> list[Action]:
     """Every rule that fires, strongest first. Strength estimates the share of all questions
     the action could recover (failure mass times a rough efficacy)."""
@@ -199,6 +223,7 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
             if row["f1"] < mean - LAG_MARGIN:
                 merged = {**v, **inp.overrides.get(row["question_type"], {})}
                 actions.extend(_type_actions(row["question_type"], row["f1"], mean, row["n"] / total_n, merged))
+    actions += lever_actions(inp, actions)
     known = registry()
     # mechanism actions name dimensions that an action space without that mechanism lacks
     return sorted((a for a in actions if all(k in known for k in a.changes)), key=lambda a: -a.strength)

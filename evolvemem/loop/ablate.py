@@ -27,7 +27,7 @@ class Variant:
 def ablation_variants(config: RetrievalConfig) -> list[Variant]:
     """One variant per enabled mechanism and per per-type override."""
     variants = []
-    data = config.model_dump()
+    data = {**config.values(), OVERRIDES: config.overrides()}  # values(): levers added at run time too
     for name, dim in registry().items():
         if dim.mechanism_off is None:
             continue

@@ -33,6 +33,18 @@ def _smaller(old: Any, new: Any, off: Any) -> bool:
     return isinstance(old, (int, float)) and isinstance(new, (int, float)) and new < old
 
 
+def _contradiction(name: str, old: Any, new: Any, off: Any, dominant: str | None, inp: DiagnosisInput,
+                   right: int) -> str:
+    """Why setting `name` from `old` to `new` goes against the round's evidence ("" if it does not)."""
+    view = _view_of(name)
+    if _smaller(old, new, off) and dominant in MISSING_EVIDENCE and (name == CONTEXT_SIZE or view is not None):
+        return f"shrinks {name} ({old} → {new}) while {dominant} is the dominant failure"
+    if view is not None and new == off and old != off and right and \
+            inp.view_credit.get(view, 0) >= CREDIT_SHARE * right:
+        return f"switches off the {view} view, which was in the context of {inp.view_credit[view]} right answers"
+    return ""
+
+
 def contradictions(proposal: Proposal, inp: DiagnosisInput) -> list[tuple[str, str, str]]:
     """(scope, field, why) for every change of `proposal` that the round's evidence contradicts."""
     dims = registry()
@@ -45,14 +57,13 @@ def contradictions(proposal: Proposal, inp: DiagnosisInput) -> list[tuple[str, s
         current = {**inp.config, **(inp.overrides.get(scope, {}) if scope != "global" else {})}
         for name, new in settings.items():
             old, dim = current.get(name), dims[name]
-            view = _view_of(name)
-            shrinks = _smaller(old, new, dim.off)
-            if shrinks and dominant in MISSING_EVIDENCE and (name == CONTEXT_SIZE or view is not None):
-                out.append((scope, name, f"shrinks {name} ({old} → {new}) while {dominant} is the dominant failure"))
-            elif view is not None and new == dim.off and old != dim.off and right and \
-                    inp.view_credit.get(view, 0) >= CREDIT_SHARE * right:
-                out.append((scope, name, f"switches off the {view} view, which was in the context of "
-                                         f"{inp.view_credit[view]} right answers"))
+            # a bundle lever switched on is judged by the moves of its settings
+            members = dim.maps_to if dim.maps_to and new and not old else {name: new}
+            for member, value in members.items():
+                why = _contradiction(member, current.get(member), value, dims[member].off, dominant, inp, right)
+                if why:
+                    out.append((scope, name, why if member == name else f"switches on {name}, which {why}"))
+                    break
             moves.append((scope, name, new, (scope, name, move_direction(old, new)) in failed))
     contradicted = {(scope, name) for scope, name, _ in out}
     fresh = [m for m in moves if not m[3] and (m[0], m[1]) not in contradicted]

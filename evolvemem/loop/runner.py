@@ -21,6 +21,7 @@ from evolvemem.diagnosers import DIAGNOSERS, make_diagnoser
 from evolvemem.loop.evidence_check import flag_proposal
 from evolvemem.errors import DataError
 from evolvemem.loop.diagnosis_input import build_diagnosis_input
+from evolvemem.loop.emergence import emerge
 from evolvemem.loop.guard import RoundScore, check_regression, decide, incumbent_of
 from evolvemem.loop.paired import Comparison, Verdict, accept, compare
 from evolvemem.loop.reextract import reextract, uncovered_sessions
@@ -200,14 +201,14 @@ class EvolutionRunner:
         diagnosis = self.diagnoser.diagnose(inp, base.config)
         free_dims = self._drop_fixed(diagnosis.proposal)
         proposal, fallback = self._checked_proposal(diagnosis, inp, base.config)
+        proposed_dimensions = emerge(self.store.run_dir, round_no, diagnosis.proposal.new_dimensions)
         self.store.record_diagnosis({
             "round": round_no, "diagnoser": self.diagnoser.name, "input": inp.as_dict(), "prompt": diagnosis.prompt,
             "raw_response": diagnosis.raw_response, "parse_error": diagnosis.parse_error or None,
             "proposal": diagnosis.proposal.as_dict(), "calls": diagnosis.cost.calls,
             "prompt_tokens": diagnosis.cost.prompt_tokens, "completion_tokens": diagnosis.cost.completion_tokens,
             "prompt_trimmed": diagnosis.trimmed,
-        }, [{"round": round_no, "name": d.name, "description": d.description, "rationale": d.rationale}
-            for d in diagnosis.proposal.new_dimensions])
+        }, proposed_dimensions)
         if diagnosis.parse_error:
             self._say(f"round {round_no}: diagnosis reply rejected in part: {diagnosis.parse_error}")
         if spec.reextract and inp.taxonomy.get("extraction_gap", 0):

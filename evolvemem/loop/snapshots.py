@@ -3,6 +3,7 @@
 runs/<id>/rounds/round_03/config.toml       the config that produced round 3's score
                           decision.json     the guard's decision and the next config's changes
                           diagnosis_input.json, diagnosis_prompt.md, diagnosis_raw.txt, proposal.json
+                          new_dimensions/<name>.toml  a lever that emerged (written by space/emerged.py)
 runs/<id>/best_config.toml                  usable with --config and --init
 runs/<id>/result.json                       dev and test scores for start and best"""
 from __future__ import annotations

@@ -15,6 +15,7 @@ from evolvemem.contracts.records import FAILURE_CLASSES, RIGHT_F1
 from evolvemem.contracts.usage import Usage
 from evolvemem.loop.paired import GROUPS, Comparison, PairedStat
 from evolvemem.loop.spec import OBJECTIVE_MEANING, GuardSettings
+from evolvemem.space.emerged import load_run_dimensions, switched_on
 
 EVALUATED_PHASES = ("dev", "eval", "transfer")
 # The two groups the balanced objective judges apart, as the page and the PNG name them.
@@ -78,6 +79,7 @@ class RoundView:
     flags: list[str] = field(default_factory=list)
     diagnoser_flags: list[str] = field(default_factory=list)
     fallback: str = ""  # why the model's diagnosis was replaced by the rubric's best action
+    emerged_used: list[str] = field(default_factory=list)  # levers that emerged in the run, switched on here
 
     def group(self, name: str) -> PairedStat | None:
         """One group's paired statistics (None when the round was not compared or the group is empty)."""
@@ -300,6 +302,7 @@ def gather(store: Any) -> ReportData:
     present = {r["phase"] for r in store.query("SELECT DISTINCT phase FROM rounds")}
     phase = next((p for p in EVALUATED_PHASES if p in present), "dev")
 
+    levers = {d.name for d in load_run_dimensions(run_dir)}  # the run's configs may use them
     round_rows = store.query("SELECT * FROM rounds WHERE phase = ? ORDER BY round", [phase])
     decisions = {d["round"]: d for d in store.query("SELECT * FROM decisions ORDER BY round")}
     diagnoses = {d["round"]: d for d in store.query(
@@ -355,7 +358,7 @@ def gather(store: Any) -> ReportData:
             # stores before the diagnosis kept its own flags: the decision's are the diagnoser's unless it fell back
             diagnoser_flags=_texts(proposal["flags"] if "flags" in proposal else (
                 None if d.get("fallback") else d.get("flags"))),
-            fallback=d.get("fallback") or "",
+            fallback=d.get("fallback") or "", emerged_used=switched_on(row["config"] or {}, levers),
         )
         rounds.append(view)
         previous = score if score is not None else previous
@@ -399,7 +402,8 @@ def gather(store: Any) -> ReportData:
         usage=setup + [r.usage for r in rounds] + later, finals=finals,
         best_vs_start=_best_vs_start(rounds, best_round, store, phase),
         proposed_dimensions=store.query(
-            "SELECT round, name, description, rationale FROM proposed_dimensions ORDER BY round, name"),
+            """SELECT round, name, description, rationale, maps_to, status, reason, file
+               FROM proposed_dimensions ORDER BY round, name"""),
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         category_scores=_category_scores(rounds, finals, sorted_categories, finals_rows),
         test_flips=test_flips, ablation=ablation, ablation_round=ablation_round,

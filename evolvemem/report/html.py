@@ -341,8 +341,10 @@ def round_article(data: ReportData, r: RoundView, base: str) -> str:
     is_best = r.round == data.best_round
     star = '<span class="best-tag">best round</span>' if is_best else ""
     decision = badge(r.decision) if data.kind == "run" else ""
+    lever = (f'<span class="emerged-tag" title="switched on levers that emerged in this run">✦ emerged: '
+             f'{escape(", ".join(r.emerged_used))}</span>' if r.emerged_used else "")
     head = (f'<h3>Round {r.round} <span class="score">{escape(data.score_label)} {f4(r.score)}</span> '
-            f'<span class="delta">{signed(r.delta)}</span> {decision} {star}</h3>')
+            f'<span class="delta">{signed(r.delta)}</span> {decision} {star} {lever}</h3>')
     cells = [("main", f3(r.main_f1)), ("adversarial", f3(r.adversarial_f1)), ("all", f3(r.all_f1)),
              ("evidence recall", f3(r.evidence_recall)), ("questions", count(r.n_questions)),
              ("time", "–" if r.wall_seconds is None else f"{r.wall_seconds:.1f} s"), ("calls", count(r.usage.usage.calls))]
@@ -387,7 +389,7 @@ def round_article(data: ReportData, r: RoundView, base: str) -> str:
         right.append(f'<p class="files">Files: {links}</p>')
     attrs = (f'id="round-{r.round}" class="round{" best" if is_best else ""}" data-round="{r.round}" '
              f'data-score="{"" if r.score is None else f"{r.score:.6f}"}" data-decision="{escape(r.decision or "")}" '
-             f'data-changes="{len(r.changes)}"')
+             f'data-changes="{len(r.changes)}" data-emerged="{escape(",".join(r.emerged_used))}"')
     return (f'<article {attrs}>{head}<div class="round-body"><div>{"".join(left)}</div>'
             f'<div>{"".join(right)}</div></div></article>')
 
@@ -625,14 +627,23 @@ def ablation_section(data: ReportData) -> str:
                     "numbers", "ablation-table") + "</section>")
 
 
+def _bundle_or_reason(row: dict) -> str:
+    if row.get("status") == "materialised":
+        return escape(", ".join(f"{k} = {value_text(v)}" for k, v in (row.get("maps_to") or {}).items()))
+    return escape(str(row.get("reason") or "(a run from before levers could emerge)"))
+
+
 def proposed_section(data: ReportData) -> str:
     if not data.proposed_dimensions:
         body = '<p class="note">The diagnoser proposed no new dimensions.</p>'
     else:
-        body = ('<p class="lead">Levers the diagnoser asked for that the action space does not have. They are recorded, '
-                "never applied; adding one is a new file in <code>action_space/</code>.</p>"
-                + table(["round", "name", "description", "rationale"],
+        body = ('<p class="lead">Levers the diagnoser asked for that the action space does not have. A valid one '
+                "(a bundle of existing settings) is materialised as a file of the run and can be switched on from "
+                "the next round on, judged by the guard like any change; an invalid one is refused, with the "
+                "reason.</p>"
+                + table(["round", "name", "status", "bundle / reason", "description", "rationale"],
                         [[f'<a href="#round-{d["round"]}">{d["round"]}</a>', f"<code>{escape(str(d['name']))}</code>",
+                          escape(str(d.get("status") or "recorded")), _bundle_or_reason(d),
                           escape(str(d["description"] or "")), escape(str(d["rationale"] or ""))]
                          for d in data.proposed_dimensions], table_id="proposed-table"))
     return f'<section id="proposed-dimensions" class="card"><h2>Proposed new dimensions</h2>{body}</section>'
@@ -679,6 +690,7 @@ a{color:#1d4ed8}
 .badge{display:inline-block;color:#fff;border-radius:999px;padding:1px 10px;font-size:12px;font-weight:600;line-height:1.6}
 
 .best-tag{background:#fef3c7;color:#92400e;border-radius:999px;padding:1px 10px;font-size:12px;font-weight:600}
+.emerged-tag{background:#ede9fe;color:#5b21b6;border-radius:999px;padding:1px 10px;font-size:12px;font-weight:600}
 article.round{border-top:1px solid #e5e7eb;padding:14px 0 6px}
 article.round.best{background:linear-gradient(90deg,#fffbeb,#fff 60%);margin:0 -22px;padding:14px 22px 6px}
 article.round .score{font-variant-numeric:tabular-nums;color:#1d4ed8}

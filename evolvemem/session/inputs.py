@@ -12,6 +12,7 @@ from evolvemem.roles.factory import ModelSettings
 from evolvemem.session.reporter import Reporter
 from evolvemem.store.run_store import RunStore
 from evolvemem.space.config import RetrievalConfig, load_config, parse_config
+from evolvemem.space.emerged import load_run_dimensions
 
 BEST_CONFIG = "best_config.toml"
 
@@ -50,6 +51,7 @@ def manifest_start_config(manifest: dict, run_dir: str | Path) -> RetrievalConfi
 
 def start_config(run_dir: str | Path) -> RetrievalConfig:
     """The starting config of a finished run, read from its directory."""
+    load_run_dimensions(Path(run_dir))  # a start from another run's config names its levers
     with RunStore(Path(run_dir), read_only=True) as store:
         return manifest_start_config(store.manifest(), run_dir)
 

@@ -33,6 +33,7 @@ from evolvemem.session.inputs import best_config_path, manifest_start_config
 from evolvemem.session.reporter import QuietReporter, Reporter
 from evolvemem.session.setup import announce_models, open_workspace
 from evolvemem.space.config import RetrievalConfig, config_to_toml, load_config, parse_config
+from evolvemem.space.emerged import begin_run_dimensions, use_run_dimensions
 from evolvemem.store.run_store import DB_NAME, RunStore
 from evolvemem.workspace import Workspace
 
@@ -173,8 +174,9 @@ class Session:
         # resume must not depend on the shell: the manifest holds the resolved data file
         spec.data = resolved_data_path(spec.data, dataset)
         store = RunStore(run_dir)
+        start = begin_run_dimensions(run_dir, init_config.model_dump())  # levers an --init RUN config uses
         store.set_manifest({
-            "kind": "run", "spec": spec.as_dict(), "init_config": init_config.model_dump(),
+            "kind": "run", "spec": spec.as_dict(), "init_config": start,
             "benchmark": spec.benchmark, "data_source": dataset.source, "data_hash": dataset.content_hash,
             "models": settings.as_dict(), "diagnoser": spec.diagnoser, "seed": spec.seed,
             "version": __version__, "command": command_line(),
@@ -193,6 +195,7 @@ class Session:
             run_dir = peek.run_dir
         if "spec" not in manifest:
             raise EvolveMemError(f"{run}: not an evolve run (no spec in its manifest)")
+        use_run_dimensions(run_dir)  # the levers that emerged before the interruption
         spec = RunSpec.from_dict(manifest["spec"])
         if rounds is not None:
             spec.rounds = rounds

@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from evolvemem.errors import ConfigError
 from evolvemem.paths import action_space_dir
 from evolvemem.qtypes import QUESTION_TYPES
-from evolvemem.space.registry import Dimension, registry
+from evolvemem.space.emerged import EMBEDDED_SECTION, dimensions_from_tables, embedded_toml
+from evolvemem.space.registry import Dimension, add_dimensions, added_dimensions, registry, toml_value
 
 OVERRIDES = "per_category_overrides"
 
@@ -42,7 +43,9 @@ def _clean_values(raw: dict, dims: dict[str, Dimension], source: str, scope: str
     for key, value in raw.items():
         dim = dims.get(key)
         if dim is None:
-            raise ConfigError(f"{source}: unknown config field {key!r}" + (f" in override for {scope}" if scope != "global" else ""))
+            raise ConfigError(f"{source}: unknown config field {key!r}" + (f" in override for {scope}" if scope != "global" else "")
+                              + " (a lever that emerged in a run needs its definition: an [emerged_dimensions] table in "
+                                "the config file, or the run's dimension files)")
         if per_type_only and not dim.per_type:
             raise ConfigError(f"{source}: {key!r} cannot be overridden per question type")
         try:
@@ -64,6 +67,8 @@ def _clean(raw: Any, source: str, clamps: list[ClampReport] | None) -> dict:
     dims = registry()
     flat = {k: v for k, v in raw.items() if k != OVERRIDES}
     cleaned = _clean_values(flat, dims, source, "global", clamps, per_type_only=False)
+    for name, dim in added_dimensions().items():  # a lever added at run time has no field default
+        cleaned.setdefault(name, dim.default)
     overrides_raw = raw.get(OVERRIDES) or {}
     if not isinstance(overrides_raw, dict):
         raise ConfigError(f"{source}: {OVERRIDES} must map question types to settings")
@@ -81,7 +86,9 @@ def _clean(raw: Any, source: str, clamps: list[ClampReport] | None) -> dict:
 
 
 class _ConfigBase(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # levers added to the registry at run time (space/emerged.py) have no field of their own:
+    # they are kept as extra values, which `_clean` validated against the registry like any field
+    model_config = ConfigDict(extra="allow", frozen=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -91,12 +98,21 @@ class _ConfigBase(BaseModel):
     # ---- behaviour shared by every generated config -----------------------------------------
     def fingerprint(self) -> str:
         """Stable short hash of every value: equal configs, equal fingerprints."""
-        blob = json.dumps(self.model_dump(), sort_keys=True, default=str)
+        data = self.model_dump()
+        dims = registry()
+        for name in self.model_extra or {}:  # an added lever at its default changes nothing
+            if name in dims and data[name] == dims[name].default:
+                del data[name]
+        blob = json.dumps(data, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def values(self) -> dict[str, Any]:
-        """Global values without the overrides."""
-        return {k: v for k, v in self.model_dump().items() if k != OVERRIDES}
+        """Global values without the overrides; a lever added to the registry after this config
+        was made reads as its default."""
+        values = {k: v for k, v in self.model_dump().items() if k != OVERRIDES}
+        for name, dim in added_dimensions().items():
+            values.setdefault(name, dim.default)
+        return values
 
     def overrides(self) -> dict[str, dict[str, Any]]:
         return {k: dict(v) for k, v in getattr(self, OVERRIDES).items()}
@@ -196,27 +212,24 @@ def load_config(name_or_path: str | Path) -> tuple[RetrievalConfig, list[ClampRe
         raise ConfigError(f"{path}: cannot parse config ({exc})") from None
     if isinstance(raw, dict) and "config" in raw and isinstance(raw["config"], dict):
         raw = raw["config"]  # snapshots wrap the config with metadata
+    if isinstance(raw, dict) and EMBEDDED_SECTION in raw:  # levers that emerged in a run travel with it
+        raw = dict(raw)
+        add_dimensions(dimensions_from_tables(raw.pop(EMBEDDED_SECTION), str(path)))
     return parse_config(raw, source=str(path))
 
 
-def _toml_value(value: Any) -> str:
-    if value is None:
-        return '"null"'
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    return json.dumps(str(value))
-
-
 def config_to_toml(config: RetrievalConfig, header: str = "") -> str:
-    """Readable TOML of a config (null written as "null"); `load_config` reads it back."""
+    """Readable TOML of a config (null written as "null"); `load_config` reads it back. A lever
+    that emerged in a run is written with its definition, so the file is readable on its own."""
     lines = [f"# {line}" for line in header.splitlines()] if header else []
     for key, value in config.values().items():
-        lines.append(f"{key} = {_toml_value(value)}")
+        lines.append(f"{key} = {toml_value(value)}")
     for qtype, settings in config.overrides().items():
         lines.append("")
         lines.append(f"[{OVERRIDES}.{qtype}]")
         for key, value in settings.items():
-            lines.append(f"{key} = {_toml_value(value)}")
+            lines.append(f"{key} = {toml_value(value)}")
+    definitions = embedded_toml(list(config.values()))
+    if definitions:
+        lines += ["", definitions.rstrip("\n")]
     return "\n".join(lines) + "\n"

@@ -137,5 +137,7 @@ def action_space_text(per_type_only: bool = False, brief: bool = False) -> str:
             lines.append(f"## {group}")
         tag = " [per-type]" if dim.per_type else ""
         about = "" if brief else f": {dim.description}"
+        if dim.maps_to:  # a bundle: what switching it on sets
+            about += f" [true sets {', '.join(f'{k}={v!r}' for k, v in dim.maps_to.items())}]"
         lines.append(f"- {name} ({dim.kind}: {dim.range_text()}; default {dim.default!r}){tag}{about}")
     return "\n".join(lines)

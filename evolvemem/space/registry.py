@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
 import tomllib
@@ -118,11 +119,12 @@ def _load(folders: tuple[Path, ...]) -> dict[str, Dimension]:
             for name, spec in tables.items():
                 if name in dims:
                     raise ConfigError(f"{path}: dimension {name!r} is defined twice")
-                dims[name] = _dimension_from_table(path, name, spec)
+                dims[name] = dimension_from_table(path, name, spec)
     return dims
 
 
-def _dimension_from_table(path: Path, name: str, spec: dict) -> Dimension:
+def dimension_from_table(path: Path, name: str, spec: dict) -> Dimension:
+    """One dimension from its TOML table (`path` names it in errors and gives its default group)."""
     where = f"{path.name}: [{name}]"
     if not isinstance(spec, dict):
         raise ConfigError(f"{where} must be a table")
@@ -173,10 +175,86 @@ def _dimension_from_table(path: Path, name: str, spec: dict) -> Dimension:
     return Dimension(**{**dim.__dict__, "default": default})
 
 
-def registry() -> dict[str, Dimension]:
-    """All dimensions, in file order. `EVOLVEMEM_ACTION_SPACE` adds folders (os.pathsep-separated)."""
+def toml_value(value: Any) -> str:
+    """One value as TOML (null written as \"null\", which optional dimensions read as off)."""
+    if value is None:
+        return '"null"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return json.dumps(str(value))
+
+
+def dimension_to_toml(dim: Dimension, table: str | None = None) -> str:
+    """The TOML table `dimension_from_table` reads back into an equal Dimension (for levers made
+    at run time; the action-space files are written by people)."""
+    lines = [f"[{table or dim.name}]", f'type = "{dim.kind}"']
+    for key in ("min", "max", "off"):
+        if getattr(dim, key) is not None:
+            lines.append(f"{key} = {toml_value(getattr(dim, key))}")
+    if dim.optional:
+        lines.append("optional = true")
+    if dim.choices:
+        lines.append(f"choices = [{', '.join(toml_value(c) for c in dim.choices)}]")
+    lines += [f"default = {toml_value(dim.default)}", f"group = {toml_value(dim.group)}",
+              f"per_type = {toml_value(dim.per_type)}", f"needs_model = {toml_value(dim.needs_model)}"]
+    if dim.mechanism_off is not None:
+        lines.append(f"mechanism = {{ off = {toml_value(dim.mechanism_off)} }}")
+    lines.append(f"description = {toml_value(dim.description)}")
+    if dim.maps_to:
+        lines.append(f"maps_to = {{ {', '.join(f'{k} = {toml_value(v)}' for k, v in dim.maps_to.items())} }}")
+    return "\n".join(lines) + "\n"
+
+
+# Dimensions a run added while it ran (emerged from its diagnoses, evolvemem/space/emerged.py) or
+# that a loaded config carries: process-wide, because the configs parsed after them may use them.
+_added: dict[str, Dimension] = {}
+_merged: dict[int, dict[str, Dimension]] = {}  # id of the (cached, long-lived) base -> base + added
+
+
+def base_registry() -> dict[str, Dimension]:
+    """The dimensions of the action-space files, in file order. `EVOLVEMEM_ACTION_SPACE` adds
+    folders (os.pathsep-separated)."""
     extra = tuple(Path(p) for p in os.environ.get("EVOLVEMEM_ACTION_SPACE", "").split(os.pathsep) if p)
     return _load((action_space_dir(),) + extra)
+
+
+def registry() -> dict[str, Dimension]:
+    """All dimensions: the action-space files', then those added since (`add_dimensions`)."""
+    base = base_registry()
+    if not _added:
+        return base
+    if id(base) not in _merged:
+        _merged.clear()
+        _merged[id(base)] = {**base, **_added}
+    return _merged[id(base)]
+
+
+def add_dimensions(dims: "list[Dimension] | tuple[Dimension, ...]") -> None:
+    """Make `dims` part of the registry for the rest of the process. Adding one that is already
+    there with the same definition does nothing; a different definition under a known name is a
+    ConfigError (a config must never be read with another lever than the one it was tuned with)."""
+    known = registry()
+    for dim in dims:
+        existing = known.get(dim.name) or _added.get(dim.name)
+        if existing is not None and existing != dim:
+            raise ConfigError(f"dimension {dim.name!r} is already defined differently "
+                              f"({'in action_space/' if dim.name in base_registry() else 'by another run or config'})")
+        if existing is None:
+            _added[dim.name] = dim
+            _merged.clear()
+
+
+def added_dimensions() -> dict[str, Dimension]:
+    """The dimensions added since the process started (not in the action-space files)."""
+    return dict(_added)
+
+
+def forget_added_dimensions() -> None:
+    """Back to the action-space files' dimensions only (a new run starts from them)."""
+    _added.clear()
+    _merged.clear()
 
 
 def expand_dimension_names(names: "list[str] | tuple[str, ...]") -> list[str]:

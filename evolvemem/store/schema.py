@@ -99,6 +99,11 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
         ("name", "VARCHAR", "the proposed new dimension"),
         ("description", "VARCHAR", "what it would control"),
         ("rationale", "VARCHAR", "why the diagnoser wants it"),
+        ("maps_to", "JSON", "the bundle of existing settings it switches on"),
+        ("per_type", "BOOLEAN", "whether it may be switched on for one question type"),
+        ("status", "VARCHAR", "materialised (a lever of the run from the next round on) or refused"),
+        ("reason", "VARCHAR", "why it was refused (unknown dimension, out-of-range value, duplicate bundle, name clash, copied example, ...)"),
+        ("file", "VARCHAR", "its definition, relative to the run directory (rounds/round_NN/new_dimensions/<name>.toml)"),
     ],
 }
 
