@@ -13,6 +13,10 @@ from evolvemem.errors import ConfigError
 from evolvemem.paths import action_space_dir
 
 KINDS = ("int", "float", "bool", "enum")
+# Where a dimension acts: "retrieval" settings decide which memories reach the answer context;
+# "answer" settings act on a context once it is built (the answer prompt and its check), so two
+# configs that build the same context and agree on these give the same answer.
+STAGES = ("retrieval", "answer")
 NULL_WORDS = ("null", "none", "off", "")
 
 
@@ -37,6 +41,7 @@ class Dimension:
     # only has an effect with an answer-side model (question-time mechanisms ask it): runs that
     # answer offline never change it
     needs_model: bool = False
+    stage: str = "retrieval"
 
     # ---- value handling -------------------------------------------------------------------
     def coerce(self, value: Any) -> Any:
@@ -127,7 +132,7 @@ def _dimension_from_table(path: Path, name: str, spec: dict) -> Dimension:
     if not isinstance(spec, dict):
         raise ConfigError(f"{where} must be a table")
     known = {"type", "min", "max", "off", "optional", "choices", "default", "per_type", "description", "group",
-             "maps_to", "mechanism", "needs_model"}
+             "maps_to", "mechanism", "needs_model", "stage"}
     unknown = set(spec) - known
     if unknown:
         raise ConfigError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
@@ -140,6 +145,8 @@ def _dimension_from_table(path: Path, name: str, spec: dict) -> Dimension:
         raise ConfigError(f"{where}: enum dimensions need choices")
     if not spec.get("description"):
         raise ConfigError(f"{where}: description is required")
+    if spec.get("stage", "retrieval") not in STAGES:
+        raise ConfigError(f"{where}: stage must be one of {', '.join(STAGES)}")
     optional = bool(spec.get("optional", False))
     if "default" not in spec and not optional:
         raise ConfigError(f"{where}: default is required")
@@ -157,6 +164,7 @@ def _dimension_from_table(path: Path, name: str, spec: dict) -> Dimension:
         choices=tuple(spec.get("choices", ())),
         maps_to=dict(spec.get("maps_to", {})),
         needs_model=bool(spec.get("needs_model", False)),
+        stage=spec.get("stage", "retrieval"),
     )
     if "mechanism" in spec:
         mech = spec["mechanism"]
@@ -177,6 +185,11 @@ def registry() -> dict[str, Dimension]:
     """All dimensions, in file order. `EVOLVEMEM_ACTION_SPACE` adds folders (os.pathsep-separated)."""
     extra = tuple(Path(p) for p in os.environ.get("EVOLVEMEM_ACTION_SPACE", "").split(os.pathsep) if p)
     return _load((action_space_dir(),) + extra)
+
+
+def answer_stage_dimensions() -> tuple[str, ...]:
+    """The dimensions that act on a built context (`stage = "answer"`), in registry order."""
+    return tuple(name for name, dim in registry().items() if dim.stage == "answer")
 
 
 def expand_dimension_names(names: "list[str] | tuple[str, ...]") -> list[str]:
