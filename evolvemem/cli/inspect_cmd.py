@@ -53,7 +53,8 @@ def models_line(models: dict) -> str:
 
 
 def show_run(ui: UI, run: str) -> dict:
-    from evolvemem.session import headline, open_run
+    from evolvemem.cli.run_cmd import cost_line, screening_lines
+    from evolvemem.session import headline, open_run, round_costs, total_cost, vs_full_text
 
     with open_run(run) as store:
         if store.live:
@@ -71,6 +72,9 @@ def show_run(ui: UI, run: str) -> dict:
         finals = {r["phase"]: r for r in store.query(
             "SELECT * FROM rounds WHERE phase IN ('test_start', 'test_best') AND status = 'done'")}
         new_dims = store.query("SELECT round, name, description, rationale FROM proposed_dimensions ORDER BY round")
+        costs = {c.round: c.as_dict() for c in round_costs(store)}
+        total = total_cost(list(round_costs(store)))
+        screenings = store.screenings()
     spec = manifest.get("spec", {})
     objective = spec.get("objective", "all")
     ui.info(f"[bold]{run}[/bold] · {manifest.get('kind')} · benchmark {manifest.get('benchmark')} · "
@@ -80,7 +84,7 @@ def show_run(ui: UI, run: str) -> dict:
     names = {c: (r["by_category"][c] or {}).get("name") or f"cat {c}" for r in rounds for c in (r["by_category"] or {})}
     table = Table(title="rounds (dev)", title_justify="left")
     for col in ["round", f"dev {objective}", "Δ", "main", "adv.", *[names[c] for c in categories],
-                "paired vs best", "decision", "changes for next round", "calls", "tokens"]:
+                "paired vs best", "decision", "changes for next round", "calls", "tokens", "cost vs full evaluation"]:
         wrap = col.startswith(("changes", "paired"))
         table.add_column(col, overflow="fold" if wrap else "ellipsis", min_width=28 if wrap else None)
     out_rounds = []
@@ -94,7 +98,7 @@ def show_run(ui: UI, run: str) -> dict:
                       fmt(r["main_f1"]), fmt(r["adversarial_f1"]),
                       *[fmt((by_cat.get(c) or {}).get("f1")) for c in categories],
                       paired_text(r["paired"], r["accepted"]), decision_text(r), changes_text(r["changes"] or [], limit=6), str(u.get("calls") or 0),
-                      str(tokens))
+                      str(tokens), vs_full_text(costs.get(r["round"])) if r["phase"] == "dev" else "-")
         out_rounds.append({"round": r["round"], "dev_score": score, "main_f1": r["main_f1"],
                            "adversarial_f1": r["adversarial_f1"], "all_f1": r["all_f1"],
                            "evidence_recall": r["evidence_recall"],
@@ -103,10 +107,16 @@ def show_run(ui: UI, run: str) -> dict:
                            "accepted": r["accepted"], "verdict": r["verdict"], "paired": r["paired"],
                            "flags": r["flags"] or [], "fallback": r["fallback"],
                            "calls": u.get("calls") or 0, "cache_hits": u.get("cache_hits") or 0, "tokens": tokens,
-                           "cost_usd": u.get("cost_usd") or 0.0, "memories_added": r["memories_added"] or 0})
+                           "cost_usd": u.get("cost_usd") or 0.0, "memories_added": r["memories_added"] or 0,
+                           "cost": costs.get(r["round"]) if r["phase"] == "dev" else None,
+                           "screenings": [s for s in screenings if s["round"] == r["round"]]})
         prev = score if score is not None else prev
     ui.print(table)
+    if screenings:
+        ui.info(cost_line(total))
     for r in out_rounds:
+        for line in screening_lines(r["round"], r["screenings"]):
+            ui.info(line)
         if r["verdict"] and r["round"] > 0:
             ui.info(f"  round {r['round']} judged: {r['verdict']}")
         if r["reason"]:
@@ -115,7 +125,7 @@ def show_run(ui: UI, run: str) -> dict:
             ui.info(f"  round {r['round']} fallback: {r['fallback']}")
         for flag in r["flags"]:
             ui.info(f"  round {r['round']} ⚑ against the evidence: {flag}")
-    result: dict = {"run_dir": run, "manifest": manifest, "rounds": out_rounds}
+    result: dict = {"run_dir": run, "manifest": manifest, "rounds": out_rounds, "cost": total}
     if out_rounds and manifest.get("kind") == "run":
         accepted = [x for x in out_rounds if x["accepted"]]
         best = accepted[-1] if accepted else max(out_rounds, key=lambda x: (x["dev_score"] or 0, -x["round"]))

@@ -58,6 +58,12 @@ class RunSpec:
     cache_enabled: bool = True
     frozen: list[str] = field(default_factory=list)  # dimensions the loop may not change (--freeze)
     diagnosis_mode: str = "free"  # llm diagnoser: free-form changes, or a choice from the rubric's menu
+    # candidates are first scored on a fixed stratified minibatch of this share of the dev
+    # questions and fully evaluated only when they pass (loop/screening.py); 0 or 1: off
+    screen_fraction: float = 0.25
+    screen_budget: int = 2  # screenings per round before the incumbent is carried
+    screen_margin: float = 0.0  # the minibatch gain a candidate must exceed to pass
+    context_reuse: bool = True  # reuse answers to an unchanged context (answering/context_reuse.py)
 
     def as_dict(self) -> dict:
         out = asdict(self)
@@ -68,5 +74,6 @@ class RunSpec:
     def from_dict(cls, data: dict) -> "RunSpec":
         data = dict(data)
         data["guard"] = GuardSettings.from_dict(data.get("guard", {}))
+        data.setdefault("screen_fraction", 0.0)  # a run started before screening existed goes on without it
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in known})

@@ -15,6 +15,7 @@ from evolvemem.contracts.records import FAILURE_CLASSES
 from evolvemem.contracts.usage import Usage
 from evolvemem.loop.paired import GROUPS, Comparison, PairedStat
 from evolvemem.loop.spec import OBJECTIVE_MEANING, GuardSettings
+from evolvemem.store.costs import round_costs, total_cost
 
 EVALUATED_PHASES = ("dev", "eval", "transfer")
 # The two groups the balanced objective judges apart, as the page and the PNG name them.
@@ -124,6 +125,11 @@ class ReportData:
     best_vs_start: list[dict]
     proposed_dimensions: list[dict]
     generated_at: str
+    # what each round's evaluations cost against full evaluation (store/costs.py), and the
+    # minibatch screenings of its candidates (loop/screening.py)
+    costs: list[dict] = field(default_factory=list)
+    cost_total: dict = field(default_factory=dict)
+    screenings: list[dict] = field(default_factory=list)
 
     def round(self, number: int) -> RoundView | None:
         return next((r for r in self.rounds if r.round == number), None)
@@ -225,6 +231,8 @@ def _usage_label(round_no: int, phase: str) -> str:
         return "setup (extraction, indexing)"
     if phase.startswith("test_"):
         return f"test, {phase.removeprefix('test_')} config (round {round_no})"
+    if phase.startswith("screen"):
+        return f"round {round_no}, minibatch screening {phase.removeprefix('screen')}"
     return f"round {round_no}"
 
 
@@ -338,6 +346,7 @@ def gather(store: Any) -> ReportData:
 
     setup = [u for key, u in sorted(usage.items()) if key[0] < 0]
     later = [u for key, u in sorted(usage.items()) if key[0] >= 0 and key[1] != phase]
+    costs = round_costs(store) if phase == "dev" else []
     return ReportData(
         run_dir=run_dir, run_id=run_dir.name, kind=str(manifest.get("kind", "run")), phase=phase, objective=objective,
         diagnoser=str(spec.get("diagnoser") or manifest.get("diagnoser") or ""),
@@ -350,6 +359,8 @@ def gather(store: Any) -> ReportData:
         proposed_dimensions=store.query(
             "SELECT round, name, description, rationale FROM proposed_dimensions ORDER BY round, name"),
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        costs=[c.as_dict() for c in costs], cost_total=total_cost(costs) if costs else {},
+        screenings=store.screenings() if phase == "dev" else [],
     )
 
 
