@@ -123,6 +123,26 @@ def test_a_screened_out_candidate_is_recorded_and_costs_only_its_minibatch(tmp_p
     assert "Cost vs full evaluation" in html and "screened out" in html
 
 
+def test_after_a_screened_out_proposal_the_round_goes_on_with_an_exploration(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    with FakeLLMServer(make_responder(SCREENED_OUT_PROPOSAL)) as server:
+        assert llm_run(server, run, "--screen-fraction", "0.25", "--screen-budget", "2", "--no-cache").exit_code == 0
+    screenings = query(run, "SELECT * FROM screenings ORDER BY attempt")
+    assert [(s["attempt"], s["source"]) for s in screenings] == [(1, "proposal"), (2, "exploration")]
+    assert screenings[0]["outcome"] == "screened_out"
+    assert screenings[1]["config_fingerprint"] not in {screenings[0]["config_fingerprint"]}
+    start, round_1 = (r["config_fingerprint"] for r in query(
+        run, "SELECT config_fingerprint FROM rounds WHERE phase = 'dev' ORDER BY round"))
+    # the round evaluates the exploration in full when it passed, else keeps the incumbent
+    expected = screenings[1]["config_fingerprint"] if screenings[1]["outcome"] == "passed" else start
+    assert round_1 == expected
+    # its cost is what its own minibatch answered afresh (a context answered before costs nothing)
+    second = query(run, "SELECT reused, calls FROM question_records WHERE round = 1 AND phase = 'screen2'")
+    assert len(second) == screenings[1]["n_questions"]
+    assert all(r["calls"] == 0 for r in second if r["reused"])
+    assert sum(r["calls"] for r in second) == screenings[1]["calls"]
+
+
 def test_a_resume_after_an_interrupted_screening_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from evolvemem.session import session as session_module
 
@@ -192,3 +212,24 @@ def test_screening_passes_a_gain_and_stops_no_gain_or_a_loss() -> None:
     assert not same.passed and "no gain" in same.reason
     worse = verdict([0.0] * 10 + [0.5] * 20)
     assert not worse.passed and "worse on main" in worse.reason
+
+
+def test_the_context_key_reads_the_answer_stage_settings_from_the_registry() -> None:
+    from evolvemem.answering.context_reuse import context_key
+    from evolvemem.contracts.memory import MemoryUnit
+    from evolvemem.space.config import load_config
+    from evolvemem.space.registry import answer_stage_dimensions, registry
+
+    assert set(answer_stage_dimensions()) == {n for n, d in registry().items() if d.stage == "answer"}
+    assert "answer_style" in answer_stage_dimensions() and "max_context" not in answer_stage_dimensions()
+    config = load_config("default")[0]
+    memories = [MemoryUnit("c:m1", "c", "[3 March 2021] Ines: I adopted a grey cat."),
+                MemoryUnit("c:m2", "c", "[4 March 2021] Ola: My brother moved to Gdansk.")]
+    key = context_key("q1", memories, config)
+    assert context_key("q1", memories, config.with_changes({"rrf_k": 99})[0]) == key  # a retrieval setting
+    other_style = next(c for c in registry()["answer_style"].choices if c != config.answer_style)
+    assert context_key("q1", memories, config.with_changes({"answer_style": other_style})[0]) != key
+    assert context_key("q1", memories[::-1], config) != key  # the order is part of the context
+    edited = [memories[0].evolve(content="[3 March 2021] Ines: I adopted a black cat."), memories[1]]
+    assert context_key("q1", edited, config) != key  # and the text
+    assert context_key("q2", memories, config) != key

@@ -97,7 +97,8 @@ def show_run(ui: UI, run: str) -> dict:
         table.add_row(str(r["round"]), fmt(score), "" if prev is None or score is None else f"{score - prev:+.4f}",
                       fmt(r["main_f1"]), fmt(r["adversarial_f1"]),
                       *[fmt((by_cat.get(c) or {}).get("f1")) for c in categories],
-                      paired_text(r["paired"], r["accepted"]), decision_text(r), changes_text(r["changes"] or [], limit=6), str(u.get("calls") or 0),
+                      paired_text(r["paired"], r["accepted"], [s for s in screenings if s["round"] == r["round"]]),
+                      decision_text(r), changes_text(r["changes"] or [], limit=6), str(u.get("calls") or 0),
                       str(tokens), vs_full_text(costs.get(r["round"])) if r["phase"] == "dev" else "-")
         out_rounds.append({"round": r["round"], "dev_score": score, "main_f1": r["main_f1"],
                            "adversarial_f1": r["adversarial_f1"], "all_f1": r["all_f1"],

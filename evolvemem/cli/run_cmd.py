@@ -27,8 +27,13 @@ def changes_text(changes: list[dict], limit: int = 4) -> str:
     return escape("; ".join(parts)) or "-"
 
 
-def paired_text(paired: dict | None, accepted: bool | None) -> str:
-    """A round against the incumbent: paired F1 difference and p-value per group, and the verdict."""
+def paired_text(paired: dict | None, accepted: bool | None, screenings: list[dict] | None = None) -> str:
+    """A round against the incumbent: paired F1 difference and p-value per group, and the verdict
+    (a round whose every candidate was screened out kept the incumbent: it says so)."""
+    if screenings and all(s["outcome"] == "screened_out" for s in screenings):
+        n = len(screenings)
+        return (f"{n} candidate{'s' if n > 1 else ''} screened out on the minibatch → kept "
+                f"r{screenings[-1]['compared_with']}")
     if not paired:
         return "start" if accepted else "-"
     parts = []
@@ -66,7 +71,7 @@ def round_line(info: dict) -> str:
     dev = info["dev"]
     lines = screening_lines(info["round"], info.get("screenings") or [])
     lines.append(f"round {info['round']}: dev {info['score']:.4f} (main {fmt(dev.get('main'))}, adversarial "
-                 f"{fmt(dev.get('adversarial'))}) {paired_text(info.get('paired'), info.get('accepted'))}; "
+                 f"{fmt(dev.get('adversarial'))}) {paired_text(info.get('paired'), info.get('accepted'), info.get('screenings'))}; "
                  f"{decision_text(info)}: {changes_text(info['changes'])}; cost vs full evaluation "
                  f"{vs_full_text(info.get('cost'))}")
     return "\n".join(lines)
@@ -87,7 +92,8 @@ def rounds_table(rounds: list[dict], title: str) -> Table:
         usage = info.get("usage") or {}
         table.add_row(str(info["round"]), f"{info['score']:.4f}", delta, fmt(dev.get("main")),
                       fmt(dev.get("adversarial")), fmt(dev.get("evidence_recall")),
-                      paired_text(info.get("paired"), info.get("accepted")), decision_text(info),
+                      paired_text(info.get("paired"), info.get("accepted"), info.get("screenings")),
+                      decision_text(info),
                       changes_text(info["changes"], limit=6), str(usage.get("calls") or 0),
                       vs_full_text(info.get("cost")), f"{info.get('seconds', 0):.1f}s")
         prev = info["score"]

@@ -4,7 +4,10 @@ Every round's candidate is scored on a fixed minibatch of dev questions — a se
 share (`screen_fraction`) of every (question type, conversation) cell — and compared, paired,
 with the incumbent's records of the same questions (loop/paired.py). It passes when no judged
 group is worse (the guard's loss test: significantly worse, or by more than the tolerance) and
-some judged group gains more than `screen_margin`. Only a candidate that passes is evaluated on
+some judged group gains at least the guard's minimum effect with a one-sided p-value below
+`screen_alpha` — looser than the guard's alpha, since a minibatch of a quarter of the questions
+doubles the standard error: a candidate that would just pass the guard on every question shows
+p ≈ 0.2 on the minibatch. Only a candidate that passes is evaluated on
 every dev question (its minibatch records are reused, not asked again). One that does not is
 recorded as `screened_out` with its minibatch scores and cost, and the round goes on with an
 exploration around the incumbent, at most `screen_budget` screenings per round; when none
@@ -68,14 +71,16 @@ def screen_verdict(comparison: Comparison, objective: str, spec: RunSpec) -> Scr
     groups = comparison.groups
     judged = ("main", "adversarial") if objective == "balanced" else (objective,)
     losing = [name for name in judged if loses(groups[name], spec.guard)]
-    gaining = [name for name in judged if groups[name].n and groups[name].diff > spec.screen_margin]
+    margin = spec.guard.min_effect
+    gaining = [name for name in judged if groups[name].n and groups[name].diff >= margin
+               and groups[name].p_gain < spec.screen_alpha]
     detail = "; ".join(f"{name} {groups[name].diff:+.4f} [{groups[name].ci_low:+.4f}, {groups[name].ci_high:+.4f}] "
-                       f"n={groups[name].n}" for name in judged if groups[name].n)
+                       f"p={groups[name].p_gain:.3f} n={groups[name].n}" for name in judged if groups[name].n)
     where = f"on the minibatch vs round {comparison.incumbent_round} ({detail})"
     if losing:
         return ScreenVerdict(False, f"worse on {', '.join(losing)} {where}")
     if not gaining:
-        return ScreenVerdict(False, f"no gain above {spec.screen_margin:g} {where}")
+        return ScreenVerdict(False, f"no gain of {margin:g} or more with p < {spec.screen_alpha:g} {where}")
     return ScreenVerdict(True, f"gains on {', '.join(gaining)} {where}")
 
 

@@ -59,10 +59,11 @@ class RunSpec:
     frozen: list[str] = field(default_factory=list)  # dimensions the loop may not change (--freeze)
     diagnosis_mode: str = "free"  # llm diagnoser: free-form changes, or a choice from the rubric's menu
     # candidates are first scored on a fixed stratified minibatch of this share of the dev
-    # questions and fully evaluated only when they pass (loop/screening.py); 0 or 1: off
+    # questions and fully evaluated only when they pass (loop/screening.py); 0 or 1: off (what
+    # `evolve run` picks when the answers are offline: a full evaluation costs seconds there)
     screen_fraction: float = 0.25
-    screen_budget: int = 2  # screenings per round before the incumbent is carried
-    screen_margin: float = 0.0  # the minibatch gain a candidate must exceed to pass
+    screen_budget: int = 1  # screenings per round before the incumbent is carried
+    screen_alpha: float = 0.2  # a minibatch gain of at least the guard's min effect must have p below this
     context_reuse: bool = True  # reuse answers to an unchanged context (answering/context_reuse.py)
 
     def as_dict(self) -> dict:
