@@ -71,6 +71,28 @@ def test_context_reuse_makes_no_call_and_is_counted_apart_from_cache_hits(tmp_pa
     assert shown["rounds"][1]["cost"]["cache_hits"] == len(records)
 
 
+def test_a_context_reused_answer_keeps_its_judge_verdict_without_a_call(tmp_path: Path) -> None:
+    answers = make_responder(proposing({"rrf_k": 90}))
+
+    def respond(body: dict) -> str:
+        prompt = "".join(message_text(m) for m in body.get("messages", []))
+        if "Reference answer:" in prompt:  # the judge: correct when the prediction is one word
+            return json.dumps({"verdict": "correct"})
+        return answers(body)
+
+    with FakeLLMServer(respond) as server:
+        assert llm_run(server, tmp_path / "run", "--screen-fraction", "0", "--judge-model", MODEL,
+                       "--no-cache").exit_code == 0
+        judge_calls = sum(1 for b in server.requests if "Reference answer:" in "".join(
+            message_text(m) for m in b.get("messages", [])))
+    scored = query(tmp_path / "run", "SELECT round, phase, judge, reused FROM question_records ORDER BY round")
+    first = [r for r in scored if r["round"] == 0 and r["phase"] == "dev"]
+    again = [r for r in scored if r["round"] == 1 and r["phase"] == "dev"]
+    test = [r for r in scored if r["phase"] == "test_start"]
+    assert {r["reused"] for r in again} == {"context"} and {r["judge"] for r in again} == {1.0}
+    assert judge_calls == len(first) + len(test)  # round 1 judged nothing again
+
+
 def screened_out_run(server: FakeLLMServer, out: Path, *extra: str) -> Any:
     # more keyword candidates and a larger context: the contexts change (new calls), their first
     # memory does not (the same answers), so the candidate gains nothing on the minibatch

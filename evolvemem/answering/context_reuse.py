@@ -47,6 +47,7 @@ class AnswerMemo:
 
     def __init__(self) -> None:
         self._answers: dict[str, AnswerResult] = {}
+        self._verdicts: dict[str, float] = {}  # the LLM-judge metric of a final answer, by its key
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -63,6 +64,16 @@ class AnswerMemo:
         with self._lock:
             self._answers.setdefault(key, AnswerResult(answer.text, notes=dict(answer.notes)))
 
+    def verdict(self, key: str) -> float | None:
+        """The judge metric already given to the final answer of this key (None: never given)."""
+        with self._lock:
+            return self._verdicts.get(key)
+
+    def put_verdict(self, key: str, verdict: float | None) -> None:
+        if verdict is not None:
+            with self._lock:
+                self._verdicts.setdefault(key, verdict)
+
     def restore(self, records: Iterable[Mapping[str, object]]) -> int:
         """Refill from stored records (a resume): each scored record's final answer step (what its
         prompt left out is kept only for a single-answer path, where it was that step's). Returns
@@ -75,6 +86,9 @@ class AnswerMemo:
             trimmed = record.get("prompt_trimmed")
             single = not record.get("retries")
             notes = {"trimmed": [str(t) for t in trimmed]} if single and isinstance(trimmed, (list, tuple)) and trimmed else {}
+            judged = record.get("judge")
+            if isinstance(judged, (int, float)):
+                self.put_verdict(key, float(judged))
             with self._lock:
                 if key not in self._answers:
                     self._answers[key] = AnswerResult(str(record.get("prediction") or ""), notes=notes)

@@ -84,9 +84,15 @@ def answer_question(ws: Workspace, question: Question, effective: RetrievalConfi
     if not answer.failed:
         scores = score_prediction(question, answer.text, protocol=protocol, benchmark_name=benchmark)
         if ws.roles.judge is not None:
-            verdict, judge_cost = ws.roles.judge.judge(question.text, question.answer or "not mentioned", answer.text)
-            judged = None if verdict is None else float(verdict)
-            cost = cost + judge_cost
+            final_key = trace.answer_keys[-1] if trace.answer_keys else ""
+            judged = memo.verdict(final_key) if memo is not None and trace.context_reused else None
+            if judged is None:  # a reused answer keeps its verdict too: no call
+                verdict, judge_cost = ws.roles.judge.judge(question.text, question.answer or "not mentioned",
+                                                           answer.text)
+                judged = None if verdict is None else float(verdict)
+                cost = cost + judge_cost
+                if memo is not None:
+                    memo.put_verdict(final_key, judged)
     return QuestionRecord(
         round=round_no, phase=phase,
         question_id=question.question_id, conversation_id=conversation_id, category=question.category,
