@@ -11,7 +11,8 @@ p ≈ 0.2 on the minibatch. Only a candidate that passes is evaluated on
 every dev question (its minibatch records are reused, not asked again). One that does not is
 recorded as `screened_out` with its minibatch scores and cost, and the round goes on with an
 exploration around the incumbent, at most `screen_budget` screenings per round; when none
-passes, the round carries the incumbent, whose records are reused without a call.
+passes, the round carries the incumbent, whose records are reused without a call (unless a
+re-extraction changed the memories since: then the incumbent is scored again on them).
 
 A round's screenings are rows of the run store, written once their verdict is known: a resume
 reads them back (a half-finished screening continues from its last recorded question), so the
