@@ -140,7 +140,7 @@ def evolution(server: LocalServer, data: Path, folder: Path, rounds: int) -> Non
         started = time.perf_counter()
         result = evolve("run", "--data", str(data), "--rounds", str(rounds), "--init", "weak", "--answer-model",
                         server.model, "--extract-model", "offline", "--api-base", server.api_base,
-                        "--context-window", str(WINDOW), "--out", str(out), *extra)
+                        "--context-window", str(WINDOW), "--screen-fraction", "0", "--out", str(out), *extra)
         wall = time.perf_counter() - started
         decisions = records(out, "SELECT round, decision, accepted, fallback FROM decisions")
         applied = sum(d["decision"] == "applied" for d in decisions)

@@ -286,8 +286,11 @@ def test_the_cli_says_once_when_offline_roles_are_used(tmp_path: Path) -> None:
 
 
 def llm_run(server: FakeLLMServer, out: Path) -> Any:
+    """One round of an LLM-diagnosed run; round 1 scores the diagnosed config in full (no
+    screening: a change that does not move the first memory would be screened out here)."""
     return evolve("run", "--benchmark", "synth", "--rounds", "1", "--model", MODEL, "--api-base", server.url,
-                  "--extract-model", "offline", "--diagnoser", "llm", "--out", str(out), "--quiet")
+                  "--extract-model", "offline", "--diagnoser", "llm", "--screen-fraction", "0", "--out", str(out),
+                  "--quiet")
 
 
 def test_run_with_a_garbled_llm_diagnosis_logs_it_and_falls_back_to_the_rubric(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
 
+from evolvemem.answering.context_reuse import CONFIG_REUSE, CONTEXT_REUSE, AnswerMemo
 from evolvemem.answering.path import answer_path
 from evolvemem.contracts.records import QuestionRecord
 from evolvemem.contracts.roles import AnswerResult
@@ -37,7 +38,8 @@ class EvalOutcome:
     summary: dict  # over the records evaluated in this call
     records: list[dict]  # in question order
     wall_seconds: float
-    n_reused: int = 0
+    n_reused: int = 0  # records copied whole (config-level reuse)
+    n_context_reused: int = 0  # records whose answers all came from the context memo
 
 
 def _view_label(views: dict[str, int]) -> str:
@@ -60,13 +62,15 @@ class EffectiveConfigs:
 
 
 def answer_question(ws: Workspace, question: Question, effective: RetrievalConfig, fingerprint: str, *,
-                    protocol: str, benchmark: str, round_no: int = 0, phase: str = "eval") -> QuestionRecord:
+                    protocol: str, benchmark: str, round_no: int = 0, phase: str = "eval",
+                    memo: AnswerMemo | None = None) -> QuestionRecord:
     """The full per-question path under its effective config (route → retrieve → answer → verify →
     judge/retry, evolvemem/answering/path.py) and its scores. Context, evidence recall and coverage
-    describe the answer kept (the last one)."""
+    describe the answer kept (the last one). With `memo`, answers to a context already answered
+    are reused (answering/context_reuse.py)."""
     started = time.perf_counter()
     conversation_id = question.conversation_id
-    trace = answer_path(ws, question, effective)
+    trace = answer_path(ws, question, effective, memo)
     final = trace.final
     answer: AnswerResult = final.answer
     cost = trace.cost
@@ -80,9 +84,15 @@ def answer_question(ws: Workspace, question: Question, effective: RetrievalConfi
     if not answer.failed:
         scores = score_prediction(question, answer.text, protocol=protocol, benchmark_name=benchmark)
         if ws.roles.judge is not None:
-            verdict, judge_cost = ws.roles.judge.judge(question.text, question.answer or "not mentioned", answer.text)
-            judged = None if verdict is None else float(verdict)
-            cost = cost + judge_cost
+            final_key = trace.answer_keys[-1] if trace.answer_keys else ""
+            judged = memo.verdict(final_key) if memo is not None and trace.context_reused else None
+            if judged is None:  # a reused answer keeps its verdict too: no call
+                verdict, judge_cost = ws.roles.judge.judge(question.text, question.answer or "not mentioned",
+                                                           answer.text)
+                judged = None if verdict is None else float(verdict)
+                cost = cost + judge_cost
+                if memo is not None:
+                    memo.put_verdict(final_key, judged)
     return QuestionRecord(
         round=round_no, phase=phase,
         question_id=question.question_id, conversation_id=conversation_id, category=question.category,
@@ -105,6 +115,8 @@ def answer_question(ws: Workspace, question: Question, effective: RetrievalConfi
         retries=trace.retries, retry_sources=tuple(attempt.source for attempt in trace.attempts[1:]),
         refreshed_ids=tuple(trace.refreshed_ids),
         prompt_trimmed=tuple(note for attempt in trace.attempts for note in attempt.answer.notes.get("trimmed", ())),
+        reused=CONTEXT_REUSE if trace.context_reused else None,
+        context_key=trace.answer_keys[-1] if trace.answer_keys else None,
     )
 
 
@@ -130,14 +142,15 @@ def remember(reuse: dict[ReuseKey, dict], records: list[dict]) -> None:
 def evaluate(ws: Workspace, config: RetrievalConfig, questions: list[Question], *, round_no: int = 0,
              phase: str = "eval", concurrency: int = 8, protocol: str = "official",
              on_record: RecordFn | None = None, sink: SinkFn | None = None,
-             reuse: dict[ReuseKey, dict] | None = None) -> EvalOutcome:
+             reuse: dict[ReuseKey, dict] | None = None, memo: AnswerMemo | None = None) -> EvalOutcome:
     """Evaluate `config` on `questions` (every store the config reads must be built: the session's
     `score_round` does that). Records reach `sink` in question order, in batches, as they finish;
     `on_record` sees each one as it finishes (progress bars).
 
     `reuse` maps (question_id, effective-config fingerprint, memory version) to an earlier record:
     when the effective config and the conversation's memories are unchanged the record is copied,
-    not recomputed (and costs no call); the records scored here are added to it."""
+    not recomputed (and costs no call); the records scored here are added to it. `memo` reuses
+    answers at the level of a question's answer context (answering/context_reuse.py)."""
     started = time.perf_counter()
     # with an LLM decomposer, sub-queries are made inside the concurrent loop instead
     ws.prepare(questions, None if ws.roles.uses_llm else config)
@@ -170,11 +183,11 @@ def evaluate(ws: Workspace, config: RetrievalConfig, questions: list[Question], 
         if reuse is not None:
             key = reuse_key(question.question_id, fingerprint, ws.memory_version(question.conversation_id))
             if key in reuse:
-                return {**reuse[key], "round": round_no, "phase": phase, "calls": 0, "prompt_tokens": 0,
-                        "completion_tokens": 0}, True
+                return {**reuse[key], "round": round_no, "phase": phase, "calls": 0, "cache_hits": 0,
+                        "prompt_tokens": 0, "completion_tokens": 0, "reused": CONFIG_REUSE}, True
         try:
             record = answer_question(ws, question, effective, fingerprint, protocol=protocol,
-                                     benchmark=benchmark, round_no=round_no, phase=phase)
+                                     benchmark=benchmark, round_no=round_no, phase=phase, memo=memo)
         except Exception as exc:  # a role bug or an LLM fault must not kill the round
             record = failed_record(question, f"{type(exc).__name__}: {exc}", round_no, phase)
         return record.as_row(), False
@@ -206,4 +219,5 @@ def evaluate(ws: Workspace, config: RetrievalConfig, questions: list[Question], 
         remember(reuse, fresh)
     ds = ws.dataset
     summary = summarise(fresh, adversarial_categories=ds.adversarial_categories, category_names=ds.category_names)
-    return EvalOutcome(summary, fresh, time.perf_counter() - started, n_reused)
+    n_context = sum(1 for r in fresh if r.get("reused") == CONTEXT_REUSE)
+    return EvalOutcome(summary, fresh, time.perf_counter() - started, n_reused, n_context)

@@ -14,13 +14,16 @@
 
 The router, judge and refresher are plug-ins (answering/plugins.py): with an answer model they
 ask it (`roles.mechanism_client`), otherwise they use their rules. Every call's cost is in the
-trace.
+trace. With an `AnswerMemo` (answering/context_reuse.py) every answer step first looks up its
+context: an answer already given for the same question, context and answer-stage settings is
+reused without a call.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
+from evolvemem.answering.context_reuse import AnswerMemo, context_key
 from evolvemem.answering.plugins import AnswerPlugins, default_plugins
 from evolvemem.answering.stores import base_store
 from evolvemem.contracts.memory import MemoryUnit
@@ -67,6 +70,13 @@ class AnswerTrace:
     verdicts: list[str] = field(default_factory=list)
     refreshed_ids: list[str] = field(default_factory=list)
     cost: Usage = field(default_factory=Usage)
+    answer_keys: list[str] = field(default_factory=list)  # context key of each answer step, in order
+    reused_answers: int = 0  # answer steps taken from the memo (no call)
+
+    @property
+    def context_reused(self) -> bool:
+        """Every answer of the path came from the memo."""
+        return bool(self.answer_keys) and self.reused_answers == len(self.answer_keys)
 
     @property
     def final(self) -> Attempt:
@@ -91,8 +101,9 @@ def _store_name(granularity: str, effective: RetrievalConfig) -> str:
 class _Path:
     """The state of one question's answer path (see the module docstring)."""
 
-    def __init__(self, ws: Workspace, question: Question, effective: RetrievalConfig):
-        self.ws, self.question, self.effective = ws, question, effective
+    def __init__(self, ws: Workspace, question: Question, effective: RetrievalConfig,
+                 memo: AnswerMemo | None = None):
+        self.ws, self.question, self.effective, self.memo = ws, question, effective, memo
         self.plugins = plugins_of(ws)
         self.current_state = effective.enable_refresher and asks_current_state(question)
         self.trace: AnswerTrace  # set by run()
@@ -102,6 +113,18 @@ class _Path:
         self.trace.cost = self.trace.cost + cost
 
     def answer(self, context: Sequence[MemoryUnit]) -> AnswerResult:
+        key = context_key(self.question.question_id, context, self.effective)
+        self.trace.answer_keys.append(key)
+        known = self.memo.get(key) if self.memo is not None else None
+        if known is not None:
+            self.trace.reused_answers += 1
+            return known
+        answer = self.ask(context)
+        if self.memo is not None:
+            self.memo.put(key, answer)
+        return answer
+
+    def ask(self, context: Sequence[MemoryUnit]) -> AnswerResult:
         ws, effective = self.ws, self.effective
         answer = ws.roles.answerer.answer(self.question, list(context), effective.answer_style)
         self.charge(answer.cost)
@@ -190,9 +213,11 @@ class _Path:
         return trace
 
 
-def answer_path(ws: Workspace, question: Question, effective: RetrievalConfig) -> AnswerTrace:
-    """Route, retrieve, refresh, answer, verify and judge one question under its effective config."""
-    return _Path(ws, question, effective).run()
+def answer_path(ws: Workspace, question: Question, effective: RetrievalConfig,
+                memo: AnswerMemo | None = None) -> AnswerTrace:
+    """Route, retrieve, refresh, answer, verify and judge one question under its effective config
+    (answer steps whose context `memo` knows are reused, not asked)."""
+    return _Path(ws, question, effective, memo).run()
 
 
 def related_turns(ws: Workspace, conversation_id: str, context: Sequence[MemoryUnit], limit: int) -> list[MemoryUnit]:

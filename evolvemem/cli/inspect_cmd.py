@@ -70,7 +70,8 @@ def proposed_status(row: dict) -> str:
 
 
 def show_run(ui: UI, run: str) -> dict:
-    from evolvemem.session import headline, open_run
+    from evolvemem.cli.run_cmd import cost_line, screening_lines
+    from evolvemem.session import headline, open_run, round_costs, total_cost, vs_full_text
 
     with open_run(run) as store:
         if store.live:
@@ -90,6 +91,9 @@ def show_run(ui: UI, run: str) -> dict:
             "SELECT * FROM rounds WHERE phase IN ('test_start', 'test_best') AND status = 'done'")}
         new_dims = store.query("""SELECT round, name, description, rationale, maps_to, status, reason, file
                                   FROM proposed_dimensions ORDER BY round""")
+        costs = {c.round: c.as_dict() for c in round_costs(store)}
+        total = total_cost(list(round_costs(store)))
+        screenings = store.screenings()
     spec = manifest.get("spec", {})
     objective = spec.get("objective", "all")
     ui.info(f"[bold]{run}[/bold] · {manifest.get('kind')} · benchmark {manifest.get('benchmark')} · "
@@ -101,7 +105,7 @@ def show_run(ui: UI, run: str) -> dict:
     table = Table(title=f"rounds (dev; score = {score_name}, objective {objective})", title_justify="left")
     with_calls = any(u.get("calls") for u in usage.values())  # offline runs: no calls/tokens columns of zeros
     for col in ["round", "score", "Δ", "main", "adv.", "paired vs best", "decision",
-                "changes for next round", *(["calls", "tokens"] if with_calls else [])]:
+                "changes for next round", *(["calls", "tokens", "cost vs full evaluation"] if with_calls else [])]:
         wrap = col.startswith(("changes", "paired"))
         table.add_column(col, overflow="fold" if wrap else "ellipsis", no_wrap=not wrap, min_width=10 if wrap else None)
     # categories get their own table: beside the decisions they pushed the headers into wrapping
@@ -118,8 +122,10 @@ def show_run(ui: UI, run: str) -> dict:
         used = switched_on(r["config"] or {}, levers)
         table.add_row(str(r["round"]) + (f" {EMERGED_MARK}" if used else ""), fmt(score), "" if prev is None or score is None else f"{score - prev:+.4f}",
                       fmt(r["main_f1"]), fmt(r["adversarial_f1"]),
-                      paired_text(r["paired"], r["accepted"]), decision_text(r), changes_text(r["changes"] or [], limit=6),
-                      *([str(u.get("calls") or 0), str(tokens)] if with_calls else []))
+                      paired_text(r["paired"], r["accepted"], [s for s in screenings if s["round"] == r["round"]]),
+                      decision_text(r), changes_text(r["changes"] or [], limit=6),
+                      *([str(u.get("calls") or 0), str(tokens),
+                         vs_full_text(costs.get(r["round"])) if r["phase"] == "dev" else "-"] if with_calls else []))
         out_rounds.append({"round": r["round"], "dev_score": score, "main_f1": r["main_f1"],
                            "adversarial_f1": r["adversarial_f1"], "all_f1": r["all_f1"],
                            "evidence_recall": r["evidence_recall"],
@@ -129,13 +135,19 @@ def show_run(ui: UI, run: str) -> dict:
                            "flags": r["flags"] or [], "fallback": r["fallback"],
                            "calls": u.get("calls") or 0, "cache_hits": u.get("cache_hits") or 0, "tokens": tokens,
                            "cost_usd": u.get("cost_usd") or 0.0, "memories_added": r["memories_added"] or 0,
-                           "emerged_used": used})
+                           "emerged_used": used,
+                           "cost": costs.get(r["round"]) if r["phase"] == "dev" else None,
+                           "screenings": [s for s in screenings if s["round"] == r["round"]]})
         by_category.add_row(str(r["round"]), *[fmt((by_cat.get(c) or {}).get("f1")) for c in categories])
         prev = score if score is not None else prev
     ui.print(table)
     if categories:
         ui.print(by_category)
+    if screenings:
+        ui.info(cost_line(total))
     for r in out_rounds:
+        for line in screening_lines(r["round"], r["screenings"]):
+            ui.info(line)
         if r["verdict"] and r["round"] > 0:
             ui.info(f"  round {r['round']} judged: {r['verdict']}")
         if r["reason"]:
@@ -146,7 +158,7 @@ def show_run(ui: UI, run: str) -> dict:
             ui.info(f"  round {r['round']} ⚑ against the evidence: {flag}")
         if r["emerged_used"]:
             ui.info(f"  round {r['round']} {EMERGED_MARK} used emerged lever(s): {', '.join(r['emerged_used'])}")
-    result: dict = {"run_dir": run, "manifest": manifest, "rounds": out_rounds}
+    result: dict = {"run_dir": run, "manifest": manifest, "rounds": out_rounds, "cost": total}
     if out_rounds and manifest.get("kind") == "run":
         accepted = [x for x in out_rounds if x["accepted"]]
         best = accepted[-1] if accepted else max(out_rounds, key=lambda x: (x["dev_score"] or 0, -x["round"]))

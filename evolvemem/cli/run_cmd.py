@@ -27,8 +27,13 @@ def changes_text(changes: list[dict], limit: int = 4) -> str:
     return escape("; ".join(parts)) or "-"
 
 
-def paired_text(paired: dict | None, accepted: bool | None) -> str:
-    """A round against the incumbent: paired F1 difference and p-value per group, and the verdict."""
+def paired_text(paired: dict | None, accepted: bool | None, screenings: list[dict] | None = None) -> str:
+    """A round against the incumbent: paired F1 difference and p-value per group, and the verdict
+    (a round whose every candidate was screened out kept the incumbent: it says so)."""
+    if screenings and all(s["outcome"] == "screened_out" for s in screenings):
+        n = len(screenings)
+        return (f"{n} candidate{'s' if n > 1 else ''} screened out on the minibatch → kept "
+                f"r{screenings[-1]['compared_with']}")
     if not paired:
         return "start" if accepted else "-"
     parts = []
@@ -51,17 +56,33 @@ def decision_text(info: dict) -> str:
     return text
 
 
+def screening_lines(round_no: int, screenings: list[dict]) -> list[str]:
+    """One line per minibatch screening of a round: its outcome, why, and what it cost."""
+    from rich.markup import escape
+
+    return [f"  round {round_no} screening {s['attempt']} ({s['source']}, {s['n_questions']} questions, "
+            f"{s['calls'] or 0} calls): {s['outcome'].replace('_', ' ')}: {escape(s['reason'])}"
+            for s in screenings]
+
+
 def round_line(info: dict) -> str:
+    from evolvemem.session import vs_full_text
+
     dev = info["dev"]
-    return (f"round {info['round']}: dev {info['score']:.4f} (main {fmt(dev.get('main'))}, adversarial "
-            f"{fmt(dev.get('adversarial'))}) {paired_text(info.get('paired'), info.get('accepted'))}; "
-            f"{decision_text(info)}: {changes_text(info['changes'])}")
+    lines = screening_lines(info["round"], info.get("screenings") or [])
+    lines.append(f"round {info['round']}: dev {info['score']:.4f} (main {fmt(dev.get('main'))}, adversarial "
+                 f"{fmt(dev.get('adversarial'))}) {paired_text(info.get('paired'), info.get('accepted'), info.get('screenings'))}; "
+                 f"{decision_text(info)}: {changes_text(info['changes'])}; cost vs full evaluation "
+                 f"{vs_full_text(info.get('cost'))}")
+    return "\n".join(lines)
 
 
 def rounds_table(rounds: list[dict], title: str) -> Table:
+    from evolvemem.session import vs_full_text
+
     table = Table(title=title, title_justify="left")
     for col in ("round", "dev objective", "Δ", "main", "adv.", "evid. recall", "paired vs best (same questions)",
-                "decision", "changes for next round", "calls", "time"):
+                "decision", "changes for next round", "calls", "cost vs full evaluation", "time"):
         wrap = col.startswith(("changes", "paired"))
         table.add_column(col, overflow="fold" if wrap else "ellipsis", no_wrap=not wrap)
     prev = None
@@ -71,9 +92,10 @@ def rounds_table(rounds: list[dict], title: str) -> Table:
         usage = info.get("usage") or {}
         table.add_row(str(info["round"]), f"{info['score']:.4f}", delta, fmt(dev.get("main")),
                       fmt(dev.get("adversarial")), fmt(dev.get("evidence_recall")),
-                      paired_text(info.get("paired"), info.get("accepted")), decision_text(info),
+                      paired_text(info.get("paired"), info.get("accepted"), info.get("screenings")),
+                      decision_text(info),
                       changes_text(info["changes"], limit=6), str(usage.get("calls") or 0),
-                      f"{info.get('seconds', 0):.1f}s")
+                      vs_full_text(info.get("cost")), f"{info.get('seconds', 0):.1f}s")
         prev = info["score"]
     return table
 
@@ -105,6 +127,7 @@ def run_loop(ui: UI, session: Session) -> dict:
             ui.err.print(f"stopped: every finished question is saved; continue with  evolve run --resume {run_dir}")
             raise
     ui.print(rounds_table(result.rounds, f"{spec.benchmark} · {spec.diagnoser} · {run_dir.name}"))
+    ui.info(cost_line(result.cost))
     _print_dev_test(ui, result)
     ui.info(f"best round {result.best_round}; best config: {result.best_config_path}")
     report_failures(ui, causes)
@@ -113,8 +136,21 @@ def run_loop(ui: UI, session: Session) -> dict:
         "rounds": [{"round": r["round"], "dev_score": r["score"], "decision": r["decision"],
                     "changes": r["changes"]} for r in result.rounds],
         "best_round": result.best_round, "best_config_path": str(result.best_config_path),
-        "dev": result.dev, "test": result.test,
+        "dev": result.dev, "test": result.test, "cost": result.cost,
     }
+
+
+def cost_line(total: dict) -> str:
+    """The run's evaluations against full evaluation (every candidate on every dev question)."""
+    if not total:
+        return ""
+    text = (f"cost vs full evaluation: {total['scored']} of {total['full_questions']} dev questions answered "
+            f"({total['reused_context']} reused by context, {total['reused_config']} by config, "
+            f"{total['screened']} on screening minibatches, {total['screened_out']} candidates screened out)")
+    if total.get("call_ratio") is not None:
+        text += (f"; {total['calls']} calls vs ~{total['full_calls']:.0f} for full evaluation "
+                 f"({total['call_ratio']:.2f}×), {total['tokens']} tokens vs ~{total['full_tokens']:.0f}")
+    return text
 
 
 def _print_dev_test(ui: UI, result: RunResult) -> None:

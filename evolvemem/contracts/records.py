@@ -61,6 +61,8 @@ class QuestionRecord:
     retry_sources: tuple[str, ...] | None = column("VARCHAR[]", "what each retry read: a store, related (raw turns around the first context) or the same context refreshed (e.g. fact+refresh)", None)
     refreshed_ids: tuple[str, ...] | None = column("VARCHAR[]", "older memories shown as superseded by a newer conflicting one (refresher)", None)
     prompt_trimmed: tuple[str, ...] | None = column("VARCHAR[]", "what the answer-side prompts left out to fit the model's context window (empty: nothing)", None)
+    reused: str | None = column("VARCHAR", "where the answer came from without a call: context (an earlier answer to the same question, context and answer settings), config (the whole record of an earlier identical effective config and memories); NULL: answered here", None)
+    context_key: str | None = column("VARCHAR", "hash of the question, the final answer context (ids and text) and the answer-stage settings: the key of context-level reuse", None)
 
     def as_row(self) -> dict[str, Any]:
         """The `question_records` row (lists where the table holds lists)."""

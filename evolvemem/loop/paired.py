@@ -116,7 +116,7 @@ def _gains(stat: PairedStat, settings: GuardSettings) -> bool:
     return stat.n > 0 and stat.diff >= settings.min_effect and stat.p_gain < settings.alpha
 
 
-def _loses(stat: PairedStat, settings: GuardSettings) -> bool:
+def loses(stat: PairedStat, settings: GuardSettings) -> bool:
     """Significantly worse, or worse by more than `max_loss` of mean F1 — or one question's worth
     in a small group, where a single flipped answer already moves the mean by 1/n."""
     tolerance = max(settings.max_loss, 1.0 / stat.n) if stat.n else settings.max_loss
@@ -128,9 +128,9 @@ def accept(comparison: Comparison, objective: str, settings: GuardSettings) -> V
     g = comparison.groups
     judged = ("main", "adversarial") if objective == "balanced" else (objective,)
     gains = [name for name in judged if _gains(g[name], settings)]
-    losses = [name for name in judged if _loses(g[name], settings)]
+    losses = [name for name in judged if loses(g[name], settings)]
     if objective == "balanced":
-        losses = [name for name in ("main", "adversarial") if _loses(g[name], settings)]
+        losses = [name for name in ("main", "adversarial") if loses(g[name], settings)]
     convs = comparison.by_conversation
     held = sum(1 for d in convs.values() if d >= -settings.consistency_tolerance)
     consistent = held * 2 > len(convs) if convs else True

@@ -3,7 +3,9 @@
 Round 0 evaluates the starting config; rounds 1..N evaluate the configs the guard produced.
 Everything a resume needs is in the run store: a finished round is read back, a half-finished
 one continues from its last recorded question, and the next config of every decided round is
-stored with the decision. At the end the start config and the best dev config are each scored
+stored with the decision. With screening on (loop/screening.py) a round's candidate is first
+scored on a minibatch of dev questions and evaluated in full only when it passes; otherwise the
+round keeps the incumbent. At the end the start config and the best dev config are each scored
 once on the held-out test conversations."""
 from __future__ import annotations
 
@@ -25,11 +27,13 @@ from evolvemem.loop.emergence import emerge
 from evolvemem.loop.guard import RoundScore, check_regression, decide, incumbent_of
 from evolvemem.loop.paired import Comparison, Verdict, accept, compare
 from evolvemem.loop.reextract import reextract, uncovered_sessions
+from evolvemem.loop.screening import Screener, screening_enabled
 from evolvemem.loop.snapshots import write_final, write_round_snapshot
 from evolvemem.loop.spec import RunSpec
 from evolvemem.loop.usage import usage_rows
 from evolvemem.space.config import RetrievalConfig, parse_config
 from evolvemem.space.registry import registry
+from evolvemem.store.costs import round_costs, total_cost
 from evolvemem.store.run_store import RunStore, headline, round_summary
 from evolvemem.workspace import Workspace
 
@@ -62,6 +66,7 @@ class RunResult:
     best_config_path: Path | None = None
     dev: dict = field(default_factory=dict)
     test: dict = field(default_factory=dict)
+    cost: dict = field(default_factory=dict)  # the rounds' evaluations against full evaluation (store/costs.py)
 
 
 def objective_of(summary_or_row: dict, objective: str) -> float:
@@ -89,6 +94,8 @@ class EvolutionRunner:
         self.diagnoser = make_diagnoser(spec.diagnoser, seed=spec.seed, client=workspace.roles.diagnosis_client,
                                         mode=spec.diagnosis_mode)
         self.rubric = make_diagnoser("rubric", seed=spec.seed)  # the fallback of a model's diagnosis
+        self.screener = (Screener(spec, store, scorer, self.dev.questions, dataset.adversarial_categories,
+                                  self.hooks.record) if screening_enabled(spec.screen_fraction) else None)
 
     # ---- helpers -----------------------------------------------------------------------------
     def _say(self, text: str) -> None:
@@ -123,6 +130,8 @@ class EvolutionRunner:
                     break
                 config = self._config_from_json(previous["next_config"])
             started = time.perf_counter()
+            if round_no > 0 and self.screener is not None:
+                config = self.screener.choose(round_no, config, incumbent_of(scores), seen, self._free_dims())
             summary, eval_seconds = self._evaluate(config, self.dev.questions, round_no, "dev")
             score = objective_of(summary, spec.objective)
             decision = self.store.decision(round_no)
@@ -149,6 +158,8 @@ class EvolutionRunner:
                 "memories_added": decision["memories_added"] or 0,
                 "seconds": time.perf_counter() - started, "eval_seconds": eval_seconds,
                 "usage": self.store.round_usage(round_no),
+                "screenings": self.store.screenings(round_no),
+                "cost": next((c.as_dict() for c in round_costs(self.store) if c.round == round_no), None),
             }
             result.rounds.append(info)
             if self.hooks.round_done:
@@ -158,6 +169,7 @@ class EvolutionRunner:
         result.dev = {"start": headline(self.store.round_row(0, "dev")),
                       "best": headline(self.store.round_row(best.round, "dev"))}
         result.test = self._score_on_test(scores[0], best)
+        result.cost = total_cost(round_costs(self.store))
         result.best_config_path = write_final(self.store.run_dir, best, scores[0], result)
         return result
 
@@ -249,6 +261,14 @@ class EvolutionRunner:
         flag_proposal(fallback, inp, reject=False)
         fallback.rationale = f"rubric fallback: {fallback.rationale}"
         return fallback, f"the {self.diagnoser.name} diagnosis left nothing to apply ({why[:300]}); rubric fallback"
+
+    def _free_dims(self) -> list[str] | None:
+        """The dimensions exploration may draw (None: all): not --freeze'd, and not model-only
+        settings when the roles answer offline."""
+        fixed = set(self.spec.frozen)
+        if self.ws.roles.mechanism_client is None:
+            fixed |= {name for name, dim in registry().items() if dim.needs_model}
+        return [name for name in registry() if name not in fixed] if fixed else None
 
     def _drop_fixed(self, proposal: Proposal) -> list[str] | None:
         """Drop changes to dimensions this run keeps fixed (--freeze; model-only settings when the

@@ -58,6 +58,13 @@ class RunSpec:
     cache_enabled: bool = True
     frozen: list[str] = field(default_factory=list)  # dimensions the loop may not change (--freeze)
     diagnosis_mode: str = "free"  # llm diagnoser: free-form changes, or a choice from the rubric's menu
+    # candidates are first scored on a fixed stratified minibatch of this share of the dev
+    # questions and fully evaluated only when they pass (loop/screening.py); 0 or 1: off (what
+    # `evolve run` picks when the answers are offline: a full evaluation costs seconds there)
+    screen_fraction: float = 0.25
+    screen_budget: int = 1  # screenings per round before the incumbent is carried
+    screen_alpha: float = 0.2  # a minibatch gain of at least the guard's min effect must have p below this
+    context_reuse: bool = True  # reuse answers to an unchanged context (answering/context_reuse.py)
 
     def as_dict(self) -> dict:
         out = asdict(self)
@@ -68,5 +75,6 @@ class RunSpec:
     def from_dict(cls, data: dict) -> "RunSpec":
         data = dict(data)
         data["guard"] = GuardSettings.from_dict(data.get("guard", {}))
+        data.setdefault("screen_fraction", 0.0)  # a run started before screening existed goes on without it
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in known})

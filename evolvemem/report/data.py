@@ -16,6 +16,7 @@ from evolvemem.contracts.usage import Usage
 from evolvemem.loop.paired import GROUPS, Comparison, PairedStat
 from evolvemem.loop.spec import OBJECTIVE_MEANING, GuardSettings
 from evolvemem.space.emerged import load_run_dimensions, switched_on
+from evolvemem.store.costs import round_costs, total_cost
 
 EVALUATED_PHASES = ("dev", "eval", "transfer")
 # The two groups the balanced objective judges apart, as the page and the PNG name them.
@@ -173,6 +174,11 @@ class ReportData:
     test_flips: list[FlippedQuestion] = field(default_factory=list)
     ablation: list[AblationRow] = field(default_factory=list)
     ablation_round: int | None = None
+    # what each round's evaluations cost against full evaluation (store/costs.py), and the
+    # minibatch screenings of its candidates (loop/screening.py)
+    costs: list[dict] = field(default_factory=list)
+    cost_total: dict = field(default_factory=dict)
+    screenings: list[dict] = field(default_factory=list)
 
     def round(self, number: int) -> RoundView | None:
         return next((r for r in self.rounds if r.round == number), None)
@@ -274,6 +280,8 @@ def _usage_label(round_no: int, phase: str) -> str:
         return "setup (extraction, indexing)"
     if phase.startswith("test_"):
         return f"test, {phase.removeprefix('test_')} config (round {round_no})"
+    if phase.startswith("screen"):
+        return f"round {round_no}, minibatch screening {phase.removeprefix('screen')}"
     return f"round {round_no}"
 
 
@@ -392,6 +400,7 @@ def gather(store: Any) -> ReportData:
     ablation, ablation_round = _ablation(store)
     setup = [u for key, u in sorted(usage.items()) if key[0] < 0]
     later = [u for key, u in sorted(usage.items()) if key[0] >= 0 and key[1] != phase]
+    costs = round_costs(store) if phase == "dev" else []
     return ReportData(
         run_dir=run_dir, run_id=run_dir.name, kind=str(manifest.get("kind", "run")), phase=phase, objective=objective,
         diagnoser=str(spec.get("diagnoser") or manifest.get("diagnoser") or ""),
@@ -407,6 +416,8 @@ def gather(store: Any) -> ReportData:
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         category_scores=_category_scores(rounds, finals, sorted_categories, finals_rows),
         test_flips=test_flips, ablation=ablation, ablation_round=ablation_round,
+        costs=[c.as_dict() for c in costs], cost_total=total_cost(costs) if costs else {},
+        screenings=store.screenings() if phase == "dev" else [],
     )
 
 

@@ -38,6 +38,9 @@ _EXPORTS: dict[str, str] = {
     "RunLockedError": "evolvemem.store.run_store",
     "RunStore": "evolvemem.store.run_store",
     "headline": "evolvemem.store.run_store",
+    "round_costs": "evolvemem.store.costs",
+    "total_cost": "evolvemem.store.costs",
+    "vs_full_text": "evolvemem.store.costs",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from evolvemem import __version__
+from evolvemem.answering.context_reuse import AnswerMemo
 from evolvemem.answering.evaluate import ReuseKey, evaluate, remember
 from evolvemem.answering.stores import stores_needed
 from evolvemem.benchmarks import load_benchmark
@@ -74,13 +75,20 @@ class Session:
     """A run store and the workspace its rounds are scored in; close it (or use `with`)."""
 
     def __init__(self, store: RunStore, workspace: Workspace, reporter: Reporter, *, protocol: str,
-                 concurrency: int):
+                 concurrency: int, context_reuse: bool = True):
         self.store = store
         self.workspace = workspace
         self.reporter = reporter
         self.protocol = protocol
         self.concurrency = concurrency
+        # what this run already paid for, reused by later evaluations (and refilled on resume):
+        # whole records of an identical effective config, answers to an identical context
         self.reuse: dict[ReuseKey, dict] = {}
+        self.answers: AnswerMemo | None = AnswerMemo() if context_reuse else None
+        stored = store.scored_records()
+        remember(self.reuse, stored)
+        if self.answers is not None:
+            self.answers.restore(stored)
         self._setup_usage = workspace.roles.usage_snapshot()
         store.record_usage(usage_rows({}, self._setup_usage, -1, "setup"))  # LLM extraction, if any
 
@@ -135,7 +143,7 @@ class Session:
             record_usage_so_far()
 
         evaluate(ws, config, todo, round_no=round_no, phase=phase, concurrency=self.concurrency,
-                 protocol=self.protocol, on_record=on_record, sink=record, reuse=self.reuse)
+                 protocol=self.protocol, on_record=on_record, sink=record, reuse=self.reuse, memo=self.answers)
         record_usage_so_far()
         records = store.round_records(round_no, phase)
         stopped = ws.roles.stopped_model()
@@ -220,7 +228,8 @@ class Session:
             announce_models(reporter, settings)
             workspace = open_workspace(reporter, dataset, settings, cache_enabled=spec.cache_enabled,
                                        embedding_model=spec.embedding_model)
-            session = cls(store, workspace, reporter, protocol=spec.protocol, concurrency=spec.concurrency)
+            session = cls(store, workspace, reporter, protocol=spec.protocol, concurrency=spec.concurrency,
+                          context_reuse=spec.context_reuse)
             session.spec = spec
             if not store.has_memories():
                 store.record_memories(workspace.memory_rows())

@@ -14,6 +14,10 @@ from evolvemem.errors import ConfigError
 from evolvemem.paths import action_space_dir
 
 KINDS = ("int", "float", "bool", "enum")
+# Where a dimension acts: "retrieval" settings decide which memories reach the answer context;
+# "answer" settings act on a context once it is built (the answer prompt and its check), so two
+# configs that build the same context and agree on these give the same answer.
+STAGES = ("retrieval", "answer")
 NULL_WORDS = ("null", "none", "off", "")
 
 
@@ -38,6 +42,7 @@ class Dimension:
     # only has an effect with an answer-side model (question-time mechanisms ask it): runs that
     # answer offline never change it
     needs_model: bool = False
+    stage: str = "retrieval"
 
     # ---- value handling -------------------------------------------------------------------
     def coerce(self, value: Any) -> Any:
@@ -129,7 +134,7 @@ def dimension_from_table(path: Path, name: str, spec: dict) -> Dimension:
     if not isinstance(spec, dict):
         raise ConfigError(f"{where} must be a table")
     known = {"type", "min", "max", "off", "optional", "choices", "default", "per_type", "description", "group",
-             "maps_to", "mechanism", "needs_model"}
+             "maps_to", "mechanism", "needs_model", "stage"}
     unknown = set(spec) - known
     if unknown:
         raise ConfigError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
@@ -142,6 +147,8 @@ def dimension_from_table(path: Path, name: str, spec: dict) -> Dimension:
         raise ConfigError(f"{where}: enum dimensions need choices")
     if not spec.get("description"):
         raise ConfigError(f"{where}: description is required")
+    if spec.get("stage", "retrieval") not in STAGES:
+        raise ConfigError(f"{where}: stage must be one of {', '.join(STAGES)}")
     optional = bool(spec.get("optional", False))
     if "default" not in spec and not optional:
         raise ConfigError(f"{where}: default is required")
@@ -159,6 +166,7 @@ def dimension_from_table(path: Path, name: str, spec: dict) -> Dimension:
         choices=tuple(spec.get("choices", ())),
         maps_to=dict(spec.get("maps_to", {})),
         needs_model=bool(spec.get("needs_model", False)),
+        stage=spec.get("stage", "retrieval"),
     )
     if "mechanism" in spec:
         mech = spec["mechanism"]
@@ -255,6 +263,11 @@ def forget_added_dimensions() -> None:
     """Back to the action-space files' dimensions only (a new run starts from them)."""
     _added.clear()
     _merged.clear()
+
+
+def answer_stage_dimensions() -> tuple[str, ...]:
+    """The dimensions that act on a built context (`stage = "answer"`), in registry order."""
+    return tuple(name for name, dim in registry().items() if dim.stage == "answer")
 
 
 def expand_dimension_names(names: "list[str] | tuple[str, ...]") -> list[str]:

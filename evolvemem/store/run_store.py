@@ -177,6 +177,10 @@ class RunStore:
         self._insert("diagnoses", [row])
         self.record_proposed_dimensions(proposed_dimensions)
 
+    def record_screening(self, row: dict) -> None:
+        """One minibatch screening of a round's candidate and its verdict (loop/screening.py)."""
+        self._insert("screenings", [row])
+
     def record_proposed_dimensions(self, rows: Iterable[dict]) -> None:
         self._insert("proposed_dimensions", rows)
 
@@ -207,6 +211,24 @@ class RunStore:
         return self.query("""SELECT sum(calls) AS calls, sum(cache_hits) AS cache_hits,
                                     sum(prompt_tokens) + sum(completion_tokens) AS tokens
                              FROM usage WHERE round = ?""", [round_no])[0]
+
+    def scored_records(self) -> list[dict]:
+        """Every record that was scored (not failed), oldest round first: what a resumed run
+        reuses instead of asking again."""
+        return self.query("SELECT * FROM question_records WHERE NOT failed ORDER BY round, phase, question_id")
+
+    def screenings(self, round_no: int | None = None) -> list[dict]:
+        """Screenings of one round (every round: None), in order."""
+        if round_no is None:
+            return self.query("SELECT * FROM screenings ORDER BY round, attempt")
+        return self.query("SELECT * FROM screenings WHERE round = ? ORDER BY attempt", [round_no])
+
+    def phase_usage(self, round_no: int, phase: str) -> dict:
+        """Calls and tokens of one (round, phase), over every role."""
+        row = self.query("""SELECT coalesce(sum(calls), 0) AS calls,
+                                   coalesce(sum(prompt_tokens) + sum(completion_tokens), 0) AS tokens
+                            FROM usage WHERE round = ? AND phase = ?""", [round_no, phase])[0]
+        return {"calls": int(row["calls"]), "tokens": int(row["tokens"])}
 
     def round_records(self, round_no: int, phase: str) -> list[dict]:
         """Every record of one evaluation, in question-id order."""

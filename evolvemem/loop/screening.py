@@ -1,0 +1,166 @@
+"""Paired screening: a candidate config earns a full dev evaluation on a minibatch first.
+
+Every round's candidate is scored on a fixed minibatch of dev questions — a seeded, stratified
+share (`screen_fraction`) of every (question type, conversation) cell — and compared, paired,
+with the incumbent's records of the same questions (loop/paired.py). It passes when no judged
+group is worse (the guard's loss test: significantly worse, or by more than the tolerance) and
+some judged group gains at least the guard's minimum effect with a one-sided p-value below
+`screen_alpha` — looser than the guard's alpha, since a minibatch of a quarter of the questions
+doubles the standard error: a candidate that would just pass the guard on every question shows
+p ≈ 0.2 on the minibatch. Only a candidate that passes is evaluated on
+every dev question (its minibatch records are reused, not asked again). One that does not is
+recorded as `screened_out` with its minibatch scores and cost, and the round goes on with an
+exploration around the incumbent, at most `screen_budget` screenings per round; when none
+passes, the round carries the incumbent, whose records are reused without a call (unless a
+re-extraction changed the memories since: then the incumbent is scored again on them).
+
+A round's screenings are rows of the run store, written once their verdict is known: a resume
+reads them back (a half-finished screening continues from its last recorded question), so the
+round picks the same candidate and nothing is asked twice."""
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Callable, Iterable, Protocol
+
+from evolvemem.data.models import Question
+from evolvemem.loop.guard import RoundScore
+from evolvemem.loop.paired import Comparison, compare, loses
+from evolvemem.loop.spec import RunSpec
+from evolvemem.space.config import RetrievalConfig, parse_config
+from evolvemem.space.ops import diff_configs, perturb
+from evolvemem.store.run_store import RunStore
+
+SCREEN_PHASE = "screen"  # phases "screen1", "screen2", ... (one per screening of a round)
+PASSED, SCREENED_OUT = "passed", "screened_out"
+
+
+def screen_phase(attempt: int) -> str:
+    return f"{SCREEN_PHASE}{attempt}"
+
+
+def screening_enabled(fraction: float) -> bool:
+    """0 (no minibatch) and 1 (the minibatch is the whole dev set) both mean: no screening."""
+    return 0.0 < fraction < 1.0
+
+
+def minibatch(questions: Iterable[Question], fraction: float, seed: int) -> list[Question]:
+    """A fixed share of every (question type, conversation) cell, at least one question each,
+    drawn with `seed`; in the questions' order."""
+    cells: dict[tuple[str, str], list[Question]] = defaultdict(list)
+    ordered = list(questions)
+    for question in ordered:
+        cells[(question.question_type or "", question.conversation_id)].append(question)
+    chosen: set[str] = set()
+    for cell in sorted(cells):
+        members = sorted(cells[cell], key=lambda q: q.question_id)
+        rng = random.Random(f"minibatch-{seed}-{cell[0]}-{cell[1]}")
+        take = max(1, round(fraction * len(members)))
+        chosen.update(q.question_id for q in rng.sample(members, take))
+    return [q for q in ordered if q.question_id in chosen]
+
+
+@dataclass(frozen=True)
+class ScreenVerdict:
+    passed: bool
+    reason: str
+
+
+def screen_verdict(comparison: Comparison, objective: str, spec: RunSpec) -> ScreenVerdict:
+    """Pass when no judged group loses (the guard's loss test) and one gains more than the margin."""
+    groups = comparison.groups
+    judged = ("main", "adversarial") if objective == "balanced" else (objective,)
+    losing = [name for name in judged if loses(groups[name], spec.guard)]
+    margin = spec.guard.min_effect
+    gaining = [name for name in judged if groups[name].n and groups[name].diff >= margin
+               and groups[name].p_gain < spec.screen_alpha]
+    detail = "; ".join(f"{name} {groups[name].diff:+.4f} [{groups[name].ci_low:+.4f}, {groups[name].ci_high:+.4f}] "
+                       f"p={groups[name].p_gain:.3f} n={groups[name].n}" for name in judged if groups[name].n)
+    where = f"on the minibatch vs round {comparison.incumbent_round} ({detail})"
+    if losing:
+        return ScreenVerdict(False, f"worse on {', '.join(losing)} {where}")
+    if not gaining:
+        return ScreenVerdict(False, f"no gain of {margin:g} or more with p < {spec.screen_alpha:g} {where}")
+    return ScreenVerdict(True, f"gains on {', '.join(gaining)} {where}")
+
+
+class MinibatchScorer(Protocol):
+    """Scores a config on questions as one (round, phase) of the run store (the session)."""
+
+    def score_round(self, config: RetrievalConfig, questions: list[Question], round_no: int, phase: str,
+                    on_record: Callable[[dict], None] | None = None,
+                    on_stage: Callable[[str, int, int], None] | None = None) -> tuple[dict, float]:
+        ...
+
+
+class Screener:
+    """Picks the config a round evaluates in full (see the module docstring)."""
+
+    def __init__(self, spec: RunSpec, store: RunStore, scorer: MinibatchScorer, dev: list[Question],
+                 adversarial_categories: tuple[str, ...] | set[str],
+                 on_record: Callable[[str, dict, int], None] | None = None):
+        self.spec, self.store, self.scorer = spec, store, scorer
+        self.batch = minibatch(dev, spec.screen_fraction, spec.seed)
+        self.adversarial_categories = adversarial_categories
+        self.on_record = on_record
+
+    def choose(self, round_no: int, first: RetrievalConfig, incumbent: RoundScore, seen: set[str],
+               free_dims: list[str] | None) -> RetrievalConfig:
+        """The config round `round_no` evaluates on every dev question: the first candidate that
+        passes its screening, or the incumbent's config when none does within the budget. Every
+        screened-out config is added to `seen` (never proposed again)."""
+        done = {row["attempt"]: row for row in self.store.screenings(round_no)}
+        for row in done.values():
+            if row["outcome"] == SCREENED_OUT:
+                seen.add(row["config_fingerprint"])
+        started = self.store.round_row(round_no, "dev")
+        if started is not None:  # decided before an interruption: the round goes on with it
+            return parse_config(started["config"], source="run store")[0]
+        candidate, source = first, "proposal"
+        for attempt in range(1, self.spec.screen_budget + 1):
+            if candidate.fingerprint() == incumbent.config.fingerprint():
+                return candidate  # nothing to screen: the incumbent's records are reused
+            row = done.get(attempt) or self._screen(round_no, attempt, candidate, source, incumbent)
+            if row["outcome"] == PASSED:
+                return candidate
+            seen.add(candidate.fingerprint())
+            if attempt < self.spec.screen_budget:
+                candidate, source = self._explore(round_no, attempt, incumbent.config, seen, free_dims), "exploration"
+        return incumbent.config
+
+    def _screen(self, round_no: int, attempt: int, candidate: RetrievalConfig, source: str,
+                incumbent: RoundScore) -> dict:
+        phase = screen_phase(attempt)
+        label = f"round {round_no} {phase}"
+        hook = self.on_record
+        on_record = (lambda rec: hook(label, rec, len(self.batch))) if hook else None
+        summary, seconds = self.scorer.score_round(candidate, self.batch, round_no, phase, on_record)
+        comparison = compare(self.store.round_records(round_no, phase), self.store.round_records(incumbent.round, "dev"),
+                             round_no, incumbent.round, self.adversarial_categories, self.spec.objective,
+                             seed=self.spec.seed)
+        verdict = screen_verdict(comparison, self.spec.objective, self.spec)
+        usage = self.store.phase_usage(round_no, phase)
+        row = {
+            "round": round_no, "attempt": attempt, "phase": phase, "source": source,
+            "config_fingerprint": candidate.fingerprint(), "config": candidate.model_dump(),
+            "changes": [c.as_dict() for c in diff_configs(incumbent.config, candidate)],
+            "compared_with": incumbent.round, "outcome": PASSED if verdict.passed else SCREENED_OUT,
+            "reason": verdict.reason, "paired": comparison.as_dict(), "n_questions": summary["n"],
+            "main_f1": summary["main"], "adversarial_f1": summary["adversarial"], "all_f1": summary["all"],
+            "calls": usage["calls"], "tokens": usage["tokens"], "wall_seconds": seconds,
+        }
+        self.store.record_screening(row)
+        return row
+
+    def _explore(self, round_no: int, attempt: int, base: RetrievalConfig, seen: set[str],
+                 free_dims: list[str] | None) -> RetrievalConfig:
+        """A random perturbation of the incumbent not evaluated or screened before (seeded by
+        round and attempt, so a resume draws the same one)."""
+        rng = random.Random(f"screen-{self.spec.seed}-{round_no}-{attempt}")
+        explored = base
+        for _ in range(10):
+            explored, _changes = perturb(base, rng, self.spec.guard.explore_dims, names=free_dims)
+            if explored.fingerprint() not in seen:
+                break
+        return explored

@@ -1,0 +1,110 @@
+"""What each round's evaluations cost, against what a full evaluation would have cost.
+
+Everything is counted from the run store's own rows — question records (with where a reused
+answer came from) and the usage ledger — never from counters kept in memory, so an interrupted
+and resumed run reports what it paid for, once. A round's evaluations are its dev evaluation and
+its minibatch screenings. "Full evaluation" is what the loop did before screening and context
+reuse: every dev question answered once per round; its calls and tokens are estimated from the
+run's own cost per freshly answered question."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from evolvemem.store.run_store import RunStore
+
+EVAL_PHASES = "(phase = 'dev' OR phase LIKE 'screen%')"
+
+
+@dataclass(frozen=True)
+class RoundCost:
+    round: int
+    questions: int  # records of the round's evaluations (dev and screenings)
+    scored: int  # answered here (not reused, not failed)
+    reused_context: int  # answers reused because the question's context was answered before
+    reused_config: int  # records copied from an identical effective config
+    screened: int  # minibatch questions of the round's screenings
+    screenings: int
+    screened_out: int
+    calls: int  # LLM calls of the round's evaluations (cache hits are not calls)
+    cache_hits: int  # calls answered from the LLM cache
+    tokens: int
+    full_questions: int  # dev questions a full evaluation answers
+    full_calls: float  # its calls at the run's calls per answered question
+    full_tokens: float
+
+    @property
+    def question_ratio(self) -> float | None:
+        return self.scored / self.full_questions if self.full_questions else None
+
+    @property
+    def call_ratio(self) -> float | None:
+        return self.calls / self.full_calls if self.full_calls else None
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "question_ratio": self.question_ratio, "call_ratio": self.call_ratio}
+
+
+def vs_full_text(cost: dict | RoundCost | None) -> str:
+    """"0.31× (250/800 q, 3 reused by context)": calls against a full evaluation's when the run
+    makes calls, answered questions otherwise."""
+    if cost is None:
+        return "-"
+    c = cost.as_dict() if isinstance(cost, RoundCost) else cost
+    ratio = c["call_ratio"] if c["call_ratio"] is not None else c["question_ratio"]
+    if ratio is None:
+        return "-"
+    text = f"{ratio:.2f}× ({c['scored']}/{c['full_questions']} q"
+    if c["reused_context"]:
+        text += f", {c['reused_context']} context-reused"
+    if c["screened_out"]:
+        text += f", {c['screened_out']} screened out"
+    return text + ")"
+
+
+def round_costs(store: RunStore) -> list[RoundCost]:
+    """One `RoundCost` per round that evaluated something, in round order."""
+    records = {r["round"]: r for r in store.query(f"""
+        SELECT round, count(*) AS questions,
+               count(*) FILTER (WHERE reused IS NULL AND NOT failed) AS scored,
+               count(*) FILTER (WHERE reused = 'context') AS reused_context,
+               count(*) FILTER (WHERE reused = 'config') AS reused_config,
+               count(*) FILTER (WHERE phase LIKE 'screen%') AS screened
+        FROM question_records WHERE {EVAL_PHASES} GROUP BY round""")}
+    usage = {r["round"]: r for r in store.query(f"""
+        SELECT round, coalesce(sum(calls), 0) AS calls, coalesce(sum(cache_hits), 0) AS cache_hits,
+               coalesce(sum(prompt_tokens), 0) + coalesce(sum(completion_tokens), 0) AS tokens
+        FROM usage WHERE {EVAL_PHASES} GROUP BY round""")}
+    screens = {r["round"]: r for r in store.query("""
+        SELECT round, count(*) AS screenings, count(*) FILTER (WHERE outcome = 'screened_out') AS screened_out
+        FROM screenings GROUP BY round""")}
+    rate = store.query(f"""
+        SELECT count(DISTINCT question_id) FILTER (WHERE phase = 'dev') AS dev_questions,
+               avg(coalesce(calls, 0)) FILTER (WHERE reused IS NULL AND NOT failed) AS calls,
+               avg(coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0))
+                   FILTER (WHERE reused IS NULL AND NOT failed) AS tokens
+        FROM question_records WHERE {EVAL_PHASES}""")[0]
+    n_dev = int(rate["dev_questions"] or 0)
+    per_question_tokens = float(rate["tokens"] or 0.0)
+    per_question_calls = float(rate["calls"] or 0.0)
+    out = []
+    for round_no in sorted(records):
+        r, u, s = records[round_no], usage.get(round_no, {}), screens.get(round_no, {})
+        out.append(RoundCost(
+            round=round_no, questions=int(r["questions"]), scored=int(r["scored"]),
+            reused_context=int(r["reused_context"]), reused_config=int(r["reused_config"]),
+            screened=int(r["screened"]), screenings=int(s.get("screenings") or 0),
+            screened_out=int(s.get("screened_out") or 0), calls=int(u.get("calls") or 0),
+            cache_hits=int(u.get("cache_hits") or 0), tokens=int(u.get("tokens") or 0),
+            full_questions=n_dev, full_calls=n_dev * per_question_calls,
+            full_tokens=n_dev * per_question_tokens))
+    return out
+
+
+def total_cost(costs: list[RoundCost]) -> dict:
+    """The run's rounds summed, with the same ratios."""
+    keys = ("questions", "scored", "reused_context", "reused_config", "screened", "screenings", "screened_out",
+            "calls", "cache_hits", "tokens", "full_questions", "full_calls", "full_tokens")
+    total = {k: sum(getattr(c, k) for c in costs) for k in keys}
+    total["question_ratio"] = total["scored"] / total["full_questions"] if total["full_questions"] else None
+    total["call_ratio"] = total["calls"] / total["full_calls"] if total["full_calls"] else None
+    return total

@@ -1,0 +1,257 @@
+"""Rounds that cost a fraction, through the CLI against the fake OpenAI server: context-level
+reuse, paired minibatch screening, the per-round accounting, and resume mid-screening.
+
+The fake model answers with the last word of the first memory in the context (the responder of
+test_llm_pipeline), so which calls reach the server is known exactly."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evolvemem.data.synth import generate_synth
+from evolvemem.data.split import split_dataset
+from evolvemem.loop.screening import minibatch, screen_verdict
+from evolvemem.loop.paired import compare
+from evolvemem.loop.spec import RunSpec
+from tests.fake_llm_server import FakeLLMServer, message_text, wants_json
+from tests.test_llm_pipeline import MODEL, evolve, make_responder, new_cache, query, seed_cache  # noqa: F401 (fixtures)
+
+
+def answer_calls(server: FakeLLMServer) -> int:
+    return sum(1 for body in server.requests if not wants_json(body)
+               and "Now the real case." in "".join(message_text(m) for m in body.get("messages", [])))
+
+
+def llm_run(server: FakeLLMServer, out: Path, *extra: str) -> Any:
+    return evolve("run", "--benchmark", "synth", "--rounds", "1", "--model", MODEL, "--api-base", server.url,
+                  "--extract-model", "offline", "--diagnoser", "llm", "--out", str(out), "--quiet", *extra)
+
+
+def proposing(changes: dict) -> str:
+    return json.dumps({"analysis": "invented", "changes": changes, "overrides": {}, "missing_topics": [],
+                       "new_dimensions": [], "rationale": "a test proposal"})
+
+
+def dev_count() -> int:
+    return len(split_dataset(generate_synth(), "dev").questions)
+
+
+def test_context_reuse_makes_no_call_and_is_counted_apart_from_cache_hits(tmp_path: Path, new_cache) -> None:
+    # rrf_k does nothing under the weak start's `sum` fusion: every round-1 context is round 0's
+    reply = proposing({"rrf_k": 90})
+    with FakeLLMServer(make_responder(reply)) as server:
+        assert llm_run(server, tmp_path / "reuse", "--screen-fraction", "0").exit_code == 0
+        round_0 = query(tmp_path / "reuse", "SELECT count(*) AS n FROM question_records WHERE phase = 'dev' AND round = 0")[0]["n"]
+        test = query(tmp_path / "reuse", "SELECT count(*) AS n FROM question_records WHERE phase = 'test_start'")[0]["n"]
+        assert answer_calls(server) == round_0 + test  # round 1 asked nothing
+    records = query(tmp_path / "reuse", "SELECT * FROM question_records WHERE round = 1 AND phase = 'dev'")
+    assert len(records) == dev_count()
+    assert {r["reused"] for r in records} == {"context"}
+    assert sum(r["calls"] for r in records) == 0 and sum(r["cache_hits"] for r in records) == 0
+    usage = query(tmp_path / "reuse", "SELECT coalesce(sum(calls), 0) AS calls, coalesce(sum(cache_hits), 0) AS hits "
+                                      "FROM usage WHERE round = 1 AND phase = 'dev'")[0]
+    assert usage == {"calls": 0, "hits": 0}
+    shown = json.loads(evolve("show", str(tmp_path / "reuse"), "--json").stdout.strip().splitlines()[-1])
+    cost = shown["rounds"][1]["cost"]
+    assert cost["reused_context"] == dev_count() and cost["scored"] == 0 and cost["calls"] == 0
+    assert cost["call_ratio"] == 0.0
+
+    # the same run without context reuse: the LLM cache answers the same prompts, counted as cache hits
+    new_cache("cache-2")
+    with FakeLLMServer(make_responder(reply)) as server:
+        assert llm_run(server, tmp_path / "cached", "--screen-fraction", "0", "--no-context-reuse").exit_code == 0
+    records = query(tmp_path / "cached", "SELECT * FROM question_records WHERE round = 1 AND phase = 'dev'")
+    assert {r["reused"] for r in records} == {None}
+    assert sum(r["calls"] for r in records) == 0 and sum(r["cache_hits"] for r in records) == len(records)
+    shown = json.loads(evolve("show", str(tmp_path / "cached"), "--json").stdout.strip().splitlines()[-1])
+    assert shown["rounds"][1]["cost"]["reused_context"] == 0
+    assert shown["rounds"][1]["cost"]["cache_hits"] == len(records)
+
+
+def test_a_context_reused_answer_keeps_its_judge_verdict_without_a_call(tmp_path: Path) -> None:
+    answers = make_responder(proposing({"rrf_k": 90}))
+
+    def respond(body: dict) -> str:
+        prompt = "".join(message_text(m) for m in body.get("messages", []))
+        if "Reference answer:" in prompt:  # the judge: correct when the prediction is one word
+            return json.dumps({"verdict": "correct"})
+        return answers(body)
+
+    with FakeLLMServer(respond) as server:
+        assert llm_run(server, tmp_path / "run", "--screen-fraction", "0", "--judge-model", MODEL,
+                       "--no-cache").exit_code == 0
+        judge_calls = sum(1 for b in server.requests if "Reference answer:" in "".join(
+            message_text(m) for m in b.get("messages", [])))
+    scored = query(tmp_path / "run", "SELECT round, phase, judge, reused FROM question_records ORDER BY round")
+    first = [r for r in scored if r["round"] == 0 and r["phase"] == "dev"]
+    again = [r for r in scored if r["round"] == 1 and r["phase"] == "dev"]
+    test = [r for r in scored if r["phase"] == "test_start"]
+    assert {r["reused"] for r in again} == {"context"} and {r["judge"] for r in again} == {1.0}
+    assert judge_calls == len(first) + len(test)  # round 1 judged nothing again
+
+
+def screened_out_run(server: FakeLLMServer, out: Path, *extra: str) -> Any:
+    # more keyword candidates and a larger context: the contexts change (new calls), their first
+    # memory does not (the same answers), so the candidate gains nothing on the minibatch
+    return llm_run(server, out, "--screen-fraction", "0.25", "--screen-budget", "1", "--no-cache", *extra)
+
+
+SCREENED_OUT_PROPOSAL = proposing({"keyword_top_k": 12, "max_context": 12})
+
+
+def test_a_screened_out_candidate_is_recorded_and_costs_only_its_minibatch(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    with FakeLLMServer(make_responder(SCREENED_OUT_PROPOSAL)) as server:
+        assert screened_out_run(server, run).exit_code == 0
+        total_answer_calls = answer_calls(server)
+    batch = minibatch(split_dataset(generate_synth(), "dev").questions, 0.25, 0)
+    screenings = query(run, "SELECT * FROM screenings")
+    assert len(screenings) == 1
+    s = screenings[0]
+    assert (s["round"], s["attempt"], s["source"], s["outcome"]) == (1, 1, "proposal", "screened_out")
+    assert "no gain" in s["reason"] and s["n_questions"] == len(batch) and s["calls"] == len(batch)
+    assert {c["field"] for c in s["changes"]} == {"keyword_top_k", "max_context"}
+    assert s["paired"]["groups"]["all"]["n"] == len(batch) and s["all_f1"] is not None
+    screen_records = query(run, "SELECT question_id, calls FROM question_records WHERE phase = 'screen1'")
+    assert {r["question_id"] for r in screen_records} == {q.question_id for q in batch}
+    # the round carried the incumbent: its dev records are round 0's, reused without a call
+    dev = query(run, "SELECT reused, calls FROM question_records WHERE round = 1 AND phase = 'dev'")
+    assert {r["reused"] for r in dev} == {"config"} and sum(r["calls"] for r in dev) == 0
+    fingerprints = query(run, "SELECT round, config_fingerprint FROM rounds WHERE phase = 'dev' ORDER BY round")
+    assert fingerprints[0]["config_fingerprint"] == fingerprints[1]["config_fingerprint"]
+    usage = query(run, "SELECT phase, sum(calls) AS calls FROM usage WHERE round = 1 AND role = 'answer' GROUP BY phase")
+    assert usage == [{"phase": "screen1", "calls": len(batch)}]
+    round_0 = dev_count()
+    test = query(run, "SELECT count(*) AS n FROM question_records WHERE phase = 'test_start'")[0]["n"]
+    assert total_answer_calls == round_0 + len(batch) + test
+    # the accounting adds up, per round and in total
+    shown = json.loads(evolve("show", str(run), "--json").stdout.strip().splitlines()[-1])
+    cost = shown["rounds"][1]["cost"]
+    assert cost["questions"] == cost["scored"] + cost["reused_context"] + cost["reused_config"]
+    assert (cost["scored"], cost["screened"], cost["screenings"], cost["screened_out"]) == (len(batch), len(batch), 1, 1)
+    assert cost["calls"] == len(batch) and cost["full_questions"] == round_0
+    assert cost["full_calls"] == pytest.approx(round_0 * 1.0)  # one answer call per answered question here
+    assert cost["call_ratio"] == pytest.approx(len(batch) / round_0)
+    total = shown["cost"]
+    assert total["calls"] == round_0 + len(batch) and total["full_questions"] == 2 * round_0
+    assert total["scored"] == round_0 + len(batch)
+    assert [s["outcome"] for s in shown["rounds"][1]["screenings"]] == ["screened_out"]
+    report = evolve("report", str(run))
+    assert report.exit_code == 0, report.output
+    html = (run / "report.html").read_text(encoding="utf-8")
+    assert "Cost vs full evaluation" in html and "screened out" in html
+
+
+def test_after_a_screened_out_proposal_the_round_goes_on_with_an_exploration(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    with FakeLLMServer(make_responder(SCREENED_OUT_PROPOSAL)) as server:
+        assert llm_run(server, run, "--screen-fraction", "0.25", "--screen-budget", "2", "--no-cache").exit_code == 0
+    screenings = query(run, "SELECT * FROM screenings ORDER BY attempt")
+    assert [(s["attempt"], s["source"]) for s in screenings] == [(1, "proposal"), (2, "exploration")]
+    assert screenings[0]["outcome"] == "screened_out"
+    assert screenings[1]["config_fingerprint"] not in {screenings[0]["config_fingerprint"]}
+    start, round_1 = (r["config_fingerprint"] for r in query(
+        run, "SELECT config_fingerprint FROM rounds WHERE phase = 'dev' ORDER BY round"))
+    # the round evaluates the exploration in full when it passed, else keeps the incumbent
+    expected = screenings[1]["config_fingerprint"] if screenings[1]["outcome"] == "passed" else start
+    assert round_1 == expected
+    # its cost is what its own minibatch answered afresh (a context answered before costs nothing)
+    second = query(run, "SELECT reused, calls FROM question_records WHERE round = 1 AND phase = 'screen2'")
+    assert len(second) == screenings[1]["n_questions"]
+    assert all(r["calls"] == 0 for r in second if r["reused"])
+    assert sum(r["calls"] for r in second) == screenings[1]["calls"]
+
+
+def test_a_resume_after_an_interrupted_screening_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from evolvemem.session import session as session_module
+
+    original = session_module.evaluate
+    seen = {"n": 0}
+
+    def interrupting(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("phase") != "screen1":
+            return original(*args, **kwargs)
+
+        def counting(record: dict) -> None:
+            seen["n"] += 1
+            if seen["n"] == 5:
+                raise KeyboardInterrupt
+        kwargs["on_record"] = counting
+        return original(*args, **kwargs)
+
+    run = tmp_path / "run"
+    batch = minibatch(split_dataset(generate_synth(), "dev").questions, 0.25, 0)
+    with FakeLLMServer(make_responder(SCREENED_OUT_PROPOSAL)) as server:
+        monkeypatch.setattr(session_module, "evaluate", interrupting)
+        stopped = screened_out_run(server, run, "--concurrency", "1")
+        assert stopped.exit_code == 130
+        kept = query(run, "SELECT count(*) AS n, sum(calls) AS calls FROM question_records WHERE phase = 'screen1'")[0]
+        assert kept["n"] == 5 and kept["calls"] == 5
+        assert query(run, "SELECT count(*) AS n FROM screenings")[0]["n"] == 0  # no verdict yet
+        before = answer_calls(server)
+        monkeypatch.setattr(session_module, "evaluate", original)
+        resumed = evolve("run", "--resume", str(run), "--quiet")
+        assert resumed.exit_code == 0, resumed.output
+        asked_on_resume = answer_calls(server) - before
+    test = query(run, "SELECT count(*) AS n FROM question_records WHERE phase = 'test_start'")[0]["n"]
+    assert asked_on_resume == len(batch) - 5 + test  # the 5 kept answers were not asked again
+    screenings = query(run, "SELECT * FROM screenings")
+    assert len(screenings) == 1 and screenings[0]["outcome"] == "screened_out"
+    assert screenings[0]["calls"] == len(batch)  # the interrupted part's calls are billed once
+    records = query(run, "SELECT question_id, count(*) AS n FROM question_records WHERE phase = 'screen1' GROUP BY question_id")
+    assert len(records) == len(batch) and {r["n"] for r in records} == {1}
+    usage = query(run, "SELECT sum(calls) AS calls FROM usage WHERE round = 1 AND role = 'answer'")[0]
+    assert usage["calls"] == len(batch)
+
+
+def test_the_minibatch_is_fixed_stratified_and_seeded() -> None:
+    questions = split_dataset(generate_synth(), "dev").questions
+    batch = minibatch(questions, 0.25, 0)
+    assert batch == minibatch(questions, 0.25, 0)
+    cells = {(q.question_type, q.conversation_id) for q in questions}
+    assert {(q.question_type, q.conversation_id) for q in batch} == cells  # every cell is represented
+    assert len(batch) < len(questions)
+    assert minibatch(questions, 0.25, 1) != batch or len(cells) == len(batch)
+
+
+def _records(f1s: list[float], qtype: str = "single_hop") -> list[dict]:
+    return [{"question_id": f"q{i}", "conversation_id": f"c{i % 3}", "category": "1", "question_type": qtype,
+             "f1": f, "failed": False} for i, f in enumerate(f1s)]
+
+
+def test_screening_passes_a_gain_and_stops_no_gain_or_a_loss() -> None:
+    spec = RunSpec(benchmark="synth", data=None, diagnoser="rubric")
+    incumbent = _records([0.5] * 30)
+
+    def verdict(f1s: list[float]) -> Any:
+        return screen_verdict(compare(_records(f1s), incumbent, 1, 0, {"5"}, "balanced"), "balanced", spec)
+
+    assert verdict([1.0] * 10 + [0.5] * 20).passed
+    same = verdict([0.5] * 30)
+    assert not same.passed and "no gain" in same.reason
+    worse = verdict([0.0] * 10 + [0.5] * 20)
+    assert not worse.passed and "worse on main" in worse.reason
+
+
+def test_the_context_key_reads_the_answer_stage_settings_from_the_registry() -> None:
+    from evolvemem.answering.context_reuse import context_key
+    from evolvemem.contracts.memory import MemoryUnit
+    from evolvemem.space.config import load_config
+    from evolvemem.space.registry import answer_stage_dimensions, registry
+
+    assert set(answer_stage_dimensions()) == {n for n, d in registry().items() if d.stage == "answer"}
+    assert "answer_style" in answer_stage_dimensions() and "max_context" not in answer_stage_dimensions()
+    config = load_config("default")[0]
+    memories = [MemoryUnit("c:m1", "c", "[3 March 2021] Ines: I adopted a grey cat."),
+                MemoryUnit("c:m2", "c", "[4 March 2021] Ola: My brother moved to Gdansk.")]
+    key = context_key("q1", memories, config)
+    assert context_key("q1", memories, config.with_changes({"rrf_k": 99})[0]) == key  # a retrieval setting
+    other_style = next(c for c in registry()["answer_style"].choices if c != config.answer_style)
+    assert context_key("q1", memories, config.with_changes({"answer_style": other_style})[0]) != key
+    assert context_key("q1", memories[::-1], config) != key  # the order is part of the context
+    edited = [memories[0].evolve(content="[3 March 2021] Ines: I adopted a black cat."), memories[1]]
+    assert context_key("q1", edited, config) != key  # and the text
+    assert context_key("q2", memories, config) != key
