@@ -259,3 +259,27 @@ def test_transfer_compares_the_evolved_config_with_the_runs_start_on_the_target(
     assert payload["baseline"]["label"] == "the run's start" and payload["baseline"]["overall"]["n"] == 60
     assert set(payload["baseline"]["paired"]["groups"]) >= {"main", "all"}
     assert query(tmp_path / "t", "SELECT count(*) AS n FROM question_records WHERE phase = 'baseline'")[0]["n"] == 60
+
+
+def test_a_run_written_by_an_older_version_is_shown_diffed_and_reported(tmp_path: Path) -> None:
+    """Inspection opens a store read-only, so it cannot add the columns a newer version reads:
+    it reads an upgraded copy instead, and leaves the old file as it was."""
+    import duckdb
+
+    out = tmp_path / "run"
+    assert evolve("run", "--data", str(two_conversations(tmp_path)), "--out", str(out), "--rounds", "1",
+                  "--quiet").exit_code == 0
+    con = duckdb.connect(str(out / DB_NAME))  # make it look like a store from before screening and emergence
+    con.execute("DROP VIEW question_failures")
+    for column in ("reused", "context_key"):
+        con.execute(f"ALTER TABLE question_records DROP COLUMN {column}")
+    con.execute("DROP TABLE screenings")
+    con.execute("ALTER TABLE proposed_dimensions DROP COLUMN status")
+    con.close()
+    for command in (("show", str(out)), ("diff", str(out), "0", "1"), ("report", str(out), "--no-png")):
+        result = evolve(*command)
+        assert result.exit_code == 0, (command, result.output)
+    con = duckdb.connect(str(out / DB_NAME), read_only=True)
+    tables = {row[0] for row in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    con.close()
+    assert "screenings" not in tables  # the old file itself was not touched

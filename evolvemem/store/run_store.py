@@ -57,17 +57,33 @@ class RunStore:
                 raise EvolveMemError(f"{self.path}: cannot open run store ({str(exc).splitlines()[0]})") from None
         self.read_only = read_only
         self._closed = False
-        if not read_only:
-            statements = create_statements()
-            tables = [s for s in statements if s.startswith("CREATE TABLE")]
-            for statement in tables:
+        writable = not read_only or self.live  # a live snapshot is a writable copy
+        if not writable and self._schema_behind():
+            # a run written by an older version, opened for inspection: read an upgraded copy
+            self.con.close()
+            self.con = self._copy(duckdb, "evolvemem-upgraded-")
+            writable = True
+        if writable:
+            self._upgrade_schema()
+
+    def _schema_behind(self) -> bool:
+        """Whether this file lacks a table or column of the current schema."""
+        have = {(t, c) for t, c in self.con.execute(
+            "SELECT table_name, column_name FROM information_schema.columns").fetchall()}
+        return any((table, name) not in have for table, columns in TABLES.items() for name, _, _ in columns)
+
+    def _upgrade_schema(self) -> None:
+        """Create what is missing: tables, columns added since the file was written, the views."""
+        statements = create_statements()
+        tables = [s for s in statements if s.startswith("CREATE TABLE")]
+        for statement in tables:
+            self.con.execute(statement)
+        self._add_missing_columns()  # before the views, which read the new columns
+        for statement in statements:
+            if statement not in tables:
                 self.con.execute(statement)
-            self._add_missing_columns()  # before the views, which read the new columns
-            for statement in statements:
-                if statement not in tables:
-                    self.con.execute(statement)
-            if "schema_version" not in self.manifest():
-                self.set_manifest({"schema_version": SCHEMA_VERSION})
+        if not self.read_only and "schema_version" not in self.manifest():
+            self.set_manifest({"schema_version": SCHEMA_VERSION})
 
     def _add_missing_columns(self) -> None:
         """A run made by an older version lacks columns added since: add them (NULL for old
@@ -96,25 +112,34 @@ class RunStore:
         """A run that another process is writing holds DuckDB's lock, even against readers: inspect
         a copy of its file (and write-ahead log) instead, as of now. A copy taken mid-write may be
         unreadable; one more try, then a clear error."""
-        import shutil
-        import tempfile
-
         for _ in range(3):
-            folder = Path(tempfile.mkdtemp(prefix="evolvemem-live-"))
-            copy = folder / DB_NAME
             try:
-                shutil.copy2(self.path, copy)
-                wal = self.path.with_name(self.path.name + ".wal")
-                if wal.exists():
-                    shutil.copy2(wal, copy.with_name(copy.name + ".wal"))
-                con = duckdb.connect(str(copy))  # read-write: the copy's log is replayed into the copy
-                con.execute("CHECKPOINT")
+                con = self._copy(duckdb, "evolvemem-live-")
                 self.live = True
                 return con
             except (OSError, duckdb.Error):
-                shutil.rmtree(folder, ignore_errors=True)
+                continue
         raise RunLockedError(f"{self.run_dir}: the run is being written by another process and no consistent "
                              "copy could be read; try again in a moment")
+
+    def _copy(self, duckdb: Any, prefix: str) -> Any:
+        """A writable connection to a fresh copy of the file (and its write-ahead log, replayed)."""
+        import shutil
+        import tempfile
+
+        folder = Path(tempfile.mkdtemp(prefix=prefix))
+        copy = folder / DB_NAME
+        try:
+            shutil.copy2(self.path, copy)
+            wal = self.path.with_name(self.path.name + ".wal")
+            if wal.exists():
+                shutil.copy2(wal, copy.with_name(copy.name + ".wal"))
+            con = duckdb.connect(str(copy))
+            con.execute("CHECKPOINT")
+            return con
+        except (OSError, duckdb.Error):
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
 
     def _insert(self, table: str, rows: Iterable[dict]) -> int:
         """Insert rows (dicts keyed by column; missing columns are NULL) in one statement."""
