@@ -70,19 +70,27 @@ def round_line(info: dict) -> str:
 
     dev = info["dev"]
     lines = screening_lines(info["round"], info.get("screenings") or [])
+    cost = f"; cost vs full evaluation {vs_full_text(info.get('cost'))}" if made_calls([info]) else ""
     lines.append(f"round {info['round']}: dev {info['score']:.4f} (main {fmt(dev.get('main'))}, adversarial "
                  f"{fmt(dev.get('adversarial'))}) {paired_text(info.get('paired'), info.get('accepted'), info.get('screenings'))}; "
-                 f"{decision_text(info)}: {changes_text(info['changes'])}; cost vs full evaluation "
-                 f"{vs_full_text(info.get('cost'))}")
+                 f"{decision_text(info)}: {changes_text(info['changes'])}{cost}")
     return "\n".join(lines)
+
+
+def made_calls(rounds: list[dict]) -> bool:
+    """Whether any round called a model (its usage counted calls)."""
+    return any((info.get("usage") or {}).get("calls") for info in rounds)
 
 
 def rounds_table(rounds: list[dict], title: str) -> Table:
     from evolvemem.session import vs_full_text
 
     table = Table(title=title, title_justify="left")
+    # offline rounds make no call: the calls and cost columns would only squeeze the decisions
+    with_calls = made_calls(rounds)
     for col in ("round", "dev objective", "Δ", "main", "adv.", "evid. recall", "paired vs best (same questions)",
-                "decision", "changes for next round", "calls", "cost vs full evaluation", "time"):
+                "decision", "changes for next round", *(("calls", "cost vs full evaluation") if with_calls else ()),
+                "time"):
         wrap = col.startswith(("changes", "paired"))
         table.add_column(col, overflow="fold" if wrap else "ellipsis", no_wrap=not wrap)
     prev = None
@@ -94,8 +102,9 @@ def rounds_table(rounds: list[dict], title: str) -> Table:
                       fmt(dev.get("adversarial")), fmt(dev.get("evidence_recall")),
                       paired_text(info.get("paired"), info.get("accepted"), info.get("screenings")),
                       decision_text(info),
-                      changes_text(info["changes"], limit=6), str(usage.get("calls") or 0),
-                      vs_full_text(info.get("cost")), f"{info.get('seconds', 0):.1f}s")
+                      changes_text(info["changes"], limit=6),
+                      *((str(usage.get("calls") or 0), vs_full_text(info.get("cost"))) if with_calls else ()),
+                      f"{info.get('seconds', 0):.1f}s")
         prev = info["score"]
     return table
 
@@ -127,7 +136,8 @@ def run_loop(ui: UI, session: Session) -> dict:
             ui.err.print(f"stopped: every finished question is saved; continue with  evolve run --resume {run_dir}")
             raise
     ui.print(rounds_table(result.rounds, f"{spec.benchmark} · {spec.diagnoser} · {run_dir.name}"))
-    ui.info(cost_line(result.cost))
+    if made_calls(result.rounds):
+        ui.info(cost_line(result.cost))
     _print_dev_test(ui, result)
     ui.info(f"best round {result.best_round}; best config: {result.best_config_path}")
     report_failures(ui, causes)
