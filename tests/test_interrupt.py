@@ -25,7 +25,10 @@ def test_ctrl_c_leaves_within_seconds_while_calls_hang_and_the_round_resumes(tmp
         process = subprocess.Popen(
             [sys.executable, "-m", "evolvemem.cli.main", "eval", "--benchmark", "synth", "--model", MODEL,
              "--api-base", server.url, "--extract-model", "offline", "--out", str(out), "--quiet",
-             "--concurrency", "4"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             "--concurrency", "4"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            # a user's shell delivers Ctrl-C; a test run launched in the background inherits SIGINT ignored
+            # (POSIX shells do that to background jobs) and Python would then never raise KeyboardInterrupt
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.monotonic() + 120
         while server.request_count < 4 and time.monotonic() < deadline:
             time.sleep(0.2)
