@@ -91,8 +91,9 @@ def show_run(ui: UI, run: str) -> dict:
             "SELECT * FROM rounds WHERE phase IN ('test_start', 'test_best') AND status = 'done'")}
         new_dims = store.query("""SELECT round, name, description, rationale, maps_to, status, reason, file
                                   FROM proposed_dimensions ORDER BY round""")
-        costs = {c.round: c.as_dict() for c in round_costs(store)}
-        total = total_cost(list(round_costs(store)))
+        per_round = round_costs(store)
+        costs = {c.round: c.as_dict() for c in per_round}
+        total = total_cost(per_round)
         screenings = store.screenings()
     spec = manifest.get("spec", {})
     objective = spec.get("objective", "all")

@@ -112,8 +112,15 @@ def compare(candidate: list[dict], incumbent: list[dict], candidate_round: int, 
     return Comparison(candidate_round, incumbent_round, groups, by_conversation, by_fold)
 
 
-def _gains(stat: PairedStat, settings: GuardSettings) -> bool:
-    return stat.n > 0 and stat.diff >= settings.min_effect and stat.p_gain < settings.alpha
+def judged_groups(objective: str) -> tuple[str, ...]:
+    """The groups a decision judges: both for `balanced`, else the objective's own."""
+    return ("main", "adversarial") if objective == "balanced" else (objective,)
+
+
+def gains(stat: PairedStat, settings: GuardSettings, alpha: float | None = None) -> bool:
+    """A gain of at least `min_effect` with a one-sided p below `alpha` (the guard's own unless a
+    caller, such as a minibatch screening, tests at another level)."""
+    return stat.n > 0 and stat.diff >= settings.min_effect and stat.p_gain < (settings.alpha if alpha is None else alpha)
 
 
 def loses(stat: PairedStat, settings: GuardSettings) -> bool:
@@ -126,11 +133,9 @@ def loses(stat: PairedStat, settings: GuardSettings) -> bool:
 def accept(comparison: Comparison, objective: str, settings: GuardSettings) -> Verdict:
     """Whether the candidate becomes the new best, and whether it is a loss worth reverting."""
     g = comparison.groups
-    judged = ("main", "adversarial") if objective == "balanced" else (objective,)
-    gains = [name for name in judged if _gains(g[name], settings)]
+    judged = judged_groups(objective)
+    gaining = [name for name in judged if gains(g[name], settings)]
     losses = [name for name in judged if loses(g[name], settings)]
-    if objective == "balanced":
-        losses = [name for name in ("main", "adversarial") if loses(g[name], settings)]
     convs = comparison.by_conversation
     held = sum(1 for d in convs.values() if d >= -settings.consistency_tolerance)
     consistent = held * 2 > len(convs) if convs else True
@@ -143,13 +148,13 @@ def accept(comparison: Comparison, objective: str, settings: GuardSettings) -> V
         return f"{name} {s.diff:+.4f} [{s.ci_low:+.4f}, {s.ci_high:+.4f}] p={min(s.p_gain, s.p_loss):.3f}"
 
     detail = "; ".join(describe(name) for name in ("main", "adversarial", "all") if g[name].n)
-    if gains and not losses and consistent and folds_hold:
-        return Verdict(True, False, f"significant gain on {', '.join(gains)} vs round {comparison.incumbent_round} "
+    if gaining and not losses and consistent and folds_hold:
+        return Verdict(True, False, f"significant gain on {', '.join(gaining)} vs round {comparison.incumbent_round} "
                                     f"({detail}; {held}/{len(convs)} conversations hold)")
     why = []
     if losses:
         why.append(f"loses on {', '.join(losses)}")
-    if not gains:
+    if not gaining:
         why.append("no significant gain")
     if not consistent:
         why.append(f"only {held}/{len(convs)} conversations hold")

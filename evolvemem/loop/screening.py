@@ -26,7 +26,7 @@ from typing import Callable, Iterable, Protocol
 
 from evolvemem.data.models import Question
 from evolvemem.loop.guard import RoundScore
-from evolvemem.loop.paired import Comparison, compare, loses
+from evolvemem.loop.paired import Comparison, compare, gains, judged_groups, loses
 from evolvemem.loop.spec import RunSpec
 from evolvemem.space.config import RetrievalConfig, parse_config
 from evolvemem.space.ops import diff_configs, perturb
@@ -70,11 +70,10 @@ class ScreenVerdict:
 def screen_verdict(comparison: Comparison, objective: str, spec: RunSpec) -> ScreenVerdict:
     """Pass when no judged group loses (the guard's loss test) and one gains more than the margin."""
     groups = comparison.groups
-    judged = ("main", "adversarial") if objective == "balanced" else (objective,)
+    judged = judged_groups(objective)
     losing = [name for name in judged if loses(groups[name], spec.guard)]
     margin = spec.guard.min_effect
-    gaining = [name for name in judged if groups[name].n and groups[name].diff >= margin
-               and groups[name].p_gain < spec.screen_alpha]
+    gaining = [name for name in judged if gains(groups[name], spec.guard, spec.screen_alpha)]
     detail = "; ".join(f"{name} {groups[name].diff:+.4f} [{groups[name].ci_low:+.4f}, {groups[name].ci_high:+.4f}] "
                        f"p={groups[name].p_gain:.3f} n={groups[name].n}" for name in judged if groups[name].n)
     where = f"on the minibatch vs round {comparison.incumbent_round} ({detail})"

@@ -581,6 +581,13 @@ def cost_section(data: ReportData) -> str:
             f'{"<ul>" + screened + "</ul>" if screened else ""}</section>')
 
 
+def start_best_cells(start: float | None, best: float | None) -> list[str]:
+    """Start, best and their difference (coloured up/down) as three numeric cells."""
+    delta = None if start is None or best is None else best - start
+    cls = "" if delta is None or abs(delta) < 5e-5 else ("up" if delta > 0 else "down")
+    return [num(f4(start)), num(f4(best)), num(signed(delta), cls)]
+
+
 def dev_test_section(data: ReportData, base: str) -> str:
     if not data.finals:
         return ('<section id="dev-vs-test" class="card"><h2>Dev vs test</h2><p class="note">Not applicable: '
@@ -591,10 +598,7 @@ def dev_test_section(data: ReportData, base: str) -> str:
         return ""
 
     def cells(a: dict | None, b: dict | None, key: str) -> list[str]:
-        va, vb = (a or {}).get(key), (b or {}).get(key)
-        delta = None if va is None or vb is None else vb - va
-        cls = "" if delta is None or abs(delta) < 5e-5 else ("up" if delta > 0 else "down")
-        return [num(f4(va)), num(f4(vb)), num(signed(delta), cls)]
+        return start_best_cells((a or {}).get(key), (b or {}).get(key))
 
     metrics = (("all_f1", "all F1"), ("main_f1", "main F1 (non-adversarial)"), ("adversarial_f1", "adversarial F1"),
                ("evidence_recall", "evidence recall"))
@@ -622,12 +626,8 @@ def _category_table(data: ReportData, start: FinalScore, best: FinalScore) -> st
     if not data.category_scores:
         return ""
 
-    def cells(pair: tuple[float | None, float | None]) -> list[str]:
-        a, b = pair
-        delta = None if a is None or b is None else b - a
-        cls = "" if delta is None or abs(delta) < 5e-5 else ("up" if delta > 0 else "down")
-        return [num(f4(a)), num(f4(b)), num(signed(delta), cls)]
-    rows = [[escape(c.label)] + cells(c.dev) + cells(c.test) + [num(count(c.n_test))] for c in data.category_scores]
+    rows = [[escape(c.label)] + start_best_cells(*c.dev) + start_best_cells(*c.test) + [num(count(c.n_test))]
+            for c in data.category_scores]
     return ("<h3>F1 per category, start vs best</h3>"
             + table(["category", f"dev start (r{start.round})", f"dev best (r{best.round})", "dev Δ",
                      "test start", "test best", "test Δ", "test n"], rows, "numbers", "category-test-table"))

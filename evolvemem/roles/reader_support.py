@@ -294,18 +294,19 @@ def rank_support(question_text: str, context: Sequence[MemoryUnit], *, prefer_ti
     if form.dates:
         weights[_DATE_TERM] = math.log(1.0 + (n_docs + 1) / (sum(any(d) for d in dated) + 0.5))
     total = sum(weights.values())
+    related = {t: alike(t) for t in weights}  # once per question, not per sentence
     fit_weight = 0.2 if prefer_time and form.kind in ("date", "year", "month") else 0.05
     supports = []
     for rank, (unit, view) in enumerate(zip(context, views)):
         best: tuple[float, float, Sentence, bool, MemoryView] | None = None
         for part, part_dated in zip(view.parts, dated[rank]):
             date_weight = weights[_DATE_TERM] if part_dated else 0.0
-            part_words = sum(w * _found(t, part.stems) for t, w in weights.items())
+            part_words = sum(w * _found(t, part.stems, related) for t, w in weights.items())
             memory_cover = (part_words + date_weight) / total if total else 0.0
             for sentence in part.sentences:
                 about = _about(part, sentence, persons)
                 if total:
-                    cover = (sum(w * _found(t, sentence.stems) for t, w in weights.items()) + date_weight) / total
+                    cover = (sum(w * _found(t, sentence.stems, related) for t, w in weights.items()) + date_weight) / total
                     coverage = 0.75 * cover + 0.25 * memory_cover
                 else:
                     coverage = float(about)
@@ -322,11 +323,12 @@ def rank_support(question_text: str, context: Sequence[MemoryUnit], *, prefer_ti
     return form, persons, supports
 
 
-def _found(term: str, stems: frozenset[str]) -> float:
-    """1 when the words hold the question's word, `ALIKE_WEIGHT` when they say it in other words."""
+def _found(term: str, stems: frozenset[str], related: dict[str, frozenset[str]]) -> float:
+    """1 when the words hold the question's word, `ALIKE_WEIGHT` when they say it in other words
+    (`related`: each question word's `alike` stems, looked up once per question)."""
     if term in stems:
         return 1.0
-    return ALIKE_WEIGHT if not alike(term).isdisjoint(stems) else 0.0
+    return ALIKE_WEIGHT if not related.get(term, frozenset()).isdisjoint(stems) else 0.0
 
 
 def _is_person_somewhere(name: str, context: Sequence[MemoryUnit], views: list[MemoryView]) -> bool:
