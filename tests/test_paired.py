@@ -156,3 +156,31 @@ def test_the_rubric_keeps_a_change_that_traded_groups_together_with_a_counterwei
     # a gain that is not significant is no trade: the rubric's usual rules decide
     inp = _input({"retrieval_miss": 100}, [_traded("keyword_top_k", 10, 20, 0.012, -0.06, p_gain=0.4)])
     assert "counterweight" not in RubricDiagnoser().diagnose(inp, None).proposal.rationale
+
+
+def test_a_counterweight_for_answerable_questions_gives_back_all_their_evidence_at_once_and_is_judged_whole():
+    from evolvemem.diagnosers.rubric import RubricDiagnoser
+    from evolvemem.space.config import load_config
+
+    def weak_input(history: list[dict]):
+        inp = _input({"retrieval_miss": 100}, history)
+        inp.config.update(load_config("weak")[0].values())
+        return inp
+
+    # verification won unanswerable questions but withdrew answerable ones; the dense view and a
+    # wider budget had each failed alone before (no gain), which does not stop them as a counterweight
+    failed_alone = [{"round": 0, "decision": "reverted", "outcome_delta": -0.001, "outcome_accepted": False,
+                     "changes": [{"field": field, "old": old, "new": new, "scope": "global"}]}
+                    for field, old, new in (("semantic_top_k", 0, 10), ("max_context", 8, 10))]
+    traded = _traded("enable_answer_verification", False, True, -0.02, 0.15)
+    traded["round"] = 2
+    proposal = RubricDiagnoser().diagnose(weak_input(failed_alone + [traded]), None).proposal
+    assert proposal.changes == {"enable_answer_verification": True, "semantic_top_k": 10,
+                                "max_context": 15,  # keyword 5 + semantic 10: every candidate fits
+                                "judge_retries": 1}  # answers are gated: a withdrawn one may retry
+    assert "counterweight for main" in proposal.rationale
+    # the same bundle tried (and lost) once is not proposed again: the next, smaller counterweight is
+    tried = {"round": 3, "decision": "reverted", "outcome_delta": -0.001, "outcome_accepted": False,
+             "changes": [{"field": k, "old": None, "new": val, "scope": "global"} for k, val in proposal.changes.items()]}
+    again = RubricDiagnoser().diagnose(weak_input(failed_alone + [traded, tried]), None).proposal
+    assert again.changes and again.changes != proposal.changes

@@ -4,7 +4,9 @@ by the failure taxonomy.
 Each rule looks at the share of one failure class (or one lagging question type) and, when it
 fires, proposes a concrete action. Rules are ranked by how much of the failure mass they
 address; the strongest action that is not already in effect and was not tried before with a
-bad outcome is proposed. One action per round keeps the guard's verdict attributable."""
+bad outcome is proposed. One action per round keeps the guard's verdict attributable; the
+exception is a change that traded one group for the other, kept with a counterweight and judged
+as one bundle."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,8 +32,9 @@ class Action:
     reason: str
     changes: dict
     qtype: str | None = None
-    # changes already tried (kept on purpose with a counterweight): not checked against failed moves
-    kept: frozenset[str] = frozenset()
+    # a bundle (a traded change kept with its counterweight) is one experiment: its moves are not
+    # checked one by one against moves that failed alone, only the whole against tried bundles
+    bundle: bool = False
 
 
 def _bump(config: dict, name: str, step: int) -> Any:
@@ -75,16 +78,42 @@ def _type_actions(qtype: str, f1: float, mean: float, share: float, values: dict
     return [Action(strength * (1 - 0.05 * i), reason, changes, qtype) for i, changes in enumerate(menu.get(qtype, []))]
 
 
+VIEW_SIZES = ("semantic_top_k", "keyword_top_k", "structured_top_k")
+
+
+def _evidence_counterweight(v: dict) -> dict[str, Any]:
+    """Everything that gives answerable questions their evidence back, at once: one more view of
+    the memories (the dense one when it is off, else a wider keyword view), a context budget that
+    holds every candidate the views now return (a budget already full of them would cut the new
+    ones), and — when answers are gated (verified, or cautious) — a judge that lets a withdrawn
+    answer retry from another source. Each alone moves answerable F1 by less than the loss it
+    must cancel; a counterweight is judged as one experiment."""
+    known = registry()
+    out: dict[str, Any] = {}
+    if v["semantic_top_k"] == known["semantic_top_k"].off:
+        out["semantic_top_k"] = known["semantic_top_k"].default
+    else:
+        out["keyword_top_k"] = _bump(v, "keyword_top_k", 5)
+    candidates = sum({**v, **out}[k] or 0 for k in VIEW_SIZES)
+    if candidates > v["max_context"]:
+        out["max_context"] = known["max_context"].clamp(candidates)
+    gated = v["enable_answer_verification"] or v["answer_style"] == "cautious"
+    if gated and "judge_retries" in known and v.get("judge_retries") == known["judge_retries"].off:
+        out["judge_retries"] = known["judge_retries"].min
+    return out
+
+
 def _counterweights(v: dict, losing: str) -> list[dict[str, Any]]:
     """Changes that protect the group a tried change hurt. Unanswerable questions lose when more
     context makes the reader answer them: check answers against the context, or answer only what it
-    supports. Answerable questions lose when the reader abstains or misses: give it more evidence."""
+    supports. Answerable questions lose when the reader abstains or misses: give it more evidence
+    (all of it at once first, then the smaller steps)."""
     options: list[dict[str, Any]]
     if losing == "adversarial":
         options = [{"enable_answer_verification": True, "verification_style": "strict"},
                    {"answer_style": "cautious"}, {"enable_entity_swap": True}]
     else:
-        options = [{"max_context": _bump(v, "max_context", 2)},
+        options = [_evidence_counterweight(v), {"max_context": _bump(v, "max_context", 2)},
                    {"semantic_top_k": registry()["semantic_top_k"].default} if v["semantic_top_k"] == 0
                    else {"keyword_top_k": _bump(v, "keyword_top_k", 5)}]
     return [o for o in options if o and any(v.get(k) != val for k, val in o.items())]
@@ -110,7 +139,7 @@ def trade_actions(inp: DiagnosisInput) -> list[Action]:
         merged = {**inp.config, **kept}
         reason = (f"round {last['round'] + 1}'s change ({', '.join(kept)}) gained {gaining} {gain['diff']:+.3f} "
                   f"but lost {losing} {loss['diff']:+.3f}; keep it with a counterweight for {losing}")
-        return [Action(1.0 - 0.05 * i, reason, {**kept, **extra}, kept=frozenset(kept))
+        return [Action(1.0 - 0.05 * i, reason, {**kept, **extra}, bundle=True)
                 for i, extra in enumerate(_counterweights(merged, losing))]
     return []
 
@@ -229,10 +258,19 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
     return sorted((a for a in actions if all(k in known for k in a.changes)), key=lambda a: -a.strength)
 
 
+def _tried_bundles(inp: DiagnosisInput) -> set[frozenset[tuple[str, str]]]:
+    """The global change sets earlier rounds evaluated (values as text, so they hash)."""
+    return {frozenset((c["field"], repr(c["new"])) for c in h["changes"]) for h in inp.history
+            if h.get("changes") and h.get("decision") in ("applied", "reverted")
+            and all(c.get("scope", "global") == "global" for c in h["changes"])}
+
+
 def viable_actions(inp: DiagnosisInput) -> list[tuple[Action, dict[str, Any]]]:
     """Every rule that fires, strongest first, with the changes it would still make (settings
-    already in effect left out), skipping moves already tried without a gain."""
+    already in effect left out), skipping moves already tried without a gain (for a bundle: the
+    same bundle already tried)."""
     bad = inp.failed_moves()
+    tried = _tried_bundles(inp)
     out = []
     for action in candidate_actions(inp):
         scope = action.qtype or "global"
@@ -240,8 +278,12 @@ def viable_actions(inp: DiagnosisInput) -> list[tuple[Action, dict[str, Any]]]:
         before = inp.overrides.get(action.qtype, {}) if action.qtype else inp.config
         current = {**inp.config, **before}
         effective = {k: val for k, val in action.changes.items() if current.get(k) != val}
-        if not effective or any((scope, k, move_direction(before.get(k), val)) in bad
-                                for k, val in effective.items() if k not in action.kept):
+        if not effective:
+            continue
+        if action.bundle:
+            if frozenset((k, repr(val)) for k, val in effective.items()) in tried:
+                continue
+        elif any((scope, k, move_direction(before.get(k), val)) in bad for k, val in effective.items()):
             continue
         out.append((action, effective))
     return out
