@@ -9,11 +9,18 @@ gain ≥ random's and tpe's).
 
     python benchmarks/generalization.py [--data ../shared/data/locomo10_dev8.json] [--seeds 0 1 2]
         [--inits weak default] [--diagnosers rubric random tpe] [--rounds 7] [--objective balanced]
+        [--diagnosis-model M --api-base URL | --local-model 0.5b] [--diagnosis-mode free|menu]
+
+With a model (any litellm model, or `--local-model` to serve a Qwen2.5 GGUF with llama.cpp on
+127.0.0.1, see benchmarks/local_llm_server.py), `llm` joins the diagnosers: it diagnoses, every
+other role stays offline, so the rows differ only in who proposes the changes.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -22,9 +29,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo10_dev8.json"
 GROUPS = (("main", "main_f1"), ("adv", "adversarial_f1"), ("all", "all_f1"))
 MAX_MAIN_LOSS, MAX_ADV_LOSS = 0.005, 0.02
+LOCAL_WINDOW = 4096
 
 
 def evolve(*args: str) -> dict:
@@ -35,16 +44,19 @@ def evolve(*args: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def run_once(data: Path, init: str, diagnoser: str, seed: int, rounds: int, objective: str, out: Path) -> dict:
+def run_once(data: Path, init: str, diagnoser: str, seed: int, rounds: int, objective: str, out: Path,
+             model_args: tuple[str, ...] = ()) -> dict:
     started = time.perf_counter()
     result = evolve("run", "--benchmark", "locomo", "--data", str(data), "--rounds", str(rounds), "--diagnoser",
                     diagnoser, "--seed", str(seed), "--init", init, "--objective", objective, "--patience", "0",
-                    "--out", str(out), "--quiet")
+                    "--out", str(out), "--quiet", *(model_args if diagnoser == "llm" else ()))
     wall = time.perf_counter() - started
     shown = evolve("show", str(out))
     accepted = [(r["round"], r["paired"]) for r in shown["rounds"] if r["round"] > 0 and r["accepted"]]
+    flagged = sum(1 for r in shown["rounds"] if r["flags"])  # proposals that went against their own evidence
+    fallbacks = sum(1 for r in shown["rounds"] if r["fallback"])  # llm diagnoses replaced by the rubric's
     return {"init": init, "diagnoser": diagnoser, "seed": seed, "wall": wall, "result": result,
-            "accepted": accepted}
+            "accepted": accepted, "flagged": flagged, "fallbacks": fallbacks}
 
 
 def deltas(block: dict) -> dict[str, float]:
@@ -65,16 +77,46 @@ def main() -> None:
     parser.add_argument("--diagnosers", nargs="+", default=["rubric", "random", "tpe"])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--objective", default="balanced")
+    parser.add_argument("--diagnosis-model", help="litellm model for the llm diagnoser (adds `llm` to the diagnosers)")
+    parser.add_argument("--api-base", help="OpenAI-compatible server of --diagnosis-model")
+    parser.add_argument("--local-model", choices=("0.5b", "1.5b"), help="serve this Qwen2.5 model with llama.cpp for `llm`")
+    parser.add_argument("--diagnosis-mode", default="free", choices=("free", "menu"))
     args = parser.parse_args()
     if not args.data.is_file():
         raise SystemExit(f"no LoCoMo file at {args.data}")
+    with contextlib.ExitStack() as stack:
+        model_args = diagnosis_model_args(args, stack)
+        if model_args and "llm" not in args.diagnosers:
+            args.diagnosers.append("llm")
+        evaluate_all(args, model_args)
+
+
+def diagnosis_model_args(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[str, ...]:
+    """`evolve run` options that let `llm` diagnose with the chosen model (none without one)."""
+    if args.local_model:
+        from benchmarks.local_llm_server import serve
+
+        os.environ.setdefault("OPENAI_API_KEY", "sk-local-no-key")
+        os.environ.setdefault("EVOLVEMEM_LLM_TIMEOUT", "600")  # a CPU model under a JSON grammar is slow
+        server = stack.enter_context(serve(args.local_model, n_ctx=LOCAL_WINDOW))
+        model, api_base = server.model, server.api_base
+        extra: tuple[str, ...] = ("--context-window", str(LOCAL_WINDOW))
+    elif args.diagnosis_model:
+        model, api_base, extra = args.diagnosis_model, args.api_base, ()
+    else:
+        return ()
+    return ("--diagnosis-model", model, "--diagnosis-mode", args.diagnosis_mode,
+            *(("--api-base", api_base) if api_base else ()), *extra)
+
+
+def evaluate_all(args: argparse.Namespace, model_args: tuple[str, ...]) -> None:
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for init in args.inits:
             for diagnoser in args.diagnosers:
                 for seed in args.seeds:
                     run = run_once(args.data, init, diagnoser, seed, args.rounds, args.objective,
-                                   Path(tmp) / f"{init}-{diagnoser}-{seed}")
+                                   Path(tmp) / f"{init}-{diagnoser}-{seed}", model_args)
                     runs.append(run)
                     r = run["result"]
                     dev, test = deltas(r["dev"]), deltas(r["test"])
@@ -82,7 +124,7 @@ def main() -> None:
                     print(f"{init:7s} {diagnoser:6s} seed {seed}: best round {r['best_round']} | dev Δ main "
                           f"{dev['main']:+.4f} adv {dev['adv']:+.4f} all {dev['all']:+.4f} | test Δ main "
                           f"{test['main']:+.4f} adv {test['adv']:+.4f} all {test['all']:+.4f} | accepted: {accepted} "
-                          f"| {run['wall']:.1f}s", flush=True)
+                          f"| flagged {run['flagged']}, rubric fallbacks {run['fallbacks']} | {run['wall']:.1f}s", flush=True)
     print(f"\nmean test Δ per start and diagnoser ({len(args.seeds)} seeds, objective {args.objective}):")
     print("start    diagnoser  test main  test adv   test all   dev all   accepted rounds  gains held on test")
     means: dict[tuple[str, str], float] = {}
