@@ -139,8 +139,11 @@ def trade_actions(inp: DiagnosisInput) -> list[Action]:
         merged = {**inp.config, **kept}
         reason = (f"round {last['round'] + 1}'s change ({', '.join(kept)}) gained {gaining} {gain['diff']:+.3f} "
                   f"but lost {losing} {loss['diff']:+.3f}; keep it with a counterweight for {losing}")
-        return [Action(1.0 - 0.05 * i, reason, {**kept, **extra}, bundle=True)
-                for i, extra in enumerate(_counterweights(merged, losing))]
+        # a counterweight moves settings the kept change left alone: moving its own settings
+        # further is walking a lever that already failed to cancel the loss
+        fresh = [extra for extra in _counterweights(merged, losing)
+                 if not any(k in kept for k, val in extra.items() if merged.get(k) != val)]
+        return [Action(1.0 - 0.05 * i, reason, {**kept, **extra}, bundle=True) for i, extra in enumerate(fresh)]
     return []
 
 
