@@ -184,3 +184,20 @@ def test_a_counterweight_for_answerable_questions_gives_back_all_their_evidence_
              "changes": [{"field": k, "old": None, "new": val, "scope": "global"} for k, val in proposal.changes.items()]}
     again = RubricDiagnoser().diagnose(weak_input(failed_alone + [traded, tried]), None).proposal
     assert again.changes and again.changes != proposal.changes
+
+
+def test_a_counterweight_does_not_walk_further_along_the_settings_the_kept_change_already_moved():
+    from evolvemem.diagnosers.rubric import trade_actions
+
+    # a bundle that widened the keyword view and the budget still lost answerable questions: a
+    # counterweight that only widens the keyword view again is not proposed (fresh settings are)
+    bundle = _traded("enable_answer_verification", False, True, -0.02, 0.14)
+    bundle["changes"] += [{"field": "keyword_top_k", "old": 10, "new": 15, "scope": "global"},
+                          {"field": "max_context", "old": 12, "new": 30, "scope": "global"},
+                          {"field": "judge_retries", "old": 0, "new": 1, "scope": "global"}]
+    # (the dense view is on and the budget is at its maximum: nothing fresh is left, so the
+    # rubric's usual rules decide)
+    assert trade_actions(_input({"retrieval_miss": 100}, [bundle])) == []
+    single = _traded("enable_answer_verification", False, True, -0.02, 0.14)
+    widened = trade_actions(_input({"retrieval_miss": 100}, [single]))
+    assert widened and widened[0].changes["keyword_top_k"] > 10  # alone, verification gets the wider view
