@@ -86,7 +86,10 @@ def test_a_proposed_bundle_emerges_is_switched_on_guarded_resumed_and_travels(tm
         diagnoses = [b for b in server.requests if wants_json(b) and "Your reply" in first_user_message(b)]
         # resume in a fresh process state: the run's levers are read from its files
         forget_added_dimensions()
-        run(server, out, "--resume", str(out), "--rounds", "3")
+        resumed = run(server, out, "--resume", str(out), "--rounds", "3")
+    # evolve run's own round table marks the rounds whose config used the lever
+    marked = {line.split("│")[1].strip() for line in resumed.output.splitlines() if line.count("│") > 3}
+    assert {"2 ✦", "3 ✦"} <= marked and "1" in marked, marked
 
     # materialised in the round that proposed it, in the action-space file format
     path = out / "rounds" / "round_00" / "new_dimensions" / f"{LEVER}.toml"

@@ -8,7 +8,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from evolvemem.cli.run_cmd import changes_text, decision_text, paired_text
+from evolvemem.cli.run_cmd import EMERGED_MARK, changes_text, decision_text, paired_text, round_label
 from evolvemem.cli.ui import UI, fmt, paired_table
 from evolvemem.errors import EvolveMemError
 from evolvemem.report import RIGHT_F1, flipped_questions
@@ -56,7 +56,6 @@ def models_line(models: dict) -> str:
     return " · ".join(f"{model} ({', '.join(roles)})" for model, roles in ordered)
 
 
-EMERGED_MARK = "✦"  # the round's config switched on a lever that emerged in the run
 
 
 def proposed_status(row: dict) -> str:
@@ -121,7 +120,7 @@ def show_run(ui: UI, run: str) -> dict:
         tokens = (u.get("prompt_tokens") or 0) + (u.get("completion_tokens") or 0)
         by_cat = r["by_category"] or {}
         used = switched_on(r["config"] or {}, levers)
-        table.add_row(str(r["round"]) + (f" {EMERGED_MARK}" if used else ""), fmt(score), "" if prev is None or score is None else f"{score - prev:+.4f}",
+        table.add_row(round_label({"round": r["round"], "emerged_used": used}), fmt(score), "" if prev is None or score is None else f"{score - prev:+.4f}",
                       fmt(r["main_f1"]), fmt(r["adversarial_f1"]),
                       paired_text(r["paired"], r["accepted"], [s for s in screenings if s["round"] == r["round"]]),
                       decision_text(r), changes_text(r["changes"] or [], limit=6),

@@ -15,6 +15,14 @@ if TYPE_CHECKING:
     from evolvemem.space.config import RetrievalConfig
 
 
+EMERGED_MARK = "✦"  # the round's config switched on a lever that emerged in the run
+
+
+def round_label(info: dict) -> str:
+    """The round number, marked when its config used a lever that emerged in the run."""
+    return str(info["round"]) + (f" {EMERGED_MARK}" if info.get("emerged_used") else "")
+
+
 def changes_text(changes: list[dict], limit: int = 4) -> str:
     parts = []
     for c in changes[:limit]:
@@ -71,7 +79,9 @@ def round_line(info: dict) -> str:
     dev = info["dev"]
     lines = screening_lines(info["round"], info.get("screenings") or [])
     cost = f"; cost vs full evaluation {vs_full_text(info.get('cost'))}" if made_calls([info]) else ""
-    lines.append(f"round {info['round']}: dev {info['score']:.4f} (main {fmt(dev.get('main'))}, adversarial "
+    used = info.get("emerged_used") or []
+    lever = f" {EMERGED_MARK} used emerged lever(s): {', '.join(used)};" if used else ""
+    lines.append(f"round {info['round']}:{lever} dev {info['score']:.4f} (main {fmt(dev.get('main'))}, adversarial "
                  f"{fmt(dev.get('adversarial'))}) {paired_text(info.get('paired'), info.get('accepted'), info.get('screenings'))}; "
                  f"{decision_text(info)}: {changes_text(info['changes'])}{cost}")
     return "\n".join(lines)
@@ -98,7 +108,7 @@ def rounds_table(rounds: list[dict], title: str) -> Table:
         dev = info["dev"]
         delta = "" if prev is None else f"{info['score'] - prev:+.4f}"
         usage = info.get("usage") or {}
-        table.add_row(str(info["round"]), f"{info['score']:.4f}", delta, fmt(dev.get("main")),
+        table.add_row(round_label(info), f"{info['score']:.4f}", delta, fmt(dev.get("main")),
                       fmt(dev.get("adversarial")), fmt(dev.get("evidence_recall")),
                       paired_text(info.get("paired"), info.get("accepted"), info.get("screenings")),
                       decision_text(info),

@@ -32,7 +32,8 @@ from evolvemem.loop.snapshots import write_final, write_round_snapshot
 from evolvemem.loop.spec import RunSpec
 from evolvemem.loop.usage import usage_rows
 from evolvemem.space.config import RetrievalConfig, parse_config
-from evolvemem.space.registry import registry
+from evolvemem.space.emerged import switched_on
+from evolvemem.space.registry import added_dimensions, registry
 from evolvemem.store.costs import round_costs, total_cost
 from evolvemem.store.run_store import RunStore, headline, round_summary
 from evolvemem.workspace import Workspace
@@ -154,6 +155,8 @@ class EvolutionRunner:
                 "verdict": decision.get("verdict") or "", "paired": decision.get("paired"),
                 "decision": decision["decision"], "fallback": decision.get("fallback"),
                 "flags": decision.get("flags") or [],
+                # levers that emerged in this run and the evaluated config switched on
+                "emerged_used": switched_on(config.model_dump(), set(added_dimensions())),
                 "reason": decision["reason"], "changes": decision["changes"] or [],
                 "memories_added": decision["memories_added"] or 0,
                 "seconds": time.perf_counter() - started, "eval_seconds": eval_seconds,
