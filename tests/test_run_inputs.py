@@ -82,6 +82,15 @@ def test_values_are_never_rounded_or_accepted_silently(tmp_path: Path) -> None:
                   "--quiet").exit_code == 0
     zero = evolve("eval", "--benchmark", "synth", "--concurrency", "0", "--out", str(tmp_path / "c"), "--quiet")
     assert zero.exit_code == 2 and "--concurrency" in zero.output
+    for option, level in (("--alpha", "0"), ("--screen-alpha", "1.5")):
+        bad = evolve("run", "--benchmark", "synth", option, level, "--out", str(tmp_path / option), "--quiet")
+        said = " ".join(bad.output.split())
+        assert bad.exit_code == 2 and f"{option} must be between 0 and 1 (exclusive), not {level}" in said
+        assert not (tmp_path / option).exists()
+    kept = evolve("run", "--benchmark", "synth", "--rounds", "0", "--screen-alpha", "0.1", "--out",
+                  str(tmp_path / "d"), "--quiet")
+    spec = query(tmp_path / "d", "SELECT value FROM manifest WHERE key = 'spec'")[0]["value"]
+    assert kept.exit_code == 0 and spec["screen_alpha"] == 0.1
 
 
 def test_show_names_models_by_role_and_categories_by_name(tmp_path: Path) -> None:

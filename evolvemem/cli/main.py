@@ -227,6 +227,7 @@ def run(
     patience: int = typer.Option(RUN_DEFAULTS.patience, "--patience", help="Stop early after this many rounds without a significant gain (0 = never)."),
     no_reextract: bool = typer.Option(False, "--no-reextract", help="Never re-extract sessions with extraction gaps."),
     screen_fraction: Optional[float] = typer.Option(None, "--screen-fraction", help=f"Score each round's candidate first on this share of the dev questions (stratified by question type and conversation) and evaluate it fully only when it is not worse than the best there and gains; 0 or 1 = every candidate is fully evaluated [default: {RUN_DEFAULTS.screen_fraction} when a model answers; 0 with offline answers, where a full evaluation costs seconds]."),
+    screen_alpha: float = typer.Option(RUN_DEFAULTS.screen_alpha, "--screen-alpha", help="Significance a minibatch gain needs to pass screening (looser than --alpha: a quarter of the questions has less power, and a passing candidate still faces the full paired test)."),
     screen_budget: int = typer.Option(RUN_DEFAULTS.screen_budget, "--screen-budget", help="Screenings per round: after a screened-out candidate the round tries an exploration, up to this many; then it keeps the best config."),
     no_context_reuse: bool = typer.Option(False, "--no-context-reuse", help="Answer every question again even when its answer context and answer settings are those of an answer already given."),
     freeze: Optional[list[str]] = typer.Option(None, "--freeze", help="Dimensions or groups (e.g. scenes, cue_graph) the loop may not change; repeat or comma-separate."),
@@ -271,6 +272,9 @@ def run(
             raise EvolveMemError(f"--screen-fraction must be between 0 and 1, not {screen_fraction:g}")
         if screen_budget < 1:
             raise EvolveMemError("--screen-budget must be 1 or more")
+        for name, level in (("--alpha", alpha), ("--screen-alpha", screen_alpha)):
+            if not 0.0 < level < 1.0:
+                raise EvolveMemError(f"{name} must be between 0 and 1 (exclusive), not {level:g}")
         init_config = resolve_init(ui, init)
         spec = RunSpec(benchmark=benchmark, data=data, rounds=rounds, diagnoser=chosen, init=init, seed=seed,
                        objective=objective, protocol=adversarial_protocol, models=dict(settings.__dict__),
@@ -279,7 +283,8 @@ def run(
                        concurrency=concurrency, embedding_model=embedding_model, patience=patience,
                        reextract=not no_reextract, cache_enabled=not no_cache, frozen=frozen,
                        diagnosis_mode=diagnosis_mode, screen_fraction=screen_fraction,
-                       screen_budget=screen_budget, context_reuse=not no_context_reuse)
+                       screen_budget=screen_budget, screen_alpha=screen_alpha,
+                       context_reuse=not no_context_reuse)
         session = Session.create(spec, new_run_dir(out, benchmark, chosen), init_config, ui)
     result = run_loop(ui, session)
     if json_out:
