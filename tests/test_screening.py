@@ -255,3 +255,33 @@ def test_the_context_key_reads_the_answer_stage_settings_from_the_registry() -> 
     edited = [memories[0].evolve(content="[3 March 2021] Ines: I adopted a black cat."), memories[1]]
     assert context_key("q1", edited, config) != key  # and the text
     assert context_key("q2", memories, config) != key
+
+
+def test_tpe_learns_the_minibatch_estimate_of_every_screened_out_config(tmp_path: Path) -> None:
+    """A screened-out config is told to the diagnoser (the incumbent's score plus the paired
+    minibatch difference), so TPE's model sees it instead of leaving the trial open forever."""
+    import optuna
+
+    from evolvemem.cli.ui import UI
+    from evolvemem.loop.runner import EvolutionRunner
+    from evolvemem.loop.screening import SCREENED_OUT, estimated_score
+    from evolvemem.session import Session
+    from evolvemem.space.config import load_config
+
+    spec = RunSpec(benchmark="synth", data=None, rounds=4, diagnoser="tpe", init="weak", seed=0,
+                   screen_fraction=0.25, screen_budget=2)
+    ui = UI(quiet=True)
+    with Session.create(spec, tmp_path / "run", load_config("weak")[0], ui) as session:
+        runner = EvolutionRunner(spec, session.store, session.workspace, session, session.init_config())
+        runner.run()
+        screened = [row for row in session.store.screenings() if row["outcome"] == SCREENED_OUT]
+        evaluated = session.store.query("SELECT round, all_f1 FROM rounds WHERE phase = 'dev' ORDER BY round")
+    assert screened, "weak on synth: some candidate must fail its minibatch for this test to mean anything"
+    trials = runner.diagnoser.study.trials
+    states = {t.state for t in trials}
+    assert optuna.trial.TrialState.RUNNING not in states  # no trial is left open
+    told = sorted(round(t.value, 9) for t in trials if t.state == optuna.trial.TrialState.COMPLETE)
+    score_of = {r["round"]: r["all_f1"] for r in evaluated}
+    expected = [score_of[r["round"]] for r in evaluated]
+    expected += [estimated_score(row, score_of[row["compared_with"]], "balanced") for row in screened]
+    assert told == sorted(round(v, 9) for v in expected)

@@ -1,7 +1,8 @@
 """`tpe`: Optuna's TPE sampler over the same registry, one trial per round via ask/tell.
 
 Every evaluated config is told to the study (the starting config and resumed rounds too), so
-the sampler's model is rebuilt exactly from the run store on resume."""
+the sampler's model is rebuilt exactly from the run store on resume; a config screened out on
+its minibatch is told its estimated score (loop/screening.py)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,12 @@ class TPEDiagnoser:
         import optuna
 
         trial = self.pending.pop(config.fingerprint(), None)
+        # a trial the loop changed before evaluating it (a frozen or model-only setting dropped,
+        # an exploration instead) will never be scored as asked: closed as failed, so the study
+        # learns only from the configs that were really evaluated (added below)
+        for stale in self.pending.values():
+            self.study.tell(stale, state=optuna.trial.TrialState.FAIL)
+        self.pending.clear()
         if trial is not None:
             self.study.tell(trial, score)
             return

@@ -27,7 +27,7 @@ from evolvemem.loop.emergence import emerge
 from evolvemem.loop.guard import RoundScore, check_regression, decide, incumbent_of
 from evolvemem.loop.paired import Comparison, Verdict, accept, compare
 from evolvemem.loop.reextract import reextract, uncovered_sessions
-from evolvemem.loop.screening import Screener, screening_enabled
+from evolvemem.loop.screening import SCREENED_OUT, Screener, estimated_score, screening_enabled
 from evolvemem.loop.snapshots import write_final, write_round_snapshot
 from evolvemem.loop.spec import RunSpec
 from evolvemem.loop.usage import usage_rows
@@ -132,7 +132,12 @@ class EvolutionRunner:
                 config = self._config_from_json(previous["next_config"])
             started = time.perf_counter()
             if round_no > 0 and self.screener is not None:
-                config = self.screener.choose(round_no, config, incumbent_of(scores), seen, self._free_dims())
+                incumbent = incumbent_of(scores)
+                config = self.screener.choose(round_no, config, incumbent, seen, self._free_dims())
+                for row in self.store.screenings(round_no):  # read back on resume too: told once per process
+                    if row["outcome"] == SCREENED_OUT:
+                        self.diagnoser.observe(self._config_from_json(row["config"]),
+                                               estimated_score(row, incumbent.score, spec.objective))
             summary, eval_seconds = self._evaluate(config, self.dev.questions, round_no, "dev")
             score = objective_of(summary, spec.objective)
             decision = self.store.decision(round_no)

@@ -84,6 +84,14 @@ def screen_verdict(comparison: Comparison, objective: str, spec: RunSpec) -> Scr
     return ScreenVerdict(True, f"gains on {', '.join(gaining)} {where}")
 
 
+def estimated_score(row: dict, incumbent_score: float, objective: str) -> float:
+    """What a screened-out config would score on every dev question, as far as its minibatch
+    tells: the incumbent's score plus the paired minibatch difference in the objective's group.
+    A model-based diagnoser (tpe) learns from it instead of never hearing of the config."""
+    group = "main" if objective == "main" else "all"
+    return incumbent_score + float(row["paired"]["groups"][group]["diff"])
+
+
 class MinibatchScorer(Protocol):
     """Scores a config on questions as one (round, phase) of the run store (the session)."""
 
