@@ -201,3 +201,21 @@ def test_a_counterweight_does_not_walk_further_along_the_settings_the_kept_chang
     single = _traded("enable_answer_verification", False, True, -0.02, 0.14)
     widened = trade_actions(_input({"retrieval_miss": 100}, [single]))
     assert widened and widened[0].changes["keyword_top_k"] > 10  # alone, verification gets the wider view
+
+
+def test_moves_that_failed_alone_are_a_new_experiment_together_but_not_twice():
+    from evolvemem.contracts.diagnosis import Proposal
+    from evolvemem.loop.evidence_check import flag_proposal
+
+    def tried(changes: dict, round_no: int) -> dict:
+        return {"round": round_no, "decision": "reverted", "outcome_delta": -0.002, "outcome_accepted": False,
+                "changes": [{"field": k, "old": DEFAULTS[k], "new": v, "scope": "global"} for k, v in changes.items()]}
+
+    DEFAULTS = {"keyword_top_k": 10, "answer_style": "concise"}  # the default preset's values
+
+    alone = [tried({"keyword_top_k": 20}, 0), tried({"answer_style": "cautious"}, 1)]
+    both = {"keyword_top_k": 20, "answer_style": "cautious"}
+    assert flag_proposal(Proposal(changes=dict(both)), _input({"answer_error": 50}, alone), reject=True) == []
+    again = Proposal(changes=dict(both))
+    flags = flag_proposal(again, _input({"answer_error": 50}, alone + [tried(both, 2)]), reject=True)
+    assert len(flags) == 2 and all("a move already tried without a gain" in f for f in flags) and again.is_empty

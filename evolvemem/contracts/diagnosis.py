@@ -73,6 +73,19 @@ class DiagnosisInput:
         return bad
 
 
+    def tried_change_sets(self) -> set[frozenset[tuple[str, str, str]]]:
+        """The change sets earlier rounds evaluated as one proposal, each a set of (scope, field,
+        new value as text): moves that failed alone can still be new together, not twice."""
+        return {frozenset(change_key(c.get("scope", "global"), c["field"], c["new"]) for c in item["changes"])
+                for item in self.history
+                if item.get("changes") and item.get("decision") in ("applied", "reverted")}
+
+
+def change_key(scope: str, name: str, value: Any) -> tuple[str, str, str]:
+    """One change as an element of `tried_change_sets` (values as text, so they hash)."""
+    return scope, name, repr(value)
+
+
 @dataclass
 class NewDimension:
     """A lever the diagnoser wants: a bool that switches on a bundle of existing settings

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from evolvemem.contracts.diagnosis import DiagnosisInput, DiagnosisResult, Proposal, move_direction
+from evolvemem.contracts.diagnosis import DiagnosisInput, DiagnosisResult, Proposal, change_key, move_direction
 from evolvemem.qtypes import LABEL_ONLY_TYPES as NO_OVERRIDE_TYPES
 from evolvemem.space.registry import registry
 
@@ -261,19 +261,12 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
     return sorted((a for a in actions if all(k in known for k in a.changes)), key=lambda a: -a.strength)
 
 
-def _tried_bundles(inp: DiagnosisInput) -> set[frozenset[tuple[str, str]]]:
-    """The global change sets earlier rounds evaluated (values as text, so they hash)."""
-    return {frozenset((c["field"], repr(c["new"])) for c in h["changes"]) for h in inp.history
-            if h.get("changes") and h.get("decision") in ("applied", "reverted")
-            and all(c.get("scope", "global") == "global" for c in h["changes"])}
-
-
 def viable_actions(inp: DiagnosisInput) -> list[tuple[Action, dict[str, Any]]]:
     """Every rule that fires, strongest first, with the changes it would still make (settings
     already in effect left out), skipping moves already tried without a gain (for a bundle: the
     same bundle already tried)."""
     bad = inp.failed_moves()
-    tried = _tried_bundles(inp)
+    tried = inp.tried_change_sets()
     out = []
     for action in candidate_actions(inp):
         scope = action.qtype or "global"
@@ -284,7 +277,7 @@ def viable_actions(inp: DiagnosisInput) -> list[tuple[Action, dict[str, Any]]]:
         if not effective:
             continue
         if action.bundle:
-            if frozenset((k, repr(val)) for k, val in effective.items()) in tried:
+            if frozenset(change_key(scope, k, val) for k, val in effective.items()) in tried:
                 continue
         elif any((scope, k, move_direction(before.get(k), val)) in bad for k, val in effective.items()):
             continue

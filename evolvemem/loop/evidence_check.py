@@ -6,15 +6,16 @@ A change is flagged when the diagnosis input contradicts its direction:
 - it switches off a view that put a memory into the context of a large share of the right
   answers (`view_credit`: the view that found the evidence);
 - it repeats a move that was already tried and brought no gain (`failed_moves`), and the proposal
-  brings nothing new beside it (a tried move paired with a new one is a new experiment: the rubric
-  keeps a change that traded one group for the other together with a counterweight).
+  brings nothing new beside it (a tried move paired with a new one is a new experiment, and so is a
+  combination of tried moves never evaluated together: the rubric keeps a change that traded one
+  group for the other together with a counterweight).
 Random and TPE keep their nature (the flags are only recorded, so the report can show how often
 each diagnoser proposed against the evidence); an LLM's flagged changes are rejected."""
 from __future__ import annotations
 
 from typing import Any
 
-from evolvemem.contracts.diagnosis import DiagnosisInput, Proposal, move_direction
+from evolvemem.contracts.diagnosis import DiagnosisInput, Proposal, change_key, move_direction
 from evolvemem.space.registry import registry
 
 MISSING_EVIDENCE = ("retrieval_miss", "budget_cut")  # failures where less context cannot help
@@ -66,8 +67,11 @@ def contradictions(proposal: Proposal, inp: DiagnosisInput) -> list[tuple[str, s
                     break
             moves.append((scope, name, new, (scope, name, move_direction(old, new)) in failed))
     contradicted = {(scope, name) for scope, name, _ in out}
-    fresh = [m for m in moves if not m[3] and (m[0], m[1]) not in contradicted]
-    if not fresh:  # nothing new and sound beside the tried moves: the proposal repeats them
+    sound = [m for m in moves if (m[0], m[1]) not in contradicted]
+    together = frozenset(change_key(scope, name, new) for scope, name, new, _ in sound)
+    # nothing new and sound beside the tried moves, and not a combination of them never tried
+    # as a whole (the rubric's counterweight bundles are such combinations): a repeat
+    if all(m[3] for m in sound) and (len(sound) <= 1 or together in inp.tried_change_sets()):
         out += [(scope, name, f"repeats {name} → {new!r}, a move already tried without a gain")
                 for scope, name, new, repeated in moves if repeated]
     return out
