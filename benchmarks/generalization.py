@@ -94,11 +94,14 @@ def main() -> None:
 def diagnosis_model_args(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[str, ...]:
     """`evolve run` options that let `llm` diagnose with the chosen model (none without one)."""
     if args.local_model:
-        from benchmarks.local_llm_server import serve
+        from benchmarks.local_llm_server import LocalModelUnavailable, serve
 
         os.environ.setdefault("OPENAI_API_KEY", "sk-local-no-key")
         os.environ.setdefault("EVOLVEMEM_LLM_TIMEOUT", "600")  # a CPU model under a JSON grammar is slow
-        server = stack.enter_context(serve(args.local_model, n_ctx=LOCAL_WINDOW))
+        try:
+            server = stack.enter_context(serve(args.local_model, n_ctx=LOCAL_WINDOW))
+        except LocalModelUnavailable as exc:
+            raise SystemExit(f"--local-model {args.local_model}: {exc}") from None
         model, api_base = server.model, server.api_base
         extra: tuple[str, ...] = ("--context-window", str(LOCAL_WINDOW))
     elif args.diagnosis_model:
