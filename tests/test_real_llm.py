@@ -251,3 +251,47 @@ def test_whatever_new_dimension_the_model_proposes_is_materialised_validly_or_re
     for config in query(out, "SELECT config FROM rounds"):
         parse_config(config["config"], source="round config")  # a config using a lever reads with the run's files
     print(f"proposed: {[(r['name'], r['status'], r['reason']) for r in rows]}")
+
+
+@pytest.fixture(scope="module")
+def screening_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One dev conversation with three questions of each of four categories: a minibatch of a
+    third takes one question per (type, conversation) cell."""
+    samples = json.loads(LOCOMO_DEV.read_text(encoding="utf-8"))
+    sample = min(samples, key=lambda s: len(s["qa"]))
+    picked = [q for category in (1, 2, 4, 5) for q in [q for q in sample["qa"] if q["category"] == category][:3]]
+    path = tmp_path_factory.mktemp("screen") / "locomo_screen.json"
+    path.write_text(json.dumps([{**sample, "qa": picked}]), encoding="utf-8")
+    return path
+
+
+def test_screening_with_a_real_model_asks_each_question_once_and_bills_every_call(server, proxy, screening_slice,
+                                                                                   tmp_path) -> None:
+    """A round's candidate is screened on a minibatch with real answers; whether it passes or not,
+    the round's full evaluation never asks a minibatch question again, and the store's call counts
+    are the requests that reached the model."""
+    out = tmp_path / "run"
+    result = evolve("run", "--data", str(screening_slice), "--rounds", "1", "--diagnoser", "rubric",
+                    "--answer-model", model_of(server), "--extract-model", "offline", "--api-base", proxy.url,
+                    "--context-window", str(WINDOW), "--init", "weak", "--screen-fraction", "0.34",
+                    "--out", str(out), "--quiet", "--json")
+    assert result.exit_code == 0, result.output
+    exchanges = proxy.reset()
+    assert_every_request_fit(exchanges)
+    screenings = query(out, "SELECT * FROM screenings")
+    assert len(screenings) == 1 and screenings[0]["round"] == 1
+    screening = screenings[0]
+    assert screening["n_questions"] == 4 and screening["outcome"] in ("passed", "screened_out")
+    assert screening["paired"]["groups"]["all"]["n"] == 4 and screening["calls"] > 0
+    minibatch_ids = {r["question_id"] for r in query(out, "SELECT question_id FROM question_records "
+                                                          "WHERE round = 1 AND phase = 'screen1'")}
+    assert len(minibatch_ids) == 4
+    full = query(out, "SELECT question_id, calls, reused FROM question_records WHERE round = 1 AND phase = 'dev'")
+    assert len(full) == 12
+    # asked once: on the minibatch (reused by the full evaluation), or not at all when screened out
+    assert all(r["calls"] == 0 and r["reused"] for r in full if r["question_id"] in minibatch_ids)
+    if screening["outcome"] == "screened_out":
+        assert all(r["calls"] == 0 and r["reused"] for r in full)
+    billed = query(out, "SELECT coalesce(sum(calls), 0) AS calls FROM usage")[0]["calls"]
+    assert billed == len(exchanges) == sum(r["calls"] for r in query(out, "SELECT calls FROM question_records"))
+    assert_scored_and_billed(out, "dev")
