@@ -8,7 +8,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from evolvemem.cli.run_cmd import EMERGED_MARK, changes_text, decision_text, paired_text, round_label
+from evolvemem.cli.run_cmd import changes_text, decision_text, emerged_text, paired_text, round_label
 from evolvemem.cli.ui import UI, fmt, paired_table
 from evolvemem.errors import EvolveMemError
 from evolvemem.report import RIGHT_F1, flipped_questions
@@ -54,8 +54,6 @@ def models_line(models: dict) -> str:
         return f"{next(iter(by_model))} (every role)"
     ordered = sorted(by_model.items(), key=lambda item: (item[0] == "offline", item[0]))
     return " · ".join(f"{model} ({', '.join(roles)})" for model, roles in ordered)
-
-
 
 
 def proposed_status(row: dict) -> str:
@@ -157,7 +155,7 @@ def show_run(ui: UI, run: str) -> dict:
         for flag in r["flags"]:
             ui.info(f"  round {r['round']} ⚑ against the evidence: {flag}")
         if r["emerged_used"]:
-            ui.info(f"  round {r['round']} {EMERGED_MARK} used emerged lever(s): {', '.join(r['emerged_used'])}")
+            ui.info(f"  round {r['round']} {emerged_text(r['emerged_used'])}")
     result: dict = {"run_dir": run, "manifest": manifest, "rounds": out_rounds, "cost": total}
     if out_rounds and manifest.get("kind") == "run":
         accepted = [x for x in out_rounds if x["accepted"]]
@@ -213,7 +211,7 @@ def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
     emerged_used = {r: switched_on(cfg[r]["config"] or {}, levers) for r in (a, b)}
     for r, used in emerged_used.items():
         if used:
-            ui.info(f"round {r} {EMERGED_MARK} uses emerged lever(s): {', '.join(used)}")
+            ui.info(f"round {r} {emerged_text(used)}")
     t = Table(title="F1 per category", title_justify="left")
     for col in ("category", f"round {a}", f"round {b}", "Δ"):
         t.add_column(col)

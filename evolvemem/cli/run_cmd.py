@@ -18,6 +18,11 @@ if TYPE_CHECKING:
 EMERGED_MARK = "✦"  # the round's config switched on a lever that emerged in the run
 
 
+def emerged_text(used: list[str]) -> str:
+    """What a round's mark means, in words ("" when it used no emerged lever)."""
+    return f"{EMERGED_MARK} used emerged lever(s): {', '.join(used)}" if used else ""
+
+
 def round_label(info: dict) -> str:
     """The round number, marked when its config used a lever that emerged in the run."""
     return str(info["round"]) + (f" {EMERGED_MARK}" if info.get("emerged_used") else "")
@@ -80,7 +85,7 @@ def round_line(info: dict) -> str:
     lines = screening_lines(info["round"], info.get("screenings") or [])
     cost = f"; cost vs full evaluation {vs_full_text(info.get('cost'))}" if made_calls([info]) else ""
     used = info.get("emerged_used") or []
-    lever = f" {EMERGED_MARK} used emerged lever(s): {', '.join(used)};" if used else ""
+    lever = f" {emerged_text(used)};" if used else ""
     lines.append(f"round {info['round']}:{lever} dev {info['score']:.4f} (main {fmt(dev.get('main'))}, adversarial "
                  f"{fmt(dev.get('adversarial'))}) {paired_text(info.get('paired'), info.get('accepted'), info.get('screenings'))}; "
                  f"{decision_text(info)}: {changes_text(info['changes'])}{cost}")

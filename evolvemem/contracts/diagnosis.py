@@ -72,7 +72,6 @@ class DiagnosisInput:
                 bad.add((change.get("scope", "global"), change["field"], move_direction(old, change["new"])))
         return bad
 
-
     def tried_change_sets(self) -> set[frozenset[tuple[str, str, str]]]:
         """The change sets earlier rounds evaluated as one proposal, each a set of (scope, field,
         new value as text): moves that failed alone can still be new together, not twice."""

@@ -81,6 +81,14 @@ def _type_actions(qtype: str, f1: float, mean: float, share: float, values: dict
 VIEW_SIZES = ("semantic_top_k", "keyword_top_k", "structured_top_k")
 
 
+def _one_more_view(v: dict) -> dict[str, Any]:
+    """More candidates for the reader: the dense view when it is off, else a wider keyword view."""
+    dense = registry()["semantic_top_k"]
+    if v["semantic_top_k"] == dense.off:
+        return {"semantic_top_k": dense.default}
+    return {"keyword_top_k": _bump(v, "keyword_top_k", 5)}
+
+
 def _evidence_counterweight(v: dict) -> dict[str, Any]:
     """Everything that gives answerable questions their evidence back, at once: one more view of
     the memories (the dense one when it is off, else a wider keyword view), a context budget that
@@ -89,11 +97,7 @@ def _evidence_counterweight(v: dict) -> dict[str, Any]:
     answer retry from another source. Each alone moves answerable F1 by less than the loss it
     must cancel; a counterweight is judged as one experiment."""
     known = registry()
-    out: dict[str, Any] = {}
-    if v["semantic_top_k"] == known["semantic_top_k"].off:
-        out["semantic_top_k"] = known["semantic_top_k"].default
-    else:
-        out["keyword_top_k"] = _bump(v, "keyword_top_k", 5)
+    out = _one_more_view(v)
     candidates = sum({**v, **out}[k] or 0 for k in VIEW_SIZES)
     if candidates > v["max_context"]:
         out["max_context"] = known["max_context"].clamp(candidates)
@@ -113,9 +117,7 @@ def _counterweights(v: dict, losing: str) -> list[dict[str, Any]]:
         options = [{"enable_answer_verification": True, "verification_style": "strict"},
                    {"answer_style": "cautious"}, {"enable_entity_swap": True}]
     else:
-        options = [_evidence_counterweight(v), {"max_context": _bump(v, "max_context", 2)},
-                   {"semantic_top_k": registry()["semantic_top_k"].default} if v["semantic_top_k"] == 0
-                   else {"keyword_top_k": _bump(v, "keyword_top_k", 5)}]
+        options = [_evidence_counterweight(v), {"max_context": _bump(v, "max_context", 2)}, _one_more_view(v)]
     return [o for o in options if o and any(v.get(k) != val for k, val in o.items())]
 
 
