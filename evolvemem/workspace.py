@@ -9,6 +9,7 @@ raw turns, episodes, RecMem's recurrence store) only when a config first needs t
 cached on disk like the fact store."""
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from evolvemem.memory.consolidate import consolidate, decay_importance
 from evolvemem.memory.store_cache import load_or_extract
 from evolvemem.memory.stores import FACT, RAW, store_extractor
 from evolvemem.retrieval.embeddings import DEFAULT_EMBEDDING_MODEL, Embedder
-from evolvemem.retrieval.index import ConversationIndex
+from evolvemem.retrieval.index import ConversationIndex, IndexState
 from evolvemem.retrieval.retriever import Retriever
 from evolvemem.roles.factory import Roles
 from evolvemem.store.schema import TABLES
@@ -43,6 +44,20 @@ class SetupStats:
     conversations_from_cache: int = 0
     memories: int = 0
     usage: Usage = field(default_factory=Usage)
+
+
+@dataclass(frozen=True)
+class ConversationPack:
+    """One conversation of a workspace as another process needs it to answer its questions
+    exactly as this one would: the conversation (its questions typed as this run typed them),
+    its memories, and the built index of every memory store, embeddings included — a worker
+    neither extracts nor embeds a memory. `key` names the content: equal keys, equal packs."""
+
+    key: str
+    dataset: Dataset
+    memories: tuple[MemoryUnit, ...]  # the fact store, as `memory_version` counts it
+    fact_index: IndexState
+    stores: dict[str, tuple[tuple[MemoryUnit, ...], IndexState]]  # other built stores
 
 
 class Workspace:
@@ -91,16 +106,47 @@ class Workspace:
 
     def _retriever_over(self, conversation_id: str, units: list[MemoryUnit]) -> Retriever:
         conv = self.dataset.conversations[conversation_id]
-        index = ConversationIndex.build(units, self.embedder, known_persons=conv.speakers)
+        return self._retriever_on(conversation_id, ConversationIndex.build(units, self.embedder,
+                                                                           known_persons=conv.speakers))
+
+    def _retriever_on(self, conversation_id: str, index: ConversationIndex) -> Retriever:
+        conv = self.dataset.conversations[conversation_id]
         return Retriever(index, self.embedder, decomposer=self.roles.decomposer, known_persons=conv.speakers,
                          llm=self.roles.mechanism_client)
 
-    def _index(self, conversation_id: str) -> None:
+    def _index(self, conversation_id: str, index: ConversationIndex | None = None) -> None:
         units = self.memories[conversation_id]
-        retriever = self._retriever_over(conversation_id, units)
+        retriever = (self._retriever_over(conversation_id, units) if index is None
+                     else self._retriever_on(conversation_id, index))
         self.indexes[conversation_id] = retriever.index
         self.retrievers[conversation_id] = retriever
         self.covered_turns[conversation_id] = {t for u in units for t in u.source_turn_ids}
+
+    # ---- one conversation elsewhere ----------------------------------------------------------
+    def pack(self, conversation_id: str) -> ConversationPack:
+        """Conversation `conversation_id` with its memories and every store built so far."""
+        stores = {name: (tuple(units), retriever.index.state)
+                  for (name, conv_id), (units, retriever, _) in sorted(self._stores.items()) if conv_id == conversation_id}
+        dataset = self.dataset.subset({conversation_id})
+        digest = hashlib.sha256(repr((self.dataset.content_hash, conversation_id, self.memory_version(conversation_id),
+                                      sorted(stores), self.embedder.model_name,
+                                      [(q.question_id, q.question_type) for q in dataset.questions])).encode())
+        return ConversationPack(digest.hexdigest()[:24], dataset, tuple(self.memories[conversation_id]),
+                                self.indexes[conversation_id].state, stores)
+
+    @classmethod
+    def from_pack(cls, pack: ConversationPack, roles: Roles, embedding_model: str | None = None) -> Workspace:
+        """A workspace of the pack's one conversation, its indexes as the pack holds them."""
+        ws = cls(pack.dataset, roles, embedding_model)
+        (conversation_id,) = pack.dataset.conversations
+        speakers = pack.dataset.conversations[conversation_id].speakers
+        ws.memories[conversation_id] = list(pack.memories)
+        ws._index(conversation_id, ConversationIndex(pack.fact_index, ws.embedder, speakers))
+        for name, (units, state) in pack.stores.items():
+            retriever = ws._retriever_on(conversation_id, ConversationIndex(state, ws.embedder, speakers))
+            ws._stores[(name, conversation_id)] = (list(units), retriever, {t for u in units for t in u.source_turn_ids})
+        ws.stats.memories = len(pack.memories)
+        return ws
 
     def ensure_stores(self, names: set[str], progress: ProgressFn | None = None) -> None:
         """Build (or load from the memory cache) every store in `names` not built yet, for every

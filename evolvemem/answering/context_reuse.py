@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from evolvemem.contracts.memory import MemoryUnit
@@ -42,16 +43,43 @@ def context_key(question_id: str, context: Sequence[MemoryUnit], effective: Retr
     return digest.hexdigest()[:32]
 
 
+@dataclass(frozen=True)
+class MemoEntries:
+    """A memo's content as plain data: what a worker process starts from and sends back."""
+
+    answers: dict[str, AnswerResult] = field(default_factory=dict)
+    verdicts: dict[str, float] = field(default_factory=dict)
+
+
 class AnswerMemo:
     """Answers by context key, shared by the concurrent answer threads of a run."""
 
-    def __init__(self) -> None:
-        self._answers: dict[str, AnswerResult] = {}
-        self._verdicts: dict[str, float] = {}  # the LLM-judge metric of a final answer, by its key
+    def __init__(self, entries: MemoEntries | None = None) -> None:
+        self._answers: dict[str, AnswerResult] = dict(entries.answers) if entries else {}
+        # the LLM-judge metric of a final answer, by its key
+        self._verdicts: dict[str, float] = dict(entries.verdicts) if entries else {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._answers)
+
+    def entries(self) -> MemoEntries:
+        with self._lock:
+            return MemoEntries(dict(self._answers), dict(self._verdicts))
+
+    def added_since(self, earlier: MemoEntries) -> MemoEntries:
+        """What this memo holds that `earlier` did not (a worker's answers, sent back)."""
+        with self._lock:
+            return MemoEntries({k: v for k, v in self._answers.items() if k not in earlier.answers},
+                               {k: v for k, v in self._verdicts.items() if k not in earlier.verdicts})
+
+    def merge(self, entries: MemoEntries) -> None:
+        """Add another memo's entries (an answer already known for a key is kept)."""
+        with self._lock:
+            for key, answer in entries.answers.items():
+                self._answers.setdefault(key, answer)
+            for key, verdict in entries.verdicts.items():
+                self._verdicts.setdefault(key, verdict)
 
     def get(self, key: str) -> AnswerResult | None:
         """The answer given for this key before, at no cost (None: never given)."""

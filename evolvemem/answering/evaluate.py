@@ -132,6 +132,17 @@ def reuse_key(question_id: str, effective_fingerprint: str, memory_version: int)
     return (question_id, effective_fingerprint, memory_version)
 
 
+def reused_row(reuse: dict[ReuseKey, dict], ws: Workspace, question: Question, fingerprint: str, round_no: int,
+               phase: str) -> dict | None:
+    """An earlier record of this question under the same effective config and memories, as a
+    record of (round_no, phase) that cost nothing (None: it must be answered)."""
+    earlier = reuse.get(reuse_key(question.question_id, fingerprint, ws.memory_version(question.conversation_id)))
+    if earlier is None:
+        return None
+    return {**earlier, "round": round_no, "phase": phase, "calls": 0, "cache_hits": 0,
+            "prompt_tokens": 0, "completion_tokens": 0, "reused": CONFIG_REUSE}
+
+
 def remember(reuse: dict[ReuseKey, dict], records: list[dict]) -> None:
     """Add scored records to a reuse map (failed ones are asked again)."""
     for record in records:
@@ -181,10 +192,9 @@ def evaluate(ws: Workspace, config: RetrievalConfig, questions: list[Question], 
     def run_one(question: Question) -> tuple[dict, bool]:
         effective, fingerprint = resolve(question.question_type)
         if reuse is not None:
-            key = reuse_key(question.question_id, fingerprint, ws.memory_version(question.conversation_id))
-            if key in reuse:
-                return {**reuse[key], "round": round_no, "phase": phase, "calls": 0, "cache_hits": 0,
-                        "prompt_tokens": 0, "completion_tokens": 0, "reused": CONFIG_REUSE}, True
+            copied = reused_row(reuse, ws, question, fingerprint, round_no, phase)
+            if copied is not None:
+                return copied, True
         try:
             record = answer_question(ws, question, effective, fingerprint, protocol=protocol,
                                      benchmark=benchmark, round_no=round_no, phase=phase, memo=memo)

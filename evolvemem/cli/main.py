@@ -30,6 +30,8 @@ ConcurrencyOpt = typer.Option(RUN_DEFAULTS.concurrency, "--concurrency", min=1, 
 EmbeddingOpt = typer.Option(None, "--embedding-model", help="sentence-transformers model name.")
 NoCacheOpt = typer.Option(False, "--no-cache", help="Do not read or write the LLM response cache.")
 QuietOpt = typer.Option(False, "--quiet", "-q", help="No progress bars.")
+ExecutorOpt = typer.Option("local", "--executor", help="Where questions are answered: local (this process) or ray (Ray tasks, one per conversation and config, in parallel; pip install -e \".[ray]\").")
+RayAddressOpt = typer.Option(None, "--ray-address", help="With --executor ray: auto, or HOST:PORT of a cluster started with `ray start --head` [default: a local cluster on this machine, shut down at the end].")
 
 
 def exit_now_if_calls_in_flight(code: int) -> None:
@@ -185,7 +187,7 @@ def value_text(value: object) -> str:
     return "none" if value is None else str(value)
 
 
-RESUME_OPTIONS = {"resume", "rounds", "data", "json_out", "quiet", "ctx"}
+RESUME_OPTIONS = {"resume", "rounds", "data", "json_out", "quiet", "ctx", "executor", "ray_address"}
 
 
 def ignored_on_resume(ctx: typer.Context) -> list[str]:
@@ -236,22 +238,30 @@ def run(
     no_cache: bool = NoCacheOpt,
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Run directory (default runs/run-<diagnoser>-<benchmark>-<time>)."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue an interrupted run (its directory)."),
+    executor_name: str = ExecutorOpt,
+    ray_address: Optional[str] = RayAddressOpt,
     json_out: bool = typer.Option(False, "--json", help="End stdout with one JSON object describing the run."),
     quiet: bool = QuietOpt,
 ):
     """Evolve the retrieval config: evaluate → diagnose → propose → guard, round by round."""
     from evolvemem.cli.run_cmd import new_run_dir, run_loop
     from evolvemem.errors import EvolveMemError
-    from evolvemem.session import (OBJECTIVES, GuardSettings, RunSpec, Session, check_protocol, diagnoser_entry,
-                                   model_settings, resolve_init)
+    from evolvemem.session import (EXECUTORS, OBJECTIVES, GuardSettings, RunSpec, Session, check_protocol,
+                                   diagnoser_entry, model_settings, open_executor, resolve_init)
     from evolvemem.space.registry import expand_dimension_names
 
     ui = UI(json_mode=json_out, quiet=quiet)
+    if executor_name not in EXECUTORS:
+        raise EvolveMemError(f"--executor must be {' or '.join(EXECUTORS)}, not {executor_name!r}")
+    if ray_address and executor_name != "ray":
+        raise EvolveMemError("--ray-address needs --executor ray")
     if resume:
         ignored = ignored_on_resume(ctx)
         if ignored:
             ui.warn(f"--resume continues the run with the settings it started with; ignored: {', '.join(ignored)}")
-        session = Session.resume(resume, ui, rounds=rounds, data=data)
+        with open_executor(executor_name, ray_address) as executor:
+            session = Session.resume(resume, ui, rounds=rounds, data=data, executor=executor)
+            result = run_loop(ui, session)
     else:
         check_protocol(adversarial_protocol)
         if objective not in OBJECTIVES:
@@ -285,8 +295,9 @@ def run(
                        diagnosis_mode=diagnosis_mode, screen_fraction=screen_fraction,
                        screen_budget=screen_budget, screen_alpha=screen_alpha,
                        context_reuse=not no_context_reuse)
-        session = Session.create(spec, new_run_dir(out, benchmark, chosen), init_config, ui)
-    result = run_loop(ui, session)
+        with open_executor(executor_name, ray_address) as executor:
+            session = Session.create(spec, new_run_dir(out, benchmark, chosen), init_config, ui, executor=executor)
+            result = run_loop(ui, session)
     if json_out:
         ui.emit_json(result)
 

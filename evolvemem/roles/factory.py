@@ -100,6 +100,7 @@ class Roles:
     ledger: UsageLedger | None = None
     clients: dict[str, LLMClient] = field(default_factory=dict)
     classifier: QuestionClassifier | None = None
+    cache_enabled: bool = True  # whether the clients read and write the LLM response cache
 
     def usage_snapshot(self) -> dict[str, Usage]:
         """Per-role LLM usage so far (empty for offline roles)."""
@@ -166,4 +167,4 @@ def build_roles(settings: ModelSettings, cache_enabled: bool = True) -> Roles:
     if settings.for_role("classify") != OFFLINE:
         classifier = LLMQuestionClassifier(client_for("classify"))
     return Roles(extractor, decomposer, answerer, verifier, judge, settings, diagnosis_client,
-                 ledger if clients else None, clients, classifier)
+                 ledger if clients else None, clients, classifier, cache_enabled)

@@ -13,6 +13,8 @@ _EXPORTS: dict[str, str] = {
     "SPLITS": "evolvemem.data.split",
     "DIAGNOSERS": "evolvemem.diagnosers",
     "diagnoser_entry": "evolvemem.diagnosers",
+    "EXECUTORS": "evolvemem.executor",
+    "open_executor": "evolvemem.executor",
     "GuardSettings": "evolvemem.loop.spec",
     "Hooks": "evolvemem.loop.runner",
     "RunResult": "evolvemem.loop.runner",

@@ -22,7 +22,10 @@ from evolvemem.benchmarks import load_benchmark
 from evolvemem.data.models import Dataset, Question
 from evolvemem.data.split import SPLITS, split_dataset, split_ids
 from evolvemem.errors import EvolveMemError
+from evolvemem.executor import Executor
+from evolvemem.executor.local import LocalExecutor
 from evolvemem.loop.ablate import run_ablation
+from evolvemem.loop.jobs import RecordFn, RoundJob, StageFn
 from evolvemem.loop.paired import Comparison, compare
 from evolvemem.loop.runner import EvolutionRunner, Hooks, RunResult
 from evolvemem.loop.spec import RunSpec
@@ -33,13 +36,12 @@ from evolvemem.scoring.locomo import check_protocol
 from evolvemem.session.inputs import best_config_path, manifest_start_config
 from evolvemem.session.reporter import QuietReporter, Reporter
 from evolvemem.session.setup import announce_models, open_workspace
+from evolvemem.session.sharded import evaluate_sharded
 from evolvemem.space.config import RetrievalConfig, config_to_toml, load_config, parse_config
 from evolvemem.space.emerged import begin_run_dimensions, use_run_dimensions
 from evolvemem.store.run_store import DB_NAME, RunStore
 from evolvemem.workspace import Workspace
 
-RecordFn = Callable[[dict], None]
-StageFn = Callable[[str, int, int], None]
 
 
 def resolved_data_path(data: str | None, dataset: Dataset) -> str | None:
@@ -75,10 +77,13 @@ class Session:
     """A run store and the workspace its rounds are scored in; close it (or use `with`)."""
 
     def __init__(self, store: RunStore, workspace: Workspace, reporter: Reporter, *, protocol: str,
-                 concurrency: int, context_reuse: bool = True):
+                 concurrency: int, context_reuse: bool = True, executor: Executor | None = None):
         self.store = store
         self.workspace = workspace
         self.reporter = reporter
+        # where evaluations run (executor/): in this process unless a caller passes another; the
+        # caller that made an executor closes it
+        self.executor: Executor = executor or LocalExecutor()
         self.protocol = protocol
         self.concurrency = concurrency
         # what this run already paid for, reused by later evaluations (and refilled on resume):
@@ -120,17 +125,42 @@ class Session:
         """Score `config` on `questions` as (round, phase): builds the memory stores it reads
         (`on_stage` reports their progress), resumes a half-finished evaluation (failed questions
         are asked again), records usage, returns (summary, wall seconds)."""
-        store, ws = self.store, self.workspace
-        store.begin_round(round_no, phase, config)
-        before = ws.roles.usage_snapshot()
+        return self.score_rounds([RoundJob(config, questions, round_no, phase, on_record)], on_stage)[0]
+
+    def score_rounds(self, jobs: list[RoundJob], on_stage: StageFn | None = None) -> list[tuple[dict, float]]:
+        """Several evaluations, each as `score_round` scores one: in this process one after
+        another; on a remote executor all at once, split by conversation (session/sharded.py)."""
+        if not self.executor.remote:
+            return [self._score_here(job, on_stage) for job in jobs]
         started = time.perf_counter()
-        ws.ensure_stores(stores_needed(config), progress=on_stage)
-        store.drop_failed(round_no, phase)
-        done_ids = store.finished_question_ids(round_no, phase)
-        todo = [q for q in questions if q.question_id not in done_ids]
+        todos = [self._begin(job, on_stage) for job in jobs]
+        outcomes = evaluate_sharded(self.executor, self.store, self.workspace, jobs, todos, reuse=self.reuse,
+                                    memo=self.answers, protocol=self.protocol, concurrency=self.concurrency)
+        setup = (time.perf_counter() - started) - max((o.seconds for o in outcomes), default=0.0)
+        return [self._finish(job, max(0.0, setup) + outcome.seconds, outcome.stopped)
+                for job, outcome in zip(jobs, outcomes)]
+
+    def _begin(self, job: RoundJob, on_stage: StageFn | None) -> list[Question]:
+        """Open (round, phase), build the stores its config reads (their cost is the round's) and
+        return the questions not answered yet (failed ones are asked again)."""
+        store, ws = self.store, self.workspace
+        store.begin_round(job.round_no, job.phase, job.config)
+        before = ws.roles.usage_snapshot()
+        ws.ensure_stores(stores_needed(job.config), progress=on_stage)
+        store.record_usage(usage_rows(before, ws.roles.usage_snapshot(), job.round_no, job.phase))
+        store.drop_failed(job.round_no, job.phase)
+        done_ids = store.finished_question_ids(job.round_no, job.phase)
+        return [q for q in job.questions if q.question_id not in done_ids]
+
+    def _score_here(self, job: RoundJob, on_stage: StageFn | None) -> tuple[dict, float]:
+        """One evaluation in this process, its records flushed batch by batch."""
+        store, ws = self.store, self.workspace
+        round_no, phase = job.round_no, job.phase
+        started = time.perf_counter()
+        todo = self._begin(job, on_stage)
         # usage is recorded with every flushed batch of records, so a killed process loses neither
         # the answers it paid for nor their cost
-        counted = before
+        counted = ws.roles.usage_snapshot()
 
         def record_usage_so_far() -> None:
             nonlocal counted
@@ -142,31 +172,35 @@ class Session:
             store.record_questions(batch)
             record_usage_so_far()
 
-        evaluate(ws, config, todo, round_no=round_no, phase=phase, concurrency=self.concurrency,
-                 protocol=self.protocol, on_record=on_record, sink=record, reuse=self.reuse, memo=self.answers)
+        evaluate(ws, job.config, todo, round_no=round_no, phase=phase, concurrency=self.concurrency,
+                 protocol=self.protocol, on_record=job.on_record, sink=record, reuse=self.reuse, memo=self.answers)
         record_usage_so_far()
+        return self._finish(job, time.perf_counter() - started, ws.roles.stopped_model())
+
+    def _finish(self, job: RoundJob, seconds: float, stopped: str | None) -> tuple[dict, float]:
+        """Score what (round, phase) recorded and close it; a model that stopped answering or a
+        round without one scored question is an error (the round stays open for a resume)."""
+        store, ds = self.store, self.workspace.dataset
+        round_no, phase = job.round_no, job.phase
         records = store.round_records(round_no, phase)
-        stopped = ws.roles.stopped_model()
         if stopped:  # a model stopped answering mid-round: the round is not scored on what was left
             raise EvolveMemError(f"round {round_no} ({phase}) stopped: {stopped}")
-        if questions and not any(not r["failed"] for r in records):
-            # nothing to score: an error, not a score of 0 (the round stays open for a resume)
-            cause, n = (store.failure_causes(round_no, phase) or [("no reason recorded", len(questions))])[0]
+        if job.questions and not any(not r["failed"] for r in records):
+            cause, n = (store.failure_causes(round_no, phase) or [("no reason recorded", len(job.questions))])[0]
             raise EvolveMemError(f"round {round_no} ({phase}): every one of its {len(records)} questions failed; "
                                  f"{n} with: {cause}")
         remember(self.reuse, records)
-        ds = ws.dataset
         summary = summarise(records, adversarial_categories=ds.adversarial_categories,
                             category_names=ds.category_names)
-        seconds = time.perf_counter() - started
         store.finish_round(round_no, phase, summary, seconds)
         return summary, seconds
 
     # ---- evolve run --------------------------------------------------------------------------
     @classmethod
     def create(cls, spec: RunSpec, run_dir: Path, init_config: RetrievalConfig,
-               reporter: Reporter | None = None) -> Session:
-        """A new run: checks the inputs, writes the manifest, opens the workspace."""
+               reporter: Reporter | None = None, executor: Executor | None = None) -> Session:
+        """A new run: checks the inputs, writes the manifest, opens the workspace; its evaluations
+        run on `executor` (default: in this process)."""
         reporter = reporter or QuietReporter()
         check_protocol(spec.protocol)
         if (run_dir / DB_NAME).exists():
@@ -190,11 +224,11 @@ class Session:
             "version": __version__, "command": command_line(),
             "dev_conversations": dev_ids, "test_conversations": test_ids,
         })
-        return cls._open_run(store, dataset, spec, reporter)
+        return cls._open_run(store, dataset, spec, reporter, executor)
 
     @classmethod
     def resume(cls, run: str | Path, reporter: Reporter | None = None, rounds: int | None = None,
-               data: str | None = None) -> Session:
+               data: str | None = None, executor: Executor | None = None) -> Session:
         """Continue a run from its directory alone (a higher `rounds` extends a finished run; `data`
         relocates its data file, which must hold the same content)."""
         reporter = reporter or QuietReporter()
@@ -219,17 +253,18 @@ class Session:
         store = RunStore(run_dir)
         store.set_manifest({"spec": spec.as_dict()})
         store.extend_rounds(spec.rounds)
-        return cls._open_run(store, dataset, spec, reporter)
+        return cls._open_run(store, dataset, spec, reporter, executor)
 
     @classmethod
-    def _open_run(cls, store: RunStore, dataset: Dataset, spec: RunSpec, reporter: Reporter) -> Session:
+    def _open_run(cls, store: RunStore, dataset: Dataset, spec: RunSpec, reporter: Reporter,
+                  executor: Executor | None) -> Session:
         try:
             settings = ModelSettings(**spec.models)
             announce_models(reporter, settings)
             workspace = open_workspace(reporter, dataset, settings, cache_enabled=spec.cache_enabled,
                                        embedding_model=spec.embedding_model)
             session = cls(store, workspace, reporter, protocol=spec.protocol, concurrency=spec.concurrency,
-                          context_reuse=spec.context_reuse)
+                          context_reuse=spec.context_reuse, executor=executor)
             session.spec = spec
             if not store.has_memories():
                 store.record_memories(workspace.memory_rows())
@@ -257,7 +292,8 @@ class Session:
     def open_eval(cls, *, run_dir: Path, benchmark: str, data: str | None, split: str, config: RetrievalConfig,
                   config_source: str, settings: ModelSettings, protocol: str = "official", concurrency: int = 8,
                   embedding_model: str | None = None, cache_enabled: bool = True, kind: str = "eval",
-                  source_run: str | None = None, reporter: Reporter | None = None) -> Session:
+                  source_run: str | None = None, reporter: Reporter | None = None,
+                  executor: Executor | None = None) -> Session:
         """A one-round evaluation directory; an existing one is resumed when it scored the same
         config on the same questions in the same way (its failed questions are asked again)."""
         reporter = reporter or QuietReporter()
@@ -276,7 +312,7 @@ class Session:
             })
             workspace = open_workspace(reporter, dataset, settings, cache_enabled=cache_enabled,
                                        embedding_model=embedding_model)
-            session = cls(store, workspace, reporter, protocol=protocol, concurrency=concurrency)
+            session = cls(store, workspace, reporter, protocol=protocol, concurrency=concurrency, executor=executor)
             if not store.has_memories():
                 store.record_memories(workspace.memory_rows())
         except BaseException:

@@ -1,0 +1,134 @@
+"""A round's evaluation split by conversation, for an executor whose workers are other processes.
+
+The driver (the session) keeps everything a run owns: it copies the records of an unchanged
+effective config itself, sends each conversation once as a `ConversationPack` (memories and
+built indexes, embeddings included) and the run's answer memo once per batch, and writes every
+record to the run store. A shard — one conversation's questions under one config — runs
+`evaluate` in a worker on a workspace made from the pack, kept per worker process (later rounds
+cost that worker no setup), and returns its records, the LLM usage they cost, the answers it
+added to the memo and whether a model stopped answering. A shard writes nothing, so a shard run
+twice (its worker died and Ray ran it again) is still recorded once.
+
+Measured by benchmarks/scale.py: making a worker's workspace from a pack sent through Ray's
+object store against rebuilding it from the content-addressed caches on the worker."""
+from __future__ import annotations
+
+import os
+import time
+from collections import OrderedDict, defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from evolvemem.answering.context_reuse import AnswerMemo, MemoEntries
+from evolvemem.answering.evaluate import evaluate
+from evolvemem.answering.stores import stores_needed
+from evolvemem.contracts.usage import Usage
+from evolvemem.data.models import Question
+from evolvemem.roles.factory import ModelSettings, Roles, build_roles
+from evolvemem.space.config import parse_config
+from evolvemem.space.registry import Dimension, add_dimensions, added_dimensions, forget_added_dimensions
+from evolvemem.workspace import ConversationPack, Workspace
+
+if TYPE_CHECKING:
+    from evolvemem.executor import Shared
+
+KEPT_WORKSPACES = 32  # conversations a worker process keeps built (least recently used dropped)
+# A shard whose answers come from a model mostly waits on the network: it asks a quarter of a
+# CPU, so four such shards share a core (with an offline reader a shard is CPU-bound: one CPU).
+MODEL_SHARD_CPUS = 0.25
+
+
+@dataclass(frozen=True)
+class WorkerSetup:
+    """How a worker makes the roles and workspace the driver has (the same for every shard of a run)."""
+
+    settings: ModelSettings
+    cache_enabled: bool
+    embedding_model: str | None
+    dimensions: tuple[Dimension, ...] = ()  # levers that emerged in the run, so its configs parse
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    job: int  # which evaluation of the driver's batch
+    setup: WorkerSetup
+    pack: Shared[ConversationPack]
+    config: dict  # RetrievalConfig.model_dump(), parsed on the worker once its levers are known
+    questions: tuple[Question, ...]
+    round_no: int
+    phase: str
+    protocol: str
+    concurrency: int
+    memo: Shared[MemoEntries] | None  # None: context-level reuse is off
+
+
+@dataclass
+class ShardResult:
+    job: int
+    records: list[dict]  # in question order
+    usage: dict[str, Usage]  # per role, what this shard's calls cost
+    answers: MemoEntries = field(default_factory=MemoEntries)  # memo entries the shard added
+    stopped: str | None = None  # a model whose circuit breaker tripped
+    seconds: float = 0.0
+    setup_seconds: float = 0.0  # making the workspace from its pack (0: the worker had it)
+    worker_pid: int = 0
+
+
+def shard_cpus(roles: Roles) -> float:
+    return MODEL_SHARD_CPUS if roles.uses_llm else 1.0
+
+
+def by_conversation(questions: list[Question]) -> list[list[Question]]:
+    """Questions grouped by conversation, largest group first (the longest shards start first)."""
+    groups: dict[str, list[Question]] = defaultdict(list)
+    for question in questions:
+        groups[question.conversation_id].append(question)
+    return sorted(groups.values(), key=lambda group: (-len(group), group[0].conversation_id))
+
+
+# ---- the worker side ---------------------------------------------------------------------------
+_roles: dict[tuple, Roles] = {}
+_workspaces: OrderedDict[tuple, Workspace] = OrderedDict()
+
+
+def _worker_roles(setup: WorkerSetup) -> Roles:
+    key = (setup.settings, setup.cache_enabled, os.environ.get("EVOLVEMEM_CACHE_DIR"))
+    if key not in _roles:
+        _roles[key] = build_roles(setup.settings, cache_enabled=setup.cache_enabled)
+    return _roles[key]
+
+
+def worker_workspace(setup: WorkerSetup, pack: Shared[ConversationPack]) -> tuple[Workspace, float]:
+    """The workspace of one pack in this process (made once), and the seconds making it took."""
+    roles = _worker_roles(setup)
+    key = (pack.key, id(roles), setup.embedding_model)
+    if key in _workspaces:
+        _workspaces.move_to_end(key)
+        return _workspaces[key], 0.0
+    started = time.perf_counter()
+    ws = Workspace.from_pack(pack.get(), roles, setup.embedding_model)
+    _workspaces[key] = ws
+    while len(_workspaces) > KEPT_WORKSPACES:
+        _workspaces.popitem(last=False)
+    return ws, time.perf_counter() - started
+
+
+def run_shard(task: ShardTask) -> ShardResult:
+    """Evaluate one shard in this (worker) process; nothing is written here."""
+    started = time.perf_counter()
+    if tuple(added_dimensions().values()) != task.setup.dimensions:  # a worker serves any run
+        forget_added_dimensions()
+        add_dimensions(task.setup.dimensions)
+    config = parse_config(task.config, source="shard")[0]
+    ws, setup_seconds = worker_workspace(task.setup, task.pack)
+    ws.ensure_stores(stores_needed(config))  # the pack normally holds them all (the driver built them)
+    shipped = task.memo.get() if task.memo is not None else None
+    memo = AnswerMemo(shipped) if shipped is not None else None
+    before = ws.roles.usage_snapshot()
+    outcome = evaluate(ws, config, list(task.questions), round_no=task.round_no, phase=task.phase,
+                       concurrency=task.concurrency, protocol=task.protocol, memo=memo)
+    after = ws.roles.usage_snapshot()
+    usage = {role: now - before.get(role, Usage()) for role, now in after.items()}
+    answers = memo.added_since(shipped) if memo is not None and shipped is not None else MemoEntries()
+    return ShardResult(task.job, outcome.records, usage, answers, ws.roles.stopped_model(),
+                       time.perf_counter() - started, setup_seconds, os.getpid())
