@@ -35,3 +35,22 @@ def test_wheel_carries_the_action_space_and_prompts(tmp_path):
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, cwd=str(tmp_path))
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["5", "True"]
+
+
+def test_ray_is_imported_only_when_asked_for(tmp_path):
+    """Ray is an optional extra: the package, the CLI and an offline run with the default
+    executor never import it (nor does choosing the local executor)."""
+    script = ("import sys\n"
+              "from typer.testing import CliRunner\n"
+              "import evolvemem\n"
+              "from evolvemem.cli.main import app\n"
+              "from evolvemem.executor import make_executor\n"
+              "make_executor('local').close()\n"
+              f"result = CliRunner().invoke(app, ['run', '--benchmark', 'synth', '--rounds', '1', '--quiet', "
+              f"'--out', {str(tmp_path / 'run')!r}])\n"
+              "assert result.exit_code == 0, result.output\n"
+              "print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=str(REPO),
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -56,6 +56,9 @@ def evaluate_sharded(executor: Executor, store: RunStore, ws: Workspace, jobs: l
             (fresh.append(question) if row is None else copied.append(row))
         _write(store, job, copied)
         outcomes[index].seconds = time.perf_counter() - started
+        # questions embedded here, once, into the on-disk cache: a worker of this machine reads
+        # them there instead of loading the embedding model
+        ws.prepare(fresh, None if ws.roles.uses_llm else job.config)
         config = job.config.model_dump()
         for group in by_conversation(fresh):
             pack = ws.pack(group[0].conversation_id)
