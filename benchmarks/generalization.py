@@ -10,6 +10,10 @@ gain ≥ random's and tpe's).
     python benchmarks/generalization.py [--data ../shared/data/locomo10_dev8.json] [--seeds 0 1 2]
         [--inits weak default] [--diagnosers rubric random tpe] [--rounds 7] [--objective balanced]
         [--diagnosis-model M --api-base URL | --local-model 0.5b] [--diagnosis-mode free|menu]
+        [--executor ray [--ray-address auto|HOST:PORT]]
+
+With `--executor ray` the runs are Ray tasks, as many at once as the cluster has CPUs, each in its
+own run directory (benchmarks/_sweep.py); the lines come in the order the runs finish.
 
 With a model (any litellm model, or `--local-model` to serve a Qwen2.5 GGUF with llama.cpp on
 127.0.0.1, see benchmarks/local_llm_server.py), `llm` joins the diagnosers: it diagnoses, every
@@ -30,6 +34,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from benchmarks._sweep import add_executor_options, sweep  # noqa: E402
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo10_dev8.json"
 GROUPS = (("main", "main_f1"), ("adv", "adversarial_f1"), ("all", "all_f1"))
 MAX_MAIN_LOSS, MAX_ADV_LOSS = 0.005, 0.02
@@ -59,6 +65,11 @@ def run_once(data: Path, init: str, diagnoser: str, seed: int, rounds: int, obje
             "accepted": accepted, "flagged": flagged, "fallbacks": fallbacks}
 
 
+def run_item(item: tuple) -> dict:
+    """`run_once` of one sweep item (what a Ray task runs)."""
+    return run_once(*item)
+
+
 def deltas(block: dict) -> dict[str, float]:
     return {g: (block["best"][key] or 0.0) - (block["start"][key] or 0.0) for g, key in GROUPS}
 
@@ -81,6 +92,7 @@ def main() -> None:
     parser.add_argument("--api-base", help="OpenAI-compatible server of --diagnosis-model")
     parser.add_argument("--local-model", choices=("0.5b", "1.5b"), help="serve this Qwen2.5 model with llama.cpp for `llm`")
     parser.add_argument("--diagnosis-mode", default="free", choices=("free", "menu"))
+    add_executor_options(parser)
     args = parser.parse_args()
     if not args.data.is_file():
         raise SystemExit(f"no LoCoMo file at {args.data}")
@@ -113,21 +125,21 @@ def diagnosis_model_args(args: argparse.Namespace, stack: contextlib.ExitStack) 
 
 
 def evaluate_all(args: argparse.Namespace, model_args: tuple[str, ...]) -> None:
-    runs = []
+    started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        for init in args.inits:
-            for diagnoser in args.diagnosers:
-                for seed in args.seeds:
-                    run = run_once(args.data, init, diagnoser, seed, args.rounds, args.objective,
-                                   Path(tmp) / f"{init}-{diagnoser}-{seed}", model_args)
-                    runs.append(run)
-                    r = run["result"]
-                    dev, test = deltas(r["dev"]), deltas(r["test"])
-                    accepted = "; ".join(f"r{n}: {p_text(p)}" for n, p in run["accepted"]) or "none"
-                    print(f"{init:7s} {diagnoser:6s} seed {seed}: best round {r['best_round']} | dev Δ main "
-                          f"{dev['main']:+.4f} adv {dev['adv']:+.4f} all {dev['all']:+.4f} | test Δ main "
-                          f"{test['main']:+.4f} adv {test['adv']:+.4f} all {test['all']:+.4f} | accepted: {accepted} "
-                          f"| flagged {run['flagged']}, rubric fallbacks {run['fallbacks']} | {run['wall']:.1f}s", flush=True)
+        items = [(args.data, init, diagnoser, seed, args.rounds, args.objective, Path(tmp) / f"{init}-{diagnoser}-{seed}",
+                  model_args) for init in args.inits for diagnoser in args.diagnosers for seed in args.seeds]
+        finished: dict[int, dict] = {}
+        for index, run in sweep(run_item, items, args):
+            finished[index] = run
+            r = run["result"]
+            dev, test = deltas(r["dev"]), deltas(r["test"])
+            accepted = "; ".join(f"r{n}: {p_text(p)}" for n, p in run["accepted"]) or "none"
+            print(f"{run['init']:7s} {run['diagnoser']:6s} seed {run['seed']}: best round {r['best_round']} | dev Δ main "
+                  f"{dev['main']:+.4f} adv {dev['adv']:+.4f} all {dev['all']:+.4f} | test Δ main "
+                  f"{test['main']:+.4f} adv {test['adv']:+.4f} all {test['all']:+.4f} | accepted: {accepted} "
+                  f"| flagged {run['flagged']}, rubric fallbacks {run['fallbacks']} | {run['wall']:.1f}s", flush=True)
+    runs = [finished[i] for i in sorted(finished)]
     print(f"\nmean test Δ per start and diagnoser ({len(args.seeds)} seeds, objective {args.objective}):")
     print("start    diagnoser  test main  test adv   test all   dev all   accepted rounds  gains held on test")
     means: dict[tuple[str, str], float] = {}
@@ -153,7 +165,8 @@ def evaluate_all(args: argparse.Namespace, model_args: tuple[str, ...]) -> None:
             ok = means[(init, "rubric")] >= max(means[(init, "random")], means[(init, "tpe")]) - 1e-12
             print(f"from {init}: rubric mean test all Δ {means[(init, 'rubric')]:+.4f} vs random "
                   f"{means[(init, 'random')]:+.4f}, tpe {means[(init, 'tpe')]:+.4f}: {'≥ both' if ok else 'BELOW'}")
-    print(f"total_runs={len(runs)} mean_wall_per_run_s={statistics.mean(r['wall'] for r in runs):.1f}")
+    print(f"total_runs={len(runs)} mean_wall_per_run_s={statistics.mean(r['wall'] for r in runs):.1f} "
+          f"sweep_wall_s={time.perf_counter() - started:.1f} executor={args.executor}")
 
 
 if __name__ == "__main__":

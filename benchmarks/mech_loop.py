@@ -1,14 +1,15 @@
 """Each mechanism as a lever of the loop: evolution runs where the loop may use it vs not.
 
     python benchmarks/mech_loop.py [--data ../shared/data/locomo10_dev8.json] [--diagnoser rubric] [--seed 0]
-                                   [--rounds 7] [--only scenes cue_graph ...]
+                                   [--rounds 7] [--only scenes cue_graph ...] [--executor ray [--ray-address A]]
 
 The baseline run freezes every mechanism group (`evolve run --freeze ...`), so the loop tunes
 only the core dimensions. Each further run frees one mechanism group (the others stay frozen)
 and, last, all of them. Every run starts from `weak`, offline roles, and is scored once on the
 held-out test conversations with its best dev config. Printed per run: the mechanism settings
 the best config uses, test F1 and evidence recall per category with the Δ against the baseline,
-wall time, and the LLM calls / tokens the run recorded (0 offline).
+wall time, and the LLM calls / tokens the run recorded (0 offline). With `--executor ray` the runs
+are parallel Ray tasks (benchmarks/_sweep.py); the lines come in the order the runs finish.
 """
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from benchmarks._sweep import add_executor_options, sweep  # noqa: E402
+
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo10_dev8.json"
 CORE_GROUPS = ("views", "fusion", "ranking", "augmentation", "answering")
 
@@ -83,6 +87,14 @@ def mechanism_settings(run_dir: Path, groups: list[str]) -> str:
     return ", ".join(used) or "none"
 
 
+def run_variant(item: tuple) -> tuple:
+    """One variant's run and what the tables read of it (what a Ray task runs, in its own directory)."""
+    label, frozen, out, data, groups, args = item
+    result, wall = run_once(data, out, frozen, args)
+    cats, usage = per_category(out)
+    return label, cats, result, wall, mechanism_settings(out, groups), usage
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -90,6 +102,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--only", nargs="*", help="mechanism groups to free one at a time (default: all)")
+    add_executor_options(parser)
     args = parser.parse_args()
     if not args.data.is_file():
         raise SystemExit(f"no LoCoMo file at {args.data}")
@@ -100,18 +113,18 @@ def main() -> None:
         variants.append(("+ all mechanisms", []))
     print(f"mechanism groups: {', '.join(groups)}; diagnoser {args.diagnoser}, seed {args.seed}, "
           f"{args.rounds} rounds from weak\n", flush=True)
-    results = []
+    finished: dict[int, tuple] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for label, frozen in variants:
-            out = Path(tmp) / label.replace(" ", "_").replace("(", "").replace(")", "").replace("+", "with")
-            result, wall = run_once(args.data, out, frozen, args)
-            cats, usage = per_category(out)
-            used = mechanism_settings(out, groups)
-            results.append((label, cats, result, wall, used, usage))
+        items = [(label, frozen, Path(tmp) / label.replace(" ", "_").replace("(", "").replace(")", "").replace("+", "with"),
+                  args.data, groups, args) for label, frozen in variants]
+        for index, done in sweep(run_variant, items, args):
+            finished[index] = done
+            label, _, result, wall, used, usage = done
             test = result["test"]["best"]
             print(f"{label:24s} test all F1 {test['all_f1']:.4f} main {test['main_f1']:.4f} "
                   f"evidence recall {test['evidence_recall']:.4f} | best round {result['best_round']} | "
                   f"wall {wall:.1f}s | calls {usage['calls']} | uses: {used}", flush=True)
+    results = [finished[i] for i in sorted(finished)]
     from evolvemem.benchmarks import load_benchmark
 
     names = load_benchmark("locomo", args.data).category_names or {}
