@@ -216,7 +216,9 @@ def run(
     diagnosis_mode: str = typer.Option(RUN_DEFAULTS.diagnosis_mode, "--diagnosis-mode", help="llm diagnoser: free (it writes the changes) or menu (it picks one of the rubric's ranked candidates; short prompt, small reply)."),
     init: str = typer.Option(RUN_DEFAULTS.init, "--init", help="Starting config: weak, default, a config file, or a run directory."),
     seed: int = typer.Option(RUN_DEFAULTS.seed, "--seed", help="Seed for exploration, random and tpe."),
-    objective: str = typer.Option(RUN_DEFAULTS.objective, "--objective", help="balanced (a gain on answerable or unanswerable questions without a loss on the other), all (every question) or main (answerable only)."),
+    objective: str = typer.Option(RUN_DEFAULTS.objective, "--objective", help="balanced (a gain on answerable or unanswerable questions without a loss on the other), all (every question), main (answerable only) or evidence (no answer model: evidence recall of the answer context on answerable questions at a token budget, --context-tokens)."),
+    context_tokens: Optional[int] = typer.Option(None, "--context-tokens", help="--objective evidence: cut every answer context at this many estimated tokens, so configs are compared at an equal budget [default: the answer model's window share; 4096-token window without a model]."),
+    no_evidence_rung: bool = typer.Option(False, "--no-evidence-rung", help="Skip rung 0 of the screening ladder (a candidate that changes the context is first compared on the evidence recall of its contexts, without answer calls)."),
     adversarial_protocol: str = typer.Option(RUN_DEFAULTS.protocol, "--adversarial-protocol", help="official or paper."),
     tau_rev: float = typer.Option(GUARD_DEFAULTS.revert_threshold, "--tau-rev", help="Revert when the objective drops more than this below the best (or significantly)."),
     alpha: float = typer.Option(GUARD_DEFAULTS.alpha, "--alpha", help="Significance level of the paired tests that accept a round as the new best."),
@@ -272,6 +274,8 @@ def run(
             raise EvolveMemError(f"--screen-fraction must be between 0 and 1, not {screen_fraction:g}")
         if screen_budget < 1:
             raise EvolveMemError("--screen-budget must be 1 or more")
+        if context_tokens is not None and context_tokens < 1:
+            raise EvolveMemError(f"--context-tokens must be 1 or more, not {context_tokens}")
         for name, level in (("--alpha", alpha), ("--screen-alpha", screen_alpha)):
             if not 0.0 < level < 1.0:
                 raise EvolveMemError(f"{name} must be between 0 and 1 (exclusive), not {level:g}")
@@ -284,7 +288,8 @@ def run(
                        reextract=not no_reextract, cache_enabled=not no_cache, frozen=frozen,
                        diagnosis_mode=diagnosis_mode, screen_fraction=screen_fraction,
                        screen_budget=screen_budget, screen_alpha=screen_alpha,
-                       context_reuse=not no_context_reuse)
+                       context_reuse=not no_context_reuse, context_tokens=context_tokens,
+                       evidence_rung=not no_evidence_rung)
         session = Session.create(spec, new_run_dir(out, benchmark, chosen), init_config, ui)
     result = run_loop(ui, session)
     if json_out:

@@ -9,6 +9,7 @@ from rich.table import Table
 from evolvemem.cli.common import default_run_dir
 from evolvemem.cli.ui import UI, fmt, report_failures
 from evolvemem.errors import EvolveMemError
+from evolvemem.loop.ladder import rung_text
 
 if TYPE_CHECKING:
     from evolvemem.session import RunResult, RunSpec, Session
@@ -74,8 +75,9 @@ def screening_lines(round_no: int, screenings: list[dict]) -> list[str]:
     from rich.markup import escape
 
     return [f"  round {round_no} screening {s['attempt']} ({s['source']}, {s['n_questions']} questions, "
-            f"{s['calls'] or 0} calls): {s['outcome'].replace('_', ' ')}: {escape(s['reason'])}"
+            f"{s['calls'] or 0} calls): {s['outcome'].replace('_', ' ')}{rung_text(s)}: {escape(s['reason'])}"
             for s in screenings]
+
 
 
 def round_line(info: dict) -> str:

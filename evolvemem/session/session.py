@@ -16,6 +16,7 @@ from typing import Callable
 
 from evolvemem import __version__
 from evolvemem.answering.context_reuse import AnswerMemo
+from evolvemem.answering.contexts import evaluate_contexts
 from evolvemem.answering.evaluate import ReuseKey, evaluate, remember
 from evolvemem.answering.stores import stores_needed
 from evolvemem.benchmarks import load_benchmark
@@ -25,7 +26,8 @@ from evolvemem.errors import EvolveMemError
 from evolvemem.loop.ablate import run_ablation
 from evolvemem.loop.paired import Comparison, compare
 from evolvemem.loop.runner import EvolutionRunner, Hooks, RunResult
-from evolvemem.loop.spec import RunSpec
+from evolvemem.loop.spec import CONTEXTS_ONLY, RunSpec
+from evolvemem.roles.answer_llm import context_token_share
 from evolvemem.loop.usage import usage_rows
 from evolvemem.roles.factory import ModelSettings
 from evolvemem.scoring.aggregate import summarise
@@ -116,10 +118,13 @@ class Session:
 
     # ---- the round bracket -------------------------------------------------------------------
     def score_round(self, config: RetrievalConfig, questions: list[Question], round_no: int, phase: str,
-                    on_record: RecordFn | None = None, on_stage: StageFn | None = None) -> tuple[dict, float]:
+                    on_record: RecordFn | None = None, on_stage: StageFn | None = None, *,
+                    contexts_only: bool = False, token_cap: int | None = None) -> tuple[dict, float]:
         """Score `config` on `questions` as (round, phase): builds the memory stores it reads
         (`on_stage` reports their progress), resumes a half-finished evaluation (failed questions
-        are asked again), records usage, returns (summary, wall seconds)."""
+        are asked again), records usage, returns (summary, wall seconds). `contexts_only`: record
+        each question's answer context and its evidence figures without an answer
+        (answering/contexts.py), cut at `token_cap` tokens when given."""
         store, ws = self.store, self.workspace
         store.begin_round(round_no, phase, config)
         before = ws.roles.usage_snapshot()
@@ -142,8 +147,12 @@ class Session:
             store.record_questions(batch)
             record_usage_so_far()
 
-        evaluate(ws, config, todo, round_no=round_no, phase=phase, concurrency=self.concurrency,
-                 protocol=self.protocol, on_record=on_record, sink=record, reuse=self.reuse, memo=self.answers)
+        if contexts_only:
+            evaluate_contexts(ws, config, todo, round_no=round_no, phase=phase, token_cap=token_cap,
+                              on_record=on_record, sink=record)
+        else:
+            evaluate(ws, config, todo, round_no=round_no, phase=phase, concurrency=self.concurrency,
+                     protocol=self.protocol, on_record=on_record, sink=record, reuse=self.reuse, memo=self.answers)
         record_usage_so_far()
         records = store.round_records(round_no, phase)
         stopped = ws.roles.stopped_model()
@@ -154,7 +163,8 @@ class Session:
             cause, n = (store.failure_causes(round_no, phase) or [("no reason recorded", len(questions))])[0]
             raise EvolveMemError(f"round {round_no} ({phase}): every one of its {len(records)} questions failed; "
                                  f"{n} with: {cause}")
-        remember(self.reuse, records)
+        if not contexts_only:  # a record without an answer is no answer to reuse
+            remember(self.reuse, records)
         ds = ws.dataset
         summary = summarise(records, adversarial_categories=ds.adversarial_categories,
                             category_names=ds.category_names)
@@ -230,6 +240,12 @@ class Session:
                                        embedding_model=spec.embedding_model)
             session = cls(store, workspace, reporter, protocol=spec.protocol, concurrency=spec.concurrency,
                           context_reuse=spec.context_reuse)
+            if spec.objective == CONTEXTS_ONLY and spec.context_tokens is None:
+                # fixed once, in the manifest: every round's contexts are cut at the same budget
+                spec.context_tokens = context_token_share(workspace.roles.mechanism_client)
+                store.set_manifest({"spec": spec.as_dict()})
+                reporter.info(f"[dim]evidence objective: contexts cut at {spec.context_tokens} tokens "
+                              "(the answer model's window share; --context-tokens sets it)[/dim]")
             session.spec = spec
             if not store.has_memories():
                 store.record_memories(workspace.memory_rows())
