@@ -154,8 +154,9 @@ def main() -> None:
     with server_cm as server:
         reader = ["--answer-model", server.model, "--extract-model", "offline", "--api-base", server.api_base,
                   "--context-window", str(WINDOW)]
-        for start in args.starts:
-            for diagnoser in args.diagnosers:
+        # the rubric from both starts first, then the evidence objective's transfer, then the llm diagnoser
+        for diagnoser in args.diagnosers:
+            for start in args.starts:
                 extra = (["--diagnoser", "llm", "--diagnosis-mode", "menu", "--diagnosis-model", server.model]
                          if diagnoser == "llm" else ["--diagnoser", diagnoser])
                 out = args.out / f"run-{start}-{diagnoser}"
@@ -164,8 +165,8 @@ def main() -> None:
                                            "--concurrency", "2", *reader, *extra])
                 rows.append((f"{start} / {diagnoser}", describe_run(out, wall)))
                 print_runs(rows)
-        if not args.skip_evidence:
-            evidence_transfer(args, data, reader)
+            if diagnoser == args.diagnosers[0] and not args.skip_evidence:
+                evidence_transfer(args, data, reader)
 
 
 def print_runs(rows: list[tuple[str, dict]]) -> None:
