@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -141,6 +142,7 @@ def main() -> None:
                         help="the evidence objective's token budget (what the 1.5B reader gets at most)")
     parser.add_argument("--skip-evidence", action="store_true")
     args = parser.parse_args()
+    os.environ.setdefault("OPENAI_API_KEY", "sk-local-no-key")  # litellm's openai/ provider wants one
     why = server_available()
     if why:
         raise SystemExit(why)
