@@ -80,11 +80,12 @@ def evolve(*args: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def run_or_resume(out: Path, args: list[str]) -> float:
-    """Start the run in `out`, or resume it when it exists (a finished run is only read back)."""
+def run_or_resume(out: Path, args: list[str], api_base: str | None = None) -> float:
+    """Start the run in `out`, or resume it when it exists (a finished run is only read back; the
+    server may listen on another port than when the run started)."""
     started = time.perf_counter()
     if (out / DB_NAME).exists():
-        evolve("run", "--resume", str(out))
+        evolve("run", "--resume", str(out), *(["--api-base", api_base] if api_base else []))
     else:
         evolve("run", *args, "--out", str(out))
     return time.perf_counter() - started
@@ -164,7 +165,7 @@ def main() -> None:
                 out = args.out / f"run-{start}-{diagnoser}"
                 print(f"… {start} / {diagnoser} → {out}", file=sys.stderr, flush=True)
                 wall = run_or_resume(out, ["--data", str(data), "--rounds", str(args.rounds), "--init", start,
-                                           "--concurrency", "2", *reader, *extra])
+                                           "--concurrency", "2", *reader, *extra], server.api_base)
                 rows.append((f"{start} / {diagnoser}", describe_run(out, wall)))
                 print_runs(rows)
             if diagnoser == args.diagnosers[0] and not args.skip_evidence:

@@ -23,7 +23,7 @@ AnswerOpt = typer.Option(None, "--answer-model", help="Model for decomposition, 
 DiagnosisOpt = typer.Option(None, "--diagnosis-model", help="Model for diagnosis (or 'offline').")
 JudgeOpt = typer.Option(None, "--judge-model", help="Model for the LLM-judge metric (off unless set).")
 ClassifyOpt = typer.Option(None, "--classify-model", help="Model that re-types questions that came without a type (default: rules).")
-ApiBaseOpt = typer.Option(None, "--api-base", help="Base URL of an OpenAI-compatible server (vLLM, Ollama, ...).")
+ApiBaseOpt = typer.Option(None, "--api-base", help="Base URL of an OpenAI-compatible server (vLLM, Ollama, ...); with --resume, the run's server at a new address.")
 ContextWindowOpt = typer.Option(None, "--context-window", min=256, help="Tokens the model's window holds (default: from litellm's table or the server); every prompt is sized to fit it.")
 SplitAllOpt = typer.Option("all", "--split", help="dev, test or all (split by conversation).")
 ConcurrencyOpt = typer.Option(RUN_DEFAULTS.concurrency, "--concurrency", min=1, help="Questions answered at once when an LLM is used (1 or more).")
@@ -185,7 +185,7 @@ def value_text(value: object) -> str:
     return "none" if value is None else str(value)
 
 
-RESUME_OPTIONS = {"resume", "rounds", "data", "json_out", "quiet", "ctx"}
+RESUME_OPTIONS = {"resume", "rounds", "data", "api_base", "json_out", "quiet", "ctx"}
 
 
 def ignored_on_resume(ctx: typer.Context) -> list[str]:
@@ -253,7 +253,7 @@ def run(
         ignored = ignored_on_resume(ctx)
         if ignored:
             ui.warn(f"--resume continues the run with the settings it started with; ignored: {', '.join(ignored)}")
-        session = Session.resume(resume, ui, rounds=rounds, data=data)
+        session = Session.resume(resume, ui, rounds=rounds, data=data, api_base=api_base)
     else:
         check_protocol(adversarial_protocol)
         if objective not in OBJECTIVES:

@@ -204,9 +204,10 @@ class Session:
 
     @classmethod
     def resume(cls, run: str | Path, reporter: Reporter | None = None, rounds: int | None = None,
-               data: str | None = None) -> Session:
+               data: str | None = None, api_base: str | None = None) -> Session:
         """Continue a run from its directory alone (a higher `rounds` extends a finished run; `data`
-        relocates its data file, which must hold the same content)."""
+        relocates its data file, which must hold the same content; `api_base` is the same model's
+        server at a new address, e.g. a local server restarted on another port)."""
         reporter = reporter or QuietReporter()
         with open_run(str(run)) as peek:
             manifest = peek.manifest()
@@ -217,6 +218,8 @@ class Session:
         spec = RunSpec.from_dict(manifest["spec"])
         if rounds is not None:
             spec.rounds = rounds
+        if api_base is not None:
+            spec.models = {**spec.models, "api_base": api_base}
         # older manifests recorded a file read through the environment only as its source
         source = manifest.get("data_source")
         recorded = spec.data or (source if source and Path(source).is_file() else None)
