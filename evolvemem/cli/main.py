@@ -216,7 +216,7 @@ def run(
     diagnosis_mode: str = typer.Option(RUN_DEFAULTS.diagnosis_mode, "--diagnosis-mode", help="llm diagnoser: free (it writes the changes) or menu (it picks one of the rubric's ranked candidates; short prompt, small reply)."),
     init: str = typer.Option(RUN_DEFAULTS.init, "--init", help="Starting config: weak, default, a config file, or a run directory."),
     seed: int = typer.Option(RUN_DEFAULTS.seed, "--seed", help="Seed for exploration, random and tpe."),
-    objective: str = typer.Option(RUN_DEFAULTS.objective, "--objective", help="balanced (a gain on answerable or unanswerable questions without a loss on the other), all (every question), main (answerable only) or evidence (no answer model: evidence recall of the answer context on answerable questions at a token budget, --context-tokens)."),
+    objective: Optional[str] = typer.Option(None, "--objective", help="balanced (a gain on answerable or unanswerable questions without a loss on the other), all (every question), main (answerable only) or evidence (no answer model: evidence recall of the answer context on answerable questions at a token budget, --context-tokens) [default: balanced when a model answers; evidence with offline answers, whose F1 barely moves with retrieval]."),
     context_tokens: Optional[int] = typer.Option(None, "--context-tokens", help="--objective evidence: cut every answer context at this many estimated tokens, so configs are compared at an equal budget [default: the answer model's window share; 4096-token window without a model]."),
     no_evidence_rung: bool = typer.Option(False, "--no-evidence-rung", help="Skip rung 0 of the screening ladder (a candidate that changes the context is first compared on the evidence recall of its contexts, without answer calls)."),
     adversarial_protocol: str = typer.Option(RUN_DEFAULTS.protocol, "--adversarial-protocol", help="official or paper."),
@@ -244,8 +244,8 @@ def run(
     """Evolve the retrieval config: evaluate → diagnose → propose → guard, round by round."""
     from evolvemem.cli.run_cmd import new_run_dir, run_loop
     from evolvemem.errors import EvolveMemError
-    from evolvemem.session import (OBJECTIVES, GuardSettings, RunSpec, Session, check_protocol, diagnoser_entry,
-                                   model_settings, resolve_init)
+    from evolvemem.session import (OBJECTIVES, GuardSettings, RunSpec, Session, check_protocol, default_objective,
+                                   diagnoser_entry, model_settings, resolve_init)
     from evolvemem.space.registry import expand_dimension_names
 
     ui = UI(json_mode=json_out, quiet=quiet)
@@ -256,13 +256,14 @@ def run(
         session = Session.resume(resume, ui, rounds=rounds, data=data, api_base=api_base)
     else:
         check_protocol(adversarial_protocol)
+        settings = model_settings(model, extract_model, answer_model, diagnosis_model, judge_model, api_base,
+                                  classify_model, context_window)
+        objective = objective or default_objective(settings.for_role("answer") != "offline")
         if objective not in OBJECTIVES:
             raise EvolveMemError(f"--objective must be {' or '.join(OBJECTIVES)}, not {objective!r}")
         rounds = RUN_DEFAULTS.rounds if rounds is None else rounds
         if rounds < 0:
             raise EvolveMemError("--rounds must be 0 or more")
-        settings = model_settings(model, extract_model, answer_model, diagnosis_model, judge_model, api_base,
-                                  classify_model, context_window)
         entry = diagnoser_entry(diagnoser or ("llm" if settings.for_role("diagnose") != "offline" else "rubric"))
         chosen = entry.name
         if entry.modes and diagnosis_mode not in entry.modes:

@@ -298,4 +298,7 @@ class EvolutionRunner:
             return {}
         start_summary, _ = self._evaluate(start.config, self.test.questions, 0, "test_start")
         best_summary, _ = self._evaluate(best.config, self.test.questions, best.round, "test_best")
-        return {"start": headline(start_summary), "best": headline(best_summary)}
+        held = compare(self.store.round_records(best.round, "test_best"), self.store.round_records(0, "test_start"),
+                       best.round, 0, self.ws.dataset.adversarial_categories, self.spec.objective, seed=self.spec.seed)
+        return {"start": headline(start_summary), "best": headline(best_summary), "paired": held.as_dict(),
+                "objective": self.spec.objective}

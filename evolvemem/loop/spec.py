@@ -21,6 +21,14 @@ OBJECTIVES = tuple(OBJECTIVE_MEANING)
 CONTEXTS_ONLY = "evidence"  # the objective whose rounds hand contexts to no reader
 
 
+def default_objective(model_answers: bool) -> str:
+    """The objective a run takes when none is given. With a model answering: `balanced` F1, decided
+    on that reader's answers. Offline: `evidence` — the extractive offline reader's F1 barely moves
+    with the retrieval config (more context mostly confuses it), so a loop tuned on it ends where it
+    started; the evidence its contexts hold is what the config controls, for any reader."""
+    return "balanced" if model_answers else CONTEXTS_ONLY
+
+
 def objective_group(objective: str) -> str:
     """The group of questions an objective's headline number is over."""
     return "main" if objective in ("main", CONTEXTS_ONLY) else "all"
