@@ -374,3 +374,18 @@ def test_usage_is_recorded_as_it_happens_so_an_interrupted_eval_never_undercount
         assert resumed.exit_code == 0, resumed.output
         usage = query(tmp_path / "ev", "SELECT role, calls FROM usage WHERE round = 0")
         assert usage == [{"role": "answer", "calls": 60}] == [{"role": "answer", "calls": len(server.requests)}]
+
+
+def test_a_resumed_run_reaches_its_model_at_a_new_address(tmp_path: Path) -> None:
+    """A local server restarted on another port: `--resume --api-base` points the run at it."""
+    run = tmp_path / "run"
+    with FakeLLMServer(make_responder("{}")) as first:
+        assert evolve("run", "--benchmark", "synth", "--rounds", "0", "--answer-model", MODEL, "--api-base", first.url,
+                      "--extract-model", "offline", "--out", str(run), "--quiet").exit_code == 0
+    with FakeLLMServer(make_responder("{}")) as second:
+        result = evolve("run", "--resume", str(run), "--rounds", "1", "--api-base", second.url, "--quiet")
+        assert result.exit_code == 0, result.output
+        assert "ignored" not in result.output
+        assert second.requests  # round 1 and the test scores asked the new address
+    spec = query(run, "SELECT value FROM manifest WHERE key = 'spec'")[0]["value"]
+    assert spec["models"]["api_base"] == second.url

@@ -93,7 +93,7 @@ def test_rubric_rules_follow_the_taxonomy():
     assert RubricDiagnoser().diagnose(inp, load_config("weak")[0]).proposal.changes == {"max_context": 12}
     # one lagging type -> a per-type override that keeps the others
     by_type = [{"question_type": "temporal", "n": 50, "f1": 0.1}, {"question_type": "single_fact", "n": 50, "f1": 0.5}]
-    inp = make_input({"answer_error": 5}, by_type=by_type)
+    inp = make_input({"answer_error": 5, "correct": 95}, by_type=by_type)
     p = RubricDiagnoser().diagnose(inp, load_config("weak")[0]).proposal
     assert p.overrides == {"temporal": {"answer_style": "temporal"}} and not p.changes
     # hallucinations -> verification

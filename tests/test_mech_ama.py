@@ -340,7 +340,7 @@ class AbstainingAnswerer:
     def __init__(self) -> None:
         self.contexts: list[list] = []
 
-    def answer(self, question, context, style):
+    def answer(self, question, context, style, layout="list"):
         self.contexts.append(list(context))
         return AnswerResult(ABSTENTION)
 

@@ -36,10 +36,11 @@ def ray_cluster() -> Iterator[None]:
         ray.shutdown()
 
 
-# the model's diagnosis: a wider view for temporal questions only, so the screening answers a few
-# questions, copies the records of the others (config-level reuse) and the next round's
-# exploration reuses answers to unchanged contexts (the memo the workers are sent)
-DIAGNOSIS = json.dumps({"analysis": "invented", "changes": {}, "overrides": {"temporal": {"semantic_top_k": 10}},
+# the model's diagnosis: rrf_k (which `weak`'s sum fusion ignores) and a wider view for temporal
+# questions only, so round 1's minibatch reuses the answers to every unchanged context (the memo
+# the workers are sent) and answers the temporal ones; round 2 explores (a new store, answers)
+DIAGNOSIS = json.dumps({"analysis": "invented", "changes": {"rrf_k": 90},
+                        "overrides": {"temporal": {"semantic_top_k": 10}},
                         "missing_topics": [], "new_dimensions": [], "rationale": "a test proposal"})
 
 

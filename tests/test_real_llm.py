@@ -281,11 +281,21 @@ def test_screening_with_a_real_model_asks_each_question_once_and_bills_every_cal
     screenings = query(out, "SELECT * FROM screenings")
     assert len(screenings) == 1 and screenings[0]["round"] == 1
     screening = screenings[0]
-    assert screening["n_questions"] == 4 and screening["outcome"] in ("passed", "screened_out")
-    assert screening["paired"]["groups"]["all"]["n"] == 4 and screening["calls"] > 0
-    minibatch_ids = {r["question_id"] for r in query(out, "SELECT question_id FROM question_records "
-                                                          "WHERE round = 1 AND phase = 'screen1'")}
-    assert len(minibatch_ids) == 4
+    # the ladder: rung 0 compared the contexts' evidence without a request to the model; a
+    # candidate that held there was answered on the minibatch (rung 1) and perhaps passed (rung 2)
+    contexts = query(out, "SELECT phase, count(*) AS n, coalesce(sum(calls), 0) AS calls, count(f1) AS answered "
+                          "FROM question_records WHERE phase LIKE 'contexts%' GROUP BY phase")
+    assert all(c["calls"] == 0 and c["answered"] == 0 for c in contexts)
+    if screening["rung"] == 0:
+        assert screening["outcome"] == "screened_out" and screening["evidence"]["diff"] < 0 and len(contexts) == 2
+        minibatch_ids: set[str] = set()
+    else:
+        assert screening["rung"] in (1, 2) and "rung 0" in screening["reason"]
+        assert screening["n_questions"] == 4 and screening["outcome"] in ("passed", "screened_out")
+        assert screening["paired"]["groups"]["all"]["n"] == 4 and screening["calls"] > 0
+        minibatch_ids = {r["question_id"] for r in query(out, "SELECT question_id FROM question_records "
+                                                              "WHERE round = 1 AND phase = 'screen1'")}
+        assert len(minibatch_ids) == 4
     full = query(out, "SELECT question_id, calls, reused FROM question_records WHERE round = 1 AND phase = 'dev'")
     assert len(full) == 12
     # asked once: on the minibatch (reused by the full evaluation), or not at all when screened out
@@ -295,3 +305,32 @@ def test_screening_with_a_real_model_asks_each_question_once_and_bills_every_cal
     billed = query(out, "SELECT coalesce(sum(calls), 0) AS calls FROM usage")[0]["calls"]
     assert billed == len(exchanges) == sum(r["calls"] for r in query(out, "SELECT calls FROM question_records"))
     assert_scored_and_billed(out, "dev")
+
+
+def test_an_evidence_evolved_config_is_read_by_a_real_model_and_its_failures_split_by_where_the_evidence_went(
+        server, proxy, screening_slice, tmp_path) -> None:
+    """The evidence objective evolves contexts with no model; the real reader then answers with the
+    config it chose, and every wrong answerable answer is put in exactly one place: evidence never
+    retrieved, retrieved but cut, in context but answered wrong, or in context and abstained."""
+    evolved = tmp_path / "evidence"
+    result = evolve("run", "--data", str(screening_slice), "--rounds", "2", "--objective", "evidence",
+                    "--context-tokens", "300", "--init", "weak", "--out", str(evolved), "--quiet")
+    assert result.exit_code == 0, result.output
+    assert not proxy.reset()  # the evidence objective asked no model
+    out = tmp_path / "read"
+    eval_with_model(server, proxy, screening_slice, out, evolved / "best_config.toml", "--split", "all")
+    exchanges = proxy.reset()
+    assert_every_request_fit(exchanges)
+    rows = assert_scored_and_billed(out, "eval")
+    split = query(out, "SELECT * FROM question_failures WHERE phase = 'eval'")
+    assert len(split) == len(rows) == 12
+    for row in split:
+        if row["question_type"] == "adversarial" or row["failure"] in ("correct", "call_failed"):
+            continue
+        recall, retrieved, covered = row["evidence_recall"], row["evidence_retrieved"], row["evidence_covered"]
+        expected = ("extraction_gap" if covered < 1 else "retrieval_miss" if retrieved < 1 else "budget_cut"
+                    if recall < 1 else "wrong_abstention" if row["abstained"] else None)
+        if expected:
+            assert row["failure"] == expected, row
+        else:  # all the evidence reached the reader, who answered wrong: a reader error
+            assert row["failure"] in ("answer_error", "format_mismatch") and recall == 1 and not row["abstained"]

@@ -19,6 +19,7 @@ from evolvemem.contracts.records import QuestionRecord
 from evolvemem.contracts.roles import AnswerResult
 from evolvemem.data.models import Question
 from evolvemem.benchmarks import score_prediction
+from evolvemem.retrieval.retriever import context_tokens
 from evolvemem.scoring.aggregate import summarise
 from evolvemem.scoring.metrics import evidence_recall, is_abstention
 from evolvemem.workspace import Workspace
@@ -42,7 +43,7 @@ class EvalOutcome:
     n_context_reused: int = 0  # records whose answers all came from the context memo
 
 
-def _view_label(views: dict[str, int]) -> str:
+def view_label(views: dict[str, int]) -> str:
     return "|".join(f"{name}:{rank}" for name, rank in sorted(views.items(), key=lambda kv: kv[1]))
 
 
@@ -105,7 +106,7 @@ def answer_question(ws: Workspace, question: Question, effective: RetrievalConfi
         evidence_retrieved=evidence_recall(question.evidence, ranked),
         abstained=is_abstention(answer.text), failed=answer.failed, error=answer.error or None,
         context_ids=tuple(m.memory_id for m in final.context),
-        context_views=tuple(_view_label(views) for views in final.views),
+        context_views=tuple(view_label(views) for views in final.views),
         cut_ids=tuple(m.memory_id for m in final.cut),
         sub_queries=tuple(trace.attempts[0].sub_queries),
         config_fingerprint=fingerprint, memory_version=ws.memory_version(conversation_id), latency_ms=latency_ms,
@@ -117,6 +118,7 @@ def answer_question(ws: Workspace, question: Question, effective: RetrievalConfi
         prompt_trimmed=tuple(note for attempt in trace.attempts for note in attempt.answer.notes.get("trimmed", ())),
         reused=CONTEXT_REUSE if trace.context_reused else None,
         context_key=trace.answer_keys[-1] if trace.answer_keys else None,
+        context_tokens=context_tokens(final.context),
     )
 
 
@@ -144,9 +146,11 @@ def reused_row(reuse: dict[ReuseKey, dict], ws: Workspace, question: Question, f
 
 
 def remember(reuse: dict[ReuseKey, dict], records: list[dict]) -> None:
-    """Add scored records to a reuse map (failed ones are asked again)."""
+    """Add answered records to a reuse map (failed ones are asked again; a contexts-only record,
+    rung 0's or the evidence objective's, holds no answer to reuse)."""
     for record in records:
-        if not record.get("failed"):
+        answered = record.get("f1") is not None or record.get("mc_accuracy") is not None
+        if not record.get("failed") and answered:
             reuse[reuse_key(record["question_id"], record["config_fingerprint"], record["memory_version"])] = record
 
 

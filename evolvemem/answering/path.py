@@ -126,7 +126,8 @@ class _Path:
 
     def ask(self, context: Sequence[MemoryUnit]) -> AnswerResult:
         ws, effective = self.ws, self.effective
-        answer = ws.roles.answerer.answer(self.question, list(context), effective.answer_style)
+        answer = ws.roles.answerer.answer(self.question, list(context), effective.answer_style,
+                                          effective.context_layout)
         self.charge(answer.cost)
         if effective.enable_answer_verification and not answer.failed:
             answer = ws.roles.verifier.verify(self.question, list(context), answer, effective.verification_style)

@@ -8,6 +8,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
+from evolvemem.loop.spec import objective_column, objective_label
 from evolvemem.cli.run_cmd import changes_text, decision_text, emerged_text, paired_text, round_label
 from evolvemem.cli.ui import UI, fmt, paired_table
 from evolvemem.errors import EvolveMemError
@@ -75,7 +76,7 @@ def show_run(ui: UI, run: str) -> dict:
             ui.warn(f"{run} is still being written by another process: showing it as of now")
         manifest = store.manifest()
         levers = {d.name for d in read_run_dimensions(store.run_dir)}
-        rounds = store.query("""SELECT r.round, r.phase, r.config, r.main_f1, r.adversarial_f1, r.all_f1, r.evidence_recall,
+        rounds = store.query("""SELECT r.round, r.phase, r.config, r.main_f1, r.adversarial_f1, r.all_f1, r.evidence_recall, r.main_evidence_recall,
                                        r.by_category, r.n_questions, r.n_failed, r.wall_seconds, d.decision, d.reason,
                                        d.changes, d.delta, d.memories_added, d.accepted, d.paired, d.verdict, d.flags, d.fallback
                                 FROM rounds r LEFT JOIN decisions d ON d.round = r.round AND r.phase = 'dev'
@@ -99,7 +100,7 @@ def show_run(ui: UI, run: str) -> dict:
             f"models: {models_line(manifest.get('models') or {})}")
     categories = sorted({c for r in rounds for c in (r["by_category"] or {})})
     names = {c: (r["by_category"][c] or {}).get("name") or f"cat {c}" for r in rounds for c in (r["by_category"] or {})}
-    score_name = "main F1" if objective == "main" else "all F1"
+    score_name = objective_label(objective)
     table = Table(title=f"rounds (dev; score = {score_name}, objective {objective})", title_justify="left")
     with_calls = any(u.get("calls") for u in usage.values())  # offline runs: no calls/tokens columns of zeros
     for col in ["round", "score", "Δ", "main", "adv.", "paired vs best", "decision",
@@ -113,7 +114,7 @@ def show_run(ui: UI, run: str) -> dict:
     out_rounds = []
     prev = None
     for r in rounds:
-        score = r["main_f1"] if objective == "main" else r["all_f1"]
+        score = r[objective_column(objective)]
         u = usage.get(r["round"], {})
         tokens = (u.get("prompt_tokens") or 0) + (u.get("completion_tokens") or 0)
         by_cat = r["by_category"] or {}

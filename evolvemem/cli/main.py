@@ -23,7 +23,7 @@ AnswerOpt = typer.Option(None, "--answer-model", help="Model for decomposition, 
 DiagnosisOpt = typer.Option(None, "--diagnosis-model", help="Model for diagnosis (or 'offline').")
 JudgeOpt = typer.Option(None, "--judge-model", help="Model for the LLM-judge metric (off unless set).")
 ClassifyOpt = typer.Option(None, "--classify-model", help="Model that re-types questions that came without a type (default: rules).")
-ApiBaseOpt = typer.Option(None, "--api-base", help="Base URL of an OpenAI-compatible server (vLLM, Ollama, ...).")
+ApiBaseOpt = typer.Option(None, "--api-base", help="Base URL of an OpenAI-compatible server (vLLM, Ollama, ...); with --resume, the run's server at a new address.")
 ContextWindowOpt = typer.Option(None, "--context-window", min=256, help="Tokens the model's window holds (default: from litellm's table or the server); every prompt is sized to fit it.")
 SplitAllOpt = typer.Option("all", "--split", help="dev, test or all (split by conversation).")
 ConcurrencyOpt = typer.Option(RUN_DEFAULTS.concurrency, "--concurrency", min=1, help="Questions answered at once when an LLM is used (1 or more).")
@@ -187,7 +187,7 @@ def value_text(value: object) -> str:
     return "none" if value is None else str(value)
 
 
-RESUME_OPTIONS = {"resume", "rounds", "data", "json_out", "quiet", "ctx", "executor", "ray_address"}
+RESUME_OPTIONS = {"resume", "rounds", "data", "api_base", "json_out", "quiet", "ctx", "executor", "ray_address"}
 
 
 def ignored_on_resume(ctx: typer.Context) -> list[str]:
@@ -218,7 +218,9 @@ def run(
     diagnosis_mode: str = typer.Option(RUN_DEFAULTS.diagnosis_mode, "--diagnosis-mode", help="llm diagnoser: free (it writes the changes) or menu (it picks one of the rubric's ranked candidates; short prompt, small reply)."),
     init: str = typer.Option(RUN_DEFAULTS.init, "--init", help="Starting config: weak, default, a config file, or a run directory."),
     seed: int = typer.Option(RUN_DEFAULTS.seed, "--seed", help="Seed for exploration, random and tpe."),
-    objective: str = typer.Option(RUN_DEFAULTS.objective, "--objective", help="balanced (a gain on answerable or unanswerable questions without a loss on the other), all (every question) or main (answerable only)."),
+    objective: Optional[str] = typer.Option(None, "--objective", help="balanced (a gain on answerable or unanswerable questions without a loss on the other), all (every question), main (answerable only) or evidence (no answer model: evidence recall of the answer context on answerable questions at a token budget, --context-tokens) [default: balanced when a model answers; evidence with offline answers, whose F1 barely moves with retrieval]."),
+    context_tokens: Optional[int] = typer.Option(None, "--context-tokens", help="--objective evidence: cut every answer context at this many estimated tokens, so configs are compared at an equal budget [default: the answer model's window share; 4096-token window without a model]."),
+    no_evidence_rung: bool = typer.Option(False, "--no-evidence-rung", help="Skip rung 0 of the screening ladder (a candidate that changes the context is first compared on the evidence recall of its contexts, without answer calls)."),
     adversarial_protocol: str = typer.Option(RUN_DEFAULTS.protocol, "--adversarial-protocol", help="official or paper."),
     tau_rev: float = typer.Option(GUARD_DEFAULTS.revert_threshold, "--tau-rev", help="Revert when the objective drops more than this below the best (or significantly)."),
     alpha: float = typer.Option(GUARD_DEFAULTS.alpha, "--alpha", help="Significance level of the paired tests that accept a round as the new best."),
@@ -247,7 +249,7 @@ def run(
     from evolvemem.cli.run_cmd import new_run_dir, run_loop
     from evolvemem.errors import EvolveMemError
     from evolvemem.session import (EXECUTORS, OBJECTIVES, GuardSettings, RunSpec, Session, check_protocol,
-                                   diagnoser_entry, model_settings, open_executor, resolve_init)
+                                   default_objective, diagnoser_entry, model_settings, open_executor, resolve_init)
     from evolvemem.space.registry import expand_dimension_names
 
     ui = UI(json_mode=json_out, quiet=quiet)
@@ -260,17 +262,18 @@ def run(
         if ignored:
             ui.warn(f"--resume continues the run with the settings it started with; ignored: {', '.join(ignored)}")
         with open_executor(executor_name, ray_address) as executor:
-            session = Session.resume(resume, ui, rounds=rounds, data=data, executor=executor)
+            session = Session.resume(resume, ui, rounds=rounds, data=data, api_base=api_base, executor=executor)
             result = run_loop(ui, session)
     else:
         check_protocol(adversarial_protocol)
+        settings = model_settings(model, extract_model, answer_model, diagnosis_model, judge_model, api_base,
+                                  classify_model, context_window)
+        objective = objective or default_objective(settings.for_role("answer") != "offline")
         if objective not in OBJECTIVES:
             raise EvolveMemError(f"--objective must be {' or '.join(OBJECTIVES)}, not {objective!r}")
         rounds = RUN_DEFAULTS.rounds if rounds is None else rounds
         if rounds < 0:
             raise EvolveMemError("--rounds must be 0 or more")
-        settings = model_settings(model, extract_model, answer_model, diagnosis_model, judge_model, api_base,
-                                  classify_model, context_window)
         entry = diagnoser_entry(diagnoser or ("llm" if settings.for_role("diagnose") != "offline" else "rubric"))
         chosen = entry.name
         if entry.modes and diagnosis_mode not in entry.modes:
@@ -282,6 +285,8 @@ def run(
             raise EvolveMemError(f"--screen-fraction must be between 0 and 1, not {screen_fraction:g}")
         if screen_budget < 1:
             raise EvolveMemError("--screen-budget must be 1 or more")
+        if context_tokens is not None and context_tokens < 1:
+            raise EvolveMemError(f"--context-tokens must be 1 or more, not {context_tokens}")
         for name, level in (("--alpha", alpha), ("--screen-alpha", screen_alpha)):
             if not 0.0 < level < 1.0:
                 raise EvolveMemError(f"{name} must be between 0 and 1 (exclusive), not {level:g}")
@@ -294,7 +299,8 @@ def run(
                        reextract=not no_reextract, cache_enabled=not no_cache, frozen=frozen,
                        diagnosis_mode=diagnosis_mode, screen_fraction=screen_fraction,
                        screen_budget=screen_budget, screen_alpha=screen_alpha,
-                       context_reuse=not no_context_reuse)
+                       context_reuse=not no_context_reuse, context_tokens=context_tokens,
+                       evidence_rung=not no_evidence_rung)
         with open_executor(executor_name, ray_address) as executor:
             session = Session.create(spec, new_run_dir(out, benchmark, chosen), init_config, ui, executor=executor)
             result = run_loop(ui, session)

@@ -9,6 +9,7 @@ from rich.table import Table
 from evolvemem.cli.common import default_run_dir
 from evolvemem.cli.ui import UI, fmt, report_failures
 from evolvemem.errors import EvolveMemError
+from evolvemem.loop.ladder import rung_text
 
 if TYPE_CHECKING:
     from evolvemem.session import RunResult, RunSpec, Session
@@ -45,7 +46,9 @@ def paired_text(paired: dict | None, accepted: bool | None, screenings: list[dic
     (a round whose every candidate was screened out kept the incumbent: it says so)."""
     if screenings and all(s["outcome"] == "screened_out" for s in screenings):
         n = len(screenings)
-        return (f"{n} candidate{'s' if n > 1 else ''} screened out on the minibatch → kept "
+        where = ("at rung 0 (contexts' evidence)" if all(s.get("rung") == 0 for s in screenings)
+                 else "on the ladder")
+        return (f"{n} candidate{'s' if n > 1 else ''} screened out {where} → kept "
                 f"r{screenings[-1]['compared_with']}")
     if not paired:
         return "start" if accepted else "-"
@@ -74,8 +77,9 @@ def screening_lines(round_no: int, screenings: list[dict]) -> list[str]:
     from rich.markup import escape
 
     return [f"  round {round_no} screening {s['attempt']} ({s['source']}, {s['n_questions']} questions, "
-            f"{s['calls'] or 0} calls): {s['outcome'].replace('_', ' ')}: {escape(s['reason'])}"
+            f"{s['calls'] or 0} calls): {s['outcome'].replace('_', ' ')}{rung_text(s)}: {escape(s['reason'])}"
             for s in screenings]
+
 
 
 def round_line(info: dict) -> str:
@@ -181,15 +185,38 @@ def cost_line(total: dict) -> str:
 def _print_dev_test(ui: UI, result: RunResult) -> None:
     table = Table(title="start vs best (best = the last round that beat its incumbent on paired dev evidence; "
                         "test scored once)", title_justify="left")
-    for col in ("split", "config", "main F1", "adversarial F1", "all F1", "evidence recall", "n"):
+    for col in ("split", "config", "main F1", "adversarial F1", "all F1", "evidence recall",
+                "evidence recall (answerable)", "context tokens", "n"):
         table.add_column(col)
     for split_name, block in (("dev", result.dev), ("test", result.test)):
         for which in ("start", "best"):
             s = block.get(which) or {}
             if s:
                 table.add_row(split_name, which, fmt(s.get("main_f1")), fmt(s.get("adversarial_f1")),
-                              fmt(s.get("all_f1")), fmt(s.get("evidence_recall")), str(s.get("n")))
+                              fmt(s.get("all_f1")), fmt(s.get("evidence_recall")), fmt(s.get("main_evidence_recall")),
+                              fmt(s.get("context_tokens"), 0), str(s.get("n")))
     ui.print(table)
+    held = held_out_text(result.test.get("paired"), result.test.get("objective", "balanced"))
+    if held:
+        ui.info(held)
+
+
+def held_out_text(paired: dict | None, objective: str) -> str:
+    """Whether the best config holds on the held-out conversations: best − start on the same test
+    questions, per group, with the interval (conversations resampled) and one-sided p of a gain."""
+    if not paired:
+        return ""
+    from evolvemem.loop.spec import objective_label, objective_metric
+
+    what = "evidence recall" if objective_metric(objective) == "evidence_recall" else "F1"
+    parts = []
+    for group, label in (("main", "answerable"), ("adversarial", "unanswerable")):
+        s = (paired.get("groups") or {}).get(group) or {}
+        if s.get("n"):
+            parts.append(f"{label} {s['diff']:+.4f} [{s['ci_low']:+.4f}, {s['ci_high']:+.4f}] p={s['p_gain']:.3f} "
+                         f"(n={s['n']})")
+    return (f"held out (test, best − start on the same questions, {what}; the run's objective is "
+            f"{objective_label(objective)}): {' · '.join(parts) or 'nothing to compare'}")
 
 
 def new_run_dir(out: str | None, benchmark: str, diagnoser: str) -> Path:

@@ -42,6 +42,9 @@ class DiagnosisInput:
     mean_context: float = 0.0
     # retrieval view -> answerable questions answered right with a memory from that view in context
     view_credit: dict[str, int] = field(default_factory=dict)
+    # dimensions this run keeps fixed (--freeze; model-only settings when the answers are offline):
+    # a change to one would be dropped, so a diagnoser should not spend its round on it
+    fixed: tuple[str, ...] = ()
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -45,7 +45,7 @@ class QuestionRecord:
     error: str | None = column("VARCHAR", "why it failed", None)
     context_ids: tuple[str, ...] | None = column("VARCHAR[]", "memory ids in the answer context, in context order", None)
     context_views: tuple[str, ...] | None = column("VARCHAR[]", "for each context memory, the views that found it with ranks, e.g. 'keyword:1|semantic:3'", None)
-    cut_ids: tuple[str, ...] | None = column("VARCHAR[]", "candidates ranked but cut by max_context", None)
+    cut_ids: tuple[str, ...] | None = column("VARCHAR[]", "candidates ranked but cut by the context budget (max_context, context_token_budget)", None)
     sub_queries: tuple[str, ...] | None = column("VARCHAR[]", "sub-queries when decomposition ran", None)
     config_fingerprint: str | None = column("VARCHAR", "fingerprint of the effective config for this question", None)
     memory_version: int | None = column("INTEGER", "memories in the conversation when answered (changes on re-extraction)", None)
@@ -63,6 +63,8 @@ class QuestionRecord:
     prompt_trimmed: tuple[str, ...] | None = column("VARCHAR[]", "what the answer-side prompts left out to fit the model's context window (empty: nothing)", None)
     reused: str | None = column("VARCHAR", "where the answer came from without a call: context (an earlier answer to the same question, context and answer settings), config (the whole record of an earlier identical effective config and memories); NULL: answered here", None)
     context_key: str | None = column("VARCHAR", "hash of the question, the final answer context (ids and text) and the answer-stage settings: the key of context-level reuse", None)
+
+    context_tokens: int | None = column("INTEGER", "estimated tokens of the answer context's memories (what a token budget counts)", None)
 
     def as_row(self) -> dict[str, Any]:
         """The `question_records` row (lists where the table holds lists)."""

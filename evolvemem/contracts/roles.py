@@ -49,8 +49,10 @@ class Decomposer(Protocol):
 class Answerer(Protocol):
     name: str
 
-    def answer(self, question: Question, context: Sequence[MemoryUnit], style: str) -> AnswerResult:
-        """Answer from the ranked context in the given answer style."""
+    def answer(self, question: Question, context: Sequence[MemoryUnit], style: str,
+               layout: str = "list") -> AnswerResult:
+        """Answer from the ranked context in the given answer style; `layout` is how an LLM
+        reader is shown the context (`context_layout`; a reader of memory objects ignores it)."""
         ...
 
 

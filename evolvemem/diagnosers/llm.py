@@ -79,6 +79,7 @@ def diagnosis_variants(inp: DiagnosisInput) -> Iterator[tuple[str, str]]:
             config=_compact(inp.config), overrides=_compact(inp.overrides), objective=inp.objective,
             score=f"{inp.score:.4f}", overall=_compact(inp.overall),
             by_type="\n".join(_compact(r) for r in inp.by_type), taxonomy=_compact(inp.taxonomy),
+            dominant=inp.dominant_failure() or "none",
             taxonomy_by_type=_compact(inp.taxonomy_by_type), worst_cases=_worst_text(worst),
             history=_history_text(history))
 

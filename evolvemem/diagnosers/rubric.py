@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from evolvemem.llm.client import LLMClient
 
 MIN_TYPE_N = 8
+TOKEN_STEP = 400  # a token budget that cuts evidence grows by this much
 LAG_MARGIN = 0.08
 # A tried change whose paired outcome gained one group by at least this much (p below TRADE_P)
 # while the other lost is worth keeping with a counterweight for the losing group.
@@ -213,9 +214,15 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
                                   "episodes when facts fall short", {"memory_granularity": "routed"}))
     cut = _share(inp, "budget_cut")
     if cut >= 0.1:
-        actions.append(Action(_mass(inp, "budget_cut") * 0.6,
-                              f"{cut:.0%} of failures had the evidence ranked but cut by max_context",
-                              {"max_context": _bump(v, "max_context", 4)}))
+        reason = f"{cut:.0%} of failures had the evidence ranked but cut by the context budget"
+        if v.get("context_token_budget"):  # the token budget may be what cuts
+            tokens = registry()["context_token_budget"]
+            actions.append(Action(_mass(inp, "budget_cut") * 0.6, reason + "; raise the token budget",
+                                  {"context_token_budget": tokens.clamp(v["context_token_budget"] + TOKEN_STEP)}))
+        actions.append(Action(_mass(inp, "budget_cut") * 0.55, reason, {"max_context": _bump(v, "max_context", 4)}))
+        if v["fusion_mode"] != "rrf":
+            actions.append(Action(_mass(inp, "budget_cut") * 0.3, reason + "; rank fusion lifts what several views "
+                                  "agree on above the cut", {"fusion_mode": "rrf"}))
     abstain = _share(inp, "wrong_abstention")
     if abstain >= 0.1:
         changes = {"answer_style": "concise"} if v["answer_style"] == "cautious" else {"max_context": _bump(v, "max_context", 2)}
@@ -225,6 +232,14 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
             actions.append(Action(_mass(inp, "wrong_abstention") * 0.3, reason + "; let a judge retry such answers "
                                   "from another granularity", {"judge_retries": 1}))
     noise = _share(inp, "answer_error")
+    if noise >= 0.2:  # the evidence was in context and the reader still answered wrong
+        reason = f"{noise:.0%} of failures had all their evidence in context and were answered wrong (reader errors)"
+        if v.get("context_layout") == "list":
+            actions.append(Action(_mass(inp, "answer_error") * 0.25, reason + "; show the context by session, "
+                                  "under date headers", {"context_layout": "sessions"}))
+        if v["context_order"] == "score":
+            actions.append(Action(_mass(inp, "answer_error") * 0.2, reason + "; show the context in time order",
+                                  {"context_order": "chronological"}))
     if noise >= 0.3 and inp.mean_context > 14:
         actions.append(Action(_mass(inp, "answer_error") * 0.3,
                               f"{noise:.0%} answer errors with {inp.mean_context:.0f} memories in context: too much noise",
@@ -269,8 +284,11 @@ def viable_actions(inp: DiagnosisInput) -> list[tuple[Action, dict[str, Any]]]:
     same bundle already tried)."""
     bad = inp.failed_moves()
     tried = inp.tried_change_sets()
+    fixed = set(inp.fixed)
     out = []
     for action in candidate_actions(inp):
+        if fixed & set(action.changes):  # the run would drop the change: a wasted round
+            continue
         scope = action.qtype or "global"
         # what each field holds now at this scope (None: an override would add it)
         before = inp.overrides.get(action.qtype, {}) if action.qtype else inp.config

@@ -29,6 +29,11 @@ def estimate_tokens(messages: list[dict]) -> int:
     return int(chars / CHARS_PER_TOKEN) + MESSAGE_OVERHEAD * len(messages)
 
 
+def estimate_text_tokens(text: str) -> int:
+    """The same conservative estimate for one piece of text (a memory in a context)."""
+    return int(len(text) / CHARS_PER_TOKEN)
+
+
 def window_from_error(message: str) -> int | None:
     """The window size a server named when it rejected a request (llama.cpp, vLLM, OpenAI wording)."""
     found = _WINDOW_IN_ERROR.search(message or "")

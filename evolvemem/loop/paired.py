@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from evolvemem.loop.spec import GuardSettings
+from evolvemem.loop.spec import GuardSettings, objective_group, objective_metric
 
 GROUPS = ("main", "adversarial", "all")
 RESAMPLES = 4000
@@ -83,14 +83,16 @@ def _stat(diffs: np.ndarray, cand: np.ndarray, inc: np.ndarray, convs: np.ndarra
 
 def compare(candidate: list[dict], incumbent: list[dict], candidate_round: int, incumbent_round: int,
             adversarial_categories: tuple[str, ...] | set[str], objective: str, folds: int = 0,
-            seed: int = 0) -> Comparison:
-    """Pair two rounds' records by question (failed ones on either side are left out)."""
-    inc_by_id = {r["question_id"]: r for r in incumbent if not r.get("failed") and r.get("f1") is not None}
+            seed: int = 0, metric: str | None = None) -> Comparison:
+    """Pair two rounds' records by question on `metric` (by default the objective's: F1, or the
+    context's evidence recall; records without a value or failed on either side are left out)."""
+    metric = metric or objective_metric(objective)
+    inc_by_id = {r["question_id"]: r for r in incumbent if not r.get("failed") and r.get(metric) is not None}
     pairs = [(r, inc_by_id[r["question_id"]]) for r in candidate
-             if not r.get("failed") and r.get("f1") is not None and r["question_id"] in inc_by_id]
+             if not r.get("failed") and r.get(metric) is not None and r["question_id"] in inc_by_id]
     pairs.sort(key=lambda p: p[0]["question_id"])
-    cand = np.array([c["f1"] for c, _ in pairs], dtype=float)
-    inc = np.array([i["f1"] for _, i in pairs], dtype=float)
+    cand = np.array([c[metric] for c, _ in pairs], dtype=float)
+    inc = np.array([i[metric] for _, i in pairs], dtype=float)
     convs = np.array([c["conversation_id"] for c, _ in pairs], dtype=object)
     adversarial = np.array([str(c["category"]) in {str(a) for a in adversarial_categories} for c, _ in pairs],
                            dtype=bool)
@@ -98,7 +100,7 @@ def compare(candidate: list[dict], incumbent: list[dict], candidate_round: int, 
     rng = np.random.default_rng(seed)
     masks = {"main": ~adversarial, "adversarial": adversarial, "all": np.ones(len(pairs), dtype=bool)}
     groups = {g: _stat(diffs[m], cand[m], inc[m], convs[m], rng) for g, m in masks.items()}
-    objective_mask = masks["main"] if objective == "main" else masks["all"]
+    objective_mask = masks[objective_group(objective)]
     by_conversation = {str(c): float(diffs[objective_mask & (convs == c)].mean())
                        for c in sorted(set(convs[objective_mask].tolist()))}
     by_fold: list[float] = []
@@ -114,7 +116,7 @@ def compare(candidate: list[dict], incumbent: list[dict], candidate_round: int, 
 
 def judged_groups(objective: str) -> tuple[str, ...]:
     """The groups a decision judges: both for `balanced`, else the objective's own."""
-    return ("main", "adversarial") if objective == "balanced" else (objective,)
+    return ("main", "adversarial") if objective == "balanced" else (objective_group(objective),)
 
 
 def gains(stat: PairedStat, settings: GuardSettings, alpha: float | None = None) -> bool:
@@ -140,7 +142,7 @@ def accept(comparison: Comparison, objective: str, settings: GuardSettings) -> V
     held = sum(1 for d in convs.values() if d >= -settings.consistency_tolerance)
     consistent = held * 2 > len(convs) if convs else True
     folds_hold = all(d >= -settings.consistency_tolerance for d in comparison.by_fold)
-    objective_stat = g["main" if objective == "main" else "all"]
+    objective_stat = g[objective_group(objective)]
     significant_loss = bool(losses) or objective_stat.diff < -settings.revert_threshold
 
     def describe(name: str) -> str:

@@ -13,7 +13,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from evolvemem.contracts.diagnosis import Proposal
 from evolvemem.data.models import Dataset, Question
@@ -29,7 +29,8 @@ from evolvemem.loop.paired import Comparison, Verdict, accept, compare
 from evolvemem.loop.reextract import reextract, uncovered_sessions
 from evolvemem.loop.screening import SCREENED_OUT, Screener, estimated_score, screening_enabled
 from evolvemem.loop.snapshots import write_final, write_round_snapshot
-from evolvemem.loop.spec import RunSpec
+from evolvemem.loop.scorer import RoundScorer
+from evolvemem.loop.spec import CONTEXTS_ONLY, RunSpec, objective_column
 from evolvemem.loop.usage import usage_rows
 from evolvemem.space.config import RetrievalConfig, parse_config
 from evolvemem.space.emerged import switched_on
@@ -37,16 +38,6 @@ from evolvemem.space.registry import added_dimensions, registry
 from evolvemem.store.costs import round_costs, total_cost
 from evolvemem.store.run_store import RunStore, headline, round_summary
 from evolvemem.workspace import Workspace
-
-
-class RoundScorer(Protocol):
-    """Scores a config on questions as one (round, phase) of the run store: the session's
-    round bracket (begin → build the stores it reads → evaluate → usage → finish)."""
-
-    def score_round(self, config: RetrievalConfig, questions: list[Question], round_no: int, phase: str,
-                    on_record: Callable[[dict], None] | None = None,
-                    on_stage: Callable[[str, int, int], None] | None = None) -> tuple[dict, float]:
-        ...
 
 
 @dataclass
@@ -70,10 +61,14 @@ class RunResult:
     cost: dict = field(default_factory=dict)  # the rounds' evaluations against full evaluation (store/costs.py)
 
 
+# a summary's key for each `rounds` column an objective's headline can be in
+_SUMMARY_KEY = {"all_f1": "all", "main_f1": "main", "main_evidence_recall": "main_evidence_recall"}
+
+
 def objective_of(summary_or_row: dict, objective: str) -> float:
     """The round's headline number for `objective` (balanced: all F1; decisions are paired)."""
-    key = {"balanced": ("all", "all_f1"), "all": ("all", "all_f1"), "main": ("main", "main_f1")}[objective]
-    value = summary_or_row.get(key[0], summary_or_row.get(key[1]))
+    column = objective_column(objective)
+    value = summary_or_row.get(_SUMMARY_KEY[column], summary_or_row.get(column))
     return float(value or 0.0)
 
 
@@ -95,8 +90,12 @@ class EvolutionRunner:
         self.diagnoser = make_diagnoser(spec.diagnoser, seed=spec.seed, client=workspace.roles.diagnosis_client,
                                         mode=spec.diagnosis_mode)
         self.rubric = make_diagnoser("rubric", seed=spec.seed)  # the fallback of a model's diagnosis
+        # the ladder (loop/ladder.py, loop/screening.py) screens candidates before a full evaluation;
+        # under the evidence objective a full evaluation is itself only contexts: nothing to screen
+        self.contexts_only = spec.objective == CONTEXTS_ONLY
         self.screener = (Screener(spec, store, scorer, self.dev.questions, dataset.adversarial_categories,
-                                  self.hooks.record) if screening_enabled(spec.screen_fraction) else None)
+                                  self.hooks.record)
+                         if screening_enabled(spec.screen_fraction) and not self.contexts_only else None)
 
     # ---- helpers -----------------------------------------------------------------------------
     def _say(self, text: str) -> None:
@@ -112,7 +111,9 @@ class EvolutionRunner:
         total = len(questions)
         record_hook = self.hooks.record
         on_record = (lambda rec: record_hook(label, rec, total)) if record_hook else None
-        return self.scorer.score_round(config, questions, round_no, phase, on_record, self.hooks.stage)
+        return self.scorer.score_round(config, questions, round_no, phase, on_record, self.hooks.stage,
+                                       contexts_only=self.contexts_only,
+                                       token_cap=self.spec.context_tokens if self.contexts_only else None)
 
     def _config_from_json(self, data: dict) -> RetrievalConfig:
         return parse_config(data, source="run store")[0]
@@ -217,6 +218,8 @@ class EvolutionRunner:
                                     current_round=current.round, current_score=current.score,
                                     current_accepted=current.accepted,
                                     current_paired=None if comparison is None else comparison.as_dict())
+        free = self._free_dims()
+        inp.fixed = () if free is None else tuple(name for name in registry() if name not in free)
         before = self.ws.roles.usage_snapshot()
         diagnosis = self.diagnoser.diagnose(inp, base.config)
         free_dims = self._drop_fixed(diagnosis.proposal)
@@ -295,4 +298,7 @@ class EvolutionRunner:
             return {}
         start_summary, _ = self._evaluate(start.config, self.test.questions, 0, "test_start")
         best_summary, _ = self._evaluate(best.config, self.test.questions, best.round, "test_best")
-        return {"start": headline(start_summary), "best": headline(best_summary)}
+        held = compare(self.store.round_records(best.round, "test_best"), self.store.round_records(0, "test_start"),
+                       best.round, 0, self.ws.dataset.adversarial_categories, self.spec.objective, seed=self.spec.seed)
+        return {"start": headline(start_summary), "best": headline(best_summary), "paired": held.as_dict(),
+                "objective": self.spec.objective}

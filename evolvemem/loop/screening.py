@@ -22,12 +22,14 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Callable, Iterable, Protocol
+from typing import Callable, Iterable
 
 from evolvemem.data.models import Question
 from evolvemem.loop.guard import RoundScore
+from evolvemem.loop.ladder import ContextRung, contexts_phase
+from evolvemem.loop.scorer import RoundScorer
 from evolvemem.loop.paired import Comparison, compare, gains, judged_groups, loses
-from evolvemem.loop.spec import RunSpec
+from evolvemem.loop.spec import RunSpec, objective_group
 from evolvemem.space.config import RetrievalConfig, parse_config
 from evolvemem.space.ops import diff_configs, perturb
 from evolvemem.store.run_store import RunStore
@@ -85,31 +87,27 @@ def screen_verdict(comparison: Comparison, objective: str, spec: RunSpec) -> Scr
 
 
 def estimated_score(row: dict, incumbent_score: float, objective: str) -> float:
-    """What a screened-out config would score on every dev question, as far as its minibatch
-    tells: the incumbent's score plus the paired minibatch difference in the objective's group.
-    A model-based diagnoser (tpe) learns from it instead of never hearing of the config."""
-    group = "main" if objective == "main" else "all"
+    """What a screened-out config would score on every dev question, as far as its screening
+    tells: the incumbent's score plus the paired minibatch difference in the objective's group —
+    or, for a candidate stopped at rung 0, plus its (negative) evidence-recall difference, a
+    rough stand-in in other units that at least points the right way. A model-based diagnoser
+    (tpe) learns from it instead of never hearing of the config."""
+    if row.get("paired") is None:
+        return incumbent_score + float((row.get("evidence") or {}).get("diff") or 0.0)
+    group = objective_group(objective)
     return incumbent_score + float(row["paired"]["groups"][group]["diff"])
-
-
-class MinibatchScorer(Protocol):
-    """Scores a config on questions as one (round, phase) of the run store (the session)."""
-
-    def score_round(self, config: RetrievalConfig, questions: list[Question], round_no: int, phase: str,
-                    on_record: Callable[[dict], None] | None = None,
-                    on_stage: Callable[[str, int, int], None] | None = None) -> tuple[dict, float]:
-        ...
 
 
 class Screener:
     """Picks the config a round evaluates in full (see the module docstring)."""
 
-    def __init__(self, spec: RunSpec, store: RunStore, scorer: MinibatchScorer, dev: list[Question],
+    def __init__(self, spec: RunSpec, store: RunStore, scorer: RoundScorer, dev: list[Question],
                  adversarial_categories: tuple[str, ...] | set[str],
                  on_record: Callable[[str, dict, int], None] | None = None):
         self.spec, self.store, self.scorer = spec, store, scorer
         self.batch = minibatch(dev, spec.screen_fraction, spec.seed)
         self.adversarial_categories = adversarial_categories
+        self.rung0 = ContextRung(spec, store, scorer, dev, adversarial_categories)
         self.on_record = on_record
 
     def choose(self, round_no: int, first: RetrievalConfig, incumbent: RoundScore, seen: set[str],
@@ -138,6 +136,22 @@ class Screener:
 
     def _screen(self, round_no: int, attempt: int, candidate: RetrievalConfig, source: str,
                 incumbent: RoundScore) -> dict:
+        """The candidate up the ladder: rung 0 (its contexts' evidence), then rung 1 (the minibatch)."""
+        row = {
+            "round": round_no, "attempt": attempt, "source": source,
+            "config_fingerprint": candidate.fingerprint(), "config": candidate.model_dump(),
+            "changes": [c.as_dict() for c in diff_configs(incumbent.config, candidate)],
+            "compared_with": incumbent.round,
+        }
+        rung0 = self.rung0.judge(round_no, attempt, candidate, incumbent.config, incumbent.round)
+        if rung0.stopped:
+            phase = contexts_phase(attempt)
+            usage = self.store.phase_usage(round_no, phase)
+            row.update(phase=phase, outcome=SCREENED_OUT, rung=0, reason=rung0.reason, evidence=rung0.evidence,
+                       paired=None, n_questions=rung0.evidence["n"], calls=usage["calls"], tokens=usage["tokens"],
+                       wall_seconds=(self.store.round_row(round_no, phase) or {}).get("wall_seconds"))
+            self.store.record_screening(row)
+            return row
         phase = screen_phase(attempt)
         label = f"round {round_no} {phase}"
         hook = self.on_record
@@ -148,15 +162,10 @@ class Screener:
                              seed=self.spec.seed)
         verdict = screen_verdict(comparison, self.spec.objective, self.spec)
         usage = self.store.phase_usage(round_no, phase)
-        row = {
-            "round": round_no, "attempt": attempt, "phase": phase, "source": source,
-            "config_fingerprint": candidate.fingerprint(), "config": candidate.model_dump(),
-            "changes": [c.as_dict() for c in diff_configs(incumbent.config, candidate)],
-            "compared_with": incumbent.round, "outcome": PASSED if verdict.passed else SCREENED_OUT,
-            "reason": verdict.reason, "paired": comparison.as_dict(), "n_questions": summary["n"],
-            "main_f1": summary["main"], "adversarial_f1": summary["adversarial"], "all_f1": summary["all"],
-            "calls": usage["calls"], "tokens": usage["tokens"], "wall_seconds": seconds,
-        }
+        row.update(phase=phase, outcome=PASSED if verdict.passed else SCREENED_OUT, rung=2 if verdict.passed else 1,
+                   reason=f"{verdict.reason}; {rung0.reason}", evidence=rung0.evidence, paired=comparison.as_dict(),
+                   n_questions=summary["n"], main_f1=summary["main"], adversarial_f1=summary["adversarial"],
+                   all_f1=summary["all"], calls=usage["calls"], tokens=usage["tokens"], wall_seconds=seconds)
         self.store.record_screening(row)
         return row
 

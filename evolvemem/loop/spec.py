@@ -13,8 +13,41 @@ OBJECTIVE_MEANING = {
                 "answers do not count",
     "all": "a round is a gain when mean F1 over all questions gains significantly",
     "main": "a round is a gain when mean F1 over the answerable questions gains significantly",
+    "evidence": "no answer model: a round is a gain when the evidence recall of the answer context over the "
+                "answerable questions gains significantly, every context cut at the same token budget "
+                "(--context-tokens); a cheap proxy for any reader",
 }
 OBJECTIVES = tuple(OBJECTIVE_MEANING)
+CONTEXTS_ONLY = "evidence"  # the objective whose rounds hand contexts to no reader
+
+
+def default_objective(model_answers: bool) -> str:
+    """The objective a run takes when none is given. With a model answering: `balanced` F1, decided
+    on that reader's answers. Offline: `evidence` — the extractive offline reader's F1 barely moves
+    with the retrieval config (more context mostly confuses it), so a loop tuned on it ends where it
+    started; the evidence its contexts hold is what the config controls, for any reader."""
+    return "balanced" if model_answers else CONTEXTS_ONLY
+
+
+def objective_group(objective: str) -> str:
+    """The group of questions an objective's headline number is over."""
+    return "main" if objective in ("main", CONTEXTS_ONLY) else "all"
+
+
+def objective_column(objective: str) -> str:
+    """The `rounds` column holding an objective's headline number."""
+    if objective == CONTEXTS_ONLY:
+        return "main_evidence_recall"
+    return "main_f1" if objective == "main" else "all_f1"
+
+
+def objective_label(objective: str) -> str:
+    return {"main": "main F1", CONTEXTS_ONLY: "evidence recall"}.get(objective, "all F1")
+
+
+def objective_metric(objective: str) -> str:
+    """The per-question figure an objective's paired decisions compare."""
+    return "evidence_recall" if objective == CONTEXTS_ONLY else "f1"
 
 
 @dataclass(frozen=True)
@@ -65,6 +98,12 @@ class RunSpec:
     screen_budget: int = 1  # screenings per round before the incumbent is carried
     screen_alpha: float = 0.2  # a minibatch gain of at least the guard's min effect must have p below this
     context_reuse: bool = True  # reuse answers to an unchanged context (answering/context_reuse.py)
+    # the `evidence` objective's token budget: every context is cut at this many estimated tokens
+    # (set at the start of a run from the answer role's window share when not given)
+    context_tokens: int | None = None
+    # rung 0 of the ladder: a candidate that changes the context is first compared on the evidence
+    # recall of its contexts (no answer call) and stops there when significantly worse
+    evidence_rung: bool = True
 
     def as_dict(self) -> dict:
         out = asdict(self)

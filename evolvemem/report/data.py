@@ -14,7 +14,7 @@ from typing import Any
 from evolvemem.contracts.records import FAILURE_CLASSES, RIGHT_F1
 from evolvemem.contracts.usage import Usage
 from evolvemem.loop.paired import GROUPS, Comparison, PairedStat
-from evolvemem.loop.spec import OBJECTIVE_MEANING, GuardSettings
+from evolvemem.loop.spec import OBJECTIVE_MEANING, GuardSettings, objective_column, objective_label
 from evolvemem.space.emerged import load_run_dimensions, switched_on
 from evolvemem.store.costs import round_costs, total_cost
 
@@ -187,12 +187,12 @@ class ReportData:
     def score_key(self) -> str:
         """The headline number of a round: main F1 under `main`, all F1 otherwise (balanced decides on
         both groups; its headline is all F1)."""
-        return "main_f1" if self.objective == "main" else "all_f1"
+        return objective_column(self.objective)
 
     @property
     def score_label(self) -> str:
         """What the per-round score is: the dev objective's headline of a run, or plain F1 of an evaluation."""
-        label = self.score_key.removesuffix("_f1") + " F1"
+        label = objective_label(self.objective)
         return f"dev {label}" if self.phase == "dev" else label
 
     @property
@@ -334,7 +334,7 @@ def gather(store: Any) -> ReportData:
     previous: float | None = None
     for row in round_rows:
         number = row["round"]
-        score = row["main_f1"] if objective == "main" else row["all_f1"]
+        score = row.get(objective_column(objective))
         by_cat = row["by_category"] or {}
         for key, cat in by_cat.items():
             categories.setdefault(key, category_label(key, (cat or {}).get("name")))

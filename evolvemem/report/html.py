@@ -11,6 +11,8 @@ from html import escape
 from pathlib import Path
 from typing import Any, Iterable
 
+from evolvemem.loop.ladder import rung_text
+from evolvemem.loop.spec import objective_column, objective_label
 from evolvemem.report import svg
 from evolvemem.contracts.records import RIGHT_F1
 from evolvemem.contracts.usage import Usage
@@ -503,7 +505,7 @@ def decisions_section(data: ReportData) -> str:
                  + [num(signed(r.paired.by_conversation.get(c), 3), "down" if (r.paired.by_conversation.get(c) or 0)
                         < -tolerance else "") if c in r.paired.by_conversation else num("–") for c in names]
                  for r in accepted if r.paired]
-        metric = "main F1" if data.objective == "main" else "F1 over all questions"
+        metric = "F1 over all questions" if objective_column(data.objective) == "all_f1" else objective_label(data.objective)
         per_conv = (f"<p class=\"small\">Accepted rounds per dev conversation: mean difference in {metric} against the "
                     f"incumbent (a conversation holds when it loses less than {tolerance:g}).</p>"
                     + table(["round", "vs", *map(escape, names)], cells, "numbers compact", "decisions-by-conversation"))
@@ -568,7 +570,7 @@ def cost_section(data: ReportData) -> str:
     rows = [row(f"round {c['round']}", c) for c in data.costs] + [row("total", data.cost_total)]
     screened = "".join(f"<li>round {s['round']}, screening {s['attempt']} ({escape(str(s['source']))}, "
                        f"{count(s['n_questions'])} questions, {count(s['calls'])} calls): "
-                       f"<b>{escape(str(s['outcome']).replace('_', ' '))}</b> — {escape(str(s['reason']))}</li>"
+                       f"<b>{escape(str(s['outcome']).replace('_', ' '))}</b>{escape(rung_text(s))} — {escape(str(s['reason']))}</li>"
                        for s in data.screenings)
     lead = ('<p class="lead">What the rounds paid against full evaluation (every dev question answered once per '
             "round). Answers are reused when a question's context and answer settings were answered before "

@@ -31,6 +31,7 @@ import numpy as np
 
 from evolvemem.data.models import Question
 from evolvemem.contracts.memory import MemoryUnit
+from evolvemem.llm.context_window import estimate_text_tokens
 from evolvemem.retrieval.extensions import ViewRequest, candidate_sources
 from evolvemem.retrieval.fusion import ViewHits, final_scores, fuse, merge_max, rank_order, recency, top_k
 from evolvemem.retrieval.index import ConversationIndex, IndexState, to_days
@@ -38,6 +39,33 @@ from evolvemem.contracts.usage import Usage
 
 REFLECTION_SEEDS = 3  # top memories whose terms expand the query in a reflection round
 REFLECTION_TERMS = 5  # salient terms added per round
+
+
+# a context line adds its number and date label to the memory's own text
+CONTEXT_LINE_TOKENS = 8
+
+
+def memory_tokens(memory: MemoryUnit) -> int:
+    """Estimated tokens one memory takes in an answer context (the token budget counts these)."""
+    return estimate_text_tokens(memory.content) + CONTEXT_LINE_TOKENS
+
+
+def context_tokens(memories: Sequence[MemoryUnit]) -> int:
+    return sum(memory_tokens(m) for m in memories)
+
+
+def within_budget(items: Sequence[RetrievedItem], max_items: int, max_tokens: int | None) -> int:
+    """How many of the ranked `items` the context takes: at most `max_items`, and with a token
+    budget the longest prefix that fits it (never fewer than one)."""
+    keep = min(len(items), max_items)
+    if not max_tokens:
+        return keep
+    used = 0
+    for position, item in enumerate(items[:keep]):
+        used += memory_tokens(item.memory)
+        if used > max_tokens:
+            return max(1, position)
+    return keep
 
 
 REINFORCEMENT_STEP = 0.05  # per entity shared with the query
@@ -54,7 +82,7 @@ class RetrievedItem:
 
 @dataclass(frozen=True)
 class RetrievalResult:
-    items: tuple[RetrievedItem, ...]  # the context: within max_context, in context_order
+    items: tuple[RetrievedItem, ...]  # the context: within max_context (and context_token_budget), in context_order
     cut: tuple[RetrievedItem, ...]  # ranked candidates that the context budget cut, by rank
     sub_queries: tuple[str, ...] = ()
     cost: Usage = Usage()
@@ -307,7 +335,8 @@ class Retriever:
         for rank, (row, score) in enumerate(zip(rows.tolist(), scores.tolist()), start=1):
             labels = {label: ranks[row] for label, ranks in view_ranks if row in ranks}
             items.append(RetrievedItem(state.memories[row], score, rank, labels))
-        context, cut = items[:config.max_context], items[config.max_context:]
+        keep = within_budget(items, config.max_context, config.context_token_budget)
+        context, cut = items[:keep], items[keep:]
         if config.context_order == "chronological":
             days = state.timestamp_days
             row_of = state.row_of_id

@@ -15,6 +15,7 @@ from evolvemem.contracts.roles import AnswerResult
 from evolvemem.data.models import Question
 from evolvemem.llm.budget import fit_ranked
 from evolvemem.llm.client import LLMCallFailed, LLMClient
+from evolvemem.llm.context_window import estimate_tokens
 from evolvemem.prompts import load_prompt
 from evolvemem.roles.context_format import (
     ABSTENTION,
@@ -31,15 +32,28 @@ _DEFAULT_MAX_TOKENS = 120
 _FINAL_ANSWER = re.compile(r"^\s*\**\s*(?:final\s+)?answer\s*\**\s*:\s*\**\s*(.*)$", re.I | re.M)
 
 
-def render_answer_prompt(style: str, question: Question, context: Sequence[MemoryUnit]) -> str:
+def render_answer_prompt(style: str, question: Question, context: Sequence[MemoryUnit], layout: str = "list") -> str:
     """The full prompt text for one question (also used by tests and `--dry-run` style tools)."""
     if style not in ANSWER_STYLES:
         raise ValueError(f"unknown answer style {style!r} (known: {', '.join(ANSWER_STYLES)})")
     return load_prompt(f"answer_{style}").render(
         question=question.text.strip(),
         question_date=format_question_date(question.question_date),
-        context=format_context(context),
+        context=format_context(context, layout),
     )
+
+
+ASSUMED_WINDOW = 4096  # llama.cpp's default window: what a reader is assumed to have when none is known
+
+
+def context_token_share(client: LLMClient | None) -> int:
+    """Tokens of an answer model's window left for the context: the window (the model's when it
+    is known, else ASSUMED_WINDOW) minus the longest answer prompt's own text (every style's
+    template with an empty context; the question itself is short) and the default reply budget."""
+    window = (client.context_window() if client is not None else None) or ASSUMED_WINDOW
+    template = max(estimate_tokens([{"role": "user", "content": load_prompt(f"answer_{style}").render(
+        question="", question_date="unknown", context="")}]) for style in ANSWER_STYLES)
+    return max(1, window - template - _DEFAULT_MAX_TOKENS)
 
 
 def parse_answer(text: str, style: str = "concise") -> str:
@@ -72,9 +86,10 @@ class LLMAnswerer:
         self.temperature = temperature
         self.name = f"llm:{client.model}"
 
-    def answer(self, question: Question, context: Sequence[MemoryUnit], style: str) -> AnswerResult:
+    def answer(self, question: Question, context: Sequence[MemoryUnit], style: str,
+               layout: str = "list") -> AnswerResult:
         try:
-            fitted, _ = fit_ranked(self.client, lambda kept: render_answer_prompt(style, question, kept), context,
+            fitted, _ = fit_ranked(self.client, lambda kept: render_answer_prompt(style, question, kept, layout), context,
                                    _MAX_TOKENS.get(style, _DEFAULT_MAX_TOKENS))
             reply = self.client.complete([{"role": "user", "content": fitted.text}], role="answer",
                                          temperature=self.temperature, max_tokens=fitted.max_tokens)

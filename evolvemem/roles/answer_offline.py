@@ -319,7 +319,8 @@ class OfflineAnswerer:
         base = self.cautious_threshold if style == "cautious" else self.threshold
         return max(base, self.yesno_threshold) if form.kind == "yesno" else base
 
-    def answer(self, question: Question, context: Sequence[MemoryUnit], style: str) -> AnswerResult:
+    def answer(self, question: Question, context: Sequence[MemoryUnit], style: str,
+               layout: str = "list") -> AnswerResult:
         if style not in STYLES:
             raise ValueError(f"unknown answer style {style!r} (known: {', '.join(STYLES)})")
         form, persons, supports = rank_support(question.text, context, prefer_time=style == "temporal")

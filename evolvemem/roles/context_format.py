@@ -188,13 +188,24 @@ def memory_date_text(unit: MemoryUnit) -> str:
     return date_label_text(label) if label else ""
 
 
-def format_context(context: Sequence[MemoryUnit]) -> str:
-    """Numbered, dated memories for an answer prompt, one per line, in ranked order.
+CONTEXT_LAYOUTS = ("list", "sessions")  # the `context_layout` choices this module renders
 
-    A memory whose content already starts with a date label is shown as is; otherwise its
-    timestamp is prefixed, so the model can always turn relative times into absolute dates."""
+
+def format_context(context: Sequence[MemoryUnit], layout: str = "list") -> str:
+    """Memories for an answer prompt. `list`: numbered and dated, one per line, in the context's
+    order. `sessions`: grouped by the conversation session they come from, each under a header
+    with its date, sessions in time order (memories keep their context order inside one) — a
+    small model then reads when something was said once per session instead of per line.
+
+    In the list, a memory whose content already starts with a date label is shown as is;
+    otherwise its timestamp is prefixed, so the model can always turn relative times into
+    absolute dates."""
     if not context:
         return "(no memories were retrieved)"
+    if layout == "sessions":
+        return _format_by_session(context)
+    if layout != "list":
+        raise ValueError(f"unknown context layout {layout!r} (known: {', '.join(CONTEXT_LAYOUTS)})")
     lines = []
     for number, unit in enumerate(context, start=1):
         content = " ".join(unit.content.split())
@@ -204,6 +215,31 @@ def format_context(context: Sequence[MemoryUnit]) -> str:
                 content = f"[{when}] {content}"
         lines.append(f"{number}. {content}")
     return "\n".join(lines)
+
+
+def _format_by_session(context: Sequence[MemoryUnit]) -> str:
+    sessions: dict[str, list[MemoryUnit]] = {}
+    for unit in context:
+        sessions.setdefault(unit.session_id or memory_date_text(unit) or "undated", []).append(unit)
+
+    def first_seen(key: str) -> tuple[int, datetime, int]:
+        stamps = [u.timestamp for u in sessions[key] if u.timestamp is not None]
+        order = list(sessions).index(key)
+        return (0, min(stamps), order) if stamps else (1, datetime.min, order)
+
+    blocks, number = [], 0
+    for key in sorted(sessions, key=first_seen):
+        members = sessions[key]
+        when = next((memory_date_text(u) for u in members if memory_date_text(u)), "")
+        lines = [f"Session of {when}:" if when else "Session (date unknown):"]
+        for unit in members:
+            number += 1
+            body = parse_memory_text(" ".join(unit.content.split()))
+            speaker = f"{body.speaker}: " if body.speaker else ""
+            notes = "".join(f" ({expr} = {value})" for expr, value in body.notes)
+            lines.append(f"{number}. {speaker}{body.body}{notes}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
 
 
 def format_question_date(value: datetime | date | None) -> str:

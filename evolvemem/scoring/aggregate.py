@@ -3,8 +3,8 @@
 Definitions (the run store's SQL summaries must match these):
 
 - A row is one question: `category`, `question_type` (optional), `failed` (optional, default
-  False) and metric values `f1`, `bleu1`, `exact_match`, `mc_accuracy`, `evidence_recall` (each
-  optional; None when not measured).
+  False) and metric values `f1`, `bleu1`, `exact_match`, `mc_accuracy`, `evidence_recall`,
+  `context_tokens` (each optional; None when not measured).
 - A **failed** question (no answer could be produced, e.g. every LLM call failed) is left out of
   every mean and counted in `n_failed`, so an outage is not mistaken for a worse config.
   `n` counts the scored (non-failed) questions; a group holds `n + n_failed` questions.
@@ -20,7 +20,8 @@ The result is a plain JSON-ready dict (the run store and the CLI read it as such
 
     {"main": F1, "adversarial": F1, "all": F1,            # the three headline F1 averages
      "n": scored questions, "n_failed": ..., "n_main": ..., "n_adversarial": ...,
-     "bleu1": ..., "exact_match": ..., "mc_accuracy": ..., "evidence_recall": ..., "n_evidence": ...,
+     "bleu1": ..., "exact_match": ..., "mc_accuracy": ..., "evidence_recall": ..., "context_tokens": ...,
+     "n_evidence": ..., "main_evidence_recall": ...,
      "main_macro_f1": ...,                                  # all-question means above
      "groups": {"main" | "adversarial" | "all": group},     # every metric of each headline group
      "by_category": {id: group + {"name"}}, "by_question_type": {type: group},
@@ -33,7 +34,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-METRICS: tuple[str, ...] = ("f1", "bleu1", "exact_match", "mc_accuracy", "evidence_recall")
+METRICS: tuple[str, ...] = ("f1", "bleu1", "exact_match", "mc_accuracy", "evidence_recall", "context_tokens")
 
 Row = Mapping[str, Any]
 
@@ -97,6 +98,8 @@ def summarise(
         "n_adversarial": groups["adversarial"]["n"],
         **{metric: overall[metric] for metric in METRICS if metric != "f1"},
         "n_evidence": overall["n_evidence"],
+        # the `evidence` objective: recall of the answer context over the answerable questions
+        "main_evidence_recall": groups["main"]["evidence_recall"],
         "main_macro_f1": sum(main_f1s) / len(main_f1s) if main_f1s else None,
         "groups": groups,
         "by_category": by_category,

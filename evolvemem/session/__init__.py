@@ -19,6 +19,7 @@ _EXPORTS: dict[str, str] = {
     "Hooks": "evolvemem.loop.runner",
     "RunResult": "evolvemem.loop.runner",
     "OBJECTIVES": "evolvemem.loop.spec",
+    "default_objective": "evolvemem.loop.spec",
     "RunSpec": "evolvemem.loop.spec",
     "PROTOCOLS": "evolvemem.scoring.locomo",
     "check_protocol": "evolvemem.scoring.locomo",

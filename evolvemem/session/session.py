@@ -16,6 +16,7 @@ from typing import Callable
 
 from evolvemem import __version__
 from evolvemem.answering.context_reuse import AnswerMemo
+from evolvemem.answering.contexts import evaluate_contexts
 from evolvemem.answering.evaluate import ReuseKey, evaluate, remember
 from evolvemem.answering.stores import stores_needed
 from evolvemem.benchmarks import load_benchmark
@@ -25,10 +26,11 @@ from evolvemem.errors import EvolveMemError
 from evolvemem.executor import Executor
 from evolvemem.executor.local import LocalExecutor
 from evolvemem.loop.ablate import run_ablation
-from evolvemem.loop.jobs import RecordFn, RoundJob, StageFn
+from evolvemem.loop.scorer import RecordFn, RoundJob, StageFn
 from evolvemem.loop.paired import Comparison, compare
 from evolvemem.loop.runner import EvolutionRunner, Hooks, RunResult
-from evolvemem.loop.spec import RunSpec
+from evolvemem.loop.spec import CONTEXTS_ONLY, RunSpec
+from evolvemem.roles.answer_llm import context_token_share
 from evolvemem.loop.usage import usage_rows
 from evolvemem.roles.factory import ModelSettings
 from evolvemem.scoring.aggregate import summarise
@@ -121,24 +123,32 @@ class Session:
 
     # ---- the round bracket -------------------------------------------------------------------
     def score_round(self, config: RetrievalConfig, questions: list[Question], round_no: int, phase: str,
-                    on_record: RecordFn | None = None, on_stage: StageFn | None = None) -> tuple[dict, float]:
+                    on_record: RecordFn | None = None, on_stage: StageFn | None = None, *,
+                    contexts_only: bool = False, token_cap: int | None = None) -> tuple[dict, float]:
         """Score `config` on `questions` as (round, phase): builds the memory stores it reads
         (`on_stage` reports their progress), resumes a half-finished evaluation (failed questions
-        are asked again), records usage, returns (summary, wall seconds)."""
-        return self.score_rounds([RoundJob(config, questions, round_no, phase, on_record)], on_stage)[0]
+        are asked again), records usage, returns (summary, wall seconds). `contexts_only`: record
+        each question's answer context and its evidence figures without an answer
+        (answering/contexts.py), cut at `token_cap` tokens when given."""
+        job = RoundJob(config, questions, round_no, phase, on_record, contexts_only, token_cap)
+        return self.score_rounds([job], on_stage)[0]
 
     def score_rounds(self, jobs: list[RoundJob], on_stage: StageFn | None = None) -> list[tuple[dict, float]]:
         """Several evaluations, each as `score_round` scores one: in this process one after
-        another; on a remote executor all at once, split by conversation (session/sharded.py)."""
-        if not self.executor.remote:
-            return [self._score_here(job, on_stage) for job in jobs]
-        started = time.perf_counter()
-        todos = [self._begin(job, on_stage) for job in jobs]
-        outcomes = evaluate_sharded(self.executor, self.store, self.workspace, jobs, todos, reuse=self.reuse,
-                                    memo=self.answers, protocol=self.protocol, concurrency=self.concurrency)
-        setup = (time.perf_counter() - started) - max((o.seconds for o in outcomes), default=0.0)
-        return [self._finish(job, max(0.0, setup) + outcome.seconds, outcome.stopped)
-                for job, outcome in zip(jobs, outcomes)]
+        another; on a remote executor all at once, split by conversation (session/sharded.py).
+        Contexts-only evaluations make no answer call (milliseconds a question): always here."""
+        sharded = [i for i, job in enumerate(jobs) if self.executor.remote and not job.contexts_only]
+        scored = {i: self._score_here(job, on_stage) for i, job in enumerate(jobs) if i not in sharded}
+        if sharded:
+            started = time.perf_counter()
+            batch = [jobs[i] for i in sharded]
+            todos = [self._begin(job, on_stage) for job in batch]
+            outcomes = evaluate_sharded(self.executor, self.store, self.workspace, batch, todos, reuse=self.reuse,
+                                        memo=self.answers, protocol=self.protocol, concurrency=self.concurrency)
+            setup = max(0.0, time.perf_counter() - started - max(o.seconds for o in outcomes))
+            for i, job, outcome in zip(sharded, batch, outcomes):
+                scored[i] = self._finish(job, setup + outcome.seconds, outcome.stopped)
+        return [scored[i] for i in range(len(jobs))]
 
     def _begin(self, job: RoundJob, on_stage: StageFn | None) -> list[Question]:
         """Open (round, phase), build the stores its config reads (their cost is the round's) and
@@ -172,8 +182,13 @@ class Session:
             store.record_questions(batch)
             record_usage_so_far()
 
-        evaluate(ws, job.config, todo, round_no=round_no, phase=phase, concurrency=self.concurrency,
-                 protocol=self.protocol, on_record=job.on_record, sink=record, reuse=self.reuse, memo=self.answers)
+        if job.contexts_only:
+            evaluate_contexts(ws, job.config, todo, round_no=round_no, phase=phase, token_cap=job.token_cap,
+                              on_record=job.on_record, sink=record)
+        else:
+            evaluate(ws, job.config, todo, round_no=round_no, phase=phase, concurrency=self.concurrency,
+                     protocol=self.protocol, on_record=job.on_record, sink=record, reuse=self.reuse,
+                     memo=self.answers)
         record_usage_so_far()
         return self._finish(job, time.perf_counter() - started, ws.roles.stopped_model())
 
@@ -189,7 +204,8 @@ class Session:
             cause, n = (store.failure_causes(round_no, phase) or [("no reason recorded", len(job.questions))])[0]
             raise EvolveMemError(f"round {round_no} ({phase}): every one of its {len(records)} questions failed; "
                                  f"{n} with: {cause}")
-        remember(self.reuse, records)
+        if not job.contexts_only:  # a record without an answer is no answer to reuse
+            remember(self.reuse, records)
         summary = summarise(records, adversarial_categories=ds.adversarial_categories,
                             category_names=ds.category_names)
         store.finish_round(round_no, phase, summary, seconds)
@@ -228,9 +244,11 @@ class Session:
 
     @classmethod
     def resume(cls, run: str | Path, reporter: Reporter | None = None, rounds: int | None = None,
-               data: str | None = None, executor: Executor | None = None) -> Session:
+               data: str | None = None, api_base: str | None = None, executor: Executor | None = None
+               ) -> Session:
         """Continue a run from its directory alone (a higher `rounds` extends a finished run; `data`
-        relocates its data file, which must hold the same content)."""
+        relocates its data file, which must hold the same content; `api_base` is the same model's
+        server at a new address, e.g. a local server restarted on another port)."""
         reporter = reporter or QuietReporter()
         with open_run(str(run)) as peek:
             manifest = peek.manifest()
@@ -241,6 +259,8 @@ class Session:
         spec = RunSpec.from_dict(manifest["spec"])
         if rounds is not None:
             spec.rounds = rounds
+        if api_base is not None:
+            spec.models = {**spec.models, "api_base": api_base}
         # older manifests recorded a file read through the environment only as its source
         source = manifest.get("data_source")
         recorded = spec.data or (source if source and Path(source).is_file() else None)
@@ -265,6 +285,12 @@ class Session:
                                        embedding_model=spec.embedding_model)
             session = cls(store, workspace, reporter, protocol=spec.protocol, concurrency=spec.concurrency,
                           context_reuse=spec.context_reuse, executor=executor)
+            if spec.objective == CONTEXTS_ONLY and spec.context_tokens is None:
+                # fixed once, in the manifest: every round's contexts are cut at the same budget
+                spec.context_tokens = context_token_share(workspace.roles.mechanism_client)
+                store.set_manifest({"spec": spec.as_dict()})
+                reporter.info(f"[dim]evidence objective: contexts cut at {spec.context_tokens} tokens "
+                              "(the answer model's window share; --context-tokens sets it)[/dim]")
             session.spec = spec
             if not store.has_memories():
                 store.record_memories(workspace.memory_rows())

@@ -16,7 +16,7 @@ from evolvemem.answering.evaluate import EffectiveConfigs, ReuseKey, reused_row
 from evolvemem.answering.shards import ShardTask, WorkerSetup, by_conversation, run_shard, shard_cpus
 from evolvemem.data.models import Question
 from evolvemem.executor import Executor
-from evolvemem.loop.jobs import RoundJob
+from evolvemem.loop.scorer import RoundJob
 from evolvemem.loop.usage import usage_rows
 from evolvemem.space.registry import added_dimensions
 from evolvemem.store.run_store import RunStore

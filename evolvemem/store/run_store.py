@@ -298,11 +298,12 @@ class RunStore:
     def finish_round(self, round_no: int, phase: str, summary: dict, wall_seconds: float) -> None:
         self.con.execute(
             """UPDATE rounds SET status = 'done', n_questions = ?, n_failed = ?, main_f1 = ?,
-               adversarial_f1 = ?, all_f1 = ?, evidence_recall = ?, by_category = ?::JSON,
-               wall_seconds = ?, finished_at = ? WHERE round = ? AND phase = ?""",
+               adversarial_f1 = ?, all_f1 = ?, evidence_recall = ?, main_evidence_recall = ?,
+               context_tokens = ?, by_category = ?::JSON, wall_seconds = ?, finished_at = ?
+               WHERE round = ? AND phase = ?""",
             [summary["n"], summary["n_failed"], summary["main"], summary["adversarial"], summary["all"],
-             summary["evidence_recall"], _jsonable(summary["by_category"]), wall_seconds, _utcnow(),
-             round_no, phase],
+             summary["evidence_recall"], summary.get("main_evidence_recall"), summary.get("context_tokens"),
+             _jsonable(summary["by_category"]), wall_seconds, _utcnow(), round_no, phase],
         )
 
     def round_row(self, round_no: int, phase: str) -> dict | None:
@@ -342,6 +343,7 @@ def round_summary(row: dict) -> dict:
     """A `rounds` row in the shape `evaluate` summaries have (so a finished round is read back)."""
     return {"n": row["n_questions"], "n_failed": row["n_failed"], "main": row["main_f1"],
             "adversarial": row["adversarial_f1"], "all": row["all_f1"], "evidence_recall": row["evidence_recall"],
+            "main_evidence_recall": row.get("main_evidence_recall"), "context_tokens": row.get("context_tokens"),
             "by_category": row["by_category"] or {}}
 
 
@@ -351,4 +353,5 @@ def headline(summary_or_row: dict | None) -> dict:
         return {}
     s = summary_or_row if "main" in summary_or_row else round_summary(summary_or_row)
     return {"main_f1": s["main"], "adversarial_f1": s["adversarial"], "all_f1": s["all"],
-            "evidence_recall": s["evidence_recall"], "n": s["n"], "n_failed": s["n_failed"]}
+            "evidence_recall": s["evidence_recall"], "main_evidence_recall": s.get("main_evidence_recall"),
+            "context_tokens": s.get("context_tokens"), "n": s["n"], "n_failed": s["n_failed"]}

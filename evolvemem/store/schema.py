@@ -15,7 +15,7 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
     ],
     "rounds": [
         ("round", "INTEGER", "round number (0 = starting config); `evolve eval` writes round 0"),
-        ("phase", "VARCHAR", "dev, screen1.. (minibatch screenings), test_start, test_best, eval or transfer"),
+        ("phase", "VARCHAR", "dev, screen1.. (minibatch screenings), contexts1.. (rung 0: contexts only), test_start, test_best, eval or transfer"),
         ("config_fingerprint", "VARCHAR", "hash of the config that produced this round's score"),
         ("config", "JSON", "that config, in full"),
         ("status", "VARCHAR", "running or done"),
@@ -25,6 +25,8 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
         ("adversarial_f1", "DOUBLE", "mean F1 over adversarial questions"),
         ("all_f1", "DOUBLE", "mean F1 over all questions"),
         ("evidence_recall", "DOUBLE", "mean evidence recall over questions with gold evidence"),
+        ("main_evidence_recall", "DOUBLE", "mean evidence recall over the answerable questions (the `evidence` objective)"),
+        ("context_tokens", "DOUBLE", "mean estimated tokens of the answer context"),
         ("by_category", "JSON", "per-category n, F1, BLEU-1, evidence recall"),
         ("wall_seconds", "DOUBLE", "wall time of the evaluation"),
         ("started_at", "TIMESTAMP", "start time (UTC)"),
@@ -104,6 +106,8 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
         ("changes", "JSON", "its changes against the incumbent"),
         ("compared_with", "INTEGER", "the incumbent round it was compared with, paired, on the minibatch"),
         ("outcome", "VARCHAR", "passed (evaluated on every dev question) or screened_out"),
+        ("rung", "INTEGER", "the ladder rung the candidate stopped at: 0 (its contexts' evidence recall), 1 (the paired minibatch), 2 (passed on to the full dev evaluation)"),
+        ("evidence", "JSON", "rung 0: the paired evidence recall of its contexts vs the incumbent's on the answerable dev questions, and their sizes in tokens; or why rung 0 was skipped"),
         ("reason", "VARCHAR", "the verdict in words: per-group minibatch difference and interval"),
         ("paired", "JSON", "the paired comparison on the minibatch (as in decisions.paired)"),
         ("n_questions", "INTEGER", "minibatch questions scored"),
@@ -134,6 +138,10 @@ SELECT *,
   CASE
     WHEN failed THEN 'call_failed'
     WHEN f1 >= {right_f1} THEN 'correct'
+    -- contexts only (rung 0, the evidence objective): no answer; a context holding all of the
+    -- question's evidence is right, one missing some fails for the reason the classes below give
+    WHEN f1 IS NULL AND (category_is_adversarial OR len(evidence_ids) = 0) THEN 'unknown'
+    WHEN f1 IS NULL AND evidence_recall >= 1 THEN 'correct'
     WHEN category_is_adversarial THEN 'hallucination'
     WHEN len(evidence_ids) = 0 THEN 'unknown'
     WHEN evidence_covered < 1 THEN 'extraction_gap'

@@ -1,0 +1,212 @@
+"""Evolution against the reader you deploy: Qwen2.5-Coder 1.5B (llama.cpp) answering, on a fixed LoCoMo slice.
+
+A fixed slice of the dev file — two dev and two held-out test conversations (the usual split keeps
+them apart), `--answerable` answerable and `--unanswerable` adversarial questions each, stratified
+by category — is evolved for `--rounds` rounds from `weak` and from `default`, diagnosed by
+`rubric` and by `llm` (the same 1.5B model, menu mode), with the screening ladder on (rung 0: the
+contexts' evidence recall without an answer call; rung 1: the paired minibatch; rung 2: every dev
+question). Per run it prints, on the held-out test questions, start → best for answerable F1,
+unanswerable F1 and evidence recall with the paired 95% interval (conversations resampled) and
+one-sided p; the answer calls the rounds made against evaluating every candidate on every dev
+question; the rung at which each candidate stopped; and the wall time.
+
+Then the `evidence` objective (no answer model, offline, contexts cut at `--context-tokens`) is
+evolved from `weak` on the same slice, and its start and best configs are answered by the 1.5B
+model on the same test questions: does a gain in evidence recall transfer to answer F1?
+
+Runs take hours on 2 cores; every run is resumable, so run this in the background and run it
+again with the same `--out` after an interruption (finished runs are read back, not redone):
+
+    nohup python benchmarks/evolve_llm.py --out runs/evolve-llm > evolve_llm.log 2>&1 &
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.local_llm_server import LocalModelUnavailable, serve, server_available  # noqa: E402
+from evolvemem.data.split import split_ids  # noqa: E402
+from evolvemem.loop.paired import compare  # noqa: E402
+from evolvemem.store.costs import round_costs, total_cost  # noqa: E402
+from evolvemem.store.run_store import DB_NAME, RunStore  # noqa: E402
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10_dev8.json"
+WINDOW = 4096
+ADVERSARIAL = 5
+
+
+def stratified(qa: list[dict], n: int) -> list[dict]:
+    """`n` questions taking the categories in turn (file order within each)."""
+    by_category: dict[int, list[dict]] = defaultdict(list)
+    for q in qa:
+        by_category[q["category"]].append(q)
+    picked: list[dict] = []
+    while len(picked) < n and any(by_category.values()):
+        for category in sorted(by_category):
+            if by_category[category] and len(picked) < n:
+                picked.append(by_category[category].pop(0))
+    return picked
+
+
+def write_slice(data: Path, answerable: int, unanswerable: int, folder: Path) -> Path:
+    samples = json.loads(data.read_text(encoding="utf-8"))
+    dev, test = split_ids([s["sample_id"] for s in samples])
+    keep = set(dev[:2]) | set(test[:2])
+    chosen = []
+    for s in samples:
+        if s["sample_id"] in keep:
+            answer_qs = stratified([q for q in s["qa"] if q["category"] != ADVERSARIAL], answerable)
+            trap_qs = [q for q in s["qa"] if q["category"] == ADVERSARIAL][:unanswerable]
+            chosen.append({**s, "qa": answer_qs + trap_qs})
+    path = folder / "locomo_slice.json"
+    path.write_text(json.dumps(chosen), encoding="utf-8")
+    return path
+
+
+def evolve(*args: str) -> dict:
+    """One `evolve` command; its --json object."""
+    proc = subprocess.run([sys.executable, "-m", "evolvemem.cli.main", *args, "--json", "--quiet"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"evolve {' '.join(args[:4])} … failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_or_resume(out: Path, args: list[str], api_base: str | None = None) -> float:
+    """Start the run in `out`, or resume it when it exists (a finished run is only read back; the
+    server may listen on another port than when the run started)."""
+    started = time.perf_counter()
+    if (out / DB_NAME).exists():
+        evolve("run", "--resume", str(out), *(["--api-base", api_base] if api_base else []))
+    else:
+        evolve("run", *args, "--out", str(out))
+    return time.perf_counter() - started
+
+
+def paired_cell(candidate: list[dict], incumbent: list[dict], group: str, metric: str) -> str:
+    comparison = compare(candidate, incumbent, 1, 0, {str(ADVERSARIAL)}, "balanced", metric=metric)
+    s = comparison.groups[group]
+    if not s.n:
+        return "–"
+    return (f"{s.incumbent:.3f} → {s.candidate:.3f} ({s.diff:+.3f} [{s.ci_low:+.3f}, {s.ci_high:+.3f}] "
+            f"p={s.p_gain:.3f}, n={s.n})")
+
+
+def describe_run(out: Path, wall: float) -> dict:
+    with RunStore(out, read_only=True) as store:
+        start = store.round_records(0, "test_start")
+        best_row = store.query("SELECT min(round) AS r FROM rounds WHERE phase = 'test_best'")[0]["r"] or 0
+        best = store.round_records(best_row, "test_best")
+        screenings = store.screenings()
+        decisions = store.query("SELECT round, decision, accepted, changes FROM decisions ORDER BY round")
+        cost = total_cost(round_costs(store))
+        answer_calls = store.query("""SELECT coalesce(sum(calls), 0) AS calls FROM usage
+                                      WHERE role = 'answer' AND phase NOT IN ('test_start', 'test_best')""")[0]["calls"]
+    rungs = [f"r{s['round']}.{s['attempt']}:{s['rung'] if s['rung'] is not None else '-'}"
+             f"{'✓' if s['outcome'] == 'passed' else '✗'}" for s in screenings]
+    accepted = [d["round"] for d in decisions if d["accepted"] and d["round"] > 0]
+    return {
+        "best_round": best_row, "accepted": accepted,
+        "main": paired_cell(best, start, "main", "f1"),
+        "adversarial": paired_cell(best, start, "adversarial", "f1"),
+        "recall": paired_cell(best, start, "main", "evidence_recall"),
+        "answer_calls": answer_calls, "vs_full": cost.get("call_ratio") or cost.get("question_ratio"),
+        "rungs": " ".join(rungs) or "none", "wall_min": wall / 60,
+    }
+
+
+def eval_with_reader(out: Path, data: Path, config: Path, server_args: list[str]) -> list[dict]:
+    evolve("eval", "--data", str(data), "--split", "test", "--config", str(config), "--out", str(out),
+           "--concurrency", "2", *server_args)
+    with RunStore(out, read_only=True) as store:
+        return store.round_records(0, "eval")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--out", type=Path, default=Path("runs/evolve-llm"))
+    parser.add_argument("--answerable", type=int, default=20, help="answerable questions per conversation")
+    parser.add_argument("--unanswerable", type=int, default=5, help="adversarial questions per conversation")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--starts", nargs="+", default=["weak", "default"])
+    parser.add_argument("--diagnosers", nargs="+", default=["rubric", "llm"])
+    parser.add_argument("--context-tokens", type=int, default=600,
+                        help="the evidence objective's token budget (what the 1.5B reader gets at most)")
+    parser.add_argument("--skip-evidence", action="store_true")
+    args = parser.parse_args()
+    os.environ.setdefault("OPENAI_API_KEY", "sk-local-no-key")  # litellm's openai/ provider wants one
+    why = server_available()
+    if why:
+        raise SystemExit(why)
+    args.out.mkdir(parents=True, exist_ok=True)
+    data = write_slice(args.data, args.answerable, args.unanswerable, args.out)
+    try:
+        server_cm = serve("1.5b", n_ctx=WINDOW)
+    except LocalModelUnavailable as exc:
+        raise SystemExit(str(exc)) from None
+    rows: list[tuple[str, dict]] = []
+    with server_cm as server:
+        reader = ["--answer-model", server.model, "--extract-model", "offline", "--api-base", server.api_base,
+                  "--context-window", str(WINDOW)]
+        # the rubric from both starts first, then the evidence objective's transfer, then the llm diagnoser
+        for diagnoser in args.diagnosers:
+            for start in args.starts:
+                extra = (["--diagnoser", "llm", "--diagnosis-mode", "menu", "--diagnosis-model", server.model]
+                         if diagnoser == "llm" else ["--diagnoser", diagnoser])
+                out = args.out / f"run-{start}-{diagnoser}"
+                print(f"… {start} / {diagnoser} → {out}", file=sys.stderr, flush=True)
+                wall = run_or_resume(out, ["--data", str(data), "--rounds", str(args.rounds), "--init", start,
+                                           "--concurrency", "2", *reader, *extra], server.api_base)
+                rows.append((f"{start} / {diagnoser}", describe_run(out, wall)))
+                print_runs(rows)
+            if diagnoser == args.diagnosers[0] and not args.skip_evidence:
+                evidence_transfer(args, data, reader)
+
+
+def print_runs(rows: list[tuple[str, dict]]) -> None:
+    print("\n| start / diagnoser | test answerable F1 start → best (Δ [95% CI] p) | test unanswerable F1 | "
+          "test evidence recall | accepted rounds | answer calls (vs full) | rung per candidate | wall |")
+    print("|---|---|---|---|---|---|---|---|")
+    for label, r in rows:
+        ratio = f"{r['vs_full']:.2f}×" if r["vs_full"] is not None else "–"
+        print(f"| {label} | {r['main']} | {r['adversarial']} | {r['recall']} | {r['accepted'] or 'none'} "
+              f"(best {r['best_round']}) | {r['answer_calls']} ({ratio}) | {r['rungs']} | {r['wall_min']:.0f} min |",
+              flush=True)
+
+
+def evidence_transfer(args: argparse.Namespace, data: Path, reader: list[str]) -> None:
+    out = args.out / "run-weak-evidence"
+    started = time.perf_counter()
+    run_or_resume(out, ["--data", str(data), "--rounds", str(args.rounds), "--init", "weak", "--objective",
+                        "evidence", "--context-tokens", str(args.context_tokens), "--diagnoser", "rubric"])
+    wall = time.perf_counter() - started
+    with RunStore(out, read_only=True) as store:
+        start = store.round_records(0, "test_start")
+        best_round = store.query("SELECT min(round) AS r FROM rounds WHERE phase = 'test_best'")[0]["r"] or 0
+        best = store.round_records(best_round, "test_best")
+    recall = paired_cell(best, start, "main", "evidence_recall")
+    start_eval = eval_with_reader(args.out / "eval-evidence-start", data, out / "rounds" / "round_00" / "config.toml",
+                                  reader)
+    best_eval = eval_with_reader(args.out / "eval-evidence-best", data, out / "best_config.toml", reader)
+    print(f"\n## evidence objective from weak (offline, contexts cut at {args.context_tokens} tokens, "
+          f"{wall / 60:.1f} min), best round {best_round}")
+    print("| on the held-out test questions | start → best (Δ [95% CI] p) |")
+    print("|---|---|")
+    print(f"| evidence recall at {args.context_tokens} tokens (offline run) | {recall} |")
+    print(f"| 1.5B answerable F1 | {paired_cell(best_eval, start_eval, 'main', 'f1')} |")
+    print(f"| 1.5B unanswerable F1 | {paired_cell(best_eval, start_eval, 'adversarial', 'f1')} |")
+    print(f"| 1.5B evidence recall (full contexts) | {paired_cell(best_eval, start_eval, 'main', 'evidence_recall')} |",
+          flush=True)
+
+
+if __name__ == "__main__":
+    main()

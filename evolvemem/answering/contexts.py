@@ -1,0 +1,101 @@
+"""What a config hands the reader, without asking it: rung 0 of the ladder and `--objective evidence`.
+
+For each question this builds the first answer context the answer path would build (the store
+the router's rules pick, then retrieval under the effective config) and records its evidence
+recall and its size in tokens — no answer call, so it costs only retrieval (and an LLM
+decomposition when that is on, cached by text). With a `token_cap` the context is cut at that
+many estimated tokens as well, so configs are compared at an equal token budget: otherwise
+"more memories" always wins on recall. The records have no prediction and no F1; they pair with
+each other on `evidence_recall` (loop/paired.py, `metric`)."""
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Callable
+
+from evolvemem.answering.evaluate import EffectiveConfigs, EvalOutcome, failed_record, view_label
+from evolvemem.answering.plugins import default_plugins
+from evolvemem.answering.stores import base_store
+from evolvemem.contracts.records import QuestionRecord
+from evolvemem.data.models import Question
+from evolvemem.mechanisms.ama_router import FACT
+from evolvemem.retrieval.retriever import context_tokens
+from evolvemem.scoring.aggregate import summarise
+from evolvemem.scoring.metrics import evidence_recall
+from evolvemem.workspace import Workspace
+
+if TYPE_CHECKING:
+    from evolvemem.space.config import RetrievalConfig
+
+RecordFn = Callable[[dict], None]
+SinkFn = Callable[[list[dict]], object]
+FLUSH_EVERY = 256
+
+
+def capped(effective: RetrievalConfig, token_cap: int | None) -> RetrievalConfig:
+    """`effective` with its token budget no larger than `token_cap` (None: unchanged)."""
+    if not token_cap:
+        return effective
+    own = effective.context_token_budget
+    return effective.model_copy(update={"context_token_budget": min(own, token_cap) if own else token_cap})
+
+
+def context_record(ws: Workspace, question: Question, effective: RetrievalConfig, fingerprint: str, *,
+                   round_no: int, phase: str, token_cap: int | None = None) -> QuestionRecord:
+    """The first answer context of `question` and its evidence figures (no answer call: the
+    store is the one the router's rules pick, never a model's)."""
+    started = time.perf_counter()
+    granularity, _how, _ = default_plugins(None).router.route(question, effective)
+    store = base_store(effective) if granularity == FACT else granularity
+    retrieval = ws.retriever(question.conversation_id, store).retrieve(question, capped(effective, token_cap))
+    context = [item.memory for item in retrieval.items]
+    ranked = [*context, *(item.memory for item in retrieval.cut)]
+    cost = retrieval.cost
+    return QuestionRecord(
+        round=round_no, phase=phase, question_id=question.question_id, conversation_id=question.conversation_id,
+        category=question.category, question_type=question.question_type, question=question.text,
+        gold=question.answer or "", prediction="",
+        evidence_ids=tuple(question.evidence),
+        evidence_recall=evidence_recall(question.evidence, [m.source_turn_ids for m in context]),
+        evidence_covered=evidence_recall(question.evidence, ws.covered(question.conversation_id, store)),
+        evidence_retrieved=evidence_recall(question.evidence, [m.source_turn_ids for m in ranked]),
+        context_ids=tuple(m.memory_id for m in context),
+        context_views=tuple(view_label(item.views) for item in retrieval.items),
+        cut_ids=tuple(item.memory.memory_id for item in retrieval.cut),
+        sub_queries=tuple(retrieval.sub_queries), config_fingerprint=fingerprint,
+        memory_version=ws.memory_version(question.conversation_id),
+        latency_ms=(time.perf_counter() - started) * 1000, calls=cost.calls, cache_hits=cost.cache_hits,
+        prompt_tokens=cost.prompt_tokens, completion_tokens=cost.completion_tokens, granularity=store,
+        route="rules", context_tokens=context_tokens(context))
+
+
+def evaluate_contexts(ws: Workspace, config: RetrievalConfig, questions: list[Question], *, round_no: int = 0,
+                      phase: str = "eval", token_cap: int | None = None, on_record: RecordFn | None = None,
+                      sink: SinkFn | None = None) -> EvalOutcome:
+    """`context_record` for every question, in order (retrieval is CPU-bound: a plain loop);
+    records reach `sink` in batches, as `evaluate`'s do, so an interruption loses nothing."""
+    started = time.perf_counter()
+    ws.prepare(questions, None if ws.roles.uses_llm else config)
+    resolve = EffectiveConfigs(config)
+    records: list[dict] = []
+    buffer: list[dict] = []
+    try:
+        for question in questions:
+            effective, fingerprint = resolve(question.question_type)
+            try:
+                row = context_record(ws, question, effective, fingerprint, round_no=round_no, phase=phase,
+                                     token_cap=token_cap).as_row()
+            except Exception as exc:  # a decomposition fault must not kill the round
+                row = failed_record(question, f"{type(exc).__name__}: {exc}", round_no, phase).as_row()
+            records.append(row)
+            buffer.append(row)
+            if sink is not None and len(buffer) >= FLUSH_EVERY:
+                sink(list(buffer))
+                buffer.clear()
+            if on_record:
+                on_record(row)
+    finally:
+        if sink is not None and buffer:
+            sink(list(buffer))
+    ds = ws.dataset
+    summary = summarise(records, adversarial_categories=ds.adversarial_categories, category_names=ds.category_names)
+    return EvalOutcome(summary, records, time.perf_counter() - started)

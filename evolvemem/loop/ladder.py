@@ -1,0 +1,108 @@
+"""Rung 0 of the screening ladder: does a candidate hand the reader its evidence?
+
+A round's candidate climbs rungs and stops at the first one where it is significantly worse than
+the incumbent: rung 0 compares the evidence recall of the contexts it builds for the answerable
+dev questions with the incumbent's (no answer call: retrieval only, answering/contexts.py), rung 1
+is the paired minibatch with the answer model (loop/screening.py), rung 2 the full dev
+evaluation. Rung 0 only stops a candidate; it never passes one on its own, because more
+evidence is not always a better answer (a reader can drown in a long context) — the reader has
+the last word. It uses the guard's loss test (loop/paired.py `loses`) on the paired recall.
+
+Rung 0 is skipped, and the screening says why, when the benchmark carries no gold evidence or
+when the candidate changes only settings that act on a built context (`stage = "answer"`: answer
+style, verification, layout), which cannot move the context."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from evolvemem.data.models import Question
+from evolvemem.loop.paired import compare, loses
+from evolvemem.loop.scorer import RoundScorer
+from evolvemem.loop.spec import CONTEXTS_ONLY, RunSpec
+from evolvemem.space.config import RetrievalConfig
+from evolvemem.space.ops import diff_configs
+from evolvemem.space.registry import registry
+from evolvemem.store.run_store import RunStore
+
+CONTEXTS_PHASE = "contexts"  # contexts0: the incumbent's contexts; contexts1..: each screening's candidate
+
+
+def contexts_phase(attempt: int) -> str:
+    return f"{CONTEXTS_PHASE}{attempt}"
+
+RUNG_NAMES = {0: "contexts' evidence", 1: "paired minibatch", 2: "full dev evaluation"}
+
+
+def rung_text(screening: dict) -> str:
+    """Where on the ladder a screened candidate stopped ("" for screenings recorded before the ladder)."""
+    rung = screening.get("rung")
+    if rung is None:
+        return ""
+    return f" (reached rung {rung}: {RUNG_NAMES[rung]})" if rung == 2 else f" at rung {rung} ({RUNG_NAMES[rung]})"
+
+
+@dataclass(frozen=True)
+class RungZero:
+    stopped: bool  # significantly worse: the candidate goes no further
+    reason: str
+    evidence: dict  # the screenings row's `evidence` column
+
+
+def moves_context(incumbent: RetrievalConfig, candidate: RetrievalConfig) -> bool:
+    """Whether the candidate changes a setting that shapes the context (not only answer-stage ones)."""
+    known = registry()
+    return any(change.field not in known or known[change.field].stage != "answer"
+               for change in diff_configs(incumbent, candidate))
+
+
+def evidence_questions(dev: list[Question], adversarial_categories: tuple[str, ...] | set[str]) -> list[Question]:
+    """The answerable dev questions that carry gold evidence: what rung 0 judges."""
+    adversarial = {str(c) for c in adversarial_categories}
+    return [q for q in dev if q.evidence and str(q.category) not in adversarial]
+
+
+class ContextRung:
+    """Rung 0 for one run: scores contexts as rounds of the store (resumable like any round)."""
+
+    def __init__(self, spec: RunSpec, store: RunStore, scorer: RoundScorer, dev: list[Question],
+                 adversarial_categories: tuple[str, ...] | set[str]):
+        self.spec, self.store, self.scorer = spec, store, scorer
+        self.questions = evidence_questions(dev, adversarial_categories)
+        self.adversarial_categories = adversarial_categories
+
+    def _records(self, config: RetrievalConfig, round_no: int, phase: str) -> list[dict]:
+        row = self.store.round_row(round_no, phase)
+        if not (row and row["status"] == "done"):
+            self.scorer.score_round(config, self.questions, round_no, phase, contexts_only=True)
+        return self.store.round_records(round_no, phase)
+
+    def judge(self, round_no: int, attempt: int, candidate: RetrievalConfig,
+              incumbent: RetrievalConfig, incumbent_round: int) -> RungZero:
+        if not self.spec.evidence_rung:
+            return RungZero(False, "rung 0 off (--no-evidence-rung)", {"skipped": "off"})
+        if not self.questions:
+            why = "the benchmark carries no gold evidence"
+            return RungZero(False, f"rung 0 skipped: {why}", {"skipped": why})
+        if not moves_context(incumbent, candidate):
+            why = "the change acts only on a built context (answer-stage settings)"
+            return RungZero(False, f"rung 0 skipped: {why}", {"skipped": why})
+        base = self._records(incumbent, round_no, contexts_phase(0))
+        mine = self._records(candidate, round_no, contexts_phase(attempt))
+        comparison = compare(mine, base, round_no, incumbent_round, self.adversarial_categories, CONTEXTS_ONLY,
+                             seed=self.spec.seed)
+        stat = comparison.groups["main"]
+
+        def tokens(records: list[dict]) -> float | None:
+            values = [r["context_tokens"] for r in records if r.get("context_tokens") is not None]
+            return sum(values) / len(values) if values else None
+
+        evidence = {"recall": stat.candidate, "incumbent_recall": stat.incumbent, "diff": stat.diff,
+                    "ci_low": stat.ci_low, "ci_high": stat.ci_high, "p_gain": stat.p_gain, "p_loss": stat.p_loss,
+                    "n": stat.n, "tokens": tokens(mine), "incumbent_tokens": tokens(base)}
+        size = (f", context {evidence['tokens']:.0f} vs {evidence['incumbent_tokens']:.0f} tokens"
+                if evidence["tokens"] is not None and evidence["incumbent_tokens"] is not None else "")
+        detail = (f"evidence recall {stat.diff:+.4f} [{stat.ci_low:+.4f}, {stat.ci_high:+.4f}] p={stat.p_loss:.3f} "
+                  f"n={stat.n} vs round {incumbent_round}{size}")
+        if loses(stat, self.spec.guard):
+            return RungZero(True, f"stopped at rung 0: its contexts hold less evidence ({detail})", evidence)
+        return RungZero(False, f"rung 0 held ({detail})", evidence)

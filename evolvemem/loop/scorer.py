@@ -1,0 +1,43 @@
+"""The one seam between the loop and whatever scores a config (the session's round bracket):
+one evaluation at a time (`score_round`) or several together (`score_rounds`: a round's
+candidates, which a remote executor evaluates in parallel)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+from evolvemem.data.models import Question
+from evolvemem.space.config import RetrievalConfig
+
+RecordFn = Callable[[dict], None]
+StageFn = Callable[[str, int, int], None]
+
+
+@dataclass
+class RoundJob:
+    """One evaluation: `config` on `questions`, recorded as (`round_no`, `phase`)."""
+
+    config: RetrievalConfig
+    questions: list[Question]
+    round_no: int
+    phase: str
+    on_record: RecordFn | None = None  # sees each record as it is written (progress bars)
+    contexts_only: bool = False  # record each question's context and evidence figures, no answer
+    token_cap: int | None = None  # contexts cut at this many tokens (contexts_only)
+
+
+class RoundScorer(Protocol):
+    """Scores a config on questions as one (round, phase) of the run store: begin → build the
+    stores it reads → evaluate → usage → finish. `contexts_only`: build each question's answer
+    context and record its evidence figures without asking the reader (rung 0, the `evidence`
+    objective), each context cut at `token_cap` estimated tokens when given."""
+
+    def score_round(self, config: RetrievalConfig, questions: list[Question], round_no: int, phase: str,
+                    on_record: Callable[[dict], None] | None = None,
+                    on_stage: Callable[[str, int, int], None] | None = None, *,
+                    contexts_only: bool = False, token_cap: int | None = None) -> tuple[dict, float]:
+        ...
+
+    def score_rounds(self, jobs: list[RoundJob], on_stage: StageFn | None = None) -> list[tuple[dict, float]]:
+        """Several evaluations, each as `score_round`; (summary, wall seconds) per job."""
+        ...
