@@ -35,7 +35,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.local_llm_server import LocalModelUnavailable, serve, server_available  # noqa: E402
 from evolvemem.data.split import split_ids  # noqa: E402
 from evolvemem.loop.paired import compare  # noqa: E402
-from evolvemem.store.costs import round_costs, total_cost  # noqa: E402
 from evolvemem.store.run_store import DB_NAME, RunStore  # noqa: E402
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10_dev8.json"
@@ -107,9 +106,16 @@ def describe_run(out: Path, wall: float) -> dict:
         best = store.round_records(best_row, "test_best")
         screenings = store.screenings()
         decisions = store.query("SELECT round, decision, accepted, changes FROM decisions ORDER BY round")
-        cost = total_cost(round_costs(store))
-        answer_calls = store.query("""SELECT coalesce(sum(calls), 0) AS calls FROM usage
-                                      WHERE role = 'answer' AND phase NOT IN ('test_start', 'test_best')""")[0]["calls"]
+        # the rounds after round 0 against evaluating every candidate they tried on every dev question,
+        # at round 0's answer-side calls per question
+        answer_calls = store.query("""SELECT coalesce(sum(calls), 0) AS calls FROM usage WHERE round > 0
+                                      AND role <> 'diagnose' AND phase NOT IN ('test_start', 'test_best')""")[0]["calls"]
+        round_0 = store.query("""SELECT count(*) AS n, coalesce(sum(calls), 0) AS calls FROM question_records
+                                 WHERE round = 0 AND phase = 'dev'""")[0]
+        unscreened = store.query("""SELECT count(*) AS n FROM rounds r WHERE r.round > 0 AND r.phase = 'dev' AND NOT
+                                    EXISTS (SELECT 1 FROM screenings s WHERE s.round = r.round)""")[0]["n"]
+        candidates = len(screenings) + unscreened
+        full_calls = candidates * round_0["calls"]
     rungs = [f"r{s['round']}.{s['attempt']}:{s['rung'] if s['rung'] is not None else '-'}"
              f"{'✓' if s['outcome'] == 'passed' else '✗'}" for s in screenings]
     accepted = [d["round"] for d in decisions if d["accepted"] and d["round"] > 0]
@@ -118,7 +124,8 @@ def describe_run(out: Path, wall: float) -> dict:
         "main": paired_cell(best, start, "main", "f1"),
         "adversarial": paired_cell(best, start, "adversarial", "f1"),
         "recall": paired_cell(best, start, "main", "evidence_recall"),
-        "answer_calls": answer_calls, "vs_full": cost.get("call_ratio") or cost.get("question_ratio"),
+        "answer_calls": answer_calls, "candidates": candidates,
+        "vs_full": answer_calls / full_calls if full_calls else None,
         "rungs": " ".join(rungs) or "none", "wall_min": wall / 60,
     }
 
@@ -174,12 +181,14 @@ def main() -> None:
 
 def print_runs(rows: list[tuple[str, dict]]) -> None:
     print("\n| start / diagnoser | test answerable F1 start → best (Δ [95% CI] p) | test unanswerable F1 | "
-          "test evidence recall | accepted rounds | answer calls (vs full) | rung per candidate | wall |")
+          "test evidence recall | accepted rounds | answer calls after round 0 (vs every candidate in full) | "
+          "rung per candidate | wall |")
     print("|---|---|---|---|---|---|---|---|")
     for label, r in rows:
         ratio = f"{r['vs_full']:.2f}×" if r["vs_full"] is not None else "–"
         print(f"| {label} | {r['main']} | {r['adversarial']} | {r['recall']} | {r['accepted'] or 'none'} "
-              f"(best {r['best_round']}) | {r['answer_calls']} ({ratio}) | {r['rungs']} | {r['wall_min']:.0f} min |",
+              f"(best {r['best_round']}) | {r['answer_calls']} ({ratio} of {r['candidates']} candidates) | "
+              f"{r['rungs']} | {r['wall_min']:.0f} min |",
               flush=True)
 
 

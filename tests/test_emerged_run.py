@@ -66,7 +66,7 @@ def scripted(replies: list[dict]):
 
 
 def run(server: FakeLLMServer, out: Path, *extra: str):
-    result = evolve("run", "--benchmark", "synth", "--diagnosis-model", MODEL, "--api-base", server.url,
+    result = evolve("run", "--benchmark", "synth", "--objective", "balanced", "--diagnosis-model", MODEL, "--api-base", server.url,
                     "--diagnoser", "llm", "--out", str(out), "--quiet", *extra)
     assert result.exit_code == 0, result.output
     return result

@@ -82,7 +82,7 @@ def synth_run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("report") / "synth-run"
     # 30 dev questions cannot reach p < 0.05; at alpha 0.2 (labelled in the run's header) round 1 is accepted,
     # so the page has an accepted paired decision and a best round other than the start to show
-    result = invoke("run", "--benchmark", "synth", "--rounds", "3", "--out", str(out), "--quiet", "--json",
+    result = invoke("run", "--benchmark", "synth", "--rounds", "3", "--objective", "balanced", "--out", str(out), "--quiet", "--json",
                     "--alpha", "0.2")
     assert result.exit_code == 0, result.output
     return out

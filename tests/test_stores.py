@@ -102,7 +102,7 @@ def test_dropping_frozen_fields_removes_them_everywhere_and_says_why():
 def test_a_run_never_changes_frozen_dimensions(tmp_path):
     frozen = expand_dimension_names(["views", "answering"])
     out = tmp_path / "frozen"
-    result = CliRunner().invoke(app, ["run", "--benchmark", "synth", "--rounds", "3", "--diagnoser", "random",
+    result = CliRunner().invoke(app, ["run", "--benchmark", "synth", "--rounds", "3", "--objective", "balanced", "--diagnoser", "random",
                                       "--freeze", "views,answering", "--out", str(out), "--json", "--quiet"],
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output
@@ -124,7 +124,7 @@ def test_offline_runs_leave_model_only_dimensions_alone(tmp_path):
     model_only = {n for n, d in dims.items() if d.needs_model and d.group == "cue_graph"}
     assert model_only, "the cue graph's LLM mode is declared needs_model"
     others = sorted({d.group for d in dims.values()} - {"cue_graph"})
-    result = CliRunner().invoke(app, ["run", "--benchmark", "synth", "--rounds", "3", "--diagnoser", "random",
+    result = CliRunner().invoke(app, ["run", "--benchmark", "synth", "--rounds", "3", "--objective", "balanced", "--diagnoser", "random",
                                       "--freeze", ",".join(others), "--out", str(tmp_path / "run"), "--json",
                                       "--quiet"], catch_exceptions=False)
     assert result.exit_code == 0, result.output

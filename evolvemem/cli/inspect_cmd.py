@@ -8,7 +8,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from evolvemem.loop.spec import objective_column, objective_label
+from evolvemem.loop.spec import objective_column, objective_label, objective_metric
 from evolvemem.cli.run_cmd import changes_text, decision_text, emerged_text, paired_text, round_label
 from evolvemem.cli.ui import UI, fmt, paired_table
 from evolvemem.errors import EvolveMemError
@@ -190,7 +190,7 @@ def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
     with open_run(run) as store:
         levers = {d.name for d in load_run_dimensions(store.run_dir)}  # its configs may use them
         cfg = {r["round"]: r for r in store.query(
-            "SELECT round, phase, config, by_category, all_f1, main_f1 FROM rounds "
+            "SELECT round, phase, config, by_category, all_f1, main_f1, main_evidence_recall FROM rounds "
             "WHERE phase IN ('dev', 'eval') AND round IN (?, ?)",
             [a, b])}
         for r in (a, b):
@@ -204,8 +204,9 @@ def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
     new = parse_config(cfg[b]["config"], source=f"round {b}")[0]
     changes = [c.as_dict() for c in diff_configs(old, new)]
     cats = sorted(set(cfg[a]["by_category"] or {}) | set(cfg[b]["by_category"] or {}))
-    score_diff = {c: {"a": ((cfg[a]["by_category"] or {}).get(c) or {}).get("f1"),
-                      "b": ((cfg[b]["by_category"] or {}).get(c) or {}).get("f1")} for c in cats}
+    metric = objective_metric(objective)  # F1, or the contexts' evidence recall of an evidence run
+    score_diff = {c: {"a": ((cfg[a]["by_category"] or {}).get(c) or {}).get(metric),
+                      "b": ((cfg[b]["by_category"] or {}).get(c) or {}).get(metric)} for c in cats}
     for v in score_diff.values():
         v["delta"] = None if v["a"] is None or v["b"] is None else v["b"] - v["a"]
     ui.info(f"[bold]config diff[/bold] round {a} → round {b}: {changes_text(changes, limit=50)}")
@@ -213,13 +214,16 @@ def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
     for r, used in emerged_used.items():
         if used:
             ui.info(f"round {r} {emerged_text(used)}")
-    t = Table(title="F1 per category", title_justify="left")
+    t = Table(title=f"{'F1' if metric == 'f1' else 'evidence recall'} per category", title_justify="left")
     for col in ("category", f"round {a}", f"round {b}", "Δ"):
         t.add_column(col)
     for c, v in score_diff.items():
         t.add_row(c, fmt(v["a"]), fmt(v["b"]), "-" if v["delta"] is None else f"{v['delta']:+.3f}")
     t.add_section()
-    t.add_row("all", fmt(cfg[a]["all_f1"]), fmt(cfg[b]["all_f1"]), f"{cfg[b]['all_f1'] - cfg[a]['all_f1']:+.3f}")
+    column = objective_column(objective)
+    head = {r: cfg[r][column] for r in (a, b)}
+    t.add_row(objective_label(objective), fmt(head[a]), fmt(head[b]),
+              "-" if head[a] is None or head[b] is None else f"{head[b] - head[a]:+.3f}")
     ui.print(t)
     fixed = [f for f in flips if f["flip"] == "fixed"]
     broken = [f for f in flips if f["flip"] == "broken"]

@@ -1,6 +1,11 @@
-"""Paired screening: a candidate config earns a full dev evaluation on a minibatch first.
+"""Paired screening: a candidate config earns a full dev evaluation by climbing a ladder.
 
-Every round's candidate is scored on a fixed minibatch of dev questions — a seeded, stratified
+Rung 0 (loop/ladder.py) compares the evidence recall of the candidate's contexts with the
+incumbent's, without an answer call, and stops a candidate whose contexts hold significantly less
+evidence; rung 1 is the minibatch below; rung 2 the full dev evaluation. The screening row
+records the rung each candidate stopped at.
+
+On rung 1 every round's candidate is scored on a fixed minibatch of dev questions — a seeded, stratified
 share (`screen_fraction`) of every (question type, conversation) cell — and compared, paired,
 with the incumbent's records of the same questions (loop/paired.py). It passes when no judged
 group is worse (the guard's loss test: significantly worse, or by more than the tolerance) and
