@@ -233,6 +233,7 @@ def run(
     screen_fraction: Optional[float] = typer.Option(None, "--screen-fraction", help=f"Score each round's candidate first on this share of the dev questions (stratified by question type and conversation) and evaluate it fully only when it is not worse than the best there and gains; 0 or 1 = every candidate is fully evaluated [default: {RUN_DEFAULTS.screen_fraction} when a model answers; 0 with offline answers, where a full evaluation costs seconds]."),
     screen_alpha: float = typer.Option(RUN_DEFAULTS.screen_alpha, "--screen-alpha", help="Significance a minibatch gain needs to pass screening (looser than --alpha: a quarter of the questions has less power, and a passing candidate still faces the full paired test)."),
     screen_budget: int = typer.Option(RUN_DEFAULTS.screen_budget, "--screen-budget", help="Screenings per round: after a screened-out candidate the round tries an exploration, up to this many; then it keeps the best config."),
+    candidates: int = typer.Option(RUN_DEFAULTS.candidates, "--candidates", help="Candidates each round screens at once: the guard's next config and the diagnoser's next K-1 proposals (rubric: next-ranked actions, tpe: further trials, random: further draws, llm: further menu picks), in parallel with --executor ray; the best that passes its minibatch (Holm's correction over the K) is evaluated in full and judged at --alpha / K. Needs screening (on by default when K > 1)."),
     no_context_reuse: bool = typer.Option(False, "--no-context-reuse", help="Answer every question again even when its answer context and answer settings are those of an answer already given."),
     freeze: Optional[list[str]] = typer.Option(None, "--freeze", help="Dimensions or groups (e.g. scenes, cue_graph) the loop may not change; repeat or comma-separate."),
     concurrency: int = ConcurrencyOpt,
@@ -248,8 +249,9 @@ def run(
     """Evolve the retrieval config: evaluate → diagnose → propose → guard, round by round."""
     from evolvemem.cli.run_cmd import new_run_dir, run_loop
     from evolvemem.errors import EvolveMemError
-    from evolvemem.session import (EXECUTORS, OBJECTIVES, GuardSettings, RunSpec, Session, check_protocol,
-                                   default_objective, diagnoser_entry, model_settings, open_executor, resolve_init)
+    from evolvemem.session import (EXECUTORS, OBJECTIVES, GuardSettings, RunSpec, Session, candidates_problem,
+                                   check_protocol, default_objective, diagnoser_entry, model_settings, open_executor,
+                                   resolve_init)
     from evolvemem.space.registry import expand_dimension_names
 
     ui = UI(json_mode=json_out, quiet=quiet)
@@ -279,12 +281,16 @@ def run(
         if entry.modes and diagnosis_mode not in entry.modes:
             raise EvolveMemError(f"--diagnosis-mode must be {' or '.join(entry.modes)}, not {diagnosis_mode!r}")
         frozen = expand_dimension_names([n for item in freeze or [] for n in item.split(",")])
-        if screen_fraction is None:
-            screen_fraction = RUN_DEFAULTS.screen_fraction if settings.for_role("answer") != "offline" else 0.0
+        if screen_fraction is None:  # K candidates are compared on the minibatch, offline too
+            answered = settings.for_role("answer") != "offline" or candidates > 1
+            screen_fraction = RUN_DEFAULTS.screen_fraction if answered else 0.0
         if not 0.0 <= screen_fraction <= 1.0:
             raise EvolveMemError(f"--screen-fraction must be between 0 and 1, not {screen_fraction:g}")
         if screen_budget < 1:
             raise EvolveMemError("--screen-budget must be 1 or more")
+        problem = candidates_problem(candidates, screen_fraction, screen_budget, objective)
+        if problem:
+            raise EvolveMemError(problem)
         if context_tokens is not None and context_tokens < 1:
             raise EvolveMemError(f"--context-tokens must be 1 or more, not {context_tokens}")
         for name, level in (("--alpha", alpha), ("--screen-alpha", screen_alpha)):
@@ -298,7 +304,7 @@ def run(
                        concurrency=concurrency, embedding_model=embedding_model, patience=patience,
                        reextract=not no_reextract, cache_enabled=not no_cache, frozen=frozen,
                        diagnosis_mode=diagnosis_mode, screen_fraction=screen_fraction,
-                       screen_budget=screen_budget, screen_alpha=screen_alpha,
+                       screen_budget=screen_budget, screen_alpha=screen_alpha, candidates=candidates,
                        context_reuse=not no_context_reuse, context_tokens=context_tokens,
                        evidence_rung=not no_evidence_rung)
         with open_executor(executor_name, ray_address) as executor:

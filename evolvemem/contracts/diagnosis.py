@@ -234,6 +234,11 @@ class Diagnoser(Protocol):
         """Read one round's diagnosis input and propose a change to `config`."""
         ...
 
+    def alternatives(self, inp: DiagnosisInput, config: Any, k: int) -> list[Proposal]:
+        """Up to `k` further changes to `config`, after the one `diagnose` just proposed, for a
+        round that screens several candidates at once (the loop drops repeats)."""
+        ...
+
     def observe(self, config: Any, score: float) -> None:
         """Learn the dev score a config earned (only model-based searchers use it)."""
         ...

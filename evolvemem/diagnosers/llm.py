@@ -121,16 +121,24 @@ def menu_text(actions: list[tuple[Action, dict[str, Any]]]) -> str:
                      for i, (a, changes) in enumerate(actions, 1))
 
 
-def proposal_from_menu(parsed: Any, actions: list[tuple[Action, dict[str, Any]]]) -> Proposal:
-    """The chosen candidate with the model's adjustments (only to its own settings, validated)."""
+def menu_choice(parsed: Any, size: int) -> tuple[int | None, str]:
+    """The candidate number (1-based) a menu reply chose, or None and why it chose none."""
     if not isinstance(parsed, dict):
-        return Proposal(rejected=["the reply is not a JSON object"])
+        return None, "the reply is not a JSON object"
     try:
         choice = int(str(parsed.get("choice")))
     except ValueError:
-        return Proposal(rejected=[f"choice {parsed.get('choice')!r} is not a candidate number"])
-    if not 1 <= choice <= len(actions):
-        return Proposal(rejected=[f"choice {choice} is not one of the {len(actions)} candidates"])
+        return None, f"choice {parsed.get('choice')!r} is not a candidate number"
+    if not 1 <= choice <= size:
+        return None, f"choice {choice} is not one of the {size} candidates"
+    return choice, ""
+
+
+def proposal_from_menu(parsed: Any, actions: list[tuple[Action, dict[str, Any]]]) -> Proposal:
+    """The chosen candidate with the model's adjustments (only to its own settings, validated)."""
+    choice, why = menu_choice(parsed, len(actions))
+    if choice is None:
+        return Proposal(rejected=[why])
     action, changes = actions[choice - 1]
     raw_adjust = parsed.get("adjust")
     adjust: dict[str, Any] = raw_adjust if isinstance(raw_adjust, dict) else {}
@@ -157,10 +165,12 @@ class LLMDiagnoser:
             raise EvolveMemError(f"--diagnosis-mode must be {' or '.join(MODES)}, not {mode!r}")
         self.client = client
         self.mode = mode
+        self._menu_left: list[tuple[Action, dict[str, Any]]] | None = None  # the menu after this round's pick
 
     def diagnose(self, inp: DiagnosisInput, config: Any) -> DiagnosisResult:
+        self._menu_left = None
         if self.mode == "menu":
-            return self._from_menu(inp)
+            return self._from_menu(inp, viable_actions(inp)[:MENU_SIZE])
         try:
             fitted = fit_prompt(self.client, diagnosis_variants(inp), MAX_REPLY_TOKENS, MIN_REPLY_TOKENS)
         except PromptTooLong as exc:
@@ -176,8 +186,20 @@ class LLMDiagnoser:
         error = error or "; ".join(proposal.rejected)
         return DiagnosisResult(proposal, fitted.text, reply.text, error, reply.as_cost(), list(fitted.trimmed))
 
-    def _from_menu(self, inp: DiagnosisInput) -> DiagnosisResult:
-        actions = viable_actions(inp)[:MENU_SIZE]
+    def alternatives(self, inp: DiagnosisInput, config: Any, k: int) -> list[Proposal]:
+        """`k` further picks from the rubric's menu, one short call each, every candidate already
+        picked this round taken out of the menu first."""
+        if self._menu_left is None:
+            self._menu_left = viable_actions(inp)[:MENU_SIZE]
+        picked = []
+        for _ in range(k):
+            result = self._from_menu(inp, self._menu_left)
+            if result.proposal.is_empty:
+                break
+            picked.append(result.proposal)
+        return picked
+
+    def _from_menu(self, inp: DiagnosisInput, actions: list[tuple[Action, dict[str, Any]]]) -> DiagnosisResult:
         if not actions:
             return DiagnosisResult(Proposal(rationale="no candidate change is left to choose from"))
         prompt = load_prompt("diagnose_menu").render(round=inp.round, objective=inp.objective,
@@ -191,6 +213,8 @@ class LLMDiagnoser:
         if reply is None:
             return DiagnosisResult(Proposal(), prompt, "", error)
         proposal = proposal_from_menu(parsed, actions) if not error else Proposal()
+        choice, _ = menu_choice(parsed, len(actions)) if not error else (None, "")
+        self._menu_left = [entry for i, entry in enumerate(actions, 1) if i != choice]
         return DiagnosisResult(proposal, prompt, reply.text, error or "; ".join(proposal.rejected), reply.as_cost())
 
     def _ask(self, prompt: str, max_tokens: int) -> tuple[Any, LLMReply | None, str]:

@@ -21,11 +21,16 @@ class RandomDiagnoser:
         self.n_dims = n_dims
 
     def diagnose(self, inp: DiagnosisInput, config: Any) -> DiagnosisResult:
-        rng = random.Random(f"random-{self.seed}-{inp.round}")
+        return DiagnosisResult(self._draw(config, random.Random(f"random-{self.seed}-{inp.round}")))
+
+    def alternatives(self, inp: DiagnosisInput, config: Any, k: int) -> list[Proposal]:
+        """`k` further draws, each seeded by (seed, round, draw)."""
+        return [self._draw(config, random.Random(f"random-{self.seed}-{inp.round}-{i}")) for i in range(1, k + 1)]
+
+    def _draw(self, config: Any, rng: random.Random) -> Proposal:
         _, changes = perturb(config, rng, self.n_dims)
-        proposal = Proposal(changes={c.field: c.new for c in changes},
-                            rationale=f"random perturbation of {len(changes)} dimensions")
-        return DiagnosisResult(proposal)
+        return Proposal(changes={c.field: c.new for c in changes},
+                        rationale=f"random perturbation of {len(changes)} dimensions")
 
     def observe(self, config: Any, score: float) -> None:
         return None

@@ -322,6 +322,10 @@ class RubricDiagnoser:
             return DiagnosisResult(action_proposal(action, effective))
         return DiagnosisResult(Proposal(rationale="no rubric rule fires that was not already tried"))
 
+    def alternatives(self, inp: DiagnosisInput, config: Any, k: int) -> list[Proposal]:
+        """The next `k` ranked actions after the strongest one."""
+        return [action_proposal(action, effective) for action, effective in viable_actions(inp)[1:k + 1]]
+
     def observe(self, config: Any, score: float) -> None:
         return None
 

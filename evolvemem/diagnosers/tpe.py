@@ -1,4 +1,5 @@
-"""`tpe`: Optuna's TPE sampler over the same registry, one trial per round via ask/tell.
+"""`tpe`: Optuna's TPE sampler over the same registry, one trial per round via ask/tell (with
+`--candidates K`, K trials asked together under the constant-liar strategy).
 
 Every evaluated config is told to the study (the starting config and resumed rounds too), so
 the sampler's model is rebuilt exactly from the run store on resume; a config screened out on
@@ -22,30 +23,47 @@ class TPEDiagnoser:
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self.study = optuna.create_study(direction="maximize",
-                                         sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=3))
+        # constant liar: trials asked together (parallel candidates) count as bad until told, so
+        # they spread out instead of sampling the same region; one at a time it samples as without
+        sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=3, constant_liar=True)
+        self.study = optuna.create_study(direction="maximize", sampler=sampler)
         self.pending: dict[str, Any] = {}  # config fingerprint -> trial
 
     def diagnose(self, inp: DiagnosisInput, config: Any) -> DiagnosisResult:
+        self._close_unevaluated()
+        return DiagnosisResult(self._ask(config))
+
+    def alternatives(self, inp: DiagnosisInput, config: Any, k: int) -> list[Proposal]:
+        """`k` further trials asked beside the round's first (parallel candidates)."""
+        return [self._ask(config) for _ in range(k)]
+
+    def _ask(self, config: Any) -> Proposal:
         trial = self.study.ask()
         candidate = suggest_config(trial, base=config)
         self.pending[candidate.fingerprint()] = trial
         changes = {k: v for k, v in candidate.values().items() if config.values()[k] != v}
-        return DiagnosisResult(Proposal(changes=changes, rationale=f"TPE trial {trial.number}"))
+        return Proposal(changes=changes, rationale=f"TPE trial {trial.number}")
+
+    def _close_unevaluated(self) -> None:
+        """A trial the loop changed before evaluating it (a frozen or model-only setting dropped,
+        an exploration instead) was never scored as asked: closed as failed when the round's
+        evaluated config turns out to be another (or, at the latest, before the next ask), so the
+        study learns only from the configs that were really evaluated (added by `observe`). The
+        trials of a round's other candidates stay open until each is told its screening."""
+        import optuna
+
+        for stale in self.pending.values():
+            self.study.tell(stale, state=optuna.trial.TrialState.FAIL)
+        self.pending.clear()
 
     def observe(self, config: Any, score: float) -> None:
         import optuna
 
         trial = self.pending.pop(config.fingerprint(), None)
-        # a trial the loop changed before evaluating it (a frozen or model-only setting dropped,
-        # an exploration instead) will never be scored as asked: closed as failed, so the study
-        # learns only from the configs that were really evaluated (added below)
-        for stale in self.pending.values():
-            self.study.tell(stale, state=optuna.trial.TrialState.FAIL)
-        self.pending.clear()
         if trial is not None:
             self.study.tell(trial, score)
             return
+        self._close_unevaluated()
         params = config_to_trial_params(config)
         flat = optuna_distributions()
         dists = {k: (flat[k] if k in flat else optuna.distributions.CategoricalDistribution([True, False]))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -27,7 +27,8 @@ from evolvemem.loop.emergence import emerge
 from evolvemem.loop.guard import RoundScore, check_regression, decide, incumbent_of
 from evolvemem.loop.paired import Comparison, Verdict, accept, compare
 from evolvemem.loop.reextract import reextract, uncovered_sessions
-from evolvemem.loop.screening import SCREENED_OUT, Screener, estimated_score, screening_enabled
+from evolvemem.loop.candidates import alternative_candidates, choose_among, corrected, screened_candidates
+from evolvemem.loop.screening import PASSED, Screener, estimated_score, screening_enabled
 from evolvemem.loop.snapshots import write_final, write_round_snapshot
 from evolvemem.loop.scorer import RoundScorer
 from evolvemem.loop.spec import CONTEXTS_ONLY, RunSpec, objective_column
@@ -126,17 +127,21 @@ class EvolutionRunner:
         config = self.init_config
         result = RunResult(self.store.run_dir)
         for round_no in range(spec.rounds + 1):
+            others: list[dict] = []  # --candidates: the configs screened beside next_config
             if round_no > 0:
                 previous = self.store.decision(round_no - 1)
                 if previous is None or previous["decision"] in ("stopped", "converged"):
                     break
                 config = self._config_from_json(previous["next_config"])
+                others = previous.get("candidates") or []
             started = time.perf_counter()
             if round_no > 0 and self.screener is not None:
                 incumbent = incumbent_of(scores)
-                config = self.screener.choose(round_no, config, incumbent, seen, self._free_dims())
+                config = (choose_among(self.screener, round_no, [(config, "proposal"), *screened_candidates(others)],
+                                       incumbent, seen)
+                          if others else self.screener.choose(round_no, config, incumbent, seen, self._free_dims()))
                 for row in self.store.screenings(round_no):  # read back on resume too: told once per process
-                    if row["outcome"] == SCREENED_OUT:
+                    if row["outcome"] != PASSED:
                         self.diagnoser.observe(self._config_from_json(row["config"]),
                                                estimated_score(row, incumbent.score, spec.objective))
             summary, eval_seconds = self._evaluate(config, self.dev.questions, round_no, "dev")
@@ -183,12 +188,22 @@ class EvolutionRunner:
         return result
 
     def _judge(self, round_no: int, incumbent_round: int) -> tuple[Comparison, Verdict]:
-        """The paired comparison of a dev round with the incumbent, and the guard's verdict."""
+        """The paired comparison of a dev round with the incumbent, and the guard's verdict (for
+        the best of K parallel candidates, at alpha / K: loop/candidates.py)."""
         spec = self.spec
         comparison = compare(self.store.round_records(round_no, "dev"), self.store.round_records(incumbent_round, "dev"),
                              round_no, incumbent_round, self.ws.dataset.adversarial_categories, spec.objective,
                              folds=spec.guard.folds, seed=spec.seed)
-        return comparison, accept(comparison, spec.objective, spec.guard)
+        k = self._comparisons(round_no)
+        verdict = accept(comparison, spec.objective, corrected(spec.guard, k))
+        if k > 1:
+            verdict = replace(verdict, reason=f"{verdict.reason} (best of {k} candidates: gains tested at "
+                                              f"alpha {spec.guard.alpha:g} / {k}, Holm's first step)")
+        return comparison, verdict
+
+    def _comparisons(self, round_no: int) -> int:
+        """How many candidates the round's config was chosen among (1 unless --candidates)."""
+        return max(1, len(self.store.screenings(round_no))) if self.spec.candidates > 1 else 1
 
     def _decide(self, round_no: int, scores: list[RoundScore], seen: set[str], stale: int,
                 comparison: Comparison | None, verdict: Verdict | None) -> dict:
@@ -203,7 +218,8 @@ class EvolutionRunner:
             "accepted": current.accepted, "significant_loss": current.significant_loss,
             "compared_with": None if comparison is None else comparison.incumbent_round,
             "verdict": "starting config" if verdict is None else verdict.reason,
-            "paired": None if comparison is None else comparison.as_dict()}
+            "paired": None if comparison is None else comparison.as_dict(),
+            "comparisons": self._comparisons(round_no)}
         if round_no >= spec.rounds or (spec.patience and stale >= spec.patience):
             final = round_no >= spec.rounds
             row.update(decision="stopped" if final else "converged",
@@ -243,6 +259,11 @@ class EvolutionRunner:
                 row.update(reextracted_sessions=extra.sessions, memories_added=extra.added)
         rng = random.Random(f"guard-{spec.seed}-{round_no}")
         decision = decide(scores, regression, proposal, spec.guard, rng, seen, free_dims)
+        if spec.candidates > 1:  # the next round screens K candidates at once (loop/candidates.py)
+            row["candidates"] = alternative_candidates(
+                self.diagnoser, inp, base.config, decision.next_config, spec.candidates, seen,
+                lambda alternative: self._check_alternative(alternative, inp),
+                random.Random(f"candidates-{spec.seed}-{round_no}"), spec.guard.explore_dims, free_dims)
         self.store.record_usage(usage_rows(before, self.ws.roles.usage_snapshot(), round_no, "diagnose"))
         if fallback:
             self._say(f"round {round_no}: {fallback}")
@@ -272,6 +293,12 @@ class EvolutionRunner:
         flag_proposal(fallback, inp, reject=False)
         fallback.rationale = f"rubric fallback: {fallback.rationale}"
         return fallback, f"the {self.diagnoser.name} diagnosis left nothing to apply ({why[:300]}); rubric fallback"
+
+    def _check_alternative(self, proposal: Proposal, inp: DiagnosisInput) -> None:
+        """A further candidate's proposal checked as the first one is: fixed settings dropped, a
+        model's changes that the round's evidence contradicts rejected (others flagged)."""
+        self._drop_fixed(proposal)
+        flag_proposal(proposal, inp, reject=DIAGNOSERS[self.diagnoser.name].needs_model)
 
     def _free_dims(self) -> list[str] | None:
         """The dimensions exploration may draw (None: all): not --freeze'd, and not model-only

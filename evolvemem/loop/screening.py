@@ -31,8 +31,8 @@ from typing import Callable, Iterable
 
 from evolvemem.data.models import Question
 from evolvemem.loop.guard import RoundScore
-from evolvemem.loop.ladder import ContextRung, contexts_phase
-from evolvemem.loop.scorer import RoundScorer
+from evolvemem.loop.ladder import ContextRung, RungZero, contexts_phase
+from evolvemem.loop.scorer import RoundJob, RoundScorer
 from evolvemem.loop.paired import Comparison, compare, gains, judged_groups, loses
 from evolvemem.loop.spec import RunSpec, objective_group
 from evolvemem.space.config import RetrievalConfig, parse_config
@@ -41,6 +41,7 @@ from evolvemem.store.run_store import RunStore
 
 SCREEN_PHASE = "screen"  # phases "screen1", "screen2", ... (one per screening of a round)
 PASSED, SCREENED_OUT = "passed", "screened_out"
+OUTRANKED = "outranked"  # passed its minibatch, but another of the round's parallel candidates gained more
 
 
 def screen_phase(attempt: int) -> str:
@@ -74,20 +75,22 @@ class ScreenVerdict:
     reason: str
 
 
-def screen_verdict(comparison: Comparison, objective: str, spec: RunSpec) -> ScreenVerdict:
-    """Pass when no judged group loses (the guard's loss test) and one gains more than the margin."""
+def screen_verdict(comparison: Comparison, objective: str, spec: RunSpec, alpha: float | None = None) -> ScreenVerdict:
+    """Pass when no judged group loses (the guard's loss test) and one gains more than the margin
+    with a one-sided p below `alpha` (default `screen_alpha`; lower among parallel candidates)."""
+    level = spec.screen_alpha if alpha is None else alpha
     groups = comparison.groups
     judged = judged_groups(objective)
     losing = [name for name in judged if loses(groups[name], spec.guard)]
     margin = spec.guard.min_effect
-    gaining = [name for name in judged if gains(groups[name], spec.guard, spec.screen_alpha)]
+    gaining = [name for name in judged if gains(groups[name], spec.guard, level)]
     detail = "; ".join(f"{name} {groups[name].diff:+.4f} [{groups[name].ci_low:+.4f}, {groups[name].ci_high:+.4f}] "
                        f"p={groups[name].p_gain:.3f} n={groups[name].n}" for name in judged if groups[name].n)
     where = f"on the minibatch vs round {comparison.incumbent_round} ({detail})"
     if losing:
         return ScreenVerdict(False, f"worse on {', '.join(losing)} {where}")
     if not gaining:
-        return ScreenVerdict(False, f"no gain of {margin:g} or more with p < {spec.screen_alpha:g} {where}")
+        return ScreenVerdict(False, f"no gain of {margin:g} or more with p < {level:.4g} {where}")
     return ScreenVerdict(True, f"gains on {', '.join(gaining)} {where}")
 
 
@@ -120,13 +123,9 @@ class Screener:
         """The config round `round_no` evaluates on every dev question: the first candidate that
         passes its screening, or the incumbent's config when none does within the budget. Every
         screened-out config is added to `seen` (never proposed again)."""
-        done = {row["attempt"]: row for row in self.store.screenings(round_no)}
-        for row in done.values():
-            if row["outcome"] == SCREENED_OUT:
-                seen.add(row["config_fingerprint"])
-        started = self.store.round_row(round_no, "dev")
+        done, started = self.resume(round_no, seen)
         if started is not None:  # decided before an interruption: the round goes on with it
-            return parse_config(started["config"], source="run store")[0]
+            return started
         candidate, source = first, "proposal"
         for attempt in range(1, self.spec.screen_budget + 1):
             if candidate.fingerprint() == incumbent.config.fingerprint():
@@ -139,9 +138,31 @@ class Screener:
                 candidate, source = self._explore(round_no, attempt, incumbent.config, seen, free_dims), "exploration"
         return incumbent.config
 
+    def resume(self, round_no: int, seen: set[str]) -> tuple[dict[int, dict], RetrievalConfig | None]:
+        """The round's screenings recorded so far, by attempt (the configs they screened out join
+        `seen`), and the config of its full evaluation if one had begun (None otherwise)."""
+        done = {row["attempt"]: row for row in self.store.screenings(round_no)}
+        for row in done.values():
+            if row["outcome"] != PASSED:
+                seen.add(row["config_fingerprint"])
+        started = self.store.round_row(round_no, "dev")
+        return done, None if started is None else parse_config(started["config"], source="run store")[0]
+
     def _screen(self, round_no: int, attempt: int, candidate: RetrievalConfig, source: str,
                 incumbent: RoundScore) -> dict:
         """The candidate up the ladder: rung 0 (its contexts' evidence), then rung 1 (the minibatch)."""
+        row, rung0 = self.climb_rung0(round_no, attempt, candidate, source, incumbent)
+        if rung0.stopped:
+            return row
+        summary, seconds = self.scorer.score_rounds([self.minibatch_job(round_no, attempt, candidate)])[0]
+        comparison = self.minibatch_comparison(round_no, attempt, incumbent)
+        verdict = screen_verdict(comparison, self.spec.objective, self.spec)
+        return self.record_minibatch(row, rung0, comparison, verdict, PASSED if verdict.passed else SCREENED_OUT,
+                                     summary, seconds)
+
+    def climb_rung0(self, round_no: int, attempt: int, candidate: RetrievalConfig, source: str,
+                    incumbent: RoundScore) -> tuple[dict, RungZero]:
+        """The screening row so far and rung 0's verdict; a candidate stopped there is recorded."""
         row = {
             "round": round_no, "attempt": attempt, "source": source,
             "config_fingerprint": candidate.fingerprint(), "config": candidate.model_dump(),
@@ -156,21 +177,30 @@ class Screener:
                        paired=None, n_questions=rung0.evidence["n"], calls=usage["calls"], tokens=usage["tokens"],
                        wall_seconds=(self.store.round_row(round_no, phase) or {}).get("wall_seconds"))
             self.store.record_screening(row)
-            return row
+        return row, rung0
+
+    def minibatch_job(self, round_no: int, attempt: int, candidate: RetrievalConfig) -> RoundJob:
         phase = screen_phase(attempt)
         label = f"round {round_no} {phase}"
         hook = self.on_record
         on_record = (lambda rec: hook(label, rec, len(self.batch))) if hook else None
-        summary, seconds = self.scorer.score_round(candidate, self.batch, round_no, phase, on_record)
-        comparison = compare(self.store.round_records(round_no, phase), self.store.round_records(incumbent.round, "dev"),
-                             round_no, incumbent.round, self.adversarial_categories, self.spec.objective,
-                             seed=self.spec.seed)
-        verdict = screen_verdict(comparison, self.spec.objective, self.spec)
-        usage = self.store.phase_usage(round_no, phase)
-        row.update(phase=phase, outcome=PASSED if verdict.passed else SCREENED_OUT, rung=2 if verdict.passed else 1,
+        return RoundJob(candidate, self.batch, round_no, phase, on_record)
+
+    def minibatch_comparison(self, round_no: int, attempt: int, incumbent: RoundScore) -> Comparison:
+        return compare(self.store.round_records(round_no, screen_phase(attempt)),
+                       self.store.round_records(incumbent.round, "dev"), round_no, incumbent.round,
+                       self.adversarial_categories, self.spec.objective, seed=self.spec.seed)
+
+    def record_minibatch(self, row: dict, rung0: RungZero, comparison: Comparison, verdict: ScreenVerdict,
+                         outcome: str, summary: dict, seconds: float, alpha: float | None = None) -> dict:
+        """Record a screening that reached rung 1 (passed on to rung 2 when `outcome` is PASSED)."""
+        phase = screen_phase(row["attempt"])
+        usage = self.store.phase_usage(row["round"], phase)
+        row.update(phase=phase, outcome=outcome, rung=2 if outcome == PASSED else 1,
                    reason=f"{verdict.reason}; {rung0.reason}", evidence=rung0.evidence, paired=comparison.as_dict(),
                    n_questions=summary["n"], main_f1=summary["main"], adversarial_f1=summary["adversarial"],
-                   all_f1=summary["all"], calls=usage["calls"], tokens=usage["tokens"], wall_seconds=seconds)
+                   all_f1=summary["all"], calls=usage["calls"], tokens=usage["tokens"], wall_seconds=seconds,
+                   alpha=self.spec.screen_alpha if alpha is None else alpha)
         self.store.record_screening(row)
         return row
 

@@ -97,6 +97,7 @@ class RunSpec:
     screen_fraction: float = 0.25
     screen_budget: int = 1  # screenings per round before the incumbent is carried
     screen_alpha: float = 0.2  # a minibatch gain of at least the guard's min effect must have p below this
+    candidates: int = 1  # configs a round screens at once (loop/candidates.py); > 1 needs screening
     context_reuse: bool = True  # reuse answers to an unchanged context (answering/context_reuse.py)
     # the `evidence` objective's token budget: every context is cut at this many estimated tokens
     # (set at the start of a run from the answer role's window share when not given)

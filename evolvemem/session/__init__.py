@@ -16,6 +16,7 @@ _EXPORTS: dict[str, str] = {
     "EXECUTORS": "evolvemem.executor",
     "open_executor": "evolvemem.executor",
     "GuardSettings": "evolvemem.loop.spec",
+    "candidates_problem": "evolvemem.loop.candidates",
     "Hooks": "evolvemem.loop.runner",
     "RunResult": "evolvemem.loop.runner",
     "OBJECTIVES": "evolvemem.loop.spec",

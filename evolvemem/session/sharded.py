@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from evolvemem.answering.context_reuse import AnswerMemo
-from evolvemem.answering.evaluate import FLUSH_EVERY, EffectiveConfigs, ReuseKey, reused_row
+from evolvemem.answering.evaluate import FLUSH_EVERY, EffectiveConfigs, ReuseKey, reuse_key, reused_row
 from evolvemem.answering.shards import ShardTask, WorkerSetup, by_conversation, run_shard, shard_cpus
 from evolvemem.contracts.usage import Usage
 from evolvemem.data.models import Question
@@ -71,39 +71,75 @@ class _Writer:
 def evaluate_sharded(executor: Executor, store: RunStore, ws: Workspace, jobs: list[RoundJob],
                      todos: list[list[Question]], *, reuse: dict[ReuseKey, dict], memo: AnswerMemo | None,
                      protocol: str, concurrency: int) -> list[ShardedOutcome]:
-    """Evaluate `todos[i]` under `jobs[i]` for every i at once; returns one outcome per job."""
+    """Evaluate `todos[i]` under `jobs[i]` for every i at once; returns one outcome per job.
+
+    As one after another in process, a question a job of the batch shares with an earlier one
+    (same effective config and memories: candidates that differ only in other question types'
+    settings) is answered once and copied to the later job; a question whose answer to the
+    same context another candidate gives in the same batch is asked twice, since both are asked
+    at once (in process the second would be reused by context)."""
     started = time.perf_counter()
     setup = WorkerSetup(ws.roles.settings, ws.roles.cache_enabled, ws.embedder.model_name,
                         tuple(added_dimensions().values()))
     shared_memo = executor.share(memo.entries(), f"memo-{uuid.uuid4().hex}") if memo is not None else None
     outcomes = [ShardedOutcome() for _ in jobs]
     writer = _Writer(store)
-    tasks: list[ShardTask] = []
+    claimed: set[ReuseKey] = set()
+    waiting: dict[ReuseKey, list[tuple[int, Question]]] = defaultdict(list)  # later jobs' copies of an answer
+    fresh: list[list[Question]] = []
     for index, (job, todo) in enumerate(zip(jobs, todos)):
         resolve = EffectiveConfigs(job.config)
-        copied, fresh = [], []
+        copied, mine = [], []
         for question in todo:
-            row = reused_row(reuse, ws, question, resolve(question.question_type)[1], job.round_no, job.phase)
-            (fresh.append(question) if row is None else copied.append(row))
+            fingerprint = resolve(question.question_type)[1]
+            row = reused_row(reuse, ws, question, fingerprint, job.round_no, job.phase)
+            key = reuse_key(question.question_id, fingerprint, ws.memory_version(question.conversation_id))
+            if row is not None:
+                copied.append(row)
+            elif key in claimed:
+                waiting[key].append((index, question))
+            else:
+                claimed.add(key)
+                mine.append(question)
         writer.add(job, copied)
         outcomes[index].seconds = time.perf_counter() - started
-        # questions embedded here, once, into the on-disk cache: a worker of this machine reads
-        # them there instead of loading the embedding model
-        ws.prepare(fresh, None if ws.roles.uses_llm else job.config)
-        config = job.config.model_dump()
-        for group in by_conversation(fresh):
-            pack = ws.pack(group[0].conversation_id)
-            tasks.append(ShardTask(index, setup, executor.share(pack, pack.key), config, tuple(group), job.round_no,
-                                   job.phase, protocol, concurrency, shared_memo))
-    tasks.sort(key=lambda task: -len(task.questions))  # the longest shards start first
-    try:
+        fresh.append(mine)
+
+    def run(questions: list[list[Question]]) -> list[list[Question]]:
+        """Shard and run the questions of every job; returns those whose copies have no answer."""
+        tasks = []
+        for index, (job, mine) in enumerate(zip(jobs, questions)):
+            # embedded here, once, into the on-disk cache: a worker of this machine reads them there
+            ws.prepare(mine, None if ws.roles.uses_llm else job.config)
+            config = job.config.model_dump()
+            for group in by_conversation(mine):
+                pack = ws.pack(group[0].conversation_id)
+                tasks.append(ShardTask(index, setup, executor.share(pack, pack.key), config, tuple(group),
+                                       job.round_no, job.phase, protocol, concurrency, shared_memo))
+        tasks.sort(key=lambda task: -len(task.questions))  # the longest shards start first
+        unanswered: list[list[Question]] = [[] for _ in jobs]
         for _, result in executor.map(run_shard, tasks, cpus=shard_cpus(ws.roles)):
             writer.add(jobs[result.job], result.records, result.usage)
+            for record in result.records:
+                key = reuse_key(record["question_id"], record["config_fingerprint"], record["memory_version"])
+                for later, question in waiting.pop(key, []):
+                    if record["failed"]:  # nothing to copy: the later job asks it itself
+                        unanswered[later].append(question)
+                        continue
+                    copy = reused_row({key: record}, ws, question, key[1], jobs[later].round_no, jobs[later].phase)
+                    writer.add(jobs[later], [copy] if copy is not None else [])
+                    outcomes[later].seconds = time.perf_counter() - started
             if memo is not None:
                 memo.merge(result.answers)
             outcome = outcomes[result.job]
             outcome.stopped = outcome.stopped or result.stopped
             outcome.seconds = time.perf_counter() - started
+        return unanswered
+
+    try:
+        unanswered = run(fresh)
+        if any(unanswered):
+            run(unanswered)
     finally:  # what came back is kept, whatever stops the batch (Ctrl-C, a failed shard)
         writer.flush()
     return outcomes
