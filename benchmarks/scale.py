@@ -2,7 +2,7 @@
 workspace, and what a LongMemEval-sized round would take on N workers.
 
     python benchmarks/scale.py [--data ../shared/data/locomo10_dev8.json] [--rounds 7] [--workers 2]
-        [--projection-workers 1 2 4 8 16 32 64] [--skip-candidates] [--latency 0.5]
+        [--projection-workers 1 2 4 8 16 32 64] [--latency 0.5] [--candidate-rounds 3] [--skip-candidates]
 
 (a) The same offline run twice — `--rounds` rounds from `weak`, rubric, seed 0, `--objective balanced`
     (the offline default, `evidence`, answers nothing: nothing to shard), patience off — in this
@@ -16,8 +16,9 @@ workspace, and what a LongMemEval-sized round would take on N workers.
 (c) A projection, from (a)'s shards and (ship)'s figures, of one LongMemEval-sized round (500
     questions, each over its own ~115k-token history: 500 one-question shards) on N workers; the
     formulas are printed with the figures.
-(b) Candidates explored per wall-minute with `--candidates 1` vs `4` against the fake OpenAI
-    server of the tests at `--latency` s per call (ray executor, `--workers` CPUs).
+(b) Candidates screened per wall-minute with `--candidates 1` vs `4`, in process and on the ray
+    executor, answers from the fake OpenAI server of the tests (benchmarks/cost.py's word-overlap
+    reader) at `--latency` s per call: `--candidate-rounds` rounds, reply cache off.
 """
 from __future__ import annotations
 
@@ -109,35 +110,28 @@ def records(run_dir: Path) -> list[dict]:
 # ---- (ship) ------------------------------------------------------------------------------------
 def from_pack(item: tuple) -> tuple[float, float, int]:
     """In a worker: (seconds fetching the pack, seconds making the workspace, pid)."""
-    from evolvemem.answering.shards import _worker_roles
+    from evolvemem.answering.shards import worker_embedder, worker_roles
     from evolvemem.workspace import Workspace
 
     shared, setup = item
-    roles = _worker_roles(setup)
+    roles, embedder = worker_roles(setup), worker_embedder(setup)
     started = time.perf_counter()
     pack = shared.get()
     fetched = time.perf_counter()
-    Workspace.from_pack(pack, roles, setup.embedding_model)
+    Workspace.from_pack(pack, roles, embedder)
     return fetched - started, time.perf_counter() - fetched, os.getpid()
 
 
-_embedders: dict[str, Any] = {}
-
-
 def rebuilt(item: tuple) -> tuple[float, int]:
-    """In a worker: seconds rebuilding one conversation's workspace from the caches, pid. The
-    worker keeps one embedder (its vector cache read from disk once), as a rebuild path would."""
-    from evolvemem.answering.shards import _worker_roles
-    from evolvemem.retrieval.embeddings import Embedder
+    """In a worker: seconds rebuilding one conversation's workspace from the caches, pid (with
+    the worker's one embedder, its vector cache read from disk once, as shards use it)."""
+    from evolvemem.answering.shards import worker_embedder, worker_roles
     from evolvemem.workspace import Workspace
 
     dataset, setup = item
-    roles = _worker_roles(setup)
-    embedder = _embedders.setdefault(setup.embedding_model, Embedder(setup.embedding_model))
+    roles, embedder = worker_roles(setup), worker_embedder(setup)
     started = time.perf_counter()
-    ws = Workspace(dataset, roles, setup.embedding_model)
-    ws.embedder = embedder
-    ws.build()
+    Workspace(dataset, roles, embedder=embedder).build()
     return time.perf_counter() - started, os.getpid()
 
 
@@ -282,6 +276,46 @@ def projection(recording: Recording, memories_of: dict[str, int], local_per_ques
     print(f"(for comparison: in process, (a)'s answered questions took {local_per_question * 1e3:.2f} ms each)")
 
 
+# ---- (b) ---------------------------------------------------------------------------------------
+def candidates_run(data: Path, out: Path, rounds: int, k: int, api_base: str, executor: Any = None) -> dict:
+    """A `rounds`-round run answered by the fake model, K candidates a round; what rounds 1..N
+    screened and how long they took (round 0 and the held-out test scoring left out)."""
+    from benchmarks.cost import MODEL
+
+    spec = RunSpec(benchmark="locomo", data=str(data), diagnoser="rubric", rounds=rounds, seed=0, patience=0,
+                   objective="balanced", screen_fraction=0.25, candidates=k, cache_enabled=False,
+                   models={"answer_model": MODEL, "api_base": api_base})
+    with Session.create(spec, out, load_config("weak")[0], executor=executor) as session:
+        result = session.run()
+    later = [r for r in result.rounds if r["round"] > 0]
+    return {"screened": sum(len(r["screenings"]) for r in later), "wall": sum(r["seconds"] for r in later),
+            "passed": sum(1 for r in later for s in r["screenings"] if s["outcome"] == "passed"),
+            "accepted": sum(1 for r in later if r["accepted"])}
+
+
+def candidates_per_minute(data: Path, folder: Path, rounds: int, latency: float, executor: Any, workers: int) -> None:
+    from benchmarks.cost import overlap_reader
+    from tests.fake_llm_server import FakeLLMServer
+
+    os.environ.setdefault("OPENAI_API_KEY", "not-needed-here")
+    print(f"\n(b) candidates screened per wall-minute, rounds 1..{rounds} of a run on {data.name} (rubric, seed 0, "
+          f"from weak, objective balanced, minibatch 0.25), answers from the fake model at {latency:g} s a call "
+          f"(--concurrency 8 a process; on ray a shard that waits on a model asks 0.25 CPU)")
+    print(f"{'executor':<22}{'K':>3}{'candidates':>12}{'wall s':>9}{'per minute':>12}{'passed':>8}{'accepted':>10}"
+          f"{'answer calls':>14}")
+    baseline = None
+    for name, k in (("local", 1), ("local", 4), ("ray", 1), ("ray", 4)):
+        with FakeLLMServer(overlap_reader, latency=latency) as server:
+            run = candidates_run(data, folder / f"{name}-{k}", rounds, k, server.url,
+                                 executor if name == "ray" else None)
+            calls = len(server.requests)
+        rate = 60 * run["screened"] / run["wall"] if run["wall"] else 0.0
+        baseline = baseline or rate
+        label = name if name == "local" else f"ray, {workers} CPUs"
+        print(f"{label:<22}{k:>3}{run['screened']:>12}{run['wall']:>9.1f}{rate:>12.2f}{run['passed']:>8}"
+              f"{run['accepted']:>10}{calls:>14}   ({rate / baseline:.2f}× local K=1)")
+
+
 # ---- main --------------------------------------------------------------------------------------
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -291,6 +325,7 @@ def main() -> None:
     parser.add_argument("--projection-workers", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
     parser.add_argument("--latency", type=float, default=0.5, help="fake model's seconds per call for (b) and (c)")
     parser.add_argument("--skip-candidates", action="store_true", help="leave out (b)")
+    parser.add_argument("--candidate-rounds", type=int, default=3, help="rounds of each (b) run")
     args = parser.parse_args()
     if not args.data.is_file():
         raise SystemExit(f"no LoCoMo file at {args.data}")
@@ -320,6 +355,9 @@ def main() -> None:
             writes = store_writes(Path(tmp) / "local", Path(tmp) / "writes")
             projection(executor, memories_of, per_question, ship, task_overhead(executor.inner), writes,
                        args.projection_workers, args.latency)
+            if not args.skip_candidates:
+                candidates_per_minute(args.data, Path(tmp) / "candidates", args.candidate_rounds, args.latency,
+                                      executor.inner, args.workers)
         finally:
             executor.close()
 

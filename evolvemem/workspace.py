@@ -63,10 +63,11 @@ class ConversationPack:
 class Workspace:
     """Memories, indexes and retrievers for the conversations of one dataset."""
 
-    def __init__(self, dataset: Dataset, roles: Roles, embedding_model: str | None = None) -> None:
+    def __init__(self, dataset: Dataset, roles: Roles, embedding_model: str | None = None,
+                 embedder: Embedder | None = None) -> None:
         self.dataset = dataset
         self.roles = roles
-        self.embedder = Embedder(embedding_model or DEFAULT_EMBEDDING_MODEL)
+        self.embedder = embedder or Embedder(embedding_model or DEFAULT_EMBEDDING_MODEL)
         self.memories: dict[str, list[MemoryUnit]] = {}
         self.indexes: dict[str, ConversationIndex] = {}
         self.retrievers: dict[str, Retriever] = {}
@@ -135,9 +136,10 @@ class Workspace:
                                 self.indexes[conversation_id].state, stores)
 
     @classmethod
-    def from_pack(cls, pack: ConversationPack, roles: Roles, embedding_model: str | None = None) -> Workspace:
-        """A workspace of the pack's one conversation, its indexes as the pack holds them."""
-        ws = cls(pack.dataset, roles, embedding_model)
+    def from_pack(cls, pack: ConversationPack, roles: Roles, embedder: Embedder) -> Workspace:
+        """A workspace of the pack's one conversation, its indexes as the pack holds them (the
+        embedder embeds questions: one per process reads its on-disk cache once)."""
+        ws = cls(pack.dataset, roles, embedder=embedder)
         (conversation_id,) = pack.dataset.conversations
         speakers = pack.dataset.conversations[conversation_id].speakers
         ws.memories[conversation_id] = list(pack.memories)

@@ -24,6 +24,8 @@ from evolvemem.answering.evaluate import evaluate
 from evolvemem.answering.stores import stores_needed
 from evolvemem.contracts.usage import Usage
 from evolvemem.data.models import Question
+from evolvemem.paths import cache_dir
+from evolvemem.retrieval.embeddings import DEFAULT_EMBEDDING_MODEL, Embedder
 from evolvemem.roles.factory import ModelSettings, Roles, build_roles
 from evolvemem.space.config import parse_config
 from evolvemem.space.registry import Dimension, add_dimensions, added_dimensions, forget_added_dimensions
@@ -88,25 +90,33 @@ def by_conversation(questions: list[Question]) -> list[list[Question]]:
 
 # ---- the worker side ---------------------------------------------------------------------------
 _roles: dict[tuple, Roles] = {}
+_embedders: dict[tuple, Embedder] = {}
 _workspaces: OrderedDict[tuple, Workspace] = OrderedDict()
 
 
-def _worker_roles(setup: WorkerSetup) -> Roles:
-    key = (setup.settings, setup.cache_enabled, os.environ.get("EVOLVEMEM_CACHE_DIR"))
+def worker_roles(setup: WorkerSetup) -> Roles:
+    key = (setup.settings, setup.cache_enabled, cache_dir())
     if key not in _roles:
         _roles[key] = build_roles(setup.settings, cache_enabled=setup.cache_enabled)
     return _roles[key]
 
 
+def worker_embedder(setup: WorkerSetup) -> Embedder:
+    key = (setup.embedding_model, cache_dir())
+    if key not in _embedders:
+        _embedders[key] = Embedder(setup.embedding_model or DEFAULT_EMBEDDING_MODEL)
+    return _embedders[key]
+
+
 def worker_workspace(setup: WorkerSetup, pack: Shared[ConversationPack]) -> tuple[Workspace, float]:
     """The workspace of one pack in this process (made once), and the seconds making it took."""
-    roles = _worker_roles(setup)
+    roles = worker_roles(setup)
     key = (pack.key, id(roles), setup.embedding_model)
     if key in _workspaces:
         _workspaces.move_to_end(key)
         return _workspaces[key], 0.0
     started = time.perf_counter()
-    ws = Workspace.from_pack(pack.get(), roles, setup.embedding_model)
+    ws = Workspace.from_pack(pack.get(), roles, worker_embedder(setup))
     _workspaces[key] = ws
     while len(_workspaces) > KEPT_WORKSPACES:
         _workspaces.popitem(last=False)

@@ -24,6 +24,8 @@ R = TypeVar("R")
 
 DEFAULT_MAX_RETRIES = 3  # Ray's own default for tasks, stated so a reader need not look it up
 LOOPBACK = "127.0.0.1"  # a local cluster listens on this machine's loopback only
+IDLE_WORKERS_VARIABLE = "RAY_num_workers_soft_limit"  # Ray's own setting: idle workers kept alive
+WORKERS_PER_CPU = 4  # items asking a quarter CPU run four to a CPU
 WAIT_SECONDS = 1.0  # ray.wait returns at least this often, so Ctrl-C is handled promptly
 FORWARDED_PREFIXES = ("EVOLVEMEM_", "HF_", "TRANSFORMERS_", "LITELLM_", "SENTENCE_TRANSFORMERS_")
 FORWARDED_SUFFIXES = ("_API_KEY", "_API_BASE", "_BASE_URL")
@@ -75,8 +77,12 @@ class RayExecutor:
             if address:
                 options["address"] = address
             else:  # a new cluster of this machine only, even when another one runs here
-                options.update(address="local", num_cpus=workers or os.cpu_count() or 1,
-                               _node_ip_address=LOOPBACK)
+                cpus = workers or os.cpu_count() or 1
+                options.update(address="local", num_cpus=cpus, _node_ip_address=LOOPBACK)
+                # Ray keeps as many idle worker processes as free CPUs and kills the rest after a
+                # second: items that ask a fraction of a CPU (model-bound shards) would start new
+                # workers, each paying its imports again, in every batch (ray-project/ray#36766)
+                os.environ.setdefault(IDLE_WORKERS_VARIABLE, str(WORKERS_PER_CPU * cpus))
             try:
                 ray.init(**options)
             except (ConnectionError, RuntimeError, ValueError) as exc:
