@@ -18,7 +18,8 @@ workspace, and what a LongMemEval-sized round would take on N workers.
     formulas are printed with the figures.
 (b) Candidates screened per wall-minute with `--candidates 1` vs `4`, in process and on the ray
     executor, answers from the fake OpenAI server of the tests (benchmarks/cost.py's word-overlap
-    reader) at `--latency` s per call: `--candidate-rounds` rounds, reply cache off.
+    reader) at `--latency` s per call: `--candidate-rounds` rounds, reply cache off, the settings
+    that add calls to a question frozen (every candidate costs one answer call a question).
 """
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo10_dev8.json"
 LONGMEMEVAL_QUESTIONS = 500
 LONGMEMEVAL_HISTORY_TOKENS = 115_000
 VOLATILE = ("latency_ms",)
+CALL_ADDING_GROUPS = ("granularity", "augmentation", "answering")  # action_space groups frozen in (b)
 
 
 # ---- an executor that remembers its shards ------------------------------------------------------
@@ -169,9 +171,10 @@ def ship_vs_rebuild(executor: RayExecutor, data: Path) -> dict:
         print(f"{r['conversation']:<14}{r['memories']:>9}{r['bytes'] / 1e6:>9.2f}{r['put']:>13.3f}{r['fetch']:>9.3f}"
               f"{r['unpack']:>12.3f}{r['rebuild']:>11.3f}{r['rebuild'] / shipped:>12.1f}×")
     memories = sum(r["memories"] for r in rows)
-    per_memory = {k: sum(r[k] for r in rows) / memories for k in ("fetch", "unpack", "rebuild", "bytes")}
-    print(f"per memory: from a pack {1e3 * (per_memory['fetch'] + per_memory['unpack']):.3f} ms "
-          f"({per_memory['bytes']:.0f} bytes shipped), rebuilt from the caches {1e3 * per_memory['rebuild']:.3f} ms")
+    # medians over conversations: one slow fetch on a busy machine should not set the rate
+    per_memory = {k: statistics.median(r[k] / r["memories"] for r in rows) for k in ("fetch", "unpack", "rebuild", "bytes")}
+    print(f"per memory, median over conversations: from a pack {1e3 * (per_memory['fetch'] + per_memory['unpack']):.3f} "
+          f"ms ({per_memory['bytes']:.0f} bytes shipped), rebuilt from the caches {1e3 * per_memory['rebuild']:.3f} ms")
     tokens = sum(len(t.text.split()) for c in dataset.conversations.values() for t in c.turns())
     return {"rows": rows, "per_memory": per_memory, "tokens_per_memory": tokens / memories}
 
@@ -281,9 +284,14 @@ def candidates_run(data: Path, out: Path, rounds: int, k: int, api_base: str, ex
     """A `rounds`-round run answered by the fake model, K candidates a round; what rounds 1..N
     screened and how long they took (round 0 and the held-out test scoring left out)."""
     from benchmarks.cost import MODEL
+    from evolvemem.space.registry import expand_dimension_names, registry
 
+    # every candidate costs one answer call a question: the settings that add calls (judge retries,
+    # routing, decomposition, reflection, verification; model-only mechanisms) stay at the start's
+    # values — the fake reader can neither judge, decompose nor verify, so they would only add calls
+    frozen = expand_dimension_names([*CALL_ADDING_GROUPS, *(n for n, d in registry().items() if d.needs_model)])
     spec = RunSpec(benchmark="locomo", data=str(data), diagnoser="rubric", rounds=rounds, seed=0, patience=0,
-                   objective="balanced", screen_fraction=0.25, candidates=k, cache_enabled=False,
+                   objective="balanced", screen_fraction=0.25, candidates=k, cache_enabled=False, frozen=frozen,
                    models={"answer_model": MODEL, "api_base": api_base})
     with Session.create(spec, out, load_config("weak")[0], executor=executor) as session:
         result = session.run()
@@ -299,7 +307,8 @@ def candidates_per_minute(data: Path, folder: Path, rounds: int, latency: float,
 
     os.environ.setdefault("OPENAI_API_KEY", "not-needed-here")
     print(f"\n(b) candidates screened per wall-minute, rounds 1..{rounds} of a run on {data.name} (rubric, seed 0, "
-          f"from weak, objective balanced, minibatch 0.25), answers from the fake model at {latency:g} s a call "
+          f"from weak, objective balanced, minibatch 0.25, groups {', '.join(CALL_ADDING_GROUPS)} and model-only "
+          f"settings frozen: one answer call a question), answers from the fake model at {latency:g} s a call "
           f"(--concurrency 8 a process; on ray a shard that waits on a model asks 0.25 CPU)")
     print(f"{'executor':<22}{'K':>3}{'candidates':>12}{'wall s':>9}{'per minute':>12}{'passed':>8}{'accepted':>10}"
           f"{'answer calls':>14}")
@@ -330,6 +339,7 @@ def main() -> None:
     if not args.data.is_file():
         raise SystemExit(f"no LoCoMo file at {args.data}")
     logging.getLogger("bm25s").setLevel(logging.WARNING)
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start (other jobs share it)")
     with tempfile.TemporaryDirectory() as tmp:
         local_wall, _ = offline_run(args.data, Path(tmp) / "local", args.rounds)
         started = time.perf_counter()
@@ -358,6 +368,7 @@ def main() -> None:
             if not args.skip_candidates:
                 candidates_per_minute(args.data, Path(tmp) / "candidates", args.candidate_rounds, args.latency,
                                       executor.inner, args.workers)
+            print(f"load average {os.getloadavg()[0]:.1f} at the end")
         finally:
             executor.close()
 
