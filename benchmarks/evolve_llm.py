@@ -164,18 +164,19 @@ def main() -> None:
     with server_cm as server:
         reader = ["--answer-model", server.model, "--extract-model", "offline", "--api-base", server.api_base,
                   "--context-window", str(WINDOW)]
-        # the rubric from both starts first, then the evidence objective's transfer, then the llm diagnoser
-        for diagnoser in args.diagnosers:
-            for start in args.starts:
-                extra = (["--diagnoser", "llm", "--diagnosis-mode", "menu", "--diagnosis-model", server.model]
-                         if diagnoser == "llm" else ["--diagnoser", diagnoser])
-                out = args.out / f"run-{start}-{diagnoser}"
-                print(f"… {start} / {diagnoser} → {out}", file=sys.stderr, flush=True)
-                wall = run_or_resume(out, ["--data", str(data), "--rounds", str(args.rounds), "--init", start,
-                                           "--concurrency", "2", *reader, *extra], server.api_base)
-                rows.append((f"{start} / {diagnoser}", describe_run(out, wall)))
-                print_runs(rows)
-            if diagnoser == args.diagnosers[0] and not args.skip_evidence:
+        # cheapest news first: the first diagnoser from the first start, then the evidence objective's
+        # transfer (its start is that run's, whose test answers are cached), then the other runs
+        plan = [(d, s) for d in args.diagnosers for s in args.starts]
+        for position, (diagnoser, start) in enumerate(plan):
+            extra = (["--diagnoser", "llm", "--diagnosis-mode", "menu", "--diagnosis-model", server.model]
+                     if diagnoser == "llm" else ["--diagnoser", diagnoser])
+            out = args.out / f"run-{start}-{diagnoser}"
+            print(f"… {start} / {diagnoser} → {out}", file=sys.stderr, flush=True)
+            wall = run_or_resume(out, ["--data", str(data), "--rounds", str(args.rounds), "--init", start,
+                                       "--concurrency", "2", *reader, *extra], server.api_base)
+            rows.append((f"{start} / {diagnoser}", describe_run(out, wall)))
+            print_runs(rows)
+            if position == 0 and not args.skip_evidence:
                 evidence_transfer(args, data, reader)
 
 
