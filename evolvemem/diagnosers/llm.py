@@ -18,8 +18,8 @@ from evolvemem.contracts.diagnosis import (
     Proposal,
     proposal_from_raw,
 )
-from evolvemem.diagnosers.rubric import Action, action_proposal, viable_actions
 from evolvemem.contracts.usage import Usage
+from evolvemem.diagnosers.rubric import Action, action_proposal, viable_actions
 from evolvemem.errors import EvolveMemError
 from evolvemem.llm.budget import FittedPrompt, ask_fitted, fit_prompt
 from evolvemem.llm.client import LLMCallFailed, LLMClient, LLMJSONError, LLMReply
