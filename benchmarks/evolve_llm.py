@@ -149,6 +149,8 @@ def main() -> None:
     parser.add_argument("--context-tokens", type=int, default=600,
                         help="the evidence objective's token budget (what the 1.5B reader gets at most)")
     parser.add_argument("--skip-evidence", action="store_true")
+    parser.add_argument("--evidence-only", action="store_true",
+                        help="only the evidence objective's run and its re-scoring by the 1.5B reader")
     args = parser.parse_args()
     os.environ.setdefault("OPENAI_API_KEY", "sk-local-no-key")  # litellm's openai/ provider wants one
     why = server_available()
@@ -167,6 +169,9 @@ def main() -> None:
         # cheapest news first: the first diagnoser from the first start, then the evidence objective's
         # transfer (its start is that run's, whose test answers are cached), then the other runs
         plan = [(d, s) for d in args.diagnosers for s in args.starts]
+        if args.evidence_only:
+            evidence_transfer(args, data, reader)
+            plan = []
         for position, (diagnoser, start) in enumerate(plan):
             extra = (["--diagnoser", "llm", "--diagnosis-mode", "menu", "--diagnosis-model", server.model]
                      if diagnoser == "llm" else ["--diagnoser", diagnoser])
