@@ -149,6 +149,8 @@ def main() -> None:
     parser.add_argument("--context-tokens", type=int, default=600,
                         help="the evidence objective's token budget (what the 1.5B reader gets at most)")
     parser.add_argument("--skip-evidence", action="store_true")
+    parser.add_argument("--evidence-only", action="store_true",
+                        help="only the evidence objective's run and its re-scoring by the 1.5B reader")
     args = parser.parse_args()
     os.environ.setdefault("OPENAI_API_KEY", "sk-local-no-key")  # litellm's openai/ provider wants one
     why = server_available()
@@ -164,18 +166,22 @@ def main() -> None:
     with server_cm as server:
         reader = ["--answer-model", server.model, "--extract-model", "offline", "--api-base", server.api_base,
                   "--context-window", str(WINDOW)]
-        # the rubric from both starts first, then the evidence objective's transfer, then the llm diagnoser
-        for diagnoser in args.diagnosers:
-            for start in args.starts:
-                extra = (["--diagnoser", "llm", "--diagnosis-mode", "menu", "--diagnosis-model", server.model]
-                         if diagnoser == "llm" else ["--diagnoser", diagnoser])
-                out = args.out / f"run-{start}-{diagnoser}"
-                print(f"… {start} / {diagnoser} → {out}", file=sys.stderr, flush=True)
-                wall = run_or_resume(out, ["--data", str(data), "--rounds", str(args.rounds), "--init", start,
-                                           "--concurrency", "2", *reader, *extra], server.api_base)
-                rows.append((f"{start} / {diagnoser}", describe_run(out, wall)))
-                print_runs(rows)
-            if diagnoser == args.diagnosers[0] and not args.skip_evidence:
+        # cheapest news first: the first diagnoser from the first start, then the evidence objective's
+        # transfer (its start is that run's, whose test answers are cached), then the other runs
+        plan = [(d, s) for d in args.diagnosers for s in args.starts]
+        if args.evidence_only:
+            evidence_transfer(args, data, reader)
+            plan = []
+        for position, (diagnoser, start) in enumerate(plan):
+            extra = (["--diagnoser", "llm", "--diagnosis-mode", "menu", "--diagnosis-model", server.model]
+                     if diagnoser == "llm" else ["--diagnoser", diagnoser])
+            out = args.out / f"run-{start}-{diagnoser}"
+            print(f"… {start} / {diagnoser} → {out}", file=sys.stderr, flush=True)
+            wall = run_or_resume(out, ["--data", str(data), "--rounds", str(args.rounds), "--init", start,
+                                       "--concurrency", "2", *reader, *extra], server.api_base)
+            rows.append((f"{start} / {diagnoser}", describe_run(out, wall)))
+            print_runs(rows)
+            if position == 0 and not args.skip_evidence:
                 evidence_transfer(args, data, reader)
 
 

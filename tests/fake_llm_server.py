@@ -27,6 +27,11 @@ import pytest
 Responder = Callable[[dict], str]
 
 FAULT_KINDS = ("429", "500", "timeout", "malformed")
+WINDOW_ERRORS = ("llama.cpp", "llama-cpp-python")
+# llama-cpp-python's server (llama_cpp/server/errors.py) for a chat prompt that fills n_ctx: HTTP 400
+LLAMA_CPP_PYTHON_WINDOW_ERROR = ("This model's maximum context length is {window} tokens. However, you requested "
+                                 "{total} tokens ({prompt} in the messages, {completion} in the completion). "
+                                 "Please reduce the length of the messages or completion.")
 MALFORMED_CONTENT = "Sure! Here is what you asked for: {not valid json at all"
 
 
@@ -73,12 +78,18 @@ class FakeLLMServer:
     """A threaded OpenAI-compatible server in a background thread; use as a context manager."""
 
     def __init__(self, responder: Responder | None = None, latency: float = 0.0, hang_seconds: float = 3.0,
-                 context_window: int | None = None, report_window: bool = True):
+                 context_window: int | None = None, report_window: bool = True, window_errors: str = "llama.cpp"):
         self.responder: Responder = responder or echo_responder
         # like a llama.cpp server started with --n_ctx: a prompt plus its max_tokens beyond the
-        # window is rejected (HTTP 400, the window named); /props reports it unless told not to
+        # window is rejected (HTTP 400, the window named); /props reports it unless told not to.
+        # window_errors="llama-cpp-python": like llama-cpp-python's own server instead, which never
+        # publishes its window, cuts the reply budget to what is left, rejects only a prompt that
+        # fills the window, and says so in OpenAI's words (llama_cpp/server/errors.py)
+        if window_errors not in WINDOW_ERRORS:
+            raise ValueError(f"window_errors must be one of {WINDOW_ERRORS}")
         self.context_window = context_window
-        self.report_window = report_window
+        self.report_window = report_window and window_errors == "llama.cpp"
+        self.window_errors = window_errors
         self.oversized: list[dict] = []
         self.latency = latency
         self.hang_seconds = hang_seconds  # how long a "timeout" fault sleeps before answering
@@ -170,12 +181,11 @@ class FakeLLMServer:
             self.headers.append(headers)
         prompt_tokens = sum(count_tokens(message_text(m)) for m in body.get("messages", []))
         window_tokens = sum(len(message_text(m)) // 4 + 4 for m in body.get("messages", []))  # ~ a BPE count
-        if self.context_window and window_tokens + int(body.get("max_tokens") or 0) > self.context_window:
+        rejection = self._window_rejection(window_tokens, int(body.get("max_tokens") or 0))
+        if rejection is not None:
             with self._lock:
                 self.oversized.append(body)
-            message = (f"Requested tokens ({window_tokens + int(body.get('max_tokens') or 0)}) exceed context "
-                       f"window of {self.context_window}")
-            return 400, {"Content-Type": "application/json"}, json.dumps({"error": {"message": message}}).encode()
+            return 400, {"Content-Type": "application/json"}, json.dumps({"error": rejection}).encode()
         fault = self._next_fault(body)
         if isinstance(fault, _Fault):
             if fault.status == 0:
@@ -203,6 +213,22 @@ class FakeLLMServer:
             },
         }
         return 200, {}, json.dumps(payload).encode("utf-8")
+
+
+    def _window_rejection(self, prompt_tokens: int, max_tokens: int) -> dict | None:
+        """The error body of a request beyond the window, or None when it is served."""
+        window = self.context_window
+        if not window:
+            return None
+        if self.window_errors == "llama.cpp":
+            if prompt_tokens + max_tokens <= window:
+                return None
+            return {"message": f"Requested tokens ({prompt_tokens + max_tokens}) exceed context window of {window}"}
+        if prompt_tokens < window:
+            return None
+        return {"message": LLAMA_CPP_PYTHON_WINDOW_ERROR.format(window=window, total=prompt_tokens + max_tokens,
+                                                                prompt=prompt_tokens, completion=max_tokens),
+                "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}
 
 
 def _error_response(fault: _Fault) -> tuple[int, dict[str, str], bytes]:

@@ -181,6 +181,27 @@ def test_an_llm_diagnosed_run_applies_only_valid_evidence_consistent_changes(ser
     assert_scored_and_billed(out, "dev")
 
 
+def test_a_diagnosis_beyond_the_servers_unpublished_window_is_resized_and_answered_in_the_same_round(
+        server, proxy, locomo_path, tmp_path) -> None:
+    """llama-cpp-python's server does not publish its window: without --context-window the first
+    diagnosis prompt (LoCoMo's summaries, ~4.9k tokens) goes unsized and is rejected; the same call
+    is fitted to the window the rejection named and sent again, and the round uses its reply."""
+    out = tmp_path / "run"
+    result = evolve("run", "--data", str(locomo_path), "--rounds", "1", "--diagnoser", "llm",
+                    "--diagnosis-model", model_of(server), "--api-base", proxy.url, "--init", "weak",
+                    "--out", str(out), "--quiet")
+    assert result.exit_code == 0, result.output
+    exchanges = proxy.reset()
+    assert [e.status for e in exchanges] == [400, 200]
+    assert f"maximum context length is {WINDOW} tokens" in exchanges[0].reply["error"]["message"]
+    assert exchanges[1].reply["usage"]["prompt_tokens"] + exchanges[1].body["max_tokens"] <= WINDOW
+    diagnosis = query(out, "SELECT * FROM diagnoses")[0]
+    assert diagnosis["calls"] == 2 and diagnosis["prompt"] == exchanges[1].prompt
+    assert diagnosis["raw_response"] == exchanges[1].content and diagnosis["prompt_trimmed"]
+    assert not (diagnosis["parse_error"] or "").startswith("diagnosis call failed")
+    assert query(out, "SELECT fallback FROM decisions WHERE round = 0")[0]["fallback"] is None
+
+
 MECHANISMS = """
 cue_graph_top_k = 10
 cue_graph_mode = "llm"

@@ -27,14 +27,15 @@ def run_eval(ui: UI, *, benchmark: str, data: str | None, config_name: str, sett
                            concurrency=concurrency, embedding_model=embedding_model, cache_enabled=cache_enabled,
                            kind=kind, source_run=source_run, reporter=ui) as session:
         total = len(session.dataset.questions)
-        counts = {"done": 0, "failed": 0, "hits": 0}
+        counts = {"done": 0, "failed": 0, "hits": 0, "calls": 0}
         with ui.progress() as bars:
             def on_record(record: dict) -> None:
                 counts["done"] += 1
                 counts["failed"] += int(bool(record.get("failed")))
                 counts["hits"] += int(record.get("cache_hits") or 0)
-                bars.update("answer", counts["done"], total,
-                            extra=f"cache hits {counts['hits']} · failed {counts['failed']}")
+                counts["calls"] += int(record.get("calls") or 0)
+                bars.questions("answer", counts["done"], total, cache_hits=counts["hits"],
+                               failed=counts["failed"], calls=counts["calls"])
             result = session.evaluate_once(config, config_name, on_record, bars.stage)
             compared = None
             if baseline is not None:

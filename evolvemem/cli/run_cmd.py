@@ -140,11 +140,12 @@ def run_loop(ui: UI, session: Session) -> dict:
         counts: dict[str, list[int]] = {}
 
         def on_record(label: str, record: dict, total: int) -> None:
-            c = counts.setdefault(label, [0, 0, 0])
+            c = counts.setdefault(label, [0, 0, 0, 0])
             c[0] += 1
             c[1] += int(record.get("cache_hits") or 0)
             c[2] += int(bool(record.get("failed")))
-            bars.update(label, c[0], total, extra=f"cache hits {c[1]} · failed {c[2]}")
+            c[3] += int(record.get("calls") or 0)
+            bars.questions(label, c[0], total, cache_hits=c[1], failed=c[2], calls=c[3])
 
         hooks = Hooks(stage=bars.stage, record=on_record,
                       round_done=lambda info: ui.info(round_line(info)), message=ui.warn)

@@ -1,18 +1,22 @@
 """Console output: progress bars, tables, the one-line error style, the final JSON object.
 
 Human-readable output goes to stderr when `--json` is given so that stdout carries exactly one
-JSON object; `--quiet` hides progress bars."""
+JSON object; `--quiet` hides progress bars. When stderr is not a terminal (a log, CI) progress is
+written as plain lines every few seconds instead (cli/log_progress.py)."""
 from __future__ import annotations
 
 import json
 import os
 import sys
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from evolvemem.cli.log_progress import LogBars
 
 
 class UI:
@@ -25,6 +29,7 @@ class UI:
         if not self.console.is_terminal and not os.environ.get("COLUMNS"):
             self.console = Console(stderr=json_mode, highlight=False, width=160)
         self.err = Console(stderr=True, highlight=False)
+        self._line_interval: float | None = None  # seconds between progress lines off a terminal
 
     def info(self, message: str) -> None:
         if not self.quiet:
@@ -41,10 +46,22 @@ class UI:
         sys.stdout.flush()
 
     @contextmanager
-    def progress(self) -> Iterator["Bars"]:
+    def progress(self) -> Iterator[Bars | LogBars]:
         bars = Bars(self)
         if self.quiet:
             yield bars
+            return
+        if not self.err.is_terminal:
+            from evolvemem.cli.log_progress import LogBars, progress_interval
+
+            if self._line_interval is None:
+                self._line_interval = progress_interval(self.warn)
+            lines = LogBars(lambda line: self.err.print(line, markup=False, highlight=False, soft_wrap=True),
+                            self._line_interval)
+            try:
+                yield lines
+            finally:
+                lines.close()
             return
         with Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -72,6 +89,11 @@ class Bars:
 
     def stage(self, stage: str, done: int, total: int) -> None:
         self.update(stage, done, total)
+
+    def questions(self, name: str, done: int, total: int, *, cache_hits: int = 0, failed: int = 0,
+                  calls: int = 0) -> None:
+        """Questions scored so far in one phase (`calls`: new LLM calls; the bar does not show them)."""
+        self.update(name, done, total, extra=f"cache hits {cache_hits} · failed {failed}")
 
 
 def fmt(value: Any, digits: int = 3) -> str:

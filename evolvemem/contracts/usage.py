@@ -2,7 +2,8 @@
 
 A role call returns one (all zero for offline roles), a question's record sums its calls, the
 ledger keeps one per role, and a round's accounting is the difference of two snapshots.
-`calls` counts replies from the provider, `cache_hits` replies served from the response cache
+`calls` counts replies from the provider (a rejection of a prompt beyond the model's window too:
+it reached the server), `cache_hits` replies served from the response cache
 (no new tokens), `retries` extra attempts after a retryable fault, `failures` requests that gave
 up. Tokens and cost cover provider replies only."""
 from __future__ import annotations

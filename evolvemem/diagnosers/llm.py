@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from evolvemem.contracts.diagnosis import (
     DiagnosisInput,
@@ -18,10 +18,11 @@ from evolvemem.contracts.diagnosis import (
     Proposal,
     proposal_from_raw,
 )
+from evolvemem.contracts.usage import Usage
 from evolvemem.diagnosers.rubric import Action, action_proposal, viable_actions
 from evolvemem.errors import EvolveMemError
-from evolvemem.llm.budget import fit_prompt
-from evolvemem.llm.client import LLMCallFailed, LLMClient, LLMJSONError, LLMReply, PromptTooLong
+from evolvemem.llm.budget import FittedPrompt, ask_fitted, fit_prompt
+from evolvemem.llm.client import LLMCallFailed, LLMClient, LLMJSONError, LLMReply
 from evolvemem.llm.echo import EchoDetector
 from evolvemem.prompts import load_prompt
 from evolvemem.qtypes import LABEL_ONLY_TYPES as NO_OVERRIDE_TYPES
@@ -171,20 +172,18 @@ class LLMDiagnoser:
         self._menu_left = None
         if self.mode == "menu":
             return self._from_menu(inp, viable_actions(inp)[:MENU_SIZE])
-        try:
-            fitted = fit_prompt(self.client, diagnosis_variants(inp), MAX_REPLY_TOKENS, MIN_REPLY_TOKENS)
-        except PromptTooLong as exc:
-            return DiagnosisResult(Proposal(), "", "", f"diagnosis call failed: {str(exc)[:300]}")
-        parsed, reply, error = self._ask(fitted.text, fitted.max_tokens)
+        fitted, parsed, reply, error, cost = self._ask(
+            lambda: fit_prompt(self.client, diagnosis_variants(inp), MAX_REPLY_TOKENS, MIN_REPLY_TOKENS))
+        prompt, trimmed = (fitted.text, list(fitted.trimmed)) if fitted else ("", [])
         if reply is None:
-            return DiagnosisResult(Proposal(), fitted.text, "", error, trimmed=list(fitted.trimmed))
+            return DiagnosisResult(Proposal(), prompt, "", error, cost, trimmed)
         proposal = proposal_from_raw(parsed) if not error else Proposal()
         for qtype in NO_OVERRIDE_TYPES:
             if proposal.overrides.pop(qtype, None) is not None:
                 proposal.rejected.append(f"overrides for {qtype} are not allowed (they would use the label)")
-        drop_echoes(proposal, fitted.text)
+        drop_echoes(proposal, prompt)
         error = error or "; ".join(proposal.rejected)
-        return DiagnosisResult(proposal, fitted.text, reply.text, error, reply.as_cost(), list(fitted.trimmed))
+        return DiagnosisResult(proposal, prompt, reply.text, error, cost, trimmed)
 
     def alternatives(self, inp: DiagnosisInput, config: Any, k: int) -> list[Proposal]:
         """`k` further picks from the rubric's menu, one short call each, every candidate already
@@ -205,30 +204,32 @@ class LLMDiagnoser:
         prompt = load_prompt("diagnose_menu").render(round=inp.round, objective=inp.objective,
                                                      score=f"{inp.score:.4f}", taxonomy=_compact(inp.taxonomy),
                                                      menu=menu_text(actions))
-        try:
-            fitted = fit_prompt(self.client, [("", prompt)], MENU_REPLY_TOKENS)
-        except PromptTooLong as exc:
-            return DiagnosisResult(Proposal(), prompt, "", f"diagnosis call failed: {str(exc)[:300]}")
-        parsed, reply, error = self._ask(fitted.text, fitted.max_tokens)
+        _, parsed, reply, error, cost = self._ask(lambda: fit_prompt(self.client, [("", prompt)], MENU_REPLY_TOKENS))
         if reply is None:
-            return DiagnosisResult(Proposal(), prompt, "", error)
+            return DiagnosisResult(Proposal(), prompt, "", error, cost)
         proposal = proposal_from_menu(parsed, actions) if not error else Proposal()
         choice, _ = menu_choice(parsed, len(actions)) if not error else (None, "")
         self._menu_left = [entry for i, entry in enumerate(actions, 1) if i != choice]
-        return DiagnosisResult(proposal, prompt, reply.text, error or "; ".join(proposal.rejected), reply.as_cost())
+        return DiagnosisResult(proposal, prompt, reply.text, error or "; ".join(proposal.rejected), cost)
 
-    def _ask(self, prompt: str, max_tokens: int) -> tuple[Any, LLMReply | None, str]:
-        """(parsed reply, the reply, why it failed): a failed call has no reply; a garbled one
-        keeps its text and cost."""
-        messages = [{"role": "user", "content": prompt}]
+    def _ask(self, fit: Callable[[], FittedPrompt]) -> tuple[FittedPrompt | None, Any, LLMReply | None, str, Usage]:
+        """(the prompt last fitted, parsed reply, the reply, why it failed, what it cost): sized to
+        the window and, after a rejection that named it, re-sized and sent once more
+        (llm/budget.py); a failed call has no reply; a garbled one keeps its text and cost."""
+        fitted: list[FittedPrompt] = []
+
+        def remembered() -> FittedPrompt:
+            fitted.append(fit())
+            return fitted[-1]
+
         try:
-            parsed, reply = self.client.complete_json(messages, role="diagnose", max_tokens=max_tokens)
+            last, parsed, reply = ask_fitted(self.client, remembered, role="diagnose", json_reply=True)
         except LLMJSONError as exc:
             billed = dataclasses.replace(exc.reply, text=exc.raw_text or "")
-            return None, billed, f"unparseable reply: {str(exc)[:200]}"
+            return fitted[-1], None, billed, f"unparseable reply: {str(exc)[:200]}", billed.as_cost()
         except LLMCallFailed as exc:
-            return None, None, f"diagnosis call failed: {str(exc)[:300]}"
-        return parsed, reply, ""
+            return (fitted[-1] if fitted else None), None, None, f"diagnosis call failed: {str(exc)[:300]}", exc.cost
+        return last, parsed, reply, "", reply.as_cost()
 
     def observe(self, config: Any, score: float) -> None:
         return None

@@ -57,20 +57,29 @@ class LLMReply:
 
 
 class LLMCallFailed(Exception):
-    """A call that gave up (after all retries, or at once for a non-retryable status). One clean line."""
+    """A call that gave up (after all retries, or at once for a non-retryable status). One clean line.
 
-    def __init__(self, message: str, *, status_code: int | None = None, attempts: int = 1):
+    `cost` is what the call used before giving up that the caller still bills (a request the server
+    rejected; empty for most failures)."""
+
+    def __init__(self, message: str, *, status_code: int | None = None, attempts: int = 1,
+                 cost: Usage | None = None):
         super().__init__(message)
         self.status_code = status_code
         self.attempts = attempts
+        self.cost = cost or Usage()
 
 
 class PromptTooLong(LLMCallFailed):
-    """The prompt and the reply would not fit the model's context window (not sent)."""
+    """The prompt and the reply do not fit the model's context window: known beforehand (`sent`
+    False: not sent), or learned from the server's rejection of it (`sent` True: the request
+    reached the server and is billed as one failed call; a re-fitted prompt may now fit)."""
 
-    def __init__(self, message: str, *, window: int):
-        super().__init__(message, status_code=None, attempts=0)
+    def __init__(self, message: str, *, window: int, sent: bool = False, status_code: int | None = None):
+        super().__init__(message, status_code=status_code, attempts=int(sent),
+                         cost=Usage(calls=1, failures=1) if sent else None)
         self.window = window
+        self.sent = sent
 
 
 class LLMJSONError(LLMCallFailed):
@@ -369,14 +378,16 @@ class LLMClient:
             except Exception as exc:  # classified below; anything non-retryable ends the call
                 retryable = _is_retryable(exc)
                 if not retryable or attempt >= self.max_retries:
-                    self.usage.record_failure(role)
                     status = _status_code(exc)
                     learned = self._learn_window(exc)
                     if learned:
+                        self.usage.record_rejection(role)
                         raise PromptTooLong(
                             f"{self.model} [{role}] rejected a prompt of ~{estimate_tokens(messages)} tokens: its "
                             f"context window is {learned} tokens (now used to size every prompt)", window=learned,
+                            sent=True, status_code=status,
                         ) from None
+                    self.usage.record_failure(role)
                     where = f"HTTP {status} " if status else ""
                     tries = "(not retryable)" if not retryable else f"after {attempt + 1} attempt(s)"
                     cause = f"{where}{type(exc).__name__}: {_clean_message(exc)}"

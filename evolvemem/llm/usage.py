@@ -31,6 +31,11 @@ class UsageLedger:
     def record_failure(self, role: str) -> None:
         self._add(role, Usage(failures=1))
 
+    def record_rejection(self, role: str) -> None:
+        """A request the server answered by rejecting it (a prompt beyond its window): it reached
+        the model's server, so it is a call, and it failed."""
+        self._add(role, Usage(calls=1, failures=1))
+
     def snapshot(self) -> dict[str, Usage]:
         """Usage so far, per role."""
         with self._lock:

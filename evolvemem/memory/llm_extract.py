@@ -22,7 +22,7 @@ from evolvemem.contracts.memory import MEMORY_TYPES, MemoryUnit, make_memory_id
 from evolvemem.contracts.usage import Usage
 from evolvemem.data.dates import format_day, parse_iso_datetime
 from evolvemem.data.models import Conversation, Turn
-from evolvemem.llm.budget import fit_prompt
+from evolvemem.llm.budget import ask_fitted, fit_prompt
 from evolvemem.llm.client import LLMCallFailed, LLMJSONError, PromptTooLong
 from evolvemem.memory import nlp
 from evolvemem.memory.offline_extract import OfflineExtractor
@@ -247,14 +247,15 @@ class LLMExtractor:
             # A small local window: the reply budget shrinks to what is left (not below a useful
             # floor); a prompt that leaves less is split into smaller windows instead.
             budget = min(self.max_tokens, REPLY_TOKENS_BASE + REPLY_TOKENS_PER_TURN * len(targets))
-            fitted = fit_prompt(self.client, [("", text)], budget, min_reply_tokens=min(budget, MIN_REPLY_TOKENS))
-            parsed, reply = self.client.complete_json(
-                [{"role": "user", "content": text}], role=ROLE, temperature=0.0, max_tokens=fitted.max_tokens
-            )
+            _, parsed, reply = ask_fitted(
+                self.client, lambda: fit_prompt(self.client, [("", text)], budget,
+                                                min_reply_tokens=min(budget, MIN_REPLY_TOKENS)),
+                role=ROLE, json_reply=True)
         except LLMJSONError as exc:
             outcome.cost = outcome.cost + exc.reply.as_cost()
             raise _WindowFailed(str(exc), unusable_reply=True) from None
         except LLMCallFailed as exc:
+            outcome.cost = outcome.cost + exc.cost  # a rejected request reached the server
             overflow = isinstance(exc, PromptTooLong) or (
                 exc.status_code in (400, 413) and bool(_OVERFLOW_RE.search(str(exc))))
             raise _WindowFailed(str(exc), overflow=overflow or "ContextWindowExceeded" in str(exc)) from None

@@ -13,7 +13,7 @@ from typing import Sequence
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.contracts.roles import AnswerResult
 from evolvemem.data.models import Question
-from evolvemem.llm.budget import fit_ranked
+from evolvemem.llm.budget import FittedPrompt, ask_fitted, fit_ranked
 from evolvemem.llm.client import LLMCallFailed, LLMClient
 from evolvemem.llm.context_window import estimate_tokens
 from evolvemem.prompts import load_prompt
@@ -88,13 +88,14 @@ class LLMAnswerer:
 
     def answer(self, question: Question, context: Sequence[MemoryUnit], style: str,
                layout: str = "list") -> AnswerResult:
+        def fit() -> FittedPrompt:
+            return fit_ranked(self.client, lambda kept: render_answer_prompt(style, question, kept, layout), context,
+                              _MAX_TOKENS.get(style, _DEFAULT_MAX_TOKENS))[0]
+
         try:
-            fitted, _ = fit_ranked(self.client, lambda kept: render_answer_prompt(style, question, kept, layout), context,
-                                   _MAX_TOKENS.get(style, _DEFAULT_MAX_TOKENS))
-            reply = self.client.complete([{"role": "user", "content": fitted.text}], role="answer",
-                                         temperature=self.temperature, max_tokens=fitted.max_tokens)
+            fitted, _, reply = ask_fitted(self.client, fit, role="answer", temperature=self.temperature)
         except LLMCallFailed as exc:
-            return AnswerResult("", failed=True, error=str(exc))
+            return AnswerResult("", cost=exc.cost, failed=True, error=str(exc))
         notes: dict[str, object] = {"raw": reply.text} if style == "step_by_step" else {}
         if fitted.trimmed:
             notes["trimmed"] = list(fitted.trimmed)

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.contracts.roles import AnswerResult
 from evolvemem.data.models import Question
-from evolvemem.llm.budget import fit_ranked
+from evolvemem.llm.budget import ask_fitted, fit_ranked
 from evolvemem.llm.client import LLMCallFailed, LLMClient, LLMJSONError
 from evolvemem.prompts import load_prompt
 from evolvemem.roles.answer_offline import (
@@ -163,18 +163,19 @@ class LLMVerifier:
                 context=format_context(kept), answer=answer.text.strip() or "(empty)")
 
         try:
-            fitted, _ = fit_ranked(self.client, render, context, _VERIFY_REPLY_TOKENS)
-            if fitted.trimmed:
-                answer = AnswerResult(answer.text, answer.cost, answer.failed, answer.error,
-                                      {**answer.notes, "trimmed": [*answer.notes.get("trimmed", ()),
-                                                                   *(f"verification: {t}" for t in fitted.trimmed)]})
-            parsed, reply = self.client.complete_json([{"role": "user", "content": fitted.text}], role="verify",
-                                                      temperature=0.0, max_tokens=fitted.max_tokens)
+            fitted, parsed, reply = ask_fitted(self.client, lambda: fit_ranked(self.client, render, context,
+                                                                                _VERIFY_REPLY_TOKENS)[0],
+                                               role="verify", json_reply=True)
         except LLMJSONError as exc:
             return AnswerResult(answer.text, cost=exc.reply.as_cost(),
                                 notes={**answer.notes, "verified": "error", "verify_error": str(exc)})
         except LLMCallFailed as exc:
-            return AnswerResult(answer.text, notes={**answer.notes, "verified": "error", "verify_error": str(exc)})
+            return AnswerResult(answer.text, cost=exc.cost,
+                                notes={**answer.notes, "verified": "error", "verify_error": str(exc)})
+        if fitted.trimmed:
+            answer = AnswerResult(answer.text, answer.cost, answer.failed, answer.error,
+                                  {**answer.notes, "trimmed": [*answer.notes.get("trimmed", ()),
+                                                               *(f"verification: {t}" for t in fitted.trimmed)]})
         chosen = _chosen_answer(parsed, style, answer.text)
         cost = reply.as_cost()
         if chosen is None:
