@@ -15,7 +15,7 @@ _EXPORTS: dict[str, str] = {
     "diagnoser_entry": "evolvemem.diagnosers",
     "GuardSettings": "evolvemem.loop.spec",
     "Hooks": "evolvemem.loop.runner",
-    "RunResult": "evolvemem.loop.runner",
+    "RunResult": "evolvemem.loop.result",
     "OBJECTIVES": "evolvemem.loop.spec",
     "RunSpec": "evolvemem.loop.spec",
     "PROTOCOLS": "evolvemem.scoring.locomo",

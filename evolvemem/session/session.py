@@ -24,7 +24,8 @@ from evolvemem.data.split import SPLITS, split_dataset, split_ids
 from evolvemem.errors import EvolveMemError
 from evolvemem.loop.ablate import run_ablation
 from evolvemem.loop.paired import Comparison, compare
-from evolvemem.loop.runner import EvolutionRunner, Hooks, RunResult
+from evolvemem.loop.result import RunResult
+from evolvemem.loop.runner import EvolutionRunner, Hooks
 from evolvemem.loop.spec import RunSpec
 from evolvemem.loop.usage import usage_rows
 from evolvemem.roles.factory import ModelSettings
