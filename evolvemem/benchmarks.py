@@ -46,7 +46,7 @@ BENCHMARK_TABLE: dict[str, Benchmark] = {b.name: b for b in (
     Benchmark("synth", "generated conversations with known answers (no file)",
               lambda data, opts: generate_synth(**opts),
               options=("seed", "n_conversations", "n_sessions", "chitchat_per_session"), reads_file=False),
-    Benchmark("custom", "your own conversations and questions (JSON, see the README)",
+    Benchmark("custom", "your own conversations and questions (JSON, see docs/guides/custom-data.md)",
               _file("custom", load_custom)),
     Benchmark("membench", "MemBench (multiple choice; a file or a folder)", _file("membench", load_membench)),
     Benchmark("longmemeval", "LongMemEval (one JSON file)", _file("longmemeval", load_longmemeval)),

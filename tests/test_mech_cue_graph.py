@@ -15,7 +15,8 @@ from evolvemem.data.models import Question
 from evolvemem.memory import nlp
 from evolvemem.contracts.memory import MemoryUnit, make_memory_id
 from evolvemem.llm.client import LLMClient
-from evolvemem.mechanisms.cue_graph import SOURCE, build_graph, spread
+from evolvemem.mechanisms.cue_graph import SOURCE
+from evolvemem.mechanisms.cue_graph_activation import build_graph, spread
 from evolvemem.mechanisms.cue_graph_llm import GraphTools, kept_first, parse_ids
 from evolvemem.retrieval.embeddings import Embedder
 from evolvemem.retrieval.extensions import candidate_sources

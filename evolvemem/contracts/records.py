@@ -2,7 +2,7 @@
 
 The run store's `question_records` table is generated from this dataclass (column name, DuckDB
 type and description per field), so adding a field here adds the column everywhere: the
-schema, the README's table, and older run stores on open (NULL for their rows)."""
+schema, the docs' run-store reference, and older run stores on open (NULL for their rows)."""
 from __future__ import annotations
 
 from dataclasses import MISSING, asdict, dataclass, field, fields

@@ -4,6 +4,11 @@ Models asked for JSON still wrap it in code fences, put a sentence in front, lea
 commas, write Python literals (single quotes, True/None) or stop mid-object at the token limit.
 `parse_json_lenient` undoes those habits; it never guesses content, so a reply that does not
 contain a JSON-like value still raises ValueError.
+
+Why not the `json-repair` package: on the cases of tests/test_llm_client.py (0.64.6) it guesses
+content — a reply cut at `"b": tr` gives the string "tr", a dangling key "", and of two objects it
+keeps the last — and returns "" or {} for a reply without JSON instead of raising, which the
+client's one re-ask relies on; its strict mode refuses fenced and prose-wrapped replies instead.
 """
 from __future__ import annotations
 

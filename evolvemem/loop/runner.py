@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from evolvemem.contracts.diagnosis import Proposal
@@ -28,6 +27,7 @@ from evolvemem.loop.guard import RoundScore, check_regression, decide, incumbent
 from evolvemem.loop.paired import Comparison, Verdict, accept, compare
 from evolvemem.loop.reextract import reextract, uncovered_sessions
 from evolvemem.loop.candidates import alternative_candidates, choose_among, corrected, screened_candidates
+from evolvemem.loop.result import RunResult
 from evolvemem.loop.screening import PASSED, Screener, estimated_score, screening_enabled
 from evolvemem.loop.snapshots import write_final, write_round_snapshot
 from evolvemem.loop.scorer import RoundScorer
@@ -49,17 +49,6 @@ class Hooks:
     record: Callable[[str, dict, int], None] | None = None  # (label, record, total)
     round_done: Callable[[dict], None] | None = None
     message: Callable[[str], None] | None = None
-
-
-@dataclass
-class RunResult:
-    run_dir: Path
-    rounds: list[dict] = field(default_factory=list)
-    best_round: int = 0
-    best_config_path: Path | None = None
-    dev: dict = field(default_factory=dict)
-    test: dict = field(default_factory=dict)
-    cost: dict = field(default_factory=dict)  # the rounds' evaluations against full evaluation (store/costs.py)
 
 
 # a summary's key for each `rounds` column an objective's headline can be in

@@ -17,7 +17,7 @@ from evolvemem.space.config import RetrievalConfig, config_to_toml
 
 if TYPE_CHECKING:
     from evolvemem.loop.guard import RoundScore
-    from evolvemem.loop.runner import RunResult
+    from evolvemem.loop.result import RunResult
 
 
 def _dump(path: Path, payload: Any) -> None:

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from evolvemem.mechanisms.cue_graph import CueGraph
+from evolvemem.mechanisms.cue_graph_activation import CueGraph
 from evolvemem.prompts import load_prompt
 from evolvemem.retrieval.fusion import ViewHits, fuse, rank_order, top_k
 from evolvemem.contracts.usage import Usage

@@ -18,7 +18,7 @@ _EXPORTS: dict[str, str] = {
     "GuardSettings": "evolvemem.loop.spec",
     "candidates_problem": "evolvemem.loop.candidates",
     "Hooks": "evolvemem.loop.runner",
-    "RunResult": "evolvemem.loop.runner",
+    "RunResult": "evolvemem.loop.result",
     "OBJECTIVES": "evolvemem.loop.spec",
     "default_objective": "evolvemem.loop.spec",
     "RunSpec": "evolvemem.loop.spec",

@@ -28,7 +28,8 @@ from evolvemem.executor.local import LocalExecutor
 from evolvemem.loop.ablate import run_ablation
 from evolvemem.loop.scorer import RecordFn, RoundJob, StageFn
 from evolvemem.loop.paired import Comparison, compare
-from evolvemem.loop.runner import EvolutionRunner, Hooks, RunResult
+from evolvemem.loop.result import RunResult
+from evolvemem.loop.runner import EvolutionRunner, Hooks
 from evolvemem.loop.spec import CONTEXTS_ONLY, RunSpec
 from evolvemem.roles.answer_llm import context_token_share
 from evolvemem.loop.usage import usage_rows

@@ -1,7 +1,8 @@
-"""Tables of the run store. The README documents them; users query them with SQL.
+"""Tables of the run store; users query them with SQL.
 
-Each table is (column, DuckDB type, description); `create_statements()` and the README table
-are generated from this one definition (`question_records` from the `QuestionRecord` contract)."""
+Each table is (column, DuckDB type, description); `create_statements()` and the docs' run-store
+reference (docs/reference/run-store.md, by `python docs/gen_reference.py`) are generated from this
+one definition (`question_records` from the `QuestionRecord` contract)."""
 from __future__ import annotations
 
 from evolvemem.contracts.records import RIGHT_F1, record_columns
@@ -166,12 +167,3 @@ def create_statements() -> list[str]:
     statements.append(FAILURE_VIEW)
     return statements
 
-
-def schema_markdown() -> str:
-    """The README's schema section, generated so it never disagrees with the code."""
-    parts = []
-    for table, columns in TABLES.items():
-        parts.append(f"**`{table}`**\n\n| column | type | meaning |\n|---|---|---|")
-        parts.extend(f"| `{n}` | {t} | {d} |" for n, t, d in columns)
-        parts.append("")
-    return "\n".join(parts)
