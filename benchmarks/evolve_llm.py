@@ -1,8 +1,8 @@
 """Evolution against the reader you deploy: Qwen2.5-Coder 1.5B (llama.cpp) answering, on a fixed LoCoMo slice.
 
-A fixed slice of the dev file — two dev and two held-out test conversations (the usual split keeps
-them apart), `--answerable` answerable and `--unanswerable` adversarial questions each, stratified
-by category — is evolved for `--rounds` rounds from `weak` and from `default`, diagnosed by
+A fixed slice of the dev file — `--conversations` dev and as many held-out test conversations (the
+usual split keeps them apart), `--answerable` answerable and `--unanswerable` adversarial questions
+each, stratified by category — is evolved for `--rounds` rounds from `weak` and from `default`, diagnosed by
 `rubric` and by `llm` (the same 1.5B model, menu mode), with the screening ladder on (rung 0: the
 contexts' evidence recall without an answer call; rung 1: the paired minibatch; rung 2: every dev
 question). Per run it prints, on the held-out test questions, start → best for answerable F1,
@@ -55,10 +55,12 @@ def stratified(qa: list[dict], n: int) -> list[dict]:
     return picked
 
 
-def write_slice(data: Path, answerable: int, unanswerable: int, folder: Path) -> Path:
+def write_slice(data: Path, conversations: int, answerable: int, unanswerable: int, folder: Path) -> Path:
+    """`conversations` dev and as many test conversations (the usual split), a few questions each:
+    paired intervals resample conversations, so many small clusters beat two large ones."""
     samples = json.loads(data.read_text(encoding="utf-8"))
     dev, test = split_ids([s["sample_id"] for s in samples])
-    keep = set(dev[:2]) | set(test[:2])
+    keep = set(dev[:conversations]) | set(test[:conversations])
     chosen = []
     for s in samples:
         if s["sample_id"] in keep:
@@ -71,11 +73,12 @@ def write_slice(data: Path, answerable: int, unanswerable: int, folder: Path) ->
 
 
 def evolve(*args: str) -> dict:
-    """One `evolve` command; its --json object."""
-    proc = subprocess.run([sys.executable, "-m", "evolvemem.cli.main", *args, "--json", "--quiet"],
-                          capture_output=True, text=True)
+    """One `evolve` command; its --json object. Its stderr is ours: in a log file, the command's
+    progress lines show how far a long run has got."""
+    proc = subprocess.run([sys.executable, "-m", "evolvemem.cli.main", *args, "--json"],
+                          stdout=subprocess.PIPE, text=True)
     if proc.returncode != 0:
-        raise SystemExit(f"evolve {' '.join(args[:4])} … failed:\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"evolve {' '.join(args[:4])} … failed (exit {proc.returncode}; its error is above)")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -141,8 +144,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--out", type=Path, default=Path("runs/evolve-llm"))
-    parser.add_argument("--answerable", type=int, default=20, help="answerable questions per conversation")
-    parser.add_argument("--unanswerable", type=int, default=5, help="adversarial questions per conversation")
+    parser.add_argument("--conversations", type=int, default=4, help="dev conversations, and as many test ones")
+    parser.add_argument("--answerable", type=int, default=10, help="answerable questions per conversation")
+    parser.add_argument("--unanswerable", type=int, default=3, help="adversarial questions per conversation")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--starts", nargs="+", default=["weak", "default"])
     parser.add_argument("--diagnosers", nargs="+", default=["rubric", "llm"])
@@ -157,7 +161,7 @@ def main() -> None:
     if why:
         raise SystemExit(why)
     args.out.mkdir(parents=True, exist_ok=True)
-    data = write_slice(args.data, args.answerable, args.unanswerable, args.out)
+    data = write_slice(args.data, args.conversations, args.answerable, args.unanswerable, args.out)
     try:
         server_cm = serve("1.5b", n_ctx=WINDOW)
     except LocalModelUnavailable as exc:

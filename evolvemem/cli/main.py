@@ -30,6 +30,7 @@ ConcurrencyOpt = typer.Option(RUN_DEFAULTS.concurrency, "--concurrency", min=1, 
 EmbeddingOpt = typer.Option(None, "--embedding-model", help="sentence-transformers model name.")
 NoCacheOpt = typer.Option(False, "--no-cache", help="Do not read or write the LLM response cache.")
 QuietOpt = typer.Option(False, "--quiet", "-q", help="No progress bars.")
+JsonOpt = typer.Option(False, "--json", help="Print one JSON object to stdout (the tables go to stderr).")
 ExecutorOpt = typer.Option("local", "--executor", help="Where questions are answered: local (this process) or ray (Ray tasks, one per conversation and config, in parallel; pip install -e \".[ray]\").")
 RayAddressOpt = typer.Option(None, "--ray-address", help="With --executor ray: auto, or HOST:PORT of a cluster started with `ray start --head` [default: a local cluster on this machine, shut down at the end].")
 
@@ -318,7 +319,7 @@ def run(
 @user_errors
 def runs_command(
     root: str = typer.Argument("runs", help="Folder holding run directories."),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: bool = JsonOpt,
 ):
     """List the runs in a folder."""
     from evolvemem.cli.inspect_cmd import list_runs
@@ -331,7 +332,7 @@ def runs_command(
 
 @app.command()
 @user_errors
-def show(run_dir: str = typer.Argument(..., metavar="RUN"), json_out: bool = typer.Option(False, "--json")):
+def show(run_dir: str = typer.Argument(..., metavar="RUN"), json_out: bool = JsonOpt):
     """Per round: dev score, per category, Δ, decision, changes, calls and tokens; dev vs test."""
     from evolvemem.cli.inspect_cmd import show_run
 
@@ -348,7 +349,7 @@ def diff(
     a: int = typer.Argument(..., help="First round."),
     b: int = typer.Argument(..., help="Second round."),
     limit: int = typer.Option(20, "--limit", help="Flipped questions shown per direction."),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: bool = JsonOpt,
 ):
     """Config diff, score diff per category, and which questions flipped right↔wrong and why."""
     from evolvemem.cli.inspect_cmd import diff_rounds
@@ -376,7 +377,7 @@ def transfer(
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Output directory (default runs/transfer-<benchmark>-<time>)."),
     concurrency: int = ConcurrencyOpt,
     embedding_model: Optional[str] = EmbeddingOpt,
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: bool = JsonOpt,
     quiet: bool = QuietOpt,
 ):
     """Score a run's evolved config zero-shot on another benchmark (overrides apply via question types)."""
