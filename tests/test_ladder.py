@@ -130,6 +130,12 @@ def test_the_evidence_objective_scores_contexts_at_a_token_budget_without_a_mode
     assert {r["failure"] for r in split} & {"retrieval_miss", "budget_cut", "extraction_gap"}
     shown = evolve("show", str(run))
     assert shown.exit_code == 0 and "evidence recall" in shown.output
+    # show reports what an evidence run measured (recall, context size), not empty F1 columns
+    as_json = json.loads(evolve("show", str(run), "--json").stdout.strip().splitlines()[-1])
+    start = as_json["rounds"][0]
+    assert start["main_evidence_recall"] == rounds[0]["main_evidence_recall"]
+    assert 0 < start["context_tokens"] and any(v is not None for v in start["by_category"].values())
+    assert "context tokens" in shown.output and "recall (answerable)" in shown.output
 
 
 def test_the_evidence_objective_defaults_to_the_answer_window_share_and_rejects_a_bad_budget(tmp_path: Path) -> None:

@@ -77,7 +77,7 @@ def show_run(ui: UI, run: str) -> dict:
         manifest = store.manifest()
         levers = {d.name for d in read_run_dimensions(store.run_dir)}
         rounds = store.query("""SELECT r.round, r.phase, r.config, r.main_f1, r.adversarial_f1, r.all_f1, r.evidence_recall, r.main_evidence_recall,
-                                       r.by_category, r.n_questions, r.n_failed, r.wall_seconds, d.decision, d.reason,
+                                       r.context_tokens, r.by_category, r.n_questions, r.n_failed, r.wall_seconds, d.decision, d.reason,
                                        d.changes, d.delta, d.memories_added, d.accepted, d.paired, d.verdict, d.flags, d.fallback
                                 FROM rounds r LEFT JOIN decisions d ON d.round = r.round AND r.phase = 'dev'
                                 WHERE r.phase IN ('dev', 'eval') ORDER BY r.round""")
@@ -101,14 +101,19 @@ def show_run(ui: UI, run: str) -> dict:
     categories = sorted({c for r in rounds for c in (r["by_category"] or {})})
     names = {c: (r["by_category"][c] or {}).get("name") or f"cat {c}" for r in rounds for c in (r["by_category"] or {})}
     score_name = objective_label(objective)
+    # an evidence run scores contexts, not answers: its F1 columns would be empty, so it shows
+    # recall over every question with evidence and what the contexts cost in tokens instead
+    metric = objective_metric(objective)
+    by_recall = metric == "evidence_recall"
+    side_columns = ("recall, all", "context tokens") if by_recall else ("main", "adv.")
     table = Table(title=f"rounds (dev; score = {score_name}, objective {objective})", title_justify="left")
     with_calls = any(u.get("calls") for u in usage.values())  # offline runs: no calls/tokens columns of zeros
-    for col in ["round", "score", "Δ", "main", "adv.", "paired vs best", "decision",
+    for col in ["round", "score", "Δ", *side_columns, "paired vs best", "decision",
                 "changes for next round", *(["calls", "tokens", "cost vs full evaluation"] if with_calls else [])]:
         wrap = col.startswith(("changes", "paired"))
         table.add_column(col, overflow="fold" if wrap else "ellipsis", no_wrap=not wrap, min_width=10 if wrap else None)
     # categories get their own table: beside the decisions they pushed the headers into wrapping
-    by_category = Table(title="F1 per category (dev)", title_justify="left")
+    by_category = Table(title=f"{'evidence recall' if by_recall else 'F1'} per category (dev)", title_justify="left")
     for col in ["round", *[names[c] for c in categories]]:
         by_category.add_column(col, overflow="fold")
     out_rounds = []
@@ -120,15 +125,17 @@ def show_run(ui: UI, run: str) -> dict:
         by_cat = r["by_category"] or {}
         used = switched_on(r["config"] or {}, levers)
         table.add_row(round_label({"round": r["round"], "emerged_used": used}), fmt(score), "" if prev is None or score is None else f"{score - prev:+.4f}",
-                      fmt(r["main_f1"]), fmt(r["adversarial_f1"]),
+                      *((fmt(r["evidence_recall"]), fmt(r["context_tokens"], 0)) if by_recall
+                        else (fmt(r["main_f1"]), fmt(r["adversarial_f1"]))),
                       paired_text(r["paired"], r["accepted"], [s for s in screenings if s["round"] == r["round"]]),
                       decision_text(r), changes_text(r["changes"] or [], limit=6),
                       *([str(u.get("calls") or 0), str(tokens),
                          vs_full_text(costs.get(r["round"])) if r["phase"] == "dev" else "-"] if with_calls else []))
         out_rounds.append({"round": r["round"], "dev_score": score, "main_f1": r["main_f1"],
                            "adversarial_f1": r["adversarial_f1"], "all_f1": r["all_f1"],
-                           "evidence_recall": r["evidence_recall"],
-                           "by_category": {c: (by_cat.get(c) or {}).get("f1") for c in categories},
+                           "evidence_recall": r["evidence_recall"], "main_evidence_recall": r["main_evidence_recall"],
+                           "context_tokens": r["context_tokens"],
+                           "by_category": {c: (by_cat.get(c) or {}).get(metric) for c in categories},
                            "decision": r["decision"], "reason": r["reason"], "changes": r["changes"] or [],
                            "accepted": r["accepted"], "verdict": r["verdict"], "paired": r["paired"],
                            "flags": r["flags"] or [], "fallback": r["fallback"],
@@ -137,7 +144,7 @@ def show_run(ui: UI, run: str) -> dict:
                            "emerged_used": used,
                            "cost": costs.get(r["round"]) if r["phase"] == "dev" else None,
                            "screenings": [s for s in screenings if s["round"] == r["round"]]})
-        by_category.add_row(str(r["round"]), *[fmt((by_cat.get(c) or {}).get("f1")) for c in categories])
+        by_category.add_row(str(r["round"]), *[fmt((by_cat.get(c) or {}).get(metric)) for c in categories])
         prev = score if score is not None else prev
     ui.print(table)
     if categories:
@@ -165,13 +172,16 @@ def show_run(ui: UI, run: str) -> dict:
         result["dev"] = {"start": out_rounds[0], "best": best}
         result["test"] = {k.removeprefix("test_"): headline(v) for k, v in finals.items()}
         t = Table(title="start vs best: dev (evolution) and test (scored once at the end)", title_justify="left")
-        for col in ("config", "dev main", "dev adv.", "dev all", "test main", "test adv.", "test all", "test recall"):
-            t.add_column(col)
+        fields = (("main_evidence_recall", "recall (answerable)"), ("context_tokens", "context tokens")) if by_recall \
+            else (("main_f1", "main"), ("adversarial_f1", "adv."), ("all_f1", "all"), ("evidence_recall", "recall"))
+        t.add_column("config")
+        for side in ("dev", "test"):
+            for _, label in fields:
+                t.add_column(f"{side} {label}")
         for which, row in (("start", out_rounds[0]), (f"best (round {best['round']})", best)):
             test = result["test"].get("start" if which == "start" else "best", {})
-            t.add_row(which, fmt(row["main_f1"]), fmt(row["adversarial_f1"]), fmt(row["all_f1"]),
-                      fmt(test.get("main_f1")), fmt(test.get("adversarial_f1")), fmt(test.get("all_f1")),
-                      fmt(test.get("evidence_recall")))
+            t.add_row(which, *[fmt(source.get(key), 0 if key == "context_tokens" else 3)
+                               for source in (row, test) for key, _ in fields])
         ui.print(t)
     if new_dims:
         ui.info("[bold]proposed new dimensions[/bold] (a materialised one is a lever from the next round on):")
