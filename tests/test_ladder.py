@@ -14,8 +14,10 @@ from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.data.split import split_dataset
 from evolvemem.data.synth import generate_synth
 from evolvemem.diagnosers.rubric import RubricDiagnoser
-from evolvemem.loop.ladder import evidence_questions
+from evolvemem.loop.ladder import RungZero, evidence_questions
 from evolvemem.loop.paired import compare
+from evolvemem.loop.screening import screen_verdict
+from evolvemem.loop.spec import RunSpec
 from evolvemem.retrieval.retriever import RetrievedItem, memory_tokens, within_budget
 from evolvemem.roles.answer_llm import context_token_share
 from evolvemem.roles.context_format import format_context
@@ -24,7 +26,7 @@ from evolvemem.space.registry import registry
 from tests.fake_llm_server import FakeLLMServer
 from tests.test_llm_pipeline import evolve, make_responder, new_cache, query, seed_cache  # noqa: F401 (fixtures)
 from tests.test_loop_units import make_input
-from tests.test_screening import answer_calls, llm_run, proposing
+from tests.test_screening import _records, answer_calls, llm_run, proposing
 
 
 LOSES_EVIDENCE = {"recency_weight": 1.0, "time_decay_half_life_days": 1.0}
@@ -200,3 +202,45 @@ def test_the_rubric_targets_reader_errors_with_the_context_format_and_budget_cut
     budgeted = weak.with_changes({"context_token_budget": 400})[0]
     cut = make_input({"budget_cut": 50, "correct": 50}, config=budgeted)
     assert RubricDiagnoser().diagnose(cut, budgeted).proposal.changes == {"context_token_budget": 800}
+
+
+def test_a_significant_evidence_gain_carries_a_candidate_past_a_minibatch_too_small_to_show_its_gain(
+        tmp_path: Path) -> None:
+    """A candidate whose contexts hold significantly more evidence passes rung 1 when the reader
+    answers no worse there; the full dev evaluation (rung 2) then decides."""
+    run = tmp_path / "run"
+    wider = {"semantic_top_k": 10, "keyword_top_k": 12, "max_context": 15}
+    with FakeLLMServer(make_responder(proposing(wider))) as server:
+        assert ladder_run(server, run, "--init", "weak").exit_code == 0
+    screening, = query(run, "SELECT * FROM screenings")
+    evidence = screening["evidence"]
+    assert evidence["diff"] > 0 and evidence["p_gain"] < 0.05, evidence
+    assert "rung 0 gained" in screening["reason"]
+    # the fake reader answers the same with either context: no gain on the minibatch, and no loss
+    assert screening["paired"]["groups"]["main"]["diff"] == 0
+    assert (screening["outcome"], screening["rung"]) == ("passed", 2)
+    assert "after an evidence gain at rung 0" in screening["reason"]
+    full = query(run, "SELECT round, count(*) AS n FROM question_records WHERE phase = 'dev' GROUP BY round ORDER BY round")
+    assert [r["n"] for r in full][:2] == [full[0]["n"]] * 2  # round 1 was evaluated on every dev question
+    # without rung 0 the same candidate has only its minibatch to show, and shows no gain there
+    blind = tmp_path / "blind"
+    with FakeLLMServer(make_responder(proposing(wider))) as server:
+        assert ladder_run(server, blind, "--init", "weak", "--no-evidence-rung").exit_code == 0
+    screening, = query(blind, "SELECT * FROM screenings")
+    assert (screening["outcome"], screening["rung"]) == ("screened_out", 1) and "no gain" in screening["reason"]
+
+
+def test_an_evidence_gain_passes_a_minibatch_that_shows_no_loss_but_never_one_that_shows_a_loss() -> None:
+    spec = RunSpec(benchmark="synth", data=None, diagnoser="rubric")
+    incumbent = _records([0.5] * 30)
+
+    def verdict(f1s: list[float]):
+        return screen_verdict(compare(_records(f1s), incumbent, 1, 0, {"5"}, "balanced"), "balanced", spec,
+                              evidence_gained=True)
+
+    assert verdict([0.5] * 30).passed
+    assert not verdict([0.0] * 10 + [0.5] * 20).passed
+    gained = RungZero(False, "", {"diff": 0.2, "p_gain": 0.01, "n": 30})
+    assert gained.gained(spec.guard) and not gained.gained(spec.guard, alpha=0.005)
+    assert not RungZero(False, "", {"diff": 0.002, "p_gain": 0.01, "n": 30}).gained(spec.guard)  # below min effect
+    assert not RungZero(False, "", {"skipped": "off"}).gained(spec.guard)

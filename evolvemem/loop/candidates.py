@@ -13,7 +13,8 @@ one after another in this process, rung 1 as one batch of minibatch evaluations 
 executor runs in parallel. The K minibatch comparisons are K tests of one question ("does this
 round have a better config?"), so a candidate passes rung 1 only when it loses nothing and its
 gain survives Holm's step-down over the K (the i-th smallest one-sided p below
-screen_alpha / (K − i + 1)). Of those that pass, the one with the largest minibatch gain in the
+screen_alpha / (K − i + 1)) — or when it loses nothing and its rung-0 evidence gain is
+significant at alpha / K (Bonferroni over the K rung-0 tests). Of those that pass, the one with the largest minibatch gain in the
 objective's group gets the full dev evaluation — the others are recorded as outranked — and the
 guard tests its gain at alpha / K, Holm's first step, since it is the best of K comparisons."""
 from __future__ import annotations
@@ -135,10 +136,11 @@ def choose_among(screener: Screener, round_no: int, candidates: list[tuple[Retri
     p_values = [gain_p(paired[a], spec.objective, spec.guard.min_effect) for a in attempts]
     levels = dict(zip(attempts, holm_levels(p_values, spec.screen_alpha, len(attempts))))
     verdicts = {}
-    for attempt in climbing:
+    for attempt, (_, _, rung0) in climbing.items():
         level, reached = levels[attempt]
-        verdict = screen_verdict(comparisons[attempt], spec.objective, spec, alpha=level)
-        if verdict.passed and not reached:
+        promoted = rung0.gained(spec.guard, spec.guard.alpha / len(attempts))
+        verdict = screen_verdict(comparisons[attempt], spec.objective, spec, alpha=level, evidence_gained=promoted)
+        if verdict.passed and not reached and not promoted:
             verdict = ScreenVerdict(False, f"{verdict.reason}; but Holm's step-down stopped at a smaller p-value "
                                            "of the round's candidates")
         verdicts[attempt] = verdict

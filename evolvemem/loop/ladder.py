@@ -4,9 +4,12 @@ A round's candidate climbs rungs and stops at the first one where it is signific
 the incumbent: rung 0 compares the evidence recall of the contexts it builds for the answerable
 dev questions with the incumbent's (no answer call: retrieval only, answering/contexts.py), rung 1
 is the paired minibatch with the answer model (loop/screening.py), rung 2 the full dev
-evaluation. Rung 0 only stops a candidate; it never passes one on its own, because more
-evidence is not always a better answer (a reader can drown in a long context) — the reader has
-the last word. It uses the guard's loss test (loop/paired.py `loses`) on the paired recall.
+evaluation. Rung 0 stops a candidate with the guard's loss test (loop/paired.py `loses`) on the
+paired recall; it never passes one on its own, because more evidence is not always a better
+answer (a reader can drown in a long context) — the reader has the last word. But a significant
+evidence gain (the guard's gain test on the recall) is carried up: a small minibatch rarely has
+the power to show the answer gain such a change brings, so rung 1 then only has to show that the
+reader does not answer worse with it, and the full dev evaluation decides (loop/screening.py).
 
 Rung 0 is skipped, and the screening says why, when the benchmark carries no gold evidence or
 when the candidate changes only settings that act on a built context (`stage = "answer"`: answer
@@ -16,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evolvemem.data.models import Question
-from evolvemem.loop.paired import compare, loses
+from evolvemem.loop.paired import compare, gains, loses
+from evolvemem.loop.spec import GuardSettings
 from evolvemem.loop.scorer import RoundScorer
 from evolvemem.loop.spec import CONTEXTS_ONLY, RunSpec
 from evolvemem.space.config import RetrievalConfig
@@ -46,6 +50,15 @@ class RungZero:
     stopped: bool  # significantly worse: the candidate goes no further
     reason: str
     evidence: dict  # the screenings row's `evidence` column
+
+    def gained(self, settings: GuardSettings, alpha: float | None = None) -> bool:
+        """Whether the candidate's contexts hold significantly more evidence (the guard's gain
+        test on the paired recall, at `alpha` when several candidates are tested at once)."""
+        e = self.evidence
+        if self.stopped or e.get("p_gain") is None:
+            return False
+        return e["n"] > 0 and e["diff"] >= settings.min_effect and \
+            e["p_gain"] < (settings.alpha if alpha is None else alpha)
 
 
 def moves_context(incumbent: RetrievalConfig, candidate: RetrievalConfig) -> bool:
@@ -101,8 +114,13 @@ class ContextRung:
                     "n": stat.n, "tokens": tokens(mine), "incumbent_tokens": tokens(base)}
         size = (f", context {evidence['tokens']:.0f} vs {evidence['incumbent_tokens']:.0f} tokens"
                 if evidence["tokens"] is not None and evidence["incumbent_tokens"] is not None else "")
-        detail = (f"evidence recall {stat.diff:+.4f} [{stat.ci_low:+.4f}, {stat.ci_high:+.4f}] p={stat.p_loss:.3f} "
-                  f"n={stat.n} vs round {incumbent_round}{size}")
+        def detail(p: float) -> str:
+            return (f"evidence recall {stat.diff:+.4f} [{stat.ci_low:+.4f}, {stat.ci_high:+.4f}] p={p:.3f} "
+                    f"n={stat.n} vs round {incumbent_round}{size}")
+
         if loses(stat, self.spec.guard):
-            return RungZero(True, f"stopped at rung 0: its contexts hold less evidence ({detail})", evidence)
-        return RungZero(False, f"rung 0 held ({detail})", evidence)
+            return RungZero(True, f"stopped at rung 0: its contexts hold less evidence ({detail(stat.p_loss)})",
+                            evidence)
+        if gains(stat, self.spec.guard):
+            return RungZero(False, f"rung 0 gained: its contexts hold more evidence ({detail(stat.p_gain)})", evidence)
+        return RungZero(False, f"rung 0 held ({detail(stat.p_loss)})", evidence)

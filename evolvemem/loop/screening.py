@@ -12,7 +12,9 @@ group is worse (the guard's loss test: significantly worse, or by more than the 
 some judged group gains at least the guard's minimum effect with a one-sided p-value below
 `screen_alpha` — looser than the guard's alpha, since a minibatch of a quarter of the questions
 doubles the standard error: a candidate that would just pass the guard on every question shows
-p ≈ 0.2 on the minibatch. Only a candidate that passes is evaluated on
+p ≈ 0.2 on the minibatch. A candidate whose contexts gained evidence significantly at rung 0
+passes when it loses nothing: on a few conversations the minibatch cannot show the answer gain
+that more evidence brings a real reader, only whether the reader refuses it. Only a candidate that passes is evaluated on
 every dev question (its minibatch records are reused, not asked again). One that does not is
 recorded as `screened_out` with its minibatch scores and cost, and the round goes on with an
 exploration around the incumbent, at most `screen_budget` screenings per round; when none
@@ -75,9 +77,11 @@ class ScreenVerdict:
     reason: str
 
 
-def screen_verdict(comparison: Comparison, objective: str, spec: RunSpec, alpha: float | None = None) -> ScreenVerdict:
+def screen_verdict(comparison: Comparison, objective: str, spec: RunSpec, alpha: float | None = None,
+                   evidence_gained: bool = False) -> ScreenVerdict:
     """Pass when no judged group loses (the guard's loss test) and one gains more than the margin
-    with a one-sided p below `alpha` (default `screen_alpha`; lower among parallel candidates)."""
+    with a one-sided p below `alpha` (default `screen_alpha`; lower among parallel candidates) —
+    or, after a significant evidence gain at rung 0, when no judged group loses."""
     level = spec.screen_alpha if alpha is None else alpha
     groups = comparison.groups
     judged = judged_groups(objective)
@@ -89,6 +93,8 @@ def screen_verdict(comparison: Comparison, objective: str, spec: RunSpec, alpha:
     where = f"on the minibatch vs round {comparison.incumbent_round} ({detail})"
     if losing:
         return ScreenVerdict(False, f"worse on {', '.join(losing)} {where}")
+    if not gaining and evidence_gained:
+        return ScreenVerdict(True, f"no loss {where}, after an evidence gain at rung 0: the full evaluation decides")
     if not gaining:
         return ScreenVerdict(False, f"no gain of {margin:g} or more with p < {level:.4g} {where}")
     return ScreenVerdict(True, f"gains on {', '.join(gaining)} {where}")
@@ -156,7 +162,8 @@ class Screener:
             return row
         summary, seconds = self.scorer.score_rounds([self.minibatch_job(round_no, attempt, candidate)])[0]
         comparison = self.minibatch_comparison(round_no, attempt, incumbent)
-        verdict = screen_verdict(comparison, self.spec.objective, self.spec)
+        verdict = screen_verdict(comparison, self.spec.objective, self.spec,
+                                 evidence_gained=rung0.gained(self.spec.guard))
         return self.record_minibatch(row, rung0, comparison, verdict, PASSED if verdict.passed else SCREENED_OUT,
                                      summary, seconds)
 
