@@ -78,7 +78,9 @@ class FakeLLMServer:
     """A threaded OpenAI-compatible server in a background thread; use as a context manager."""
 
     def __init__(self, responder: Responder | None = None, latency: float = 0.0, hang_seconds: float = 3.0,
-                 context_window: int | None = None, report_window: bool = True, window_errors: str = "llama.cpp"):
+                 context_window: int | None = None, report_window: bool = True, window_errors: str = "llama.cpp",
+                 prefix: str | None = None):
+        self.prefix = prefix or uuid.uuid4().hex[:12]  # the same prefix again: a server restarted on a new port
         self.responder: Responder = responder or echo_responder
         # like a llama.cpp server started with --n_ctx: a prompt plus its max_tokens beyond the
         # window is rejected (HTTP 400, the window named); /props reports it unless told not to.
@@ -157,7 +159,7 @@ class FakeLLMServer:
         self._httpd = httpd
         # A per-instance path prefix makes every server's api_base unique, so replies cached by
         # one test (the cache key includes api_base) can never be served to another test.
-        self.url = f"http://127.0.0.1:{httpd.server_address[1]}/{uuid.uuid4().hex[:12]}/v1"
+        self.url = f"http://127.0.0.1:{httpd.server_address[1]}/{self.prefix}/v1"
         self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
         return self

@@ -81,6 +81,24 @@ def test_second_identical_call_is_a_cache_hit(fake_llm, make_client, tmp_path): 
     assert fake_llm.request_count == 3
 
 
+def test_a_local_server_restarted_on_another_port_still_hits_the_cache(fake_llm, make_client, tmp_path):  # noqa: F811
+    """A llama.cpp / Ollama server on this machine comes back on whatever port is free: the same
+    model's replies are not asked again. A remote server's address stays part of the key."""
+    first = make_client().complete(user("Priya Raman moved to Lisbon"), role="answer")
+    with FakeLLMServer(prefix=fake_llm.prefix) as restarted:
+        assert restarted.url != fake_llm.url
+        again = LLMClient(MODEL, api_base=restarted.url.replace("127.0.0.1", "localhost"),
+                          cache=ResponseCache(tmp_path / "llm"))
+        reply = again.complete(user("Priya Raman moved to Lisbon"), role="answer")
+        assert reply.cached and reply.text == first.text and restarted.request_count == 0
+        # another model name behind the new port is another model
+        other = LLMClient("openai/other-model", api_base=restarted.url, cache=ResponseCache(tmp_path / "llm"))
+        assert not other.complete(user("Priya Raman moved to Lisbon"), role="answer").cached
+    params = {"model": MODEL, "messages": user("x")}
+    assert make_cache_key({**params, "api_base": "http://10.0.0.5:8000/v1"}) != \
+        make_cache_key({**params, "api_base": "http://10.0.0.5:8001/v1"})
+
+
 def test_cache_can_be_switched_off(fake_llm, make_client, monkeypatch, tmp_path):  # noqa: F811
     uncached = make_client(cache=None)
     uncached.complete(user("hello"), role="answer")

@@ -18,14 +18,31 @@ import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from evolvemem.paths import cache_dir
 
 DISABLE_ENV = "EVOLVEMEM_NO_LLM_CACHE"
 
 
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def server_identity(api_base: str) -> str:
+    """What of a server's address names the model behind it. A server on this machine
+    (llama.cpp, Ollama, vLLM) is started again on whatever port is free, so its port says nothing:
+    the model name beside it does. A remote address is kept whole."""
+    parts = urlsplit(api_base)
+    if parts.hostname in LOOPBACK_HOSTS:
+        return urlunsplit((parts.scheme, "localhost", parts.path.rstrip("/"), "", ""))
+    return api_base
+
+
 def make_cache_key(params: dict[str, Any]) -> str:
-    """sha256 of the canonical JSON of everything that determines a reply (model, messages, ...)."""
+    """sha256 of the canonical JSON of everything that determines a reply (model, messages, the
+    server's identity, ...)."""
+    if params.get("api_base"):
+        params = {**params, "api_base": server_identity(str(params["api_base"]))}
     canonical = json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
