@@ -137,7 +137,7 @@ def test_the_evidence_objective_scores_contexts_at_a_token_budget_without_a_mode
     start = as_json["rounds"][0]
     assert start["main_evidence_recall"] == rounds[0]["main_evidence_recall"]
     assert 0 < start["context_tokens"] and any(v is not None for v in start["by_category"].values())
-    assert "context tokens" in shown.output and "recall (answerable)" in shown.output
+    assert "tokens" in shown.output and "recall (answerable)" in shown.output
 
 
 def test_the_evidence_objective_defaults_to_the_answer_window_share_and_rejects_a_bad_budget(tmp_path: Path) -> None:

@@ -105,7 +105,7 @@ def show_run(ui: UI, run: str) -> dict:
     # recall over every question with evidence and what the contexts cost in tokens instead
     metric = objective_metric(objective)
     by_recall = metric == "evidence_recall"
-    side_columns = ("recall, all", "context tokens") if by_recall else ("main", "adv.")
+    side_columns = ("recall (all)", "tokens") if by_recall else ("main", "adv.")
     table = Table(title=f"rounds (dev; score = {score_name}, objective {objective})", title_justify="left")
     with_calls = any(u.get("calls") for u in usage.values())  # offline runs: no calls/tokens columns of zeros
     for col in ["round", "score", "Δ", *side_columns, "paired vs best", "decision",
