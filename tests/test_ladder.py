@@ -7,6 +7,7 @@ so every answer call is counted exactly: rung 0 must make none."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from evolvemem.roles.context_format import format_context
 from evolvemem.space.config import load_config
 from evolvemem.space.registry import registry
 from tests.fake_llm_server import FakeLLMServer
-from tests.test_llm_pipeline import evolve, make_responder, new_cache, query, seed_cache  # noqa: F401 (fixtures)
+from tests.test_llm_pipeline import MODEL, evolve, make_responder, new_cache, query, seed_cache  # noqa: F401 (fixtures)
 from tests.test_loop_units import make_input
 from tests.test_screening import _records, answer_calls, llm_run, proposing
 
@@ -65,6 +66,19 @@ def test_a_candidate_whose_contexts_lose_evidence_stops_at_rung_0_without_an_ans
     assert calls == round_0 + test
     shown = evolve("show", str(run))
     assert "at rung 0 (contexts' evidence)" in shown.output
+
+
+def test_rung_0_shows_progress_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
+    """A retrieval-stage model (decomposition, an LLM walk) makes rung 0 slow: its contexts are
+    counted in the log like any evaluation, not silent until the verdict."""
+    with FakeLLMServer(make_responder(proposing(LOSES_EVIDENCE))) as server:
+        result = evolve("run", "--benchmark", "synth", "--rounds", "1", "--model", MODEL, "--api-base", server.url,
+                        "--extract-model", "offline", "--diagnoser", "llm", "--out", str(tmp_path / "run"),
+                        "--screen-fraction", "0.25", "--screen-budget", "1", "--no-cache", "--init", "default")
+    assert result.exit_code == 0, result.output
+    n = evidence_count()
+    for phase in ("contexts0", "contexts1"):
+        assert re.search(rf"^round 1 {phase}: {n}/{n} questions", result.output, re.MULTILINE), result.output[-3000:]
 
 
 def test_an_answer_stage_change_skips_rung_0_and_says_why(tmp_path: Path) -> None:

@@ -130,12 +130,13 @@ def rounds_table(rounds: list[dict], title: str) -> Table:
 
 def run_loop(ui: UI, session: Session) -> dict:
     """Drive an opened run session round by round, with progress bars and the per-round lines."""
+    from evolvemem.loop.spec import objective_label
     from evolvemem.session import Hooks
 
     spec = session.spec
     run_dir = session.run_dir
     ui.info(f"[bold]Run[/bold] {run_dir}  ·  diagnoser {spec.diagnoser}  ·  rounds 0..{spec.rounds}  ·  "
-            f"objective dev {spec.objective} F1")
+            f"objective dev {spec.objective} ({objective_label(spec.objective)})")
     with session, ui.progress() as bars:
         counts: dict[str, list[int]] = {}
 

@@ -17,12 +17,12 @@ style, verification, layout), which cannot move the context."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from evolvemem.data.models import Question
 from evolvemem.loop.paired import compare, gains, loses
-from evolvemem.loop.spec import GuardSettings
 from evolvemem.loop.scorer import RoundScorer
-from evolvemem.loop.spec import CONTEXTS_ONLY, RunSpec
+from evolvemem.loop.spec import CONTEXTS_ONLY, GuardSettings, RunSpec
 from evolvemem.space.config import RetrievalConfig
 from evolvemem.space.ops import diff_configs
 from evolvemem.space.registry import registry
@@ -78,15 +78,19 @@ class ContextRung:
     """Rung 0 for one run: scores contexts as rounds of the store (resumable like any round)."""
 
     def __init__(self, spec: RunSpec, store: RunStore, scorer: RoundScorer, dev: list[Question],
-                 adversarial_categories: tuple[str, ...] | set[str]):
+                 adversarial_categories: tuple[str, ...] | set[str],
+                 on_record: Callable[[str, dict, int], None] | None = None):
         self.spec, self.store, self.scorer = spec, store, scorer
         self.questions = evidence_questions(dev, adversarial_categories)
         self.adversarial_categories = adversarial_categories
+        self.on_record = on_record  # (label, record, total): progress, since a retrieval-stage LLM makes it slow
 
     def _records(self, config: RetrievalConfig, round_no: int, phase: str) -> list[dict]:
         row = self.store.round_row(round_no, phase)
         if not (row and row["status"] == "done"):
-            self.scorer.score_round(config, self.questions, round_no, phase, contexts_only=True)
+            hook, total = self.on_record, len(self.questions)
+            on_record = (lambda rec: hook(f"round {round_no} {phase}", rec, total)) if hook else None
+            self.scorer.score_round(config, self.questions, round_no, phase, on_record, contexts_only=True)
         return self.store.round_records(round_no, phase)
 
     def judge(self, round_no: int, attempt: int, candidate: RetrievalConfig,

@@ -121,7 +121,7 @@ class Screener:
         self.spec, self.store, self.scorer = spec, store, scorer
         self.batch = minibatch(dev, spec.screen_fraction, spec.seed)
         self.adversarial_categories = adversarial_categories
-        self.rung0 = ContextRung(spec, store, scorer, dev, adversarial_categories)
+        self.rung0 = ContextRung(spec, store, scorer, dev, adversarial_categories, on_record)
         self.on_record = on_record
 
     def choose(self, round_no: int, first: RetrievalConfig, incumbent: RoundScore, seen: set[str],
