@@ -221,7 +221,7 @@ def evidence_transfer(args: argparse.Namespace, data: Path, reader: list[str]) -
                                   reader)
     best_eval = eval_with_reader(args.out / "eval-evidence-best", data, out / "best_config.toml", reader)
     print(f"\n## evidence objective from weak (offline, contexts cut at {args.context_tokens} tokens, "
-          f"{wall / 60:.1f} min), best round {best_round}")
+          f"{wall:.1f} s), best round {best_round}")
     print("| on the held-out test questions | start → best (Δ [95% CI] p) |")
     print("|---|---|")
     print(f"| evidence recall at {args.context_tokens} tokens (offline run) | {recall} |")
