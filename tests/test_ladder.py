@@ -16,7 +16,7 @@ from evolvemem.data.split import split_dataset
 from evolvemem.data.synth import generate_synth
 from evolvemem.diagnosers.rubric import RubricDiagnoser
 from evolvemem.loop.ladder import RungZero, evidence_questions
-from evolvemem.loop.paired import compare
+from evolvemem.loop.paired import PairedStat, compare
 from evolvemem.loop.screening import screen_verdict
 from evolvemem.loop.spec import RunSpec
 from evolvemem.retrieval.retriever import RetrievedItem, memory_tokens, within_budget
@@ -254,7 +254,8 @@ def test_an_evidence_gain_passes_a_minibatch_that_shows_no_loss_but_never_one_th
 
     assert verdict([0.5] * 30).passed
     assert not verdict([0.0] * 10 + [0.5] * 20).passed
-    gained = RungZero(False, "", {"diff": 0.2, "p_gain": 0.01, "n": 30})
+    gained = RungZero(False, "", {}, PairedStat(30, 0.6, 0.4, 0.2, 0.1, 0.3, 0.01, 0.99))
     assert gained.gained(spec.guard) and not gained.gained(spec.guard, alpha=0.005)
-    assert not RungZero(False, "", {"diff": 0.002, "p_gain": 0.01, "n": 30}).gained(spec.guard)  # below min effect
+    assert not RungZero(False, "", {}, PairedStat(30, 0.402, 0.4, 0.002, 0.0, 0.004, 0.01, 0.99)).gained(
+        spec.guard)  # below min effect
     assert not RungZero(False, "", {"skipped": "off"}).gained(spec.guard)

@@ -17,11 +17,10 @@ style, verification, layout), which cannot move the context."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
 from evolvemem.data.models import Question
-from evolvemem.loop.paired import compare, gains, loses
-from evolvemem.loop.scorer import RoundScorer
+from evolvemem.loop.paired import PairedStat, compare, gains, loses
+from evolvemem.loop.scorer import ProgressFn, RoundScorer, round_progress
 from evolvemem.loop.spec import CONTEXTS_ONLY, GuardSettings, RunSpec
 from evolvemem.space.config import RetrievalConfig
 from evolvemem.space.ops import diff_configs
@@ -50,15 +49,12 @@ class RungZero:
     stopped: bool  # significantly worse: the candidate goes no further
     reason: str
     evidence: dict  # the screenings row's `evidence` column
+    stat: PairedStat | None = None  # the paired recall (None when rung 0 was skipped)
 
     def gained(self, settings: GuardSettings, alpha: float | None = None) -> bool:
         """Whether the candidate's contexts hold significantly more evidence (the guard's gain
         test on the paired recall, at `alpha` when several candidates are tested at once)."""
-        e = self.evidence
-        if self.stopped or e.get("p_gain") is None:
-            return False
-        return e["n"] > 0 and e["diff"] >= settings.min_effect and \
-            e["p_gain"] < (settings.alpha if alpha is None else alpha)
+        return not self.stopped and self.stat is not None and gains(self.stat, settings, alpha)
 
 
 def moves_context(incumbent: RetrievalConfig, candidate: RetrievalConfig) -> bool:
@@ -79,17 +75,16 @@ class ContextRung:
 
     def __init__(self, spec: RunSpec, store: RunStore, scorer: RoundScorer, dev: list[Question],
                  adversarial_categories: tuple[str, ...] | set[str],
-                 on_record: Callable[[str, dict, int], None] | None = None):
+                 on_record: ProgressFn | None = None):
         self.spec, self.store, self.scorer = spec, store, scorer
         self.questions = evidence_questions(dev, adversarial_categories)
         self.adversarial_categories = adversarial_categories
-        self.on_record = on_record  # (label, record, total): progress, since a retrieval-stage LLM makes it slow
+        self.on_record = on_record  # progress: a retrieval-stage model makes rung 0 slow
 
     def _records(self, config: RetrievalConfig, round_no: int, phase: str) -> list[dict]:
         row = self.store.round_row(round_no, phase)
         if not (row and row["status"] == "done"):
-            hook, total = self.on_record, len(self.questions)
-            on_record = (lambda rec: hook(f"round {round_no} {phase}", rec, total)) if hook else None
+            on_record = round_progress(self.on_record, round_no, phase, len(self.questions))
             self.scorer.score_round(config, self.questions, round_no, phase, on_record, contexts_only=True)
         return self.store.round_records(round_no, phase)
 
@@ -124,7 +119,8 @@ class ContextRung:
 
         if loses(stat, self.spec.guard):
             return RungZero(True, f"stopped at rung 0: its contexts hold less evidence ({detail(stat.p_loss)})",
-                            evidence)
+                            evidence, stat)
         if gains(stat, self.spec.guard):
-            return RungZero(False, f"rung 0 gained: its contexts hold more evidence ({detail(stat.p_gain)})", evidence)
-        return RungZero(False, f"rung 0 held ({detail(stat.p_loss)})", evidence)
+            return RungZero(False, f"rung 0 gained: its contexts hold more evidence ({detail(stat.p_gain)})", evidence,
+                            stat)
+        return RungZero(False, f"rung 0 held ({detail(stat.p_loss)})", evidence, stat)

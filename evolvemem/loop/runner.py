@@ -30,7 +30,7 @@ from evolvemem.loop.candidates import alternative_candidates, choose_among, corr
 from evolvemem.loop.result import RunResult
 from evolvemem.loop.screening import PASSED, Screener, estimated_score, screening_enabled
 from evolvemem.loop.snapshots import write_final, write_round_snapshot
-from evolvemem.loop.scorer import RoundScorer
+from evolvemem.loop.scorer import ProgressFn, RoundScorer, round_progress
 from evolvemem.loop.spec import CONTEXTS_ONLY, RunSpec, objective_column
 from evolvemem.loop.usage import usage_rows
 from evolvemem.space.config import RetrievalConfig, parse_config
@@ -46,7 +46,7 @@ class Hooks:
     """Callbacks for the CLI (progress bars, the per-round table); all optional."""
 
     stage: Callable[[str, int, int], None] | None = None
-    record: Callable[[str, dict, int], None] | None = None  # (label, record, total)
+    record: ProgressFn | None = None
     round_done: Callable[[dict], None] | None = None
     message: Callable[[str], None] | None = None
 
@@ -97,10 +97,7 @@ class EvolutionRunner:
         row = self.store.round_row(round_no, phase)
         if row and row["status"] == "done":
             return round_summary(row), row["wall_seconds"] or 0.0
-        label = f"round {round_no} {phase}"
-        total = len(questions)
-        record_hook = self.hooks.record
-        on_record = (lambda rec: record_hook(label, rec, total)) if record_hook else None
+        on_record = round_progress(self.hooks.record, round_no, phase, len(questions))
         return self.scorer.score_round(config, questions, round_no, phase, on_record, self.hooks.stage,
                                        contexts_only=self.contexts_only,
                                        token_cap=self.spec.context_tokens if self.contexts_only else None)

@@ -11,6 +11,15 @@ from evolvemem.space.config import RetrievalConfig
 
 RecordFn = Callable[[dict], None]
 StageFn = Callable[[str, int, int], None]
+ProgressFn = Callable[[str, dict, int], None]  # (label, record, total): what the progress bars see
+
+
+def round_progress(hook: ProgressFn | None, round_no: int, phase: str, total: int) -> RecordFn | None:
+    """`hook` bound to one evaluation's label ("round N phase") and size; None without a hook."""
+    if hook is None:
+        return None
+    label = f"round {round_no} {phase}"
+    return lambda record: hook(label, record, total)
 
 
 @dataclass

@@ -29,12 +29,12 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Iterable
 
 from evolvemem.data.models import Question
 from evolvemem.loop.guard import RoundScore
 from evolvemem.loop.ladder import ContextRung, RungZero, contexts_phase
-from evolvemem.loop.scorer import RoundJob, RoundScorer
+from evolvemem.loop.scorer import ProgressFn, RoundJob, RoundScorer, round_progress
 from evolvemem.loop.paired import Comparison, compare, gains, judged_groups, loses
 from evolvemem.loop.spec import RunSpec, objective_group
 from evolvemem.space.config import RetrievalConfig, parse_config
@@ -117,7 +117,7 @@ class Screener:
 
     def __init__(self, spec: RunSpec, store: RunStore, scorer: RoundScorer, dev: list[Question],
                  adversarial_categories: tuple[str, ...] | set[str],
-                 on_record: Callable[[str, dict, int], None] | None = None):
+                 on_record: ProgressFn | None = None):
         self.spec, self.store, self.scorer = spec, store, scorer
         self.batch = minibatch(dev, spec.screen_fraction, spec.seed)
         self.adversarial_categories = adversarial_categories
@@ -188,10 +188,8 @@ class Screener:
 
     def minibatch_job(self, round_no: int, attempt: int, candidate: RetrievalConfig) -> RoundJob:
         phase = screen_phase(attempt)
-        label = f"round {round_no} {phase}"
-        hook = self.on_record
-        on_record = (lambda rec: hook(label, rec, len(self.batch))) if hook else None
-        return RoundJob(candidate, self.batch, round_no, phase, on_record)
+        return RoundJob(candidate, self.batch, round_no, phase,
+                        round_progress(self.on_record, round_no, phase, len(self.batch)))
 
     def minibatch_comparison(self, round_no: int, attempt: int, incumbent: RoundScore) -> Comparison:
         return compare(self.store.round_records(round_no, screen_phase(attempt)),
