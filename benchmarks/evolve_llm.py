@@ -102,6 +102,35 @@ def paired_cell(candidate: list[dict], incumbent: list[dict], group: str, metric
             f"p={s.p_gain:.3f}, n={s.n})")
 
 
+def candidate_prices(store: RunStore) -> dict[tuple[int, int], float]:
+    """Each candidate a round tried, keyed (round, attempt), at the calls a dev question costs it with
+    nothing cached — answer, verification and retrieval-stage calls (an LLM-walking exploration asks
+    several times a question) over the questions it answered itself (not reused). A candidate that
+    rung 0 stopped answered nothing: round 0's price plus its own retrieval-stage calls a question."""
+    rows = store.query("""SELECT round, phase, coalesce(sum(calls + coalesce(cache_hits, 0)), 0) AS calls,
+                                 count(*) FILTER (WHERE reused IS NULL) AS n
+                          FROM question_records WHERE phase NOT IN ('test_start', 'test_best') GROUP BY round, phase""")
+    passed = {s["round"]: s["attempt"] for s in store.screenings() if s["outcome"] == "passed"}
+    answered: dict[tuple[int, int], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    retrieval: dict[tuple[int, int], float] = {}
+    for r in rows:
+        phase = r["phase"]
+        if phase.startswith("contexts"):
+            attempt = int(phase.removeprefix("contexts"))
+            if attempt:  # contexts0 holds the incumbent's contexts
+                retrieval[(r["round"], attempt)] = r["calls"] / r["n"] if r["n"] else 0.0
+            continue
+        attempt = int(phase.removeprefix("screen")) if phase.startswith("screen") else passed.get(r["round"], 0)
+        answered[(r["round"], attempt)][0] += r["calls"]
+        answered[(r["round"], attempt)][1] += r["n"]
+    round_0 = answered.pop((0, 0), [0.0, 1.0])
+    start_price = round_0[0] / (round_0[1] or 1)
+    prices = {key: calls / n for key, (calls, n) in answered.items() if n}
+    for key, per_question in retrieval.items():
+        prices.setdefault(key, start_price + per_question)
+    return prices
+
+
 def describe_run(out: Path, wall: float) -> dict:
     with RunStore(out, read_only=True) as store:
         start = store.round_records(0, "test_start")
@@ -109,16 +138,13 @@ def describe_run(out: Path, wall: float) -> dict:
         best = store.round_records(best_row, "test_best")
         screenings = store.screenings()
         decisions = store.query("SELECT round, decision, accepted, changes FROM decisions ORDER BY round")
-        # the rounds after round 0 against evaluating every candidate they tried on every dev question,
-        # at round 0's answer-side calls per question
+        # the rounds after round 0 against evaluating every candidate they tried on every dev question
         answer_calls = store.query("""SELECT coalesce(sum(calls), 0) AS calls FROM usage WHERE round > 0
                                       AND role <> 'diagnose' AND phase NOT IN ('test_start', 'test_best')""")[0]["calls"]
-        round_0 = store.query("""SELECT count(*) AS n, coalesce(sum(calls), 0) AS calls FROM question_records
-                                 WHERE round = 0 AND phase = 'dev'""")[0]
-        unscreened = store.query("""SELECT count(*) AS n FROM rounds r WHERE r.round > 0 AND r.phase = 'dev' AND NOT
-                                    EXISTS (SELECT 1 FROM screenings s WHERE s.round = r.round)""")[0]["n"]
-        candidates = len(screenings) + unscreened
-        full_calls = candidates * round_0["calls"]
+        prices = candidate_prices(store)
+        candidates = len(prices)
+        full_calls = sum(prices.values()) * store.query(
+            "SELECT count(*) AS n FROM question_records WHERE round = 0 AND phase = 'dev'")[0]["n"]
     rungs = [f"r{s['round']}.{s['attempt']}:{s['rung'] if s['rung'] is not None else '-'}"
              f"{'✓' if s['outcome'] == 'passed' else '✗'}" for s in screenings]
     accepted = [d["round"] for d in decisions if d["accepted"] and d["round"] > 0]

@@ -219,3 +219,36 @@ def test_moves_that_failed_alone_are_a_new_experiment_together_but_not_twice():
     again = Proposal(changes=dict(both))
     flags = flag_proposal(again, _input({"answer_error": 50}, alone + [tried(both, 2)]), reject=True)
     assert len(flags) == 2 and all("a move already tried without a gain" in f for f in flags) and again.is_empty
+
+
+def test_retrieval_misses_widen_the_views_with_a_context_that_carries_the_extra_candidates():
+    from evolvemem.diagnosers.rubric import RubricDiagnoser
+    from evolvemem.space.config import load_config
+
+    # the weak preset after the dense view came on and rank fusion was accepted: misses dominate
+    inp = _input({"retrieval_miss": 100, "hallucination": 20})
+    inp.config.update(load_config("weak")[0].values())
+    inp.config.update({"semantic_top_k": 10, "fusion_mode": "rrf"})
+    # switching the dense view on was tried first and brought no significant gain: a different
+    # lever from giving it more candidates now that it is on
+    inp.history = [{"round": 0, "decision": "applied", "outcome_delta": 0.09, "outcome_accepted": False,
+                    "changes": [{"field": "semantic_top_k", "old": 0, "new": 10, "scope": "global"}]}]
+    proposal = RubricDiagnoser().diagnose(inp, None).proposal
+    assert "widen the views" in proposal.rationale
+    # 15 + 10 candidates now ranked: the budget of 8 grows by one step, or the reader sees no new one
+    assert proposal.changes == {"semantic_top_k": 15, "keyword_top_k": 10, "max_context": 12}
+    # widening that was tried without a gain is not walked again
+    inp.history.append({"round": 1, "decision": "reverted", "outcome_delta": -0.01, "outcome_accepted": False,
+                        "changes": [{"field": k, "old": inp.config[k], "new": v, "scope": "global"}
+                                    for k, v in proposal.changes.items()]})
+    assert "widen the views" not in RubricDiagnoser().diagnose(inp, None).proposal.rationale
+
+
+def test_switching_a_lever_on_is_a_different_move_from_turning_it_up():
+    from evolvemem.contracts.diagnosis import move_direction
+
+    assert move_direction("semantic_top_k", 0, 10) == "on"
+    assert move_direction("semantic_top_k", 10, 15) == "up"
+    assert move_direction("semantic_top_k", 10, 0) == "off"
+    assert move_direction("max_context", 12, 8) == "down"  # no off value: only up and down
+    assert move_direction("answer_style", "concise", "cautious") == repr("cautious")

@@ -18,8 +18,17 @@ if TYPE_CHECKING:
     from evolvemem.space.config import RetrievalConfig
 
 
-def move_direction(old: Any, new: Any) -> str:
-    """What kind of move a change was: 'up' / 'down' for numbers, the new value otherwise."""
+def move_direction(name: str, old: Any, new: Any) -> str:
+    """What kind of move a change was: 'on' / 'off' for a dimension leaving or reaching its off
+    value, 'up' / 'down' for other numbers, the new value otherwise. Switching a view on and
+    widening it are different levers: a dense view that brought no significant gain when switched
+    on says nothing about giving it more candidates once it is on."""
+    off = registry()[name].off if name in registry() else None
+    if off is not None and old != new and not isinstance(new, bool):
+        if old == off:
+            return "on"
+        if new == off:
+            return "off"
     if isinstance(old, (int, float)) and isinstance(new, (int, float)) and not isinstance(new, bool):
         return "up" if new > old else "down"
     return repr(new)
@@ -72,7 +81,7 @@ class DiagnosisInput:
                 continue
             for change in item.get("changes") or []:
                 old = None if change.get("old") == "(global)" else change.get("old")
-                bad.add((change.get("scope", "global"), change["field"], move_direction(old, change["new"])))
+                bad.add((change.get("scope", "global"), change["field"], move_direction(change["field"], old, change["new"])))
         return bad
 
     def tried_change_sets(self) -> set[frozenset[tuple[str, str, str]]]:

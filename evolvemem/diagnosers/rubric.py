@@ -90,6 +90,19 @@ def _one_more_view(v: dict) -> dict[str, Any]:
     return {"keyword_top_k": _bump(v, "keyword_top_k", 5)}
 
 
+def _widen_views(v: dict) -> dict[str, Any]:
+    """One step more candidates from each view that is on, and a context budget grown towards
+    what the views now rank (one budget step at most): extra candidates that the budget cuts
+    before the reader sees them change nothing it reads."""
+    out = {k: _bump(v, k, 5) for k in ("semantic_top_k", "keyword_top_k") if v[k] != registry()[k].off}
+    out = {k: val for k, val in out.items() if val != v[k]}
+    if out:
+        candidates = sum({**v, **out}[k] or 0 for k in VIEW_SIZES)
+        if candidates > v["max_context"]:
+            out["max_context"] = min(candidates, _bump(v, "max_context", 4))
+    return out
+
+
 def _evidence_counterweight(v: dict) -> dict[str, Any]:
     """Everything that gives answerable questions their evidence back, at once: one more view of
     the memories (the dense one when it is off, else a wider keyword view), a context budget that
@@ -162,11 +175,11 @@ def lever_actions(inp: DiagnosisInput, rules: list[Action]) -> list[Action]:
     for name, dim in registry().items():
         if not dim.maps_to or v.get(name):
             continue
-        moves = {(k, move_direction(v.get(k), val)) for k, val in dim.maps_to.items() if v.get(k) != val}
+        moves = {(k, move_direction(k, v.get(k), val)) for k, val in dim.maps_to.items() if v.get(k) != val}
         if not moves:
             continue
         support = [a for a in rules if not a.qtype
-                   and any((k, move_direction(v.get(k), val)) in moves for k, val in a.changes.items())]
+                   and any((k, move_direction(k, v.get(k), val)) in moves for k, val in a.changes.items())]
         strength = sum(a.strength for a in support) if support else UNSUPPORTED_LEVER
         why = (f"it makes the moves of {len(support)} firing rule(s) at once" if support
                else "no rule asks for it; not tried yet")
@@ -188,8 +201,7 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
         if v["fusion_mode"] != "rrf" and (v["semantic_top_k"] or 0) > 0:
             actions.append(Action(miss_mass * 0.4, reason + "; rank fusion is robust to view score scales",
                                   {"fusion_mode": "rrf"}))
-        widen = {k: _bump(v, k, 5) for k in ("semantic_top_k", "keyword_top_k") if v[k] != registry()[k].off}
-        widen = {k: val for k, val in widen.items() if val != v[k]}
+        widen = _widen_views(v)
         if widen:
             actions.append(Action(miss_mass * 0.35, reason + "; widen the views", widen))
         if v["structured_top_k"] == 0:
@@ -299,7 +311,7 @@ def viable_actions(inp: DiagnosisInput) -> list[tuple[Action, dict[str, Any]]]:
         if action.bundle:
             if frozenset(change_key(scope, k, val) for k, val in effective.items()) in tried:
                 continue
-        elif any((scope, k, move_direction(before.get(k), val)) in bad for k, val in effective.items()):
+        elif any((scope, k, move_direction(k, before.get(k), val)) in bad for k, val in effective.items()):
             continue
         out.append((action, effective))
     return out

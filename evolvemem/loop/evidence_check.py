@@ -65,7 +65,7 @@ def contradictions(proposal: Proposal, inp: DiagnosisInput) -> list[tuple[str, s
                 if why:
                     out.append((scope, name, why if member == name else f"switches on {name}, which {why}"))
                     break
-            moves.append((scope, name, new, (scope, name, move_direction(old, new)) in failed))
+            moves.append((scope, name, new, (scope, name, move_direction(name, old, new)) in failed))
     contradicted = {(scope, name) for scope, name, _ in out}
     sound = [m for m in moves if (m[0], m[1]) not in contradicted]
     together = frozenset(change_key(scope, name, new) for scope, name, new, _ in sound)
