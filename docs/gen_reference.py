@@ -225,6 +225,8 @@ def dimension_notes(dim: Any) -> str:
         notes.append(f"mechanism (ablate sets {code(dim.mechanism_off)})")
     if dim.needs_model:
         notes.append("needs a model")
+    if dim.model_calls:
+        notes.append("can ask the model again")
     if dim.maps_to:
         notes.append("true sets " + ", ".join(f"`{k} = {v}`" for k, v in dim.maps_to.items()))
     return "; ".join(notes)

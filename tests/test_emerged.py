@@ -64,6 +64,7 @@ def test_a_valid_bundle_is_a_bool_lever_equal_to_its_file(tmp_path: Path) -> Non
     dim = lever(maps_to={"scene_top_k": 10, "max_context": 16, "cue_graph_mode": "llm"})
     assert dim.kind == "bool" and dim.default is False and dim.group == "emerged" and dim.mechanism_off is False
     assert dim.needs_model  # a member only acts with a model: so does the lever (offline runs leave it alone)
+    assert dim.model_calls  # a member can ask the model again: so can the lever (explorations leave it alone)
     path = materialise(tmp_path, 3, dim)
     assert path == tmp_path / "rounds" / "round_03" / "new_dimensions" / "wide_views.toml"
     assert registry()["wide_views"] == dim and "wide_views" not in base_registry()

@@ -285,3 +285,19 @@ def test_tpe_learns_the_minibatch_estimate_of_every_screened_out_config(tmp_path
     expected = [score_of[r["round"]] for r in evaluated]
     expected += [estimated_score(row, score_of[row["compared_with"]], "balanced") for row in screened]
     assert told == sorted(round(v, 9) for v in expected)
+
+
+def test_with_a_model_answering_explorations_never_switch_on_a_setting_that_asks_it_again(tmp_path: Path) -> None:
+    """An exploration is a random gamble: with a model answering, one that draws an LLM walk, a
+    decomposition or a verification pass would cost its minibatch several calls a question."""
+    from evolvemem.space.registry import registry
+
+    run = tmp_path / "run"
+    with FakeLLMServer(make_responder(SCREENED_OUT_PROPOSAL)) as server:
+        assert llm_run(server, run, "--screen-fraction", "0.25", "--screen-budget", "6", "--explore-dims", "4",
+                       "--no-cache").exit_code == 0
+    explorations = query(run, "SELECT changes FROM screenings WHERE source = 'exploration'")
+    drawn = {change["field"] for row in explorations for change in row["changes"]}
+    assert len(explorations) >= 3 and len(drawn) >= 8  # the draws cover much of the space...
+    costly = {name for name, dim in registry().items() if dim.model_calls}
+    assert costly and not drawn & costly  # ...but none of the settings that ask the model again

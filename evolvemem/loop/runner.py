@@ -125,7 +125,7 @@ class EvolutionRunner:
                 incumbent = incumbent_of(scores)
                 config = (choose_among(self.screener, round_no, [(config, "proposal"), *screened_candidates(others)],
                                        incumbent, seen)
-                          if others else self.screener.choose(round_no, config, incumbent, seen, self._free_dims()))
+                          if others else self.screener.choose(round_no, config, incumbent, seen, self._exploration_dims()))
                 for row in self.store.screenings(round_no):  # read back on resume too: told once per process
                     if row["outcome"] != PASSED:
                         self.diagnoser.observe(self._config_from_json(row["config"]),
@@ -224,7 +224,8 @@ class EvolutionRunner:
         inp.fixed = () if free is None else tuple(name for name in registry() if name not in free)
         before = self.ws.roles.usage_snapshot()
         diagnosis = self.diagnoser.diagnose(inp, base.config)
-        free_dims = self._drop_fixed(diagnosis.proposal)
+        self._drop_fixed(diagnosis.proposal)
+        free_dims = self._exploration_dims()
         proposal, fallback = self._checked_proposal(diagnosis, inp, base.config)
         proposed_dimensions = emerge(self.store.run_dir, round_no, diagnosis.proposal.new_dimensions)
         self.store.record_diagnosis({
@@ -294,17 +295,24 @@ class EvolutionRunner:
             fixed |= {name for name, dim in registry().items() if dim.needs_model}
         return [name for name in registry() if name not in fixed] if fixed else None
 
-    def _drop_fixed(self, proposal: Proposal) -> list[str] | None:
+    def _exploration_dims(self) -> list[str] | None:
+        """The dimensions a random exploration may draw (None: all): the free ones, less — while a
+        model answers — those that can ask it again for a question (`model_calls`): an exploration
+        is a gamble, and one that switches on an LLM walk or a verification pass costs its round
+        several calls a question (the diagnoser still proposes them when the failures ask)."""
+        free = self._free_dims()
+        if self.ws.roles.mechanism_client is None:
+            return free
+        return [name for name in (free or list(registry())) if not registry()[name].model_calls]
+
+    def _drop_fixed(self, proposal: Proposal) -> None:
         """Drop changes to dimensions this run keeps fixed (--freeze; model-only settings when the
-        roles are offline); returns the dimensions exploration may draw (None: all)."""
-        fixed = set(self.spec.frozen)
-        if fixed:
-            proposal.drop_fields(fixed, "frozen for this run (--freeze)")
+        roles are offline)."""
+        if self.spec.frozen:
+            proposal.drop_fields(set(self.spec.frozen), "frozen for this run (--freeze)")
         if self.ws.roles.mechanism_client is None:  # needs_model settings ask the answer-side model
             model_only = {name for name, dim in registry().items() if dim.needs_model}
             proposal.drop_fields(model_only, "only has an effect with an answer model; this run answers offline")
-            fixed |= model_only
-        return [name for name in registry() if name not in fixed] if fixed else None
 
     def _score_on_test(self, start: RoundScore, best: RoundScore) -> dict:
         if not self.test.questions:

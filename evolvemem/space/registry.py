@@ -42,6 +42,9 @@ class Dimension:
     # only has an effect with an answer-side model (question-time mechanisms ask it): runs that
     # answer offline never change it
     needs_model: bool = False
+    # can ask a model again for a question (a decomposition, a verification pass, an LLM walk, a
+    # judge): with a model answering, a random exploration leaves it alone (loop/runner.py)
+    model_calls: bool = False
     stage: str = "retrieval"
 
     # ---- value handling -------------------------------------------------------------------
@@ -134,7 +137,7 @@ def dimension_from_table(path: Path, name: str, spec: dict) -> Dimension:
     if not isinstance(spec, dict):
         raise ConfigError(f"{where} must be a table")
     known = {"type", "min", "max", "off", "optional", "choices", "default", "per_type", "description", "group",
-             "maps_to", "mechanism", "needs_model", "stage"}
+             "maps_to", "mechanism", "needs_model", "model_calls", "stage"}
     unknown = set(spec) - known
     if unknown:
         raise ConfigError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
@@ -166,6 +169,7 @@ def dimension_from_table(path: Path, name: str, spec: dict) -> Dimension:
         choices=tuple(spec.get("choices", ())),
         maps_to=dict(spec.get("maps_to", {})),
         needs_model=bool(spec.get("needs_model", False)),
+        model_calls=bool(spec.get("model_calls", False)),
         stage=spec.get("stage", "retrieval"),
     )
     if "mechanism" in spec:
@@ -207,6 +211,8 @@ def dimension_to_toml(dim: Dimension, table: str | None = None) -> str:
         lines.append(f"choices = [{', '.join(toml_value(c) for c in dim.choices)}]")
     lines += [f"default = {toml_value(dim.default)}", f"group = {toml_value(dim.group)}",
               f"per_type = {toml_value(dim.per_type)}", f"needs_model = {toml_value(dim.needs_model)}"]
+    if dim.model_calls:
+        lines.append("model_calls = true")
     if dim.mechanism_off is not None:
         lines.append(f"mechanism = {{ off = {toml_value(dim.mechanism_off)} }}")
     lines.append(f"description = {toml_value(dim.description)}")
