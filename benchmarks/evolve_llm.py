@@ -55,7 +55,8 @@ def stratified(qa: list[dict], n: int) -> list[dict]:
     return picked
 
 
-def write_slice(data: Path, conversations: int, answerable: int, unanswerable: int, folder: Path) -> Path:
+def write_slice(data: Path, conversations: int, answerable: int, unanswerable: int, folder: Path,
+                name: str = "locomo_slice.json") -> Path:
     """`conversations` dev and as many test conversations (the usual split), a few questions each:
     paired intervals resample conversations, so many small clusters beat two large ones."""
     samples = json.loads(data.read_text(encoding="utf-8"))
@@ -67,7 +68,7 @@ def write_slice(data: Path, conversations: int, answerable: int, unanswerable: i
             answer_qs = stratified([q for q in s["qa"] if q["category"] != ADVERSARIAL], answerable)
             trap_qs = [q for q in s["qa"] if q["category"] == ADVERSARIAL][:unanswerable]
             chosen.append({**s, "qa": answer_qs + trap_qs})
-    path = folder / "locomo_slice.json"
+    path = folder / name
     path.write_text(json.dumps(chosen), encoding="utf-8")
     return path
 
@@ -166,6 +167,20 @@ def eval_with_reader(out: Path, data: Path, config: Path, server_args: list[str]
         return store.round_records(0, "eval")
 
 
+def held_out_verdict(out: Path, run: Path, wide: Path, reader: list[str]) -> dict | None:
+    """A finished run's start and best configs answered by the reader on more questions of the same
+    held-out conversations (`--verdict-answerable`): the loop never saw them, and more questions
+    per conversation narrow the held-out interval the run's own test slice leaves wide. None when
+    the run kept its start (nothing to compare)."""
+    with RunStore(run, read_only=True) as store:
+        if not store.query("SELECT min(round) AS r FROM rounds WHERE phase = 'test_best'")[0]["r"]:
+            return None
+    start = eval_with_reader(out / f"verdict-{run.name}-start", wide, run / "rounds" / "round_00" / "config.toml", reader)
+    best = eval_with_reader(out / f"verdict-{run.name}-best", wide, run / "best_config.toml", reader)
+    return {"main": paired_cell(best, start, "main", "f1"), "adversarial": paired_cell(best, start, "adversarial", "f1"),
+            "recall": paired_cell(best, start, "main", "evidence_recall")}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -178,6 +193,11 @@ def main() -> None:
     parser.add_argument("--diagnosers", nargs="+", default=["rubric", "llm"])
     parser.add_argument("--context-tokens", type=int, default=600,
                         help="the evidence objective's token budget (what the 1.5B reader gets at most)")
+    parser.add_argument("--verdict-answerable", type=int, default=0,
+                        help="also answer each run's start and best configs on this many answerable questions per "
+                             "held-out conversation (0: off)")
+    parser.add_argument("--verdict-unanswerable", type=int, default=10,
+                        help="adversarial questions per held-out conversation in that verdict")
     parser.add_argument("--skip-evidence", action="store_true")
     parser.add_argument("--evidence-only", action="store_true",
                         help="only the evidence objective's run and its re-scoring by the 1.5B reader")
@@ -192,11 +212,14 @@ def main() -> None:
         raise SystemExit(why)
     args.out.mkdir(parents=True, exist_ok=True)
     data = write_slice(args.data, args.conversations, args.answerable, args.unanswerable, args.out)
+    wide = (write_slice(args.data, args.conversations, args.verdict_answerable, args.verdict_unanswerable, args.out,
+                        "locomo_verdict.json") if args.verdict_answerable else None)
     try:
         server_cm = serve("1.5b", n_ctx=WINDOW)
     except LocalModelUnavailable as exc:
         raise SystemExit(str(exc)) from None
     rows: list[tuple[str, dict]] = []
+    verdicts: list[tuple[str, dict | None]] = []
     with server_cm as server:
         reader = ["--answer-model", server.model, "--extract-model", "offline", "--api-base", server.api_base,
                   "--context-window", str(WINDOW)]
@@ -215,6 +238,9 @@ def main() -> None:
                                        "--concurrency", "2", *reader, *extra], server.api_base)
             rows.append((f"{start} / {diagnoser}", describe_run(out, wall)))
             print_runs(rows)
+            if wide is not None:
+                verdicts.append((f"{start} / {diagnoser}", held_out_verdict(args.out, out, wide, reader)))
+                print_verdicts(verdicts, args)
             if position == 0 and not args.skip_evidence:
                 evidence_transfer(args, data, reader)
 
@@ -230,6 +256,18 @@ def print_runs(rows: list[tuple[str, dict]]) -> None:
               f"(best {r['best_round']}) | {r['answer_calls']} ({ratio} of {r['candidates']} candidates) | "
               f"{r['rungs']} | {r['wall_min']:.0f} min |",
               flush=True)
+
+
+def print_verdicts(verdicts: list[tuple[str, dict | None]], args: argparse.Namespace) -> None:
+    print(f"\n## held-out verdict: start vs best on {args.verdict_answerable} answerable + "
+          f"{args.verdict_unanswerable} adversarial questions of each test conversation")
+    print("| start / diagnoser | answerable F1 start → best (Δ [95% CI] p) | unanswerable F1 | evidence recall |")
+    print("|---|---|---|---|")
+    for label, v in verdicts:
+        if v is None:
+            print(f"| {label} | best = start | | |", flush=True)
+        else:
+            print(f"| {label} | {v['main']} | {v['adversarial']} | {v['recall']} |", flush=True)
 
 
 def evidence_transfer(args: argparse.Namespace, data: Path, reader: list[str]) -> None:
