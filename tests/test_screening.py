@@ -301,3 +301,21 @@ def test_with_a_model_answering_explorations_never_switch_on_a_setting_that_asks
     assert len(explorations) >= 3 and len(drawn) >= 8  # the draws cover much of the space...
     costly = {name for name, dim in registry().items() if dim.model_calls}
     assert costly and not drawn & costly  # ...but none of the settings that ask the model again
+
+
+def test_the_benchmark_prices_each_candidate_at_its_own_calls_a_question(tmp_path: Path) -> None:
+    """benchmarks/evolve_llm.py compares a run's calls with evaluating every candidate in full; a
+    candidate that verifies its answers costs two calls a question, not round 0's one."""
+    from benchmarks.evolve_llm import candidate_prices
+    from evolvemem.store.run_store import RunStore
+
+    run = tmp_path / "run"
+    with FakeLLMServer(make_responder(proposing({"enable_answer_verification": True}))) as server:
+        assert llm_run(server, run, "--screen-fraction", "0.25", "--screen-budget", "1", "--no-cache").exit_code == 0
+    with RunStore(run, read_only=True) as store:
+        prices = candidate_prices(store)
+        screening = store.screenings()[0]
+    assert list(prices) == [(1, 1)]
+    answered = screening["n_questions"] - len(query(run, "SELECT 1 FROM question_records WHERE phase = 'screen1' "
+                                                          "AND reused IS NOT NULL"))
+    assert prices[(1, 1)] == pytest.approx(screening["calls"] / answered) and prices[(1, 1)] >= 1.9
