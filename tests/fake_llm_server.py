@@ -97,6 +97,8 @@ class FakeLLMServer:
         self.hang_seconds = hang_seconds  # how long a "timeout" fault sleeps before answering
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []
+        self.in_flight = 0  # requests inside their latency sleep right now
+        self.peak_in_flight = 0  # the most at once: whether a client's calls really overlapped
         self._lock = threading.Lock()
         self._scripted: deque[_Fault] = deque()
         self._fault_rate = 0.0
@@ -195,7 +197,14 @@ class FakeLLMServer:
             else:
                 return _error_response(fault)
         if self.latency:
-            time.sleep(self.latency)
+            with self._lock:
+                self.in_flight += 1
+                self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+            try:
+                time.sleep(self.latency)
+            finally:
+                with self._lock:
+                    self.in_flight -= 1
         content = MALFORMED_CONTENT if fault == "malformed" else self.responder(body)
         completion_tokens = count_tokens(content)
         with self._lock:

@@ -353,17 +353,16 @@ def test_usage_ledger_is_thread_safe():
 
 # ----------------------------------------------------------------------------- concurrency and import cost
 def test_concurrent_calls_overlap(fake_llm, make_client):  # noqa: F811
-    latency, threads, calls = 0.2, 16, 32
+    # the server counts the requests it holds at once: overlap is asserted, not timed (a wall-clock
+    # bound fails on a loaded machine, where litellm's per-call CPU work delays each thread's request)
+    latency, threads, calls = 0.5, 16, 32
     client = make_client(cache=None)
     client.complete(user("warm up"), role="answer")  # first call builds litellm's HTTP client
     fake_llm.latency = latency
-    started = time.perf_counter()
     with ThreadPoolExecutor(threads) as pool:
         texts = list(pool.map(lambda i: client.complete(user(f"q{i}"), role="answer").text, range(calls)))
-    elapsed = time.perf_counter() - started
-    ideal = latency * -(-calls // threads)
     assert texts == [f"echo: q{i}" for i in range(calls)]
-    assert elapsed < 3 * ideal, f"{calls} calls on {threads} threads took {elapsed:.2f}s (ideal {ideal:.2f}s)"
+    assert fake_llm.peak_in_flight >= threads // 2, f"at most {fake_llm.peak_in_flight} of {threads} calls overlapped"
     assert client.usage.snapshot()["answer"].calls == calls + 1
 
 
