@@ -132,10 +132,15 @@ def candidate_prices(store: RunStore) -> dict[tuple[int, int], float]:
     return prices
 
 
+def best_round(store: RunStore) -> int:
+    """The round whose config a finished run scored on test as its best (0: it kept its start)."""
+    return store.query("SELECT min(round) AS r FROM rounds WHERE phase = 'test_best'")[0]["r"] or 0
+
+
 def describe_run(out: Path, wall: float) -> dict:
     with RunStore(out, read_only=True) as store:
         start = store.round_records(0, "test_start")
-        best_row = store.query("SELECT min(round) AS r FROM rounds WHERE phase = 'test_best'")[0]["r"] or 0
+        best_row = best_round(store)
         best = store.round_records(best_row, "test_best")
         screenings = store.screenings()
         decisions = store.query("SELECT round, decision, accepted, changes FROM decisions ORDER BY round")
@@ -167,14 +172,13 @@ def eval_with_reader(out: Path, data: Path, config: Path, server_args: list[str]
         return store.round_records(0, "eval")
 
 
-def held_out_verdict(out: Path, run: Path, wide: Path, reader: list[str]) -> dict | None:
+def held_out_verdict(out: Path, run: Path, best_at: int, wide: Path, reader: list[str]) -> dict | None:
     """A finished run's start and best configs answered by the reader on more questions of the same
     held-out conversations (`--verdict-answerable`): the loop never saw them, and more questions
     per conversation narrow the held-out interval the run's own test slice leaves wide. None when
-    the run kept its start (nothing to compare)."""
-    with RunStore(run, read_only=True) as store:
-        if not store.query("SELECT min(round) AS r FROM rounds WHERE phase = 'test_best'")[0]["r"]:
-            return None
+    the run kept its start (`best_at` 0: nothing to compare)."""
+    if not best_at:
+        return None
     start = eval_with_reader(out / f"verdict-{run.name}-start", wide, run / "rounds" / "round_00" / "config.toml", reader)
     best = eval_with_reader(out / f"verdict-{run.name}-best", wide, run / "best_config.toml", reader)
     return {"main": paired_cell(best, start, "main", "f1"), "adversarial": paired_cell(best, start, "adversarial", "f1"),
@@ -236,10 +240,12 @@ def main() -> None:
             print(f"… {start} / {diagnoser} → {out}", file=sys.stderr, flush=True)
             wall = run_or_resume(out, ["--data", str(data), "--rounds", str(args.rounds), "--init", start,
                                        "--concurrency", "2", *reader, *extra], server.api_base)
-            rows.append((f"{start} / {diagnoser}", describe_run(out, wall)))
+            described = describe_run(out, wall)
+            rows.append((f"{start} / {diagnoser}", described))
             print_runs(rows)
             if wide is not None:
-                verdicts.append((f"{start} / {diagnoser}", held_out_verdict(args.out, out, wide, reader)))
+                verdicts.append((f"{start} / {diagnoser}",
+                                 held_out_verdict(args.out, out, described["best_round"], wide, reader)))
                 print_verdicts(verdicts, args)
             if position == 0 and not args.skip_evidence:
                 evidence_transfer(args, data, reader)
@@ -278,14 +284,14 @@ def evidence_transfer(args: argparse.Namespace, data: Path, reader: list[str]) -
     wall = time.perf_counter() - started
     with RunStore(out, read_only=True) as store:
         start = store.round_records(0, "test_start")
-        best_round = store.query("SELECT min(round) AS r FROM rounds WHERE phase = 'test_best'")[0]["r"] or 0
-        best = store.round_records(best_round, "test_best")
+        best_at = best_round(store)
+        best = store.round_records(best_at, "test_best")
     recall = paired_cell(best, start, "main", "evidence_recall")
     start_eval = eval_with_reader(args.out / "eval-evidence-start", data, out / "rounds" / "round_00" / "config.toml",
                                   reader)
     best_eval = eval_with_reader(args.out / "eval-evidence-best", data, out / "best_config.toml", reader)
     print(f"\n## evidence objective from weak (offline, contexts cut at {args.context_tokens} tokens, "
-          f"{wall:.1f} s), best round {best_round}")
+          f"{wall:.1f} s), best round {best_at}")
     print("| on the held-out test questions | start → best (Δ [95% CI] p) |")
     print("|---|---|")
     print(f"| evidence recall at {args.context_tokens} tokens (offline run) | {recall} |")

@@ -23,7 +23,8 @@ def move_direction(name: str, old: Any, new: Any) -> str:
     value, 'up' / 'down' for other numbers, the new value otherwise. Switching a view on and
     widening it are different levers: a dense view that brought no significant gain when switched
     on says nothing about giving it more candidates once it is on."""
-    off = registry()[name].off if name in registry() else None
+    dim = registry().get(name)
+    off = dim.off if dim is not None else None
     if off is not None and old != new and not isinstance(new, bool):
         if old == off:
             return "on"

@@ -287,12 +287,17 @@ class EvolutionRunner:
         self._drop_fixed(proposal)
         flag_proposal(proposal, inp, reject=DIAGNOSERS[self.diagnoser.name].needs_model)
 
+    def _model_only(self) -> set[str]:
+        """Settings that only act through an answer-side model: none while a model answers, the
+        `needs_model` ones when the roles answer offline (changing them would change nothing)."""
+        if self.ws.roles.mechanism_client is not None:
+            return set()
+        return {name for name, dim in registry().items() if dim.needs_model}
+
     def _free_dims(self) -> list[str] | None:
-        """The dimensions exploration may draw (None: all): not --freeze'd, and not model-only
+        """The dimensions this run may change (None: all): not --freeze'd, and not model-only
         settings when the roles answer offline."""
-        fixed = set(self.spec.frozen)
-        if self.ws.roles.mechanism_client is None:
-            fixed |= {name for name, dim in registry().items() if dim.needs_model}
+        fixed = set(self.spec.frozen) | self._model_only()
         return [name for name in registry() if name not in fixed] if fixed else None
 
     def _exploration_dims(self) -> list[str] | None:
@@ -310,8 +315,8 @@ class EvolutionRunner:
         roles are offline)."""
         if self.spec.frozen:
             proposal.drop_fields(set(self.spec.frozen), "frozen for this run (--freeze)")
-        if self.ws.roles.mechanism_client is None:  # needs_model settings ask the answer-side model
-            model_only = {name for name, dim in registry().items() if dim.needs_model}
+        model_only = self._model_only()
+        if model_only:
             proposal.drop_fields(model_only, "only has an effect with an answer model; this run answers offline")
 
     def _score_on_test(self, start: RoundScore, best: RoundScore) -> dict:
