@@ -32,27 +32,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._slice import DEFAULT_DATA, WINDOW, stratified  # noqa: E402
 from benchmarks.local_llm_server import LocalModelUnavailable, serve, server_available  # noqa: E402
 from evolvemem.data.split import split_ids  # noqa: E402
 from evolvemem.loop.paired import compare  # noqa: E402
 from evolvemem.store.run_store import DB_NAME, RunStore  # noqa: E402
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10_dev8.json"
-WINDOW = 4096
 ADVERSARIAL = 5
-
-
-def stratified(qa: list[dict], n: int) -> list[dict]:
-    """`n` questions taking the categories in turn (file order within each)."""
-    by_category: dict[int, list[dict]] = defaultdict(list)
-    for q in qa:
-        by_category[q["category"]].append(q)
-    picked: list[dict] = []
-    while len(picked) < n and any(by_category.values()):
-        for category in sorted(by_category):
-            if by_category[category] and len(picked) < n:
-                picked.append(by_category[category].pop(0))
-    return picked
 
 
 def write_slice(data: Path, conversations: int, answerable: int, unanswerable: int, folder: Path,

@@ -24,31 +24,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._slice import DEFAULT_DATA, WINDOW, stratified  # noqa: E402
 from benchmarks.local_llm_server import LocalServer, serve  # noqa: E402
 from evolvemem.data.split import split_ids  # noqa: E402
 from evolvemem.store.run_store import RunStore  # noqa: E402
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10_dev8.json"
-WINDOW = 4096
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
-
-
-def stratified(qa: list[dict], n: int) -> list[dict]:
-    """`n` questions taking the categories in turn (file order within each)."""
-    by_category: dict[int, list[dict]] = defaultdict(list)
-    for q in qa:
-        by_category[q["category"]].append(q)
-    picked: list[dict] = []
-    while len(picked) < n and any(by_category.values()):
-        for category in sorted(by_category):
-            if by_category[category] and len(picked) < n:
-                picked.append(by_category[category].pop(0))
-    return picked
 
 
 def write_slice(data: Path, per_conversation: int, folder: Path) -> Path:
