@@ -69,6 +69,27 @@ def test_context_reuse_makes_no_call_and_is_counted_apart_from_cache_hits(tmp_pa
     shown = json.loads(evolve("show", str(tmp_path / "cached"), "--json").stdout.strip().splitlines()[-1])
     assert shown["rounds"][1]["cost"]["reused_context"] == 0
     assert shown["rounds"][1]["cost"]["cache_hits"] == len(records)
+    # a cached answer is priced as the call a full evaluation without the cache would make
+    assert shown["rounds"][1]["cost"]["full_calls"] == pytest.approx(dev_count())
+    assert shown["rounds"][1]["cost"]["call_ratio"] == 0.0
+
+
+def test_a_round_is_priced_at_its_own_calls_a_question(tmp_path: Path, new_cache) -> None:
+    """Verification adds a call a question: the verifying round's full evaluation costs more than
+    round 0's, and each round evaluated in full costs 1.0x its own full evaluation (a run-wide
+    average price would show round 0 under 1x and round 1 over it). No cache and no context reuse:
+    every call reaches the server."""
+    with FakeLLMServer(make_responder(proposing({"enable_answer_verification": True}))) as server:
+        assert llm_run(server, tmp_path / "verify", "--screen-fraction", "0", "--no-context-reuse",
+                       "--no-cache").exit_code == 0
+    shown = json.loads(evolve("show", str(tmp_path / "verify"), "--json").stdout.strip().splitlines()[-1])
+    round_0, round_1 = (shown["rounds"][i]["cost"] for i in (0, 1))
+    verify_calls = query(tmp_path / "verify", "SELECT coalesce(sum(calls), 0) AS n FROM usage "
+                                              "WHERE round = 1 AND phase = 'dev' AND role = 'verify'")[0]["n"]
+    assert verify_calls >= dev_count()  # every round-1 question was also verified
+    assert round_0["full_calls"] == pytest.approx(dev_count())
+    assert round_1["full_calls"] == pytest.approx(round_1["calls"]) and round_1["full_calls"] > round_0["full_calls"]
+    assert round_0["call_ratio"] == pytest.approx(1.0) and round_1["call_ratio"] == pytest.approx(1.0)
 
 
 def test_a_context_reused_answer_keeps_its_judge_verdict_without_a_call(tmp_path: Path) -> None:

@@ -4,8 +4,10 @@ Everything is counted from the run store's own rows — question records (with w
 answer came from) and the usage ledger — never from counters kept in memory, so an interrupted
 and resumed run reports what it paid for, once. A round's evaluations are its dev evaluation and
 its minibatch screenings. "Full evaluation" is what the loop did before screening and context
-reuse: every dev question answered once per round; its calls and tokens are estimated from the
-run's own cost per freshly answered question."""
+reuse: every dev question answered once per round, priced at the round's own configs — calls a
+freshly answered question took, counting those the LLM cache answered (a verifying or decomposing
+config costs several a question, a plain one one; a run-wide average would misprice both) — and their
+tokens at the round's tokens per call. A round that answered nothing takes the run's rate."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -77,27 +79,37 @@ def round_costs(store: RunStore) -> list[RoundCost]:
     screens = {r["round"]: r for r in store.query("""
         SELECT round, count(*) AS screenings, count(*) FILTER (WHERE outcome = 'screened_out') AS screened_out
         FROM screenings GROUP BY round""")}
-    rate = store.query(f"""
-        SELECT count(DISTINCT question_id) FILTER (WHERE phase = 'dev') AS dev_questions,
-               avg(coalesce(calls, 0)) FILTER (WHERE reused IS NULL AND NOT failed) AS calls,
-               avg(coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0))
-                   FILTER (WHERE reused IS NULL AND NOT failed) AS tokens
-        FROM question_records WHERE {EVAL_PHASES}""")[0]
-    n_dev = int(rate["dev_questions"] or 0)
-    per_question_tokens = float(rate["tokens"] or 0.0)
-    per_question_calls = float(rate["calls"] or 0.0)
+    rates = {r["round"]: r for r in store.query(f"""
+        SELECT round, count(*) AS answered, coalesce(sum(calls + coalesce(cache_hits, 0)), 0) AS priced_calls,
+               coalesce(sum(calls), 0) AS calls,
+               coalesce(sum(coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0)), 0) AS tokens
+        FROM question_records WHERE {EVAL_PHASES} AND reused IS NULL AND NOT failed GROUP BY round""")}
+    n_dev = int(store.query("SELECT count(DISTINCT question_id) AS n FROM question_records WHERE phase = 'dev'")[0]["n"] or 0)
+    run_rate = _price([*rates.values()])
     out = []
     for round_no in sorted(records):
         r, u, s = records[round_no], usage.get(round_no, {}), screens.get(round_no, {})
+        calls_per_question, tokens_per_call = _price([rates[round_no]]) if round_no in rates else run_rate
+        tokens_per_call = tokens_per_call or run_rate[1]  # every call came from the cache: the run's tokens
         out.append(RoundCost(
             round=round_no, questions=int(r["questions"]), scored=int(r["scored"]),
             reused_context=int(r["reused_context"]), reused_config=int(r["reused_config"]),
             screened=int(r["screened"]), screenings=int(s.get("screenings") or 0),
             screened_out=int(s.get("screened_out") or 0), calls=int(u.get("calls") or 0),
             cache_hits=int(u.get("cache_hits") or 0), tokens=int(u.get("tokens") or 0),
-            full_questions=n_dev, full_calls=n_dev * per_question_calls,
-            full_tokens=n_dev * per_question_tokens))
+            full_questions=n_dev, full_calls=n_dev * calls_per_question,
+            full_tokens=n_dev * calls_per_question * tokens_per_call))
     return out
+
+
+def _price(rows: list[dict]) -> tuple[float, float]:
+    """Calls a freshly answered question takes (cache hits included: the call a full evaluation
+    without the cache would make) and tokens per call actually made, over `rows`' sums."""
+    answered = sum(int(r["answered"]) for r in rows)
+    priced = sum(int(r["priced_calls"]) for r in rows)
+    calls = sum(int(r["calls"]) for r in rows)
+    tokens = sum(int(r["tokens"]) for r in rows)
+    return (priced / answered if answered else 0.0), (tokens / calls if calls else 0.0)
 
 
 def total_cost(costs: list[RoundCost]) -> dict:
