@@ -108,17 +108,16 @@ def measure(label: str, data: Path, out: Path, rounds: int, latency: float, extr
             wall = time.perf_counter() - started
             answer_calls = sum(1 for body in server.requests if is_answer_call(body))
     with RunStore(out, read_only=True) as store:
-        costs = total_cost(round_costs(store))
+        per_round = round_costs(store)
+        costs = total_cost(per_round)
         usage = store.query("""SELECT sum(calls) FILTER (WHERE role = 'answer') AS answer_calls,
                                       sum(calls) FILTER (WHERE role = 'answer' AND phase NOT LIKE 'test%') AS dev_calls,
                                       sum(prompt_tokens + completion_tokens) AS tokens FROM usage""")[0]
-        test_best = store.round_records(store.query("SELECT min(round) AS r FROM rounds WHERE phase = 'test_best'")[0]["r"],
-                                        "test_best")
+        test_best = store.round_records(store.best_round(), "test_best")
         screenings = store.screenings()
-        per_round = [c.as_dict() for c in round_costs(store)]
     if answer_calls < 0:
         answer_calls = int(usage["answer_calls"] or 0)
-    return {"per_round": per_round, "label": label, "result": result, "wall": wall, "answer_calls": answer_calls,
+    return {"per_round": [c.as_dict() for c in per_round], "label": label, "result": result, "wall": wall, "answer_calls": answer_calls,
             "dev_answer_calls": int(usage["dev_calls"] or 0), "stored_answer_calls": int(usage["answer_calls"] or 0),
             "tokens": int(usage["tokens"] or 0), "costs": costs, "test_best": test_best,
             "screened_out": sum(1 for s in screenings if s["outcome"] == "screened_out"),

@@ -118,15 +118,10 @@ def candidate_prices(store: RunStore) -> dict[tuple[int, int], float]:
     return prices
 
 
-def best_round(store: RunStore) -> int:
-    """The round whose config a finished run scored on test as its best (0: it kept its start)."""
-    return store.query("SELECT min(round) AS r FROM rounds WHERE phase = 'test_best'")[0]["r"] or 0
-
-
 def describe_run(out: Path, wall: float) -> dict:
     with RunStore(out, read_only=True) as store:
         start = store.round_records(0, "test_start")
-        best_row = best_round(store)
+        best_row = store.best_round()
         best = store.round_records(best_row, "test_best")
         screenings = store.screenings()
         decisions = store.query("SELECT round, decision, accepted, changes FROM decisions ORDER BY round")
@@ -270,7 +265,7 @@ def evidence_transfer(args: argparse.Namespace, data: Path, reader: list[str]) -
     wall = time.perf_counter() - started
     with RunStore(out, read_only=True) as store:
         start = store.round_records(0, "test_start")
-        best_at = best_round(store)
+        best_at = store.best_round()
         best = store.round_records(best_at, "test_best")
     recall = paired_cell(best, start, "main", "evidence_recall")
     start_eval = eval_with_reader(args.out / "eval-evidence-start", data, out / "rounds" / "round_00" / "config.toml",

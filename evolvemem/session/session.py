@@ -377,7 +377,7 @@ class Session:
             if "spec" not in manifest:
                 raise EvolveMemError(f"{run}: not an evolve run")
             spec = RunSpec.from_dict(manifest["spec"])
-            best_round = store.query("SELECT min(round) AS r FROM rounds WHERE phase = 'test_best'")[0]["r"] or 0
+            best_round = store.best_round()
             config = load_config(str(best_path))[0]
             dataset = load_benchmark(spec.benchmark, spec.data)
             workspace = open_workspace(reporter, dataset, ModelSettings(**spec.models),

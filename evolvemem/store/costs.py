@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from evolvemem.store.run_store import RunStore
 
 EVAL_PHASES = "(phase = 'dev' OR phase LIKE 'screen%')"
+FRESH = "reused IS NULL AND NOT failed"  # answered by this evaluation, not copied from another
 
 
 @dataclass(frozen=True)
@@ -67,10 +68,14 @@ def round_costs(store: RunStore) -> list[RoundCost]:
     """One `RoundCost` per round that evaluated something, in round order."""
     records = {r["round"]: r for r in store.query(f"""
         SELECT round, count(*) AS questions,
-               count(*) FILTER (WHERE reused IS NULL AND NOT failed) AS scored,
+               count(*) FILTER (WHERE {FRESH}) AS scored,
                count(*) FILTER (WHERE reused = 'context') AS reused_context,
                count(*) FILTER (WHERE reused = 'config') AS reused_config,
-               count(*) FILTER (WHERE phase LIKE 'screen%') AS screened
+               count(*) FILTER (WHERE phase LIKE 'screen%') AS screened,
+               coalesce(sum(coalesce(calls, 0) + coalesce(cache_hits, 0)) FILTER (WHERE {FRESH}), 0) AS priced_calls,
+               coalesce(sum(calls) FILTER (WHERE {FRESH}), 0) AS fresh_calls,
+               coalesce(sum(coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0)) FILTER (WHERE {FRESH}), 0)
+                   AS fresh_tokens
         FROM question_records WHERE {EVAL_PHASES} GROUP BY round""")}
     usage = {r["round"]: r for r in store.query(f"""
         SELECT round, coalesce(sum(calls), 0) AS calls, coalesce(sum(cache_hits), 0) AS cache_hits,
@@ -79,17 +84,12 @@ def round_costs(store: RunStore) -> list[RoundCost]:
     screens = {r["round"]: r for r in store.query("""
         SELECT round, count(*) AS screenings, count(*) FILTER (WHERE outcome = 'screened_out') AS screened_out
         FROM screenings GROUP BY round""")}
-    rates = {r["round"]: r for r in store.query(f"""
-        SELECT round, count(*) AS answered, coalesce(sum(calls + coalesce(cache_hits, 0)), 0) AS priced_calls,
-               coalesce(sum(calls), 0) AS calls,
-               coalesce(sum(coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0)), 0) AS tokens
-        FROM question_records WHERE {EVAL_PHASES} AND reused IS NULL AND NOT failed GROUP BY round""")}
     n_dev = int(store.query("SELECT count(DISTINCT question_id) AS n FROM question_records WHERE phase = 'dev'")[0]["n"] or 0)
-    run_rate = _price([*rates.values()])
+    run_rate = _price([*records.values()])
     out = []
     for round_no in sorted(records):
         r, u, s = records[round_no], usage.get(round_no, {}), screens.get(round_no, {})
-        calls_per_question, tokens_per_call = _price([rates[round_no]]) if round_no in rates else run_rate
+        calls_per_question, tokens_per_call = _price([r]) if r["scored"] else run_rate
         tokens_per_call = tokens_per_call or run_rate[1]  # every call came from the cache: the run's tokens
         out.append(RoundCost(
             round=round_no, questions=int(r["questions"]), scored=int(r["scored"]),
@@ -105,10 +105,10 @@ def round_costs(store: RunStore) -> list[RoundCost]:
 def _price(rows: list[dict]) -> tuple[float, float]:
     """Calls a freshly answered question takes (cache hits included: the call a full evaluation
     without the cache would make) and tokens per call actually made, over `rows`' sums."""
-    answered = sum(int(r["answered"]) for r in rows)
+    answered = sum(int(r["scored"]) for r in rows)
     priced = sum(int(r["priced_calls"]) for r in rows)
-    calls = sum(int(r["calls"]) for r in rows)
-    tokens = sum(int(r["tokens"]) for r in rows)
+    calls = sum(int(r["fresh_calls"]) for r in rows)
+    tokens = sum(int(r["fresh_tokens"]) for r in rows)
     return (priced / answered if answered else 0.0), (tokens / calls if calls else 0.0)
 
 

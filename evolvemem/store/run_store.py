@@ -310,6 +310,10 @@ class RunStore:
         rows = self.query("SELECT * FROM rounds WHERE round = ? AND phase = ?", [round_no, phase])
         return rows[0] if rows else None
 
+    def best_round(self) -> int:
+        """The round whose config a finished run scored on test as its best (0: it kept its start)."""
+        return self.query("SELECT min(round) AS r FROM rounds WHERE phase = 'test_best'")[0]["r"] or 0
+
     def finished_question_ids(self, round_no: int, phase: str) -> set[str]:
         """Questions already recorded (and not failed) for this round: a resume skips them."""
         rows = self.con.execute(
