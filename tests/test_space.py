@@ -31,8 +31,8 @@ PAPER_DIMENSIONS = {
 def test_registry_has_every_paper_dimension_with_ranges():
     dims = registry()
     assert PAPER_DIMENSIONS <= set(dims)
-    assert (dims["semantic_top_k"].min, dims["semantic_top_k"].max, dims["semantic_top_k"].off) == (3, 30, 0)
-    assert (dims["max_context"].min, dims["max_context"].max) == (6, 30)
+    assert (dims["semantic_top_k"].min, dims["semantic_top_k"].max, dims["semantic_top_k"].off) == (3, 200, 0)
+    assert (dims["max_context"].min, dims["max_context"].max) == (6, 200)
     assert dims["fusion_mode"].choices == ("sum", "weighted_sum", "rrf")
     assert (dims["keyword_weight"].min, dims["keyword_weight"].max) == (0.1, 2.5)
     assert dims["time_decay_half_life_days"].optional and dims["time_decay_half_life_days"].default is None
@@ -78,14 +78,14 @@ def test_strict_parsing_bool_strings_unknown_fields_and_types():
 
 
 def test_out_of_range_values_are_clamped_and_reported():
-    cfg, clamps = parse_config({"semantic_top_k": 100, "max_context": 2, "keyword_top_k": 0,
+    cfg, clamps = parse_config({"semantic_top_k": 500, "max_context": 2, "keyword_top_k": 0,
                                 "per_category_overrides": {"temporal": {"keyword_weight": 9}}})
-    assert (cfg.semantic_top_k, cfg.max_context, cfg.keyword_top_k) == (30, 6, 0)  # 0 = off is not clamped
+    assert (cfg.semantic_top_k, cfg.max_context, cfg.keyword_top_k) == (200, 6, 0)  # 0 = off is not clamped
     assert cfg.overrides()["temporal"]["keyword_weight"] == 2.5
     reported = {(c.field, c.scope, c.used) for c in clamps}
-    assert reported == {("semantic_top_k", "global", 30), ("max_context", "global", 6),
+    assert reported == {("semantic_top_k", "global", 200), ("max_context", "global", 6),
                         ("keyword_weight", "temporal", 2.5)}
-    assert "clamped to 30" in str(clamps[0])
+    assert "clamped to 200" in str(clamps[0])
 
 
 def test_for_type_resolves_overrides_once():

