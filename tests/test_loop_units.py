@@ -22,12 +22,12 @@ def make_input(taxonomy, by_type=None, config=None, history=None, mean_context=8
 
 def test_proposal_validation_clamps_rejects_and_keeps_new_dimensions():
     p = proposal_from_raw({
-        "changes": {"max_context": 99, "fusion_mode": "magic", "semantic_top_k": "12", "graph_hops": 2},
+        "changes": {"max_context": 999, "fusion_mode": "magic", "semantic_top_k": "12", "graph_hops": 2},
         "overrides": {"temporal": {"answer_style": "temporal", "rrf_k": 20}, "nonsense": {"max_context": 9}},
         "missing_topics": ["pets"], "rationale": "why not",
         "new_dimensions": [{"name": "cue_graph", "description": "walk a cue graph", "rationale": "multi-hop"}],
     })
-    assert p.changes == {"max_context": 30, "semantic_top_k": 12}
+    assert p.changes == {"max_context": 200, "semantic_top_k": 12}
     assert p.overrides == {"temporal": {"answer_style": "temporal"}}
     assert {d.name for d in p.new_dimensions} == {"graph_hops", "cue_graph"}
     assert any("fusion_mode" in r for r in p.rejected)

@@ -33,10 +33,7 @@ FLUSH_EVERY = 256
 
 def capped(effective: RetrievalConfig, token_cap: int | None) -> RetrievalConfig:
     """`effective` with its token budget no larger than `token_cap` (None: unchanged)."""
-    if not token_cap:
-        return effective
-    own = effective.context_token_budget
-    return effective.model_copy(update={"context_token_budget": min(own, token_cap) if own else token_cap})
+    return effective.with_token_cap(token_cap)
 
 
 def context_record(ws: Workspace, question: Question, effective: RetrievalConfig, fingerprint: str, *,

@@ -15,12 +15,12 @@ if TYPE_CHECKING:
 def run_eval(ui: UI, *, benchmark: str, data: str | None, config_name: str, settings: ModelSettings, split: str,
              out: str | None, protocol: str, concurrency: int, embedding_model: str | None,
              cache_enabled: bool, kind: str = "eval", source_run: str | None = None,
-             baseline: tuple[str, RetrievalConfig] | None = None) -> dict:
+             baseline: tuple[str, RetrievalConfig] | None = None, context_tokens: int | None = None) -> dict:
     """Score one config; with `baseline` (label, config) the same questions again with it, and the
     paired difference (evolve transfer: the evolved config against the run's start on the target)."""
     from evolvemem.session import Session, load_config_reporting
 
-    config = load_config_reporting(ui, config_name)
+    config = load_config_reporting(ui, config_name).with_token_cap(context_tokens)
     run_dir = Path(out) if out else default_run_dir(kind, benchmark)
     with Session.open_eval(run_dir=run_dir, benchmark=benchmark, data=data, split=split, config=config,
                            config_source=config_name, settings=settings, protocol=protocol,
@@ -44,6 +44,10 @@ def run_eval(ui: UI, *, benchmark: str, data: str | None, config_name: str, sett
     summary = result.summary
     label = "" if protocol == "official" else " [adversarial scored with the EvolveMem paper protocol]"
     ui.print(category_table(summary, f"{benchmark} ({split}) · config {config_name}{label}"))
+    if context_tokens:
+        main = summary.get("main_evidence_recall")
+        ui.info(f"contexts cut at {context_tokens} tokens: evidence recall (answerable) "
+                f"{'-' if main is None else f'{main:.3f}'}, mean context {summary.get('context_tokens') or 0:.0f} tokens")
     ui.info(f"records: {run_dir / 'run.duckdb'}  ({result.wall_seconds:.1f}s)")
     out_baseline = None
     if baseline is not None and compared is not None:

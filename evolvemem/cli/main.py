@@ -160,6 +160,7 @@ def eval_command(
     concurrency: int = ConcurrencyOpt,
     embedding_model: Optional[str] = EmbeddingOpt,
     no_cache: bool = NoCacheOpt,
+    context_tokens: Optional[int] = typer.Option(None, "--context-tokens", min=1, help="Cut every answer context at this many estimated tokens (the config's own budget where smaller), so configs are compared at an equal budget; the table's evidence recall is then recall at that budget."),
     json_out: bool = typer.Option(False, "--json", help="End stdout with one JSON object (overall, by_category)."),
     quiet: bool = QuietOpt,
 ):
@@ -173,7 +174,7 @@ def eval_command(
                               context_window)
     result = run_eval(ui, benchmark=benchmark, data=data, config_name=config, settings=settings, split=split,
                       out=out, protocol=adversarial_protocol, concurrency=concurrency,
-                      embedding_model=embedding_model, cache_enabled=not no_cache)
+                      embedding_model=embedding_model, cache_enabled=not no_cache, context_tokens=context_tokens)
     if json_out:
         ui.emit_json(result)
 

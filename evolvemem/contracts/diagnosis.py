@@ -55,6 +55,9 @@ class DiagnosisInput:
     # dimensions this run keeps fixed (--freeze; model-only settings when the answers are offline):
     # a change to one would be dropped, so a diagnoser should not spend its round on it
     fixed: tuple[str, ...] = ()
+    # the token budget the run cuts every context at (--objective evidence, --context-tokens; 0: none):
+    # below a budget, more candidates or a larger item cap change nothing the reader sees
+    token_budget: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -38,7 +38,7 @@ class Action:
     bundle: bool = False
 
 
-def _bump(config: dict, name: str, step: int) -> Any:
+def _bump(config: dict, name: str, step: float) -> Any:
     """`name` moved by `step` within its registry range (switched on at its default when off)."""
     return registry()[name].step(config[name], step)
 
@@ -100,6 +100,29 @@ def _widen_views(v: dict) -> dict[str, Any]:
         candidates = sum({**v, **out}[k] or 0 for k in VIEW_SIZES)
         if candidates > v["max_context"]:
             out["max_context"] = min(candidates, _bump(v, "max_context", 4))
+    return out
+
+
+def ranking_actions(v: dict, mass: float, reason: str) -> list[Action]:
+    """Moves that change the *order* of what fits a token budget (the budget alone decides how
+    much fits, so wider views or a larger item cap change nothing below it): the late-interaction
+    view, then weighting it up, the session prior, the neighbour term and the person focus —
+    each off until a round shows it earns its place."""
+    known = registry()
+    out: list[Action] = []
+    if "late_top_k" in known and v.get("late_top_k") == known["late_top_k"].off:
+        size = max(v["semantic_top_k"] or 0, v["keyword_top_k"] or 0, known["late_top_k"].min)
+        out.append(Action(mass * 0.7, reason + "; match each question word to its best token in every memory "
+                          "(late interaction)", {"late_top_k": known["late_top_k"].clamp(size)}))
+    elif "late_weight" in known and float(v.get("late_weight") or 0) < float(known["late_weight"].max or 0):
+        out.append(Action(mass * 0.5, reason + "; let the late-interaction view lead the fusion",
+                          {"late_weight": _bump(v, "late_weight", 1)}))
+    for name, step, efficacy, why in (
+            ("session_prior_weight", 0.3, 0.45, "lift memories of the sessions that hold the best matches"),
+            ("neighbour_weight", 0.2, 0.4, "lift the memories next to the best matches"),
+            ("person_focus_weight", 0.1, 0.25, "lift the memories of the person the question names")):
+        if name in known and v.get(name) == known[name].off:
+            out.append(Action(mass * efficacy, f"{reason}; {why}", {name: _bump(v, name, step)}))
     return out
 
 
@@ -192,6 +215,8 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
     the action could recover (failure mass times a rough efficacy)."""
     v = inp.config
     actions: list[Action] = trade_actions(inp)
+    # a token budget cuts the contexts: more candidates or items change nothing below it, their order does
+    budgeted = bool(inp.token_budget or v.get("context_token_budget"))
     miss = _share(inp, "retrieval_miss") + _share(inp, "extraction_gap") * 0.5
     miss_mass = _mass(inp, "retrieval_miss") + _mass(inp, "extraction_gap") * 0.5
     if miss >= 0.2:
@@ -201,9 +226,11 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
         if v["fusion_mode"] != "rrf" and (v["semantic_top_k"] or 0) > 0:
             actions.append(Action(miss_mass * 0.4, reason + "; rank fusion is robust to view score scales",
                                   {"fusion_mode": "rrf"}))
-        widen = _widen_views(v)
+        widen = {} if budgeted else _widen_views(v)
         if widen:
             actions.append(Action(miss_mass * 0.35, reason + "; widen the views", widen))
+        if budgeted:
+            actions += ranking_actions(v, miss_mass, reason)
         if v["structured_top_k"] == 0:
             actions.append(Action(miss_mass * 0.3, reason + "; the structured view is off", {"structured_top_k": 5}))
         if not v["enable_entity_swap"]:
@@ -227,11 +254,15 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
     cut = _share(inp, "budget_cut")
     if cut >= 0.1:
         reason = f"{cut:.0%} of failures had the evidence ranked but cut by the context budget"
-        if v.get("context_token_budget"):  # the token budget may be what cuts
+        own = v.get("context_token_budget") or 0
+        if own and (not inp.token_budget or own < inp.token_budget):  # the config's own budget is what cuts
             tokens = registry()["context_token_budget"]
             actions.append(Action(_mass(inp, "budget_cut") * 0.6, reason + "; raise the token budget",
                                   {"context_token_budget": tokens.clamp(v["context_token_budget"] + TOKEN_STEP)}))
-        actions.append(Action(_mass(inp, "budget_cut") * 0.55, reason, {"max_context": _bump(v, "max_context", 4)}))
+        if budgeted:
+            actions += ranking_actions(v, _mass(inp, "budget_cut"), reason)
+        else:
+            actions.append(Action(_mass(inp, "budget_cut") * 0.55, reason, {"max_context": _bump(v, "max_context", 4)}))
         if v["fusion_mode"] != "rrf":
             actions.append(Action(_mass(inp, "budget_cut") * 0.3, reason + "; rank fusion lifts what several views "
                                   "agree on above the cut", {"fusion_mode": "rrf"}))

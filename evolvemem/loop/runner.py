@@ -220,6 +220,7 @@ class EvolutionRunner:
                                     current_round=current.round, current_score=current.score,
                                     current_accepted=current.accepted,
                                     current_paired=None if comparison is None else comparison.as_dict())
+        inp.token_budget = int(self.spec.context_tokens or 0) if self.contexts_only else 0
         free = self._free_dims()
         inp.fixed = () if free is None else tuple(name for name in registry() if name not in free)
         before = self.ws.roles.usage_snapshot()

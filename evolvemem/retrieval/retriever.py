@@ -116,7 +116,7 @@ class _StateExtras:
     def person_mask(self, person: str) -> np.ndarray:
         mask = self.persons.get(person)
         if mask is None:
-            mask = np.array([person in {p.lower() for p in m.persons} for m in self.state.memories], bool)
+            mask = np.array([person in terms for terms in self.state.term_lists], bool)
             self.persons[person] = mask
         return mask
 
@@ -312,7 +312,8 @@ class Retriever:
           (a session that holds a strong match is likely to hold the rest of the answer);
         - neighbour: the best fused score of the memory's neighbours in its session (an answer
           often sits next to the turn that matches the question's words);
-        - person focus: 1 for memories of the one person the question names, if it names one."""
+        - person focus: 1 for memories by or about the one person the question names, if it names
+          one (the person among the memory's annotated persons, locations and entities)."""
         out = np.zeros(len(rows))
         if not len(rows):
             return out

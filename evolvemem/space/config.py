@@ -129,6 +129,22 @@ class _ConfigBase(BaseModel):
         values[OVERRIDES] = {}
         return cast("RetrievalConfig", type(self).model_validate(values))
 
+    def with_token_cap(self, cap: int | None) -> RetrievalConfig:
+        """This config with every context cut at `cap` estimated tokens at most (its own budget
+        where smaller, globally and in each override): configs compared at an equal budget.
+        Not clamped to the dimension's range: a cap is a measurement setting, not a tuned value."""
+        if not cap:
+            return cast("RetrievalConfig", self)
+        budget = "context_token_budget"
+
+        def capped(own: Any) -> int:
+            return min(int(own), cap) if own else cap
+
+        overrides = {qtype: ({**values, budget: capped(values[budget])} if budget in values else dict(values))
+                     for qtype, values in getattr(self, OVERRIDES).items()}
+        return cast("RetrievalConfig", self.model_copy(
+            update={budget: capped(getattr(self, budget)), OVERRIDES: overrides}))
+
     def with_changes(self, changes: dict[str, Any], question_type: str | None = None
                      ) -> tuple[RetrievalConfig, list[ClampReport]]:
         """A new config with `changes` applied globally or to one type's override (clamped)."""
