@@ -111,7 +111,7 @@ def ranking_actions(v: dict, mass: float, reason: str) -> list[Action]:
     known = registry()
     out: list[Action] = []
     if "late_top_k" in known and v.get("late_top_k") == known["late_top_k"].off:
-        size = max(v["semantic_top_k"] or 0, v["keyword_top_k"] or 0, known["late_top_k"].min)
+        size = max(int(v["semantic_top_k"] or 0), int(v["keyword_top_k"] or 0), int(known["late_top_k"].min or 0))
         out.append(Action(mass * 0.7, reason + "; match each question word to its best token in every memory "
                           "(late interaction)", {"late_top_k": known["late_top_k"].clamp(size)}))
     elif "late_weight" in known and float(v.get("late_weight") or 0) < float(known["late_weight"].max or 0):
