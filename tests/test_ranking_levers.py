@@ -179,7 +179,14 @@ def test_rubric_proposes_ranking_moves_when_a_token_budget_cuts():
     first = rubric.diagnose(diagnosis_input(1500), None).proposal
     assert set(first.changes) == {"late_top_k"}  # not wider views or more items: they fit no better
     later = rubric.diagnose(diagnosis_input(1500, late_top_k=10), None).proposal.changes
-    assert later.get("late_weight", 0) > 1.0 or set(later) & {"session_prior_weight", "neighbour_weight"}
+    assert later.get("late_weight", 0) > 1.0
+    # weighting it up brought no gain: the next order moves are the ranking terms, each on its own
+    failed = [{"round": 1, "decision": "applied", "changes": [{"field": "late_weight", "old": 1.0, "new": 2.0}],
+               "outcome_delta": 0.0, "outcome_accepted": False}]
+    inp = diagnosis_input(1500, late_top_k=10)
+    inp.history = failed
+    moves = [p.changes for p in [rubric.diagnose(inp, None).proposal, *rubric.alternatives(inp, None, 3)]]
+    assert moves[:3] == [{"session_prior_weight": 0.3}, {"neighbour_weight": 0.2}, {"person_focus_weight": 0.1}]
     unbudgeted = rubric.diagnose(diagnosis_input(0), None).proposal.changes
     assert "max_context" in unbudgeted  # without a budget the item cap is what cuts
 

@@ -121,7 +121,7 @@ def ranking_actions(v: dict, mass: float, reason: str) -> list[Action]:
             ("session_prior_weight", 0.3, 0.45, "lift memories of the sessions that hold the best matches"),
             ("neighbour_weight", 0.2, 0.4, "lift the memories next to the best matches"),
             ("person_focus_weight", 0.1, 0.25, "lift the memories of the person the question names")):
-        if name in known and v.get(name) == known[name].off:
+        if name in known and v.get(name) == known[name].mechanism_off:
             out.append(Action(mass * efficacy, f"{reason}; {why}", {name: _bump(v, name, step)}))
     return out
 

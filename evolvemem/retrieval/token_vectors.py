@@ -61,6 +61,7 @@ class TokenVectors:
         root = cache_root if cache_root is not None else cache_dir() / "embeddings" / "tokens"
         self.folder = Path(root) / model_slug(embedder.model_name)
         self._rows: dict[bytes, np.ndarray] = {}
+        self._queries: dict[str, np.ndarray] = {}  # this process only: questions are few and cheap
         self._loaded = False
         self._lock = threading.RLock()
         self.texts_encoded = 0  # memories that reached the model (cache misses)
@@ -79,13 +80,19 @@ class TokenVectors:
                 self.texts_encoded += len(missing)
             return [self._rows[k].astype(np.float32) for k in keys]
 
-    # ------------------------------------------------------------------ questions (not cached)
+    # ------------------------------------------------------------------ questions (memoised)
     def of_queries(self, texts: Sequence[str]) -> list[np.ndarray]:
-        """Vectors of each question's content pieces (all non-special pieces if none is content)."""
-        if not texts:
-            return []
+        """Vectors of each question's content pieces (all non-special pieces if none is content);
+        a question seen before in this process is not encoded again."""
+        with self._lock:
+            todo = [t for t in dict.fromkeys(texts) if t not in self._queries]
+            if todo:
+                self._queries.update(zip(todo, self._encode_queries(todo)))
+            return [self._queries[t] for t in texts]
+
+    def _encode_queries(self, texts: list[str]) -> list[np.ndarray]:
         model = self._embedder.model
-        outputs = self._forward(list(texts))
+        outputs = self._forward(texts)
         stopwords = _stopwords()
         special = set(model.tokenizer.all_special_ids)
         out = []
