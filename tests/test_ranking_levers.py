@@ -206,3 +206,28 @@ def test_evolve_eval_scores_evidence_recall_at_a_token_budget(tmp_path):
         assert f"contexts cut at {tokens} tokens" in out.stdout + out.stderr
     assert results[400]["context_tokens"] <= 400 < results[2000]["context_tokens"] <= 2000
     assert results[400]["main_evidence_recall"] < results[2000]["main_evidence_recall"]
+
+
+def test_ablation_of_an_evidence_run_measures_recall_at_the_runs_budget(tmp_path):
+    """`evolve ablate` re-scores the best config the way the run scored its rounds: the answer
+    contexts alone, cut at the run's --context-tokens (not answers at an uncut context)."""
+    import duckdb
+
+    run = tmp_path / "evidence-run"
+    evolve = [sys.executable, "-m", "evolvemem.cli.main"]
+    done = subprocess.run([*evolve, "run", "--benchmark", "synth", "--rounds", "1", "--objective", "evidence",
+                           "--context-tokens", "400", "--init", "hybrid", "--out", str(run), "--quiet"],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    ablated = subprocess.run([*evolve, "ablate", str(run), "--split", "dev", "--json", "--quiet"],
+                             capture_output=True, text=True, timeout=900)
+    assert ablated.returncode == 0, ablated.stderr[-2000:]
+    result = json.loads(ablated.stdout.strip().splitlines()[-1])
+    full = result["rows"][0]
+    with duckdb.connect(str(run / "run.duckdb"), read_only=True) as db:
+        best = db.execute("SELECT main_evidence_recall FROM rounds WHERE round = ? AND phase = 'dev'",
+                          [result["best_round"]]).fetchone()[0]
+        answered, widest = db.execute("SELECT count(*) FILTER (WHERE prediction <> ''), max(context_tokens) "
+                                      "FROM question_records WHERE phase LIKE 'ablate%'").fetchone()
+    assert full["main_evidence_recall"] == pytest.approx(best)
+    assert answered == 0 and widest <= 400

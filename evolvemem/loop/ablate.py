@@ -48,19 +48,24 @@ def ablation_variants(config: RetrievalConfig) -> list[Variant]:
 
 
 def run_ablation(scorer: RoundScorer, config: RetrievalConfig, questions: list[Question], round_no: int,
-                 on_variant: Callable[[dict], None] | None = None) -> list[dict]:
-    """Score `config` and every variant on `questions`; rows carry the deltas against the full config."""
+                 on_variant: Callable[[dict], None] | None = None, *, contexts_only: bool = False,
+                 token_cap: int | None = None) -> list[dict]:
+    """Score `config` and every variant on `questions` the way the run measured its rounds (for an
+    `evidence` run: the answer contexts alone, cut at its token budget); rows carry the deltas
+    against the full config."""
     rows = []
     base = None
     for variant in [Variant("full config", config, "the config as evolved"), *ablation_variants(config)]:
         phase = "ablate" if base is None else f"ablate:{variant.label}"
-        s, seconds = scorer.score_round(variant.config, questions, round_no, phase)
+        s, seconds = scorer.score_round(variant.config, questions, round_no, phase,
+                                        contexts_only=contexts_only, token_cap=token_cap)
         row = {"mechanism": variant.label, "what": variant.what, "all_f1": s["all"], "main_f1": s["main"],
                "adversarial_f1": s["adversarial"], "evidence_recall": s["evidence_recall"],
+               "main_evidence_recall": s.get("main_evidence_recall"),
                "by_category": {k: v["f1"] for k, v in s["by_category"].items()}, "seconds": seconds}
         if base is None:
             base = row
-        for key in ("all_f1", "main_f1", "adversarial_f1", "evidence_recall"):
+        for key in ("all_f1", "main_f1", "adversarial_f1", "evidence_recall", "main_evidence_recall"):
             row[f"delta_{key}"] = None if row[key] is None or base[key] is None else row[key] - base[key]
         rows.append(row)
         if on_variant:

@@ -392,7 +392,10 @@ class Session:
     def ablate(self, config: RetrievalConfig, split: str, round_no: int,
                on_variant: Callable[[dict], None] | None = None) -> list[dict]:
         questions = split_dataset(self.dataset, split).questions
-        return run_ablation(self, config, questions, round_no, on_variant)
+        spec = self.spec
+        contexts_only = spec is not None and spec.objective == CONTEXTS_ONLY
+        return run_ablation(self, config, questions, round_no, on_variant, contexts_only=contexts_only,
+                            token_cap=spec.context_tokens if contexts_only and spec is not None else None)
 
 
 def _check_resumable(reporter: Reporter, store: RunStore, config: RetrievalConfig, data_hash: str, split: str,
