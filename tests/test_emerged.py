@@ -34,7 +34,7 @@ def lever(name: str = "wide_views", maps_to: dict | None = None, per_type: bool 
 @pytest.mark.parametrize(("name", "maps_to", "per_type", "why"), [
     ("empty_one", {}, False, "empty bundle"),
     ("unknown_one", {"graph_hops": 2, "max_context": 10}, False, "unknown dimension 'graph_hops'"),
-    ("too_far", {"max_context": 99, "keyword_top_k": 10}, False, "out-of-range value for max_context: 99"),
+    ("too_far", {"max_context": 999, "keyword_top_k": 10}, False, "out-of-range value for max_context: 999"),
     ("wrong_type", {"max_context": "lots", "keyword_top_k": 10}, False, "invalid value for max_context"),
     ("fraction", {"max_context": 10.5, "keyword_top_k": 10}, False, "whole number"),
     ("single", {"max_context": 10}, False, "a bundle of one setting is max_context itself"),

@@ -134,6 +134,44 @@ def test_person_focus_lifts_the_named_persons_memories(embedder):
     assert order(embedder, texts, sessions, "What are Tomasz and Priya learning?", person_focus_weight=0.5)[2] == 2
 
 
+def test_question_spans_read_the_time_a_question_names():
+    from datetime import datetime
+
+    from evolvemem.retrieval.index import to_days
+    from evolvemem.retrieval.temporal import TELL_LATER_DAYS, question_span
+
+    asked = datetime(2023, 8, 20, 10, 0)
+
+    def days(*parts: int) -> float:
+        return to_days(datetime(*parts))
+
+    assert question_span("Who did Orla meet on 3 May, 2023?", asked) == (days(2023, 5, 3), days(2023, 5, 3, 23, 59) + TELL_LATER_DAYS)
+    assert question_span("Who did Orla meet on May 3rd, 2023?", None)[0] == days(2023, 5, 3)
+    assert question_span("What did Orla bake in June 2022?", asked)[0] == days(2022, 6, 1)
+    assert question_span("What did Orla bake in June?", asked)[0] == days(2023, 6, 1)
+    assert question_span("What did Orla bake in October?", asked)[0] == days(2022, 10, 1)  # the last October asked about
+    assert question_span("Where did Orla travel in 2021?", asked)[:1] == (days(2021, 1, 1),)
+    start, end = question_span("What did Orla start two weeks ago?", asked)
+    assert start == days(2023, 7, 30, 10, 0) and end == days(2023, 8, 13, 10, 0) + TELL_LATER_DAYS
+    assert question_span("What did Orla do last year?", asked)[0] == days(2022, 1, 1)
+    assert question_span("What does Orla bake?", asked) is None
+    assert question_span("What did Orla bake in June?", None) is None  # which June needs the question's date
+
+
+def test_temporal_grounding_lifts_memories_dated_when_the_question_says(embedder):
+    from datetime import datetime
+
+    texts = ["Orla went camping.", "Orla went camping in the hills with her old friends from the choir.",
+             "Orla bought a new tent."]
+    units = [memory(text, 1, session_id=f"s{i}").evolve(timestamp=when) for i, (text, when) in enumerate(
+        zip(texts, [datetime(2023, 3, 2), datetime(2023, 6, 20), datetime(2023, 9, 1)]))]
+    retriever = Retriever(ConversationIndex.build(units, embedder, known_persons=PEOPLE), embedder, known_persons=PEOPLE)
+    q = question("Where did Orla go camping in June?", date=datetime(2023, 10, 1))
+    plain = [texts.index(c) for c in contents(retriever.retrieve(q, config(**KEYWORD_SUM)))]
+    grounded = [texts.index(c) for c in contents(retriever.retrieve(q, config(**KEYWORD_SUM, temporal_grounding_weight=0.5)))]
+    assert plain[0] == 0 and grounded[0] == 1
+
+
 # ------------------------------------------------------------------------------ budget filling
 
 
@@ -186,7 +224,8 @@ def test_rubric_proposes_ranking_moves_when_a_token_budget_cuts():
     inp = diagnosis_input(1500, late_top_k=10)
     inp.history = failed
     moves = [p.changes for p in [rubric.diagnose(inp, None).proposal, *rubric.alternatives(inp, None, 3)]]
-    assert moves[:3] == [{"session_prior_weight": 0.3}, {"neighbour_weight": 0.2}, {"person_focus_weight": 0.1}]
+    assert moves[:4] == [{"session_prior_weight": 0.3}, {"neighbour_weight": 0.2}, {"person_focus_weight": 0.1},
+                         {"temporal_grounding_weight": 0.2}]
     unbudgeted = rubric.diagnose(diagnosis_input(0), None).proposal.changes
     assert "max_context" in unbudgeted  # without a budget the item cap is what cuts
 

@@ -106,7 +106,8 @@ def _widen_views(v: dict) -> dict[str, Any]:
 def ranking_actions(v: dict, mass: float, reason: str) -> list[Action]:
     """Moves that change the *order* of what fits a token budget (the budget alone decides how
     much fits, so wider views or a larger item cap change nothing below it): the late-interaction
-    view, then weighting it up, the session prior, the neighbour term and the person focus —
+    view, then weighting it up, the session prior, the neighbour term, the person focus and the
+    temporal grounding —
     each off until a round shows it earns its place."""
     known = registry()
     out: list[Action] = []
@@ -120,7 +121,8 @@ def ranking_actions(v: dict, mass: float, reason: str) -> list[Action]:
     for name, step, efficacy, why in (
             ("session_prior_weight", 0.3, 0.45, "lift memories of the sessions that hold the best matches"),
             ("neighbour_weight", 0.2, 0.4, "lift the memories next to the best matches"),
-            ("person_focus_weight", 0.1, 0.25, "lift the memories of the person the question names")):
+            ("person_focus_weight", 0.1, 0.25, "lift the memories of the person the question names"),
+            ("temporal_grounding_weight", 0.2, 0.2, "lift the memories dated when the question says")):
         if name in known and v.get(name) == known[name].mechanism_off:
             out.append(Action(mass * efficacy, f"{reason}; {why}", {name: _bump(v, name, step)}))
     return out

@@ -36,6 +36,7 @@ from evolvemem.retrieval.extensions import ViewRequest, candidate_sources
 from evolvemem.retrieval.fusion import ViewHits, final_scores, fuse, merge_max, rank_order, recency, top_k
 from evolvemem.retrieval.index import ConversationIndex, IndexState, to_days
 from evolvemem.retrieval.late_interaction import LateIndex
+from evolvemem.retrieval.temporal import question_span
 from evolvemem.contracts.usage import Usage
 
 REFLECTION_SEEDS = 3  # top memories whose terms expand the query in a reflection round
@@ -290,8 +291,9 @@ class Retriever:
         question_day = to_days(question.question_date)
         if config.reflection_rounds > 0 and len(rows):
             views, rows, fused = self._reflect(state, info, query_vector, views, rows, fused, question_day, config)
+        span = question_span(text, question.question_date) if config.temporal_grounding_weight else None
         final = (fused + self._ranking_terms(state, rows, config, question_day, info.terms)
-                 + self._context_terms(extras, rows, fused, config, info.persons))
+                 + self._context_terms(extras, rows, fused, config, info.persons, span))
         order = rank_order(final, rows)
         return self._assemble(state, rows[order], final[order], views, config, sub_queries, cost)
 
@@ -305,7 +307,7 @@ class Retriever:
         return lambda k: max(k, floor)
 
     def _context_terms(self, extras: _StateExtras, rows: np.ndarray, fused: np.ndarray, config: Any,
-                       persons: Sequence[str]) -> np.ndarray:
+                       persons: Sequence[str], span: tuple[float, float] | None = None) -> np.ndarray:
         """Terms that reorder candidates by where they sit, added to the fused score:
 
         - session prior: the best fused score among the candidates of the memory's session
@@ -313,7 +315,9 @@ class Retriever:
         - neighbour: the best fused score of the memory's neighbours in its session (an answer
           often sits next to the turn that matches the question's words);
         - person focus: 1 for memories by or about the one person the question names, if it names
-          one (the person among the memory's annotated persons, locations and entities)."""
+          one (the person among the memory's annotated persons, locations and entities);
+        - temporal grounding: 1 for memories dated inside the span the question's date phrase
+          points at (retrieval/temporal.py), if it names one."""
         out = np.zeros(len(rows))
         if not len(rows):
             return out
@@ -332,6 +336,9 @@ class Retriever:
             out += config.neighbour_weight * np.maximum(left, right)
         if config.person_focus_weight and len(persons) == 1:
             out += config.person_focus_weight * extras.person_mask(persons[0])[rows]
+        if span is not None:
+            days = extras.state.timestamp_days[rows]
+            out += config.temporal_grounding_weight * ((days >= span[0]) & (days <= span[1]))
         return out
 
     def _request(self, state: IndexState, question: Question, info: _QueryInfo, vector: np.ndarray,
