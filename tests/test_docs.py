@@ -187,7 +187,7 @@ def test_no_page_hand_copies_an_option_default_a_range_or_a_choice_list():
 
 def test_the_hand_copy_check_can_fail():
     hits = hand_copies(["a gain of at least `--min-effect` (default 0.005)",
-                        "views take 3–30 candidates (`semantic_top_k`)", "fusion is sum / weighted_sum / rrf"])
+                        "views take 3–200 candidates (`semantic_top_k`)", "fusion is sum / weighted_sum / rrf"])
     assert len(hits) == 3, hits
 
 

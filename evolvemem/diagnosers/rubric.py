@@ -259,7 +259,7 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
         own = v.get("context_token_budget") or 0
         if own and (not inp.token_budget or own < inp.token_budget):  # the config's own budget is what cuts
             tokens = registry()["context_token_budget"]
-            actions.append(Action(_mass(inp, "budget_cut") * 0.6, reason + "; raise the token budget",
+            actions.append(Action(_mass(inp, "budget_cut") * 0.75, reason + "; raise the token budget",
                                   {"context_token_budget": tokens.clamp(v["context_token_budget"] + TOKEN_STEP)}))
         if budgeted:
             actions += ranking_actions(v, _mass(inp, "budget_cut"), reason)
