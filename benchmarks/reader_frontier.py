@@ -9,8 +9,9 @@ category by category in file order, twice: with the evolved run's best config an
 baseline preset, both cut at `--budget` estimated tokens. Memories are the offline ones, so the
 contexts differ only by retrieval. Printed: answerable F1 and evidence recall of each, the paired
 difference in F1 (95% interval with conversations resampled, one-sided p of a gain), context
-tokens and seconds. Answers go through the LLM reply cache: an interrupted run started again
-asks only what it had not asked.
+tokens and seconds — after every chunk of questions, both configs answering each chunk in turn, so
+a run stopped early still prints paired figures. Answers go through the LLM reply cache: an
+interrupted run started again asks only what it had not asked.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -49,8 +51,11 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=1500)
     parser.add_argument("--model", default="1.5b")
     parser.add_argument("--questions", type=int, default=120)
+    parser.add_argument("--chunk", type=int, default=10, help="questions answered by each config in turn")
     args = parser.parse_args()
     os.environ.setdefault("OPENAI_API_KEY", "sk-local-no-key")  # litellm's openai/ provider wants one
+    # a 1,500-token prompt on a busy 2-core machine can take minutes; the server answers one at a time
+    os.environ.setdefault("EVOLVEMEM_LLM_TIMEOUT", "600")
 
     from benchmarks.local_llm_server import serve
     from evolvemem.data.split import split_dataset
@@ -65,24 +70,35 @@ def main() -> None:
                args.baseline: load_config(args.baseline)[0].with_token_cap(args.budget)}
     print(f"{len(questions)} answerable test questions of {', '.join(sorted(dataset.conversations))}; "
           f"contexts cut at {args.budget} tokens; reader Qwen2.5-Coder {args.model}", flush=True)
-    records = {}
+    records: dict[str, list[dict]] = {label: [] for label in configs}
+    seconds = {label: 0.0 for label in configs}
     with serve(args.model, n_ctx=WINDOW) as server:
         settings = ModelSettings(answer_model=server.model, extract_model="offline", api_base=server.api_base,
                                  context_window=WINDOW)
         ws = open_workspace(QuietReporter(), dataset, settings, cache_enabled=True, embedding_model=None)
-        for label, config in configs.items():
-            started = time.perf_counter()
-            outcome = evaluate_config(ws, config, questions, concurrency=2)
-            records[label] = outcome.records
-            ok = [r for r in outcome.records if not r.get("failed")]
-            f1 = sum(r["f1"] for r in ok) / max(len(ok), 1)
-            recall = sum(r["evidence_recall"] or 0 for r in ok) / max(len(ok), 1)
-            tokens = sum(r["context_tokens"] or 0 for r in ok) / max(len(ok), 1)
-            print(f"{label:10s} answerable F1 {f1:.3f}  evidence recall {recall:.3f}  context {tokens:.0f} tokens  "
-                  f"failed {len(outcome.records) - len(ok)}  {time.perf_counter() - started:.0f} s", flush=True)
-    stat = compare(records["evolved"], records[args.baseline], 1, 0, dataset.adversarial_categories, "main").groups["main"]
-    print(f"paired, evolved − {args.baseline}: answerable F1 {stat.diff:+.3f} [{stat.ci_low:+.3f}, {stat.ci_high:+.3f}] "
-          f"p(gain) {stat.p_gain:.3f} on {stat.n} questions")
+        # both configs answer each chunk in turn, so a run stopped early still has paired figures
+        for first in range(0, len(questions), args.chunk):
+            chunk = questions[first:first + args.chunk]
+            for label, config in configs.items():
+                started = time.perf_counter()
+                records[label] += evaluate_config(ws, config, chunk, concurrency=1).records
+                seconds[label] += time.perf_counter() - started
+            report(records, seconds, args.baseline, dataset.adversarial_categories, compare)
+
+
+def report(records: dict[str, list[dict]], seconds: dict[str, float], baseline: str, adversarial: tuple[str, ...],
+           compare: Any) -> None:
+    for label, rows in records.items():
+        ok = [r for r in rows if not r.get("failed")]
+        n = max(len(ok), 1)
+        failures = sorted({str(r.get("error") or "")[:160] for r in rows if r.get("failed")})
+        print(f"{label:10s} {len(rows)} questions: answerable F1 {sum(r['f1'] for r in ok) / n:.3f}  evidence recall "
+              f"{sum(r['evidence_recall'] or 0 for r in ok) / n:.3f}  context {sum(r['context_tokens'] or 0 for r in ok) / n:.0f} "
+              f"tokens  failed {len(rows) - len(ok)}{' (e.g. ' + failures[0] + ')' if failures else ''}  "
+              f"{seconds[label] / max(len(rows), 1):.1f} s/question", flush=True)
+    stat = compare(records["evolved"], records[baseline], 1, 0, adversarial, "main").groups["main"]
+    print(f"paired, evolved − {baseline}: answerable F1 {stat.diff:+.3f} [{stat.ci_low:+.3f}, {stat.ci_high:+.3f}] "
+          f"p(gain) {stat.p_gain:.3f} on {stat.n} questions", flush=True)
 
 
 if __name__ == "__main__":
