@@ -58,7 +58,7 @@ def source_signature(spec: str | Path) -> tuple:
     """Changes when the files a config comes from change (modification time and size)."""
     path = Path(spec)
     files = [path / "run.duckdb", path / "run.duckdb.wal", path / BEST_CONFIG] if path.is_dir() else [path]
-    out = []
+    out: list[tuple[str, int | None, int | None]] = []
     for file in files:
         try:
             stat = file.stat()

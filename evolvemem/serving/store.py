@@ -170,7 +170,9 @@ class MemoryStore:
                + " ORDER BY traced_at, trace_id")
         with self._lock:
             rows = self.con.execute(sql, params).fetchall()
-        return [TraceRow(*row[:8], tuple(json.loads(row[8])), tuple(json.loads(row[9])), *row[10:]) for row in rows]
+        return [TraceRow(trace_id=r[0], ns=r[1], user_id=r[2], kind=r[3], query=r[4], question_type=r[5],
+                         question_date=r[6], config_hash=r[7], memory_ids=tuple(json.loads(r[8])),
+                         turn_ids=tuple(json.loads(r[9])), latency_ms=r[10], answer=r[11], at=r[12]) for r in rows]
 
     # ---- writes -------------------------------------------------------------------------------
     def _transaction(self) -> "_Transaction":
