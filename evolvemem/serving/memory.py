@@ -144,6 +144,11 @@ class Memory:
     def config_source(self) -> str:
         return self._config.source
 
+    @property
+    def config_warnings(self) -> tuple[str, ...]:
+        """Values of the config that were out of range and clamped when it was loaded."""
+        return self._config.warnings
+
     def use_config(self, config: str | Path | LoadedConfig) -> str:
         """Swap in another config (a newly evolved one) without reopening; returns its hash.
         Memories stay: extraction does not depend on the retrieval config."""
@@ -394,6 +399,10 @@ class Memory:
             with self._lock((namespace, user)):
                 state = self._state(namespace, user)
         return [] if state is None else list(state.workspace.memories[user])
+
+    def loaded_users(self) -> dict[tuple[str, str], int]:
+        """(namespace, user) -> memories indexed, for every user loaded in this process."""
+        return {key: self._count(state) for key, state in list(self._states.items())}
 
     def _count(self, state: _UserState | None) -> int:
         return 0 if state is None else len(state.workspace.memories[state.conversation.conversation_id])
