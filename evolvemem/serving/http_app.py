@@ -10,7 +10,7 @@ import contextlib
 import logging
 import threading
 from datetime import datetime
-from typing import Any, AsyncIterator, Literal, Optional, cast
+from typing import Any, AsyncIterator, Callable, Literal, Optional, cast
 
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -133,9 +133,21 @@ class ConfigWatcher:
 
 def create_app(memory: Memory, keys: KeyRing, *, max_body_bytes: int = DEFAULT_MAX_BODY,
                max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, watcher: ConfigWatcher | None = None,
-               with_mcp: bool = True, host: str = "127.0.0.1") -> Any:
-    """The ASGI app: routes, error shape, guards (outermost first: metrics, in-flight bound,
-    body limit, config header) and, `with_mcp`, the MCP endpoint at /mcp."""
+               with_mcp: bool = True, host: str = "127.0.0.1") -> ASGIApp:
+    """The served ASGI app: the API behind its guards (outermost first: metrics, in-flight bound,
+    body limit, config header)."""
+    metrics = Metrics()
+    slots: list[InFlightLimit] = []
+    api = build_api(memory, keys, max_body_bytes=max_body_bytes, watcher=watcher, with_mcp=with_mcp, host=host,
+                    metrics=metrics, in_flight=lambda: slots[0].in_flight if slots else 0)
+    slots.append(InFlightLimit(BodyLimit(ConfigHeader(cast(ASGIApp, api), memory), max_body_bytes), max_in_flight))
+    return MetricsMiddleware(slots[0], metrics)
+
+
+def build_api(memory: Memory, keys: KeyRing, *, max_body_bytes: int = DEFAULT_MAX_BODY,
+              watcher: ConfigWatcher | None = None, with_mcp: bool = True, host: str = "127.0.0.1",
+              metrics: Metrics | None = None, in_flight: Callable[[], int] = lambda: 0) -> FastAPI:
+    """The FastAPI app: routes, the error shape and, `with_mcp`, the MCP endpoint at /mcp."""
     bearer = HTTPBearer(auto_error=False, description="An API key from EVOLVEMEM_API_KEYS (none: open namespace).")
     mcp_server = None
     if with_mcp:
@@ -223,14 +235,14 @@ def create_app(memory: Memory, keys: KeyRing, *, max_body_bytes: int = DEFAULT_M
         return Health(status="ok", config_hash=memory.config_hash, config_source=memory.config_source,
                       namespaces="open" if keys.open else "keys")
 
-    metrics = Metrics()
+    counted = metrics or Metrics()
 
     @app.get("/metrics", response_class=PlainTextResponse, summary="Prometheus metrics")
     def metrics_text() -> str:
         loaded = memory.loaded_users()
         gauges = {"users_loaded": float(len(loaded)), "memories_indexed": float(sum(loaded.values())),
-                  "requests_in_flight": float(guarded.in_flight)}
-        return metrics.render(gauges, {"config_hash": memory.config_hash})
+                  "requests_in_flight": float(in_flight())}
+        return counted.render(gauges, {"config_hash": memory.config_hash})
 
     if mcp_server is not None:
         mcp_app = mcp_server.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, json_response=True,
@@ -238,8 +250,7 @@ def create_app(memory: Memory, keys: KeyRing, *, max_body_bytes: int = DEFAULT_M
         for route in mcp_app.routes:
             app.router.routes.append(_keyed(route, keys))
 
-    guarded = InFlightLimit(BodyLimit(ConfigHeader(cast(ASGIApp, app), memory), max_body_bytes), max_in_flight)
-    return MetricsMiddleware(guarded, metrics)
+    return app
 
 
 def _keyed(route: Any, keys: KeyRing) -> Any:
