@@ -7,12 +7,14 @@ additions a server needs:
   reopening a store embeds nothing; only contents the store lacks reach the model.
 - **queries** the cache does not know are embedded by one worker thread in batches: concurrent
   searches share one model call instead of queueing for the model lock one by one. Query
-  vectors are not written to the on-disk cache (a server would leave a file per query there).
+  vectors are not written to the on-disk cache (a server would leave a file per query there);
+  the last QUERY_CACHE of them are kept in memory, shared by every user.
 """
 from __future__ import annotations
 
 import contextlib
 import threading
+from collections import OrderedDict
 from concurrent.futures import Future
 from typing import Iterator, Sequence
 
@@ -22,6 +24,7 @@ from evolvemem.contracts.memory import content_hash
 from evolvemem.retrieval.embeddings import Embedder
 
 MAX_QUERY_BATCH = 64
+QUERY_CACHE = 20_000  # query vectors kept in memory (~30 MB at 384 dimensions), least recently used dropped
 
 
 class ServingEmbedder:
@@ -35,8 +38,10 @@ class ServingEmbedder:
         self._pending_lock = threading.Condition()
         self._worker: threading.Thread | None = None
         self._closed = False
-        self.query_batches = 0  # model calls made for queries (for benchmarks)
+        self.query_batches = 0  # model calls made for queries (for metrics and benchmarks)
         self.queries_embedded = 0
+        self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._recent_lock = threading.Lock()
 
     @property
     def dimension(self) -> int:
@@ -74,13 +79,24 @@ class ServingEmbedder:
 
     # ---- queries --------------------------------------------------------------------------------
     def _encode_queries(self, texts: Sequence[str]) -> np.ndarray:
-        cached = [t for t in texts if self.inner.cached(t)]
         vectors: dict[str, np.ndarray] = {}
+        with self._recent_lock:
+            for text in texts:
+                if text in self._recent:
+                    self._recent.move_to_end(text)
+                    vectors[text] = self._recent[text]
+        cached = [t for t in texts if t not in vectors and self.inner.cached(t)]
         if cached:
             vectors.update(zip(cached, self.inner.encode(cached)))
         futures = [(t, self._submit(t)) for t in dict.fromkeys(t for t in texts if t not in vectors)]
         for text, future in futures:
             vectors[text] = future.result()
+        with self._recent_lock:
+            for text in texts:
+                self._recent[text] = vectors[text]
+                self._recent.move_to_end(text)
+            while len(self._recent) > QUERY_CACHE:
+                self._recent.popitem(last=False)
         return np.stack([vectors[t] for t in texts])
 
     def _submit(self, text: str) -> Future:

@@ -241,7 +241,9 @@ def build_api(memory: Memory, keys: KeyRing, *, max_body_bytes: int = DEFAULT_MA
     def metrics_text() -> str:
         loaded = memory.loaded_users()
         gauges = {"users_loaded": float(len(loaded)), "memories_indexed": float(sum(loaded.values())),
-                  "requests_in_flight": float(in_flight())}
+                  "requests_in_flight": float(in_flight()),
+                  "query_embeddings_total": float(memory.embedder.queries_embedded),
+                  "query_embedding_batches_total": float(memory.embedder.query_batches)}
         return counted.render(gauges, {"config_hash": memory.config_hash})
 
     if mcp_server is not None:

@@ -93,7 +93,8 @@ class Memory:
         self.embedder = embedder
         self.config_spec = config_spec
         self._config = loaded
-        self._effective = EffectiveConfigs(loaded.config)
+        self._hash = loaded.config.fingerprint()
+        self._current = (EffectiveConfigs(loaded.config), self._hash)
         self._states: dict[tuple[str, str], _UserState] = {}
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._locks_guard = threading.Lock()
@@ -138,7 +139,7 @@ class Memory:
 
     @property
     def config_hash(self) -> str:
-        return self._config.config.fingerprint()
+        return self._hash
 
     @property
     def config_source(self) -> str:
@@ -153,9 +154,11 @@ class Memory:
         """Swap in another config (a newly evolved one) without reopening; returns its hash.
         Memories stay: extraction does not depend on the retrieval config."""
         loaded = config if isinstance(config, LoadedConfig) else load_serving_config(config)
-        effective = EffectiveConfigs(loaded.config)
-        self._config, self._effective = loaded, effective  # readers see the old or the new pair
-        return loaded.config.fingerprint()
+        effective, config_hash = EffectiveConfigs(loaded.config), loaded.config.fingerprint()
+        # readers take (effective, hash) from one tuple: they see the old pair or the new one
+        self._config, self._hash = loaded, config_hash
+        self._current = (effective, config_hash)
+        return config_hash
 
     # ---- users --------------------------------------------------------------------------------------
     def _lock(self, key: tuple[str, str]) -> threading.Lock:
@@ -290,7 +293,7 @@ class Memory:
                 state = self._state(namespace, user)
         if state is None:
             return None
-        effective_of, loaded = self._effective, self._config
+        effective_of, config_hash = self._current
         question = self._question(state, query, question_type, at)
         effective, _ = effective_of(question.question_type)
         ws = state.workspace
@@ -304,7 +307,7 @@ class Memory:
         context = tuple(item.memory for item in result.items)
         if effective.enable_refresher and asks_current_state(question):
             context = tuple(plugins.refresher.refresh(question, context).context)
-        return _Retrieved(state, question, effective, loaded.config.fingerprint(), result, context)
+        return _Retrieved(state, question, effective, config_hash, result, context)
 
     def _question(self, state: _UserState, query: str, question_type: str | None, at: datetime | None) -> Question:
         """The query as evaluation would hold it: typed by the rules unless a type is given, and
@@ -366,7 +369,7 @@ class Memory:
             return AnswerResult(answer="", failed=True, error=f"no memories for user {user!r}",
                                 context=format_context([]), memory_ids=[], turn_ids=[],
                                 question_type=question_type or classify_question(query), config_hash=self.config_hash)
-        effective_of, loaded = self._effective, self._config
+        effective_of, config_hash = self._current
         question = self._question(state, query, question_type, at)
         effective, _ = effective_of(question.question_type)
         with self.embedder.supplying({}):
@@ -377,8 +380,7 @@ class Memory:
         turns = [t for m in final.context for t in m.source_turn_ids]
         result = AnswerResult(answer=final.answer.text, failed=final.answer.failed, error=final.answer.error or None,
                               context=format_context(final.context, effective.context_layout), memory_ids=ids,
-                              turn_ids=turns, question_type=question.question_type,
-                              config_hash=loaded.config.fingerprint())
+                              turn_ids=turns, question_type=question.question_type, config_hash=config_hash)
         self.traces.add(TraceRow(uuid.uuid4().hex, namespace, state.conversation.conversation_id, "answer",
                                  question.text, question.question_type, _iso(question.question_date),
                                  result.config_hash, tuple(ids), tuple(turns),
