@@ -206,3 +206,28 @@ def test_forget_and_export(tmp_path):
         assert memory.search("ana", "sister").hits == []
         assert memory.search("ben", "bakery").hits  # other users untouched
         assert memory.store.traces(user="ana") == []
+
+
+def test_answer_goes_through_the_configured_answer_model(tmp_path, monkeypatch):
+    """With an answer model the answer role asks it (the real litellm path against a local server),
+    with the context the config formats; search and context stay model-free."""
+    from evolvemem.roles.factory import ModelSettings
+    from tests.fake_llm_server import FakeLLMServer, last_user_message
+
+    monkeypatch.setenv("OPENAI_API_KEY", "none")  # the local server takes any key
+    prompts: list[str] = []
+
+    def respond(body: dict) -> str:
+        prompts.append(last_user_message(body))
+        return "{}" if body.get("response_format") else "Answer: Utrecht"
+
+    with FakeLLMServer(responder=respond) as server:
+        models = ModelSettings(answer_model="openai/fake-model", api_base=server.url)
+        with Memory.open(tmp_path / "memory.duckdb", "default", models=models, cache_enabled=False) as memory:
+            memory.add("ines", [{"speaker": "Ines", "text": "My cello teacher Ruth lives in Utrecht."}],
+                       at="2024-04-10")
+            context = memory.context("ines", "Where does the cello teacher live?")
+            before = len(prompts)
+            answer = memory.answer("ines", "Where does the cello teacher live?")
+    assert answer.answer == "Utrecht" and not answer.failed
+    assert len(prompts) > before and context.context in prompts[-1]  # the reader got exactly the served context
