@@ -231,3 +231,21 @@ def test_answer_goes_through_the_configured_answer_model(tmp_path, monkeypatch):
             answer = memory.answer("ines", "Where does the cello teacher live?")
     assert answer.answer == "Utrecht" and not answer.failed
     assert len(prompts) > before and context.context in prompts[-1]  # the reader got exactly the served context
+
+
+def test_a_run_directory_serves_its_best_rounds_config(tmp_path):
+    """`--config RUN`: the config of the run's best round (the one it exported), swapped in by hash."""
+    from typer.testing import CliRunner
+
+    from evolvemem.cli.main import app
+    from evolvemem.space.config import load_config
+
+    run_dir = tmp_path / "run"
+    result = CliRunner().invoke(app, ["run", "--benchmark", "synth", "--rounds", "1", "--out", str(run_dir), "-q"],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output[-2000:]
+    exported, _ = load_config(run_dir / "best_config.toml")
+    with Memory.open(tmp_path / "memory.duckdb", run_dir) as memory:
+        assert memory.config_hash == exported.fingerprint()
+        assert str(run_dir) in memory.config_source and "round" in memory.config_source
+        assert memory.use_config("weak") != exported.fingerprint() or exported == load_config("weak")[0]

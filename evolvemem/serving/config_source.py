@@ -55,9 +55,11 @@ def _from_run(run_dir: Path) -> LoadedConfig:
 
 
 def source_signature(spec: str | Path) -> tuple:
-    """Changes when the files a config comes from change (modification time and size)."""
+    """Changes when the files a config comes from change (modification time and size). For a run
+    directory that is its exported best config, written when the run finishes: a run still writing
+    its store is not reloaded at every round."""
     path = Path(spec)
-    files = [path / "run.duckdb", path / "run.duckdb.wal", path / BEST_CONFIG] if path.is_dir() else [path]
+    files = [path / BEST_CONFIG] if path.is_dir() else [path]
     out: list[tuple[str, int | None, int | None]] = []
     for file in files:
         try:
