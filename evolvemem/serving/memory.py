@@ -28,7 +28,6 @@ from evolvemem.answering.evaluate import EffectiveConfigs
 from evolvemem.answering.path import answer_path, plugins_of
 from evolvemem.answering.stores import base_store, stores_for
 from evolvemem.contracts.memory import MemoryUnit
-from evolvemem.data.custom import custom_records
 from evolvemem.data.models import Conversation, Dataset, Question
 from evolvemem.errors import EvolveMemError
 from evolvemem.mechanisms.ama_refresh import asks_current_state
