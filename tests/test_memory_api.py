@@ -179,6 +179,10 @@ def test_bad_input_is_one_clear_error(tmp_path):
         with pytest.raises(EvolveMemError, match="query is empty"):
             memory.context("u", "   ")
         assert memory.search("nobody", "anything").hits == []
+        with pytest.raises(EvolveMemError, match="turn 1: speaker"):
+            memory.add("u", [{"speaker": "Ana", "text": "fine"}, {"text": "no speaker"}])
+        with pytest.raises(EvolveMemError, match="not an ISO date"):
+            memory.add("u", [{"speaker": "Ana", "text": "fine"}], at="last tuesday")
     with pytest.raises(EvolveMemError, match="a directory"):
         Memory.open(tmp_path)
 

@@ -217,8 +217,8 @@ class Memory:
         """Remember `turns` (TurnIn, or dicts: {"speaker", "text"} or chat {"role", "content"}) for
         `user`. Returns the stored turn ids; a given id already stored is skipped (retries are safe).
         Once this returns, the add is on disk."""
-        parsed = [t if isinstance(t, TurnIn) else TurnIn.model_validate(t) for t in turns]
-        when = datetime.fromisoformat(at) if isinstance(at, str) else at
+        parsed = parse_turns(turns)
+        when = parse_date(at) if isinstance(at, str) else at
         check_name("user", user)
         key = (namespace, user)
         with self._lock(key):
@@ -424,6 +424,32 @@ class Memory:
 
         self.traces.flush()
         return export_dataset(self, namespace, [user], with_traces=with_traces)
+
+
+def parse_turns(turns: TurnsIn) -> list[TurnIn]:
+    """Turns as `TurnIn`; a malformed one is one EvolveMemError naming it and its first problem."""
+    from pydantic import ValidationError
+
+    parsed = []
+    for index, turn in enumerate(turns):
+        try:
+            parsed.append(turn if isinstance(turn, TurnIn) else TurnIn.model_validate(turn))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first.get("loc", ()))
+            raise EvolveMemError(f"turn {index}: {where + ': ' if where else ''}{first.get('msg')}") from None
+    if not parsed:
+        raise EvolveMemError("no turns to add")
+    return parsed
+
+
+def parse_date(text: str) -> datetime:
+    from evolvemem.data.dates import parse_iso_datetime
+
+    try:
+        return parse_iso_datetime(text)
+    except ValueError as exc:
+        raise EvolveMemError(str(exc)) from None
 
 
 def _appends(conversation: Conversation, fresh: Sequence[StoredTurn]) -> bool:
