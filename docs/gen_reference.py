@@ -1,11 +1,12 @@
 r"""The docs' reference pages, generated from the code, and the mkdocs hook that keeps them honest.
 
-    python docs/gen_reference.py            rewrite docs/reference/{cli,action-space,run-store,prompts}.md
+    python docs/gen_reference.py            rewrite docs/reference/{cli,action-space,run-store,prompts,http}.md
     python docs/gen_reference.py --check    exit 1 naming every reference page that is out of date
 
 The pages are read off the code, never typed: the `evolve` typer app (every command, argument and
 option, and the EVOLVEMEM_LLM_* variables), the action-space registry (`action_space/*.toml` and its
-presets), the run store's tables (`evolvemem/store/schema.py`) and the prompt files (`prompts/*.md`).
+presets), the run store's tables (`evolvemem/store/schema.py`), the prompt files (`prompts/*.md`) and the
+OpenAPI schema of `evolve serve` (`evolvemem/serving/http_app.py`).
 
 mkdocs loads this file as a hook (`hooks:` in mkdocs.yml): the build fails when a reference page is
 out of date, and hand-written pages name values instead of copying them — `{{ option run --alpha }}`,
@@ -100,7 +101,12 @@ def cli_commands() -> list[CliCommand]:
     from evolvemem.cli.main import app
 
     commands = []
-    for info in app.registered_commands:
+    registered = [(info, "") for info in app.registered_commands]
+    for group in app.registered_groups:  # `evolve traces export`: a command of a sub-app
+        sub = group.typer_instance
+        assert sub is not None
+        registered += [(info, f"{group.name} ") for info in sub.registered_commands]
+    for info, prefix in registered:
         func = info.callback
         assert func is not None
         hints = typing.get_type_hints(func)
@@ -119,7 +125,7 @@ def cli_commands() -> list[CliCommand]:
                 names = tuple(sorted(names, key=lambda n: not n.startswith("--")))
             default = REQUIRED if declared.default is ... else declared.default
             params.append(CliParam(names, type_text(hints[name], declared), default, declared.help or "", argument))
-        commands.append(CliCommand(info.name or func.__name__.lower().replace("_", "-"),
+        commands.append(CliCommand(prefix + (info.name or func.__name__.lower().replace("_", "-")),
                                    info.help or inspect.getdoc(func) or "", tuple(params)))
     return commands
 
@@ -332,12 +338,93 @@ def prompts_page() -> str:
     return "\n".join(parts).rstrip() + "\n"
 
 
+# ----------------------------------------------------------------------------- the HTTP API
+def openapi_schema() -> dict:
+    """`evolve serve`'s OpenAPI schema, from the app itself (over a throwaway store, offline roles)."""
+    import tempfile
+
+    from evolvemem.serving.http_app import build_api
+    from evolvemem.serving.keys import key_ring
+    from evolvemem.serving.memory import Memory
+
+    with tempfile.TemporaryDirectory() as folder:
+        with Memory.open(Path(folder) / "schema.duckdb") as memory:
+            return build_api(memory, key_ring([]), with_mcp=False).openapi()
+
+
+def schema_type(spec: dict, components: dict) -> str:
+    """A JSON-schema type in words: string, integer ≥ 1, list of TurnIn, one of: ..."""
+    if "$ref" in spec:
+        name = spec["$ref"].rsplit("/", 1)[-1]
+        return f"[{name}](#{anchor(name)})" if name in components else name
+    if "anyOf" in spec:
+        kinds = [schema_type(s, components) for s in spec["anyOf"] if s.get("type") != "null"]
+        return " or ".join(kinds) + (" or null" if any(s.get("type") == "null" for s in spec["anyOf"]) else "")
+    if "enum" in spec:
+        return "one of " + ", ".join(f"`{v}`" for v in spec["enum"])
+    kind = spec.get("type", "any")
+    if kind == "array":
+        return f"list of {schema_type(spec.get('items', {}), components)}"
+    if kind == "object" and "additionalProperties" in spec:
+        return f"object of {schema_type(spec['additionalProperties'], components)}"
+    bounds = [f"{label} {spec[key]:g}" for key, label in (("minimum", "≥"), ("maximum", "≤")) if key in spec]
+    bounds += [f"{label} {spec[key]}" for key, label in (("minLength", "length ≥"), ("maxLength", "length ≤"),
+                                                        ("minItems", "items ≥"), ("maxItems", "items ≤")) if key in spec]
+    text = f"{kind}, {spec['format']}" if "format" in spec else kind
+    return f"{text} ({', '.join(bounds)})" if bounds else text
+
+
+def http_page() -> str:
+    schema = openapi_schema()
+    components = schema.get("components", {}).get("schemas", {})
+    parts = ["# HTTP API reference", "",
+             NOTICE.format(source="the OpenAPI schema of `evolve serve` (`evolvemem/serving/http_app.py`)"), "",
+             f"{schema['info']['description']}", "",
+             "A running server shows the same schema at `/openapi.json` and interactive docs at `/docs`. Requests "
+             "carry `Authorization: Bearer KEY` when the server has API keys (`EVOLVEMEM_API_KEYS`); every error is "
+             "`{\"error\": \"<one message>\"}`; every response has the config's hash in the `X-Evolvemem-Config` "
+             "header. The MCP tools (`remember`, `recall`, `answer`, `forget`) are served at `/mcp` (streamable HTTP).",
+             "", "| method | path | what it does |", "|---|---|---|"]
+    operations = [(path, method, op) for path, methods in schema["paths"].items() for method, op in methods.items()]
+    for path, method, op in operations:
+        title = f"{method.upper()} {path}"
+        parts.append(f"| `{method.upper()}` | [`{path}`](#{anchor(title)}) | {cell(op.get('summary', ''))} |")
+    for path, method, op in operations:
+        parts += ["", f"## {method.upper()} {path}", "", op.get("summary", "") + "."]
+        params = op.get("parameters", [])
+        if params:
+            parts += ["", table(("parameter", "in", "takes", "required"),
+                                [(f"`{p['name']}`", p["in"], schema_type(p.get("schema", {}), components),
+                                  "yes" if p.get("required") else "no") for p in params])]
+        body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+        if body:
+            parts += ["", f"Body: {schema_type(body, components)}."]
+        statuses = [f"`{code}`" for code in op.get("responses", {})]
+        ok = op.get("responses", {}).get("200", {}).get("content", {})
+        returned = next(iter(ok.values()), {}).get("schema") if ok else None
+        parts += ["", f"Responses: {', '.join(statuses)}" + (f"; 200 returns {schema_type(returned, components)}."
+                                                          if returned and returned.get("$ref") else ".")]
+    parts += ["", "## Schemas"]
+    for name, spec in sorted(components.items()):
+        if name in ("HTTPValidationError", "ValidationError"):
+            continue  # FastAPI's defaults; this API answers errors with ErrorBody
+        required = set(spec.get("required", []))
+        rows = [(f"`{field}`", schema_type(fspec, components), "yes" if field in required else "no",
+                 fspec.get("description", "—"))
+                for field, fspec in spec.get("properties", {}).items()]
+        parts += ["", f"### {name}", "", spec.get("description", "").strip()]
+        if rows:
+            parts += ["", table(("field", "takes", "required", "meaning"), rows)]
+    return "\n".join(line for line in "\n".join(parts).split("\n")).replace("\n\n\n", "\n\n").rstrip() + "\n"
+
+
 # ----------------------------------------------------------------------------- pages and checks
 PAGES: dict[str, Callable[[], str]] = {
     "reference/cli.md": cli_page,
     "reference/action-space.md": action_space_page,
     "reference/run-store.md": run_store_page,
     "reference/prompts.md": prompts_page,
+    "reference/http.md": http_page,
 }
 
 

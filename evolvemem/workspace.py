@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.contracts.usage import Usage
-from evolvemem.data.models import Dataset, Question
+from evolvemem.data.models import Conversation, Dataset, Question
 from evolvemem.memory.consolidate import consolidate, decay_importance
 from evolvemem.memory.store_cache import load_or_extract
 from evolvemem.memory.stores import FACT, RAW, store_extractor
@@ -60,6 +60,13 @@ class ConversationPack:
     stores: dict[str, tuple[tuple[MemoryUnit, ...], IndexState]]  # other built stores
 
 
+def consolidated(units: list[MemoryUnit], conversation: Conversation) -> list[MemoryUnit]:
+    """A conversation's extracted memories consolidated; decay is counted back from its last
+    session: "now" for its questions."""
+    last = max((s.timestamp for s in conversation.sessions if s.timestamp), default=None)
+    return consolidate(units, reference=last)
+
+
 class Workspace:
     """Memories, indexes and retrievers for the conversations of one dataset."""
 
@@ -87,9 +94,7 @@ class Workspace:
         started = time.perf_counter()
         for i, conv in enumerate(conversations):
             units, cost, from_cache = load_or_extract(self.roles.extractor, conv)
-            # decay is counted back from the conversation's last session: "now" for its questions
-            last = max((s.timestamp for s in conv.sessions if s.timestamp), default=None)
-            self.memories[conv.conversation_id] = consolidate(units, reference=last)
+            self.memories[conv.conversation_id] = consolidated(units, conv)
             self.stats.usage = self.stats.usage + cost
             self.stats.conversations_from_cache += int(from_cache)
             if progress:
@@ -104,6 +109,13 @@ class Workspace:
         self.stats.index_seconds = time.perf_counter() - started
         self.stats.memories = sum(len(v) for v in self.memories.values())
         return self.stats
+
+    def load_conversation(self, conversation_id: str, units: list[MemoryUnit]) -> None:
+        """Consolidate and index one conversation's extracted `units` exactly as `build` does, for
+        a caller that extracted them itself (the serving path extracts turns as they are added)."""
+        self.memories[conversation_id] = consolidated(units, self.dataset.conversations[conversation_id])
+        self._index(conversation_id)
+        self.stats.memories = sum(len(v) for v in self.memories.values())
 
     def _retriever_over(self, conversation_id: str, units: list[MemoryUnit]) -> Retriever:
         conv = self.dataset.conversations[conversation_id]

@@ -58,7 +58,13 @@ def test_cli_reference_lists_every_command_and_option():
 
     text = page("reference/cli.md")
     group = typer.main.get_command(app)
+    commands = []
     for name, command in group.commands.items():  # type: ignore[attr-defined]
+        if hasattr(command, "commands"):  # `evolve traces export`: the commands of a sub-app
+            commands += [(f"{name} {sub}", subcommand) for sub, subcommand in command.commands.items()]
+        else:
+            commands.append((name, command))
+    for name, command in commands:
         section = text.split(f"\n## evolve {name}\n", 1)
         assert len(section) == 2, f"no section for evolve {name}"
         body = section[1].split("\n## ", 1)[0]

@@ -435,6 +435,88 @@ def ablate(
         ui.emit_json(result)
 
 
+StoreOpt = typer.Option(..., "--store", "-s", help="The memory store file (DuckDB; created if missing; one writer at a time).")
+ServeConfigOpt = typer.Option("default", "--config", "-c", help="Preset name, config file, or a run directory (its best round's config, answered with the run's models unless a model option is given).")
+
+
+def serving_models(model: Optional[str], extract_model: Optional[str], answer_model: Optional[str],
+                   api_base: Optional[str]):
+    """Model settings given on the command line, or None (a run directory's own, else offline)."""
+    import os
+
+    from evolvemem.session import model_settings
+
+    if not any((model, extract_model, answer_model, api_base, os.environ.get("EVOLVEMEM_MODEL"))):
+        return None
+    return model_settings(model, extract_model, answer_model, None, None, api_base)
+
+
+@app.command()
+@user_errors
+def serve(
+    config: str = ServeConfigOpt,
+    store: str = StoreOpt,
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (anything but loopback needs API keys)."),
+    port: int = typer.Option(8000, "--port", min=0, max=65535, help="Port to listen on."),
+    keys_file: Optional[str] = typer.Option(None, "--keys-file", help="File of API keys, one a line [default: EVOLVEMEM_API_KEYS, comma-separated]."),
+    model: Optional[str] = ModelOpt,
+    extract_model: Optional[str] = ExtractOpt,
+    answer_model: Optional[str] = AnswerOpt,
+    api_base: Optional[str] = ApiBaseOpt,
+    embedding_model: Optional[str] = EmbeddingOpt,
+    max_body: int = typer.Option(1_000_000, "--max-body", min=1024, help="Largest request body in bytes (larger: 413)."),
+    max_in_flight: int = typer.Option(64, "--max-in-flight", min=1, help="Requests handled at once (more: 503 with Retry-After)."),
+    reload_config: float = typer.Option(2.0, "--reload-config", min=0.0, help="Seconds between checks of --config for a newly evolved config, swapped in without a restart (0: never)."),
+    no_mcp: bool = typer.Option(False, "--no-mcp", help="Do not serve the MCP tools at /mcp."),
+):
+    """Serve the memory over HTTP (JSON API, OpenAPI at /docs) and MCP (streamable HTTP at /mcp)."""
+    from evolvemem.cli.serve_cmd import run_server
+
+    run_server(UI(), config=config, store=store, host=host, port=port, keys_file=keys_file,
+               models=serving_models(model, extract_model, answer_model, api_base), embedding_model=embedding_model,
+               max_body=max_body, max_in_flight=max_in_flight, reload_seconds=reload_config, mcp=not no_mcp)
+
+
+@app.command("mcp")
+@user_errors
+def mcp_command(
+    config: str = ServeConfigOpt,
+    store: str = StoreOpt,
+    model: Optional[str] = ModelOpt,
+    extract_model: Optional[str] = ExtractOpt,
+    answer_model: Optional[str] = AnswerOpt,
+    api_base: Optional[str] = ApiBaseOpt,
+    embedding_model: Optional[str] = EmbeddingOpt,
+):
+    """Serve the memory as MCP tools (remember, recall, answer, forget) over stdio."""
+    from evolvemem.cli.serve_cmd import run_mcp_stdio
+
+    run_mcp_stdio(UI(), config=config, store=store, models=serving_models(model, extract_model, answer_model, api_base),
+                  embedding_model=embedding_model)
+
+
+traces_app = typer.Typer(no_args_is_help=True, help="Traces of served searches and answers.")
+app.add_typer(traces_app, name="traces")
+
+
+@traces_app.command("export")
+@user_errors
+def traces_export(
+    store: str = StoreOpt,
+    out: str = typer.Option(..., "--out", "-o", help="JSON file to write (custom benchmark format)."),
+    namespace: Optional[str] = typer.Option(None, "--namespace", help="Namespace to export (needed when the store holds several API keys' users)."),
+    user: Optional[list[str]] = typer.Option(None, "--user", help="Only these users (repeat) [default: all]."),
+    json_out: bool = JsonOpt,
+):
+    """Write the stored conversations with every traced query as an unlabelled question."""
+    from evolvemem.cli.serve_cmd import export_traces
+
+    ui = UI(json_mode=json_out)
+    result = export_traces(ui, store=store, out=out, namespace=namespace, users=user)
+    if json_out:
+        ui.emit_json(result)
+
+
 def main() -> None:  # pragma: no cover - console script entry
     app()
 

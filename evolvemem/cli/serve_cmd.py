@@ -1,0 +1,109 @@
+"""`evolve serve`, `evolve mcp` and `evolve traces export`: parse, open the memory, hand over.
+
+The work is in evolvemem/serving/; this module only checks options, prints the one-line banners
+and runs uvicorn or the MCP stdio loop.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from evolvemem.cli.ui import UI
+from evolvemem.errors import EvolveMemError
+
+if TYPE_CHECKING:
+    from evolvemem.roles.factory import ModelSettings
+    from evolvemem.serving.memory import Memory
+
+SERVE_EXTRA = 'pip install -e ".[serve]"'
+
+
+def _need_serve_extra() -> None:
+    missing = []
+    for module in ("fastapi", "uvicorn", "mcp"):
+        try:
+            __import__(module)
+        except ImportError:
+            missing.append(module)
+    if missing:
+        raise EvolveMemError(f"serving needs {', '.join(missing)}: {SERVE_EXTRA}")
+
+
+def open_memory(ui: UI, config: str, store: str, models: ModelSettings | None,
+                embedding_model: str | None) -> Memory:
+    from evolvemem.serving.memory import Memory
+
+    memory = Memory.open(store, config, models=models, embedding_model=embedding_model)
+    for warning in memory.config_warnings:
+        ui.warn(warning)
+    return memory
+
+
+def run_server(ui: UI, *, config: str, store: str, host: str, port: int, keys_file: str | None,
+               models: ModelSettings | None, embedding_model: str | None, max_body: int, max_in_flight: int,
+               reload_seconds: float, mcp: bool) -> None:
+    _need_serve_extra()
+    import uvicorn
+
+    from evolvemem.serving.http_app import ConfigWatcher, create_app
+    from evolvemem.serving.keys import KEYS_ENV, check_exposure, keys_from
+
+    keys = keys_from(keys_file)
+    check_exposure(keys, host)
+    memory = open_memory(ui, config, store, models, embedding_model)
+    try:
+        watcher = ConfigWatcher(memory, config, reload_seconds)
+        app = create_app(memory, keys, max_body_bytes=max_body, max_in_flight=max_in_flight, watcher=watcher,
+                         with_mcp=mcp, host=host)
+        access = (f"{len(keys.digests)} API key(s), one namespace each" if not keys.open else
+                  f"no API keys ({KEYS_ENV} unset): one open namespace, 127.0.0.1 only")
+        ui.info(f"serving {store} with config {memory.config_hash} ({memory.config_source}) on "
+                f"http://{host}:{port} — {access}; docs at /docs" + ("; MCP at /mcp" if mcp else ""))
+        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
+                    timeout_graceful_shutdown=5)
+    finally:
+        memory.close()
+
+
+def run_mcp_stdio(ui: UI, *, config: str, store: str, models: ModelSettings | None,
+                  embedding_model: str | None) -> None:
+    _need_serve_extra()
+    import anyio
+
+    from evolvemem.serving.mcp_tools import build_mcp_server
+
+    memory = open_memory(ui, config, store, models, embedding_model)
+    try:
+        print(f"evolvemem MCP over stdio: {store}, config {memory.config_hash} ({memory.config_source})",
+              file=sys.stderr, flush=True)
+        anyio.run(build_mcp_server(memory).run_stdio_async)
+    finally:
+        memory.close()
+
+
+def export_traces(ui: UI, *, store: str, out: str, namespace: str | None, users: list[str] | None) -> dict:
+    """Write the store's conversations and traced queries in the custom benchmark format."""
+    from evolvemem.serving.memory import DEFAULT_NAMESPACE, Memory
+    from evolvemem.serving.traces import export_dataset
+
+    if not Path(store).is_file():
+        raise EvolveMemError(f"{store}: no memory store there")
+    with Memory.open(store) as memory:
+        spaces = [namespace] if namespace else memory.store.namespaces()
+        if not spaces:
+            spaces = [DEFAULT_NAMESPACE]
+        if len(spaces) > 1:
+            raise EvolveMemError(f"{store} holds {len(spaces)} namespaces (one per API key); pick one with "
+                                 f"--namespace ({', '.join(spaces)})")
+        chosen = users or memory.users(spaces[0])
+        document = export_dataset(memory, spaces[0], chosen, with_traces=True)
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    summary = {"path": str(path), "namespace": spaces[0], "conversations": len(document["conversations"]),
+               "questions": len(document["questions"])}
+    ui.info(f"wrote {summary['conversations']} conversations and {summary['questions']} traced queries to {path} "
+            "(custom format; label the answers, then evolve run --benchmark custom --data ...)")
+    return summary

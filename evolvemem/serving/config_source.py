@@ -1,0 +1,70 @@
+"""Which config a served memory uses: a preset, a config file, or a run directory's best round.
+
+A run directory also says which models its rounds were scored with (its manifest): a memory
+serving that run's best config answers with the same roles unless told otherwise. `signature`
+changes when the source's files change, so a server can swap a newly evolved config in without
+a restart.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from evolvemem.errors import ConfigError
+from evolvemem.roles.factory import ModelSettings
+from evolvemem.space.config import RetrievalConfig, load_config, parse_config
+
+BEST_CONFIG = "best_config.toml"
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    config: RetrievalConfig
+    source: str  # what was loaded, for messages ("preset default", "runs/x round 3")
+    models: ModelSettings | None  # the run's models, for a run directory
+    warnings: tuple[str, ...] = ()
+
+
+def load_serving_config(spec: str | Path) -> LoadedConfig:
+    """A preset name, a TOML/JSON config file, or a run directory (its best round's config)."""
+    path = Path(spec)
+    if path.is_dir():
+        return _from_run(path)
+    config, clamps = load_config(spec)
+    label = f"preset {spec}" if not path.exists() else str(path)
+    return LoadedConfig(config, label, None, tuple(str(c) for c in clamps))
+
+
+def _from_run(run_dir: Path) -> LoadedConfig:
+    from evolvemem.space.emerged import load_run_dimensions
+    from evolvemem.store.run_store import DB_NAME, RunStore
+
+    if not (run_dir / DB_NAME).is_file():
+        raise ConfigError(f"{run_dir}: a directory but not a run (no {DB_NAME})")
+    load_run_dimensions(run_dir)  # levers that emerged in the run
+    with RunStore(run_dir, read_only=True) as store:
+        best = store.best_round()
+        row = store.round_row(best, "test_best") or store.round_row(best, "dev")
+        spec = store.manifest().get("spec") or {}
+    if row is None:
+        raise ConfigError(f"{run_dir}: the run has no scored round yet")
+    config, clamps = parse_config(row["config"], source=f"{run_dir} round {best}")
+    models = spec.get("models") if isinstance(spec, dict) else None
+    settings = ModelSettings(**models) if isinstance(models, dict) else None
+    return LoadedConfig(config, f"{run_dir} round {best}", settings, tuple(str(c) for c in clamps))
+
+
+def source_signature(spec: str | Path) -> tuple:
+    """Changes when the files a config comes from change (modification time and size). For a run
+    directory that is its exported best config, written when the run finishes: a run still writing
+    its store is not reloaded at every round."""
+    path = Path(spec)
+    files = [path / BEST_CONFIG] if path.is_dir() else [path]
+    out: list[tuple[str, int | None, int | None]] = []
+    for file in files:
+        try:
+            stat = file.stat()
+            out.append((str(file), stat.st_mtime_ns, stat.st_size))
+        except OSError:
+            out.append((str(file), None, None))
+    return tuple(out)

@@ -1,0 +1,273 @@
+"""The memory store: one DuckDB file holding what a served memory needs to come back after a restart.
+
+It is the run store's sibling: one file, one writer (DuckDB's file lock; a second writing process
+gets one line), and it owns every SQL statement of the serving path. Per (namespace, user) it
+keeps the turns as they were added, the memories extracted from them (before consolidation, so a
+reopen consolidates exactly as evaluation does), the embedding of every memory content (so a
+reopen embeds nothing), and the traces of served searches and answers.
+
+An add is one transaction: turns, memories and vectors are committed together before the add is
+acknowledged, so a crash leaves every acknowledged add whole and an unacknowledged one absent.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from evolvemem.contracts.memory import MemoryUnit
+from evolvemem.errors import EvolveMemError
+from evolvemem.memory.store_cache import unit_from_dict, unit_to_dict
+
+FORMAT_VERSION = "1"
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
+    # `at` is kept as the ISO text it was given, so a time zone (or its absence) survives a reopen
+    "CREATE TABLE IF NOT EXISTS turns (ns VARCHAR, user_id VARCHAR, seq BIGINT, turn_id VARCHAR, "
+    "session_id VARCHAR, speaker VARCHAR, text VARCHAR, image_caption VARCHAR, said_at VARCHAR, added_at TIMESTAMP)",
+    "CREATE TABLE IF NOT EXISTS units (ns VARCHAR, user_id VARCHAR, position BIGINT, extractor VARCHAR, "
+    "content_hash VARCHAR, unit JSON)",
+    "CREATE TABLE IF NOT EXISTS vectors (model VARCHAR, content_hash VARCHAR, vector BLOB)",
+    "CREATE TABLE IF NOT EXISTS traces (trace_id VARCHAR, ns VARCHAR, user_id VARCHAR, kind VARCHAR, "
+    "query VARCHAR, question_type VARCHAR, question_date VARCHAR, config_hash VARCHAR, memory_ids JSON, "
+    "turn_ids JSON, latency_ms DOUBLE, answer VARCHAR, traced_at TIMESTAMP)",
+)
+
+
+class StoreLockedError(EvolveMemError):
+    """Another process has the store open for writing."""
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+@dataclass(frozen=True)
+class StoredTurn:
+    """One added turn as the store keeps it (`at`: ISO text or None)."""
+
+    turn_id: str
+    session_id: str
+    speaker: str
+    text: str
+    image_caption: str | None
+    at: str | None
+
+
+@dataclass(frozen=True)
+class TraceRow:
+    """One served search, context or answer."""
+
+    trace_id: str
+    ns: str
+    user_id: str
+    kind: str  # "search", "context" or "answer"
+    query: str
+    question_type: str
+    question_date: str | None
+    config_hash: str
+    memory_ids: tuple[str, ...]
+    turn_ids: tuple[str, ...]
+    latency_ms: float
+    answer: str | None
+    at: datetime
+
+
+class MemoryStore:
+    """A memory store file, opened for writing by this process alone. Thread-safe: one lock
+    serialises every statement on the one connection."""
+
+    def __init__(self, path: str | Path):
+        import duckdb
+
+        self.path = Path(path)
+        if self.path.is_dir():
+            raise EvolveMemError(f"{self.path}: is a directory; a memory store is one file (e.g. memory.duckdb)")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.con = duckdb.connect(str(self.path))
+        except duckdb.IOException as exc:
+            if "lock" in str(exc).lower():
+                raise StoreLockedError(f"{self.path}: the memory store is open for writing in another process "
+                                       "(one writer per store); stop it or use another store file") from None
+            raise EvolveMemError(f"{self.path}: cannot open memory store ({str(exc).splitlines()[0]})") from None
+        except duckdb.Error as exc:
+            raise EvolveMemError(f"{self.path}: not a memory store ({str(exc).splitlines()[0]})") from None
+        self._lock = threading.RLock()
+        self._closed = False
+        for statement in _SCHEMA:
+            self.con.execute(statement)
+        found = self.con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+        if found is None:
+            self.con.execute("INSERT INTO meta VALUES ('format', ?)", [FORMAT_VERSION])
+        elif found[0] != FORMAT_VERSION:
+            raise EvolveMemError(f"{self.path}: memory store format {found[0]}, this version reads {FORMAT_VERSION}")
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self.con.close()
+                self._closed = True
+
+    # ---- reads --------------------------------------------------------------------------------
+    def users(self, ns: str) -> list[str]:
+        with self._lock:
+            rows = self.con.execute("SELECT user_id, min(seq) FROM turns WHERE ns = ? GROUP BY user_id "
+                                    "ORDER BY user_id", [ns]).fetchall()
+        return [r[0] for r in rows]
+
+    def namespaces(self) -> list[str]:
+        with self._lock:
+            return [r[0] for r in self.con.execute("SELECT DISTINCT ns FROM turns ORDER BY ns").fetchall()]
+
+    def turns(self, ns: str, user: str) -> list[StoredTurn]:
+        with self._lock:
+            rows = self.con.execute(
+                "SELECT turn_id, session_id, speaker, text, image_caption, said_at FROM turns "
+                "WHERE ns = ? AND user_id = ? ORDER BY seq", [ns, user]).fetchall()
+        return [StoredTurn(*row) for row in rows]
+
+    def units(self, ns: str, user: str) -> tuple[list[MemoryUnit], set[str]]:
+        """The user's extracted memories in order, and the extractor keys they were made with."""
+        with self._lock:
+            rows = self.con.execute("SELECT extractor, unit FROM units WHERE ns = ? AND user_id = ? ORDER BY position",
+                                    [ns, user]).fetchall()
+        return [unit_from_dict(json.loads(r[1])) for r in rows], {r[0] for r in rows}
+
+    def vectors(self, model: str, hashes: Iterable[str]) -> dict[str, np.ndarray]:
+        wanted = sorted(set(hashes))
+        if not wanted:
+            return {}
+        with self._lock:
+            rows = self.con.execute("SELECT content_hash, vector FROM vectors WHERE model = ? AND content_hash "
+                                    "IN (SELECT unnest(?::VARCHAR[]))", [model, wanted]).fetchall()
+        return {h: np.frombuffer(blob, dtype=np.float32) for h, blob in rows}
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            one = self.con.execute(
+                "SELECT (SELECT count(*) FROM turns), (SELECT count(*) FROM units), "
+                "(SELECT count(*) FROM vectors), (SELECT count(*) FROM traces)").fetchone()
+        assert one is not None
+        return dict(zip(("turns", "memories", "vectors", "traces"), one))
+
+    def traces(self, ns: str | None = None, user: str | None = None) -> list[TraceRow]:
+        where, params = [], []
+        if ns is not None:
+            where.append("ns = ?")
+            params.append(ns)
+        if user is not None:
+            where.append("user_id = ?")
+            params.append(user)
+        sql = ("SELECT trace_id, ns, user_id, kind, query, question_type, question_date, config_hash, memory_ids, "
+               "turn_ids, latency_ms, answer, traced_at FROM traces" + (f" WHERE {' AND '.join(where)}" if where else "")
+               + " ORDER BY traced_at, trace_id")
+        with self._lock:
+            rows = self.con.execute(sql, params).fetchall()
+        return [TraceRow(trace_id=r[0], ns=r[1], user_id=r[2], kind=r[3], query=r[4], question_type=r[5],
+                         question_date=r[6], config_hash=r[7], memory_ids=tuple(json.loads(r[8])),
+                         turn_ids=tuple(json.loads(r[9])), latency_ms=r[10], answer=r[11], at=r[12]) for r in rows]
+
+    # ---- writes -------------------------------------------------------------------------------
+    def _transaction(self) -> "_Transaction":
+        return _Transaction(self)
+
+    def commit_add(self, ns: str, user: str, turns: Sequence[StoredTurn], units: Sequence[MemoryUnit],
+                   extractor_key: str, replace_units: bool, model: str, vectors: dict[str, np.ndarray]) -> None:
+        """One add, atomically: new turns, the user's memories (all of them when `replace_units`,
+        else appended), and the vectors of contents not stored yet."""
+        with self._lock, self._transaction():
+            first = self.con.execute("SELECT coalesce(max(seq), -1) + 1 FROM turns WHERE ns = ? AND user_id = ?",
+                                     [ns, user]).fetchone()
+            start = first[0] if first else 0
+            now = utcnow()
+            if turns:
+                self.con.executemany(
+                    "INSERT INTO turns VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [[ns, user, start + i, t.turn_id, t.session_id, t.speaker, t.text, t.image_caption, t.at, now]
+                     for i, t in enumerate(turns)])
+            self._write_units(ns, user, units, extractor_key, replace_units)
+            self._write_vectors(model, vectors)
+
+    def replace_units(self, ns: str, user: str, units: Sequence[MemoryUnit], extractor_key: str, model: str,
+                      vectors: dict[str, np.ndarray]) -> None:
+        """Re-extracted memories of a user (its extractor or its speakers changed)."""
+        with self._lock, self._transaction():
+            self._write_units(ns, user, units, extractor_key, True)
+            self._write_vectors(model, vectors)
+
+    def _write_units(self, ns: str, user: str, units: Sequence[MemoryUnit], extractor_key: str, replace: bool) -> None:
+        if replace:
+            self.con.execute("DELETE FROM units WHERE ns = ? AND user_id = ?", [ns, user])
+            start = 0
+        else:
+            first = self.con.execute("SELECT coalesce(max(position), -1) + 1 FROM units WHERE ns = ? AND user_id = ?",
+                                     [ns, user]).fetchone()
+            start = first[0] if first else 0
+        if units:
+            self.con.executemany(
+                "INSERT INTO units VALUES (?, ?, ?, ?, ?, ?)",
+                [[ns, user, start + i, extractor_key, u.content_hash, json.dumps(unit_to_dict(u), ensure_ascii=False)]
+                 for i, u in enumerate(units)])
+
+    def _write_vectors(self, model: str, vectors: dict[str, np.ndarray]) -> None:
+        if not vectors:
+            return
+        known = {r[0] for r in self.con.execute(
+            "SELECT content_hash FROM vectors WHERE model = ? AND content_hash IN (SELECT unnest(?::VARCHAR[]))",
+            [model, sorted(vectors)]).fetchall()}
+        fresh = [[model, h, np.ascontiguousarray(v, dtype=np.float32).tobytes()]
+                 for h, v in vectors.items() if h not in known]
+        if fresh:
+            self.con.executemany("INSERT INTO vectors VALUES (?, ?, ?)", fresh)
+
+    def forget(self, ns: str, user: str, turn_ids: Sequence[str] | None, units: Sequence[MemoryUnit] = (),
+               extractor_key: str = "", model: str = "", vectors: dict[str, np.ndarray] | None = None) -> int:
+        """Delete all of a user's turns, memories and traces (`turn_ids` None), or some turns, the
+        user's memories then being `units` (extracted again from the turns left). Vectors that no
+        memory refers to any more go too. Returns the turns deleted."""
+        with self._lock, self._transaction():
+            if turn_ids is None:
+                found = self.con.execute("SELECT count(*) FROM turns WHERE ns = ? AND user_id = ?",
+                                         [ns, user]).fetchone()
+                for table in ("turns", "units", "traces"):
+                    self.con.execute(f"DELETE FROM {table} WHERE ns = ? AND user_id = ?", [ns, user])
+            else:
+                params = [ns, user, list(turn_ids)]
+                found = self.con.execute("SELECT count(*) FROM turns WHERE ns = ? AND user_id = ? AND turn_id IN "
+                                         "(SELECT unnest(?::VARCHAR[]))", params).fetchone()
+                self.con.execute("DELETE FROM turns WHERE ns = ? AND user_id = ? AND turn_id IN "
+                                 "(SELECT unnest(?::VARCHAR[]))", params)
+                self._write_units(ns, user, units, extractor_key, True)
+                self._write_vectors(model, vectors or {})
+            self.con.execute("DELETE FROM vectors WHERE content_hash NOT IN (SELECT content_hash FROM units)")
+        return int(found[0]) if found else 0
+
+    def record_traces(self, rows: Sequence[TraceRow]) -> None:
+        if not rows:
+            return
+        with self._lock, self._transaction():
+            self.con.executemany(
+                "INSERT INTO traces VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [[r.trace_id, r.ns, r.user_id, r.kind, r.query, r.question_type, r.question_date, r.config_hash,
+                  json.dumps(list(r.memory_ids)), json.dumps(list(r.turn_ids)), r.latency_ms, r.answer, r.at]
+                 for r in rows])
+
+
+class _Transaction:
+    """BEGIN … COMMIT, rolled back when the body raises."""
+
+    def __init__(self, store: MemoryStore):
+        self.con = store.con
+
+    def __enter__(self) -> None:
+        self.con.execute("BEGIN TRANSACTION")
+
+    def __exit__(self, kind: Any, *_: Any) -> None:
+        self.con.execute("ROLLBACK" if kind is not None else "COMMIT")
