@@ -64,12 +64,21 @@ def add_turn_by_turn(memory: Memory, conversation) -> None:
 
 
 VARIANT = """\
-# exercises more of the path: other stores routed to, entity swap, sessions layout, refresher, an override
+# exercises more of the path: other stores routed to, entity swap, sessions layout, refresher, an override,
+# the ranking levers (late interaction, session prior, neighbour, person focus, temporal grounding) and a
+# token budget the context fills
 memory_granularity = "routed"
 enable_entity_swap = true
 context_layout = "sessions"
 enable_refresher = true
 max_context = 12
+late_top_k = 10
+late_weight = 2.0
+session_prior_weight = 0.3
+neighbour_weight = 0.2
+person_focus_weight = 0.1
+temporal_grounding_weight = 0.2
+context_token_budget = 1500
 
 [per_category_overrides.temporal]
 context_order = "chronological"

@@ -22,6 +22,7 @@ import numpy as np
 
 from evolvemem.contracts.memory import content_hash
 from evolvemem.retrieval.embeddings import Embedder
+from evolvemem.retrieval.token_vectors import TokenVectors
 
 MAX_QUERY_BATCH = 64
 QUERY_CACHE = 20_000  # query vectors kept in memory (~30 MB at 384 dimensions), least recently used dropped
@@ -46,6 +47,11 @@ class ServingEmbedder:
     @property
     def dimension(self) -> int:
         return self.inner.dimension
+
+    @property
+    def tokens(self) -> TokenVectors:
+        """Per-token vectors for late interaction: evaluation's, cached on disk by content."""
+        return self.inner.tokens
 
     @contextlib.contextmanager
     def supplying(self, vectors: dict[str, np.ndarray]) -> Iterator[None]:
