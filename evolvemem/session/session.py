@@ -9,6 +9,7 @@ renders; benchmarks and tests call these same verbs."""
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -190,27 +191,38 @@ class Session:
         round_no, phase = job.round_no, job.phase
         started = time.perf_counter()
         todo = self._begin(job, on_stage)
-        # usage is recorded with every flushed batch of records, so a killed process loses neither
-        # the answers it paid for nor their cost
+        # usage is recorded as each paid call returns (from the calling thread) and with every
+        # flushed batch of records, so a killed process loses neither the answers it paid for nor
+        # their cost; one lock keeps the store's connection to one writer at a time
         counted = ws.roles.usage_snapshot()
+        writing = threading.Lock()
 
         def record_usage_so_far() -> None:
             nonlocal counted
-            now = ws.roles.usage_snapshot()
-            store.record_usage(usage_rows(counted, now, round_no, phase))
-            counted = now
+            with writing:
+                now = ws.roles.usage_snapshot()
+                store.record_usage(usage_rows(counted, now, round_no, phase))
+                counted = now
 
         def record(batch: list[dict]) -> None:
-            store.record_questions(batch)
+            with writing:
+                store.record_questions(batch)
             record_usage_so_far()
 
-        if job.contexts_only:
-            evaluate_contexts(ws, job.config, todo, round_no=round_no, phase=phase, token_cap=job.token_cap,
-                              on_record=job.on_record, sink=record)
-        else:
-            evaluate(ws, job.config, todo, round_no=round_no, phase=phase, concurrency=self.concurrency,
-                     protocol=self.protocol, on_record=job.on_record, sink=record, reuse=self.reuse,
-                     memo=self.answers)
+        ledger = ws.roles.ledger
+        if ledger is not None:
+            ledger.on_paid = record_usage_so_far
+        try:
+            if job.contexts_only:
+                evaluate_contexts(ws, job.config, todo, round_no=round_no, phase=phase, token_cap=job.token_cap,
+                                  on_record=job.on_record, sink=record)
+            else:
+                evaluate(ws, job.config, todo, round_no=round_no, phase=phase, concurrency=self.concurrency,
+                         protocol=self.protocol, on_record=job.on_record, sink=record, reuse=self.reuse,
+                         memo=self.answers)
+        finally:
+            if ledger is not None:
+                ledger.on_paid = None
         record_usage_so_far()
         return self._finish(job, time.perf_counter() - started, ws.roles.stopped_model())
 
@@ -256,9 +268,9 @@ class Session:
                           "and reports no test score")
         # resume must not depend on the shell: the manifest holds the resolved data file
         spec.data = resolved_data_path(spec.data, dataset)
-        store = RunStore(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
         start = begin_run_dimensions(run_dir, init_config.model_dump())  # levers an --init RUN config uses
-        store.set_manifest({
+        store = RunStore.create(run_dir, {
             "kind": "run", "spec": spec.as_dict(), "init_config": start,
             "benchmark": spec.benchmark, "data_source": dataset.source, "data_hash": dataset.content_hash,
             "models": settings.as_dict(), "diagnoser": spec.diagnoser, "seed": spec.seed,

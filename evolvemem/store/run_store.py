@@ -83,6 +83,27 @@ class RunStore:
         return EvolveMemError(f"{self.path}: the run store cannot be read ({first[:200]}); it is damaged (a copy cut "
                               "short?) — restore it from a copy, or start again with another --out")
 
+    @classmethod
+    def create(cls, run_dir: str | Path, manifest: dict[str, Any]) -> "RunStore":
+        """A new store that holds `manifest` from the moment it exists: built under a staging
+        folder and moved into place whole, so a kill at any moment leaves either no store or one
+        a resume can continue (never a store without its manifest)."""
+        run_dir = Path(run_dir)
+        staging = run_dir / ".creating"
+        if staging.exists():
+            import shutil
+
+            shutil.rmtree(staging)
+        with cls(staging) as fresh:
+            fresh.set_manifest(manifest)
+        wal = staging / (DB_NAME + ".wal")
+        (run_dir / wal.name).unlink(missing_ok=True)  # a log left without its store must not be replayed
+        (staging / DB_NAME).replace(run_dir / DB_NAME)
+        if wal.exists():  # a clean close checkpoints; should a log remain, it follows its file
+            wal.replace(run_dir / wal.name)
+        staging.rmdir()
+        return cls(run_dir)
+
     def _schema_behind(self) -> bool:
         """Whether this file lacks a table or column of the current schema."""
         have = {(t, c) for t, c in self.con.execute(
