@@ -95,6 +95,7 @@ def test_a_server_that_ignores_max_tokens_cannot_fill_memory_the_store_or_the_ca
                         "--extract-model", "offline", "--out", str(tmp_path / "run"), "--quiet",
                         "--screen-fraction", "0")
         assert result.exit_code == 0, result.output
+        assert "longer than asked" in " ".join(result.output.split())  # said once, at the end
     longest = query(tmp_path / "run", "SELECT max(length(prediction)) AS n FROM question_records")[0]["n"]
     assert longest <= reply_limit(700)  # the largest answer budget any style asks for
     raw = query(tmp_path / "run", "SELECT raw_response FROM diagnoses")

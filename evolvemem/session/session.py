@@ -140,6 +140,10 @@ class Session:
     def dataset(self) -> Dataset:
         return self.workspace.dataset
 
+    def oversized_replies(self) -> int:
+        """Replies this process's clients cut at the reply bound (a server ignoring max_tokens)."""
+        return sum(client.oversized_replies for client in self.workspace.roles.clients.values())
+
     def failure_causes(self) -> list[tuple[str, int]]:
         """(cause, questions) of every failed question of the run, most common first."""
         return self.store.failure_causes()
