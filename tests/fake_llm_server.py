@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import random
+import socket
 import threading
 import time
 import uuid
@@ -26,7 +27,8 @@ import pytest
 
 Responder = Callable[[dict], str]
 
-FAULT_KINDS = ("429", "500", "timeout", "malformed")
+FAULT_KINDS = ("429", "500", "timeout", "malformed", "drop", "not_chat")
+DROP, NOT_CHAT = -1, -2  # _Fault statuses: close the connection unanswered; a 200 that is no chat completion
 WINDOW_ERRORS = ("llama.cpp", "llama-cpp-python")
 # llama-cpp-python's server (llama_cpp/server/errors.py) for a chat prompt that fills n_ctx: HTTP 400
 LLAMA_CPP_PYTHON_WINDOW_ERROR = ("This model's maximum context length is {window} tokens. However, you requested "
@@ -96,6 +98,7 @@ class FakeLLMServer:
         self.latency = latency
         self.hang_seconds = hang_seconds  # how long a "timeout" fault sleeps before answering
         self.requests: list[dict] = []
+        self.answered = 0  # chat completions whose reply was written back in full (200 OK)
         self.headers: list[dict[str, str]] = []
         self.in_flight = 0  # requests inside their latency sleep right now
         self.peak_in_flight = 0  # the most at once: whether a client's calls really overlapped
@@ -113,6 +116,16 @@ class FakeLLMServer:
         """Answer the next `count` requests with HTTP `status` (optionally a Retry-After header)."""
         with self._lock:
             self._scripted.extend(_Fault(status, retry_after, body) for _ in range(count))
+
+    def drop_next(self, count: int = 1) -> None:
+        """Close the connection of the next `count` requests without an answer."""
+        with self._lock:
+            self._scripted.extend(_Fault(DROP) for _ in range(count))
+
+    def garble_next(self, count: int = 1) -> None:
+        """Answer the next `count` requests with HTTP 200 and a JSON body that is not a chat completion."""
+        with self._lock:
+            self._scripted.extend(_Fault(NOT_CHAT) for _ in range(count))
 
     def hang_next(self, count: int = 1) -> None:
         """Make the next `count` requests sleep `hang_seconds` before answering (a client timeout)."""
@@ -148,6 +161,10 @@ class FakeLLMServer:
                     return _Fault(0)
                 if kind == "malformed" and wants_json(body):
                     return "malformed"
+                if kind == "drop":
+                    return _Fault(DROP)
+                if kind == "not_chat":
+                    return _Fault(NOT_CHAT)
         return None
 
     # ----------------------------------------------------------------- lifecycle
@@ -194,6 +211,10 @@ class FakeLLMServer:
         if isinstance(fault, _Fault):
             if fault.status == 0:
                 time.sleep(self.hang_seconds)
+            elif fault.status == DROP:
+                return DROP, {}, b""
+            elif fault.status == NOT_CHAT:
+                return 200, {}, json.dumps({"status": "ok", "note": "a proxy's page, not a completion"}).encode()
             else:
                 return _error_response(fault)
         if self.latency:
@@ -289,10 +310,35 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, {}, b'{"error": {"message": "request body is not JSON"}}')
             return
         status, headers, payload = self.owner._handle_chat(body, {k.lower(): v for k, v in self.headers.items()})
+        if status == DROP:  # hang up without a word
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return
+        if self._peer_gone():  # the client died waiting (a kill): nothing is delivered, nothing counted
+            self.close_connection = True
+            return
         try:
             self._send(status, headers, payload)
+            self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
-            pass
+            return
+        if status == 200:
+            with self.owner._lock:
+                self.owner.answered += 1
+
+    def _peer_gone(self) -> bool:
+        """Whether the client closed its end while its request was served (a killed process):
+        a waiting client sends nothing, so a readable socket that reads empty means it is gone."""
+        import select
+
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
         window = self.owner.context_window if self.owner.report_window else None

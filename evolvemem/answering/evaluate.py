@@ -1,9 +1,10 @@
 """Score one config on a set of questions: retrieve → answer (→ verify) → score → record.
 
 A pure function of (workspace, config, questions): it neither builds memory stores (the session
-builds what the config needs first) nor writes to a run store; records go to a `sink` in
-question order, in batches, so an interrupted evaluation resumes from the last finished
-question. Each question's effective config is resolved once per question type and passed down.
+builds what the config needs first) nor writes to a run store; records go to a `sink` as they
+finish — an answer that made a paid call at once, free ones (cache hits, reused records, offline
+answers) in batches of at most FLUSH_SECONDS — so a killed evaluation loses at most the answers
+in flight and resumes from the finished ones. Each question's effective config is resolved once per question type and passed down.
 LLM-backed roles run concurrently with a bound; offline roles are CPU-bound and run in a plain
 loop (threads would only add overhead)."""
 from __future__ import annotations
@@ -27,7 +28,8 @@ from evolvemem.workspace import Workspace
 if TYPE_CHECKING:
     from evolvemem.space.config import RetrievalConfig
 
-FLUSH_EVERY = 64
+FLUSH_EVERY = 64  # records a free batch holds at most
+FLUSH_SECONDS = 0.5  # ... and the longest it waits
 ANSWER_THREAD_PREFIX = "evolvemem-answer"  # the CLI's Ctrl-C handler looks for these threads
 RecordFn = Callable[[dict], None]
 SinkFn = Callable[[list[dict]], object]
@@ -171,23 +173,22 @@ def evaluate(ws: Workspace, config: RetrievalConfig, questions: list[Question], 
     ws.prepare(questions, None if ws.roles.uses_llm else config)
     benchmark = ws.dataset.name
 
-    pending: dict[int, dict] = {}
-    next_to_flush = 0
+    finished: dict[int, dict] = {}
     buffer: list[dict] = []
-    fresh: list[dict] = []
     n_reused = 0
+    last_flush = time.monotonic()
 
     def finish(index: int, row: dict) -> None:
-        nonlocal next_to_flush
-        pending[index] = row
-        while next_to_flush in pending:
-            ready = pending.pop(next_to_flush)
-            buffer.append(ready)
-            fresh.append(ready)
-            next_to_flush += 1
-        if sink is not None and len(buffer) >= FLUSH_EVERY:
+        nonlocal last_flush
+        finished[index] = row
+        buffer.append(row)
+        # a paid answer is written at once (with its usage: the session's sink records both), so a
+        # kill loses neither; free ones wait for a batch, bounded in size and in time
+        paid = bool(row.get("calls"))
+        if sink is not None and (paid or len(buffer) >= FLUSH_EVERY or time.monotonic() - last_flush >= FLUSH_SECONDS):
             sink(list(buffer))
             buffer.clear()
+            last_flush = time.monotonic()
         if on_record:
             on_record(row)
 
@@ -229,6 +230,7 @@ def evaluate(ws: Workspace, config: RetrievalConfig, questions: list[Question], 
             sink(list(buffer))
             buffer.clear()
 
+    fresh = [finished[i] for i in sorted(finished)]  # in question order
     if reuse is not None:
         remember(reuse, fresh)
     ds = ws.dataset

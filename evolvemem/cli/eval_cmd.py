@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evolvemem.cli.common import default_run_dir
-from evolvemem.cli.ui import UI, category_table, paired_table, report_failures
+from evolvemem.cli.ui import UI, category_table, paired_table, report_failures, report_oversized
 
 if TYPE_CHECKING:
     from evolvemem.session import ModelSettings
@@ -41,6 +41,7 @@ def run_eval(ui: UI, *, benchmark: str, data: str | None, config_name: str, sett
             if baseline is not None:
                 compared = session.compare_with_baseline(baseline[1])
         causes = session.failure_causes()
+        oversized = session.oversized_replies()
     summary = result.summary
     label = "" if protocol == "official" else " [adversarial scored with the EvolveMem paper protocol]"
     ui.print(category_table(summary, f"{benchmark} ({split}) · config {config_name}{label}"))
@@ -57,6 +58,7 @@ def run_eval(ui: UI, *, benchmark: str, data: str | None, config_name: str, sett
         out_baseline = {"label": baseline[0], "overall": {k: v for k, v in base_summary.items() if k != "by_category"},
                         "paired": comparison.as_dict()}
     report_failures(ui, causes)
+    report_oversized(ui, oversized)
     return {"run_dir": str(run_dir), "protocol": protocol,
             "overall": {k: v for k, v in summary.items() if k != "by_category"},
             "by_category": summary["by_category"], "baseline": out_baseline}

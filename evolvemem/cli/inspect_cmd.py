@@ -35,15 +35,23 @@ def list_runs(ui: UI, root: str) -> list[dict]:
                             "finished" if (final or m.get("kind") != "run") else "unfinished")
         except RunLockedError:
             item["status"] = "running"
+        except Exception as exc:  # one damaged run must not hide the others: say why, on its row
+            item["status"] = "unreadable: " + unreadable_reason(exc)
         rows.append(item)
     table = Table(title=f"runs in {root}", title_justify="left")
     for col in ("run", "kind", "benchmark", "diagnoser", "rounds", "best dev F1 (all)", "status"):
         table.add_column(col)
     for r in rows:
         table.add_row(r["run_dir"], r["kind"], r["benchmark"], r["diagnoser"] or "-", str(r["rounds"]),
-                      fmt(r["best_dev"]), r["status"])
+                      fmt(r["best_dev"]), escape(r["status"]))
     ui.print(table)
     return rows
+
+
+def unreadable_reason(exc: BaseException) -> str:
+    """Why a run directory could not be listed, in one short line."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 160 else text[:159] + "…"
 
 
 def models_line(models: dict) -> str:

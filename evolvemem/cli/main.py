@@ -71,6 +71,14 @@ def user_errors(func):
             import os
             import traceback
 
+            from evolvemem.errors import environment_problem
+
+            problem = environment_problem(exc)
+            if problem:  # the machine, not the code: a full disk, a read-only directory, a damaged file
+                typer.echo(f"error: {problem}", err=True)
+                exit_now_if_calls_in_flight(2)
+                raise typer.Exit(2)
+
             if os.environ.get("EVOLVEMEM_DEBUG"):
                 traceback.print_exc()
             typer.echo(f"error: unexpected {type(exc).__name__}: {exc} (set EVOLVEMEM_DEBUG=1 for the traceback)",

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 from evolvemem.cli.common import default_run_dir
-from evolvemem.cli.ui import UI, fmt, report_failures
+from evolvemem.cli.ui import UI, fmt, report_failures, report_oversized
 from evolvemem.errors import EvolveMemError
 from evolvemem.loop.ladder import rung_text
 
@@ -153,6 +153,7 @@ def run_loop(ui: UI, session: Session) -> dict:
         try:
             result = session.run(hooks)
             causes = session.failure_causes()
+            oversized = session.oversized_replies()
         except KeyboardInterrupt:
             ui.err.print(f"stopped: every finished question is saved; continue with  evolve run --resume {run_dir}")
             raise
@@ -162,6 +163,7 @@ def run_loop(ui: UI, session: Session) -> dict:
     _print_dev_test(ui, result)
     ui.info(f"best round {result.best_round}; best config: {result.best_config_path}")
     report_failures(ui, causes)
+    report_oversized(ui, oversized)
     return {
         "run_dir": str(run_dir),
         "rounds": [{"round": r["round"], "dev_score": r["score"], "decision": r["decision"],

@@ -122,6 +122,16 @@ def category_table(summary: dict, title: str) -> Table:
     return table
 
 
+def report_oversized(ui: UI, replies: int) -> None:
+    """The end of a command: replies the client cut because the server sent more than was asked."""
+    if replies:
+        from evolvemem.llm.client import REPLY_CHARS_PER_TOKEN, REPLY_FLOOR_CHARS
+
+        ui.warn(f"{replies} repl{'ies were' if replies != 1 else 'y was'} longer than asked (does the server ignore "
+                f"max_tokens?) and cut at {REPLY_CHARS_PER_TOKEN} characters per requested token "
+                f"(at least {REPLY_FLOOR_CHARS})")
+
+
 def report_failures(ui: UI, causes: list[tuple[str, int]]) -> None:
     """The end of a command: failed questions summarised by cause (nothing when none failed)."""
     if not causes:

@@ -81,9 +81,12 @@ class Dataset:
     adversarial_categories: tuple[str, ...] = ()
     source: str = ""
     content_hash: str = ""
+    # what loading noticed but did not refuse (e.g. evidence ids that name no turn): commands print them
+    warnings: tuple[str, ...] = ()
 
     def subset(self, conversation_ids: set[str]) -> "Dataset":
         return Dataset(
+            warnings=self.warnings,
             name=self.name,
             conversations={k: v for k, v in self.conversations.items() if k in conversation_ids},
             questions=[q for q in self.questions if q.conversation_id in conversation_ids],

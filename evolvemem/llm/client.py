@@ -29,6 +29,11 @@ JSON_FOLLOW_UP = "Your previous reply was not valid JSON. Reply again with valid
 _NO_RETRY_STATUS = frozenset({400, 401, 402, 403, 404, 405, 413, 422})
 _RETRY_STATUS = frozenset({408, 409, 425, 429})
 _MESSAGE_LIMIT = 300
+# A reply longer than this many characters per requested token (never below REPLY_FLOOR_CHARS) is
+# cut: a server that ignores max_tokens must not fill memory, the run store and the cache with
+# megabytes per answer. Generous: a token is ~4 characters of English.
+REPLY_CHARS_PER_TOKEN = 8
+REPLY_FLOOR_CHARS = 4096
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,7 @@ class LLMReply:
     cost_usd: float
     cached: bool
     billed: Usage | None = None
+    truncated: bool = False  # the server sent more than the reply bound (`reply_limit`); the rest was dropped
 
     def as_cost(self) -> Usage:
         """New usage caused by this reply: a cache hit costs no tokens and no calls."""
@@ -98,10 +104,23 @@ _KEY_PATTERNS = (
     re.compile(r"(?i)((?:api[_-]?key|token|secret)[\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9_\-\.]{8,}"),
 )
 _SECRET_ENV_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@]+@")
+
+
+def redact_url(url: str) -> str:
+    """A URL with its user:password part masked (`http://***@host/v1`): safe to print and store."""
+    return _URL_USERINFO.sub(r"\1***@", url)
+
+
+def reply_limit(max_tokens: int) -> int:
+    """The most characters of a reply kept for a call that asked for `max_tokens` tokens."""
+    return max(REPLY_FLOOR_CHARS, REPLY_CHARS_PER_TOKEN * max(0, int(max_tokens)))
 
 
 def scrub_secrets(text: str) -> str:
-    """Mask API keys: `sk-…` strings, bearer tokens, and the values of env vars named *KEY*/*TOKEN*."""
+    """Mask API keys: `sk-…` strings, bearer tokens, credentials in URLs, and the values of env
+    vars named *KEY*/*TOKEN*."""
+    text = redact_url(text)
     for name, value in os.environ.items():
         if len(value) >= 6 and _SECRET_ENV_NAME.search(name) and value in text:
             text = text.replace(value, "***")
@@ -150,9 +169,16 @@ def _status_code(exc: BaseException) -> int | None:
     return status if isinstance(status, int) else None
 
 
+class NotACompletion(Exception):
+    """The server answered 200 with something that is not a chat completion (a proxy's page, an
+    empty body): worth another try, and never an empty answer."""
+
+
 def _is_retryable(exc: BaseException) -> bool:
     import openai  # a litellm dependency; its exception classes are the bases of litellm's
 
+    if isinstance(exc, NotACompletion):
+        return True
     if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError)):
         return True  # litellm.Timeout, litellm.APIConnectionError
     status = _status_code(exc)
@@ -167,6 +193,33 @@ def _is_timeout(exc: BaseException) -> bool:
     import openai
 
     return isinstance(exc, openai.APITimeoutError)
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """The exception and the ones it was raised from or during (litellm wraps the socket's error)."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain and len(chain) < 12:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def _connection_problem(exc: BaseException) -> str | None:
+    """"connection refused" / "connection failed" when no server could be reached at all (litellm
+    reports that as an HTTP 500 "Connection error"), None for an answer or a timeout."""
+    import openai
+
+    chain = _causes(exc)
+    if any(isinstance(e, openai.APITimeoutError) or isinstance(e, TimeoutError) for e in chain):
+        return None
+    texts = " ".join(str(e) for e in chain).lower()
+    if any(isinstance(e, ConnectionRefusedError) for e in chain) or "connection refused" in texts \
+            or "errno 111" in texts:
+        return "connection refused"
+    if any(isinstance(e, (openai.APIConnectionError, ConnectionError)) for e in chain) or "connection error" in texts:
+        return "connection failed"
+    return None
 
 
 def _retry_after_seconds(exc: BaseException) -> float | None:
@@ -265,9 +318,10 @@ class LLMClient:
         self._failures_in_a_row = 0
         self._last_failure = ""
         self._breaker_lock = threading.Lock()
+        self.oversized_replies = 0  # replies cut at `reply_limit` (a server that ignores max_tokens)
 
     def __repr__(self) -> str:
-        return f"LLMClient({self.model!r}, api_base={self.api_base!r})"
+        return f"LLMClient({self.model!r}, api_base={redact_url(self.api_base or '')!r})"
 
     def _request_params(self, messages: list[dict], temperature: float, max_tokens: int, json_mode: bool) -> dict[str, Any]:
         """Everything that determines the reply; also the cache key's content."""
@@ -365,6 +419,7 @@ class LLMClient:
                     completion_tokens=int(hit.get("completion_tokens", 0)),
                     cost_usd=float(hit.get("cost_usd", 0.0)),
                     cached=True,
+                    truncated=bool(hit.get("truncated", False)),
                 )
 
         self._check_fits(messages, max_tokens, role)
@@ -374,6 +429,8 @@ class LLMClient:
         while True:
             try:
                 response = litellm.completion(**params, timeout=self.timeout, num_retries=0, drop_params=True)
+                if not getattr(response, "choices", None):
+                    raise NotACompletion("the reply is not a chat completion (it has no choices)")
                 break
             except Exception as exc:  # classified below; anything non-retryable ends the call
                 retryable = _is_retryable(exc)
@@ -388,9 +445,8 @@ class LLMClient:
                             sent=True, status_code=status,
                         ) from None
                     self.usage.record_failure(role)
-                    where = f"HTTP {status} " if status else ""
                     tries = "(not retryable)" if not retryable else f"after {attempt + 1} attempt(s)"
-                    cause = f"{where}{type(exc).__name__}: {_clean_message(exc)}"
+                    cause = self._cause(exc, status)
                     self._count_failure(cause)
                     raise LLMCallFailed(f"{self.model} [{role}] failed {tries}: {cause}", status_code=status,
                                         attempts=attempt + 1) from None
@@ -398,7 +454,8 @@ class LLMClient:
                     # a timed-out attempt costs as much as a failed call: a server that accepts
                     # connections but never answers trips the breaker after `breaker` waits, not
                     # after `breaker` × (retries + 1) of them
-                    self._count_failure(f"{type(exc).__name__}: {_clean_message(exc)}")
+                    where = f" at {redact_url(self.api_base)}" if self.api_base else ""
+                    self._count_failure(f"timed out: no answer within {self.timeout:g} s{where}")
                     why = self.breaker_open()
                     if why:
                         self.usage.record_failure(role)
@@ -407,15 +464,26 @@ class LLMClient:
                 self.usage.record_retry(role)
                 time.sleep(self.backoff_delay(attempt, _retry_after_seconds(exc)))
                 attempt += 1
+                # the breaker may have opened while this call waited (other calls failed or timed
+                # out meanwhile): give up now rather than start another attempt against a dead server
+                why = self.breaker_open()
+                if why:
+                    self.usage.record_failure(role)
+                    raise LLMCallFailed(f"{self.model} [{role}] stopped after {attempt} attempt(s): {why}",
+                                        attempts=attempt) from None
 
         with self._breaker_lock:
             self._failures_in_a_row = 0
-        reply = self._reply_from(litellm, response)
+        reply = self._reply_from(litellm, response, reply_limit(max_tokens))
         self.usage.record_call(role, reply.prompt_tokens, reply.completion_tokens, reply.cost_usd)
+        if reply.truncated:
+            with self._breaker_lock:
+                self.oversized_replies += 1
         if self.cache is not None:
             try:
                 self.cache.put(key, {
                     "text": reply.text,
+                    "truncated": reply.truncated,
                     "model": reply.model,
                     "prompt_tokens": reply.prompt_tokens,
                     "completion_tokens": reply.completion_tokens,
@@ -425,12 +493,27 @@ class LLMClient:
                 pass  # a full or read-only disk costs a future cache hit, not this reply
         return reply
 
-    def _reply_from(self, litellm: Any, response: Any) -> LLMReply:
+    def _cause(self, exc: BaseException, status: int | None) -> str:
+        """Why a call failed, in one line: an unreachable server is named as such (with its address,
+        credentials masked), not as the HTTP 500 litellm turns it into."""
+        problem = _connection_problem(exc)
+        if problem:
+            where = f" at {redact_url(self.api_base)}" if self.api_base else ""
+            return f"{problem}{where}"
+        where = f"HTTP {status} " if status else ""
+        return f"{where}{type(exc).__name__}: {_clean_message(exc)}"
+
+    def _reply_from(self, litellm: Any, response: Any, limit: int) -> LLMReply:
         choice = response.choices[0] if getattr(response, "choices", None) else None
         message = getattr(choice, "message", None)
         text = getattr(message, "content", None) or ""
+        text = text if isinstance(text, str) else str(text)
+        truncated = len(text) > limit
+        if truncated:
+            text = text[:limit]
         usage = getattr(response, "usage", None)
         return LLMReply(
+            truncated=truncated,
             text=text,
             model=str(getattr(response, "model", None) or self.model),
             prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),

@@ -55,6 +55,16 @@ class Hooks:
 _SUMMARY_KEY = {"all_f1": "all", "main_f1": "main", "main_evidence_recall": "main_evidence_recall"}
 
 
+RAW_RESPONSE_LIMIT = 64_000  # characters of a diagnosis reply kept in the store
+
+
+def bounded_raw(text: str) -> str:
+    """A diagnosis reply as stored: at most RAW_RESPONSE_LIMIT characters, a cut one marked."""
+    if len(text) <= RAW_RESPONSE_LIMIT:
+        return text
+    return text[:RAW_RESPONSE_LIMIT] + f"\n[… {len(text) - RAW_RESPONSE_LIMIT} more characters not kept]"
+
+
 def objective_of(summary_or_row: dict, objective: str) -> float:
     """The round's headline number for `objective` (balanced: all F1; decisions are paired)."""
     column = objective_column(objective)
@@ -72,6 +82,7 @@ class EvolutionRunner:
         dataset: Dataset = workspace.dataset
         self.init_config = init_config
         self.hooks = hooks or Hooks()
+        self._retried: set[tuple[int, str]] = set()  # finished evaluations whose failed questions were asked again
         self.dev = split_dataset(dataset, "dev")
         try:
             self.test = split_dataset(dataset, "test")
@@ -95,8 +106,12 @@ class EvolutionRunner:
     def _evaluate(self, config: RetrievalConfig, questions: list[Question], round_no: int,
                   phase: str) -> tuple[dict, float]:
         row = self.store.round_row(round_no, phase)
-        if row and row["status"] == "done":
+        if row and row["status"] == "done" and not (row["n_failed"] and (round_no, phase) not in self._retried):
             return round_summary(row), row["wall_seconds"] or 0.0
+        if row and row["status"] == "done":
+            # a finished evaluation with failed questions (a faulty server): a resume asks them
+            # again — once per process — so that every table compares evaluations of equal n
+            self._retried.add((round_no, phase))
         on_record = round_progress(self.hooks.record, round_no, phase, len(questions))
         return self.scorer.score_round(config, questions, round_no, phase, on_record, self.hooks.stage,
                                        contexts_only=self.contexts_only,
@@ -231,7 +246,7 @@ class EvolutionRunner:
         proposed_dimensions = emerge(self.store.run_dir, round_no, diagnosis.proposal.new_dimensions)
         self.store.record_diagnosis({
             "round": round_no, "diagnoser": self.diagnoser.name, "input": inp.as_dict(), "prompt": diagnosis.prompt,
-            "raw_response": diagnosis.raw_response, "parse_error": diagnosis.parse_error or None,
+            "raw_response": bounded_raw(diagnosis.raw_response), "parse_error": diagnosis.parse_error or None,
             "proposal": diagnosis.proposal.as_dict(), "calls": diagnosis.cost.calls,
             "prompt_tokens": diagnosis.cost.prompt_tokens, "completion_tokens": diagnosis.cost.completion_tokens,
             "prompt_trimmed": diagnosis.trimmed,

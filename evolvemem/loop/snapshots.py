@@ -2,7 +2,8 @@
 
 runs/<id>/rounds/round_03/config.toml       the config that produced round 3's score
                           decision.json     the guard's decision and the next config's changes
-                          diagnosis_input.json, diagnosis_prompt.md, diagnosis_raw.txt, proposal.json
+                          diagnosis_input.json, diagnosis_prompt.md, proposal.json
+                          (the model's raw reply is kept once, in the store: diagnoses.raw_response)
                           new_dimensions/<name>.toml  a lever that emerged (written by space/emerged.py)
 runs/<id>/best_config.toml                  usable with --config and --init
 runs/<id>/result.json                       dev and test scores for start and best"""
@@ -43,8 +44,6 @@ def write_round_snapshot(run_dir: Path, round_no: int, config: RetrievalConfig, 
         _dump(folder / "proposal.json", diagnosis.proposal.as_dict())
         if diagnosis.prompt:
             (folder / "diagnosis_prompt.md").write_text(diagnosis.prompt, encoding="utf-8")
-        if diagnosis.raw_response:
-            (folder / "diagnosis_raw.txt").write_text(diagnosis.raw_response, encoding="utf-8")
 
 
 def write_final(run_dir: Path, best: RoundScore, start: RoundScore, result: RunResult) -> Path:

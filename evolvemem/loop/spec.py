@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from evolvemem.llm.client import redact_url
+
 
 # What each objective counts as a gain (shown by the CLI's help and the report).
 OBJECTIVE_MEANING = {
@@ -107,8 +109,12 @@ class RunSpec:
     evidence_rung: bool = True
 
     def as_dict(self) -> dict:
+        """What the manifest stores: credentials in the server's URL are masked (a resume is told
+        the URL again, `--resume RUN --api-base URL`)."""
         out = asdict(self)
         out["guard"] = self.guard.as_dict()
+        if out["models"].get("api_base"):
+            out["models"] = {**out["models"], "api_base": redact_url(out["models"]["api_base"])}
         return out
 
     @classmethod

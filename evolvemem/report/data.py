@@ -21,8 +21,7 @@ from evolvemem.store.costs import round_costs, total_cost
 EVALUATED_PHASES = ("dev", "eval", "transfer")
 # The two groups the balanced objective judges apart, as the page and the PNG name them.
 GROUP_NAMES = {"main": "main (answerable)", "adversarial": "adversarial (unanswerable)"}
-SNAPSHOT_FILES = ("config.toml", "decision.json", "diagnosis_input.json", "diagnosis_prompt.md",
-                  "diagnosis_raw.txt", "proposal.json")
+SNAPSHOT_FILES = ("config.toml", "decision.json", "diagnosis_input.json", "diagnosis_prompt.md", "proposal.json")
 
 
 @dataclass

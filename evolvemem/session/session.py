@@ -9,6 +9,7 @@ renders; benchmarks and tests call these same verbs."""
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from evolvemem.data.split import SPLITS, split_dataset, split_ids
 from evolvemem.errors import EvolveMemError
 from evolvemem.executor import Executor
 from evolvemem.executor.local import LocalExecutor
+from evolvemem.llm.client import redact_url
 from evolvemem.loop.ablate import run_ablation
 from evolvemem.loop.scorer import RecordFn, RoundJob, StageFn
 from evolvemem.loop.paired import Comparison, compare
@@ -38,7 +40,7 @@ from evolvemem.scoring.aggregate import summarise
 from evolvemem.scoring.locomo import check_protocol
 from evolvemem.session.inputs import best_config_path, manifest_start_config
 from evolvemem.session.reporter import QuietReporter, Reporter
-from evolvemem.session.setup import announce_models, open_workspace
+from evolvemem.session.setup import announce_models, check_endpoint, open_workspace
 from evolvemem.session.sharded import evaluate_sharded
 from evolvemem.space.config import RetrievalConfig, config_to_toml, load_config, parse_config
 from evolvemem.space.emerged import begin_run_dimensions, use_run_dimensions
@@ -56,7 +58,8 @@ def resolved_data_path(data: str | None, dataset: Dataset) -> str | None:
 
 
 def command_line() -> str:
-    return " ".join(["evolve", *sys.argv[1:]])
+    """The command as typed, credentials in a URL masked (the manifest keeps it)."""
+    return redact_url(" ".join(["evolve", *sys.argv[1:]]))
 
 
 def open_run(run: str) -> RunStore:
@@ -67,6 +70,25 @@ def open_run(run: str) -> RunStore:
     if not (path / DB_NAME).is_file():
         raise EvolveMemError(f"{run}: not a run directory (no {DB_NAME})")
     return RunStore(path, read_only=True)
+
+
+def check_out_dir(run_dir: Path) -> None:
+    """--out must name a directory (or nothing yet): one line, before any work."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise EvolveMemError(f"--out {run_dir} is a file, not a directory; pick another --out")
+
+
+def take_over_unstarted(run_dir: Path, reporter: Reporter) -> None:
+    """A run directory whose command stopped before evaluating anything (killed during setup, a
+    closed port, bad data) is taken over by a new run; one that holds work is not."""
+    with RunStore(run_dir) as store:
+        unstarted = store.is_unstarted()
+    if not unstarted:
+        raise EvolveMemError(f"{run_dir} already holds a run; use --resume {run_dir} to continue it "
+                             "or pick another --out")
+    for name in (DB_NAME, DB_NAME + ".wal"):
+        (run_dir / name).unlink(missing_ok=True)
+    reporter.info(f"[dim]{run_dir} held a run stopped before its first round: starting it afresh[/dim]")
 
 
 @dataclass
@@ -117,6 +139,10 @@ class Session:
     @property
     def dataset(self) -> Dataset:
         return self.workspace.dataset
+
+    def oversized_replies(self) -> int:
+        """Replies this process's clients cut at the reply bound (a server ignoring max_tokens)."""
+        return sum(client.oversized_replies for client in self.workspace.roles.clients.values())
 
     def failure_causes(self) -> list[tuple[str, int]]:
         """(cause, questions) of every failed question of the run, most common first."""
@@ -169,27 +195,38 @@ class Session:
         round_no, phase = job.round_no, job.phase
         started = time.perf_counter()
         todo = self._begin(job, on_stage)
-        # usage is recorded with every flushed batch of records, so a killed process loses neither
-        # the answers it paid for nor their cost
+        # usage is recorded as each paid call returns (from the calling thread) and with every
+        # flushed batch of records, so a killed process loses neither the answers it paid for nor
+        # their cost; one lock keeps the store's connection to one writer at a time
         counted = ws.roles.usage_snapshot()
+        writing = threading.Lock()
 
         def record_usage_so_far() -> None:
             nonlocal counted
-            now = ws.roles.usage_snapshot()
-            store.record_usage(usage_rows(counted, now, round_no, phase))
-            counted = now
+            with writing:
+                now = ws.roles.usage_snapshot()
+                store.record_usage(usage_rows(counted, now, round_no, phase))
+                counted = now
 
         def record(batch: list[dict]) -> None:
-            store.record_questions(batch)
+            with writing:
+                store.record_questions(batch)
             record_usage_so_far()
 
-        if job.contexts_only:
-            evaluate_contexts(ws, job.config, todo, round_no=round_no, phase=phase, token_cap=job.token_cap,
-                              on_record=job.on_record, sink=record)
-        else:
-            evaluate(ws, job.config, todo, round_no=round_no, phase=phase, concurrency=self.concurrency,
-                     protocol=self.protocol, on_record=job.on_record, sink=record, reuse=self.reuse,
-                     memo=self.answers)
+        ledger = ws.roles.ledger
+        if ledger is not None:
+            ledger.on_paid = record_usage_so_far
+        try:
+            if job.contexts_only:
+                evaluate_contexts(ws, job.config, todo, round_no=round_no, phase=phase, token_cap=job.token_cap,
+                                  on_record=job.on_record, sink=record)
+            else:
+                evaluate(ws, job.config, todo, round_no=round_no, phase=phase, concurrency=self.concurrency,
+                         protocol=self.protocol, on_record=job.on_record, sink=record, reuse=self.reuse,
+                         memo=self.answers)
+        finally:
+            if ledger is not None:
+                ledger.on_paid = None
         record_usage_so_far()
         return self._finish(job, time.perf_counter() - started, ws.roles.stopped_model())
 
@@ -220,11 +257,14 @@ class Session:
         run on `executor` (default: in this process)."""
         reporter = reporter or QuietReporter()
         check_protocol(spec.protocol)
+        check_out_dir(run_dir)
         if (run_dir / DB_NAME).exists():
-            raise EvolveMemError(f"{run_dir} already holds a run; use --resume {run_dir} to continue it "
-                                 "or pick another --out")
+            take_over_unstarted(run_dir, reporter)
         dataset = load_benchmark(spec.benchmark, spec.data)
+        for warning in dataset.warnings:
+            reporter.warn(warning)
         settings = ModelSettings(**spec.models)
+        check_endpoint(settings)  # a closed port is told before the run directory exists
         # everything is checked before the run directory exists: a bad input leaves nothing behind
         dev_ids, test_ids = split_ids(dataset.conversations)
         if not test_ids:
@@ -232,9 +272,9 @@ class Session:
                           "and reports no test score")
         # resume must not depend on the shell: the manifest holds the resolved data file
         spec.data = resolved_data_path(spec.data, dataset)
-        store = RunStore(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
         start = begin_run_dimensions(run_dir, init_config.model_dump())  # levers an --init RUN config uses
-        store.set_manifest({
+        store = RunStore.create(run_dir, {
             "kind": "run", "spec": spec.as_dict(), "init_config": start,
             "benchmark": spec.benchmark, "data_source": dataset.source, "data_hash": dataset.content_hash,
             "models": settings.as_dict(), "diagnoser": spec.diagnoser, "seed": spec.seed,
@@ -255,13 +295,19 @@ class Session:
             manifest = peek.manifest()
             run_dir = peek.run_dir
         if "spec" not in manifest:
-            raise EvolveMemError(f"{run}: not an evolve run (no spec in its manifest)")
+            if manifest.get("kind") not in (None, "run"):
+                raise EvolveMemError(f"{run}: not an evolve run (an `evolve {manifest['kind']}` directory)")
+            raise EvolveMemError(f"{run}: the run was stopped before it began (its manifest holds no spec); start it "
+                                 f"again with the same options and --out {run}: the directory is reused")
         use_run_dimensions(run_dir)  # the levers that emerged before the interruption
         spec = RunSpec.from_dict(manifest["spec"])
         if rounds is not None:
             spec.rounds = rounds
         if api_base is not None:
             spec.models = {**spec.models, "api_base": api_base}
+        elif "***@" in str(spec.models.get("api_base") or ""):
+            raise EvolveMemError(f"{run}: its --api-base held credentials, which are not stored; pass the URL again: "
+                                 f"evolve run --resume {run} --api-base URL")
         # older manifests recorded a file read through the environment only as its source
         source = manifest.get("data_source")
         recorded = spec.data or (source if source and Path(source).is_file() else None)
@@ -325,7 +371,10 @@ class Session:
         config on the same questions in the same way (its failed questions are asked again)."""
         reporter = reporter or QuietReporter()
         check_protocol(protocol)
+        check_out_dir(run_dir)
         full = load_benchmark(benchmark, data)
+        for warning in full.warnings:
+            reporter.warn(warning)
         dataset = split_dataset(full, split)
         announce_models(reporter, settings, diagnoses=False)
         store = RunStore(run_dir)

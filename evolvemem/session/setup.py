@@ -8,6 +8,7 @@ from evolvemem.answering.evaluate import EvalOutcome, evaluate
 from evolvemem.answering.stores import stores_needed
 from evolvemem.data.models import Dataset, Question
 from evolvemem.errors import EvolveMemError
+from evolvemem.llm.client import redact_url, scrub_secrets
 from evolvemem.llm.preflight import PREFLIGHT_TIMEOUT, endpoint_problem
 from evolvemem.roles.classify import reclassify
 from evolvemem.roles.factory import ModelSettings, build_roles, client_options_from_env
@@ -39,7 +40,8 @@ def check_endpoint(settings: ModelSettings) -> None:
     problem = endpoint_problem(settings.api_base, timeout)
     if problem:
         models = sorted({m for m in settings.as_dict().values() if m != "offline"})
-        raise EvolveMemError(f"the model endpoint {settings.api_base} ({', '.join(models)}) does not answer: {problem}")
+        raise EvolveMemError(f"the model endpoint {redact_url(settings.api_base)} ({', '.join(models)}) does not "
+                             f"answer: {scrub_secrets(problem)}; start the server or fix --api-base")
 
 
 def open_workspace(reporter: Reporter, dataset: Dataset, settings: ModelSettings, *, cache_enabled: bool,

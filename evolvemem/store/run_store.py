@@ -54,17 +54,55 @@ class RunStore:
                     f"{self.run_dir}: the run is open in another evolvemem process; wait for it to finish or stop it"
                 ) from None
             else:
-                raise EvolveMemError(f"{self.path}: cannot open run store ({str(exc).splitlines()[0]})") from None
+                raise self._unreadable(exc) from None
+        except duckdb.Error as exc:  # a file cut short or overwritten: its checksums fail
+            raise self._unreadable(exc) from None
         self.read_only = read_only
         self._closed = False
-        writable = not read_only or self.live  # a live snapshot is a writable copy
-        if not writable and self._schema_behind():
-            # a run written by an older version, opened for inspection: read an upgraded copy
-            self.con.close()
-            self.con = self._copy(duckdb, "evolvemem-upgraded-")
-            writable = True
-        if writable:
-            self._upgrade_schema()
+        try:
+            writable = not read_only or self.live  # a live snapshot is a writable copy
+            if not writable and self._schema_behind():
+                # a run written by an older version, opened for inspection: read an upgraded copy
+                self.con.close()
+                self.con = self._copy(duckdb, "evolvemem-upgraded-")
+                writable = True
+            if writable:
+                self._upgrade_schema()
+        except duckdb.Error as exc:
+            self.close()
+            raise self._unreadable(exc) from None
+
+    def _unreadable(self, exc: BaseException) -> EvolveMemError:
+        """One line for a store that cannot be opened: why, and what to do."""
+        from evolvemem.errors import environment_problem
+
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        known = environment_problem(exc)
+        if known and "damaged" not in known:  # a full disk, a read-only directory
+            return EvolveMemError(f"{self.path}: {known}")
+        return EvolveMemError(f"{self.path}: the run store cannot be read ({first[:200]}); it is damaged (a copy cut "
+                              "short?) — restore it from a copy, or start again with another --out")
+
+    @classmethod
+    def create(cls, run_dir: str | Path, manifest: dict[str, Any]) -> "RunStore":
+        """A new store that holds `manifest` from the moment it exists: built under a staging
+        folder and moved into place whole, so a kill at any moment leaves either no store or one
+        a resume can continue (never a store without its manifest)."""
+        run_dir = Path(run_dir)
+        staging = run_dir / ".creating"
+        if staging.exists():
+            import shutil
+
+            shutil.rmtree(staging)
+        with cls(staging) as fresh:
+            fresh.set_manifest(manifest)
+        wal = staging / (DB_NAME + ".wal")
+        (run_dir / wal.name).unlink(missing_ok=True)  # a log left without its store must not be replayed
+        (staging / DB_NAME).replace(run_dir / DB_NAME)
+        if wal.exists():  # a clean close checkpoints; should a log remain, it follows its file
+            wal.replace(run_dir / wal.name)
+        staging.rmdir()
+        return cls(run_dir)
 
     def _schema_behind(self) -> bool:
         """Whether this file lacks a table or column of the current schema."""
@@ -277,9 +315,22 @@ class RunStore:
 
     # ---- manifest ----------------------------------------------------------------------------
     def set_manifest(self, values: dict[str, Any]) -> None:
-        for key, value in values.items():
-            self.con.execute("DELETE FROM manifest WHERE key = ?", [key])
-            self.con.execute("INSERT INTO manifest VALUES (?, ?::JSON)", [key, _jsonable(value)])
+        """Write manifest fields in one transaction: a kill leaves all of them or none."""
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            for key, value in values.items():
+                self.con.execute("DELETE FROM manifest WHERE key = ?", [key])
+                self.con.execute("INSERT INTO manifest VALUES (?, ?::JSON)", [key, _jsonable(value)])
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+
+    def is_unstarted(self) -> bool:
+        """Whether nothing was evaluated yet (no round, no question record): a directory left by a
+        command stopped during its setup, which a new run may take over."""
+        return not self.query("SELECT 1 FROM rounds LIMIT 1") and not self.query(
+            "SELECT 1 FROM question_records LIMIT 1")
 
     def manifest(self) -> dict[str, Any]:
         return {row["key"]: row["value"] for row in self.query("SELECT key, value FROM manifest")}

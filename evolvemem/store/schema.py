@@ -67,7 +67,7 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
         ("diagnoser", "VARCHAR", "llm, rubric, random or tpe"),
         ("input", "JSON", "what the diagnoser read (SQL summaries, taxonomy, worst cases, history)"),
         ("prompt", "VARCHAR", "the prompt sent (llm diagnoser)"),
-        ("raw_response", "VARCHAR", "the model's raw reply (llm diagnoser)"),
+        ("raw_response", "VARCHAR", "the model's raw reply (llm diagnoser; at most 64,000 characters, the only copy)"),
         ("parse_error", "VARCHAR", "why the reply was (partly) rejected, if it was"),
         ("proposal", "JSON", "the validated proposal: changes, overrides, missing topics, rationale"),
         ("calls", "INTEGER", "LLM calls"),
