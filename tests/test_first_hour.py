@@ -139,7 +139,7 @@ def test_an_evidence_run_reports_evidence_recall_not_f1(evidence_run):
     paths = last_json(page.stdout)
     html = Path(paths["html"]).read_text(encoding="utf-8")
     assert "evidence recall (answerable)" in html and "– → –" not in html
-    assert "<h2>evidence recall per category</h2>" in html
+    assert "<h2>evidence recall per category</h2>" in html and "main recall Δ [95%] p" in html
     from PIL import Image
 
     described = Image.open(paths["png"]).text["Description"]

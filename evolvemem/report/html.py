@@ -513,6 +513,9 @@ def decisions_section(data: ReportData) -> str:
                      f'<td class="{cls}">{escape(verdict)}</td>', _two_line(paired_cell(r.group("main"))),
                      _two_line(paired_cell(r.group("adversarial"))), num(f"{held}/{total}" if total else "–"),
                      badge(r.decision), _flags_cell(r), escape(r.fallback) or "–"])
+    # the paired figure is the one the run was judged on: an evidence run compares recall, not F1
+    unit = "recall" if data.metric == "evidence_recall" else "F1"
+    group_headers = (f"main {unit} Δ [95%] p", f"adversarial {unit} Δ [95%] p")
     tolerance = data.guard.consistency_tolerance
     per_conv = ""
     accepted = [r for r in data.judged if r.accepted and r.paired and r.paired.by_conversation]
@@ -531,8 +534,8 @@ def decisions_section(data: ReportData) -> str:
             "with the incumbent (the best round so far) on the same dev questions: the mean difference per group, "
             f"its 95% interval (conversations resampled) and one-sided p-value; alpha {data.guard.alpha:g}, smallest "
             f"gain {data.guard.min_effect:g}.</p>{_summary_list(data)}"
-            + table(("round", "vs round", "verdict", "main Δ [95%] p", "adversarial Δ [95%] p", "conversations hold",
-                     "guard", "⚑ proposal vs evidence", "rubric fallback"), rows, "numbers", "decisions-table")
+            + table(("round", "vs round", "verdict", *group_headers, "conversations hold",
+                     "guard: next round", "⚑ proposal vs evidence", "rubric fallback"), rows, "numbers", "decisions-table")
             + per_conv + "</section>")
 
 
