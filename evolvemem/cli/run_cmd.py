@@ -54,8 +54,8 @@ def paired_text(paired: dict | None, accepted: bool | None, screenings: list[dic
         n = len(screenings)
         where = ("at rung 0 (contexts' evidence)" if all(s.get("rung") == 0 for s in screenings)
                  else "on the ladder")
-        return (f"{n} candidate{'s' if n > 1 else ''} screened out {where} → kept "
-                f"r{screenings[-1]['compared_with']}")
+        return (f"{n} candidate{'s' if n > 1 else ''} screened out {where} → "
+                f"{kept_text(False, screenings[-1]['compared_with'])}")
     if not paired:
         return "start" if accepted else "-"
     parts = []
