@@ -155,8 +155,12 @@ def param_default(param: CliParam) -> str:
     if param.takes == "flag":
         return "on" if param.default else "off"
     if param.default is None or param.default == []:
-        return "—"
+        said = DEFAULT_IN_HELP.search(param.help or "")  # a default that depends on other options, in words
+        return cell(said.group(1)) if said else "—"
     return code(param.default)
+
+
+DEFAULT_IN_HELP = re.compile(r"\[default: ([^\]]+)\]")
 
 
 def command_usage(command: CliCommand) -> str:
@@ -171,7 +175,8 @@ def cli_page() -> str:
     commands = cli_commands()
     parts = ["# CLI reference", "", NOTICE.format(source="the `evolve` typer app (`evolvemem/cli/main.py`)"), "",
              f"`evolve`: {app.info.help}", "",
-             "Every command takes `--help`. With `--json`, a command ends stdout with one JSON object.", "",
+             "Every command takes `--help`; `evolve --version` prints the version. With `--json`, a command ends "
+             "stdout with one JSON object.", "",
              "| command | what it does |", "|---|---|"]
     parts += [f"| [`evolve {c.name}`](#{anchor('evolve ' + c.name)}) | {cell(first_line(c.help))} |" for c in commands]
     for command in commands:

@@ -76,7 +76,14 @@ def load_benchmark(name: str, data: str | Path | None = None, **opts: Any) -> Da
     if not entry.reads_file and data is not None:
         raise DataError(f"benchmark {entry.name!r} is generated, it reads no file: drop --data")
     path = None if data is None or str(data).strip() == "" else Path(data).expanduser()
-    return entry.load(path, opts)
+    dataset = entry.load(path, opts)
+    # an empty file would "run" on nothing: a table of dashes, a run directory and a config chosen by chance
+    if not dataset.conversations:
+        raise DataError(f"{dataset.source or entry.name}: no conversations: there is nothing to remember or ask about")
+    if not dataset.questions:
+        raise DataError(f"{dataset.source or entry.name}: no questions: nothing to score a config on "
+                        "(every conversation needs questions about it)")
+    return dataset
 
 
 def score_prediction(question: Question, prediction: str, protocol: str = "official", *,

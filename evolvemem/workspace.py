@@ -172,6 +172,10 @@ class Workspace:
                 if not todo:
                     continue
                 extractor = store_extractor(name, self.roles.extract_client, self.embedder)
+                # shown at once: the first conversation of a store like `episode` can take minutes
+                label = f"building the {name} memory store (once per run, then cached)"
+                if progress:
+                    progress(label, 0, len(todo))
                 for i, conv in enumerate(todo):
                     units, cost, _ = load_or_extract(extractor, conv)
                     last = max((s.timestamp for s in conv.sessions if s.timestamp), default=None)
@@ -182,7 +186,7 @@ class Workspace:
                         {t for u in units for t in u.source_turn_ids})
                     self.stats.usage = self.stats.usage + cost
                     if progress:
-                        progress(f"store {name}", i + 1, len(todo))
+                        progress(label, i + 1, len(todo))
 
     def retriever(self, conversation_id: str, store: str = FACT) -> Retriever:
         """The retriever over one store of a conversation (call `ensure_stores` first)."""

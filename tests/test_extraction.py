@@ -94,13 +94,10 @@ def covered_ids(units) -> set[str]:
 
 @pytest.fixture(scope="module")
 def locomo_conversation():
-    from tests.conftest import LOCOMO_DEV
-
-    if not LOCOMO_DEV.is_file():
-        pytest.skip("development LoCoMo file not available")
     from evolvemem.data.locomo import load_locomo
+    from tests.conftest import require_dev_data
 
-    return next(iter(load_locomo(LOCOMO_DEV).conversations.values()))
+    return next(iter(load_locomo(require_dev_data()).conversations.values()))
 
 
 def test_offline_extraction_one_dated_unit_per_turn(locomo_conversation):

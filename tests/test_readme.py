@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evolvemem.cli.main import app
-from tests.docs_commands import bash_blocks, custom_example, evolve_commands, parse_error
+from tests.docs_commands import bash_blocks, evolve_commands, parse_error
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -58,18 +58,18 @@ def _quick_start() -> list[list[str]]:
 
 
 def test_readme_quick_start_runs_as_written(tmp_path):
-    """The five quick-start commands, in order, with only the benchmark and the file names swapped:
-    synth for the LoCoMo download, a temporary run directory, and the docs' custom example as the
-    transfer's data."""
-    domain = tmp_path / "my_domain.json"
-    domain.write_text(custom_example(), encoding="utf-8")
+    """The five quick-start commands, in order, with only the benchmark and the run directory swapped:
+    synth for the LoCoMo download and a temporary run directory; the transfer reads the example
+    domain file the project ships (docs/examples/my_domain.json)."""
+    domain = REPO / "docs" / "examples" / "my_domain.json"
+    assert domain.is_file() and "docs/examples/my_domain.json" in README
     run_dir = tmp_path / "quickstart"
     commands = _quick_start()
     assert [c[0] for c in commands] == ["run", "show", "diff", "report", "transfer"], commands
     runner = CliRunner()
     for args in commands:
         text = " ".join(shlex.quote(a) for a in args).replace("--benchmark locomo", "--benchmark synth")
-        text = text.replace("runs/quickstart", str(run_dir)).replace("my_domain.json", str(domain))
+        text = text.replace("runs/quickstart", str(run_dir)).replace("docs/examples/my_domain.json", str(domain))
         argv = shlex.split(text) + ([] if args[0] in ("show", "diff", "report") else ["--quiet"])
         if args[0] == "transfer":
             argv += ["--out", str(tmp_path / "transfer")]
@@ -84,3 +84,14 @@ def test_a_wrong_command_would_be_caught(line):
     """The parse check can fail: a misspelt option or a bad value is reported."""
     args = evolve_commands([line])[0]
     assert parse_error(args)
+
+
+COMMAND_LINE_MAX = 100  # a wider command is cut off (or scrolls) in the docs' code blocks and on GitHub
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/getting-started.md"])
+def test_quick_start_commands_fit_a_code_block(page):
+    """Long commands are broken with a backslash and comments sit on their own lines, so nothing is clipped."""
+    text = (REPO / page).read_text(encoding="utf-8")
+    long = [line for block in bash_blocks(text) for line in block.splitlines() if len(line) > COMMAND_LINE_MAX]
+    assert not long, long

@@ -6,8 +6,9 @@ scored and billed, no request larger than the window, malformed replies recovere
 valid per the registry, caps on calls respected. A recording proxy between evolvemem and the
 server shows which prompts reached the model.
 
-CI builds the server and fetches the model (.ci/run). Without them these tests fail loudly;
-EVOLVEMEM_SKIP_REAL_LLM=1 skips them on a developer machine (the summary says so)."""
+CI builds the server and fetches the model (.ci/run); there (CI=true) these tests fail loudly
+without them. On a user's machine without llama-cpp-python (the `local-llm` extra) they skip with the
+reason, and EVOLVEMEM_SKIP_REAL_LLM=1 skips them anyway (the summary says so)."""
 from __future__ import annotations
 
 import json
@@ -20,7 +21,7 @@ from benchmarks.local_llm_server import LocalModelUnavailable, LocalServer, serv
 from evolvemem.prompts import load_prompt
 from evolvemem.space.config import parse_config
 from evolvemem.space.registry import registry
-from tests.conftest import LOCOMO_DEV
+from tests.conftest import require_dev_data, skip_or_fail
 from tests.recording_proxy import Exchange, RecordingProxy
 from tests.test_llm_pipeline import evolve, query
 
@@ -39,7 +40,8 @@ def server() -> Iterator[LocalServer]:
         with serve("0.5b", n_ctx=WINDOW) as running:
             yield running
     except LocalModelUnavailable as exc:
-        pytest.fail(f"the real local model is not available: {exc} (EVOLVEMEM_SKIP_REAL_LLM=1 skips these tests)")
+        skip_or_fail(f"the real local model is not available: {exc} (python benchmarks/local_llm_server.py fetch 0.5b "
+                     "fetches it; EVOLVEMEM_SKIP_REAL_LLM=1 skips these tests)")
 
 
 @pytest.fixture
@@ -58,9 +60,7 @@ def proxy(server: LocalServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Reco
 def locomo_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One dev conversation with five of its questions (two single-hop, temporal, multi-hop,
     adversarial): real memories and real questions, few enough for a CPU model."""
-    if not LOCOMO_DEV.is_file():
-        pytest.fail(f"development LoCoMo file missing: {LOCOMO_DEV}")
-    samples = json.loads(LOCOMO_DEV.read_text(encoding="utf-8"))
+    samples = json.loads(require_dev_data().read_text(encoding="utf-8"))
     sample = min(samples, key=lambda s: len(s["qa"]))
     picked = []
     for category, count in ((4, 2), (2, 1), (1, 1), (5, 1)):
@@ -281,7 +281,7 @@ def test_whatever_new_dimension_the_model_proposes_is_materialised_validly_or_re
 def screening_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One dev conversation with three questions of each of four categories: a minibatch of a
     third takes one question per (type, conversation) cell."""
-    samples = json.loads(LOCOMO_DEV.read_text(encoding="utf-8"))
+    samples = json.loads(require_dev_data().read_text(encoding="utf-8"))
     sample = min(samples, key=lambda s: len(s["qa"]))
     picked = [q for category in (1, 2, 4, 5) for q in [q for q in sample["qa"] if q["category"] == category][:3]]
     path = tmp_path_factory.mktemp("screen") / "locomo_screen.json"

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from evolvemem.cli.main import app
 from evolvemem.report import svg
+from evolvemem.loop.guard import next_step_text
 
 runner = CliRunner()
 
@@ -126,7 +127,7 @@ def test_every_round_and_chart_is_present_with_the_stores_numbers(synth_run, rep
     table = {row[0].rstrip(" ★"): row for row in page.tables["rounds-table"][1:]}
     for number, all_f1, decision, _ in rounds:
         assert table[str(number)][1] == f"{all_f1:.4f}"
-        assert table[str(number)][-1] == decision
+        assert table[str(number)][-1] == next_step_text(decision)  # the shared vocabulary (loop/guard.py)
     # the best round (chosen by the guard) is the highlighted one
     best = query(synth_run, "SELECT best_round FROM decisions ORDER BY round DESC LIMIT 1")[0][0]
     assert "best" in page.ids[f"round-{best}"]["class"].split()
@@ -366,7 +367,7 @@ def test_decisions_show_the_paired_statistics_of_every_round(synth_run, report):
     accepted = []
     for number, compared_with, paired, is_accepted, loss, decision in decisions:
         row = table[str(number)]
-        assert row[6] == decision
+        assert row[6] == next_step_text(decision)
         if paired is None:  # the start round
             assert row[1:6] == ["–", "start", "–", "–", "–"]
             continue
@@ -430,7 +431,7 @@ def test_a_store_without_paired_decisions_shows_dashes(synth_run, tmp_path):
 
     page, _ = _copy_report(synth_run, tmp_path, edit)
     row = {r[0]: r for r in page.tables["decisions-table"][1:]}["3"]
-    assert row[1:6] == ["–", "–", "–", "–", "–"] and row[6] == "stopped" and row[7:] == ["", "–"]
+    assert row[1:6] == ["–", "–", "–", "–", "–"] and row[6] == next_step_text("stopped") and row[7:] == ["", "–"]
 
 
 def test_headline_shows_both_groups_and_test_detail_from_the_store(synth_run, report):

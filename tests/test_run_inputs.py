@@ -107,7 +107,7 @@ def test_show_names_models_by_role_and_categories_by_name(tmp_path: Path) -> Non
     tables = [line for line in narrow.stdout.splitlines() if line[:1] in "┏┃┡│└"]
     assert tables and max(len(line) for line in tables) <= 100
     # an offline run evolves on evidence: its tables show recall and context size, not F1
-    assert "decision" in narrow.stdout and "single-hop" in narrow.stdout and "test recall" in narrow.stdout
+    assert "next" in narrow.stdout and "single-hop" in narrow.stdout and "test recall" in narrow.stdout
 
 
 def test_a_round_where_every_question_failed_is_an_error_and_failures_are_summarised_by_cause(

@@ -28,7 +28,6 @@ from evolvemem.scoring.metrics import (
     token_f1,
 )
 
-LOCOMO_DEV = Path(__file__).resolve().parents[2] / "shared/data/locomo10_dev8.json"
 
 
 def q(category: str = "4", answers: tuple = ("Lisbon",), **kw) -> Question:
@@ -284,10 +283,10 @@ def test_summarise_other_adversarial_categories_and_empty() -> None:
 
 
 def _locomo_questions() -> list[Question]:
-    if not LOCOMO_DEV.is_file():
-        pytest.skip("development LoCoMo file not available")
+    from tests.conftest import require_dev_data
+
     questions = []
-    for sample in json.loads(LOCOMO_DEV.read_text()):
+    for sample in json.loads(require_dev_data().read_text()):
         for i, item in enumerate(sample["qa"]):
             questions.append(Question(
                 question_id=f"{sample['sample_id']}:q{i}", conversation_id=sample["sample_id"],

@@ -148,3 +148,18 @@ def test_a_run_store_from_an_older_version_gains_the_new_columns(tmp_path):
         store.record_questions([{"round": 1, "phase": "dev", "question_id": "q-new", "retries": 2}])
         rows = store.query("SELECT question_id, retries FROM question_records ORDER BY question_id")
     assert rows == [{"question_id": "q-new", "retries": 2}, {"question_id": "q-old", "retries": None}]
+
+
+def test_building_a_store_says_so_before_its_first_conversation(synth):
+    """The first conversation of a store can take minutes (episode on LoCoMo): its bar appears at 0,
+    named for what it does, then counts conversations."""
+    ws = Workspace(synth, build_roles(ModelSettings()))
+    ws.build()
+    seen: list[tuple[str, int, int]] = []
+    ws.ensure_stores({"raw"}, progress=lambda stage, done, total: seen.append((stage, done, total)))
+    n = len(synth.conversations)
+    assert seen[0] == ("building the raw memory store (once per run, then cached)", 0, n)
+    assert seen[-1][1:] == (n, n)
+    seen.clear()
+    ws.ensure_stores({"raw"}, progress=lambda stage, done, total: seen.append((stage, done, total)))
+    assert not seen  # built once

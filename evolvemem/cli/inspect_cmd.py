@@ -12,6 +12,7 @@ from evolvemem.loop.spec import objective_column, objective_label, objective_met
 from evolvemem.cli.run_cmd import changes_text, decision_text, emerged_text, paired_text, round_label
 from evolvemem.cli.ui import UI, fmt, paired_table
 from evolvemem.errors import EvolveMemError
+from evolvemem.loop.guard import next_step_text
 from evolvemem.report import RIGHT_F1, flipped_questions
 from evolvemem.space.emerged import load_run_dimensions, read_run_dimensions, switched_on
 
@@ -22,15 +23,21 @@ def list_runs(ui: UI, root: str) -> list[dict]:
     rows = []
     for db in sorted(Path(root).glob("*/run.duckdb")):
         item: dict[str, Any] = {"run_dir": str(db.parent), "kind": "?", "benchmark": "?", "diagnoser": "", "rounds": 0,
-                "best_dev": None, "status": ""}
+                                "best_round": None, "best_dev": None, "objective": "", "status": ""}
         try:
             with open_run(str(db.parent)) as store:
                 m = store.manifest()
-                stats = store.query("""SELECT count(*) AS rounds, max(all_f1) AS best FROM rounds
-                                       WHERE phase IN ('dev', 'eval') AND status = 'done'""")[0]
+                objective = (m.get("spec") or {}).get("objective", "all")
+                # a run's best is the guard's (paired evidence), not the round with the highest mean
+                best = store.best_round()
+                done = store.query(f"""SELECT round, {objective_column(objective)} AS score FROM rounds
+                                       WHERE phase IN ('dev', 'eval') AND status = 'done' ORDER BY round""")
+                best_row = next((r for r in done if r["round"] == best), None)
                 final = store.query("SELECT 1 FROM rounds WHERE phase = 'test_best' AND status = 'done'")
                 item.update(kind=m.get("kind", "?"), benchmark=m.get("benchmark", "?"),
-                            diagnoser=m.get("diagnoser", ""), rounds=stats["rounds"], best_dev=stats["best"],
+                            diagnoser=m.get("diagnoser", ""), rounds=len(done),
+                            best_round=best if best_row else None, best_dev=best_row and best_row["score"],
+                            objective=objective_label(objective),
                             status="running" if store.live else
                             "finished" if (final or m.get("kind") != "run") else "unfinished")
         except RunLockedError:
@@ -38,12 +45,14 @@ def list_runs(ui: UI, root: str) -> list[dict]:
         except Exception as exc:  # one damaged run must not hide the others: say why, on its row
             item["status"] = "unreadable: " + unreadable_reason(exc)
         rows.append(item)
-    table = Table(title=f"runs in {root}", title_justify="left")
-    for col in ("run", "kind", "benchmark", "diagnoser", "rounds", "best dev F1 (all)", "status"):
+    table = Table(title=f"runs in {root} (best = the guard's best round: paired evidence, not the highest mean)",
+                  title_justify="left")
+    for col in ("run", "kind", "benchmark", "diagnoser", "rounds", "best round", "its dev score", "status"):
         table.add_column(col)
     for r in rows:
+        score = "-" if r["best_dev"] is None else f"{fmt(r['best_dev'])} {r['objective']}"
         table.add_row(r["run_dir"], r["kind"], r["benchmark"], r["diagnoser"] or "-", str(r["rounds"]),
-                      fmt(r["best_dev"]), escape(r["status"]))
+                      "-" if r["best_round"] is None else str(r["best_round"]), score, escape(r["status"]))
     ui.print(table)
     return rows
 
@@ -101,13 +110,14 @@ def show_run(ui: UI, run: str) -> dict:
         costs = {c.round: c.as_dict() for c in per_round}
         total = total_cost(per_round)
         screenings = store.screenings()
+        best_round = store.best_round()
     spec = manifest.get("spec", {})
     objective = spec.get("objective", "all")
     ui.info(f"[bold]{run}[/bold] · {manifest.get('kind')} · benchmark {manifest.get('benchmark')} · "
             f"diagnoser {manifest.get('diagnoser', '-')} · seed {manifest.get('seed', '-')} · "
             f"models: {models_line(manifest.get('models') or {})}")
     categories = sorted({c for r in rounds for c in (r["by_category"] or {})})
-    names = {c: (r["by_category"][c] or {}).get("name") or f"cat {c}" for r in rounds for c in (r["by_category"] or {})}
+    names = {c: category_name(c, *rounds) for c in categories}
     score_name = objective_label(objective)
     # an evidence run scores contexts, not answers: its F1 columns would be empty, so it shows
     # recall over every question with evidence and what the contexts cost in tokens instead
@@ -116,7 +126,7 @@ def show_run(ui: UI, run: str) -> dict:
     side_columns = ("recall (all)", "tokens") if by_recall else ("main", "adv.")
     table = Table(title=f"rounds (dev; score = {score_name}, objective {objective})", title_justify="left")
     with_calls = any(u.get("calls") for u in usage.values())  # offline runs: no calls/tokens columns of zeros
-    for col in ["round", "score", "Δ", *side_columns, "paired vs best", "decision",
+    for col in ["round", "score", "Δ", *side_columns, "paired vs best", "next round",
                 "changes for next round", *(["calls", "tokens", "cost vs full evaluation"] if with_calls else [])]:
         wrap = col.startswith(("changes", "paired"))
         table.add_column(col, overflow="fold" if wrap else "ellipsis", no_wrap=not wrap, min_width=10 if wrap else None)
@@ -135,7 +145,8 @@ def show_run(ui: UI, run: str) -> dict:
         table.add_row(round_label({"round": r["round"], "emerged_used": used}), fmt(score), "" if prev is None or score is None else f"{score - prev:+.4f}",
                       *((fmt(r["evidence_recall"]), fmt(r["context_tokens"], 0)) if by_recall
                         else (fmt(r["main_f1"]), fmt(r["adversarial_f1"]))),
-                      paired_text(r["paired"], r["accepted"], [s for s in screenings if s["round"] == r["round"]]),
+                      paired_text(r["paired"], r["accepted"], [s for s in screenings if s["round"] == r["round"]],
+                                  objective),
                       decision_text(r), changes_text(r["changes"] or [], limit=6),
                       *([str(u.get("calls") or 0), str(tokens),
                          vs_full_text(costs.get(r["round"])) if r["phase"] == "dev" else "-"] if with_calls else []))
@@ -164,8 +175,9 @@ def show_run(ui: UI, run: str) -> dict:
             ui.info(line)
         if r["verdict"] and r["round"] > 0:
             ui.info(f"  round {r['round']} judged: {r['verdict']}")
-        if r["reason"]:
-            ui.info(f"  round {r['round']} → {r['decision']}: {r['reason']}")
+        reason = without_verdict(r["reason"] or "", r["verdict"] or "")
+        if reason:
+            ui.info(f"  round {r['round']} → {next_step_text(r['decision'])}: {reason}")
         if r["fallback"]:
             ui.info(f"  round {r['round']} fallback: {r['fallback']}")
         for flag in r["flags"]:
@@ -174,8 +186,7 @@ def show_run(ui: UI, run: str) -> dict:
             ui.info(f"  round {r['round']} {emerged_text(r['emerged_used'])}")
     result: dict = {"run_dir": run, "manifest": manifest, "rounds": out_rounds, "cost": total}
     if out_rounds and manifest.get("kind") == "run":
-        accepted = [x for x in out_rounds if x["accepted"]]
-        best = accepted[-1] if accepted else max(out_rounds, key=lambda x: (x["dev_score"] or 0, -x["round"]))
+        best = next((x for x in out_rounds if x["round"] == best_round), out_rounds[0])
         result["best_round"] = best["round"]
         result["dev"] = {"start": out_rounds[0], "best": best}
         result["test"] = {k.removeprefix("test_"): headline(v) for k, v in finals.items()}
@@ -198,6 +209,23 @@ def show_run(ui: UI, run: str) -> dict:
                            f"{d['rationale']}".rstrip()))
     result["proposed_dimensions"] = new_dims
     return result
+
+
+def category_name(key: str, *rows: dict) -> str:
+    """A category as `evolve show` names it: the benchmark's name for it, else `cat <key>`."""
+    for row in rows:
+        name = ((row.get("by_category") or {}).get(key) or {}).get("name")
+        if name:
+            return str(name)
+    return f"cat {key}"
+
+
+def without_verdict(reason: str, verdict: str) -> str:
+    """A decision's reason without the verdict it repeats (a revert's reason starts with it), so each
+    verdict is printed once."""
+    if verdict and reason.startswith(verdict):
+        return reason[len(verdict):].lstrip(" ;:,")
+    return reason
 
 
 def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
@@ -223,7 +251,8 @@ def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
     changes = [c.as_dict() for c in diff_configs(old, new)]
     cats = sorted(set(cfg[a]["by_category"] or {}) | set(cfg[b]["by_category"] or {}))
     metric = objective_metric(objective)  # F1, or the contexts' evidence recall of an evidence run
-    score_diff = {c: {"a": ((cfg[a]["by_category"] or {}).get(c) or {}).get(metric),
+    score_diff: dict[str, dict[str, Any]] = {c: {"name": category_name(c, cfg[a], cfg[b]),
+                      "a": ((cfg[a]["by_category"] or {}).get(c) or {}).get(metric),
                       "b": ((cfg[b]["by_category"] or {}).get(c) or {}).get(metric)} for c in cats}
     for v in score_diff.values():
         v["delta"] = None if v["a"] is None or v["b"] is None else v["b"] - v["a"]
@@ -236,7 +265,8 @@ def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
     for col in ("category", f"round {a}", f"round {b}", "Δ"):
         t.add_column(col)
     for c, v in score_diff.items():
-        t.add_row(c, fmt(v["a"]), fmt(v["b"]), "-" if v["delta"] is None else f"{v['delta']:+.3f}")
+        t.add_row(category_name(c, cfg[a], cfg[b]), fmt(v["a"]), fmt(v["b"]),
+                  "-" if v["delta"] is None else f"{v['delta']:+.3f}")
     t.add_section()
     column = objective_column(objective)
     head = {r: cfg[r][column] for r in (a, b)}

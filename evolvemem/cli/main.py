@@ -14,8 +14,22 @@ if TYPE_CHECKING:
     from evolvemem.space.registry import Dimension
 from evolvemem.session.defaults import BENCHMARK_HELP, GUARD_DEFAULTS, RUN_DEFAULTS
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Tune the retrieval side of LLM-agent memory with an AutoResearch loop.")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from evolvemem import __version__
+
+        typer.echo(f"evolvemem {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                              help="Print the version and exit.")) -> None:
+    """Tune the retrieval side of LLM-agent memory with an AutoResearch loop."""
 
 ModelOpt = typer.Option(None, "--model", help="litellm model for every role (e.g. openai/gpt-4o-mini); default: offline roles.")
 ExtractOpt = typer.Option(None, "--extract-model", help="Model for memory extraction (or 'offline').")
@@ -153,7 +167,7 @@ def about_text(dim: Dimension) -> str:
 def eval_command(
     benchmark: str = typer.Option(RUN_DEFAULTS.benchmark, "--benchmark", "-b", help=f"{BENCHMARK_HELP}."),
     data: Optional[str] = typer.Option(None, "--data", help="Path to the benchmark file (LoCoMo: locomo10.json)."),
-    config: str = typer.Option("default", "--config", "-c", help="Preset name (weak, default) or a config file."),
+    config: str = typer.Option("default", "--config", "-c", help="Preset name (weak, default) or a config file. eval scores what you would deploy untuned, so it defaults to `default` (every dimension at its default); `run` starts from `weak` (the EvolveMem paper's BM25-only start) to leave the loop room to climb, and `transfer` compares with the run's own start."),
     split: str = SplitAllOpt,
     model: Optional[str] = ModelOpt,
     extract_model: Optional[str] = ExtractOpt,
@@ -257,6 +271,8 @@ def run(
     quiet: bool = QuietOpt,
 ):
     """Evolve the retrieval config: evaluate → diagnose → propose → guard, round by round."""
+    import time
+
     from evolvemem.cli.run_cmd import new_run_dir, run_loop
     from evolvemem.errors import EvolveMemError
     from evolvemem.session import (EXECUTORS, OBJECTIVES, GuardSettings, RunSpec, Session, candidates_problem,
@@ -264,6 +280,7 @@ def run(
                                    resolve_init)
     from evolvemem.space.registry import expand_dimension_names
 
+    started = time.perf_counter()
     ui = UI(json_mode=json_out, quiet=quiet)
     if executor_name not in EXECUTORS:
         raise EvolveMemError(f"--executor must be {' or '.join(EXECUTORS)}, not {executor_name!r}")
@@ -275,7 +292,7 @@ def run(
             ui.warn(f"--resume continues the run with the settings it started with; ignored: {', '.join(ignored)}")
         with open_executor(executor_name, ray_address) as executor:
             session = Session.resume(resume, ui, rounds=rounds, data=data, api_base=api_base, executor=executor)
-            result = run_loop(ui, session)
+            result = run_loop(ui, session, started, resumed=True)
     else:
         check_protocol(adversarial_protocol)
         settings = model_settings(model, extract_model, answer_model, diagnosis_model, judge_model, api_base,
@@ -319,7 +336,7 @@ def run(
                        evidence_rung=not no_evidence_rung)
         with open_executor(executor_name, ray_address) as executor:
             session = Session.create(spec, new_run_dir(out, benchmark, chosen), init_config, ui, executor=executor)
-            result = run_loop(ui, session)
+            result = run_loop(ui, session, started)
     if json_out:
         ui.emit_json(result)
 

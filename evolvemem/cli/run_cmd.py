@@ -1,15 +1,19 @@
 """`evolve run`: the AutoResearch loop from the command line, with resume."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.table import Table
 
 from evolvemem.cli.common import default_run_dir
+from evolvemem.cli.log_progress import duration_text
 from evolvemem.cli.ui import UI, fmt, report_failures, report_oversized
 from evolvemem.errors import EvolveMemError
+from evolvemem.loop.guard import kept_text, next_step_text
 from evolvemem.loop.ladder import rung_text
+from evolvemem.loop.spec import objective_label, objective_metric
 
 if TYPE_CHECKING:
     from evolvemem.session import RunResult, RunSpec, Session
@@ -41,30 +45,34 @@ def changes_text(changes: list[dict], limit: int = 4) -> str:
     return escape("; ".join(parts)) or "-"
 
 
-def paired_text(paired: dict | None, accepted: bool | None, screenings: list[dict] | None = None) -> str:
-    """A round against the incumbent: paired F1 difference and p-value per group, and the verdict
-    (a round whose every candidate was screened out kept the incumbent: it says so)."""
+def paired_text(paired: dict | None, accepted: bool | None, screenings: list[dict] | None = None,
+                objective: str = "balanced") -> str:
+    """A round against the incumbent: paired difference (F1, or evidence recall for an evidence run) and
+    p-value per group, and the verdict (a round whose every candidate was screened out kept the
+    incumbent: it says so)."""
     if screenings and all(s["outcome"] == "screened_out" for s in screenings):
         n = len(screenings)
         where = ("at rung 0 (contexts' evidence)" if all(s.get("rung") == 0 for s in screenings)
                  else "on the ladder")
-        return (f"{n} candidate{'s' if n > 1 else ''} screened out {where} → kept "
-                f"r{screenings[-1]['compared_with']}")
+        return (f"{n} candidate{'s' if n > 1 else ''} screened out {where} → "
+                f"{kept_text(False, screenings[-1]['compared_with'])}")
     if not paired:
         return "start" if accepted else "-"
     parts = []
-    for group, label in (("main", "main"), ("adversarial", "adv")):
+    labels = ((("main", "answerable recall"),) if objective_metric(objective) == "evidence_recall"
+              else (("main", "main F1"), ("adversarial", "adv F1")))
+    for group, label in labels:
         stat = (paired.get("groups") or {}).get(group) or {}
         if stat.get("n"):
             p = min(stat["p_gain"], stat["p_loss"])
             parts.append(f"{label} {stat['diff']:+.3f} (p {p:.2f})")
-    verdict = "new best" if accepted else "kept best"
-    return f"vs r{paired['incumbent_round']}: {' · '.join(parts)} → {verdict}"
+    return f"vs r{paired['incumbent_round']}: {' · '.join(parts)} → {kept_text(accepted, paired['incumbent_round'])}"
 
 
 def decision_text(info: dict) -> str:
-    """The guard's decision, with a rubric fallback and evidence flags said out loud."""
-    text = info["decision"] or "-"
+    """The guard's decision for the next round (the shared vocabulary of loop/guard.py), with a rubric
+    fallback and evidence flags said out loud."""
+    text = next_step_text(info["decision"])
     if info.get("fallback"):
         text += " (rubric fallback)"
     if info.get("flags"):
@@ -82,16 +90,25 @@ def screening_lines(round_no: int, screenings: list[dict]) -> list[str]:
 
 
 
-def round_line(info: dict) -> str:
+def dev_scores_text(score: float, dev: dict, objective: str) -> str:
+    """A round's dev figures as the console prints them: the objective by name, then its companions
+    (F1 of both groups; an evidence run's contexts have no F1: their recall and size instead)."""
+    if objective_metric(objective) == "evidence_recall":
+        return (f"dev {objective_label(objective)} {score:.4f} (all questions {fmt(dev.get('evidence_recall'))}, "
+                f"context {fmt(dev.get('context_tokens'), 0)} tokens)")
+    return (f"dev {objective_label(objective)} {score:.4f} (main F1 {fmt(dev.get('main'))}, adversarial F1 "
+            f"{fmt(dev.get('adversarial'))})")
+
+
+def round_line(info: dict, objective: str = "balanced") -> str:
     from evolvemem.session import vs_full_text
 
-    dev = info["dev"]
     lines = screening_lines(info["round"], info.get("screenings") or [])
     cost = f"; cost vs full evaluation {vs_full_text(info.get('cost'))}" if made_calls([info]) else ""
     used = info.get("emerged_used") or []
     lever = f" {emerged_text(used)};" if used else ""
-    lines.append(f"round {info['round']}:{lever} dev {info['score']:.4f} (main {fmt(dev.get('main'))}, adversarial "
-                 f"{fmt(dev.get('adversarial'))}) {paired_text(info.get('paired'), info.get('accepted'), info.get('screenings'))}; "
+    paired = paired_text(info.get("paired"), info.get("accepted"), info.get("screenings"), objective)
+    lines.append(f"round {info['round']}:{lever} {dev_scores_text(info['score'], info['dev'], objective)} {paired}; "
                  f"{decision_text(info)}: {changes_text(info['changes'])}{cost}")
     return "\n".join(lines)
 
@@ -101,15 +118,15 @@ def made_calls(rounds: list[dict]) -> bool:
     return any((info.get("usage") or {}).get("calls") for info in rounds)
 
 
-def rounds_table(rounds: list[dict], title: str) -> Table:
+def rounds_table(rounds: list[dict], title: str, objective: str = "balanced") -> Table:
     from evolvemem.session import vs_full_text
 
     table = Table(title=title, title_justify="left")
     # offline rounds make no call: the calls and cost columns would only squeeze the decisions
     with_calls = made_calls(rounds)
-    for col in ("round", "dev objective", "Δ", "main", "adv.", "evid. recall", "paired vs best (same questions)",
-                "decision", "changes for next round", *(("calls", "cost vs full evaluation") if with_calls else ()),
-                "time"):
+    for col in ("round", f"dev {objective_label(objective)}", "Δ", "main F1", "adv. F1", "evid. recall",
+                "paired vs best (same questions)", "next round", "changes for next round",
+                *(("calls", "cost vs full evaluation") if with_calls else ()), "time"):
         wrap = col.startswith(("changes", "paired"))
         table.add_column(col, overflow="fold" if wrap else "ellipsis", no_wrap=not wrap)
     prev = None
@@ -119,7 +136,7 @@ def rounds_table(rounds: list[dict], title: str) -> Table:
         usage = info.get("usage") or {}
         table.add_row(round_label(info), f"{info['score']:.4f}", delta, fmt(dev.get("main")),
                       fmt(dev.get("adversarial")), fmt(dev.get("evidence_recall")),
-                      paired_text(info.get("paired"), info.get("accepted"), info.get("screenings")),
+                      paired_text(info.get("paired"), info.get("accepted"), info.get("screenings"), objective),
                       decision_text(info),
                       changes_text(info["changes"], limit=6),
                       *((str(usage.get("calls") or 0), vs_full_text(info.get("cost"))) if with_calls else ()),
@@ -128,11 +145,12 @@ def rounds_table(rounds: list[dict], title: str) -> Table:
     return table
 
 
-def run_loop(ui: UI, session: Session) -> dict:
-    """Drive an opened run session round by round, with progress bars and the per-round lines."""
-    from evolvemem.loop.spec import objective_label
+def run_loop(ui: UI, session: Session, started: float | None = None, resumed: bool = False) -> dict:
+    """Drive an opened run session round by round, with progress bars and the per-round lines; the
+    total time printed at the end counts from `started` (the command's start: setup included)."""
     from evolvemem.session import Hooks
 
+    started = time.perf_counter() if started is None else started
     spec = session.spec
     run_dir = session.run_dir
     ui.info(f"[bold]Run[/bold] {run_dir}  ·  diagnoser {spec.diagnoser}  ·  rounds 0..{spec.rounds}  ·  "
@@ -149,7 +167,7 @@ def run_loop(ui: UI, session: Session) -> dict:
             bars.questions(label, c[0], total, cache_hits=c[1], failed=c[2], calls=c[3])
 
         hooks = Hooks(stage=bars.stage, record=on_record,
-                      round_done=lambda info: ui.info(round_line(info)), message=ui.warn)
+                      round_done=lambda info: ui.info(round_line(info, spec.objective)), message=ui.warn)
         try:
             result = session.run(hooks)
             causes = session.failure_causes()
@@ -157,11 +175,14 @@ def run_loop(ui: UI, session: Session) -> dict:
         except KeyboardInterrupt:
             ui.err.print(f"stopped: every finished question is saved; continue with  evolve run --resume {run_dir}")
             raise
-    ui.print(rounds_table(result.rounds, f"{spec.benchmark} · {spec.diagnoser} · {run_dir.name}"))
+    ui.print(rounds_table(result.rounds, f"{spec.benchmark} · {spec.diagnoser} · {run_dir.name}", spec.objective))
     if made_calls(result.rounds):
         ui.info(cost_line(result.cost))
     _print_dev_test(ui, result)
     ui.info(f"best round {result.best_round}; best config: {result.best_config_path}")
+    seconds = time.perf_counter() - started
+    ui.info(f"total time: {duration_text(seconds)}"
+            + (" (this invocation; the earlier part of the run is not counted)" if resumed else ""))
     report_failures(ui, causes)
     report_oversized(ui, oversized)
     return {
@@ -169,7 +190,7 @@ def run_loop(ui: UI, session: Session) -> dict:
         "rounds": [{"round": r["round"], "dev_score": r["score"], "decision": r["decision"],
                     "changes": r["changes"]} for r in result.rounds],
         "best_round": result.best_round, "best_config_path": str(result.best_config_path),
-        "dev": result.dev, "test": result.test, "cost": result.cost,
+        "dev": result.dev, "test": result.test, "cost": result.cost, "seconds": round(seconds, 1),
     }
 
 

@@ -35,7 +35,12 @@ category_names and adversarial_categories. Blank lines are ignored.
 Rules: turn ids are unique within a conversation; question ids are unique; evidence must name
 turns of the question's conversation; question_type is one of evolvemem.qtypes.QUESTION_TYPES.
 Unanswerable questions use question_type "adversarial" (list them in adversarial_categories if
-they should not count in the main average). Any violation raises DataError naming the record.
+they should not count in the main average); their "answer" is what a right reply says, e.g.
+"Not mentioned in the conversation" (abstentions score as correct on them), and the wrong answer
+a reader might be lured into goes in "adversarial_answer". Every conversation needs at least one
+question. A key that is not one of the above is refused with the nearest known one ("did you
+mean"), so a misspelt field never silently drops its data. Any violation raises DataError naming
+the record.
 `dump_custom` writes any Dataset in this format, so other benchmarks can be exported and edited.
 """
 from __future__ import annotations
@@ -52,6 +57,25 @@ from evolvemem.errors import DataError
 from evolvemem.qtypes import QUESTION_TYPES, classify_question
 
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+# The keys each record may hold (JSON Lines records also carry "kind").
+TOP_KEYS = ("name", "category_names", "adversarial_categories", "conversations", "questions")
+CONVERSATION_KEYS = ("id", "speakers", "sessions")
+SESSION_KEYS = ("id", "date", "turns")
+TURN_KEYS = ("id", "speaker", "text", "image_caption", "date")
+QUESTION_KEYS = ("id", "conversation_id", "question", "answer", "evidence", "category", "question_type",
+                 "question_date", "adversarial_answer", "choices", "correct_choice")
+
+
+def _check_keys(record: dict, known: tuple[str, ...], where: str) -> None:
+    """Refuse a key the format does not have, suggesting the nearest known one."""
+    import difflib
+
+    for key in record:
+        if key in known or key == "kind":
+            continue
+        near = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+        hint = f"did you mean {near[0]!r}?" if near else f"known keys: {', '.join(known)}"
+        raise DataError(f"{where}: unknown key {key!r} ({hint})")
 
 
 def load_custom(path: str | Path) -> Dataset:
@@ -72,6 +96,7 @@ def _split_json(payload: bytes, label: str) -> tuple[dict, Located, Located]:
     raw = parse_json_bytes(payload, label)
     if not isinstance(raw, dict):
         raise DataError(f"{label}: top level must be an object with 'conversations' and 'questions'")
+    _check_keys(raw, TOP_KEYS, label)
     parts = []
     for key in ("conversations", "questions"):
         records = raw.get(key)
@@ -105,6 +130,7 @@ def _split_jsonl(payload: bytes, label: str) -> tuple[dict, Located, Located]:
         elif kind == "dataset":
             if header:
                 raise DataError(f"{where}: a second 'dataset' line")
+            _check_keys(record, tuple(k for k in TOP_KEYS if k not in ("conversations", "questions")), where)
             header = record
         else:
             raise DataError(f"{where}: 'kind' must be 'conversation', 'question' or 'dataset', got {kind!r}")
@@ -128,6 +154,12 @@ def _build(header: dict, conv_records: Located, question_records: Located, path:
             raise DataError(f"{where}: duplicate question id {question.question_id!r}")
         seen.add(question.question_id)
         questions.append(question)
+    asked = {q.conversation_id for q in questions}
+    silent = [cid for cid in conversations if cid not in asked]
+    if silent and questions:
+        raise DataError(f"{label}: conversation {silent[0]!r} has no questions"
+                        + (f" (nor {len(silent) - 1} more)" if len(silent) > 1 else "")
+                        + ": every conversation needs at least one question to be scored on; remove it or add questions")
     name = header.get("name", path.stem)
     category_names = header.get("category_names", {})
     adversarial = header.get("adversarial_categories", [])
@@ -186,6 +218,7 @@ def _conversation(record: Any, where: str) -> Conversation:
         raise DataError(f"{where} is not an object")
     conversation_id = _text(record, "id", where)
     where = f"{where} (id {conversation_id!r})"
+    _check_keys(record, CONVERSATION_KEYS, where)
     if "sessions" not in record:
         raise DataError(f"{where} has no 'sessions'")
     sessions_raw = _list(record, "sessions", where)
@@ -200,6 +233,7 @@ def _conversation(record: Any, where: str) -> Conversation:
         if not isinstance(session, dict):
             raise DataError(f"{s_where} is not an object")
         session_id = _text(session, "id", s_where)
+        _check_keys(session, SESSION_KEYS, s_where)
         if session_id in seen_sessions:
             raise DataError(f"{s_where}: duplicate session id {session_id!r}")
         seen_sessions.add(session_id)
@@ -212,6 +246,7 @@ def _conversation(record: Any, where: str) -> Conversation:
             if not isinstance(turn, dict):
                 raise DataError(f"{t_where} is not an object")
             turn_id = _text(turn, "id", t_where)
+            _check_keys(turn, TURN_KEYS, t_where)
             if turn_id in seen_turns:
                 raise DataError(f"{t_where}: duplicate turn id {turn_id!r}")
             seen_turns.add(turn_id)
@@ -243,6 +278,7 @@ def _question(record: Any, where: str, conversations: dict[str, Conversation],
         raise DataError(f"{where} is not an object")
     question_id = _text(record, "id", where)
     where = f"{where} (id {question_id!r})"
+    _check_keys(record, QUESTION_KEYS, where)
     conversation_id = _text(record, "conversation_id", where)
     if conversation_id not in conversations:
         raise DataError(f"{where}: conversation_id {conversation_id!r} is not a conversation in this file")

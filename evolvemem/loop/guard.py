@@ -23,6 +23,33 @@ from evolvemem.space.config import ClampReport
 from evolvemem.space.ops import Change, diff_configs, perturb
 
 
+# What the guard decided for the next round, in the words every view prints (console, `evolve show`, the
+# report). The stored value (`decisions.decision`) keeps the short name. Whether a round became the best is
+# a separate verdict (`kept_text`): a round that was not better but not significantly worse is still the
+# base of the next proposal ("builds on it") while the best stays where it was.
+NEXT_STEP: dict[str, str] = {
+    "applied": "next builds on it",
+    "reverted": "next reverts to best",
+    "explored": "next explores",
+    "stopped": "stops",
+    "converged": "stops (no gain)",
+}
+
+
+def next_step_text(decision: str | None) -> str:
+    """A stored decision in the shared vocabulary ("-" when the round has none yet)."""
+    if not decision:
+        return "-"
+    return NEXT_STEP.get(decision, decision)
+
+
+def kept_text(accepted: bool | None, best_round: int | None) -> str:
+    """Whether the guard kept a judged round as its best, in the shared vocabulary."""
+    if accepted:
+        return "new best"
+    return "not kept" + ("" if best_round is None else f" (best stays r{best_round})")
+
+
 @dataclass
 class RoundScore:
     round: int

@@ -164,3 +164,30 @@ def accept(comparison: Comparison, objective: str, settings: GuardSettings) -> V
         why.append("a fold loses")
     return Verdict(False, significant_loss, f"not better than round {comparison.incumbent_round}: "
                                            f"{', '.join(why)} ({detail})")
+
+
+# A judged group needs this many dev questions before the guard can accept a gain of
+# DETECTABLE_TARGET even in the best case (docs/guides/custom-data.md#how-much-data).
+DETECTABLE_TARGET = 0.05
+
+
+def smallest_detectable_gain(n: int, alpha: float, min_effect: float = 0.0) -> float:
+    """The smallest mean gain the guard's sign-flip test can call significant on `n` paired questions,
+    in the best case: k questions gain a whole point and every other one is unchanged, so the one-sided
+    p-value is 2^-k, and k must bring it below `alpha`. A real change (partial gains, some losses) needs
+    more; `inf` when no gain on `n` questions can pass."""
+    k = _questions_to_significance(alpha)
+    return max(min_effect, k / n) if 0 < k <= n else float("inf")
+
+
+def questions_needed(alpha: float, target: float = DETECTABLE_TARGET) -> int:
+    """Questions a judged group needs so that `target` is a detectable gain (in the best case)."""
+    return int(np.ceil(_questions_to_significance(alpha) / target))
+
+
+def _questions_to_significance(alpha: float) -> int:
+    """Fewest questions that, all gaining and none losing, give a sign-flip p below `alpha`."""
+    k = 1
+    while 2.0 ** -k >= alpha:
+        k += 1
+    return k

@@ -14,7 +14,7 @@ from typing import Any
 from evolvemem.contracts.records import FAILURE_CLASSES, RIGHT_F1
 from evolvemem.contracts.usage import Usage
 from evolvemem.loop.paired import GROUPS, Comparison, PairedStat
-from evolvemem.loop.spec import OBJECTIVE_MEANING, GuardSettings, objective_column, objective_label
+from evolvemem.loop.spec import OBJECTIVE_MEANING, GuardSettings, objective_column, objective_label, objective_metric
 from evolvemem.space.emerged import load_run_dimensions, switched_on
 from evolvemem.store.costs import round_costs, total_cost
 
@@ -57,6 +57,8 @@ class RoundView:
     reason: str = ""
     delta: float | None = None
     best_so_far: float | None = None
+    main_evidence_recall: float | None = None  # evidence recall over the answerable questions
+    context_tokens: float | None = None  # mean estimated tokens of the answer contexts
     changes: list[dict] = field(default_factory=list)
     reextracted_sessions: list[str] = field(default_factory=list)
     memories_added: int = 0
@@ -193,6 +195,16 @@ class ReportData:
         """What the per-round score is: the dev objective's headline of a run, or plain F1 of an evaluation."""
         label = objective_label(self.objective)
         return f"dev {label}" if self.phase == "dev" else label
+
+    @property
+    def metric(self) -> str:
+        """The per-question figure the rounds are compared on: `f1`, or `evidence_recall` for an evidence run
+        (whose contexts were never answered: it has no F1)."""
+        return objective_metric(self.objective)
+
+    @property
+    def metric_label(self) -> str:
+        return "evidence recall" if self.metric == "evidence_recall" else "F1"
 
     @property
     def objective_meaning(self) -> str:
@@ -345,6 +357,7 @@ def gather(store: Any) -> ReportData:
         view = RoundView(
             round=number, status=row["status"], score=score, all_f1=row["all_f1"], main_f1=row["main_f1"],
             adversarial_f1=row["adversarial_f1"], evidence_recall=row["evidence_recall"],
+            main_evidence_recall=row.get("main_evidence_recall"), context_tokens=row.get("context_tokens"),
             n_questions=row["n_questions"] or 0, n_failed=row["n_failed"] or 0, wall_seconds=row["wall_seconds"],
             by_category=by_cat, failures={k: v for k, v in counts.items() if k != "correct"},
             n_correct=counts.get("correct", 0),
@@ -373,15 +386,10 @@ def gather(store: Any) -> ReportData:
     classes = [c for c in FAILURE_CLASSES]
     classes += sorted({c for r in rounds for c in r.failures} - set(classes))
     scored = [r for r in rounds if r.score is not None]
-    best_round = None
-    if decisions and decisions.get(max(decisions), {}).get("best_round") is not None:
-        best_round = decisions[max(decisions)]["best_round"]
+    # the guard's best (the store's rule: paired evidence, not the highest mean); a single evaluation has none
+    best_round = store.best_round() if phase == "dev" and scored else None
     finals_rows = {r["phase"]: r for r in store.query(
         "SELECT * FROM rounds WHERE phase IN ('test_start', 'test_best') AND status = 'done'")}
-    if "test_best" in finals_rows:
-        best_round = finals_rows["test_best"]["round"]
-    if best_round is None and scored and len(rounds) > 1:
-        best_round = max(scored, key=lambda r: (r.score, -r.round)).round
 
     finals: list[FinalScore] = []
     if phase == "dev" and scored:
@@ -506,4 +514,5 @@ def comparison_from_json(raw: object) -> Comparison | None:
 
 
 def _scores(row: dict) -> dict[str, Any]:
-    return {k: row.get(k) for k in ("all_f1", "main_f1", "adversarial_f1", "evidence_recall", "n")}
+    return {k: row.get(k) for k in ("all_f1", "main_f1", "adversarial_f1", "evidence_recall", "main_evidence_recall",
+                                    "context_tokens", "n")}

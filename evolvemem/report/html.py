@@ -13,6 +13,7 @@ from typing import Any, Iterable
 
 from evolvemem.loop.ladder import rung_text
 from evolvemem.loop.spec import objective_column, objective_label
+from evolvemem.loop.guard import next_step_text
 from evolvemem.report import svg
 from evolvemem.contracts.records import RIGHT_F1
 from evolvemem.contracts.usage import Usage
@@ -54,8 +55,10 @@ def heat_cell(value: float | None) -> str:
 
 
 def badge(decision: str | None) -> str:
+    """The guard's decision for the next round, coloured by its stored name, worded as every view words it."""
     kind = decision or "pending"
-    return f'<span class="badge" style="background:{svg.decision_color(kind)}">{escape(kind)}</span>'
+    text = next_step_text(decision) if decision else kind
+    return f'<span class="badge" style="background:{svg.decision_color(kind)}">{escape(text)}</span>'
 
 
 def table(headers: Iterable[str], rows: Iterable[Iterable[str]], cls: str = "", table_id: str = "") -> str:
@@ -137,13 +140,15 @@ def trajectory_chart(data: ReportData) -> str:
     legend = [svg.LegendItem(s.name, s.color, "dashed" if s.dashed else "line") for s in reversed(series)]
     legend += [svg.LegendItem(f"test {group} F1", svg.GROUP_COLORS[group], "diamond") for group in GROUP_NAMES
                if any(m.shape == "diamond" and m.color == svg.GROUP_COLORS[group] for m in markers)]
-    legend += [svg.LegendItem(f"then: {k}" if k not in ("start", "pending") else k, svg.decision_color(k), "dot")
+    legend += [svg.LegendItem(next_step_text(k) if k not in ("start", "pending") else k, svg.decision_color(k), "dot")
                for k in kinds]
-    legend.append(svg.LegendItem("best round", svg.BEST_RING_COLOR, "ring"))
+    legend.append(svg.LegendItem("best round (the guard's)", svg.BEST_RING_COLOR, "ring"))
     values = [y for s in series for _, y in s.points if y is not None] + [m.y for m in markers]
-    return svg.line_chart("trajectory-chart", f"{data.score_label} per round, with main and adversarial F1", series,
+    title = (f"{data.score_label} per round" if data.metric == "evidence_recall"
+             else f"{data.score_label} per round, with main and adversarial F1")
+    return svg.line_chart("trajectory-chart", title, series,
                           _x_ticks(rounds), markers=markers, legend=legend, y_range=svg.auto_range(values),
-                          y_label="F1", height=360)
+                          y_label=data.metric_label, height=360)
 
 
 def _last(points: list[tuple[float, float | None]]) -> float | None:
@@ -151,21 +156,22 @@ def _last(points: list[tuple[float, float | None]]) -> float | None:
 
 
 def categories_chart(data: ReportData) -> str:
-    title = "F1 per category and round"
+    metric, label_text = data.metric, data.metric_label
+    title = f"{label_text} per category and round"
     if len(data.rounds) == 1:
         r = data.rounds[0]
-        stack = svg.BarStack("F1", svg.OBJECTIVE_COLOR,
-                             [float((r.by_category.get(k) or {}).get("f1") or 0.0) for k, _ in data.categories],
-                             [f"F1 {f3((r.by_category.get(k) or {}).get('f1'))} (n={(r.by_category.get(k) or {}).get('n')})"
-                              for k, _ in data.categories])
+        stack = svg.BarStack(label_text, svg.OBJECTIVE_COLOR,
+                             [float((r.by_category.get(k) or {}).get(metric) or 0.0) for k, _ in data.categories],
+                             [f"{label_text} {f3((r.by_category.get(k) or {}).get(metric))} "
+                              f"(n={(r.by_category.get(k) or {}).get('n')})" for k, _ in data.categories])
         return svg.bar_chart("categories-chart", title, [lab for _, lab in data.categories], [stack], y_max=1.0,
-                             y_label="F1", y_format=lambda v: f"{v:.2f}", height=320)
+                             y_label=label_text, y_format=lambda v: f"{v:.2f}", height=320)
     series = [svg.Series(label, svg.series_color(i),
-                         [(r.round, (r.by_category.get(key) or {}).get("f1")) for r in data.rounds])
+                         [(r.round, (r.by_category.get(key) or {}).get(metric)) for r in data.rounds])
               for i, (key, label) in enumerate(data.categories)]
     legend = [svg.LegendItem(f"{s.name} {f3(_last(s.points))}", s.color) for s in series]
     return svg.line_chart("categories-chart", title, series, _x_ticks(data.rounds), legend=legend,
-                          y_range=(0.0, 1.0), y_label="F1", height=320)
+                          y_range=(0.0, 1.0), y_label=label_text, height=320)
 
 
 def failures_chart(data: ReportData) -> str:
@@ -191,10 +197,16 @@ def how_to_read(data: ReportData) -> str:
         body = (
             "<p>evolvemem tuned the <em>retrieval</em> settings of an agent memory round by round. "
             "Each round scores one config on the <strong>dev</strong> questions; a <strong>diagnoser</strong> reads "
-            "why answers failed and proposes a change; the <strong>guard</strong> then <em>applies</em> it, "
-            "<em>reverts</em> to the best config after a regression, <em>explores</em> a random change when progress "
-            "stalls, or <em>stops</em>. So a marker on the trajectory shows the score of that round's config, and its "
+            "why answers failed and proposes a change; the <strong>guard</strong> then judges the round against the "
+            "best round so far (<em>new best</em> or <em>not kept</em>) and decides the next round: it <em>builds on "
+            "it</em> (the proposal applied to this round's config, which was not significantly worse), <em>reverts to "
+            "best</em> after a significant loss, <em>explores</em> a random change when progress stalls, or "
+            "<em>stops</em>. So a marker on the trajectory shows the score of that round's config, and its "
             "colour says what the guard did next; click it for the round's details.</p>"
+            "<p>The <strong>best round</strong> (ringed) is the last round that beat the best before it on paired "
+            "evidence, not the round with the highest mean: a round whose mean is higher by a few questions that "
+            "could be noise, or that bought its gain with a loss on the other group, is not kept, so a ringed "
+            "point can sit below another round's.</p>"
             f"<p>Decisions are <strong>paired</strong>: a round and the best round so far answered the same dev "
             "questions, so each question gives one difference; a round becomes the new best only when the difference "
             "is significant (sign-flip permutation p-value, 95% interval resampled by conversation) and a majority of "
@@ -225,14 +237,19 @@ def summary_cards(data: ReportData) -> str:
     best = next((f for f in data.finals if f.which == "best"), None)
     if start and best:
         # the headline: both groups and all, held-out test first (dev is where the loop chose)
-        for key, label in (("main_f1", "main F1 (answerable)"), ("adversarial_f1", "adversarial F1"), ("all_f1", "all F1")):
-            dev = f"dev {f4(start.dev.get(key))} → {f4(best.dev.get(key))} (round {start.round} → {best.round})"
+        headline = ((("main_evidence_recall", "evidence recall (answerable)"), ("evidence_recall", "evidence recall (all)"),
+                     ("context_tokens", "context tokens")) if data.metric == "evidence_recall" else
+                    (("main_f1", "main F1 (answerable)"), ("adversarial_f1", "adversarial F1"), ("all_f1", "all F1")))
+        for key, label in headline:
+            digits = 0 if key == "context_tokens" else 4
+            value = (lambda v: "–" if v is None else f"{v:.{digits}f}")
+            dev = f"dev {value(start.dev.get(key))} → {value(best.dev.get(key))} (round {start.round} → {best.round})"
             if start.test and best.test:
                 a, b = start.test.get(key), best.test.get(key)
-                delta = signed(b - a) if a is not None and b is not None else "–"
-                cards.append((f"test {label}", f"{f4(a)} → {f4(b)}", f"held out: {delta}; {dev}"))
+                delta = signed(b - a, digits) if a is not None and b is not None else "–"
+                cards.append((f"test {label}", f"{value(a)} → {value(b)}", f"held out: {delta}; {dev}"))
             else:
-                cards.append((f"dev {label}", f"{f4(start.dev.get(key))} → {f4(best.dev.get(key))}",
+                cards.append((f"dev {label}", f"{value(start.dev.get(key))} → {value(best.dev.get(key))}",
                               "test not scored: the run has not finished"))
         judged = data.judged
         flagged = sum(c.flagged for c in data.flag_counts())
@@ -294,14 +311,14 @@ def trajectory_section(data: ReportData) -> str:
 def categories_and_failures(data: ReportData) -> str:
     cats = data.categories
     cat_rows = [[f'<a href="#round-{r.round}">{r.round}</a>'] +
-                [heat_cell((r.by_category.get(k) or {}).get("f1")) for k, _ in cats] for r in data.rounds]
+                [heat_cell((r.by_category.get(k) or {}).get(data.metric)) for k, _ in cats] for r in data.rounds]
     n_row = ["n"] + [num(count(max((r.by_category.get(k) or {}).get("n") or 0 for r in data.rounds))) for k, _ in cats]
     present = [c for c in data.failure_classes if any(r.failures.get(c) for r in data.rounds)]
     fail_headers = ["round"] + [escape(c.replace("_", " ")) for c in present] + ["wrong", "correct"]
     fail_rows = [[f'<a href="#round-{r.round}">{r.round}</a>'] + [num(count(r.failures.get(c))) for c in present]
                  + [num(count(sum(r.failures.values()))), num(count(r.n_correct))] for r in data.rounds]
     return (
-        f'<section id="categories" class="card"><h2>F1 per category</h2><figure>{categories_chart(data)}</figure>'
+        f'<section id="categories" class="card"><h2>{data.metric_label} per category</h2><figure>{categories_chart(data)}</figure>'
         f'{table(["round"] + [escape(lab) for _, lab in cats], cat_rows + [n_row], "numbers", "categories-table")}</section>'
         f'<section id="failures" class="card"><h2>Why answers fail</h2>'
         f'<p class="lead">Wrong answers (F1 &lt; 0.5) of each round by failure class, from the gold evidence '
@@ -496,6 +513,9 @@ def decisions_section(data: ReportData) -> str:
                      f'<td class="{cls}">{escape(verdict)}</td>', _two_line(paired_cell(r.group("main"))),
                      _two_line(paired_cell(r.group("adversarial"))), num(f"{held}/{total}" if total else "–"),
                      badge(r.decision), _flags_cell(r), escape(r.fallback) or "–"])
+    # the paired figure is the one the run was judged on: an evidence run compares recall, not F1
+    unit = "recall" if data.metric == "evidence_recall" else "F1"
+    group_headers = (f"main {unit} Δ [95%] p", f"adversarial {unit} Δ [95%] p")
     tolerance = data.guard.consistency_tolerance
     per_conv = ""
     accepted = [r for r in data.judged if r.accepted and r.paired and r.paired.by_conversation]
@@ -514,8 +534,8 @@ def decisions_section(data: ReportData) -> str:
             "with the incumbent (the best round so far) on the same dev questions: the mean difference per group, "
             f"its 95% interval (conversations resampled) and one-sided p-value; alpha {data.guard.alpha:g}, smallest "
             f"gain {data.guard.min_effect:g}.</p>{_summary_list(data)}"
-            + table(("round", "vs round", "verdict", "main Δ [95%] p", "adversarial Δ [95%] p", "conversations hold",
-                     "guard", "⚑ proposal vs evidence", "rubric fallback"), rows, "numbers", "decisions-table")
+            + table(("round", "vs round", "verdict", *group_headers, "conversations hold",
+                     "guard: next round", "⚑ proposal vs evidence", "rubric fallback"), rows, "numbers", "decisions-table")
             + per_conv + "</section>")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evolvemem.loop.guard import next_step_text
 from evolvemem.report import svg
 from evolvemem.report.data import GROUP_NAMES, ReportData
 
@@ -27,10 +28,10 @@ def _pyplot():
 
 
 def write_png(data: ReportData, path: Path) -> Path:
-    """Two panels: the dev objective per round (markers coloured by the guard's decision, best round
-    ringed, best-so-far dashed) with main and adversarial dev F1 as thin lines and the held-out test
-    scores of the start and best configs as hollow diamonds, and F1 per category. Raises PngUnavailable
-    without matplotlib."""
+    """Two panels: the dev objective per round (markers coloured by the guard's decision, the guard's best
+    round ringed, best-so-far dashed) with main and adversarial dev F1 as thin lines and the held-out test
+    scores of the start and best configs as hollow diamonds, and the per-category figure the run was
+    judged on (F1, or evidence recall for an evidence run). Raises PngUnavailable without matplotlib."""
     plt = _pyplot()
     rounds = [r for r in data.rounds if r.score is not None]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7.5), dpi=120, sharex=True,
@@ -58,35 +59,44 @@ def write_png(data: ReportData, path: Path) -> Path:
             kind = r.decision or ("pending" if data.kind == "run" else "evaluated")
             color = svg.decision_color(kind)
             top.scatter([r.round], [r.score], s=70, color=color, edgecolors="white", zorder=3,
-                        label=None if kind in seen else (f"then: {kind}" if r.decision else kind))
+                        label=None if kind in seen else (next_step_text(kind) if r.decision else kind))
             seen.add(kind)
             if r.round == data.best_round:
                 top.scatter([r.round], [r.score], s=260, facecolors="none", edgecolors=svg.BEST_RING_COLOR,
-                            linewidths=2.5, zorder=4, label="best round")
+                            linewidths=2.5, zorder=4, label="best round (the guard's)")
                 top.annotate(f"best {r.score:.4f}", (r.round, r.score), textcoords="offset points", xytext=(0, 14),
                              ha="center", color="#92400e", fontsize=9, fontweight="bold")
         top.margins(x=0.05, y=0.18)
-        top.set_ylabel("F1")
-        top.set_title(f"{data.run_id}: {data.score_label} per round, with main and adversarial F1", loc="left",
-                      fontsize=11)
+        top.set_ylabel(data.metric_label)
+        with_groups = "" if data.metric == "evidence_recall" else ", with main and adversarial F1"
+        top.set_title(f"{data.run_id}: {data.score_label} per round{with_groups}", loc="left", fontsize=11)
         top.grid(axis="y", color="#e5e7eb")
         top.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False, fontsize=9)
         for i, (key, label) in enumerate(data.categories):
-            points = [(r.round, (r.by_category.get(key) or {}).get("f1")) for r in data.rounds]
+            points = [(r.round, (r.by_category.get(key) or {}).get(data.metric)) for r in data.rounds]
             points = [(x, y) for x, y in points if y is not None]
             if points:
                 bottom.plot(*zip(*points), marker="o", markersize=3.5, color=svg.series_color(i), label=label)
         bottom.set_ylim(0, 1)
-        bottom.set_ylabel("F1 per category")
+        bottom.set_ylabel(f"{data.metric_label} per category")
         bottom.set_xlabel("round")
         bottom.grid(axis="y", color="#e5e7eb")
-        bottom.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False, fontsize=9)
+        if bottom.get_legend_handles_labels()[0]:  # no category scored: no empty legend (and no warning)
+            bottom.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False, fontsize=9)
+        else:
+            bottom.text(0.5, 0.5, "no per-category scores", ha="center", va="center", transform=bottom.transAxes,
+                        color="#6b7280")
         bottom.set_xticks([r.round for r in data.rounds])
         for ax in (top, bottom):
             ax.spines[["top", "right"]].set_visible(False)
         fig.tight_layout()
         path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path)
+        # the figure in words, for screen readers and for anyone checking what a PNG plots
+        best = data.round(data.best_round) if data.best_round is not None else None
+        described = (f"{top.get_title(loc='left')}. y axis: {top.get_ylabel()}; lower panel: {bottom.get_ylabel()}. "
+                     + (f"Best round (the guard's): {best.round}, {data.score_label} {best.score:.4f}."
+                        if best is not None and best.score is not None else "No best round."))
+        fig.savefig(path, metadata={"Title": f"{data.run_id} trajectory", "Description": described})
     finally:
         plt.close(fig)
     return path

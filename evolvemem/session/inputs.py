@@ -65,3 +65,29 @@ def load_split(benchmark: str, data: str | None, split: str) -> tuple[Dataset, D
     """A benchmark and (the full dataset, the requested split)."""
     dataset = load_benchmark(benchmark, data)
     return dataset, split_dataset(dataset, split)
+
+
+def small_dev_warning(dataset: Dataset, dev_ids: list[str], objective: str, alpha: float, min_effect: float) -> str:
+    """A warning when the dev split is too small for the guard to accept a gain of
+    DETECTABLE_TARGET, naming the smallest gain it could accept; "" when it is large enough."""
+    from evolvemem.loop.paired import DETECTABLE_TARGET, judged_groups, questions_needed, smallest_detectable_gain
+    from evolvemem.loop.spec import CONTEXTS_ONLY
+
+    dev = set(dev_ids)
+    questions = [q for q in dataset.questions if q.conversation_id in dev]
+    adversarial = set(dataset.adversarial_categories)
+    sizes = {"main": sum(q.category not in adversarial and (objective != CONTEXTS_ONLY or bool(q.evidence))
+                         for q in questions),
+             "adversarial": sum(q.category in adversarial for q in questions), "all": len(questions)}
+    judged = judged_groups(objective)
+    gain = min(smallest_detectable_gain(sizes[g], alpha, min_effect) for g in judged)
+    if gain <= DETECTABLE_TARGET:
+        return ""
+    groups = ", ".join(f"{sizes[g]} {'answerable' if g == 'main' else 'unanswerable' if g == 'adversarial' else 'in all'}"
+                       for g in judged)
+    floor = "no gain at all" if gain == float("inf") else f"no mean gain below {gain:.2f}"
+    return (f"the dev split is too small for the guard to detect a gain: {len(questions)} dev questions in "
+            f"{len(dev)} conversation(s) ({groups}); at --alpha {alpha:g} it can accept {floor} on the "
+            f"{objective} objective, even when every other answer stays the same. A gain of {DETECTABLE_TARGET:g} "
+            f"needs at least {questions_needed(alpha)} dev questions in a judged group "
+            "(docs/guides/custom-data.md#how-much-data)")

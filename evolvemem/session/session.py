@@ -38,7 +38,7 @@ from evolvemem.loop.usage import usage_rows
 from evolvemem.roles.factory import ModelSettings
 from evolvemem.scoring.aggregate import summarise
 from evolvemem.scoring.locomo import check_protocol
-from evolvemem.session.inputs import best_config_path, manifest_start_config
+from evolvemem.session.inputs import best_config_path, manifest_start_config, small_dev_warning
 from evolvemem.session.reporter import QuietReporter, Reporter
 from evolvemem.session.setup import announce_models, check_endpoint, open_workspace
 from evolvemem.session.sharded import evaluate_sharded
@@ -270,6 +270,9 @@ class Session:
         if not test_ids:
             reporter.warn(f"{dataset.name} has one conversation: nothing is held out, the run evolves on it "
                           "and reports no test score")
+        too_small = small_dev_warning(dataset, dev_ids, spec.objective, spec.guard.alpha, spec.guard.min_effect)
+        if too_small:
+            reporter.warn(too_small)
         # resume must not depend on the shell: the manifest holds the resolved data file
         spec.data = resolved_data_path(spec.data, dataset)
         run_dir.mkdir(parents=True, exist_ok=True)

@@ -210,6 +210,11 @@ def preset_names() -> list[str]:
     return sorted(p.stem for p in (action_space_dir() / "presets").glob("*.toml"))
 
 
+def _toml_setting(value: Any) -> str:
+    """A setting's TOML value; off (None) as "off", which every optional dimension reads as off."""
+    return '"off"' if value is None else toml_value(value)
+
+
 def load_config(name_or_path: str | Path) -> tuple[RetrievalConfig, list[ClampReport]]:
     """Load a config from a preset name (`weak`, `default`) or a TOML/JSON file.
 
@@ -235,16 +240,24 @@ def load_config(name_or_path: str | Path) -> tuple[RetrievalConfig, list[ClampRe
 
 
 def config_to_toml(config: RetrievalConfig, header: str = "") -> str:
-    """Readable TOML of a config (null written as "null"); `load_config` reads it back. A lever
-    that emerged in a run is written with its definition, so the file is readable on its own."""
+    """Readable TOML of a config; `load_config` reads it back to an equal config. TOML has no null:
+    an optional setting that is off is left out (as a comment) where off is its default, and written
+    as "off" where leaving it out would mean something else (a per-type override would inherit the
+    global value). A lever that emerged in a run is written with its definition, so the file is
+    readable on its own."""
+    dims = registry()
     lines = [f"# {line}" for line in header.splitlines()] if header else []
     for key, value in config.values().items():
-        lines.append(f"{key} = {toml_value(value)}")
+        dim = dims.get(key)
+        if value is None and dim is not None and dim.default is None:
+            lines.append(f"# {key}: off (the default; TOML has no null, so it is left out)")
+        else:
+            lines.append(f"{key} = {_toml_setting(value)}")
     for qtype, settings in config.overrides().items():
         lines.append("")
         lines.append(f"[{OVERRIDES}.{qtype}]")
         for key, value in settings.items():
-            lines.append(f"{key} = {toml_value(value)}")
+            lines.append(f"{key} = {_toml_setting(value)}")
     definitions = embedded_toml(list(config.values()))
     if definitions:
         lines += ["", definitions.rstrip("\n")]

@@ -362,8 +362,15 @@ class RunStore:
         return rows[0] if rows else None
 
     def best_round(self) -> int:
-        """The round whose config a finished run scored on test as its best (0: it kept its start)."""
-        return self.query("SELECT min(round) AS r FROM rounds WHERE phase = 'test_best'")[0]["r"] or 0
+        """The guard's best round: the one a finished run scored on test as its best, else (a run still
+        going, or stopped before its test) the incumbent after the latest decided round; 0 (the start)
+        when there is neither. The last round that won its paired comparison, not the highest mean."""
+        final = self.query("SELECT min(round) AS r FROM rounds WHERE phase = 'test_best'")[0]["r"]
+        if final is not None:
+            return final
+        latest = self.query("SELECT best_round AS r FROM decisions WHERE best_round IS NOT NULL "
+                            "ORDER BY round DESC LIMIT 1")
+        return latest[0]["r"] if latest else 0
 
     def finished_question_ids(self, round_no: int, phase: str) -> set[str]:
         """Questions already recorded (and not failed) for this round: a resume skips them."""
