@@ -289,7 +289,9 @@ def test_tpe_learns_the_minibatch_estimate_of_every_screened_out_config(tmp_path
     from evolvemem.session import Session
     from evolvemem.space.config import load_config
 
-    spec = RunSpec(benchmark="synth", data=None, rounds=4, diagnoser="tpe", init="weak", seed=0,
+    # seed 3: with the views' ranges as wide as a token budget needs, TPE's first draw on synth fails
+    # its minibatch only with this seed among 0-3 (the test needs one that does)
+    spec = RunSpec(benchmark="synth", data=None, rounds=4, diagnoser="tpe", init="weak", seed=3,
                    screen_fraction=0.25, screen_budget=2)
     ui = UI(quiet=True)
     with Session.create(spec, tmp_path / "run", load_config("weak")[0], ui) as session:

@@ -114,7 +114,8 @@ def test_a_change_against_the_evidence_is_rejected_and_the_rubric_acts_instead(t
     wants a smaller context."""
     reply = json.dumps({"analysis": "too much noise", "changes": {"max_context": 6}, "rationale": "less noise"})
     with FakeLLMServer(responder(reply)) as server:
-        run(server, tmp_path / "run")
+        # balanced: without a token budget `weak`'s eight memories are what cut (an evidence run fills its budget)
+        run(server, tmp_path / "run", "--objective", "balanced")
     proposal = query(tmp_path / "run", "SELECT proposal FROM diagnoses")[0]["proposal"]
     assert proposal["changes"] == {} and any("shrinks max_context" in r for r in proposal["rejected"])
     first = decisions(tmp_path / "run")[0]
@@ -127,7 +128,7 @@ def test_a_change_against_the_evidence_is_rejected_and_the_rubric_acts_instead(t
 def test_menu_mode_applies_the_chosen_candidate_with_valid_adjustments_only(tmp_path: Path) -> None:
     menu = json.dumps({"choice": 1, "adjust": {"semantic_top_k": 14, "max_context": 30}, "why": "misses"})
     with FakeLLMServer(responder(menu=menu)) as server:
-        run(server, tmp_path / "run", "--diagnosis-mode", "menu")
+        run(server, tmp_path / "run", "--diagnosis-mode", "menu", "--objective", "balanced")
         prompts = [first_user_message(b) for b in server.requests if is_menu_diagnosis(b)]
     assert len(prompts) == 1 and "1. " in prompts[0] and len(prompts[0]) < 3000
     first = decisions(tmp_path / "run")[0]
@@ -139,7 +140,7 @@ def test_menu_mode_applies_the_chosen_candidate_with_valid_adjustments_only(tmp_
 
 def test_menu_mode_with_a_bad_choice_falls_back_to_the_rubric(tmp_path: Path) -> None:
     with FakeLLMServer(responder(menu=json.dumps({"choice": 99}))) as server:
-        run(server, tmp_path / "run", "--diagnosis-mode", "menu")
+        run(server, tmp_path / "run", "--diagnosis-mode", "menu", "--objective", "balanced")
     first = decisions(tmp_path / "run")[0]
     assert "not one of the" in first["fallback"] and first["decision"] == "applied"
 

@@ -64,6 +64,8 @@ SESSION_KEYS = ("id", "date", "turns")
 TURN_KEYS = ("id", "speaker", "text", "image_caption", "date")
 QUESTION_KEYS = ("id", "conversation_id", "question", "answer", "evidence", "category", "question_type",
                  "question_date", "adversarial_answer", "choices", "correct_choice")
+# A question's notes on what a served memory answered (`evolve traces export`): kept by the file, not read.
+NOTE_PREFIX = "served_"
 
 
 def _check_keys(record: dict, known: tuple[str, ...], where: str) -> None:
@@ -71,7 +73,7 @@ def _check_keys(record: dict, known: tuple[str, ...], where: str) -> None:
     import difflib
 
     for key in record:
-        if key in known or key == "kind":
+        if key in known or key == "kind" or (known is QUESTION_KEYS and str(key).startswith(NOTE_PREFIX)):
             continue
         near = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
         hint = f"did you mean {near[0]!r}?" if near else f"known keys: {', '.join(known)}"
