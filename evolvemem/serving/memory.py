@@ -280,9 +280,8 @@ class Memory:
         return ForgetResult(forgotten_turns=count, config_hash=self.config_hash)
 
     # ---- reading ------------------------------------------------------------------------------------
-    def _retrieve(self, namespace: str, user: str, query: str, question_type: str | None,
-                  at: datetime | None) -> _Retrieved | None:
-        """Route, retrieve and (when the config refreshes) refresh: the first context of the answer path."""
+    def _reading_state(self, namespace: str, user: str, query: str) -> _UserState | None:
+        """The user's loaded state for a query (None: no memories), after checking both names."""
         check_name("user", user)
         if not query.strip():
             raise EvolveMemError("query is empty")
@@ -290,6 +289,12 @@ class Memory:
         if state is None:
             with self._lock((namespace, user)):
                 state = self._state(namespace, user)
+        return state
+
+    def _retrieve(self, namespace: str, user: str, query: str, question_type: str | None,
+                  at: datetime | None) -> _Retrieved | None:
+        """Route, retrieve and (when the config refreshes) refresh: the first context of the answer path."""
+        state = self._reading_state(namespace, user, query)
         if state is None:
             return None
         effective_of, config_hash = self._current
@@ -357,13 +362,7 @@ class Memory:
         """Answer through the answer path: the answer role (the offline reader without a model),
         verification and judge retries as the config says."""
         started = time.perf_counter()
-        check_name("user", user)
-        if not query.strip():
-            raise EvolveMemError("query is empty")
-        state = self._states.get((namespace, user))
-        if state is None:
-            with self._lock((namespace, user)):
-                state = self._state(namespace, user)
+        state = self._reading_state(namespace, user, query)
         if state is None:
             return AnswerResult(answer="", failed=True, error=f"no memories for user {user!r}",
                                 context=format_context([]), memory_ids=[], turn_ids=[],
