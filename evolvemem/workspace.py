@@ -247,16 +247,19 @@ class Workspace:
         return len(self.memories[conversation_id])
 
     def prepare(self, questions: list[Question], config: RetrievalConfig | None = None) -> None:
-        """Batch-embed every question (and, given the config, its sub-queries) up front, for the
-        fact store and every other store built so far (the embedding cache makes repeats cheap)."""
+        """Batch-embed every question (and, given the config, its late-interaction scores and, with
+        offline roles, its sub-queries) up front, for the fact store and every other store built so
+        far (the embedding cache makes repeats cheap). A model's decompositions are left to the
+        answer path, which asks them concurrently."""
+        decompose = not self.roles.uses_llm
         by_conv: dict[str, list[Question]] = {}
         for q in questions:
             by_conv.setdefault(q.conversation_id, []).append(q)
         for conv_id, qs in by_conv.items():
-            self.retrievers[conv_id].prepare(qs, config)
+            self.retrievers[conv_id].prepare(qs, config, decompose=decompose)
             for (_, store_conv), (_, retriever, _) in list(self._stores.items()):
                 if store_conv == conv_id:
-                    retriever.prepare(qs, config)
+                    retriever.prepare(qs, config, decompose=decompose)
 
     # ---- derived data later rounds reuse ------------------------------------------------------
     def memo(self, key: str, make: Callable[[], T]) -> T:

@@ -71,7 +71,7 @@ def evaluate_contexts(ws: Workspace, config: RetrievalConfig, questions: list[Qu
     """`context_record` for every question, in order (retrieval is CPU-bound: a plain loop);
     records reach `sink` in batches, as `evaluate`'s do, so an interruption loses nothing."""
     started = time.perf_counter()
-    ws.prepare(questions, None if ws.roles.uses_llm else config)
+    ws.prepare(questions, config)
     resolve = EffectiveConfigs(config)
     records: list[dict] = []
     buffer: list[dict] = []

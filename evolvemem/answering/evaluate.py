@@ -170,7 +170,7 @@ def evaluate(ws: Workspace, config: RetrievalConfig, questions: list[Question], 
     answers at the level of a question's answer context (answering/context_reuse.py)."""
     started = time.perf_counter()
     # with an LLM decomposer, sub-queries are made inside the concurrent loop instead
-    ws.prepare(questions, None if ws.roles.uses_llm else config)
+    ws.prepare(questions, config)
     benchmark = ws.dataset.name
 
     finished: dict[int, dict] = {}

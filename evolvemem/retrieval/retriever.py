@@ -194,12 +194,13 @@ class Retriever:
             entry.reported = True
             return entry.cost
 
-    def prepare(self, questions: Sequence[Question], config: Any = None) -> None:
+    def prepare(self, questions: Sequence[Question], config: Any = None, *, decompose: bool = True) -> None:
         """Analyse and batch-embed every question and its name-stripped form up front.
 
         With `config` (the run's config, overrides included), questions whose effective config
-        decomposes are decomposed now and their sub-queries embedded too (the decomposition's
-        cost is still reported by the retrieval that first uses it)."""
+        uses late interaction are scored against every memory in one batch, and with `decompose`
+        those whose config decomposes are decomposed now and their sub-queries embedded too (the
+        decomposition's cost is still reported by the retrieval that first uses it)."""
         texts: list[str] = []
         late: list[str] = []
         for question in questions:
@@ -208,7 +209,8 @@ class Retriever:
             if info.stripped and info.stripped != question.text:
                 texts.append(info.stripped)
             effective = config.for_type(question.question_type) if config is not None else None
-            if effective is not None and self.decomposer is not None and effective.enable_query_decomposition:
+            if effective is not None and decompose and self.decomposer is not None and \
+                    effective.enable_query_decomposition:
                 texts.extend(self._decomposition(question.text, effective.max_sub_queries).sub_queries)
             if effective is not None and effective.late_top_k > 0:
                 late.append(question.text)

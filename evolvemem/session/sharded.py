@@ -110,7 +110,7 @@ def evaluate_sharded(executor: Executor, store: RunStore, ws: Workspace, jobs: l
         tasks = []
         for index, (job, mine) in enumerate(zip(jobs, questions)):
             # embedded here, once, into the on-disk cache: a worker of this machine reads them there
-            ws.prepare(mine, None if ws.roles.uses_llm else job.config)
+            ws.prepare(mine, job.config)
             config = job.config.model_dump()
             for group in by_conversation(mine):
                 pack = ws.pack(group[0].conversation_id)
