@@ -23,6 +23,7 @@ from evolvemem.memory.store_cache import load_or_extract
 from evolvemem.memory.stores import FACT, RAW, store_extractor
 from evolvemem.retrieval.embeddings import DEFAULT_EMBEDDING_MODEL, Embedder
 from evolvemem.retrieval.index import ConversationIndex, IndexState
+from evolvemem.retrieval.rerank import CrossEncoderReranker
 from evolvemem.retrieval.retriever import Retriever
 from evolvemem.roles.factory import Roles
 from evolvemem.store.schema import TABLES
@@ -71,10 +72,11 @@ class Workspace:
     """Memories, indexes and retrievers for the conversations of one dataset."""
 
     def __init__(self, dataset: Dataset, roles: Roles, embedding_model: str | None = None,
-                 embedder: Embedder | None = None) -> None:
+                 embedder: Embedder | None = None, reranker: CrossEncoderReranker | None = None) -> None:
         self.dataset = dataset
         self.roles = roles
         self.embedder = embedder or Embedder(embedding_model or DEFAULT_EMBEDDING_MODEL)
+        self.reranker = reranker  # the cross-encoder of the rerank stage, if the user gave one
         self.memories: dict[str, list[MemoryUnit]] = {}
         self.indexes: dict[str, ConversationIndex] = {}
         self.retrievers: dict[str, Retriever] = {}
@@ -125,7 +127,7 @@ class Workspace:
     def _retriever_on(self, conversation_id: str, index: ConversationIndex) -> Retriever:
         conv = self.dataset.conversations[conversation_id]
         return Retriever(index, self.embedder, decomposer=self.roles.decomposer, known_persons=conv.speakers,
-                         llm=self.roles.mechanism_client)
+                         llm=self.roles.mechanism_client, reranker=self.reranker)
 
     def _index(self, conversation_id: str, index: ConversationIndex | None = None) -> None:
         units = self.memories[conversation_id]
@@ -148,10 +150,11 @@ class Workspace:
                                 self.indexes[conversation_id].state, stores)
 
     @classmethod
-    def from_pack(cls, pack: ConversationPack, roles: Roles, embedder: Embedder) -> Workspace:
+    def from_pack(cls, pack: ConversationPack, roles: Roles, embedder: Embedder,
+                  reranker: CrossEncoderReranker | None = None) -> Workspace:
         """A workspace of the pack's one conversation, its indexes as the pack holds them (the
         embedder embeds questions: one per process reads its on-disk cache once)."""
-        ws = cls(pack.dataset, roles, embedder=embedder)
+        ws = cls(pack.dataset, roles, embedder=embedder, reranker=reranker)
         (conversation_id,) = pack.dataset.conversations
         speakers = pack.dataset.conversations[conversation_id].speakers
         ws.memories[conversation_id] = list(pack.memories)

@@ -22,6 +22,7 @@ from evolvemem.retrieval.late_interaction import LateIndex
 from evolvemem.retrieval.retriever import Retriever, context_tokens
 from evolvemem.retrieval.token_vectors import TokenVectors, content_piece
 from evolvemem.space.config import load_config
+from evolvemem.space.registry import registry
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_retrieval import SPEAKERS, TEXTS, config, contents, memories, memory, question  # noqa: E402
@@ -207,9 +208,11 @@ def test_a_token_cap_applies_to_the_global_budget_and_every_override():
 def diagnosis_input(token_budget: int, **values) -> DiagnosisInput:
     base, _ = load_config("hybrid")
     cfg, _ = base.with_changes(values)
-    return DiagnosisInput(round=1, objective="evidence", score=0.7, overall={}, by_type=[], by_category=[],
-                          taxonomy={"budget_cut": 60, "retrieval_miss": 10, "correct": 100}, taxonomy_by_type={},
-                          worst_cases=[], config=cfg.values(), overrides={}, token_budget=token_budget)
+    inp = DiagnosisInput(round=1, objective="evidence", score=0.7, overall={}, by_type=[], by_category=[],
+                         taxonomy={"budget_cut": 60, "retrieval_miss": 10, "correct": 100}, taxonomy_by_type={},
+                         worst_cases=[], config=cfg.values(), overrides={}, token_budget=token_budget)
+    inp.fixed = tuple(name for name, dim in registry().items() if dim.needs_reranker)  # a run without one
+    return inp
 
 
 def test_rubric_proposes_ranking_moves_when_a_token_budget_cuts():

@@ -26,6 +26,7 @@ from evolvemem.contracts.usage import Usage
 from evolvemem.data.models import Question
 from evolvemem.paths import cache_dir
 from evolvemem.retrieval.embeddings import DEFAULT_EMBEDDING_MODEL, Embedder
+from evolvemem.retrieval.rerank import CrossEncoderReranker
 from evolvemem.roles.factory import ModelSettings, Roles, build_roles
 from evolvemem.space.config import parse_config
 from evolvemem.space.registry import Dimension, add_dimensions, added_dimensions, forget_added_dimensions
@@ -48,6 +49,7 @@ class WorkerSetup:
     cache_enabled: bool
     embedding_model: str | None
     dimensions: tuple[Dimension, ...] = ()  # levers that emerged in the run, so its configs parse
+    rerank_model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,7 @@ def by_conversation(questions: list[Question]) -> list[list[Question]]:
 # ---- the worker side ---------------------------------------------------------------------------
 _roles: dict[tuple, Roles] = {}
 _embedders: dict[tuple, Embedder] = {}
+_rerankers: dict[str, CrossEncoderReranker] = {}
 _workspaces: OrderedDict[tuple, Workspace] = OrderedDict()
 
 
@@ -108,15 +111,23 @@ def worker_embedder(setup: WorkerSetup) -> Embedder:
     return _embedders[key]
 
 
+def worker_reranker(setup: WorkerSetup) -> CrossEncoderReranker | None:
+    if not setup.rerank_model:
+        return None
+    if setup.rerank_model not in _rerankers:
+        _rerankers[setup.rerank_model] = CrossEncoderReranker(setup.rerank_model)
+    return _rerankers[setup.rerank_model]
+
+
 def worker_workspace(setup: WorkerSetup, pack: Shared[ConversationPack]) -> tuple[Workspace, float]:
     """The workspace of one pack in this process (made once), and the seconds making it took."""
     roles = worker_roles(setup)
-    key = (pack.key, id(roles), setup.embedding_model)
+    key = (pack.key, id(roles), setup.embedding_model, setup.rerank_model)
     if key in _workspaces:
         _workspaces.move_to_end(key)
         return _workspaces[key], 0.0
     started = time.perf_counter()
-    ws = Workspace.from_pack(pack.get(), roles, worker_embedder(setup))
+    ws = Workspace.from_pack(pack.get(), roles, worker_embedder(setup), worker_reranker(setup))
     _workspaces[key] = ws
     while len(_workspaces) > KEPT_WORKSPACES:
         _workspaces.popitem(last=False)

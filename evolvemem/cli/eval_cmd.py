@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 def run_eval(ui: UI, *, benchmark: str, data: str | None, config_name: str, settings: ModelSettings, split: str,
              out: str | None, protocol: str, concurrency: int, embedding_model: str | None,
-             cache_enabled: bool, kind: str = "eval", source_run: str | None = None,
+             cache_enabled: bool, rerank_model: str | None = None, kind: str = "eval", source_run: str | None = None,
              baseline: tuple[str, RetrievalConfig] | None = None, context_tokens: int | None = None) -> dict:
     """Score one config; with `baseline` (label, config) the same questions again with it, and the
     paired difference (evolve transfer: the evolved config against the run's start on the target)."""
@@ -24,7 +24,8 @@ def run_eval(ui: UI, *, benchmark: str, data: str | None, config_name: str, sett
     run_dir = Path(out) if out else default_run_dir(kind, benchmark)
     with Session.open_eval(run_dir=run_dir, benchmark=benchmark, data=data, split=split, config=config,
                            config_source=config_name, settings=settings, protocol=protocol,
-                           concurrency=concurrency, embedding_model=embedding_model, cache_enabled=cache_enabled,
+                           concurrency=concurrency, embedding_model=embedding_model, rerank_model=rerank_model,
+                           cache_enabled=cache_enabled,
                            kind=kind, source_run=source_run, reporter=ui) as session:
         total = len(session.dataset.questions)
         counts = {"done": 0, "failed": 0, "hits": 0, "calls": 0}

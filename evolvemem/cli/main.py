@@ -42,6 +42,7 @@ ContextWindowOpt = typer.Option(None, "--context-window", min=256, help="Tokens 
 SplitAllOpt = typer.Option("all", "--split", help="dev, test or all (split by conversation).")
 ConcurrencyOpt = typer.Option(RUN_DEFAULTS.concurrency, "--concurrency", min=1, help="Questions answered at once when an LLM is used (1 or more).")
 EmbeddingOpt = typer.Option(None, "--embedding-model", help="sentence-transformers model name.")
+RerankOpt = typer.Option(None, "--rerank-model", help="A sentence-transformers CrossEncoder (a local folder or a cached name) for the rerank stage: its settings (rerank_top_k, rerank_weight) join the action space only with one.")
 NoCacheOpt = typer.Option(False, "--no-cache", help="Do not read or write the LLM response cache.")
 QuietOpt = typer.Option(False, "--quiet", "-q", help="No progress bars.")
 JsonOpt = typer.Option(False, "--json", help="Print one JSON object to stdout (the tables go to stderr).")
@@ -181,6 +182,7 @@ def eval_command(
                                              help="official (abstention = correct) or paper (F1 against the trap answer)."),
     concurrency: int = ConcurrencyOpt,
     embedding_model: Optional[str] = EmbeddingOpt,
+    rerank_model: Optional[str] = RerankOpt,
     no_cache: bool = NoCacheOpt,
     context_tokens: Optional[int] = typer.Option(None, "--context-tokens", min=1, help="Cut every answer context at this many estimated tokens (the config's own budget where smaller), so configs are compared at an equal budget; the table's evidence recall is then recall at that budget."),
     json_out: bool = typer.Option(False, "--json", help="End stdout with one JSON object (overall, by_category)."),
@@ -196,7 +198,8 @@ def eval_command(
                               context_window)
     result = run_eval(ui, benchmark=benchmark, data=data, config_name=config, settings=settings, split=split,
                       out=out, protocol=adversarial_protocol, concurrency=concurrency,
-                      embedding_model=embedding_model, cache_enabled=not no_cache, context_tokens=context_tokens)
+                      embedding_model=embedding_model, rerank_model=rerank_model, cache_enabled=not no_cache,
+                      context_tokens=context_tokens)
     if json_out:
         ui.emit_json(result)
 
@@ -262,6 +265,7 @@ def run(
     freeze: Optional[list[str]] = typer.Option(None, "--freeze", help="Dimensions or groups (e.g. scenes, cue_graph) the loop may not change; repeat or comma-separate."),
     concurrency: int = ConcurrencyOpt,
     embedding_model: Optional[str] = EmbeddingOpt,
+    rerank_model: Optional[str] = RerankOpt,
     no_cache: bool = NoCacheOpt,
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Run directory (default runs/run-<diagnoser>-<benchmark>-<time>)."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue an interrupted run (its directory)."),
@@ -328,7 +332,8 @@ def run(
                        objective=objective, protocol=adversarial_protocol, models=dict(settings.__dict__),
                        guard=GuardSettings(revert_threshold=tau_rev, explore_dims=explore_dims, alpha=alpha,
                                            min_effect=min_effect, max_loss=max_loss, folds=folds),
-                       concurrency=concurrency, embedding_model=embedding_model, patience=patience,
+                       concurrency=concurrency, embedding_model=embedding_model, rerank_model=rerank_model,
+                       patience=patience,
                        reextract=not no_reextract, cache_enabled=not no_cache, frozen=frozen,
                        diagnosis_mode=diagnosis_mode, screen_fraction=screen_fraction,
                        screen_budget=screen_budget, screen_alpha=screen_alpha, candidates=candidates,
@@ -403,6 +408,7 @@ def transfer(
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Output directory (default runs/transfer-<benchmark>-<time>)."),
     concurrency: int = ConcurrencyOpt,
     embedding_model: Optional[str] = EmbeddingOpt,
+    rerank_model: Optional[str] = typer.Option(None, "--rerank-model", help="The cross-encoder of the rerank stage (default: the run's own, if it had one)."),
     json_out: bool = JsonOpt,
     quiet: bool = QuietOpt,
 ):
@@ -411,7 +417,7 @@ def transfer(
 
     from evolvemem.cli.common import default_run_dir
     from evolvemem.cli.eval_cmd import run_eval
-    from evolvemem.session import best_config_path, model_settings, start_config
+    from evolvemem.session import best_config_path, model_settings, run_rerank_model, start_config
 
     best = best_config_path(run_dir)
     start = start_config(run_dir)
@@ -420,8 +426,8 @@ def transfer(
                               context_window)
     result = run_eval(ui, benchmark=benchmark, data=data, config_name=str(best), settings=settings, split=split,
                       out=out or str(default_run_dir("transfer", benchmark)), protocol="official",
-                      concurrency=concurrency, embedding_model=embedding_model, cache_enabled=True,
-                      kind="transfer", source_run=run_dir, baseline=("the run's start", start))
+                      concurrency=concurrency, embedding_model=embedding_model,
+                      rerank_model=rerank_model or run_rerank_model(run_dir), cache_enabled=True, kind="transfer", source_run=run_dir, baseline=("the run's start", start))
     if json_out:
         ui.emit_json(result)
 
@@ -489,6 +495,7 @@ def serve(
     answer_model: Optional[str] = AnswerOpt,
     api_base: Optional[str] = ApiBaseOpt,
     embedding_model: Optional[str] = EmbeddingOpt,
+    rerank_model: Optional[str] = RerankOpt,
     max_body: int = typer.Option(1_000_000, "--max-body", min=1024, help="Largest request body in bytes (larger: 413)."),
     max_in_flight: int = typer.Option(64, "--max-in-flight", min=1, help="Requests handled at once (more: 503 with Retry-After)."),
     reload_config: float = typer.Option(2.0, "--reload-config", min=0.0, help="Seconds between checks of --config for a newly evolved config, swapped in without a restart (0: never)."),
@@ -499,7 +506,8 @@ def serve(
 
     run_server(UI(), config=config, store=store, host=host, port=port, keys_file=keys_file,
                models=serving_models(model, extract_model, answer_model, api_base), embedding_model=embedding_model,
-               max_body=max_body, max_in_flight=max_in_flight, reload_seconds=reload_config, mcp=not no_mcp)
+               max_body=max_body, max_in_flight=max_in_flight, reload_seconds=reload_config, mcp=not no_mcp,
+               rerank_model=rerank_model)
 
 
 @app.command("mcp")
@@ -512,12 +520,13 @@ def mcp_command(
     answer_model: Optional[str] = AnswerOpt,
     api_base: Optional[str] = ApiBaseOpt,
     embedding_model: Optional[str] = EmbeddingOpt,
+    rerank_model: Optional[str] = RerankOpt,
 ):
     """Serve the memory as MCP tools (remember, recall, answer, forget) over stdio."""
     from evolvemem.cli.serve_cmd import run_mcp_stdio
 
     run_mcp_stdio(UI(), config=config, store=store, models=serving_models(model, extract_model, answer_model, api_base),
-                  embedding_model=embedding_model)
+                  embedding_model=embedding_model, rerank_model=rerank_model)
 
 
 traces_app = typer.Typer(no_args_is_help=True, help="Traces of served searches and answers.")

@@ -32,10 +32,10 @@ def _need_serve_extra() -> None:
 
 
 def open_memory(ui: UI, config: str, store: str, models: ModelSettings | None,
-                embedding_model: str | None) -> Memory:
+                embedding_model: str | None, rerank_model: str | None = None) -> Memory:
     from evolvemem.serving.memory import Memory
 
-    memory = Memory.open(store, config, models=models, embedding_model=embedding_model)
+    memory = Memory.open(store, config, models=models, embedding_model=embedding_model, rerank_model=rerank_model)
     for warning in memory.config_warnings:
         ui.warn(warning)
     return memory
@@ -43,7 +43,7 @@ def open_memory(ui: UI, config: str, store: str, models: ModelSettings | None,
 
 def run_server(ui: UI, *, config: str, store: str, host: str, port: int, keys_file: str | None,
                models: ModelSettings | None, embedding_model: str | None, max_body: int, max_in_flight: int,
-               reload_seconds: float, mcp: bool) -> None:
+               reload_seconds: float, mcp: bool, rerank_model: str | None = None) -> None:
     _need_serve_extra()
     import uvicorn
 
@@ -52,7 +52,7 @@ def run_server(ui: UI, *, config: str, store: str, host: str, port: int, keys_fi
 
     keys = keys_from(keys_file)
     check_exposure(keys, host)
-    memory = open_memory(ui, config, store, models, embedding_model)
+    memory = open_memory(ui, config, store, models, embedding_model, rerank_model)
     try:
         watcher = ConfigWatcher(memory, config, reload_seconds)
         app = create_app(memory, keys, max_body_bytes=max_body, max_in_flight=max_in_flight, watcher=watcher,
@@ -68,13 +68,13 @@ def run_server(ui: UI, *, config: str, store: str, host: str, port: int, keys_fi
 
 
 def run_mcp_stdio(ui: UI, *, config: str, store: str, models: ModelSettings | None,
-                  embedding_model: str | None) -> None:
+                  embedding_model: str | None, rerank_model: str | None = None) -> None:
     _need_serve_extra()
     import anyio
 
     from evolvemem.serving.mcp_tools import build_mcp_server
 
-    memory = open_memory(ui, config, store, models, embedding_model)
+    memory = open_memory(ui, config, store, models, embedding_model, rerank_model)
     try:
         print(f"evolvemem MCP over stdio: {store}, config {memory.config_hash} ({memory.config_source})",
               file=sys.stderr, flush=True)

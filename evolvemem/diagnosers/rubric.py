@@ -107,10 +107,14 @@ def ranking_actions(v: dict, mass: float, reason: str) -> list[Action]:
     """Moves that change the *order* of what fits a token budget (the budget alone decides how
     much fits, so wider views or a larger item cap change nothing below it): the late-interaction
     view, then weighting it up, the session prior, the neighbour term, the person focus and the
-    temporal grounding —
-    each off until a round shows it earns its place."""
+    temporal grounding — each off until a round shows it earns its place. With a cross-encoder
+    (a run without one keeps its settings fixed, so the move is skipped), reading the top
+    candidates again comes first."""
     known = registry()
     out: list[Action] = []
+    if "rerank_top_k" in known and v.get("rerank_top_k") == known["rerank_top_k"].off:
+        out.append(Action(mass * 0.8, reason + "; read the best candidates again with the cross-encoder",
+                          {"rerank_top_k": known["rerank_top_k"].default or known["rerank_top_k"].clamp(30)}))
     if "late_top_k" in known and v.get("late_top_k") == known["late_top_k"].off:
         size = max(int(v["semantic_top_k"] or 0), int(v["keyword_top_k"] or 0), int(known["late_top_k"].min or 0))
         out.append(Action(mass * 0.7, reason + "; match each question word to its best token in every memory "

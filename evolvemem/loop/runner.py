@@ -310,10 +310,16 @@ class EvolutionRunner:
             return set()
         return {name for name, dim in registry().items() if dim.needs_model}
 
+    def _needs_reranker(self) -> set[str]:
+        """Cross-encoder settings, when this run has no cross-encoder (they would change nothing)."""
+        if self.ws.reranker is not None:
+            return set()
+        return {name for name, dim in registry().items() if dim.needs_reranker}
+
     def _free_dims(self) -> list[str] | None:
         """The dimensions this run may change (None: all): not --freeze'd, and not model-only
         settings when the roles answer offline."""
-        fixed = set(self.spec.frozen) | self._model_only()
+        fixed = set(self.spec.frozen) | self._model_only() | self._needs_reranker()
         return [name for name in registry() if name not in fixed] if fixed else None
 
     def _exploration_dims(self) -> list[str] | None:
@@ -334,6 +340,9 @@ class EvolutionRunner:
         model_only = self._model_only()
         if model_only:
             proposal.drop_fields(model_only, "only has an effect with an answer model; this run answers offline")
+        no_reranker = self._needs_reranker()
+        if no_reranker:
+            proposal.drop_fields(no_reranker, "needs a cross-encoder; this run has none (--rerank-model)")
 
     def _score_on_test(self, start: RoundScore, best: RoundScore) -> dict:
         if not self.test.questions:

@@ -88,6 +88,7 @@ class RunSpec:
     guard: GuardSettings = field(default_factory=GuardSettings)
     concurrency: int = 8
     embedding_model: str | None = None
+    rerank_model: str | None = None  # a cross-encoder for the rerank stage (rerank_top_k); None: no stage
     patience: int = 4
     reextract: bool = True
     cache_enabled: bool = True

@@ -264,6 +264,8 @@ def _header(run_dir: Path, manifest: dict, objective: str) -> list[tuple[str, st
     rows.append(("models", _models_text(manifest.get("models"))))
     if manifest.get("embedding_model") or spec.get("embedding_model"):
         rows.append(("embedding model", str(manifest.get("embedding_model") or spec.get("embedding_model"))))
+    if manifest.get("rerank_model") or spec.get("rerank_model"):
+        rows.append(("rerank model", str(manifest.get("rerank_model") or spec.get("rerank_model"))))
     rows += [("diagnoser", str(manifest.get("diagnoser", "-"))), ("seed", str(manifest.get("seed", "-"))),
              ("dev objective", f"{objective}: {OBJECTIVE_MEANING.get(objective, '')}" if spec else "-"),
              ("adversarial protocol", str(manifest.get("adversarial_protocol") or spec.get("protocol") or "official")),

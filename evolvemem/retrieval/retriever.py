@@ -30,12 +30,14 @@ from typing import Any, Callable, Collection, Sequence
 import numpy as np
 
 from evolvemem.data.models import Question
+from evolvemem.errors import ConfigError
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.llm.context_window import estimate_text_tokens
 from evolvemem.retrieval.extensions import ViewRequest, candidate_sources
 from evolvemem.retrieval.fusion import ViewHits, final_scores, fuse, merge_max, rank_order, recency, top_k
 from evolvemem.retrieval.index import ConversationIndex, IndexState, to_days
 from evolvemem.retrieval.late_interaction import LateIndex
+from evolvemem.retrieval.rerank import NO_RERANKER, CrossEncoderReranker, blended_order
 from evolvemem.retrieval.temporal import question_span
 from evolvemem.contracts.usage import Usage
 
@@ -133,8 +135,10 @@ class Retriever:
     """Retrieval over one conversation's index. Thread-safe; all caches are keyed by text."""
 
     def __init__(self, index: ConversationIndex, embedder: Any, decomposer: Any = None,
-                 known_persons: Collection[str] = (), llm: Any = None):
+                 known_persons: Collection[str] = (), llm: Any = None,
+                 reranker: CrossEncoderReranker | None = None):
         self.index = index
+        self.reranker = reranker  # the cross-encoder of `rerank_top_k`, if the user gave one
         self.llm = llm  # handed to candidate sources that have an LLM variant
         self.embedder = embedder
         self.decomposer = decomposer
@@ -297,7 +301,26 @@ class Retriever:
         final = (fused + self._ranking_terms(state, rows, config, question_day, info.terms)
                  + self._context_terms(extras, rows, fused, config, info.persons, span))
         order = rank_order(final, rows)
-        return self._assemble(state, rows[order], final[order], views, config, sub_queries, cost)
+        rows, final = rows[order], final[order]
+        if config.rerank_top_k > 0 and len(rows):
+            rows, final, views = self._rerank(state, text, rows, final, views, config)
+        return self._assemble(state, rows, final, views, config, sub_queries, cost)
+
+    def _rerank(self, state: IndexState, text: str, rows: np.ndarray, final: np.ndarray,
+                views: list[ViewHits], config: Any) -> tuple[np.ndarray, np.ndarray, list[ViewHits]]:
+        """The first `rerank_top_k` ranked rows reordered by the cross-encoder's blend
+        (retrieval/rerank.py); its own order is kept as the `rerank` view."""
+        if self.reranker is None:
+            raise ConfigError(NO_RERANKER)
+        top = min(config.rerank_top_k, len(rows))
+        head = rows[:top]
+        model_scores = self.reranker.scores(text, [state.memories[r].content for r in head.tolist()])
+        moved = blended_order(model_scores, config.rerank_weight)
+        by_model = np.argsort(-model_scores, kind="stable")
+        views = [*views, ViewHits("rerank", head[by_model], model_scores[by_model])]
+        rows = np.concatenate([head[moved], rows[top:]])
+        final = np.concatenate([final[:top][moved], final[top:]])
+        return rows, final, views
 
     @staticmethod
     def _depth(extras: _StateExtras, config: Any) -> Callable[[int], int]:

@@ -23,6 +23,7 @@ class LoadedConfig:
     source: str  # what was loaded, for messages ("preset default", "runs/x round 3")
     models: ModelSettings | None  # the run's models, for a run directory
     warnings: tuple[str, ...] = ()
+    rerank_model: str | None = None  # the run's cross-encoder, for a run directory that had one
 
 
 def load_serving_config(spec: str | Path) -> LoadedConfig:
@@ -51,7 +52,8 @@ def _from_run(run_dir: Path) -> LoadedConfig:
     config, clamps = parse_config(row["config"], source=f"{run_dir} round {best}")
     models = spec.get("models") if isinstance(spec, dict) else None
     settings = ModelSettings(**models) if isinstance(models, dict) else None
-    return LoadedConfig(config, f"{run_dir} round {best}", settings, tuple(str(c) for c in clamps))
+    return LoadedConfig(config, f"{run_dir} round {best}", settings, tuple(str(c) for c in clamps),
+                        spec.get("rerank_model") if isinstance(spec, dict) else None)
 
 
 def source_signature(spec: str | Path) -> tuple:

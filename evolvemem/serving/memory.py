@@ -33,6 +33,7 @@ from evolvemem.errors import EvolveMemError
 from evolvemem.mechanisms.ama_refresh import asks_current_state
 from evolvemem.mechanisms.ama_router import FACT
 from evolvemem.qtypes import QUESTION_TYPES, classify_question
+from evolvemem.retrieval.rerank import NO_RERANKER, CrossEncoderReranker, reranks
 from evolvemem.retrieval.retriever import RetrievalResult, RetrievedItem, context_tokens
 from evolvemem.roles.context_format import format_context
 from evolvemem.serving.config_source import LoadedConfig, load_serving_config
@@ -81,6 +82,18 @@ class _Retrieved:
     context: tuple[MemoryUnit, ...]  # what the reader gets (refreshed when the config refreshes)
 
 
+def rerank_reader(model: str | None, config: RetrievalConfig) -> CrossEncoderReranker | None:
+    """The cross-encoder for `model`, loaded now so a wrong one fails at open; a config that
+    reranks without one is refused in one line."""
+    if not model:
+        if reranks(config):
+            raise EvolveMemError(NO_RERANKER)
+        return None
+    reranker = CrossEncoderReranker(model)
+    reranker.check()
+    return reranker
+
+
 class Memory:
     """A memory store opened with a retrieval config. Use `Memory.open(...)`; close it (or use
     it as a context manager) to flush traces and release the store's write lock."""
@@ -90,6 +103,7 @@ class Memory:
         self.store = store
         self.roles = roles
         self.embedder = embedder
+        self.reranker: CrossEncoderReranker | None = None  # the rerank stage's cross-encoder, if any
         self.config_spec = config_spec
         self._config = loaded
         self._hash = loaded.config.fingerprint()
@@ -102,10 +116,12 @@ class Memory:
     # ---- opening --------------------------------------------------------------------------------
     @classmethod
     def open(cls, store: str | Path, config: str | Path = "default", *, models: ModelSettings | None = None,
-             embedding_model: str | None = None, cache_enabled: bool = True) -> Memory:
+             embedding_model: str | None = None, rerank_model: str | None = None,
+             cache_enabled: bool = True) -> Memory:
         """Open (or create) the store file `store` with `config`: a preset name, a config file or
         a run directory (its best round; the run's models unless `models` is given). Without
-        models the roles are offline: rule-based extraction, the extractive reader."""
+        models the roles are offline: rule-based extraction, the extractive reader. `rerank_model`
+        is the cross-encoder of a config that reranks (the run's own when `config` is a run)."""
         from evolvemem.retrieval.embeddings import DEFAULT_EMBEDDING_MODEL, Embedder
         from evolvemem.roles.factory import ModelSettings, build_roles
 
@@ -115,10 +131,13 @@ class Memory:
         opened = MemoryStore(store)
         try:
             embedder = ServingEmbedder(Embedder(embedding_model or DEFAULT_EMBEDDING_MODEL))
+            reranker = rerank_reader(rerank_model or loaded.rerank_model, loaded.config)
         except BaseException:
             opened.close()
             raise
-        return cls(opened, loaded, roles, embedder, str(config))
+        memory = cls(opened, loaded, roles, embedder, str(config))
+        memory.reranker = reranker
+        return memory
 
     def close(self) -> None:
         self.traces.close()
@@ -153,6 +172,8 @@ class Memory:
         """Swap in another config (a newly evolved one) without reopening; returns its hash.
         Memories stay: extraction does not depend on the retrieval config."""
         loaded = config if isinstance(config, LoadedConfig) else load_serving_config(config)
+        if reranks(loaded.config) and self.reranker is None:
+            raise EvolveMemError(NO_RERANKER)
         effective, config_hash = EffectiveConfigs(loaded.config), loaded.config.fingerprint()
         # readers take (effective, hash) from one tuple: they see the old pair or the new one
         self._config, self._hash = loaded, config_hash
@@ -175,7 +196,7 @@ class Memory:
     def _workspace(self, conversation: Conversation, units: Sequence[MemoryUnit],
                    vectors: dict[str, Any]) -> Workspace:
         dataset = Dataset(DATASET_NAME, {conversation.conversation_id: conversation}, [])
-        ws = Workspace(dataset, self.roles, embedder=cast("Embedder", self.embedder))
+        ws = Workspace(dataset, self.roles, embedder=cast("Embedder", self.embedder), reranker=self.reranker)
         with self.embedder.supplying(dict(vectors)):
             ws.load_conversation(conversation.conversation_id, list(units))
         return ws

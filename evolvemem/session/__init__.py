@@ -30,6 +30,7 @@ _EXPORTS: dict[str, str] = {
     "model_settings": "evolvemem.session.inputs",
     "resolve_init": "evolvemem.session.inputs",
     "start_config": "evolvemem.session.inputs",
+    "run_rerank_model": "evolvemem.session.inputs",
     "ModelSettings": "evolvemem.roles.factory",
     "QuietReporter": "evolvemem.session.reporter",
     "Reporter": "evolvemem.session.reporter",

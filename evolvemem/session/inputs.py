@@ -56,6 +56,12 @@ def start_config(run_dir: str | Path) -> RetrievalConfig:
         return manifest_start_config(store.manifest(), run_dir)
 
 
+def run_rerank_model(run_dir: str | Path) -> str | None:
+    """The cross-encoder a run evolved with (`--rerank-model`), if it had one."""
+    with RunStore(Path(run_dir), read_only=True) as store:
+        return (store.manifest().get("spec") or {}).get("rerank_model")
+
+
 def resolve_init(reporter: Reporter, init: str) -> RetrievalConfig:
     """A preset, a config file, or a run directory (its best config)."""
     return load_config_reporting(reporter, str(best_config_path(init)) if Path(init).is_dir() else init)

@@ -40,7 +40,7 @@ from evolvemem.scoring.aggregate import summarise
 from evolvemem.scoring.locomo import check_protocol
 from evolvemem.session.inputs import best_config_path, manifest_start_config, small_dev_warning
 from evolvemem.session.reporter import QuietReporter, Reporter
-from evolvemem.session.setup import announce_models, check_endpoint, open_workspace
+from evolvemem.session.setup import announce_models, check_endpoint, check_rerank, open_workspace
 from evolvemem.session.sharded import evaluate_sharded
 from evolvemem.space.config import RetrievalConfig, config_to_toml, load_config, parse_config
 from evolvemem.space.emerged import begin_run_dimensions, use_run_dimensions
@@ -332,7 +332,7 @@ class Session:
             settings = ModelSettings(**spec.models)
             announce_models(reporter, settings)
             workspace = open_workspace(reporter, dataset, settings, cache_enabled=spec.cache_enabled,
-                                       embedding_model=spec.embedding_model)
+                                       embedding_model=spec.embedding_model, rerank_model=spec.rerank_model)
             session = cls(store, workspace, reporter, protocol=spec.protocol, concurrency=spec.concurrency,
                           context_reuse=spec.context_reuse, executor=executor)
             if spec.objective == CONTEXTS_ONLY and spec.context_tokens is None:
@@ -360,14 +360,17 @@ class Session:
 
     def run(self, hooks: Hooks | None = None) -> RunResult:
         """Rounds 0..N (continuing from the store), then start and best scored once on test."""
-        runner = EvolutionRunner(self.spec, self.store, self.workspace, self, self.init_config(), hooks)
+        start = self.init_config()
+        check_rerank(start, self.workspace)
+        runner = EvolutionRunner(self.spec, self.store, self.workspace, self, start, hooks)
         return runner.run()
 
     # ---- evolve eval / transfer --------------------------------------------------------------
     @classmethod
     def open_eval(cls, *, run_dir: Path, benchmark: str, data: str | None, split: str, config: RetrievalConfig,
                   config_source: str, settings: ModelSettings, protocol: str = "official", concurrency: int = 8,
-                  embedding_model: str | None = None, cache_enabled: bool = True, kind: str = "eval",
+                  embedding_model: str | None = None, rerank_model: str | None = None,
+                  cache_enabled: bool = True, kind: str = "eval",
                   source_run: str | None = None, reporter: Reporter | None = None,
                   executor: Executor | None = None) -> Session:
         """A one-round evaluation directory; an existing one is resumed when it scored the same
@@ -387,10 +390,11 @@ class Session:
                 "kind": kind, "source_run": source_run, "benchmark": benchmark, "data_source": full.source,
                 "data_hash": full.content_hash, "split": split, "models": settings.as_dict(),
                 "adversarial_protocol": protocol, "config_source": config_source, "command": command_line(),
-                "embedding_model": embedding_model or "default",
+                "embedding_model": embedding_model or "default", "rerank_model": rerank_model,
             })
             workspace = open_workspace(reporter, dataset, settings, cache_enabled=cache_enabled,
-                                       embedding_model=embedding_model)
+                                       embedding_model=embedding_model, rerank_model=rerank_model)
+            check_rerank(config, workspace)
             session = cls(store, workspace, reporter, protocol=protocol, concurrency=concurrency, executor=executor)
             if not store.has_memories():
                 store.record_memories(workspace.memory_rows())
@@ -433,7 +437,8 @@ class Session:
             config = load_config(str(best_path))[0]
             dataset = load_benchmark(spec.benchmark, spec.data)
             workspace = open_workspace(reporter, dataset, ModelSettings(**spec.models),
-                                       cache_enabled=spec.cache_enabled, embedding_model=spec.embedding_model)
+                                       cache_enabled=spec.cache_enabled, embedding_model=spec.embedding_model,
+                                       rerank_model=spec.rerank_model)
             session = cls(store, workspace, reporter, protocol=spec.protocol, concurrency=spec.concurrency)
             session.spec = spec
         except BaseException:

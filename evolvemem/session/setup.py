@@ -10,6 +10,7 @@ from evolvemem.data.models import Dataset, Question
 from evolvemem.errors import EvolveMemError
 from evolvemem.llm.client import redact_url, scrub_secrets
 from evolvemem.llm.preflight import PREFLIGHT_TIMEOUT, endpoint_problem
+from evolvemem.retrieval.rerank import NO_RERANKER, CrossEncoderReranker, reranks
 from evolvemem.roles.classify import reclassify
 from evolvemem.roles.factory import ModelSettings, build_roles, client_options_from_env
 from evolvemem.session.reporter import Reporter
@@ -45,20 +46,32 @@ def check_endpoint(settings: ModelSettings) -> None:
 
 
 def open_workspace(reporter: Reporter, dataset: Dataset, settings: ModelSettings, *, cache_enabled: bool,
-                   embedding_model: str | None) -> Workspace:
-    """Roles for `settings`, the questions re-typed if --classify-model asks, then memories and indexes."""
+                   embedding_model: str | None, rerank_model: str | None = None) -> Workspace:
+    """Roles for `settings`, the questions re-typed if --classify-model asks, then memories and indexes
+    (and the cross-encoder loaded, so a wrong --rerank-model fails before any work)."""
     check_endpoint(settings)
     roles = build_roles(settings, cache_enabled=cache_enabled)
     if roles.classifier is not None:
         dataset, changed, cost = reclassify(dataset, roles.classifier)
         reporter.info(f"[dim]question types: the LLM re-typed {changed} rule-typed questions ({cost.calls} calls)[/dim]")
-    workspace = Workspace(dataset, roles, embedding_model)
+    reranker = CrossEncoderReranker(rerank_model) if rerank_model else None
+    if reranker is not None:
+        reranker.check()
+        reporter.info(f"[dim]rerank stage: cross-encoder {rerank_model}[/dim]")
+    workspace = Workspace(dataset, roles, embedding_model, reranker=reranker)
     with reporter.progress() as bars:
         stats = workspace.build(progress=bars.stage)
     reporter.info(f"[dim]{stats.memories} memories in {len(dataset.conversations)} conversations "
                   f"({stats.conversations_from_cache} from cache); extraction {stats.extraction_seconds:.1f}s, "
                   f"indexing {stats.index_seconds:.1f}s[/dim]")
     return workspace
+
+
+def check_rerank(config: RetrievalConfig, workspace: Workspace) -> None:
+    """Fail in one line when `config` (or one of its per-type overrides) turns the cross-encoder
+    stage on and the workspace has no cross-encoder: its figures would silently lack the stage."""
+    if reranks(config) and workspace.reranker is None:
+        raise EvolveMemError(NO_RERANKER)
 
 
 def evaluate_config(ws: Workspace, config: RetrievalConfig, questions: list[Question], *, concurrency: int = 8,

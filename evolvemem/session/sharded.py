@@ -80,7 +80,8 @@ def evaluate_sharded(executor: Executor, store: RunStore, ws: Workspace, jobs: l
     at once (in process the second would be reused by context)."""
     started = time.perf_counter()
     setup = WorkerSetup(ws.roles.settings, ws.roles.cache_enabled, ws.embedder.model_name,
-                        tuple(added_dimensions().values()))
+                        tuple(added_dimensions().values()),
+                        ws.reranker.model_name if ws.reranker is not None else None)
     shared_memo = executor.share(memo.entries(), f"memo-{uuid.uuid4().hex}") if memo is not None else None
     outcomes = [ShardedOutcome() for _ in jobs]
     writer = _Writer(store)

@@ -92,7 +92,8 @@ def build_dimension(name: object, description: object, maps_to: object, per_type
             raise RefusedDimension(f"duplicate of the existing bundle {other.name!r}")
     spec = {"type": "bool", "default": False, "group": EMERGED_GROUP, "per_type": per_type,
             "needs_model": any(dims[k].needs_model for k in members),
-            "model_calls": any(dims[k].model_calls for k in members), "mechanism": {"off": False},
+            "model_calls": any(dims[k].model_calls for k in members),
+            "needs_reranker": any(dims[k].needs_reranker for k in members), "mechanism": {"off": False},
             "description": about[:MAX_DESCRIPTION], "maps_to": members}
     return dimension_from_table(Path(f"{text}.toml"), text, spec)
 

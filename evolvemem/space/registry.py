@@ -45,6 +45,8 @@ class Dimension:
     # can ask a model again for a question (a decomposition, a verification pass, an LLM walk, a
     # judge): with a model answering, a random exploration leaves it alone (loop/runner.py)
     model_calls: bool = False
+    # only has an effect with a cross-encoder (--rerank-model): runs without one never change it
+    needs_reranker: bool = False
     stage: str = "retrieval"
 
     # ---- value handling -------------------------------------------------------------------
@@ -137,7 +139,7 @@ def dimension_from_table(path: Path, name: str, spec: dict) -> Dimension:
     if not isinstance(spec, dict):
         raise ConfigError(f"{where} must be a table")
     known = {"type", "min", "max", "off", "optional", "choices", "default", "per_type", "description", "group",
-             "maps_to", "mechanism", "needs_model", "model_calls", "stage"}
+             "maps_to", "mechanism", "needs_model", "model_calls", "needs_reranker", "stage"}
     unknown = set(spec) - known
     if unknown:
         raise ConfigError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
@@ -170,6 +172,7 @@ def dimension_from_table(path: Path, name: str, spec: dict) -> Dimension:
         maps_to=dict(spec.get("maps_to", {})),
         needs_model=bool(spec.get("needs_model", False)),
         model_calls=bool(spec.get("model_calls", False)),
+        needs_reranker=bool(spec.get("needs_reranker", False)),
         stage=spec.get("stage", "retrieval"),
     )
     if "mechanism" in spec:
@@ -213,6 +216,8 @@ def dimension_to_toml(dim: Dimension, table: str | None = None) -> str:
               f"per_type = {toml_value(dim.per_type)}", f"needs_model = {toml_value(dim.needs_model)}"]
     if dim.model_calls:
         lines.append("model_calls = true")
+    if dim.needs_reranker:
+        lines.append("needs_reranker = true")
     if dim.mechanism_off is not None:
         lines.append(f"mechanism = {{ off = {toml_value(dim.mechanism_off)} }}")
     lines.append(f"description = {toml_value(dim.description)}")
