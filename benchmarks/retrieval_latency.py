@@ -1,7 +1,7 @@
 """Retrieval latency on every dev LoCoMo question.
 
     python benchmarks/retrieval_latency.py [--data PATH] [--repeats 3] [--config LABEL=CONFIG ...]
-        [--context-tokens 1500]
+        [--context-tokens 1500] [--rerank-model PATH_OR_NAME]
 
 Prints: first-time embedding of all memories (fresh temporary cache), the cached reload, the
 index build per conversation, question preparation (analysis + batch embedding, not part of
@@ -11,7 +11,10 @@ best of `--repeats` passes. Each `--config` (a preset, a TOML file or a run's be
 an evolved config with late interaction) is timed the same way with its contexts cut at
 `--context-tokens`, after its own preparation — for late interaction the questions' token vectors
 and their MaxSim against every memory, computed in one batch per conversation — which is printed
-apart per question, as is the first-time encoding of the memories' token vectors. The last line is
+apart per question, as is the first-time encoding of the memories' token vectors. With
+`--rerank-model`, a config that reranks (`rerank_top_k` > 0) is timed twice more — once with the
+cross-encoder reading every question's candidates for the first time, once reading them from its
+memo — and the cross-encoder's cost per question is printed apart from retrieval's. The last line is
 `retrieval_ms_per_question=<x>` (the three-view config).
 """
 from __future__ import annotations
@@ -54,6 +57,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--config", action="append", default=[], metavar="LABEL=CONFIG")
     parser.add_argument("--context-tokens", type=int, default=1500)
+    parser.add_argument("--rerank-model", help="a sentence-transformers CrossEncoder for configs that rerank")
     args = parser.parse_args()
     if not args.data.is_file():
         sys.exit(f"LoCoMo file not found: {args.data}")
@@ -92,8 +96,13 @@ def main() -> None:
         print(f"index build per conversation (embeddings cached): mean {statistics.mean(build_s) * 1000:.1f} ms, "
               f"max {max(build_s) * 1000:.1f} ms")
 
-        retrievers = {cid: Retriever(index, reloaded, known_persons=dataset.conversations[cid].speakers)
-                      for cid, index in indexes.items()}
+        from evolvemem.retrieval.rerank import CrossEncoderReranker
+
+        reranker = CrossEncoderReranker(args.rerank_model) if args.rerank_model else None
+        if reranker is not None:
+            reranker.check()
+        retrievers = {cid: Retriever(index, reloaded, known_persons=dataset.conversations[cid].speakers,
+                                     reranker=reranker) for cid, index in indexes.items()}
         by_conv: dict[str, list] = {}
         for q in questions:
             by_conv.setdefault(q.conversation_id, []).append(q)
@@ -142,6 +151,14 @@ def main() -> None:
                       f"batched); memories' token vectors first time: {prepared:.2f} ms/question "
                       f"({new_memories} memories); MaxSim of every question against every memory, batched per "
                       f"conversation (token matrix already assembled): {maxsim:.2f} ms/question")
+            if reranker is not None and config.rerank_top_k > 0:
+                pairs = reranker.pairs_scored
+                first = timed_pass(retrievers, questions, config) * 1000 / len(questions)
+                memo = min(timed_pass(retrievers, questions, config) for _ in range(max(1, args.repeats)))
+                memo = memo * 1000 / len(questions)
+                print(f"{label}: cross-encoder {args.rerank_model}: {first - memo:.2f} ms/question reading "
+                      f"{(reranker.pairs_scored - pairs) / len(questions):.1f} pairs a question the first time "
+                      f"(retrieval with its scores memoised: {memo:.3f} ms/question)")
             timed_pass(retrievers, questions, config)  # warm-up
             best = min(timed_pass(retrievers, questions, config) for _ in range(max(1, args.repeats)))
             per_question = best * 1000 / len(questions)
