@@ -23,20 +23,26 @@ import numpy as np
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.errors import EvolveMemError
 from evolvemem.memory.store_cache import unit_from_dict, unit_to_dict
+from evolvemem.store.columnar import Column, create_table, insert_columns
 
 FORMAT_VERSION = "1"
 
+_V, _BIG = "VARCHAR", "BIGINT"
+# `said_at` is kept as the ISO text it was given, so a time zone (or its absence) survives a reopen
+TURNS: tuple[Column, ...] = (("ns", _V), ("user_id", _V), ("seq", _BIG), ("turn_id", _V), ("session_id", _V),
+                             ("speaker", _V), ("text", _V), ("image_caption", _V), ("said_at", _V),
+                             ("added_at", "TIMESTAMP"))
+UNITS: tuple[Column, ...] = (("ns", _V), ("user_id", _V), ("position", _BIG), ("extractor", _V),
+                             ("content_hash", _V), ("unit", "JSON"))
+VECTORS: tuple[Column, ...] = (("model", _V), ("content_hash", _V), ("vector", "BLOB"))
+TRACES: tuple[Column, ...] = (("trace_id", _V), ("ns", _V), ("user_id", _V), ("kind", _V), ("query", _V),
+                              ("question_type", _V), ("question_date", _V), ("config_hash", _V),
+                              ("memory_ids", "JSON"), ("turn_ids", "JSON"), ("latency_ms", "DOUBLE"),
+                              ("answer", _V), ("traced_at", "TIMESTAMP"))
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
-    # `at` is kept as the ISO text it was given, so a time zone (or its absence) survives a reopen
-    "CREATE TABLE IF NOT EXISTS turns (ns VARCHAR, user_id VARCHAR, seq BIGINT, turn_id VARCHAR, "
-    "session_id VARCHAR, speaker VARCHAR, text VARCHAR, image_caption VARCHAR, said_at VARCHAR, added_at TIMESTAMP)",
-    "CREATE TABLE IF NOT EXISTS units (ns VARCHAR, user_id VARCHAR, position BIGINT, extractor VARCHAR, "
-    "content_hash VARCHAR, unit JSON)",
-    "CREATE TABLE IF NOT EXISTS vectors (model VARCHAR, content_hash VARCHAR, vector BLOB)",
-    "CREATE TABLE IF NOT EXISTS traces (trace_id VARCHAR, ns VARCHAR, user_id VARCHAR, kind VARCHAR, "
-    "query VARCHAR, question_type VARCHAR, question_date VARCHAR, config_hash VARCHAR, memory_ids JSON, "
-    "turn_ids JSON, latency_ms DOUBLE, answer VARCHAR, traced_at TIMESTAMP)",
+    create_table("turns", TURNS), create_table("units", UNITS), create_table("vectors", VECTORS),
+    create_table("traces", TRACES),
 )
 
 
@@ -188,10 +194,9 @@ class MemoryStore:
             start = first[0] if first else 0
             now = utcnow()
             if turns:
-                self.con.executemany(
-                    "INSERT INTO turns VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [[ns, user, start + i, t.turn_id, t.session_id, t.speaker, t.text, t.image_caption, t.at, now]
-                     for i, t in enumerate(turns)])
+                insert_columns(self.con, "turns", TURNS,
+                               [(ns, user, start + i, t.turn_id, t.session_id, t.speaker, t.text, t.image_caption,
+                                 t.at, now) for i, t in enumerate(turns)])
             self._write_units(ns, user, units, extractor_key, replace_units)
             self._write_vectors(model, vectors)
 
@@ -211,10 +216,9 @@ class MemoryStore:
                                      [ns, user]).fetchone()
             start = first[0] if first else 0
         if units:
-            self.con.executemany(
-                "INSERT INTO units VALUES (?, ?, ?, ?, ?, ?)",
-                [[ns, user, start + i, extractor_key, u.content_hash, json.dumps(unit_to_dict(u), ensure_ascii=False)]
-                 for i, u in enumerate(units)])
+            insert_columns(self.con, "units", UNITS,
+                           [(ns, user, start + i, extractor_key, u.content_hash,
+                             json.dumps(unit_to_dict(u), ensure_ascii=False)) for i, u in enumerate(units)])
 
     def _write_vectors(self, model: str, vectors: dict[str, np.ndarray]) -> None:
         if not vectors:
@@ -222,10 +226,9 @@ class MemoryStore:
         known = {r[0] for r in self.con.execute(
             "SELECT content_hash FROM vectors WHERE model = ? AND content_hash IN (SELECT unnest(?::VARCHAR[]))",
             [model, sorted(vectors)]).fetchall()}
-        fresh = [[model, h, np.ascontiguousarray(v, dtype=np.float32).tobytes()]
-                 for h, v in vectors.items() if h not in known]
-        if fresh:
-            self.con.executemany("INSERT INTO vectors VALUES (?, ?, ?)", fresh)
+        insert_columns(self.con, "vectors", VECTORS,
+                       [(model, h, np.ascontiguousarray(v, dtype=np.float32).tobytes())
+                        for h, v in vectors.items() if h not in known])
 
     def forget(self, ns: str, user: str, turn_ids: Sequence[str] | None, units: Sequence[MemoryUnit] = (),
                extractor_key: str = "", model: str = "", vectors: dict[str, np.ndarray] | None = None) -> int:
@@ -253,11 +256,10 @@ class MemoryStore:
         if not rows:
             return
         with self._lock, self._transaction():
-            self.con.executemany(
-                "INSERT INTO traces VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [[r.trace_id, r.ns, r.user_id, r.kind, r.query, r.question_type, r.question_date, r.config_hash,
-                  json.dumps(list(r.memory_ids)), json.dumps(list(r.turn_ids)), r.latency_ms, r.answer, r.at]
-                 for r in rows])
+            insert_columns(self.con, "traces", TRACES,
+                           [(r.trace_id, r.ns, r.user_id, r.kind, r.query, r.question_type, r.question_date,
+                             r.config_hash, json.dumps(list(r.memory_ids)), json.dumps(list(r.turn_ids)),
+                             r.latency_ms, r.answer, r.at) for r in rows])
 
 
 class _Transaction:

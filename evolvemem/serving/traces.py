@@ -1,8 +1,8 @@
 """Traces: every served search, context and answer, recorded so it can become tomorrow's dev set.
 
 Searches are recorded in batches (a write per search would cost more than the search): a trace
-reaches the store within `FLUSH_SECONDS`, at `FLUSH_ROWS` buffered traces, or when the memory
-closes. `export_dataset` writes the stored conversations with the traced queries as questions
+reaches the store within `FLUSH_SECONDS`, soon after `FLUSH_ROWS` traces are buffered, or when the
+memory closes. The writing is always the flush thread's: a search never waits for it. `export_dataset` writes the stored conversations with the traced queries as questions
 in the custom benchmark format, with no gold answer yet: label them, then `evolve run` on them.
 """
 from __future__ import annotations
@@ -22,13 +22,15 @@ FLUSH_ROWS = 256
 
 
 class TraceBuffer:
-    """Traces waiting to be written; a daemon thread flushes them every FLUSH_SECONDS."""
+    """Traces waiting to be written; a daemon thread flushes them every FLUSH_SECONDS, or when
+    FLUSH_ROWS are waiting."""
 
     def __init__(self, store: MemoryStore):
         self.store = store
         self._rows: list[TraceRow] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._full = threading.Event()
         self._thread = threading.Thread(target=self._run, name="evolvemem-traces", daemon=True)
         self._thread.start()
 
@@ -37,7 +39,7 @@ class TraceBuffer:
             self._rows.append(row)
             full = len(self._rows) >= FLUSH_ROWS
         if full:
-            self.flush()
+            self._full.set()
 
     def flush(self) -> None:
         with self._lock:
@@ -46,11 +48,15 @@ class TraceBuffer:
             self.store.record_traces(rows)
 
     def _run(self) -> None:
-        while not self._stop.wait(FLUSH_SECONDS):
-            self.flush()
+        while not self._stop.is_set():
+            self._full.wait(FLUSH_SECONDS)
+            self._full.clear()
+            if not self._stop.is_set():
+                self.flush()
 
     def close(self) -> None:
         self._stop.set()
+        self._full.set()
         self._thread.join(timeout=5)
         self.flush()
 
