@@ -15,14 +15,19 @@ Then independent model calls, each a fresh prompt that sees only what the check 
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from evolvemem.data.models import Conversation
 from evolvemem.labelling.contexts import Retrieval, evidence_context
 from evolvemem.labelling.kinds import Candidate, CheckResult, RejectReason
 from evolvemem.labelling.model_calls import JournaledModel, reply_field
 from evolvemem.prompts import load_prompt
-from evolvemem.scoring.metrics import answer_tokens, is_abstention, normalize_answer, token_f1
+from evolvemem.scoring.metrics import (
+    answer_tokens,
+    is_abstention,
+    normalize_answer,
+    token_f1,
+)
 
 VERBATIM_WORDS = 7
 VERBATIM_ANSWER_WORDS = 10

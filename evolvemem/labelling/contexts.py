@@ -5,7 +5,8 @@ offline extractor, one memory per turn, and a retrieval config — by default th
 so "unanswerable against the best context" means what a tuned memory would hand a reader."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from evolvemem.answering.evaluate import EffectiveConfigs
 from evolvemem.data.dates import format_day

@@ -6,8 +6,9 @@ conversation. A multi-hop slot also shows a second session half the conversation
 two facts come from different times."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from evolvemem.data.models import Conversation, Session
 from evolvemem.labelling.contexts import session_block

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.data.dates import WEEKDAY_NAMES, format_day
@@ -23,7 +23,7 @@ from evolvemem.memory.offline_extract import OfflineExtractor
 OFFLINE_KINDS = ("temporal", "single-hop")
 # words the rules may take for a place that are times ("Wednesdays", "May")
 _TIME_WORDS = frozenset(WEEKDAY_NAMES) | frozenset(
-    "january february march april may june july august september october november december".split())
+    ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"])
 
 
 def _surface(name: str, text: str) -> str:

@@ -10,17 +10,35 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from evolvemem.contracts.usage import Usage
 from evolvemem.data.custom import custom_records
 from evolvemem.data.models import Conversation, Dataset, Question
-from evolvemem.labelling.checks import DEFAULT_MATCH_F1, AnswerChecks, duplicate_check, verbatim_check
-from evolvemem.labelling.generate import GENERATE_MAX_TOKENS, GENERATE_PROMPT, generation_prompt, parse_candidate, slots_for
+from evolvemem.labelling.checks import (
+    DEFAULT_MATCH_F1,
+    AnswerChecks,
+    duplicate_check,
+    verbatim_check,
+)
+from evolvemem.labelling.generate import (
+    GENERATE_MAX_TOKENS,
+    GENERATE_PROMPT,
+    generation_prompt,
+    parse_candidate,
+    slots_for,
+)
 from evolvemem.labelling.journal import Journal, journal_path
-from evolvemem.labelling.kinds import ADVERSARIAL_CATEGORIES, LABEL_KINDS, Candidate, CheckResult, RejectReason
+from evolvemem.labelling.kinds import (
+    ADVERSARIAL_CATEGORIES,
+    LABEL_KINDS,
+    Candidate,
+    CheckResult,
+    RejectReason,
+)
 from evolvemem.labelling.model_calls import JournaledModel
 from evolvemem.labelling.offline import offline_candidates
 from evolvemem.llm.client import LLMCallFailed
@@ -72,7 +90,7 @@ class LabelSummary:
 
 
 def question_id(candidate: Candidate) -> str:
-    digest = hashlib.sha256(f"{candidate.conversation_id}\n{candidate.question}".encode("utf-8")).hexdigest()[:12]
+    digest = hashlib.sha256(f"{candidate.conversation_id}\n{candidate.question}".encode()).hexdigest()[:12]
     return f"{candidate.conversation_id}-label-{digest}"
 
 
