@@ -60,8 +60,15 @@ def generation_prompt(slot: Slot, avoid: Sequence[str]) -> str:
     article = "an" if slot.kind[0] in "aeiou" else "a"
     avoid_text = "; ".join(f'"{q}"' for q in avoid[-8:]) if avoid else "(none yet)"
     return load_prompt(GENERATE_PROMPT).render(kind_article=article, kind=slot.kind, instruction=kind.instruction,
-                                               avoid=avoid_text,
+                                               avoid=avoid_text, example_id=_example_id(slot),
                                                sessions="\n\n".join(session_block(s) for s in slot.sessions))
+
+
+def _example_id(slot: Slot) -> str:
+    """An id in the style of the turns shown (the example's content is invented; its id must not
+    teach the model another id format)."""
+    turns = [t for s in slot.sessions for t in s.turns]
+    return turns[len(turns) // 2].turn_id if turns else "1"
 
 
 def parse_candidate(parsed: Any, slot: Slot, generator: dict[str, Any]) -> Candidate | str:

@@ -45,6 +45,7 @@ from evolvemem.llm.client import LLMCallFailed
 from evolvemem.prompts import load_prompt
 
 OFFLINE = "offline"
+PARSE_CHECK = "well_formed"  # the generator's reply is a usable question
 Progress = Callable[[int, int], None]  # (conversations done, total)
 
 
@@ -74,6 +75,8 @@ class LabelSummary:
     candidates: int = 0
     kept: Counter[str] = field(default_factory=Counter)  # by kind
     rejected: Counter[str] = field(default_factory=Counter)  # by RejectReason value
+    reached: Counter[str] = field(default_factory=Counter)  # candidates each check was run on, by check name
+    failed: Counter[str] = field(default_factory=Counter)  # ... and rejected, by check name
     spent: Usage = field(default_factory=Usage)  # new model calls of this run
     journaled: Usage = field(default_factory=Usage)  # every call in the journal, this run's included
     replayed: int = 0  # calls answered from the journal
@@ -84,7 +87,11 @@ class LabelSummary:
     def as_dict(self) -> dict[str, Any]:
         return {"out": str(self.out), "journal": str(self.journal), "offline": self.offline,
                 "candidates": self.candidates, "kept": dict(self.kept), "kept_total": sum(self.kept.values()),
-                "rejected": dict(self.rejected), "spent": self.spent.as_dict(), "journaled": self.journaled.as_dict(),
+                "rejected": dict(self.rejected),
+                "checks": {name: {"reached": n, "failed": self.failed[name],
+                                  "rejection_rate": round(self.failed[name] / n, 4)}
+                           for name, n in self.reached.items()},
+                "spent": self.spent.as_dict(), "journaled": self.journaled.as_dict(),
                 "replayed_calls": self.replayed, "carried": self.carried,
                 "dropped_conversations": self.dropped_conversations, "stopped": self.stopped}
 
@@ -113,7 +120,9 @@ class _Labeller:
     def judge(self, candidate: Candidate | str, conversation: Conversation, kept: list[str]) -> None:
         """Check one candidate (or count a malformed reply) and keep it when every check passes."""
         self.summary.candidates += 1
+        self.summary.reached[PARSE_CHECK] += 1
         if isinstance(candidate, str):
+            self.summary.failed[PARSE_CHECK] += 1
             self.summary.rejected[RejectReason.MALFORMED.value] += 1
             return
         results = [verbatim_check(candidate, conversation)]
@@ -126,6 +135,9 @@ class _Labeller:
             results += model_results
         elif reason is None:
             results.append(CheckResult("answer checks", True, "not run: offline labeller (no model)"))
+        for result in results:
+            self.summary.reached[result.check] += 1
+            self.summary.failed[result.check] += int(not result.passed)
         if reason is not None:
             self.summary.rejected[reason.value] += 1
             return

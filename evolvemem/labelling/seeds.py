@@ -32,7 +32,8 @@ def seed_candidate(seed: Question, conversation: Conversation, model: JournaledM
     ordered = [t for t in conversation.turns() if t.turn_id in set(shown_ids)]
     lines = "\n".join(f"({t.timestamp.date().isoformat() if t.timestamp else 'undated'}) {turn_line(t)}"
                       for t in ordered)
-    prompt = load_prompt(SEED_PROMPT).render(lines=lines or "(none)", question=seed.text)
+    example_id = ordered[len(ordered) // 2].turn_id if ordered else "1"
+    prompt = load_prompt(SEED_PROMPT).render(lines=lines or "(none)", question=seed.text, example_id=example_id)
     reply = model.ask(prompt, purpose="seed", max_tokens=SEED_MAX_TOKENS)
     generator = {"kind": "trace", "trace": seed.question_id, "model": model.model,
                  "prompt": f"{SEED_PROMPT}@{load_prompt(SEED_PROMPT).version}"}
