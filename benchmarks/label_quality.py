@@ -5,6 +5,9 @@ only), checked against LoCoMo's own questions for the same and held-out conversa
         [--sessions 5] [--per-session 5] [--review 60] [--rounds 7] [--runs-dir DIR]
         [--stages label,review,rank,transfer]
 
+`--model offline` runs the rank and transfer stages on the offline labeller's questions instead (no
+review): a check of the pipeline and of the rule-based labels, not of a model's.
+
 Stages, each resumable (run the same command again: finished stages are read back, the labelling
 and review calls are replayed from their journals, an unfinished evolve run is resumed):
 1. label: the dev split's conversations (their LoCoMo questions dropped) labelled by the local
@@ -86,11 +89,17 @@ def stage_label(args: argparse.Namespace, dev: Any) -> dict:
     say(f"labelling {len(conversations.conversations)} dev conversations ({', '.join(conversations.conversations)}) "
         f"from their turns alone: {args.sessions} sessions each, {args.per_session} candidates a session, "
         f"Qwen2.5-Coder {args.model}")
-    with serve(args.model, n_ctx=WINDOW) as server:
-        settings = LabelSettings(model=server.model, api_base=server.api_base, context_window=WINDOW,
-                                 sessions=args.sessions, per_session=args.per_session)
-        summary = label_dataset(conversations, settings, args.state / "generated.json",
-                                progress=lambda n, total: say(f"  labelled conversation {n}/{total}"))
+    def progress(n: int, total: int) -> None:
+        say(f"  labelled conversation {n}/{total}")
+
+    if args.model == "offline":  # the rule-based labeller: a check of the pipeline, not of model labels
+        summary = label_dataset(conversations, LabelSettings(model="offline", per_session=args.per_session),
+                                args.state / "generated.json", progress=progress)
+    else:
+        with serve(args.model, n_ctx=WINDOW) as server:
+            settings = LabelSettings(model=server.model, api_base=server.api_base, context_window=WINDOW,
+                                     sessions=args.sessions, per_session=args.per_session)
+            summary = label_dataset(conversations, settings, args.state / "generated.json", progress=progress)
     result = summary.as_dict()
     if summary.stopped:
         raise SystemExit(f"labelling stopped: {summary.stopped} (run the same command again to continue)")
@@ -99,7 +108,7 @@ def stage_label(args: argparse.Namespace, dev: Any) -> dict:
 
 
 def print_label(result: dict) -> None:
-    say(f"label: kept {result['kept_total']} of {result['candidates']} candidates ({result['kept']}); "
+    say(f"label{' (offline labeller)' if result['offline'] else ''}: kept {result['kept_total']} of {result['candidates']} candidates ({result['kept']}); "
         f"model calls {result['journaled']['calls']}, tokens "
         f"{int(result['journaled']['prompt_tokens']) + int(result['journaled']['completion_tokens']):,}")
     say("  rejected per reason: " + ", ".join(f"{k} {v}" for k, v in result["rejected"].items()))
@@ -187,11 +196,17 @@ def stage_rank(args: argparse.Namespace, dev: Any) -> dict:
     ws = offline_workspace(both)
     configs = rank_configs(args)
     rows: dict[str, dict[str, float]] = {}
+    from evolvemem.answering.stores import stores_needed
+
     for name, config in configs.items():
+        ws.ensure_stores(stores_needed(config))
         row = {}
         for label, questions in (("real", real), ("generated", made)):
             for cap, key in ((None, "own"), (BUDGET, str(BUDGET))):
                 records = evaluate_contexts(ws, config, questions, token_cap=cap).records
+                failed = [r for r in records if r.get("failed")]
+                if failed:
+                    raise SystemExit(f"{name}: {len(failed)} questions failed, e.g. {failed[0].get('error')}")
                 values = [r["evidence_recall"] for r in records if r["evidence_recall"] is not None]
                 row[f"{label}@{key}"] = sum(values) / max(len(values), 1)
         rows[name] = row
@@ -239,6 +254,9 @@ def stage_transfer(args: argparse.Namespace, dataset: Any, dev: Any, test: Any) 
         [q for q in generated.questions] + list(test.questions),
         {**dataset.category_names, **generated.category_names},
         tuple(dict.fromkeys((*dataset.adversarial_categories, *generated.adversarial_categories)))))
+    turns = {c["id"]: {t["id"] for s in c["sessions"] for t in s["turns"]} for c in conversations}
+    for question in questions:  # LoCoMo cites a few turns that do not exist; the custom format refuses them
+        question["evidence"] = [e for e in question["evidence"] if e in turns[question["conversation_id"]]]
     dev_ids, test_ids = split_ids(c["id"] for c in conversations)
     assert set(dev_ids) == set(dev.conversations) and set(test_ids) == set(test.conversations), "splits differ"
     combined = args.state / "generated_dev_real_test.json"
@@ -285,7 +303,7 @@ def main() -> None:
     dataset, dev, test = dev_and_test(args.data)
     if "label" in stages:
         print_label(stage_label(args, dev))
-    if "review" in stages:
+    if "review" in stages and args.model != "offline":
         print_review(stage_review(args))
     if "rank" in stages:
         print_rank(stage_rank(args, dev))

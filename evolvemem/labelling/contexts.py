@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from evolvemem.answering.evaluate import EffectiveConfigs
+from evolvemem.answering.stores import base_store
 from evolvemem.data.dates import format_day
 from evolvemem.data.models import Conversation, Dataset, Question, Session, Turn
 from evolvemem.roles.context_format import format_context
@@ -57,13 +58,17 @@ class Retrieval:
         empty = Dataset(dataset.name, dataset.conversations, [])
         self.workspace: Workspace = Workspace(empty, build_roles(ModelSettings()), embedding_model)
         self.workspace.build()
+        from evolvemem.answering.stores import stores_needed
+
+        self.workspace.ensure_stores(stores_needed(config))  # a config that reads raw turns or episodes
 
     def _retrieve(self, conversation: Conversation, text: str, question_type: str):
         last = conversation.sessions[-1].timestamp
         question = Question(question_id="label-check", conversation_id=conversation.conversation_id, text=text,
                             category=question_type, question_type=question_type, answers=(), question_date=last)
         effective, _ = self._effective(question_type)
-        return effective, self.workspace.retriever(conversation.conversation_id).retrieve(question, effective)
+        store = base_store(effective)
+        return effective, self.workspace.retriever(conversation.conversation_id, store).retrieve(question, effective)
 
     def context(self, conversation: Conversation, text: str, question_type: str,
                 without: Sequence[str] = ()) -> str:
