@@ -257,3 +257,10 @@ def test_offline_labels_say_so_and_a_short_run_works_on_them(tmp_path: Path) -> 
     run = CliRunner().invoke(app, ["run", "--benchmark", "custom", "--data", str(out), "--rounds", "1",
                                    "--out", str(tmp_path / "run"), "--quiet"])
     assert run.exit_code == 0, run.output
+
+
+def test_an_unknown_type_is_one_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["label", "--data", str(CONVERSATION), "--model", "offline",
+                                      "--types", "single-hop,trivia", "--out", str(tmp_path / "dev.json")])
+    assert result.exit_code == 2
+    assert "unknown type 'trivia'" in result.output

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from evolvemem.cli.ui import UI
+from evolvemem.labelling.kinds import DEFAULT_MATCH_F1, DEFAULT_PER_SESSION
 
 if TYPE_CHECKING:
     from evolvemem.space.registry import Dimension
@@ -467,10 +468,10 @@ def label(
     out: str = typer.Option(..., "--out", "-o", help="Dev set to write (custom format); its journal is written beside it."),
     model: Optional[str] = typer.Option(None, "--model", help="litellm model that writes and checks the questions, or 'offline' (rule-based questions from dated facts, labelled offline) [default: EVOLVEMEM_MODEL]."),
     types: Optional[str] = typer.Option(None, "--types", help="Comma-separated kinds to write: single-hop, multi-hop, temporal, open-domain, unanswerable [default: all; offline: temporal, single-hop]."),
-    per_session: int = typer.Option(5, "--per-session", min=1, help="Candidate questions asked per session (kinds in turn); offline: at most this many per session."),
+    per_session: int = typer.Option(DEFAULT_PER_SESSION, "--per-session", min=1, help="Candidate questions asked per session (kinds in turn); offline: at most this many per session."),
     sessions: Optional[int] = typer.Option(None, "--sessions", min=1, help="Sessions labelled per conversation, spread from first to last [default: all]."),
     traces: Optional[str] = typer.Option(None, "--traces", help="Traced queries (evolve traces export) to label as questions first."),
-    match_f1: float = typer.Option(0.5, "--match-f1", help="Token F1 at which a check's answer matches the gold."),
+    match_f1: float = typer.Option(DEFAULT_MATCH_F1, "--match-f1", help="Token F1 at which a check's answer matches the gold."),
     retrieval_config: str = typer.Option("default", "--retrieval-config", help="Preset or config file whose retrieval gives the best context (the leak and unanswerable checks)."),
     api_base: Optional[str] = ApiBaseOpt,
     context_window: Optional[int] = ContextWindowOpt,

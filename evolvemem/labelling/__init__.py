@@ -4,8 +4,5 @@ A model writes candidate questions (generate.py), or the offline rules do (offli
 served memory's traced queries seed them (seeds.py); every candidate passes deterministic
 checks and independent answer checks before it is kept (checks.py); a labelling run journals
 every model call so an interrupted run resumes without asking again (journal.py, run.py).
+`kinds.py` holds the vocabulary and defaults, light enough for the CLI to import at start.
 """
-from evolvemem.labelling.kinds import LABEL_KINDS, LabelKind, RejectReason
-from evolvemem.labelling.run import LabelSettings, LabelSummary, label_dataset
-
-__all__ = ["LABEL_KINDS", "LabelKind", "LabelSettings", "LabelSummary", "RejectReason", "label_dataset"]

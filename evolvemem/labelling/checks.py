@@ -19,7 +19,12 @@ from collections.abc import Iterable, Sequence
 
 from evolvemem.data.models import Conversation
 from evolvemem.labelling.contexts import Retrieval, evidence_context
-from evolvemem.labelling.kinds import Candidate, CheckResult, RejectReason
+from evolvemem.labelling.kinds import (
+    DEFAULT_MATCH_F1,
+    Candidate,
+    CheckResult,
+    RejectReason,
+)
 from evolvemem.labelling.model_calls import JournaledModel, reply_field
 from evolvemem.prompts import load_prompt
 from evolvemem.scoring.metrics import (
@@ -32,7 +37,6 @@ from evolvemem.scoring.metrics import (
 VERBATIM_WORDS = 7
 VERBATIM_ANSWER_WORDS = 10
 DUPLICATE_JACCARD = 0.7
-DEFAULT_MATCH_F1 = 0.5
 CHECK_PROMPT = "label_check"
 CHECK_MAX_TOKENS = 48
 

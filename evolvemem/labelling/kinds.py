@@ -40,6 +40,8 @@ LABEL_KINDS: dict[str, LabelKind] = {kind.name: kind for kind in (
               f"mentioned, but a fact the conversation does not give). The answer is \"{UNANSWERABLE_ANSWER}\" "
               "and no turn is cited.", unanswerable=True),
 )}
+DEFAULT_PER_SESSION = len(LABEL_KINDS)  # one candidate of each kind a session
+DEFAULT_MATCH_F1 = 0.5  # token F1 at which a check's answer matches the gold
 ADVERSARIAL_CATEGORIES = tuple(name for name, kind in LABEL_KINDS.items() if kind.unanswerable)
 
 

@@ -19,7 +19,6 @@ from evolvemem.contracts.usage import Usage
 from evolvemem.data.custom import custom_records
 from evolvemem.data.models import Conversation, Dataset, Question
 from evolvemem.labelling.checks import (
-    DEFAULT_MATCH_F1,
     AnswerChecks,
     duplicate_check,
     verbatim_check,
@@ -34,6 +33,8 @@ from evolvemem.labelling.generate import (
 from evolvemem.labelling.journal import Journal, journal_path
 from evolvemem.labelling.kinds import (
     ADVERSARIAL_CATEGORIES,
+    DEFAULT_MATCH_F1,
+    DEFAULT_PER_SESSION,
     LABEL_KINDS,
     Candidate,
     CheckResult,
@@ -53,7 +54,7 @@ Progress = Callable[[int, int], None]  # (conversations done, total)
 class LabelSettings:
     model: str  # a litellm model name, or "offline"
     types: tuple[str, ...] = tuple(LABEL_KINDS)
-    per_session: int = len(LABEL_KINDS)
+    per_session: int = DEFAULT_PER_SESSION
     sessions: int | None = None  # sessions labelled per conversation (None: all)
     match_f1: float = DEFAULT_MATCH_F1
     retrieval_config: str = "default"
