@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from evolvemem.cli.ui import UI
+from evolvemem.labelling.kinds import DEFAULT_MATCH_F1, DEFAULT_PER_SESSION
 
 if TYPE_CHECKING:
     from evolvemem.space.registry import Dimension
@@ -462,6 +463,42 @@ def ablate(
 
     ui = UI(json_mode=json_out, quiet=quiet)
     result = run_ablate(ui, run_dir, split)
+    if json_out:
+        ui.emit_json(result)
+
+
+@app.command()
+@user_errors
+def label(
+    data: Optional[str] = typer.Option(None, "--data", help="Conversations to label (custom format, .json or .jsonl; its questions may be empty)."),
+    out: str = typer.Option(..., "--out", "-o", help="Dev set to write (custom format); its journal is written beside it."),
+    model: Optional[str] = typer.Option(None, "--model", help="litellm model that writes and checks the questions, or 'offline' (rule-based questions from dated facts, labelled offline) [default: EVOLVEMEM_MODEL]."),
+    types: Optional[str] = typer.Option(None, "--types", help="Comma-separated kinds to write: single-hop, multi-hop, temporal, open-domain, unanswerable [default: all; offline: temporal, single-hop]."),
+    per_session: int = typer.Option(DEFAULT_PER_SESSION, "--per-session", min=1, help="Candidate questions asked per session (kinds in turn); offline: at most this many per session."),
+    sessions: Optional[int] = typer.Option(None, "--sessions", min=1, help="Sessions labelled per conversation, spread from first to last [default: all]."),
+    traces: Optional[str] = typer.Option(None, "--traces", help="Traced queries (evolve traces export) to label as questions first."),
+    match_f1: float = typer.Option(DEFAULT_MATCH_F1, "--match-f1", help="Token F1 at which a check's answer matches the gold."),
+    retrieval_config: str = typer.Option("default", "--retrieval-config", help="Preset or config file whose retrieval gives the best context (the leak and unanswerable checks)."),
+    api_base: Optional[str] = ApiBaseOpt,
+    context_window: Optional[int] = ContextWindowOpt,
+    embedding_model: Optional[str] = EmbeddingOpt,
+    no_cache: bool = NoCacheOpt,
+    json_out: bool = JsonOpt,
+    quiet: bool = QuietOpt,
+):
+    """Write a dev set from your own conversations: generated questions, each checked by independent model calls."""
+    from evolvemem.cli.label_cmd import run_label
+
+    ui = UI(json_mode=json_out, quiet=quiet)
+    try:
+        result = run_label(ui, data=data, traces=traces, out=out, model=model, types=types, per_session=per_session,
+                           sessions=sessions, match_f1=match_f1, retrieval_config=retrieval_config, api_base=api_base,
+                           context_window=context_window, embedding_model=embedding_model, cache_enabled=not no_cache)
+    except KeyboardInterrupt:
+        typer.echo("interrupted: every answered call is in the journal beside --out; run the same command again to "
+                   "continue", err=True)
+        exit_now_if_calls_in_flight(130)
+        raise typer.Exit(130)
     if json_out:
         ui.emit_json(result)
 

@@ -40,7 +40,9 @@ they should not count in the main average); their "answer" is what a right reply
 a reader might be lured into goes in "adversarial_answer". Every conversation needs at least one
 question. A key that is not one of the above is refused with the nearest known one ("did you
 mean"), so a misspelt field never silently drops its data. Any violation raises DataError naming
-the record.
+the record. A question's "provenance" (written by `evolve label`: how it was generated and
+checked) and keys starting with "served_" (written by `evolve traces export`) are notes: kept in
+the file, not read.
 `dump_custom` writes any Dataset in this format, so other benchmarks can be exported and edited.
 """
 from __future__ import annotations
@@ -66,6 +68,12 @@ QUESTION_KEYS = ("id", "conversation_id", "question", "answer", "evidence", "cat
                  "question_date", "adversarial_answer", "choices", "correct_choice")
 # A question's notes on what a served memory answered (`evolve traces export`): kept by the file, not read.
 NOTE_PREFIX = "served_"
+# How a question was labelled (`evolve label`: generator, checks and verdicts, model): kept by the file, not read.
+PROVENANCE_KEY = "provenance"
+
+
+def _is_note(key: str) -> bool:
+    return key.startswith(NOTE_PREFIX) or key == PROVENANCE_KEY
 
 
 def _check_keys(record: dict, known: tuple[str, ...], where: str) -> None:
@@ -73,7 +81,7 @@ def _check_keys(record: dict, known: tuple[str, ...], where: str) -> None:
     import difflib
 
     for key in record:
-        if key in known or key == "kind" or (known is QUESTION_KEYS and str(key).startswith(NOTE_PREFIX)):
+        if key in known or key == "kind" or (known is QUESTION_KEYS and _is_note(str(key))):
             continue
         near = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
         hint = f"did you mean {near[0]!r}?" if near else f"known keys: {', '.join(known)}"

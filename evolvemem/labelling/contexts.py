@@ -1,0 +1,88 @@
+"""What a check or a generator is shown: turns as dated lines, and the best retrieved context.
+
+The retrieved context is the project's own retrieval (a Workspace over the conversations with the
+offline extractor, one memory per turn, and a retrieval config — by default the `default` preset),
+so "unanswerable against the best context" means what a tuned memory would hand a reader."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from evolvemem.answering.evaluate import EffectiveConfigs
+from evolvemem.answering.stores import base_store
+from evolvemem.data.dates import format_day
+from evolvemem.data.models import Conversation, Dataset, Question, Session, Turn
+from evolvemem.roles.context_format import format_context
+
+if TYPE_CHECKING:
+    from evolvemem.space.config import RetrievalConfig
+    from evolvemem.workspace import Workspace
+
+TURN_CHARS = 400  # a turn longer than this is cut in prompts (a pasted document would crowd out the rest)
+
+
+def turn_line(turn: Turn, with_id: bool = True) -> str:
+    text = " ".join(turn.full_text.split())
+    if len(text) > TURN_CHARS:
+        text = text[: TURN_CHARS - 1] + "…"
+    label = f"[{turn.turn_id}] " if with_id else ""
+    return f"{label}{turn.speaker}: {text}"
+
+
+def session_block(session: Session, with_ids: bool = True) -> str:
+    when = format_day(session.timestamp) if session.timestamp else "date unknown"
+    lines = [f"Session {session.session_id} ({when}):"]
+    lines += [turn_line(t, with_ids) for t in session.turns]
+    return "\n".join(lines)
+
+
+def evidence_context(conversation: Conversation, evidence: Sequence[str]) -> str:
+    """The evidence turns alone, each under its session's date, in conversation order."""
+    wanted = set(evidence)
+    lines = []
+    for session in conversation.sessions:
+        when = format_day(session.timestamp) if session.timestamp else "date unknown"
+        lines += [f"({when}) {turn_line(t, with_id=False)}" for t in session.turns if t.turn_id in wanted]
+    return "\n".join(lines) or "(nothing)"
+
+
+class Retrieval:
+    """The best retrieved context of a question over one dataset's conversations."""
+
+    def __init__(self, dataset: Dataset, config: RetrievalConfig, embedding_model: str | None = None):
+        from evolvemem.roles.factory import ModelSettings, build_roles
+        from evolvemem.workspace import Workspace
+
+        self.config = config
+        self._effective = EffectiveConfigs(config)
+        empty = Dataset(dataset.name, dataset.conversations, [])
+        self.workspace: Workspace = Workspace(empty, build_roles(ModelSettings()), embedding_model)
+        self.workspace.build()
+        from evolvemem.answering.stores import stores_needed
+
+        self.workspace.ensure_stores(stores_needed(config))  # a config that reads raw turns or episodes
+
+    def _retrieve(self, conversation: Conversation, text: str, question_type: str):
+        last = conversation.sessions[-1].timestamp
+        question = Question(question_id="label-check", conversation_id=conversation.conversation_id, text=text,
+                            category=question_type, question_type=question_type, answers=(), question_date=last)
+        effective, _ = self._effective(question_type)
+        store = base_store(effective)
+        return effective, self.workspace.retriever(conversation.conversation_id, store).retrieve(question, effective)
+
+    def context(self, conversation: Conversation, text: str, question_type: str,
+                without: Sequence[str] = ()) -> str:
+        """The config's context for `text`, minus memories drawn from the turns in `without`."""
+        effective, result = self._retrieve(conversation, text, question_type)
+        dropped = set(without)
+        memories = [i.memory for i in result.items if not dropped.intersection(i.memory.source_turn_ids)]
+        return format_context(memories, effective.context_layout)
+
+    def turn_ids(self, conversation: Conversation, text: str, question_type: str) -> list[str]:
+        """The source turns of the context for `text`, in rank order."""
+        _, result = self._retrieve(conversation, text, question_type)
+        seen: dict[str, None] = {}
+        for item in result.items:
+            for turn_id in item.memory.source_turn_ids:
+                seen.setdefault(turn_id, None)
+        return list(seen)
