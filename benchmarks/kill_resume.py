@@ -18,13 +18,20 @@ wall time, so they land in start-up, memory building, answering, diagnosis and t
 Prints per mode: records of the reference run lost by the killed runs, records duplicated, records
 whose prediction or scores differ (all 0 expected), whether the rounds table (n, failed, F1s,
 evidence recall per round and phase) is identical, and, against the server, the calls recorded in
-the run's `usage` table vs the replies the server delivered (equal expected), and the requests it
-received (the difference: calls in flight at a kill, asked again on resume).
+the run's `usage` table vs the completions the server delivered: those its client read whole
+(equal expected). What the server received beyond those is printed apart: completions written to a
+process killed before it read them (TCP tells: the dead client's kernel resets a connection that
+still holds unread data), and requests a kill left unanswered; both are asked again on resume. Each
+call carries an id (the X-Evolvemem-Call-Id header, the `id` of its line in the run's usage.jsonl),
+so the comparison is also made call by call: delivered but never journaled, journaled but never
+delivered, journaled twice. Last, the cost of journaling a call against the DuckDB write per call
+it replaces.
 The built-in synth benchmark (invented people, 60 questions) keeps a mode to a few minutes.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import shutil
@@ -81,6 +88,15 @@ def finish(process: subprocess.Popen) -> None:
     _, err = process.communicate(timeout=1800)
     if process.returncode != 0:
         raise SystemExit(f"run failed (exit {process.returncode}): {err.strip()[-2000:]}")
+
+
+def journaled_calls(out: Path) -> list[str]:
+    """The call ids of a run's usage journal, one per call (a call journaled twice: twice)."""
+    from evolvemem.store.usage_journal import JOURNAL_NAME
+
+    path = out / JOURNAL_NAME
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    return [item["id"] for item in map(json.loads, lines) if item.get("calls") and item.get("id")]
 
 
 def read(out: Path) -> tuple[list[dict], list[tuple], int]:
@@ -148,15 +164,22 @@ def one_mode(mode: str, args: argparse.Namespace, work: Path, rng: random.Random
     server = FakeLLMServer(respond, latency=args.latency).start() if mode == "llm" else None
     try:
         finish(start(command(work / f"{mode}-warm-up", args, server), env))  # embeddings and memories cached
+        if server is not None:
+            server.settle()
+        warm = server.answered if server else 0
         reference = work / f"{mode}-reference"
         started = time.monotonic()
         finish(start(command(reference, args, server), env))
         wall = time.monotonic() - started
-        before = (server.answered, server.request_count) if server else (0, 0)
+        if server is not None:
+            server.settle()
+        before = ((server.answered, server.request_count, server.unread, len(server.answered_ids)) if server
+                  else (0, 0, 0, 0))
         ref_records, ref_rounds, ref_calls = read(reference)
         totals = {"lost": 0, "duplicated": 0, "differing": 0, "extra": 0}
         moments: list[float] = []
         resumes, records, recorded, identical, trials = 0, 0, 0, True, 0
+        journaled: list[str] = []
         while len(moments) < args.kills:  # a run that finishes before its next kill: another run
             killed = work / f"{mode}-killed-{trials}"
             trials += 1
@@ -169,18 +192,45 @@ def one_mode(mode: str, args: argparse.Namespace, work: Path, rng: random.Random
                 totals[name] += value
             records += len(got_records)
             recorded += got_calls
+            journaled += journaled_calls(killed)
             identical = identical and got_rounds == ref_rounds
         result: dict[str, Any] = {"mode": mode, "reference_seconds": wall, "kills": len(moments), "runs": trials,
                                   "resumes": resumes, "moments": moments, **totals, "records": records,
                                   "reference_records": len(ref_records) * trials, "rounds_identical": identical}
         if server is not None:
+            settled = server.settle()
+            delivered = server.answered_ids[before[3]:]
             result.update(calls_recorded=recorded, server_answered=server.answered - before[0],
-                          server_received=server.request_count - before[1], reference_calls=ref_calls,
-                          )
+                          server_received=server.request_count - before[1], unread=server.unread - before[2],
+                          reference_calls=ref_calls, reference_delivered=before[0] - warm, settled=settled, journal_lines=len(journaled),
+                          not_journaled=len(set(delivered) - set(journaled)),
+                          not_delivered=len(set(journaled) - set(delivered)),
+                          journaled_twice=len(journaled) - len(set(journaled)),
+                          ids_missing=server.answered - before[0] - len(delivered))
         return result
     finally:
         if server is not None:
             server.stop()
+
+
+def journal_overhead(calls: int = 2000) -> tuple[float, float]:
+    """(µs to journal one call, ms of the per-call usage write to DuckDB the journal replaced),
+    each the mean of `calls` in a fresh run directory."""
+    from evolvemem.contracts.usage import Usage
+    from evolvemem.store import RunStore
+
+    usage = Usage(calls=1, prompt_tokens=812, completion_tokens=9)
+    with tempfile.TemporaryDirectory() as folder, RunStore(Path(folder)) as store:
+        started = time.perf_counter()
+        for _ in range(calls):
+            store.journal.append("answer", usage, "0123456789abcdef0123456789abcdef")
+        journal_us = (time.perf_counter() - started) / calls * 1e6
+        row = {"round": 0, "phase": "dev", "role": "answer", **usage.as_dict()}
+        started = time.perf_counter()
+        for _ in range(calls // 10):
+            store.record_usage([row])
+        duckdb_ms = (time.perf_counter() - started) / (calls // 10) * 1e3
+    return journal_us, duckdb_ms
 
 
 def main() -> None:
@@ -206,11 +256,22 @@ def main() -> None:
                   f"{r['duplicated']}, differing {r['differing']}, not in the reference {r['extra']}; rounds table "
                   f"identical: {r['rounds_identical']}")
             if "calls_recorded" in r:
-                print(f"  calls recorded {r['calls_recorded']} vs replies the server delivered {r['server_answered']} "
-                      f"({'equal' if r['calls_recorded'] == r['server_answered'] else 'DIFFERENT'}); requests it "
-                      f"received {r['server_received']} (in flight at a kill: "
-                      f"{r['server_received'] - r['server_answered']}); the reference run: {r['reference_calls']} "
-                      f"recorded")
+                unanswered = r["server_received"] - r["server_answered"] - r["unread"]
+                print(f"  calls recorded {r['calls_recorded']} vs completions the server delivered (read whole by "
+                      f"the client) {r['server_answered']} "
+                      f"({'equal' if r['calls_recorded'] == r['server_answered'] else 'DIFFERENT'}); the reference "
+                      f"run (never killed): {r['reference_calls']} recorded, {r['reference_delivered']} delivered")
+                print(f"  requests received {r['server_received']}: beyond those delivered, {r['unread']} completions "
+                      f"written to a process killed before it read them and {unanswered} requests a kill left "
+                      f"unanswered (both asked again on resume)"
+                      + ("" if r["settled"] else "; WARNING: some connections had no verdict yet"))
+                print(f"  call by call: {r['journal_lines']} calls journaled; delivered but never journaled "
+                      f"{r['not_journaled']} (read by the client, killed before its journal line), journaled but "
+                      f"never delivered {r['not_delivered']}, journaled twice {r['journaled_twice']}"
+                      + (f", delivered without an id {r['ids_missing']}" if r["ids_missing"] else ""))
+        journal_us, duckdb_ms = journal_overhead()
+        print(f"journaling a call: {journal_us:.1f} µs (one append to usage.jsonl); the per-call DuckDB usage "
+              f"write it replaces: {duckdb_ms:.2f} ms")
         if args.keep:
             print(f"run directories: {work}")
     finally:

@@ -300,7 +300,12 @@ def run_store_page() -> str:
              NOTICE.format(source="`evolvemem/store/schema.py` (`question_records` from the `QuestionRecord` "
                                   "contract)"), "",
              "Every run directory holds `run.duckdb`; open it with `duckdb runs/<run>/run.duckdb` (examples: "
-             "[Inspect a run](../guides/inspect.md#query-the-run-store-with-sql)).", "",
+             "[Inspect a run](../guides/inspect.md#query-the-run-store-with-sql)). Beside it, `usage.jsonl` "
+             "journals each LLM call, cache hit, retry and failure the moment it happens (one JSON line: round, "
+             "phase, role, the non-zero `usage` counters, and a call's id, sent to the server as "
+             "`X-Evolvemem-Call-Id`); the `usage` table is its sum, folded in with each batch of records and, "
+             "after a kill, when the run is next opened for writing ([Resume and faults]"
+             "(../guides/resume-and-faults.md#a-kill)).", "",
              "| table | columns |", "|---|---|"]
     parts += [f"| [`{name}`](#{anchor(name)}) | {len(columns)} |" for name, columns in TABLES.items()]
     for name, columns in TABLES.items():

@@ -9,6 +9,12 @@ caching and token accounting are exercised end to end without a model or the int
 
 Faults can be scripted (`fail_next`, `hang_next`) or random (`set_fault_rate`). Token counts
 in `usage` are whitespace token counts, so accounting can be checked exactly.
+
+`answered` counts the completions a client read, which is not every completion written: a client
+killed with a reply still in its socket buffer never saw it. TCP tells the two apart: a client's
+next request on the connection, or its clean close (FIN), shows it read the reply whole; a reset
+(RST: Linux closes a socket that still holds unread data with one) shows it died first (`unread`).
+The verdict comes when the client acts, so read the counters after `settle()`.
 """
 from __future__ import annotations
 
@@ -98,7 +104,10 @@ class FakeLLMServer:
         self.latency = latency
         self.hang_seconds = hang_seconds  # how long a "timeout" fault sleeps before answering
         self.requests: list[dict] = []
-        self.answered = 0  # chat completions whose reply was written back in full (200 OK)
+        self.answered = 0  # chat completions the client read whole (see the module docstring)
+        self.unread = 0  # chat completions written to a client that died with them unread
+        self.answered_ids: list[str] = []  # the call id header of each answered completion, if it had one
+        self._awaiting = 0  # completions written whose verdict (read or unread) has not come yet
         self.headers: list[dict[str, str]] = []
         self.in_flight = 0  # requests inside their latency sleep right now
         self.peak_in_flight = 0  # the most at once: whether a client's calls really overlapped
@@ -146,6 +155,32 @@ class FakeLLMServer:
     def request_count(self) -> int:
         with self._lock:
             return len(self.requests)
+
+    def settle(self, timeout: float = 10.0) -> bool:
+        """Wait until every completion written has its verdict (its client read it, or died first);
+        False if some still wait after `timeout` seconds (a live client holding an idle connection)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                if not self._awaiting:
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+
+    def _written(self) -> None:
+        with self._lock:
+            self._awaiting += 1
+
+    def _verdict(self, call_id: str | None, read: bool) -> None:
+        with self._lock:
+            self._awaiting -= 1
+            if read:
+                self.answered += 1
+                if call_id:
+                    self.answered_ids.append(call_id)
+            else:
+                self.unread += 1
 
     def _next_fault(self, body: dict) -> _Fault | str | None:
         with self._lock:
@@ -197,6 +232,7 @@ class FakeLLMServer:
 
     # ----------------------------------------------------------------- request handling
     def _handle_chat(self, body: dict, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+        """(status, headers, body) of the reply; a chat completion is a 200 whose body has choices."""
         with self._lock:
             self.requests.append(body)
             self.headers.append(headers)
@@ -281,10 +317,40 @@ class _QuietServer(ThreadingHTTPServer):
         pass  # a client that gave up (timeout) leaves a broken pipe; that is expected here
 
 
+CALL_ID_HEADER = "x-evolvemem-call-id"  # evolvemem/llm/client.py sends it with every call
+
+
 class _Handler(BaseHTTPRequestHandler):
     owner: FakeLLMServer
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # one small response must not wait 40 ms for a delayed ACK
+    # a completion written on this connection whose verdict has not come yet: (call id,)
+    _pending: tuple[str | None] | None = None
+
+    def handle(self) -> None:
+        """Serve the connection's requests, then learn whether its last completion was read."""
+        try:
+            super().handle()
+            if self._pending is not None:
+                # the client closes a connection it read everything from with a FIN (recv: b""),
+                # one that still held unread data with a reset
+                self.connection.settimeout(60)
+                self.connection.recv(1)
+            self._settle(read=True)
+        except (ConnectionResetError, BrokenPipeError):
+            self._settle(read=False)
+        except OSError:  # a timeout: a live client that kept the connection idle; it had the reply
+            self._settle(read=True)
+
+    def parse_request(self) -> bool:
+        self._settle(read=True)  # a new request on this connection: the client read the last reply whole
+        return super().parse_request()
+
+    def _settle(self, read: bool) -> None:
+        if self._pending is not None:
+            (call_id,) = self._pending
+            self._pending = None
+            self.owner._verdict(call_id, read)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass
@@ -320,14 +386,16 @@ class _Handler(BaseHTTPRequestHandler):
         if self._peer_gone():  # the client died waiting (a kill): nothing is delivered, nothing counted
             self.close_connection = True
             return
+        completion = status == 200 and b'"choices"' in payload
+        if completion:  # counted before the write: the client may read it and ask again at once
+            self._pending = (self.headers.get(CALL_ID_HEADER),)
+            self.owner._written()
         try:
             self._send(status, headers, payload)
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
-            return
-        if status == 200:
-            with self.owner._lock:
-                self.owner.answered += 1
+            self._settle(read=False)
+            self.close_connection = True
 
     def _peer_gone(self) -> bool:
         """Whether the client closed its end while its request was served (a killed process):

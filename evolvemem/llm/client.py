@@ -16,6 +16,7 @@ import random
 import re
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,9 @@ _MESSAGE_LIMIT = 300
 # megabytes per answer. Generous: a token is ~4 characters of English.
 REPLY_CHARS_PER_TOKEN = 8
 REPLY_FLOOR_CHARS = 4096
+# sent with every request: the id its usage line carries in a run's journal (store/usage_journal.py),
+# so a server's log and the run's accounting can be matched call by call
+CALL_ID_HEADER = "X-Evolvemem-Call-Id"
 
 
 @dataclass(frozen=True)
@@ -425,10 +429,12 @@ class LLMClient:
         self._check_fits(messages, max_tokens, role)
         self._check_breaker(role)
         litellm = _litellm()
+        call_id = uuid.uuid4().hex
         attempt = 0
         while True:
             try:
-                response = litellm.completion(**params, timeout=self.timeout, num_retries=0, drop_params=True)
+                response = litellm.completion(**params, timeout=self.timeout, num_retries=0, drop_params=True,
+                                              extra_headers={CALL_ID_HEADER: call_id})
                 if not getattr(response, "choices", None):
                     raise NotACompletion("the reply is not a chat completion (it has no choices)")
                 break
@@ -438,7 +444,7 @@ class LLMClient:
                     status = _status_code(exc)
                     learned = self._learn_window(exc)
                     if learned:
-                        self.usage.record_rejection(role)
+                        self.usage.record_rejection(role, call_id)
                         raise PromptTooLong(
                             f"{self.model} [{role}] rejected a prompt of ~{estimate_tokens(messages)} tokens: its "
                             f"context window is {learned} tokens (now used to size every prompt)", window=learned,
@@ -472,10 +478,12 @@ class LLMClient:
                     raise LLMCallFailed(f"{self.model} [{role}] stopped after {attempt} attempt(s): {why}",
                                         attempts=attempt) from None
 
+        reply = self._reply_from(litellm, response, reply_limit(max_tokens))
+        # first thing once the reply is ours: with a run's journal attached, this is the line
+        # that keeps the call's cost through a kill
+        self.usage.record_call(role, reply.prompt_tokens, reply.completion_tokens, reply.cost_usd, call_id)
         with self._breaker_lock:
             self._failures_in_a_row = 0
-        reply = self._reply_from(litellm, response, reply_limit(max_tokens))
-        self.usage.record_call(role, reply.prompt_tokens, reply.completion_tokens, reply.cost_usd)
         if reply.truncated:
             with self._breaker_lock:
                 self.oversized_replies += 1

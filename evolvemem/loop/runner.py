@@ -32,7 +32,6 @@ from evolvemem.loop.screening import PASSED, Screener, estimated_score, screenin
 from evolvemem.loop.snapshots import write_final, write_round_snapshot
 from evolvemem.loop.scorer import ProgressFn, RoundScorer, round_progress
 from evolvemem.loop.spec import CONTEXTS_ONLY, RunSpec, objective_column
-from evolvemem.loop.usage import usage_rows
 from evolvemem.space.config import RetrievalConfig, parse_config
 from evolvemem.space.emerged import switched_on
 from evolvemem.space.registry import added_dimensions, registry
@@ -238,36 +237,36 @@ class EvolutionRunner:
         inp.token_budget = int(self.spec.context_tokens or 0) if self.contexts_only else 0
         free = self._free_dims()
         inp.fixed = () if free is None else tuple(name for name in registry() if name not in free)
-        before = self.ws.roles.usage_snapshot()
-        diagnosis = self.diagnoser.diagnose(inp, base.config)
-        self._drop_fixed(diagnosis.proposal)
-        free_dims = self._exploration_dims()
-        proposal, fallback = self._checked_proposal(diagnosis, inp, base.config)
-        proposed_dimensions = emerge(self.store.run_dir, round_no, diagnosis.proposal.new_dimensions)
-        self.store.record_diagnosis({
-            "round": round_no, "diagnoser": self.diagnoser.name, "input": inp.as_dict(), "prompt": diagnosis.prompt,
-            "raw_response": bounded_raw(diagnosis.raw_response), "parse_error": diagnosis.parse_error or None,
-            "proposal": diagnosis.proposal.as_dict(), "calls": diagnosis.cost.calls,
-            "prompt_tokens": diagnosis.cost.prompt_tokens, "completion_tokens": diagnosis.cost.completion_tokens,
-            "prompt_trimmed": diagnosis.trimmed,
-        }, proposed_dimensions)
-        if diagnosis.parse_error:
-            self._say(f"round {round_no}: diagnosis reply rejected in part: {diagnosis.parse_error}")
-        if spec.reextract and inp.taxonomy.get("extraction_gap", 0):
-            done = self.store.reextracted_sessions()
-            targets = uncovered_sessions(self.store, self.ws, base.round, set(self.dev.conversations), done)
-            if targets:
-                extra = reextract(self.ws, targets, round_no + 1)
-                self.store.record_memories(self.ws.memory_rows(extra.units))
-                row.update(reextracted_sessions=extra.sessions, memories_added=extra.added)
-        rng = random.Random(f"guard-{spec.seed}-{round_no}")
-        decision = decide(scores, regression, proposal, spec.guard, rng, seen, free_dims)
-        if spec.candidates > 1:  # the next round screens K candidates at once (loop/candidates.py)
-            row["candidates"] = alternative_candidates(
-                self.diagnoser, inp, base.config, decision.next_config, spec.candidates, seen,
-                lambda alternative: self._check_alternative(alternative, inp),
-                random.Random(f"candidates-{spec.seed}-{round_no}"), spec.guard.explore_dims, free_dims)
-        self.store.record_usage(usage_rows(before, self.ws.roles.usage_snapshot(), round_no, "diagnose"))
+        with self.store.journal.phase(round_no, "diagnose"):  # the diagnosis's calls, re-extraction's too
+            diagnosis = self.diagnoser.diagnose(inp, base.config)
+            self._drop_fixed(diagnosis.proposal)
+            free_dims = self._exploration_dims()
+            proposal, fallback = self._checked_proposal(diagnosis, inp, base.config)
+            proposed_dimensions = emerge(self.store.run_dir, round_no, diagnosis.proposal.new_dimensions)
+            self.store.record_diagnosis({
+                "round": round_no, "diagnoser": self.diagnoser.name, "input": inp.as_dict(), "prompt": diagnosis.prompt,
+                "raw_response": bounded_raw(diagnosis.raw_response), "parse_error": diagnosis.parse_error or None,
+                "proposal": diagnosis.proposal.as_dict(), "calls": diagnosis.cost.calls,
+                "prompt_tokens": diagnosis.cost.prompt_tokens, "completion_tokens": diagnosis.cost.completion_tokens,
+                "prompt_trimmed": diagnosis.trimmed,
+            }, proposed_dimensions)
+            if diagnosis.parse_error:
+                self._say(f"round {round_no}: diagnosis reply rejected in part: {diagnosis.parse_error}")
+            if spec.reextract and inp.taxonomy.get("extraction_gap", 0):
+                done = self.store.reextracted_sessions()
+                targets = uncovered_sessions(self.store, self.ws, base.round, set(self.dev.conversations), done)
+                if targets:
+                    extra = reextract(self.ws, targets, round_no + 1)
+                    self.store.record_memories(self.ws.memory_rows(extra.units))
+                    row.update(reextracted_sessions=extra.sessions, memories_added=extra.added)
+            rng = random.Random(f"guard-{spec.seed}-{round_no}")
+            decision = decide(scores, regression, proposal, spec.guard, rng, seen, free_dims)
+            if spec.candidates > 1:  # the next round screens K candidates at once (loop/candidates.py)
+                row["candidates"] = alternative_candidates(
+                    self.diagnoser, inp, base.config, decision.next_config, spec.candidates, seen,
+                    lambda alternative: self._check_alternative(alternative, inp),
+                    random.Random(f"candidates-{spec.seed}-{round_no}"), spec.guard.explore_dims, free_dims)
+        self.store.fold_usage_journal()
         if fallback:
             self._say(f"round {round_no}: {fallback}")
         row.update(flags=proposal.flags, fallback=fallback or None)

@@ -34,7 +34,6 @@ from evolvemem.loop.result import RunResult
 from evolvemem.loop.runner import EvolutionRunner, Hooks
 from evolvemem.loop.spec import CONTEXTS_ONLY, RunSpec
 from evolvemem.roles.answer_llm import context_token_share
-from evolvemem.loop.usage import usage_rows
 from evolvemem.roles.factory import ModelSettings
 from evolvemem.scoring.aggregate import summarise
 from evolvemem.scoring.locomo import check_protocol
@@ -45,6 +44,7 @@ from evolvemem.session.sharded import evaluate_sharded
 from evolvemem.space.config import RetrievalConfig, config_to_toml, load_config, parse_config
 from evolvemem.space.emerged import begin_run_dimensions, use_run_dimensions
 from evolvemem.store.run_store import DB_NAME, RunStore
+from evolvemem.store.usage_journal import JOURNAL_NAME
 from evolvemem.workspace import Workspace
 
 
@@ -86,7 +86,7 @@ def take_over_unstarted(run_dir: Path, reporter: Reporter) -> None:
     if not unstarted:
         raise EvolveMemError(f"{run_dir} already holds a run; use --resume {run_dir} to continue it "
                              "or pick another --out")
-    for name in (DB_NAME, DB_NAME + ".wal"):
+    for name in (DB_NAME, DB_NAME + ".wal", JOURNAL_NAME):
         (run_dir / name).unlink(missing_ok=True)
     reporter.info(f"[dim]{run_dir} held a run stopped before its first round: starting it afresh[/dim]")
 
@@ -119,12 +119,22 @@ class Session:
         remember(self.reuse, stored)
         if self.answers is not None:
             self.answers.restore(stored)
-        self._setup_usage = workspace.roles.usage_snapshot()
-        store.record_usage(usage_rows({}, self._setup_usage, -1, "setup"))  # LLM extraction, if any
+        # every LLM event goes to the run's usage journal as it happens (the openers attach it
+        # before the workspace is built, so setup's extraction calls are journaled one by one too)
+        if workspace.roles.ledger is not None:
+            workspace.roles.ledger.attach(store.journal.append)
+        store.fold_usage_journal()
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
-        self.store.close()
+        if self.workspace.roles.ledger is not None:
+            self.workspace.roles.ledger.detach()
+        try:
+            self.store.fold_usage_journal()
+        except Exception:  # noqa: BLE001 - a failing disk: the journal keeps the lines; the next open folds them
+            pass
+        finally:
+            self.store.close()
 
     def __enter__(self) -> Session:
         return self
@@ -182,9 +192,9 @@ class Session:
         return the questions not answered yet (failed ones are asked again)."""
         store, ws = self.store, self.workspace
         store.begin_round(job.round_no, job.phase, job.config)
-        before = ws.roles.usage_snapshot()
-        ws.ensure_stores(stores_needed(job.config), progress=on_stage)
-        store.record_usage(usage_rows(before, ws.roles.usage_snapshot(), job.round_no, job.phase))
+        with store.journal.phase(job.round_no, job.phase):
+            ws.ensure_stores(stores_needed(job.config), progress=on_stage)
+        store.fold_usage_journal()
         store.drop_failed(job.round_no, job.phase)
         done_ids = store.finished_question_ids(job.round_no, job.phase)
         return [q for q in job.questions if q.question_id not in done_ids]
@@ -195,28 +205,18 @@ class Session:
         round_no, phase = job.round_no, job.phase
         started = time.perf_counter()
         todo = self._begin(job, on_stage)
-        # usage is recorded as each paid call returns (from the calling thread) and with every
-        # flushed batch of records, so a killed process loses neither the answers it paid for nor
-        # their cost; one lock keeps the store's connection to one writer at a time
-        counted = ws.roles.usage_snapshot()
+        # each call's usage is journaled as it returns (store/usage_journal.py); the journal is
+        # folded into the usage table with every flushed batch of records, so a killed process
+        # loses neither the answers it paid for nor their cost; one lock keeps the store's
+        # connection to one writer at a time
         writing = threading.Lock()
-
-        def record_usage_so_far() -> None:
-            nonlocal counted
-            with writing:
-                now = ws.roles.usage_snapshot()
-                store.record_usage(usage_rows(counted, now, round_no, phase))
-                counted = now
 
         def record(batch: list[dict]) -> None:
             with writing:
                 store.record_questions(batch)
-            record_usage_so_far()
+                store.fold_usage_journal()
 
-        ledger = ws.roles.ledger
-        if ledger is not None:
-            ledger.on_paid = record_usage_so_far
-        try:
+        with store.journal.phase(round_no, phase):
             if job.contexts_only:
                 evaluate_contexts(ws, job.config, todo, round_no=round_no, phase=phase, token_cap=job.token_cap,
                                   on_record=job.on_record, sink=record)
@@ -224,10 +224,7 @@ class Session:
                 evaluate(ws, job.config, todo, round_no=round_no, phase=phase, concurrency=self.concurrency,
                          protocol=self.protocol, on_record=job.on_record, sink=record, reuse=self.reuse,
                          memo=self.answers)
-        finally:
-            if ledger is not None:
-                ledger.on_paid = None
-        record_usage_so_far()
+        store.fold_usage_journal()
         return self._finish(job, time.perf_counter() - started, ws.roles.stopped_model())
 
     def _finish(self, job: RoundJob, seconds: float, stopped: str | None) -> tuple[dict, float]:
@@ -332,7 +329,8 @@ class Session:
             settings = ModelSettings(**spec.models)
             announce_models(reporter, settings)
             workspace = open_workspace(reporter, dataset, settings, cache_enabled=spec.cache_enabled,
-                                       embedding_model=spec.embedding_model, rerank_model=spec.rerank_model)
+                                       embedding_model=spec.embedding_model, rerank_model=spec.rerank_model,
+                                       usage_sink=store.journal.append)
             session = cls(store, workspace, reporter, protocol=spec.protocol, concurrency=spec.concurrency,
                           context_reuse=spec.context_reuse, executor=executor)
             if spec.objective == CONTEXTS_ONLY and spec.context_tokens is None:
@@ -393,7 +391,8 @@ class Session:
                 "embedding_model": embedding_model or "default", "rerank_model": rerank_model,
             })
             workspace = open_workspace(reporter, dataset, settings, cache_enabled=cache_enabled,
-                                       embedding_model=embedding_model, rerank_model=rerank_model)
+                                       embedding_model=embedding_model, rerank_model=rerank_model,
+                                       usage_sink=store.journal.append)
             check_rerank(config, workspace)
             session = cls(store, workspace, reporter, protocol=protocol, concurrency=concurrency, executor=executor)
             if not store.has_memories():
@@ -438,7 +437,7 @@ class Session:
             dataset = load_benchmark(spec.benchmark, spec.data)
             workspace = open_workspace(reporter, dataset, ModelSettings(**spec.models),
                                        cache_enabled=spec.cache_enabled, embedding_model=spec.embedding_model,
-                                       rerank_model=spec.rerank_model)
+                                       rerank_model=spec.rerank_model, usage_sink=store.journal.append)
             session = cls(store, workspace, reporter, protocol=spec.protocol, concurrency=spec.concurrency)
             session.spec = spec
         except BaseException:

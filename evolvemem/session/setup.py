@@ -10,6 +10,7 @@ from evolvemem.data.models import Dataset, Question
 from evolvemem.errors import EvolveMemError
 from evolvemem.llm.client import redact_url, scrub_secrets
 from evolvemem.llm.preflight import PREFLIGHT_TIMEOUT, endpoint_problem
+from evolvemem.llm.usage import UsageSink
 from evolvemem.retrieval.rerank import NO_RERANKER, CrossEncoderReranker, reranks
 from evolvemem.roles.classify import reclassify
 from evolvemem.roles.factory import ModelSettings, build_roles, client_options_from_env
@@ -46,11 +47,16 @@ def check_endpoint(settings: ModelSettings) -> None:
 
 
 def open_workspace(reporter: Reporter, dataset: Dataset, settings: ModelSettings, *, cache_enabled: bool,
-                   embedding_model: str | None, rerank_model: str | None = None) -> Workspace:
-    """Roles for `settings`, the questions re-typed if --classify-model asks, then memories and indexes
-    (and the cross-encoder loaded, so a wrong --rerank-model fails before any work)."""
+                   embedding_model: str | None, rerank_model: str | None = None,
+                   usage_sink: UsageSink | None = None) -> Workspace:
+    """Roles for `settings`, the questions re-typed if --classify-model asks, then memories and
+    indexes (and the cross-encoder loaded, so a wrong --rerank-model fails before any work).
+    `usage_sink` (a run's usage journal) gets each LLM call's usage as it returns, from the first
+    extraction call on."""
     check_endpoint(settings)
     roles = build_roles(settings, cache_enabled=cache_enabled)
+    if usage_sink is not None and roles.ledger is not None:
+        roles.ledger.attach(usage_sink)
     if roles.classifier is not None:
         dataset, changed, cost = reclassify(dataset, roles.classifier)
         reporter.info(f"[dim]question types: the LLM re-typed {changed} rule-typed questions ({cost.calls} calls)[/dim]")

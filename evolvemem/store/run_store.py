@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from evolvemem.errors import EvolveMemError
 from evolvemem.store.schema import SCHEMA_VERSION, TABLES, create_statements
+from evolvemem.store.usage_journal import JOURNAL_NAME, UsageJournal, usage_rows_of
 
 if TYPE_CHECKING:
     from evolvemem.space.config import RetrievalConfig
 
 DB_NAME = "run.duckdb"
+JOURNAL_FOLDED = "usage_journal_bytes"  # manifest: how much of the usage journal `usage` holds
 
 
 class RunLockedError(EvolveMemError):
@@ -35,6 +37,7 @@ class RunStore:
     """A run's DuckDB file. Use as a context manager; `read_only=True` for inspection commands."""
 
     live = False  # opened from a snapshot of a run another process is writing
+    writable = False  # a read-write connection (to the run, or to a copy of it)
 
     def __init__(self, run_dir: str | Path, read_only: bool = False):
         import duckdb
@@ -44,6 +47,10 @@ class RunStore:
         if read_only and not self.path.is_file():
             raise EvolveMemError(f"{self.run_dir}: not a run directory (no {DB_NAME})")
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        # every LLM call's usage, appended as it returns; folded into `usage` (fold_usage_journal)
+        self.journal = UsageJournal(self.run_dir / JOURNAL_NAME)
+        if not read_only and not self.path.exists():
+            self.journal.remove()  # lines left without their store must not be folded into a new one
         try:
             self.con = duckdb.connect(str(self.path), read_only=read_only)
         except duckdb.IOException as exc:
@@ -66,8 +73,10 @@ class RunStore:
                 self.con.close()
                 self.con = self._copy(duckdb, "evolvemem-upgraded-")
                 writable = True
+            self.writable = writable
             if writable:
                 self._upgrade_schema()
+                self.fold_usage_journal()  # what a killed process journaled and never wrote
         except duckdb.Error as exc:
             self.close()
             raise self._unreadable(exc) from None
@@ -98,6 +107,7 @@ class RunStore:
             fresh.set_manifest(manifest)
         wal = staging / (DB_NAME + ".wal")
         (run_dir / wal.name).unlink(missing_ok=True)  # a log left without its store must not be replayed
+        (run_dir / JOURNAL_NAME).unlink(missing_ok=True)  # nor a usage journal
         (staging / DB_NAME).replace(run_dir / DB_NAME)
         if wal.exists():  # a clean close checkpoints; should a log remain, it follows its file
             wal.replace(run_dir / wal.name)
@@ -136,6 +146,7 @@ class RunStore:
     # ---- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
         if not self._closed:
+            self.journal.close()
             self.con.close()
             self._closed = True
 
@@ -227,6 +238,28 @@ class RunStore:
                 new.append(row)
         self._insert("usage", new)
         return len(rows)
+
+    def fold_usage_journal(self) -> int:
+        """Add the usage journal's lines not folded yet to `usage`, in one transaction with the
+        offset folded so far: each line counts once, whether this process or a resume folds it.
+        Returns the lines folded (0 for a store opened read-only)."""
+        if self._closed or not self.writable:
+            return 0
+        row = self.con.execute("SELECT value FROM manifest WHERE key = ?", [JOURNAL_FOLDED]).fetchone()
+        folded = int(json.loads(row[0])) if row else 0
+        entries, end = self.journal.read_from(folded)
+        if end == folded:
+            return 0
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            self.record_usage(usage_rows_of(entries))
+            self.con.execute("DELETE FROM manifest WHERE key = ?", [JOURNAL_FOLDED])
+            self.con.execute("INSERT INTO manifest VALUES (?, ?::JSON)", [JOURNAL_FOLDED, _jsonable(end)])
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        return len(entries)
 
     def record_memories(self, rows: Iterable[dict]) -> int:
         return self._insert("memories", rows)
