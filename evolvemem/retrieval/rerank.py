@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from evolvemem.errors import ConfigError
-from evolvemem.retrieval.embeddings import torch_threads
+from evolvemem.retrieval.embeddings import load_torch_model
 
 if TYPE_CHECKING:
     from evolvemem.space.config import RetrievalConfig
@@ -40,21 +39,13 @@ class CrossEncoderReranker:
         self.pairs_scored = 0  # pairs that reached the model (memo misses), for reports
 
     def _load(self) -> Any:
-        try:
+        def build() -> Any:
             from sentence_transformers import CrossEncoder
-        except ImportError as exc:  # pragma: no cover - a declared dependency
-            raise ConfigError(f"--rerank-model needs sentence-transformers ({exc})") from None
-        threads = torch_threads()
-        if threads is not None:
-            import torch
 
-            torch.set_num_threads(threads)
-        try:
             return CrossEncoder(self.model_name, device=self.device)
-        except Exception as exc:  # noqa: BLE001 - any loading failure is reported in one line
-            first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise ConfigError(f"rerank model {self.model_name!r} cannot be loaded as a cross-encoder "
-                              f"(a local folder, or a name cached on this machine): {first_line[:300]}") from None
+
+        return load_torch_model(build, f"rerank model {self.model_name!r}", "cannot be loaded as a cross-encoder "
+                                "(a local folder, or a name cached on this machine)")
 
     def check(self) -> None:
         """Load the model now, so a wrong path fails when a run starts, not mid-round."""
