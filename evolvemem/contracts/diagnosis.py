@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from evolvemem.contracts.vocab import Decision, FailureClass
 from evolvemem.contracts.records import FAILURE_CLASSES
 from evolvemem.contracts.usage import Usage
 from evolvemem.qtypes import QUESTION_TYPES
@@ -67,7 +68,7 @@ class DiagnosisInput:
 
     def dominant_failure(self) -> str | None:
         """The failure class with the most questions (None when nothing failed)."""
-        counts = {c: self.taxonomy.get(c, 0) for c in FAILURE_CLASSES if c != "unknown"}
+        counts = {c: self.taxonomy.get(c, 0) for c in FAILURE_CLASSES if c != FailureClass.UNKNOWN}
         top = max(counts, key=lambda c: counts[c], default=None)
         return top if top is not None and counts[top] > 0 else None
 
@@ -78,7 +79,7 @@ class DiagnosisInput:
         bad = set()
         for item in self.history:
             outcome = item.get("outcome_delta")
-            if item.get("decision") == "explored" or outcome is None:
+            if item.get("decision") == Decision.EXPLORED or outcome is None:
                 continue
             accepted = item.get("outcome_accepted")
             if (accepted if accepted is not None else outcome > 0.001):
@@ -93,7 +94,7 @@ class DiagnosisInput:
         new value as text): moves that failed alone can still be new together, not twice."""
         return {frozenset(change_key(c.get("scope", "global"), c["field"], c["new"]) for c in item["changes"])
                 for item in self.history
-                if item.get("changes") and item.get("decision") in ("applied", "reverted")}
+                if item.get("changes") and item.get("decision") in (Decision.APPLIED, Decision.REVERTED)}
 
 
 def change_key(scope: str, name: str, value: Any) -> tuple[str, str, str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evolvemem.contracts.vocab import contexts_phase
 from evolvemem.data.models import Question
 from evolvemem.loop.paired import PairedStat, compare, gains, loses
 from evolvemem.loop.scorer import ProgressFn, RoundScorer, round_progress
@@ -27,11 +28,7 @@ from evolvemem.space.ops import diff_configs
 from evolvemem.space.registry import registry
 from evolvemem.store.run_store import RunStore
 
-CONTEXTS_PHASE = "contexts"  # contexts0: the incumbent's contexts; contexts1..: each screening's candidate
-
-
-def contexts_phase(attempt: int) -> str:
-    return f"{CONTEXTS_PHASE}{attempt}"
+# contexts_phase(0): the incumbent's contexts; contexts_phase(1..): each screening's candidate
 
 RUNG_NAMES = {0: "contexts' evidence", 1: "paired minibatch", 2: "full dev evaluation"}
 

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from evolvemem.contracts.vocab import Objective
 from evolvemem.loop.spec import GuardSettings, objective_group, objective_metric
 
 GROUPS = ("main", "adversarial", "all")
@@ -116,7 +117,7 @@ def compare(candidate: list[dict], incumbent: list[dict], candidate_round: int, 
 
 def judged_groups(objective: str) -> tuple[str, ...]:
     """The groups a decision judges: both for `balanced`, else the objective's own."""
-    return ("main", "adversarial") if objective == "balanced" else (objective_group(objective),)
+    return ("main", "adversarial") if objective == Objective.BALANCED else (objective_group(objective),)
 
 
 def gains(stat: PairedStat, settings: GuardSettings, alpha: float | None = None) -> bool:

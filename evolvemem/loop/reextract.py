@@ -4,6 +4,7 @@ only; memories added are versioned with the round that will first use them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from evolvemem.contracts.vocab import FailureClass, Phase
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.contracts.usage import Usage
 from evolvemem.store.run_store import RunStore
@@ -22,7 +23,8 @@ def uncovered_sessions(store: RunStore, ws: Workspace, round_no: int, dev_conver
                        already: set[str]) -> dict[str, set[str]]:
     """conversation id → session ids whose dev evidence no memory covers (not re-extracted yet)."""
     rows = store.query("""SELECT conversation_id, evidence_ids FROM question_failures
-                          WHERE round = ? AND phase = 'dev' AND failure = 'extraction_gap'""", [round_no])
+                          WHERE round = ? AND phase = ? AND failure = ?""",
+                       [round_no, Phase.DEV, FailureClass.EXTRACTION_GAP])
     out: dict[str, set[str]] = {}
     for row in rows:
         conv_id = row["conversation_id"]

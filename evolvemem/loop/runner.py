@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+from evolvemem.contracts.vocab import FINAL_DECISIONS, Decision, Phase
 from evolvemem.contracts.diagnosis import Proposal
 from evolvemem.data.models import Dataset, Question
 from evolvemem.data.split import split_dataset
@@ -131,7 +132,7 @@ class EvolutionRunner:
             others: list[dict] = []  # --candidates: the configs screened beside next_config
             if round_no > 0:
                 previous = self.store.decision(round_no - 1)
-                if previous is None or previous["decision"] in ("stopped", "converged"):
+                if previous is None or previous["decision"] in FINAL_DECISIONS:
                     break
                 config = self._config_from_json(previous["next_config"])
                 others = previous.get("candidates") or []
@@ -145,7 +146,7 @@ class EvolutionRunner:
                     if row["outcome"] != PASSED:
                         self.diagnoser.observe(self._config_from_json(row["config"]),
                                                estimated_score(row, incumbent.score, spec.objective))
-            summary, eval_seconds = self._evaluate(config, self.dev.questions, round_no, "dev")
+            summary, eval_seconds = self._evaluate(config, self.dev.questions, round_no, Phase.DEV)
             score = objective_of(summary, spec.objective)
             decision = self.store.decision(round_no)
             comparison, verdict = None, None
@@ -181,8 +182,8 @@ class EvolutionRunner:
                 self.hooks.round_done(info)
         best = incumbent_of(scores)
         result.best_round = best.round
-        result.dev = {"start": headline(self.store.round_row(0, "dev")),
-                      "best": headline(self.store.round_row(best.round, "dev"))}
+        result.dev = {"start": headline(self.store.round_row(0, Phase.DEV)),
+                      "best": headline(self.store.round_row(best.round, Phase.DEV))}
         result.test = self._score_on_test(scores[0], best)
         result.cost = total_cost(round_costs(self.store))
         result.best_config_path = write_final(self.store.run_dir, best, scores[0], result)
@@ -192,7 +193,7 @@ class EvolutionRunner:
         """The paired comparison of a dev round with the incumbent, and the guard's verdict (for
         the best of K parallel candidates, at alpha / K: loop/candidates.py)."""
         spec = self.spec
-        comparison = compare(self.store.round_records(round_no, "dev"), self.store.round_records(incumbent_round, "dev"),
+        comparison = compare(self.store.round_records(round_no, Phase.DEV), self.store.round_records(incumbent_round, Phase.DEV),
                              round_no, incumbent_round, self.ws.dataset.adversarial_categories, spec.objective,
                              folds=spec.guard.folds, seed=spec.seed)
         k = self._comparisons(round_no)
@@ -223,14 +224,14 @@ class EvolutionRunner:
             "comparisons": self._comparisons(round_no)}
         if round_no >= spec.rounds or (spec.patience and stale >= spec.patience):
             final = round_no >= spec.rounds
-            row.update(decision="stopped" if final else "converged",
+            row.update(decision=Decision.STOPPED if final else Decision.CONVERGED,
                        reason="round limit reached" if final else f"no significant gain for {stale} rounds")
             self.store.record_decision(row)
             write_round_snapshot(self.store.run_dir, round_no, current.config, row, None, None)
             return row
         regression = check_regression(scores, spec.guard, "" if verdict is None else verdict.reason)
         base = regression.base
-        inp = build_diagnosis_input(self.store, base.round, "dev", base.config, spec.objective, base.score,
+        inp = build_diagnosis_input(self.store, base.round, Phase.DEV, base.config, spec.objective, base.score,
                                     previous_round=scores[-2].round if len(scores) > 1 else None,
                                     current_round=current.round, current_score=current.score,
                                     current_accepted=current.accepted,
@@ -347,9 +348,9 @@ class EvolutionRunner:
     def _score_on_test(self, start: RoundScore, best: RoundScore) -> dict:
         if not self.test.questions:
             return {}
-        start_summary, _ = self._evaluate(start.config, self.test.questions, 0, "test_start")
-        best_summary, _ = self._evaluate(best.config, self.test.questions, best.round, "test_best")
-        held = compare(self.store.round_records(best.round, "test_best"), self.store.round_records(0, "test_start"),
+        start_summary, _ = self._evaluate(start.config, self.test.questions, 0, Phase.TEST_START)
+        best_summary, _ = self._evaluate(best.config, self.test.questions, best.round, Phase.TEST_BEST)
+        held = compare(self.store.round_records(best.round, Phase.TEST_BEST), self.store.round_records(0, Phase.TEST_START),
                        best.round, 0, self.ws.dataset.adversarial_categories, self.spec.objective, seed=self.spec.seed)
         return {"start": headline(start_summary), "best": headline(best_summary), "paired": held.as_dict(),
                 "objective": self.spec.objective}

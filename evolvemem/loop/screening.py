@@ -31,9 +31,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable
 
+from evolvemem.contracts.vocab import Phase, contexts_phase, screen_phase
 from evolvemem.data.models import Question
 from evolvemem.loop.guard import RoundScore
-from evolvemem.loop.ladder import ContextRung, RungZero, contexts_phase
+from evolvemem.loop.ladder import ContextRung, RungZero
 from evolvemem.loop.scorer import ProgressFn, RoundJob, RoundScorer, round_progress
 from evolvemem.loop.paired import Comparison, compare, gains, judged_groups, loses
 from evolvemem.loop.spec import RunSpec, objective_group
@@ -41,13 +42,8 @@ from evolvemem.space.config import RetrievalConfig, parse_config
 from evolvemem.space.ops import diff_configs, perturb
 from evolvemem.store.run_store import RunStore
 
-SCREEN_PHASE = "screen"  # phases "screen1", "screen2", ... (one per screening of a round)
 PASSED, SCREENED_OUT = "passed", "screened_out"
 OUTRANKED = "outranked"  # passed its minibatch, but another of the round's parallel candidates gained more
-
-
-def screen_phase(attempt: int) -> str:
-    return f"{SCREEN_PHASE}{attempt}"
 
 
 def screening_enabled(fraction: float) -> bool:
@@ -151,7 +147,7 @@ class Screener:
         for row in done.values():
             if row["outcome"] != PASSED:
                 seen.add(row["config_fingerprint"])
-        started = self.store.round_row(round_no, "dev")
+        started = self.store.round_row(round_no, Phase.DEV)
         return done, None if started is None else parse_config(started["config"], source="run store")[0]
 
     def _screen(self, round_no: int, attempt: int, candidate: RetrievalConfig, source: str,
@@ -193,7 +189,7 @@ class Screener:
 
     def minibatch_comparison(self, round_no: int, attempt: int, incumbent: RoundScore) -> Comparison:
         return compare(self.store.round_records(round_no, screen_phase(attempt)),
-                       self.store.round_records(incumbent.round, "dev"), round_no, incumbent.round,
+                       self.store.round_records(incumbent.round, Phase.DEV), round_no, incumbent.round,
                        self.adversarial_categories, self.spec.objective, seed=self.spec.seed)
 
     def record_minibatch(self, row: dict, rung0: RungZero, comparison: Comparison, verdict: ScreenVerdict,

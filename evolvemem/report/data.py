@@ -385,7 +385,7 @@ def gather(store: Any) -> ReportData:
         rounds.append(view)
         previous = score if score is not None else previous
 
-    classes = [c for c in FAILURE_CLASSES]
+    classes: list[str] = [str(c) for c in FAILURE_CLASSES]
     classes += sorted({c for r in rounds for c in r.failures} - set(classes))
     scored = [r for r in rounds if r.score is not None]
     # the guard's best (the store's rule: paired evidence, not the highest mean); a single evaluation has none

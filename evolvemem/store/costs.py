@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from evolvemem.contracts.vocab import SCREEN_PREFIX, Phase
 from evolvemem.store.run_store import RunStore
 
-EVAL_PHASES = "(phase = 'dev' OR phase LIKE 'screen%')"
+EVAL_PHASES = f"(phase = '{Phase.DEV}' OR phase LIKE '{SCREEN_PREFIX}%')"
 FRESH = "reused IS NULL AND NOT failed"  # answered by this evaluation, not copied from another
 
 
@@ -84,7 +85,7 @@ def round_costs(store: RunStore) -> list[RoundCost]:
     screens = {r["round"]: r for r in store.query("""
         SELECT round, count(*) AS screenings, count(*) FILTER (WHERE outcome = 'screened_out') AS screened_out
         FROM screenings GROUP BY round""")}
-    n_dev = int(store.query("SELECT count(DISTINCT question_id) AS n FROM question_records WHERE phase = 'dev'")[0]["n"] or 0)
+    n_dev = int(store.query("SELECT count(DISTINCT question_id) AS n FROM question_records WHERE phase = ?", [Phase.DEV])[0]["n"] or 0)
     run_rate = _price([*records.values()])
     out = []
     for round_no in sorted(records):
