@@ -29,6 +29,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from evolvemem.mechanisms import candidate_sources  # noqa: E402
 from evolvemem.data.locomo import load_locomo  # noqa: E402
 from evolvemem.memory.offline_extract import OfflineExtractor  # noqa: E402
 from evolvemem.retrieval.embeddings import Embedder  # noqa: E402
@@ -92,7 +93,8 @@ def main() -> None:
         print(f"index build per conversation (embeddings cached): mean {statistics.mean(build_s) * 1000:.1f} ms, "
               f"max {max(build_s) * 1000:.1f} ms")
 
-        retrievers = {cid: Retriever(index, reloaded, known_persons=dataset.conversations[cid].speakers)
+        retrievers = {cid: Retriever(index, reloaded, known_persons=dataset.conversations[cid].speakers,
+                                          sources=candidate_sources())
                       for cid, index in indexes.items()}
         by_conv: dict[str, list] = {}
         for q in questions:
@@ -129,7 +131,8 @@ def main() -> None:
             prepared = (time.perf_counter() - started) * 1000 / len(questions)
             new_memories = reloaded.tokens.texts_encoded - encoded
             if late:  # the memories' token vectors now come from the cache: time MaxSim alone
-                fresh = {cid: Retriever(indexes[cid], reloaded, known_persons=dataset.conversations[cid].speakers)
+                fresh = {cid: Retriever(indexes[cid], reloaded, known_persons=dataset.conversations[cid].speakers,
+                                   sources=candidate_sources())
                          for cid in by_conv}
                 for cid, qs in by_conv.items():
                     fresh[cid].prepare(qs)

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
+from evolvemem.mechanisms import candidate_sources
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.contracts.usage import Usage
 from evolvemem.data.models import Conversation, Dataset, Question
@@ -127,7 +128,7 @@ class Workspace:
     def _retriever_on(self, conversation_id: str, index: ConversationIndex) -> Retriever:
         conv = self.dataset.conversations[conversation_id]
         return Retriever(index, self.embedder, decomposer=self.roles.decomposer, known_persons=conv.speakers,
-                         llm=self.roles.mechanism_client, reranker=self.reranker)
+                         llm=self.roles.mechanism_client, reranker=self.reranker, sources=candidate_sources())
 
     def _index(self, conversation_id: str, index: ConversationIndex | None = None) -> None:
         units = self.memories[conversation_id]

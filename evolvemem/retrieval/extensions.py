@@ -4,12 +4,11 @@ A mechanism module exposes `SOURCE`, an object with `name`, `enabled(config) -> 
 `hits(request, cache) -> (list[ViewHits], Usage)`. The retriever calls every enabled source
 after its built-in views and fuses what they return like any other view. `cache` is a dict
 private to (source, index state): build per-conversation structures there once, lazily — it is
-dropped when re-extraction changes the index. Register a module by adding it to
-`SOURCE_MODULES`; its dimensions live in action_space/ like every other."""
+dropped when re-extraction changes the index. The composition root hands the retriever its
+sources (`evolvemem.mechanisms.candidate_sources()`, passed by the workspace): retrieval never
+loads a mechanism by name. Its dimensions live in action_space/ like every other."""
 from __future__ import annotations
 
-import functools
-import importlib
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence
 
@@ -18,10 +17,6 @@ import numpy as np
 from evolvemem.data.models import Question
 from evolvemem.retrieval.fusion import ViewHits
 from evolvemem.contracts.usage import Usage
-
-SOURCE_MODULES: tuple[str, ...] = ("evolvemem.mechanisms.cue_graph", "evolvemem.mechanisms.scenes",
-                                   "evolvemem.mechanisms.foresight")
-
 
 @dataclass(frozen=True)
 class ViewRequest:
@@ -45,7 +40,3 @@ class CandidateSource(Protocol):
 
     def hits(self, request: ViewRequest, cache: dict) -> tuple[list[ViewHits], Usage]: ...
 
-
-@functools.lru_cache(maxsize=None)
-def candidate_sources() -> tuple[CandidateSource, ...]:
-    return tuple(importlib.import_module(name).SOURCE for name in SOURCE_MODULES)
