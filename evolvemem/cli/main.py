@@ -413,7 +413,6 @@ def transfer(
     quiet: bool = QuietOpt,
 ):
     """Score a run's evolved config zero-shot on another benchmark (overrides apply via question types)."""
-    from pathlib import Path
 
     from evolvemem.cli.common import default_run_dir
     from evolvemem.cli.eval_cmd import run_eval

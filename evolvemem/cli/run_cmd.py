@@ -10,14 +10,12 @@ from rich.table import Table
 from evolvemem.cli.common import default_run_dir
 from evolvemem.cli.log_progress import duration_text
 from evolvemem.cli.ui import UI, fmt, report_failures, report_oversized
-from evolvemem.errors import EvolveMemError
 from evolvemem.loop.guard import kept_text, next_step_text
 from evolvemem.loop.ladder import rung_text
 from evolvemem.loop.spec import objective_label, objective_metric
 
 if TYPE_CHECKING:
-    from evolvemem.session import RunResult, RunSpec, Session
-    from evolvemem.space.config import RetrievalConfig
+    from evolvemem.session import RunResult, Session
 
 
 EMERGED_MARK = "✦"  # the round's config switched on a lever that emerged in the run

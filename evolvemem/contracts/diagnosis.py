@@ -7,7 +7,7 @@ recorded as a proposed new dimension (refused: it has no definition). A definiti
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Union
 
 from evolvemem.contracts.vocab import Decision, FailureClass
 from evolvemem.contracts.records import FAILURE_CLASSES
@@ -16,7 +16,10 @@ from evolvemem.qtypes import QUESTION_TYPES
 from evolvemem.space.registry import registry
 
 if TYPE_CHECKING:
-    from evolvemem.space.config import RetrievalConfig
+    from evolvemem.space.config import ClampReport, RetrievalConfig
+
+# A value of one dimension of the action space, as a proposal carries it (clamped by the registry).
+ConfigValue = Union[bool, int, float, str]
 
 
 def move_direction(name: str, old: Any, new: Any) -> str:
@@ -111,15 +114,15 @@ class NewDimension:
     name: str
     description: str = ""
     rationale: str = ""
-    maps_to: dict[str, Any] = field(default_factory=dict)
+    maps_to: dict[str, object] = field(default_factory=dict)  # as proposed: checked when materialised
     per_type: object = False  # as proposed; anything but true or false is refused
     refused: str = ""  # why it cannot become a lever ("" = not refused, so far)
 
 
 @dataclass
 class Proposal:
-    changes: dict[str, Any] = field(default_factory=dict)
-    overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
+    changes: dict[str, ConfigValue] = field(default_factory=dict)
+    overrides: dict[str, dict[str, ConfigValue]] = field(default_factory=dict)
     missing_topics: list[str] = field(default_factory=list)
     rationale: str = ""
     new_dimensions: list[NewDimension] = field(default_factory=list)
@@ -145,9 +148,9 @@ class Proposal:
                 self.rejected.append(f"{name} ({scope}): {why}")
         self.overrides = {q: s for q, s in self.overrides.items() if s}
 
-    def apply_to(self, config: Any) -> tuple[Any, list]:
+    def apply_to(self, config: RetrievalConfig) -> tuple[RetrievalConfig, list[ClampReport]]:
         """The config with this proposal applied (values clamped by the registry)."""
-        clamps: list = []
+        clamps: list[ClampReport] = []
         new, c = config.with_changes(self.changes)
         clamps += c
         for qtype, settings in self.overrides.items():
@@ -160,16 +163,16 @@ UNKNOWN_SETTING = ("unknown dimension: a setting the registry does not have; a n
                    "in new_dimensions (name, description, maps_to)")
 
 
-def _check_value(name: str, value: Any, per_type: bool, rejected: list[str]) -> tuple[bool, Any]:
+def _check_value(name: str, value: object, per_type: bool, rejected: list[str]) -> tuple[bool, ConfigValue]:
     dim = registry()[name]
     if per_type and not dim.per_type:
         rejected.append(f"{name} cannot be overridden per question type")
-        return False, None
+        return False, False
     try:
         return True, dim.clamp(dim.coerce(value))
     except ValueError as exc:
         rejected.append(f"{name}: {exc}")
-        return False, None
+        return False, False
 
 
 def proposal_from_raw(raw: Any) -> Proposal:
@@ -244,15 +247,15 @@ class DiagnosisResult:
 class Diagnoser(Protocol):
     name: str
 
-    def diagnose(self, inp: DiagnosisInput, config: Any) -> DiagnosisResult:
+    def diagnose(self, inp: DiagnosisInput, config: RetrievalConfig) -> DiagnosisResult:
         """Read one round's diagnosis input and propose a change to `config`."""
         ...
 
-    def alternatives(self, inp: DiagnosisInput, config: Any, k: int) -> list[Proposal]:
+    def alternatives(self, inp: DiagnosisInput, config: RetrievalConfig, k: int) -> list[Proposal]:
         """Up to `k` further changes to `config`, after the one `diagnose` just proposed, for a
         round that screens several candidates at once (the loop drops repeats)."""
         ...
 
-    def observe(self, config: Any, score: float) -> None:
+    def observe(self, config: RetrievalConfig, score: float) -> None:
         """Learn the dev score a config earned (only model-based searchers use it)."""
         ...

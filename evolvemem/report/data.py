@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from evolvemem.contracts.records import FAILURE_CLASSES, RIGHT_F1
+from evolvemem.contracts.records import FAILURE_CLASSES
 from evolvemem.contracts.usage import Usage
 from evolvemem.loop.paired import GROUPS, Comparison, PairedStat
 from evolvemem.loop.spec import OBJECTIVE_MEANING, GuardSettings, objective_column, objective_label, objective_metric
@@ -183,12 +183,6 @@ class ReportData:
 
     def round(self, number: int) -> RoundView | None:
         return next((r for r in self.rounds if r.round == number), None)
-
-    @property
-    def score_key(self) -> str:
-        """The headline number of a round: main F1 under `main`, all F1 otherwise (balanced decides on
-        both groups; its headline is all F1)."""
-        return objective_column(self.objective)
 
     @property
     def score_label(self) -> str:

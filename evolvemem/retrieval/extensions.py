@@ -10,7 +10,7 @@ loads a mechanism by name. Its dimensions live in action_space/ like every other
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -18,25 +18,30 @@ from evolvemem.data.models import Question
 from evolvemem.retrieval.fusion import ViewHits
 from evolvemem.contracts.usage import Usage
 
+if TYPE_CHECKING:
+    from evolvemem.llm.client import LLMClient
+    from evolvemem.retrieval.index import IndexState
+    from evolvemem.space.config import RetrievalConfig
+
 @dataclass(frozen=True)
 class ViewRequest:
     """What a candidate source may read for one question."""
 
-    state: Any  # evolvemem.retrieval.index.IndexState (memories, embeddings, keyword, structured, ...)
+    state: IndexState  # memories, embeddings, keyword, structured, ...
     question: Question
     tokens: tuple[str, ...]  # the question's keyword tokens
     terms: tuple[str, ...]  # the question's persons / locations / entities, lowercased
     query_vector: np.ndarray  # the question's unit embedding
-    config: Any  # the effective config
+    config: RetrievalConfig  # the effective config
     embed: Callable[[Sequence[str]], np.ndarray]  # cached embedding of extra texts
     keyword_scores: Callable[[Sequence[str]], np.ndarray]  # BM25 scores of every memory for tokens
-    llm: Any = None  # the answer role's LLMClient, or None with offline roles (use the offline variant)
+    llm: LLMClient | None = None  # the answer role's client, or None with offline roles (use the offline variant)
 
 
 class CandidateSource(Protocol):
     name: str
 
-    def enabled(self, config: Any) -> bool: ...
+    def enabled(self, config: RetrievalConfig) -> bool: ...
 
     def hits(self, request: ViewRequest, cache: dict) -> tuple[list[ViewHits], Usage]: ...
 

@@ -42,7 +42,7 @@ from evolvemem.session.inputs import best_config_path, manifest_start_config, sm
 from evolvemem.session.reporter import QuietReporter, Reporter
 from evolvemem.session.setup import announce_models, check_endpoint, check_rerank, open_workspace
 from evolvemem.session.sharded import evaluate_sharded
-from evolvemem.space.config import RetrievalConfig, config_to_toml, load_config, parse_config
+from evolvemem.space.config import RetrievalConfig, config_to_toml, load_config
 from evolvemem.space.emerged import begin_run_dimensions, use_run_dimensions
 from evolvemem.store.run_store import DB_NAME, RunStore
 from evolvemem.workspace import Workspace
