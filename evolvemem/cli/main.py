@@ -12,7 +12,7 @@ from evolvemem.cli.ui import UI
 
 if TYPE_CHECKING:
     from evolvemem.space.registry import Dimension
-from evolvemem.session.defaults import BENCHMARK_HELP, GUARD_DEFAULTS, RUN_DEFAULTS
+from evolvemem.cli.defaults import BENCHMARK_HELP, GUARD_DEFAULTS, RUN_DEFAULTS
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Tune the retrieval side of LLM-agent memory with an AutoResearch loop.")

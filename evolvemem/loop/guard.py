@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from evolvemem.store.run_store import incumbent
 from evolvemem.contracts.diagnosis import Proposal
 from evolvemem.contracts.vocab import Decision
 from evolvemem.loop.spec import GuardSettings
@@ -81,8 +82,8 @@ class GuardDecision:
 
 
 def incumbent_of(scores: list[RoundScore]) -> RoundScore:
-    """The latest accepted round (the start when none was)."""
-    return next(s for s in reversed(scores) if s.accepted or s.round == scores[0].round)
+    """The latest accepted round (the start when none was): the store's one rule (`incumbent`)."""
+    return incumbent(scores)
 
 
 def check_regression(scores: list[RoundScore], settings: GuardSettings, reason: str = "") -> Regression:

@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence, TypeVar
 
+from evolvemem.contracts.vocab import Phase
 from evolvemem.errors import EvolveMemError
 from evolvemem.store.schema import SCHEMA_VERSION, TABLES, create_statements
 
@@ -17,6 +19,32 @@ if TYPE_CHECKING:
     from evolvemem.space.config import RetrievalConfig
 
 DB_NAME = "run.duckdb"
+
+
+class Judged(Protocol):
+    """A round the guard judged: its number and whether it won its paired comparison."""
+
+    @property
+    def round(self) -> int: ...
+
+    @property
+    def accepted(self) -> bool | None: ...
+
+
+J = TypeVar("J", bound=Judged)
+
+
+def incumbent(rounds: Sequence[J]) -> J:
+    """The one best-round rule: the latest round that won its paired comparison with the incumbent,
+    else the first (the start). Not the highest mean. The guard (loop/guard.py) decides with it
+    while a run goes; `RunStore.best_round` reads it back from the decisions."""
+    return next(r for r in reversed(rounds) if r.accepted or r.round == rounds[0].round)
+
+
+@dataclass(frozen=True)
+class JudgedRound:
+    round: int
+    accepted: bool | None
 
 
 class RunLockedError(EvolveMemError):
@@ -363,14 +391,19 @@ class RunStore:
 
     def best_round(self) -> int:
         """The guard's best round: the one a finished run scored on test as its best, else (a run still
-        going, or stopped before its test) the incumbent after the latest decided round; 0 (the start)
-        when there is neither. The last round that won its paired comparison, not the highest mean."""
-        final = self.query("SELECT min(round) AS r FROM rounds WHERE phase = 'test_best'")[0]["r"]
+        going, or stopped before its test) the incumbent after the latest decided round by `incumbent`;
+        0 (the start) when there is neither."""
+        final = self.query("SELECT min(round) AS r FROM rounds WHERE phase = ?", [Phase.TEST_BEST])[0]["r"]
         if final is not None:
-            return final
-        latest = self.query("SELECT best_round AS r FROM decisions WHERE best_round IS NOT NULL "
-                            "ORDER BY round DESC LIMIT 1")
-        return latest[0]["r"] if latest else 0
+            return int(final)
+        decided = self.query("SELECT round, accepted, best_round FROM decisions ORDER BY round")
+        if not decided:
+            return 0
+        if any(row["accepted"] is None for row in decided):  # written before verdicts were stored
+            latest = [row["best_round"] for row in decided if row["best_round"] is not None]
+            return int(latest[-1]) if latest else 0
+        judged = [JudgedRound(0, True)] + [JudgedRound(row["round"], row["accepted"]) for row in decided]
+        return incumbent(judged).round
 
     def finished_question_ids(self, round_no: int, phase: str) -> set[str]:
         """Questions already recorded (and not failed) for this round: a resume skips them."""
