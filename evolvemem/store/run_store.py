@@ -11,6 +11,7 @@ from pathlib import Path
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence, TypeVar
 
+from evolvemem.store.reads import RunReads
 from evolvemem.contracts.vocab import Phase
 from evolvemem.errors import EvolveMemError
 from evolvemem.store.schema import SCHEMA_VERSION, TABLES, create_statements
@@ -59,7 +60,7 @@ def _jsonable(value: Any) -> Any:
     return json.dumps(value, default=str, sort_keys=True)
 
 
-class RunStore:
+class RunStore(RunReads):
     """A run's DuckDB file. Use as a context manager; `read_only=True` for inspection commands."""
 
     live = False  # opened from a snapshot of a run another process is writing
@@ -326,7 +327,7 @@ class RunStore:
         return self.query("SELECT * FROM question_records WHERE round = ? AND phase = ? ORDER BY question_id",
                           [round_no, phase])
 
-    def query(self, sql: str, params: list | None = None) -> list[dict]:
+    def query(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
         """Run a read query and return rows as dicts (JSON columns come back as parsed values);
         what reports and the diagnosis input are built from."""
         cursor = self.con.execute(sql, params or [])
