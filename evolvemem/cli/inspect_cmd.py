@@ -3,11 +3,12 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 from rich.table import Table
 
+from evolvemem.contracts.vocab import Phase
 from evolvemem.loop.spec import objective_column, objective_label, objective_metric
 from evolvemem.cli.run_cmd import changes_text, decision_text, emerged_text, paired_text, round_label
 from evolvemem.cli.ui import UI, fmt, paired_table
@@ -15,6 +16,9 @@ from evolvemem.errors import EvolveMemError
 from evolvemem.loop.guard import next_step_text
 from evolvemem.report import RIGHT_F1, flipped_questions
 from evolvemem.space.emerged import load_run_dimensions, read_run_dimensions, switched_on
+
+if TYPE_CHECKING:
+    from evolvemem.store.rows import DecisionRow
 
 
 def list_runs(ui: UI, root: str) -> list[dict]:
@@ -30,13 +34,13 @@ def list_runs(ui: UI, root: str) -> list[dict]:
                 objective = (m.get("spec") or {}).get("objective", "all")
                 # a run's best is the guard's (paired evidence), not the round with the highest mean
                 best = store.best_round()
-                done = store.query(f"""SELECT round, {objective_column(objective)} AS score FROM rounds
-                                       WHERE phase IN ('dev', 'eval') AND status = 'done' ORDER BY round""")
-                best_row = next((r for r in done if r["round"] == best), None)
-                final = store.query("SELECT 1 FROM rounds WHERE phase = 'test_best' AND status = 'done'")
+                done = store.round_summaries((Phase.DEV, Phase.EVAL), done_only=True)
+                best_row = next((r for r in done if r.round == best), None)
+                final = Phase.TEST_BEST in store.test_scores()
                 item.update(kind=m.get("kind", "?"), benchmark=m.get("benchmark", "?"),
                             diagnoser=m.get("diagnoser", ""), rounds=len(done),
-                            best_round=best if best_row else None, best_dev=best_row and best_row["score"],
+                            best_round=best if best_row else None,
+                            best_dev=best_row and best_row.column(objective_column(objective)),
                             objective=objective_label(objective),
                             status="running" if store.live else
                             "finished" if (final or m.get("kind") != "run") else "unfinished")
@@ -93,19 +97,12 @@ def show_run(ui: UI, run: str) -> dict:
             ui.warn(f"{run} is still being written by another process: showing it as of now")
         manifest = store.manifest()
         levers = {d.name for d in read_run_dimensions(store.run_dir)}
-        rounds = store.query("""SELECT r.round, r.phase, r.config, r.main_f1, r.adversarial_f1, r.all_f1, r.evidence_recall, r.main_evidence_recall,
-                                       r.context_tokens, r.by_category, r.n_questions, r.n_failed, r.wall_seconds, d.decision, d.reason,
-                                       d.changes, d.delta, d.memories_added, d.accepted, d.paired, d.verdict, d.flags, d.fallback
-                                FROM rounds r LEFT JOIN decisions d ON d.round = r.round AND r.phase = 'dev'
-                                WHERE r.phase IN ('dev', 'eval') ORDER BY r.round""")
-        usage = {u["round"]: u for u in store.query(
-            """SELECT round, sum(calls) AS calls, sum(cache_hits) AS cache_hits,
-                      sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens,
-                      sum(cost_usd) AS cost_usd FROM usage GROUP BY round""")}
-        finals = {r["phase"]: r for r in store.query(
-            "SELECT * FROM rounds WHERE phase IN ('test_start', 'test_best') AND status = 'done'")}
-        new_dims = store.query("""SELECT round, name, description, rationale, maps_to, status, reason, file
-                                  FROM proposed_dimensions ORDER BY round""")
+        decisions = store.decisions()
+        rounds = [{**s.as_row(), **decision_fields(decisions.get(s.round) if s.phase == Phase.DEV else None)}
+                  for s in store.round_summaries((Phase.DEV, Phase.EVAL))]
+        usage = store.usage_by_round()
+        finals = {phase: s.as_row() for phase, s in store.test_scores().items()}
+        new_dims = [d.as_row() for d in store.proposed_dimensions()]
         per_round = round_costs(store)
         costs = {c.round: c.as_dict() for c in per_round}
         total = total_cost(per_round)
@@ -125,7 +122,7 @@ def show_run(ui: UI, run: str) -> dict:
     by_recall = metric == "evidence_recall"
     side_columns = ("recall (all)", "tokens") if by_recall else ("main", "adv.")
     table = Table(title=f"rounds (dev; score = {score_name}, objective {objective})", title_justify="left")
-    with_calls = any(u.get("calls") for u in usage.values())  # offline runs: no calls/tokens columns of zeros
+    with_calls = any(u.calls for u in usage.values())  # offline runs: no calls/tokens columns of zeros
     for col in ["round", "score", "Δ", *side_columns, "paired vs best", "next round",
                 "changes for next round", *(["calls", "tokens", "cost vs full evaluation"] if with_calls else [])]:
         wrap = col.startswith(("changes", "paired"))
@@ -138,8 +135,8 @@ def show_run(ui: UI, run: str) -> dict:
     prev = None
     for r in rounds:
         score = r[objective_column(objective)]
-        u = usage.get(r["round"], {})
-        tokens = (u.get("prompt_tokens") or 0) + (u.get("completion_tokens") or 0)
+        u = usage.get(r["round"])
+        tokens = u.tokens if u else 0
         by_cat = r["by_category"] or {}
         used = switched_on(r["config"] or {}, levers)
         table.add_row(round_label({"round": r["round"], "emerged_used": used}), fmt(score), "" if prev is None or score is None else f"{score - prev:+.4f}",
@@ -148,7 +145,7 @@ def show_run(ui: UI, run: str) -> dict:
                       paired_text(r["paired"], r["accepted"], [s for s in screenings if s["round"] == r["round"]],
                                   objective),
                       decision_text(r), changes_text(r["changes"] or [], limit=6),
-                      *([str(u.get("calls") or 0), str(tokens),
+                      *([str(u.calls if u else 0), str(tokens),
                          vs_full_text(costs.get(r["round"])) if r["phase"] == "dev" else "-"] if with_calls else []))
         out_rounds.append({"round": r["round"], "dev_score": score, "main_f1": r["main_f1"],
                            "adversarial_f1": r["adversarial_f1"], "all_f1": r["all_f1"],
@@ -158,8 +155,8 @@ def show_run(ui: UI, run: str) -> dict:
                            "decision": r["decision"], "reason": r["reason"], "changes": r["changes"] or [],
                            "accepted": r["accepted"], "verdict": r["verdict"], "paired": r["paired"],
                            "flags": r["flags"] or [], "fallback": r["fallback"],
-                           "calls": u.get("calls") or 0, "cache_hits": u.get("cache_hits") or 0, "tokens": tokens,
-                           "cost_usd": u.get("cost_usd") or 0.0, "memories_added": r["memories_added"] or 0,
+                           "calls": u.calls if u else 0, "cache_hits": u.cache_hits if u else 0, "tokens": tokens,
+                           "cost_usd": u.cost_usd if u else 0.0, "memories_added": r["memories_added"] or 0,
                            "emerged_used": used,
                            "cost": costs.get(r["round"]) if r["phase"] == "dev" else None,
                            "screenings": [s for s in screenings if s["round"] == r["round"]]})
@@ -211,6 +208,15 @@ def show_run(ui: UI, run: str) -> dict:
     return result
 
 
+DECISION_FIELDS = ("decision", "reason", "changes", "delta", "memories_added", "accepted", "paired", "verdict",
+                   "flags", "fallback")
+
+
+def decision_fields(decision: DecisionRow | None) -> dict[str, Any]:
+    """What `evolve show` prints of a round's decision (None for each when the round has none)."""
+    return {name: None if decision is None else getattr(decision, name) for name in DECISION_FIELDS}
+
+
 def category_name(key: str, *rows: dict) -> str:
     """A category as `evolve show` names it: the benchmark's name for it, else `cat <key>`."""
     for row in rows:
@@ -235,10 +241,7 @@ def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
 
     with open_run(run) as store:
         levers = {d.name for d in load_run_dimensions(store.run_dir)}  # its configs may use them
-        cfg = {r["round"]: r for r in store.query(
-            "SELECT round, phase, config, by_category, all_f1, main_f1, main_evidence_recall FROM rounds "
-            "WHERE phase IN ('dev', 'eval') AND round IN (?, ?)",
-            [a, b])}
+        cfg = {r.round: r.as_row() for r in store.round_summaries((Phase.DEV, Phase.EVAL)) if r.round in (a, b)}
         for r in (a, b):
             if r not in cfg:
                 raise EvolveMemError(f"{run}: no evaluated round {r}")
