@@ -6,8 +6,12 @@ from typing import Any, Sequence
 
 from evolvemem.contracts.records import RIGHT_F1
 from evolvemem.contracts.vocab import TEST_PHASES, FailureClass
+from evolvemem.contracts.usage import Usage
 from evolvemem.store.rows import (
     DecisionRow,
+    DiagnosisSummary,
+    FlippedQuestion,
+    RoleUsage,
     HistoryRow,
     ProposedDimension,
     RoundBreakdown,
@@ -65,6 +69,48 @@ class RunReads:
         return [ProposedDimension.from_row(r) for r in self.query(
             """SELECT round, name, description, rationale, maps_to, status, reason, file
                FROM proposed_dimensions ORDER BY round""")]
+
+    def ablation_rounds(self) -> list[RoundSummary]:
+        """Finished `evolve ablate` evaluations (phase "ablate" and "ablate:<variant>"), in the order run."""
+        return [RoundSummary.from_row(r) for r in self.query(
+            """SELECT * FROM rounds WHERE (phase = 'ablate' OR phase LIKE 'ablate:%') AND status = 'done'
+               ORDER BY round, started_at""")]
+
+    def diagnosis_summaries(self) -> dict[int, DiagnosisSummary]:
+        """Each round's diagnoser, proposal and parse error, by round."""
+        return {r["round"]: DiagnosisSummary.from_row(r) for r in self.query(
+            "SELECT round, diagnoser, proposal, parse_error FROM diagnoses ORDER BY round")}
+
+    def usage_by_role(self) -> list[RoleUsage]:
+        """Usage per (round, phase, role), in that order."""
+        rows = self.query("""SELECT round, phase, role, sum(calls) AS calls, sum(cache_hits) AS cache_hits,
+                                    sum(failures) AS failures, sum(prompt_tokens) AS prompt_tokens,
+                                    sum(completion_tokens) AS completion_tokens, sum(cost_usd) AS cost_usd
+                             FROM usage GROUP BY round, phase, role ORDER BY round, phase, role""")
+        return [RoleUsage(r["round"], r["phase"], r["role"], Usage.from_dict(r)) for r in rows]
+
+    def failure_counts(self, phase: str) -> dict[int, dict[str, int]]:
+        """round -> failure class (and `correct`) -> questions, over one phase's evaluations."""
+        out: dict[int, dict[str, int]] = {}
+        for row in self.query("""SELECT round, failure, count(*) AS n FROM question_failures
+                                 WHERE phase = ? GROUP BY round, failure""", [phase]):
+            out.setdefault(row["round"], {})[row["failure"]] = row["n"]
+        return out
+
+    def flipped_questions(self, a: tuple[str, int], b: tuple[str, int]) -> list[FlippedQuestion]:
+        """Questions right under (phase, round) `a` and wrong under `b`, or the reverse ("right" as the
+        `question_failures` view says: F1 >= RIGHT_F1), fixed ones first, largest F1 change first."""
+        rows = self.query("""
+            SELECT fa.question_id, fa.question_type, fa.question, fa.gold,
+                   fa.prediction AS prediction_a, fb.prediction AS prediction_b, fa.f1 AS f1_a, fb.f1 AS f1_b,
+                   fa.failure AS failure_a, fb.failure AS failure_b,
+                   CASE WHEN fb.failure = ? THEN 'fixed' ELSE 'broken' END AS flip
+            FROM question_failures fa JOIN question_failures fb ON fa.question_id = fb.question_id
+            WHERE fa.phase = ? AND fa.round = ? AND fb.phase = ? AND fb.round = ?
+              AND (fa.failure = ?) <> (fb.failure = ?)
+            ORDER BY flip DESC, abs(coalesce(fb.f1, 0) - coalesce(fa.f1, 0)) DESC, fa.question_type, fa.question_id""",
+                          [FailureClass.CORRECT, a[0], a[1], b[0], b[1], FailureClass.CORRECT, FailureClass.CORRECT])
+        return [FlippedQuestion(**row) for row in rows]
 
     # ---- one evaluation's records, as the diagnosis input reads them -------------------------
     def type_f1(self, round_no: int, phase: str) -> dict[str, float | None]:

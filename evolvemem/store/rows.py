@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Mapping, TypeVar
 
+from evolvemem.contracts.usage import Usage
+
 T = TypeVar("T")
 
 JSONObject = dict[str, Any]  # a JSON column read back (a config, per-category figures, a paired comparison)
@@ -145,3 +147,44 @@ class HistoryRow:
     base_score: float | None
     accepted: bool | None
     paired: JSONObject | None
+
+
+@dataclass(frozen=True)
+class DiagnosisSummary:
+    """Who diagnosed a round and what it proposed (a `diagnoses` row without its prompt and reply)."""
+
+    round: int
+    diagnoser: str | None
+    proposal: JSONObject | None
+    parse_error: str | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> DiagnosisSummary:
+        return _from_row(cls, row)
+
+
+@dataclass(frozen=True)
+class RoleUsage:
+    """LLM usage of one role in one (round, phase)."""
+
+    round: int
+    phase: str
+    role: str
+    usage: Usage
+
+
+@dataclass(frozen=True)
+class FlippedQuestion:
+    """A question right under one evaluation and wrong under another, or the reverse."""
+
+    question_id: str
+    question_type: str
+    question: str
+    gold: str
+    prediction_a: str
+    prediction_b: str
+    f1_a: float | None
+    f1_b: float | None
+    failure_a: str
+    failure_b: str
+    flip: str  # "fixed" (now right) or "broken" (now wrong)
