@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+from evolvemem.workspace.memory_rows import memory_rows
 from evolvemem.contracts.vocab import FINAL_DECISIONS, Decision, Phase
 from evolvemem.contracts.diagnosis import Proposal
 from evolvemem.data.models import Dataset, Question
@@ -259,7 +260,7 @@ class EvolutionRunner:
             targets = uncovered_sessions(self.store, self.ws, base.round, set(self.dev.conversations), done)
             if targets:
                 extra = reextract(self.ws, targets, round_no + 1)
-                self.store.record_memories(self.ws.memory_rows(extra.units))
+                self.store.record_memories(memory_rows(self.ws, extra.units))
                 row.update(reextracted_sessions=extra.sessions, memories_added=extra.added)
         rng = random.Random(f"guard-{spec.seed}-{round_no}")
         decision = decide(scores, regression, proposal, spec.guard, rng, seen, free_dims)

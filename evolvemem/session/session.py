@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from evolvemem.workspace.memory_rows import memory_rows, restore_added
 from evolvemem import __version__
 from evolvemem.answering.context_reuse import AnswerMemo
 from evolvemem.answering.contexts import evaluate_contexts
@@ -343,9 +344,9 @@ class Session:
                               "(the answer model's window share; --context-tokens sets it)[/dim]")
             session.spec = spec
             if not store.has_memories():
-                store.record_memories(workspace.memory_rows())
+                store.record_memories(memory_rows(workspace))
             else:
-                restored = workspace.restore_added(store.added_memories())
+                restored = restore_added(workspace, store.added_memories())
                 if restored:
                     reporter.info(f"[dim]restored {restored} re-extracted memories[/dim]")
         except BaseException:
@@ -397,7 +398,7 @@ class Session:
             check_rerank(config, workspace)
             session = cls(store, workspace, reporter, protocol=protocol, concurrency=concurrency, executor=executor)
             if not store.has_memories():
-                store.record_memories(workspace.memory_rows())
+                store.record_memories(memory_rows(workspace))
         except BaseException:
             store.close()
             raise

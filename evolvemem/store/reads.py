@@ -112,6 +112,12 @@ class RunReads:
                           [FailureClass.CORRECT, a[0], a[1], b[0], b[1], FailureClass.CORRECT, FailureClass.CORRECT])
         return [FlippedQuestion(**row) for row in rows]
 
+    def failed_evidence(self, round_no: int, phase: str, failure: str) -> list[tuple[str, tuple[str, ...]]]:
+        """(conversation id, gold evidence ids) of each question of one evaluation that failed as `failure`."""
+        rows = self.query("""SELECT conversation_id, evidence_ids FROM question_failures
+                             WHERE round = ? AND phase = ? AND failure = ?""", [round_no, phase, failure])
+        return [(r["conversation_id"], tuple(r["evidence_ids"] or ())) for r in rows]
+
     # ---- one evaluation's records, as the diagnosis input reads them -------------------------
     def type_f1(self, round_no: int, phase: str) -> dict[str, float | None]:
         """Mean F1 per question type of one evaluation (failed questions left out)."""
