@@ -44,15 +44,15 @@ class DiagnosisInput:
     round: int
     objective: str
     score: float
-    overall: dict
-    by_type: list[dict]
-    by_category: list[dict]
+    overall: dict[str, Any]
+    by_type: list[dict[str, Any]]
+    by_category: list[dict[str, Any]]
     taxonomy: dict[str, int]
     taxonomy_by_type: dict[str, dict[str, int]]
-    worst_cases: list[dict]
-    config: dict
-    overrides: dict
-    history: list[dict] = field(default_factory=list)
+    worst_cases: list[dict[str, Any]]
+    config: dict[str, Any]
+    overrides: dict[str, Any]
+    history: list[dict[str, Any]] = field(default_factory=list)
     mean_context: float = 0.0
     # retrieval view -> answerable questions answered right with a memory from that view in context
     view_credit: dict[str, int] = field(default_factory=dict)
@@ -63,7 +63,7 @@ class DiagnosisInput:
     # below a budget, more candidates or a larger item cap change nothing the reader sees
     token_budget: int = 0
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def failures_total(self) -> int:
@@ -133,7 +133,7 @@ class Proposal:
     def is_empty(self) -> bool:
         return not self.changes and not self.overrides
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "changes": self.changes, "overrides": self.overrides, "missing_topics": self.missing_topics,
             "rationale": self.rationale, "rejected": self.rejected, "flags": self.flags,
