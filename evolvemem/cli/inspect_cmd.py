@@ -18,7 +18,7 @@ from evolvemem.report import RIGHT_F1, flipped_questions
 from evolvemem.space.emerged import load_run_dimensions, read_run_dimensions, switched_on
 
 if TYPE_CHECKING:
-    from evolvemem.store.rows import DecisionRow
+    from evolvemem.store.rows import DecisionRow, RoundUsage
 
 
 def list_runs(ui: UI, root: str) -> list[dict]:
@@ -89,8 +89,8 @@ def proposed_status(row: dict) -> str:
 
 
 def show_run(ui: UI, run: str) -> dict:
-    from evolvemem.cli.run_cmd import cost_line, screening_lines
-    from evolvemem.session import headline, open_run, round_costs, total_cost, vs_full_text
+    from evolvemem.cli.run_cmd import cost_line
+    from evolvemem.session import open_run, round_costs, total_cost, vs_full_text
 
     with open_run(run) as store:
         if store.live:
@@ -147,19 +147,9 @@ def show_run(ui: UI, run: str) -> dict:
                       decision_text(r), changes_text(r["changes"] or [], limit=6),
                       *([str(u.calls if u else 0), str(tokens),
                          vs_full_text(costs.get(r["round"])) if r["phase"] == "dev" else "-"] if with_calls else []))
-        out_rounds.append({"round": r["round"], "dev_score": score, "main_f1": r["main_f1"],
-                           "adversarial_f1": r["adversarial_f1"], "all_f1": r["all_f1"],
-                           "evidence_recall": r["evidence_recall"], "main_evidence_recall": r["main_evidence_recall"],
-                           "context_tokens": r["context_tokens"],
-                           "by_category": {c: (by_cat.get(c) or {}).get(metric) for c in categories},
-                           "decision": r["decision"], "reason": r["reason"], "changes": r["changes"] or [],
-                           "accepted": r["accepted"], "verdict": r["verdict"], "paired": r["paired"],
-                           "flags": r["flags"] or [], "fallback": r["fallback"],
-                           "calls": u.calls if u else 0, "cache_hits": u.cache_hits if u else 0, "tokens": tokens,
-                           "cost_usd": u.cost_usd if u else 0.0, "memories_added": r["memories_added"] or 0,
-                           "emerged_used": used,
-                           "cost": costs.get(r["round"]) if r["phase"] == "dev" else None,
-                           "screenings": [s for s in screenings if s["round"] == r["round"]]})
+        out_rounds.append(round_entry(r, score, u, {c: (by_cat.get(c) or {}).get(metric) for c in categories}, used,
+                                      costs.get(r["round"]) if r["phase"] == "dev" else None,
+                                      [s for s in screenings if s["round"] == r["round"]]))
         by_category.add_row(str(r["round"]), *[fmt((by_cat.get(c) or {}).get(metric)) for c in categories])
         prev = score if score is not None else prev
     ui.print(table)
@@ -167,6 +157,38 @@ def show_run(ui: UI, run: str) -> dict:
         ui.print(by_category)
     if screenings:
         ui.info(cost_line(total))
+    print_round_notes(ui, out_rounds)
+    result: dict[str, Any] = {"run_dir": run, "manifest": manifest, "rounds": out_rounds, "cost": total}
+    if out_rounds and manifest.get("kind") == "run":
+        result.update(print_start_vs_best(ui, out_rounds, best_round, finals, by_recall))
+    if new_dims:
+        ui.info("[bold]proposed new dimensions[/bold] (a materialised one is a lever from the next round on):")
+        for d in new_dims:
+            ui.info(escape(f"  round {d['round']}: {d['name']} — {proposed_status(d)}: {d['description']} "
+                           f"{d['rationale']}".rstrip()))
+    result["proposed_dimensions"] = new_dims
+    return result
+
+
+def round_entry(r: dict[str, Any], score: float | None, u: RoundUsage | None, by_category: dict[str, Any],
+                used: list[str], cost: dict[str, Any] | None, screenings: list[dict[str, Any]]) -> dict[str, Any]:
+    """One round of `evolve show --json`: scores, decision, usage, emerged levers, cost and screenings."""
+    return {"round": r["round"], "dev_score": score, "main_f1": r["main_f1"],
+            "adversarial_f1": r["adversarial_f1"], "all_f1": r["all_f1"],
+            "evidence_recall": r["evidence_recall"], "main_evidence_recall": r["main_evidence_recall"],
+            "context_tokens": r["context_tokens"], "by_category": by_category,
+            "decision": r["decision"], "reason": r["reason"], "changes": r["changes"] or [],
+            "accepted": r["accepted"], "verdict": r["verdict"], "paired": r["paired"],
+            "flags": r["flags"] or [], "fallback": r["fallback"],
+            "calls": u.calls if u else 0, "cache_hits": u.cache_hits if u else 0,
+            "tokens": u.tokens if u else 0, "cost_usd": u.cost_usd if u else 0.0,
+            "memories_added": r["memories_added"] or 0, "emerged_used": used, "cost": cost, "screenings": screenings}
+
+
+def print_round_notes(ui: UI, out_rounds: list[dict[str, Any]]) -> None:
+    """Under the rounds table: each round's screenings, verdict, reason, fallback, flags and emerged levers."""
+    from evolvemem.cli.run_cmd import screening_lines
+
     for r in out_rounds:
         for line in screening_lines(r["round"], r["screenings"]):
             ui.info(line)
@@ -181,31 +203,28 @@ def show_run(ui: UI, run: str) -> dict:
             ui.info(f"  round {r['round']} ⚑ against the evidence: {flag}")
         if r["emerged_used"]:
             ui.info(f"  round {r['round']} {emerged_text(r['emerged_used'])}")
-    result: dict = {"run_dir": run, "manifest": manifest, "rounds": out_rounds, "cost": total}
-    if out_rounds and manifest.get("kind") == "run":
-        best = next((x for x in out_rounds if x["round"] == best_round), out_rounds[0])
-        result["best_round"] = best["round"]
-        result["dev"] = {"start": out_rounds[0], "best": best}
-        result["test"] = {k.removeprefix("test_"): headline(v) for k, v in finals.items()}
-        t = Table(title="start vs best: dev (evolution) and test (scored once at the end)", title_justify="left")
-        fields = (("main_evidence_recall", "recall (answerable)"), ("context_tokens", "context tokens")) if by_recall \
-            else (("main_f1", "main"), ("adversarial_f1", "adv."), ("all_f1", "all"), ("evidence_recall", "recall"))
-        t.add_column("config")
-        for side in ("dev", "test"):
-            for _, label in fields:
-                t.add_column(f"{side} {label}")
-        for which, row in (("start", out_rounds[0]), (f"best (round {best['round']})", best)):
-            test = result["test"].get("start" if which == "start" else "best", {})
-            t.add_row(which, *[fmt(source.get(key), 0 if key == "context_tokens" else 3)
-                               for source in (row, test) for key, _ in fields])
-        ui.print(t)
-    if new_dims:
-        ui.info("[bold]proposed new dimensions[/bold] (a materialised one is a lever from the next round on):")
-        for d in new_dims:
-            ui.info(escape(f"  round {d['round']}: {d['name']} — {proposed_status(d)}: {d['description']} "
-                           f"{d['rationale']}".rstrip()))
-    result["proposed_dimensions"] = new_dims
-    return result
+
+
+def print_start_vs_best(ui: UI, out_rounds: list[dict[str, Any]], best_round: int, finals: dict[str, dict[str, Any]],
+                        by_recall: bool) -> dict[str, Any]:
+    """The start and the best config side by side, dev and test; returns their entries of `show --json`."""
+    from evolvemem.session import headline
+
+    best = next((x for x in out_rounds if x["round"] == best_round), out_rounds[0])
+    test_scores = {k.removeprefix("test_"): headline(v) for k, v in finals.items()}
+    t = Table(title="start vs best: dev (evolution) and test (scored once at the end)", title_justify="left")
+    fields = (("main_evidence_recall", "recall (answerable)"), ("context_tokens", "context tokens")) if by_recall \
+        else (("main_f1", "main"), ("adversarial_f1", "adv."), ("all_f1", "all"), ("evidence_recall", "recall"))
+    t.add_column("config")
+    for side in ("dev", "test"):
+        for _, label in fields:
+            t.add_column(f"{side} {label}")
+    for which, row in (("start", out_rounds[0]), (f"best (round {best['round']})", best)):
+        test = test_scores.get("start" if which == "start" else "best", {})
+        t.add_row(which, *[fmt(source.get(key), 0 if key == "context_tokens" else 3)
+                           for source in (row, test) for key, _ in fields])
+    ui.print(t)
+    return {"best_round": best["round"], "dev": {"start": out_rounds[0], "best": best}, "test": test_scores}
 
 
 DECISION_FIELDS = ("decision", "reason", "changes", "delta", "memories_added", "accepted", "paired", "verdict",

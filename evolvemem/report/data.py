@@ -293,6 +293,39 @@ def _best_vs_start(rounds: list[RoundView], best_round: int | None, store: RunSt
     return [c.as_dict() for c in diff_configs(start, best)]
 
 
+def _round_view(row: dict[str, Any], score: float | None, previous: float | None, counts: dict[str, int],
+                d: dict[str, Any], diag: dict[str, Any], usage: PhaseUsage, run_dir: Path, levers: set[str]) -> RoundView:
+    """One evaluated round as the report shows it: its scores, failures, usage, decision and diagnosis."""
+    proposal = diag.get("proposal") or {}
+    folder = run_dir / "rounds" / f"round_{row['round']:02d}"
+    return RoundView(
+        round=row["round"], status=row["status"], score=score, all_f1=row["all_f1"], main_f1=row["main_f1"],
+        adversarial_f1=row["adversarial_f1"], evidence_recall=row["evidence_recall"],
+        main_evidence_recall=row.get("main_evidence_recall"), context_tokens=row.get("context_tokens"),
+        n_questions=row["n_questions"] or 0, n_failed=row["n_failed"] or 0, wall_seconds=row["wall_seconds"],
+        by_category=row["by_category"] or {}, failures={k: v for k, v in counts.items() if k != "correct"},
+        n_correct=counts.get("correct", 0),
+        usage=usage,
+        decision=d.get("decision"), reason=d.get("reason") or "",
+        delta=d["delta"] if d.get("delta") is not None else (
+            None if previous is None or score is None else score - previous),
+        best_so_far=d.get("best_score"), changes=d.get("changes") or [],
+        reextracted_sessions=list(d.get("reextracted_sessions") or []), memories_added=d.get("memories_added") or 0,
+        diagnoser=diag.get("diagnoser") or "", rationale=str(proposal.get("rationale") or ""),
+        proposed=_proposal_changes(proposal), rejected=[str(x) for x in proposal.get("rejected") or []],
+        missing_topics=[str(x) for x in proposal.get("missing_topics") or []],
+        parse_error=diag.get("parse_error") or "",
+        files=[f"rounds/{folder.name}/{name}" for name in SNAPSHOT_FILES if (folder / name).is_file()],
+        accepted=d.get("accepted"), significant_loss=d.get("significant_loss"),
+        compared_with=d.get("compared_with"), verdict=d.get("verdict") or "",
+        paired=comparison_from_json(d.get("paired")), flags=_texts(d.get("flags")),
+        # stores before the diagnosis kept its own flags: the decision's are the diagnoser's unless it fell back
+        diagnoser_flags=_texts(proposal["flags"] if "flags" in proposal else (
+            None if d.get("fallback") else d.get("flags"))),
+        fallback=d.get("fallback") or "", emerged_used=switched_on(row["config"] or {}, levers),
+    )
+
+
 def gather(store: RunStore) -> ReportData:
     """Read one run store (an open `RunStore`) into a `ReportData`."""
     manifest = store.manifest()
@@ -324,37 +357,9 @@ def gather(store: RunStore) -> ReportData:
         by_cat = row["by_category"] or {}
         for key, cat in by_cat.items():
             categories.setdefault(key, category_label(key, (cat or {}).get("name")))
-        counts = failures.get(number, {})
-        d = decisions.get(number) or {}
-        diag = diagnoses.get(number) or {}
-        proposal = diag.get("proposal") or {}
-        folder = run_dir / "rounds" / f"round_{number:02d}"
-        view = RoundView(
-            round=number, status=row["status"], score=score, all_f1=row["all_f1"], main_f1=row["main_f1"],
-            adversarial_f1=row["adversarial_f1"], evidence_recall=row["evidence_recall"],
-            main_evidence_recall=row.get("main_evidence_recall"), context_tokens=row.get("context_tokens"),
-            n_questions=row["n_questions"] or 0, n_failed=row["n_failed"] or 0, wall_seconds=row["wall_seconds"],
-            by_category=by_cat, failures={k: v for k, v in counts.items() if k != "correct"},
-            n_correct=counts.get("correct", 0),
-            usage=usage.get((number, row["phase"])) or PhaseUsage(_usage_label(number, phase), number, phase),
-            decision=d.get("decision"), reason=d.get("reason") or "",
-            delta=d["delta"] if d.get("delta") is not None else (
-                None if previous is None or score is None else score - previous),
-            best_so_far=d.get("best_score"), changes=d.get("changes") or [],
-            reextracted_sessions=list(d.get("reextracted_sessions") or []), memories_added=d.get("memories_added") or 0,
-            diagnoser=diag.get("diagnoser") or "", rationale=str(proposal.get("rationale") or ""),
-            proposed=_proposal_changes(proposal), rejected=[str(x) for x in proposal.get("rejected") or []],
-            missing_topics=[str(x) for x in proposal.get("missing_topics") or []],
-            parse_error=diag.get("parse_error") or "",
-            files=[f"rounds/{folder.name}/{name}" for name in SNAPSHOT_FILES if (folder / name).is_file()],
-            accepted=d.get("accepted"), significant_loss=d.get("significant_loss"),
-            compared_with=d.get("compared_with"), verdict=d.get("verdict") or "",
-            paired=comparison_from_json(d.get("paired")), flags=_texts(d.get("flags")),
-            # stores before the diagnosis kept its own flags: the decision's are the diagnoser's unless it fell back
-            diagnoser_flags=_texts(proposal["flags"] if "flags" in proposal else (
-                None if d.get("fallback") else d.get("flags"))),
-            fallback=d.get("fallback") or "", emerged_used=switched_on(row["config"] or {}, levers),
-        )
+        view = _round_view(row, score, previous, failures.get(number, {}), decisions.get(number) or {},
+                           diagnoses.get(number) or {}, usage.get((number, row["phase"]))
+                           or PhaseUsage(_usage_label(number, phase), number, phase), run_dir, levers)
         rounds.append(view)
         previous = score if score is not None else previous
 
