@@ -6,6 +6,8 @@ cases stratified by question type, the current config, the action space, and the
 earlier proposals with their true outcomes."""
 from __future__ import annotations
 
+from typing import Any
+
 import json
 
 from evolvemem.contracts.diagnosis import DiagnosisInput
@@ -15,9 +17,9 @@ from evolvemem.store.run_store import RunStore
 WORST_PER_TYPE = 3
 
 
-def outcome_groups(paired: dict | str | None) -> dict[str, dict[str, float]] | None:
+def outcome_groups(paired: dict[str, Any] | str | None) -> dict[str, dict[str, float]] | None:
     """{group: {diff, p_gain, p_loss}} of a stored paired comparison (None when there is none)."""
-    stored: dict = json.loads(paired) if isinstance(paired, str) else (paired or {})
+    stored: dict[str, Any] = json.loads(paired) if isinstance(paired, str) else (paired or {})
     if not stored.get("groups"):
         return None
     return {name: {k: round(float(stat[k]), 4) for k in ("diff", "p_gain", "p_loss")}
@@ -27,7 +29,7 @@ def outcome_groups(paired: dict | str | None) -> dict[str, dict[str, float]] | N
 def build_diagnosis_input(store: RunStore, round_no: int, phase: str, config: RetrievalConfig, objective: str, score: float,
                           previous_round: int | None, current_round: int | None = None,
                           current_score: float | None = None, current_accepted: bool | None = None,
-                          current_paired: dict | None = None) -> DiagnosisInput:
+                          current_paired: dict[str, Any] | None = None) -> DiagnosisInput:
     """`round_no` is the round diagnosed (the base of the next config: the incumbent after a
     revert); the history covers every decision before `current_round` (the latest round), so a
     change tried after the incumbent is remembered with its outcome."""

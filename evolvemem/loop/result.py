@@ -4,6 +4,8 @@ Its own module because both the runner (which fills it) and the round snapshots 
 `result.json` from it) need it, and neither should import the other."""
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -11,9 +13,9 @@ from pathlib import Path
 @dataclass
 class RunResult:
     run_dir: Path
-    rounds: list[dict] = field(default_factory=list)
+    rounds: list[dict[str, Any]] = field(default_factory=list)
     best_round: int = 0
     best_config_path: Path | None = None
-    dev: dict = field(default_factory=dict)
-    test: dict = field(default_factory=dict)
-    cost: dict = field(default_factory=dict)  # the rounds' evaluations against full evaluation (store/costs.py)
+    dev: dict[str, Any] = field(default_factory=dict)
+    test: dict[str, Any] = field(default_factory=dict)
+    cost: dict[str, Any] = field(default_factory=dict)  # the rounds' evaluations against full evaluation (store/costs.py)

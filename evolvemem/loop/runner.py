@@ -49,7 +49,7 @@ class Hooks:
 
     stage: Callable[[str, int, int], None] | None = None
     record: ProgressFn | None = None
-    round_done: Callable[[dict], None] | None = None
+    round_done: Callable[[dict[str, Any]], None] | None = None
     message: Callable[[str], None] | None = None
 
 
@@ -67,7 +67,7 @@ def bounded_raw(text: str) -> str:
     return text[:RAW_RESPONSE_LIMIT] + f"\n[… {len(text) - RAW_RESPONSE_LIMIT} more characters not kept]"
 
 
-def objective_of(summary_or_row: dict, objective: str) -> float:
+def objective_of(summary_or_row: dict[str, Any], objective: str) -> float:
     """The round's headline number for `objective` (balanced: all F1; decisions are paired)."""
     column = objective_column(objective)
     value = summary_or_row.get(_SUMMARY_KEY[column], summary_or_row.get(column))
@@ -106,7 +106,7 @@ class EvolutionRunner:
             self.hooks.message(text)
 
     def _evaluate(self, config: RetrievalConfig, questions: list[Question], round_no: int,
-                  phase: str) -> tuple[dict, float]:
+                  phase: str) -> tuple[dict[str, Any], float]:
         row = self.store.round_row(round_no, phase)
         if row and row["status"] == "done" and not (row["n_failed"] and (round_no, phase) not in self._retried):
             return round_summary(row), row["wall_seconds"] or 0.0
@@ -119,7 +119,7 @@ class EvolutionRunner:
                                        contexts_only=self.contexts_only,
                                        token_cap=self.spec.context_tokens if self.contexts_only else None)
 
-    def _config_from_json(self, data: dict) -> RetrievalConfig:
+    def _config_from_json(self, data: dict[str, Any]) -> RetrievalConfig:
         return parse_config(data, source="run store")[0]
 
     # ---- the loop ----------------------------------------------------------------------------
@@ -130,7 +130,7 @@ class EvolutionRunner:
         config = self.init_config
         result = RunResult(self.store.run_dir)
         for round_no in range(spec.rounds + 1):
-            others: list[dict] = []  # --candidates: the configs screened beside next_config
+            others: list[dict[str, Any]] = []  # --candidates: the configs screened beside next_config
             if round_no > 0:
                 previous = self.store.decision(round_no - 1)
                 if previous is None or previous["decision"] in FINAL_DECISIONS:
@@ -209,7 +209,7 @@ class EvolutionRunner:
         return max(1, len(self.store.screenings(round_no))) if self.spec.candidates > 1 else 1
 
     def _decide(self, round_no: int, scores: list[RoundScore], seen: set[str], stale: int,
-                comparison: Comparison | None, verdict: Verdict | None) -> dict:
+                comparison: Comparison | None, verdict: Verdict | None) -> dict[str, Any]:
         spec = self.spec
         current = scores[-1]
         delta = current.score - scores[-2].score if len(scores) > 1 else None
@@ -346,7 +346,7 @@ class EvolutionRunner:
         if no_reranker:
             proposal.drop_fields(no_reranker, "needs a cross-encoder; this run has none (--rerank-model)")
 
-    def _score_on_test(self, start: RoundScore, best: RoundScore) -> dict:
+    def _score_on_test(self, start: RoundScore, best: RoundScore) -> dict[str, Any]:
         if not self.test.questions:
             return {}
         start_summary, _ = self._evaluate(start.config, self.test.questions, 0, Phase.TEST_START)

@@ -67,11 +67,11 @@ class GuardSettings:
     consistency_tolerance: float = 0.005  # a conversation "holds" when it loses less than this
     folds: int = 0  # > 1: every fold of dev conversations must hold too
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "GuardSettings":
+    def from_dict(cls, data: dict[str, Any]) -> "GuardSettings":
         """From a manifest (settings a newer version dropped are ignored)."""
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
@@ -111,7 +111,7 @@ class RunSpec:
     # recall of its contexts (no answer call) and stops there when significantly worse
     evidence_rung: bool = True
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """What the manifest stores: credentials in the server's URL are masked (a resume is told
         the URL again, `--resume RUN --api-base URL`)."""
         out = asdict(self)
@@ -121,7 +121,7 @@ class RunSpec:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict) -> "RunSpec":
+    def from_dict(cls, data: dict[str, Any]) -> "RunSpec":
         data = dict(data)
         data["guard"] = GuardSettings.from_dict(data.get("guard", {}))
         data.setdefault("screen_fraction", 0.0)  # a run started before screening existed goes on without it
