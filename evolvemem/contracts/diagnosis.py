@@ -50,8 +50,8 @@ class DiagnosisInput:
     taxonomy: dict[str, int]
     taxonomy_by_type: dict[str, dict[str, int]]
     worst_cases: list[dict[str, Any]]
-    config: dict[str, Any]
-    overrides: dict[str, Any]
+    config: dict[str, ConfigValue | None]
+    overrides: dict[str, dict[str, ConfigValue | None]]
     history: list[dict[str, Any]] = field(default_factory=list)
     mean_context: float = 0.0
     # retrieval view -> answerable questions answered right with a memory from that view in context

@@ -10,7 +10,7 @@ as one bundle."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from evolvemem.contracts.vocab import Decision, FailureClass
 from evolvemem.contracts.diagnosis import DiagnosisInput, DiagnosisResult, Proposal, change_key, move_direction
@@ -42,6 +42,12 @@ class Action:
 def _bump(config: dict, name: str, step: float) -> Any:
     """`name` moved by `step` within its registry range (switched on at its default when off)."""
     return registry()[name].step(config[name], step)
+
+
+def _num(config: Mapping[str, object], name: str) -> float:
+    """A numeric setting of a config's values (0 when it is off or not a number); an int stays an int."""
+    value = config.get(name)
+    return value if isinstance(value, (int, float)) else 0
 
 
 def _share(inp: DiagnosisInput, cls: str) -> float:
@@ -230,7 +236,7 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
         reason = f"{miss:.0%} of failures never reached the candidates (retrieval misses)"
         if v["semantic_top_k"] == 0:
             actions.append(Action(miss_mass * 0.6, reason + "; the dense view is off", {"semantic_top_k": registry()["semantic_top_k"].default}))
-        if v["fusion_mode"] != "rrf" and (v["semantic_top_k"] or 0) > 0:
+        if v["fusion_mode"] != "rrf" and _num(v, "semantic_top_k") > 0:
             actions.append(Action(miss_mass * 0.4, reason + "; rank fusion is robust to view score scales",
                                   {"fusion_mode": "rrf"}))
         widen = {} if budgeted else _widen_views(v)
@@ -261,11 +267,11 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
     cut = _share(inp, FailureClass.BUDGET_CUT)
     if cut >= 0.1:
         reason = f"{cut:.0%} of failures had the evidence ranked but cut by the context budget"
-        own = v.get("context_token_budget") or 0
+        own = _num(v, "context_token_budget")
         if own and (not inp.token_budget or own < inp.token_budget):  # the config's own budget is what cuts
             tokens = registry()["context_token_budget"]
             actions.append(Action(_mass(inp, FailureClass.BUDGET_CUT) * 0.75, reason + "; raise the token budget",
-                                  {"context_token_budget": tokens.clamp(v["context_token_budget"] + TOKEN_STEP)}))
+                                  {"context_token_budget": tokens.clamp(own + TOKEN_STEP)}))
         if budgeted:
             actions += ranking_actions(v, _mass(inp, FailureClass.BUDGET_CUT), reason)
         else:
