@@ -5,22 +5,30 @@ them writes SQL or guesses at a column's name."""
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, Mapping, TypeVar
+from typing import Any, Mapping, TypeVar, cast
 
 from evolvemem.contracts.usage import Usage
 
-T = TypeVar("T")
+T = TypeVar("T", bound="StoredRow")
 
 JSONObject = dict[str, Any]  # a JSON column read back (a config, per-category figures, a paired comparison)
 
 
-def _from_row(cls: type[T], row: Mapping[str, Any]) -> T:
-    """`cls` from a query row: its fields by name, NULL (or a column an old run lacks) as None."""
-    return cls(**{f.name: row.get(f.name) for f in fields(cls)})  # type: ignore[arg-type]
+class StoredRow:
+    """A frozen dataclass read from one query row: its fields by name, NULL (or a column an older run
+    lacks) as None."""
+
+    @classmethod
+    def from_row(cls: type[T], row: Mapping[str, Any]) -> T:
+        return cls(**{f.name: row.get(f.name) for f in fields(cast(Any, cls))})
+
+    def as_row(self) -> JSONObject:
+        """The row as a dict (what `headline`, JSON output and the report's views read)."""
+        return {f.name: getattr(self, f.name) for f in fields(cast(Any, self))}
 
 
 @dataclass(frozen=True)
-class RoundSummary:
+class RoundSummary(StoredRow):
     """One evaluation of a config (a `rounds` row): scores over its questions."""
 
     round: int
@@ -38,22 +46,14 @@ class RoundSummary:
     by_category: JSONObject | None
     wall_seconds: float | None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> RoundSummary:
-        return _from_row(cls, row)
-
     def column(self, name: str) -> float | None:
         """A score column by name (an objective's headline: loop/spec.objective_column)."""
         value = getattr(self, name)
         return None if value is None else float(value)
 
-    def as_row(self) -> JSONObject:
-        """The `rounds` row as a dict (what `headline` and JSON output read)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
 
 @dataclass(frozen=True)
-class DecisionRow:
+class DecisionRow(StoredRow):
     """The guard's decision after one round (a `decisions` row; None where an older run lacks the column)."""
 
     round: int
@@ -79,10 +79,6 @@ class DecisionRow:
     candidates: list[JSONObject] | None
     comparisons: int | None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> DecisionRow:
-        return _from_row(cls, row)
-
 
 @dataclass(frozen=True)
 class RoundUsage:
@@ -101,7 +97,7 @@ class RoundUsage:
 
 
 @dataclass(frozen=True)
-class ProposedDimension:
+class ProposedDimension(StoredRow):
     """A new dimension a diagnoser proposed, and its fate (a `proposed_dimensions` row)."""
 
     round: int
@@ -112,13 +108,6 @@ class ProposedDimension:
     status: str | None
     reason: str | None
     file: str | None
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> ProposedDimension:
-        return _from_row(cls, row)
-
-    def as_row(self) -> JSONObject:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 @dataclass(frozen=True)
@@ -150,17 +139,13 @@ class HistoryRow:
 
 
 @dataclass(frozen=True)
-class DiagnosisSummary:
+class DiagnosisSummary(StoredRow):
     """Who diagnosed a round and what it proposed (a `diagnoses` row without its prompt and reply)."""
 
     round: int
     diagnoser: str | None
     proposal: JSONObject | None
     parse_error: str | None
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> DiagnosisSummary:
-        return _from_row(cls, row)
 
 
 @dataclass(frozen=True)
