@@ -295,10 +295,10 @@ def candidates_run(data: Path, out: Path, rounds: int, k: int, api_base: str, ex
                    models={"answer_model": MODEL, "api_base": api_base})
     with Session.create(spec, out, load_config("weak")[0], executor=executor) as session:
         result = session.run()
-    later = [r for r in result.rounds if r["round"] > 0]
-    return {"screened": sum(len(r["screenings"]) for r in later), "wall": sum(r["seconds"] for r in later),
-            "passed": sum(1 for r in later for s in r["screenings"] if s["outcome"] == "passed"),
-            "accepted": sum(1 for r in later if r["accepted"])}
+    later = [r for r in result.rounds if r.round > 0]
+    return {"screened": sum(len(r.screenings) for r in later), "wall": sum(r.seconds for r in later),
+            "passed": sum(1 for r in later for s in r.screenings if s["outcome"] == "passed"),
+            "accepted": sum(1 for r in later if r.accepted)}
 
 
 def candidates_per_minute(data: Path, folder: Path, rounds: int, latency: float, executor: Any, workers: int) -> None:

@@ -29,7 +29,7 @@ from evolvemem.loop.guard import RoundScore, check_regression, decide, incumbent
 from evolvemem.loop.paired import Comparison, Verdict, accept, compare
 from evolvemem.loop.reextract import reextract, uncovered_sessions
 from evolvemem.loop.candidates import alternative_candidates, choose_among, corrected, screened_candidates
-from evolvemem.loop.result import RunResult
+from evolvemem.loop.result import RoundDone, RunResult
 from evolvemem.loop.screening import PASSED, Screener, estimated_score, screening_enabled
 from evolvemem.loop.snapshots import write_final, write_round_snapshot
 from evolvemem.loop.scorer import ProgressFn, RoundScorer, round_progress
@@ -49,7 +49,7 @@ class Hooks:
 
     stage: Callable[[str, int, int], None] | None = None
     record: ProgressFn | None = None
-    round_done: Callable[[dict[str, Any]], None] | None = None
+    round_done: Callable[[RoundDone], None] | None = None
     message: Callable[[str], None] | None = None
 
 
@@ -164,20 +164,19 @@ class EvolutionRunner:
             stale = round_no - incumbent_of(scores).round
             if decision is None:
                 decision = self._decide(round_no, scores, seen, stale, comparison, verdict)
-            info = {
-                "round": round_no, "dev": summary, "score": score, "accepted": accepted,
-                "verdict": decision.get("verdict") or "", "paired": decision.get("paired"),
-                "decision": decision["decision"], "fallback": decision.get("fallback"),
-                "flags": decision.get("flags") or [],
-                # levers that emerged in this run and the evaluated config switched on
-                "emerged_used": switched_on(config.model_dump(), set(added_dimensions())),
-                "reason": decision["reason"], "changes": decision["changes"] or [],
-                "memories_added": decision["memories_added"] or 0,
-                "seconds": time.perf_counter() - started, "eval_seconds": eval_seconds,
-                "usage": self.store.round_usage(round_no),
-                "screenings": self.store.screenings(round_no),
-                "cost": next((c.as_dict() for c in round_costs(self.store) if c.round == round_no), None),
-            }
+            info = RoundDone(
+                round=round_no, dev=summary, score=score, accepted=accepted,
+                verdict=decision.get("verdict") or "", paired=decision.get("paired"),
+                decision=decision["decision"], fallback=decision.get("fallback"),
+                flags=decision.get("flags") or [],
+                emerged_used=switched_on(config.model_dump(), set(added_dimensions())),
+                reason=decision["reason"], changes=decision["changes"] or [],
+                memories_added=decision["memories_added"] or 0,
+                seconds=time.perf_counter() - started, eval_seconds=eval_seconds,
+                usage=self.store.round_usage(round_no),
+                screenings=self.store.screenings(round_no),
+                cost=next((c.as_dict() for c in round_costs(self.store) if c.round == round_no), None),
+            )
             result.rounds.append(info)
             if self.hooks.round_done:
                 self.hooks.round_done(info)

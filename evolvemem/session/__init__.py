@@ -11,7 +11,7 @@ from evolvemem.data.split import SPLITS
 from evolvemem.diagnosers import DIAGNOSERS, diagnoser_entry
 from evolvemem.executor import EXECUTORS, open_executor
 from evolvemem.loop.candidates import candidates_problem
-from evolvemem.loop.result import RunResult
+from evolvemem.loop.result import RoundDone, RunResult
 from evolvemem.loop.runner import Hooks
 from evolvemem.loop.spec import GuardSettings, OBJECTIVES, RunSpec, default_objective
 from evolvemem.roles.factory import ModelSettings
@@ -43,6 +43,7 @@ __all__ = [
     "PROTOCOLS",
     "QuietReporter",
     "Reporter",
+    "RoundDone",
     "RunLockedError",
     "RunResult",
     "RunSpec",
