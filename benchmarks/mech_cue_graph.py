@@ -86,9 +86,11 @@ def llm_config(base, args, steps: int):
 
 
 def llm_retrievers(ws, client) -> dict:
+    from evolvemem.mechanisms import candidate_sources
     from evolvemem.retrieval.retriever import Retriever
 
-    return {cid: Retriever(index, ws.embedder, known_persons=ws.dataset.conversations[cid].speakers, llm=client)
+    return {cid: Retriever(index, ws.embedder, known_persons=ws.dataset.conversations[cid].speakers, llm=client,
+                           sources=candidate_sources())
             for cid, index in ws.indexes.items()}
 
 

@@ -32,6 +32,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from evolvemem.mechanisms import candidate_sources  # noqa: E402
 from evolvemem.data.locomo import load_locomo  # noqa: E402
 from evolvemem.memory.offline_extract import OfflineExtractor  # noqa: E402
 from evolvemem.retrieval.embeddings import Embedder  # noqa: E402
@@ -102,7 +103,7 @@ def main() -> None:
         if reranker is not None:
             reranker.check()
         retrievers = {cid: Retriever(index, reloaded, known_persons=dataset.conversations[cid].speakers,
-                                     reranker=reranker) for cid, index in indexes.items()}
+                                     reranker=reranker, sources=candidate_sources()) for cid, index in indexes.items()}
         by_conv: dict[str, list] = {}
         for q in questions:
             by_conv.setdefault(q.conversation_id, []).append(q)
@@ -138,7 +139,8 @@ def main() -> None:
             prepared = (time.perf_counter() - started) * 1000 / len(questions)
             new_memories = reloaded.tokens.texts_encoded - encoded
             if late:  # the memories' token vectors now come from the cache: time MaxSim alone
-                fresh = {cid: Retriever(indexes[cid], reloaded, known_persons=dataset.conversations[cid].speakers)
+                fresh = {cid: Retriever(indexes[cid], reloaded, known_persons=dataset.conversations[cid].speakers,
+                                   sources=candidate_sources())
                          for cid in by_conv}
                 for cid, qs in by_conv.items():
                     fresh[cid].prepare(qs)

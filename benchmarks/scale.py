@@ -113,14 +113,14 @@ def records(run_dir: Path) -> list[dict]:
 def from_pack(item: tuple) -> tuple[float, float, int]:
     """In a worker: (seconds fetching the pack, seconds making the workspace, pid)."""
     from evolvemem.answering.shards import worker_embedder, worker_roles
-    from evolvemem.workspace import Workspace
+    from evolvemem.workspace import workspace_from_pack
 
     shared, setup = item
     roles, embedder = worker_roles(setup), worker_embedder(setup)
     started = time.perf_counter()
     pack = shared.get()
     fetched = time.perf_counter()
-    Workspace.from_pack(pack, roles, embedder)
+    workspace_from_pack(pack, roles, embedder)
     return fetched - started, time.perf_counter() - fetched, os.getpid()
 
 
@@ -141,7 +141,7 @@ def ship_vs_rebuild(executor: RayExecutor, data: Path) -> dict:
     from evolvemem.answering.shards import WorkerSetup
     from evolvemem.benchmarks import load_benchmark
     from evolvemem.roles.factory import ModelSettings, build_roles
-    from evolvemem.workspace import Workspace
+    from evolvemem.workspace import Workspace, pack_conversation
 
     dataset = load_benchmark("locomo", str(data))
     ws = Workspace(dataset, build_roles(ModelSettings()))
@@ -152,7 +152,7 @@ def ship_vs_rebuild(executor: RayExecutor, data: Path) -> dict:
     rows = []
     for cid in ids:
         started = time.perf_counter()
-        pack = ws.pack(cid)
+        pack = pack_conversation(ws, cid)
         blob = len(pickle.dumps(pack, protocol=5))
         shared = executor.share(pack, f"scale-{pack.key}")
         put = time.perf_counter() - started
@@ -295,10 +295,10 @@ def candidates_run(data: Path, out: Path, rounds: int, k: int, api_base: str, ex
                    models={"answer_model": MODEL, "api_base": api_base})
     with Session.create(spec, out, load_config("weak")[0], executor=executor) as session:
         result = session.run()
-    later = [r for r in result.rounds if r["round"] > 0]
-    return {"screened": sum(len(r["screenings"]) for r in later), "wall": sum(r["seconds"] for r in later),
-            "passed": sum(1 for r in later for s in r["screenings"] if s["outcome"] == "passed"),
-            "accepted": sum(1 for r in later if r["accepted"])}
+    later = [r for r in result.rounds if r.round > 0]
+    return {"screened": sum(len(r.screenings) for r in later), "wall": sum(r.seconds for r in later),
+            "passed": sum(1 for r in later for s in r.screenings if s["outcome"] == "passed"),
+            "accepted": sum(1 for r in later if r.accepted)}
 
 
 def candidates_per_minute(data: Path, folder: Path, rounds: int, latency: float, executor: Any, workers: int) -> None:

@@ -520,7 +520,7 @@ def named_constant(dotted: str) -> list[str]:
 
 def spec_default(field: str) -> str:
     """A default of `RunSpec` (`screen_fraction`) or of its `GuardSettings` (`guard.alpha`)."""
-    from evolvemem.session.defaults import GUARD_DEFAULTS, RUN_DEFAULTS
+    from evolvemem.cli.defaults import GUARD_DEFAULTS, RUN_DEFAULTS
 
     owner: Any = GUARD_DEFAULTS if field.startswith("guard.") else RUN_DEFAULTS
     name = field.removeprefix("guard.")

@@ -158,7 +158,7 @@ def test_a_proposed_bundle_emerges_is_switched_on_guarded_resumed_and_travels(tm
     dims = {d["name"]: d for d in json.loads(listed.stdout)["dimensions"]}
     assert len(dims) == base_count + 1 and dims[LEVER]["emerged"] and dims[LEVER]["maps_to"] == BUNDLE
     plain = evolve("space", "--run", str(out))
-    assert re.search(rf"{base_count} base \+ 1 emerged", plain.stdout) and f"semantic_top_k = 20" in plain.stdout
+    assert re.search(rf"{base_count} base \+ 1 emerged", plain.stdout) and "semantic_top_k = 20" in plain.stdout
     forget_added_dimensions()
     shown = evolve("show", str(out), "--json")
     used = {r["round"]: r["emerged_used"] for r in json.loads(shown.stdout.strip().splitlines()[-1])["rounds"]}

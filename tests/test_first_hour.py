@@ -113,6 +113,7 @@ def test_show_prints_each_verdict_once(balanced_run, tmp_path):
     shutil.copytree(balanced_run[0], copy)
     with RunStore(copy) as store:
         row = store.decision(1)
+        store.con.execute("DELETE FROM decisions WHERE round = 1")  # the store holds one decision per round
         store.record_decision({**row, "decision": "reverted",
                                "reason": f"{row['verdict']}; the proposal is applied to the best config instead"})
         verdicts = [r["verdict"] for r in store.query("SELECT verdict FROM decisions WHERE round > 0")]

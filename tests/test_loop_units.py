@@ -121,3 +121,21 @@ def test_random_and_tpe_propose_valid_changes():
     new, _ = p.apply_to(cfg)
     tpe.observe(new, 0.4)
     assert len(tpe.study.trials) == 2 and tpe.study.best_value == 0.4
+
+
+def test_the_store_reads_back_the_best_round_the_guard_chose(tmp_path):
+    """One best-round rule: the guard's incumbent while a run goes and the store's best read back from
+    the decisions agree, and a later round that won its paired comparison moves it (not a higher mean)."""
+    from evolvemem.loop.guard import incumbent_of
+    from evolvemem.store.run_store import RunStore
+
+    config = RetrievalConfig()
+    verdicts = [(0, True, 0.30), (1, True, 0.35), (2, False, 0.50), (3, True, 0.33), (4, False, 0.40)]
+    scores = [RoundScore(n, score, config, accepted=won) for n, won, score in verdicts]
+    with RunStore(tmp_path / "run") as store:
+        assert store.best_round() == 0  # nothing decided yet: the start
+        for i, (n, won, score) in enumerate(verdicts):
+            store.record_decision({"round": n, "decision": "applied", "reason": "-", "score": score,
+                                   "accepted": won, "best_round": incumbent_of(scores[:i + 1]).round})
+            assert store.best_round() == incumbent_of(scores[:i + 1]).round
+        assert store.best_round() == 3  # round 2 had the highest mean but lost its comparison

@@ -19,7 +19,7 @@ from evolvemem.mechanisms.cue_graph import SOURCE
 from evolvemem.mechanisms.cue_graph_activation import build_graph, spread
 from evolvemem.mechanisms.cue_graph_llm import GraphTools, kept_first, parse_ids
 from evolvemem.retrieval.embeddings import Embedder
-from evolvemem.retrieval.extensions import candidate_sources
+from evolvemem.mechanisms import candidate_sources
 from evolvemem.retrieval.index import ConversationIndex
 from evolvemem.retrieval.retriever import Retriever
 from evolvemem.contracts.usage import Usage
@@ -61,7 +61,7 @@ def embedder() -> Embedder:
 
 def make_retriever(embedder: Embedder) -> Retriever:
     index = ConversationIndex.build([unit(t, d) for d, t in enumerate(TEXTS, start=1)], embedder, SPEAKERS)
-    return Retriever(index, embedder, known_persons=SPEAKERS)
+    return Retriever(index, embedder, known_persons=SPEAKERS, sources=candidate_sources())
 
 
 def small_views(**changes):
@@ -157,7 +157,7 @@ ARCHITECT, SISTER_ROW, STAMPS_ROW = TEXTS[5], 5, 8
 def llm_retriever(embedder: Embedder, server: FakeLLMServer) -> Retriever:
     index = ConversationIndex.build([unit(t, d) for d, t in enumerate(TEXTS, start=1)], embedder, SPEAKERS)
     client = LLMClient("openai/fake-model", api_base=server.url, cache=None, max_retries=0, timeout=10.0)
-    return Retriever(index, embedder, known_persons=SPEAKERS, llm=client)
+    return Retriever(index, embedder, known_persons=SPEAKERS, llm=client, sources=candidate_sources())
 
 
 def llm_views(**changes):

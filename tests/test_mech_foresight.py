@@ -19,7 +19,8 @@ from evolvemem.mechanisms.foresight import (LLM_BATCH, SOURCE, ForesightItem, bu
                                             parse_foresight, rule_item, rule_items)
 from evolvemem.contracts.memory import MemoryUnit, make_memory_id
 from evolvemem.retrieval.embeddings import Embedder
-from evolvemem.retrieval.extensions import SOURCE_MODULES, ViewRequest
+from evolvemem.mechanisms import candidate_sources
+from evolvemem.retrieval.extensions import ViewRequest
 from evolvemem.retrieval.index import ConversationIndex
 from evolvemem.retrieval.retriever import Retriever
 from evolvemem.contracts.usage import Usage
@@ -57,7 +58,7 @@ def embedder() -> Embedder:
 
 @pytest.fixture(scope="module")
 def retriever(embedder) -> Retriever:
-    return Retriever(ConversationIndex.build(memories(), embedder, PERSONS), embedder, known_persons=PERSONS)
+    return Retriever(ConversationIndex.build(memories(), embedder, PERSONS), embedder, known_persons=PERSONS, sources=candidate_sources())
 
 
 def config(**changes):
@@ -136,7 +137,7 @@ def test_validity_filter_by_question_date_and_horizon(embedder):
 
 # ----------------------------------------------------------------------------- retrieval
 def test_registered_and_off_by_default(retriever):
-    assert "evolvemem.mechanisms.foresight" in SOURCE_MODULES
+    assert SOURCE in candidate_sources()
     default, _ = load_config("default")
     assert default.foresight_top_k == 0 and not SOURCE.enabled(default)
     result = retriever.retrieve(asked("What is Priya Raman doing next?", datetime(2023, 5, 12)), default)
@@ -166,7 +167,7 @@ def test_items_are_built_once_per_index_state_and_cost_nothing_offline(retriever
     assert [v for k, v in cache.items() if isinstance(k, tuple) and k[0] == "items"] == built and len(built) == 1
     assert first.cost == Usage()
     fresh = Retriever(ConversationIndex.build(memories(), retriever.embedder, PERSONS), retriever.embedder,
-                      known_persons=PERSONS)
+                      known_persons=PERSONS, sources=candidate_sources())
     again = fresh.retrieve(asked("Where is Priya Raman going?", datetime(2023, 5, 12)), on)
     assert [(i.memory.memory_id, round(i.score, 12), tuple(sorted(i.views.items()))) for i in again.items] == \
         [(i.memory.memory_id, round(i.score, 12), tuple(sorted(i.views.items()))) for i in first.items]
@@ -201,7 +202,7 @@ def listed(prompt: str) -> list[tuple[str, str, str]]:
 def llm_retriever(embedder: Embedder, server: FakeLLMServer, units: list[MemoryUnit] | None = None) -> Retriever:
     client = LLMClient("openai/fake-model", api_base=server.url, cache=None, max_retries=0, timeout=10.0)
     return Retriever(ConversationIndex.build(units or memories(), embedder, PERSONS), embedder,
-                     known_persons=PERSONS, llm=client)
+                     known_persons=PERSONS, llm=client, sources=candidate_sources())
 
 
 def plans_by_model(prompt: str) -> dict:

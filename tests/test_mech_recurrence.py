@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import numpy as np
 import pytest

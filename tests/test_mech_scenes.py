@@ -13,7 +13,7 @@ from evolvemem.data.models import Question
 from evolvemem.mechanisms.scenes import SOURCE, build_episodes, cluster_scenes
 from evolvemem.contracts.memory import MemoryUnit, make_memory_id
 from evolvemem.retrieval.embeddings import Embedder
-from evolvemem.retrieval.extensions import SOURCE_MODULES
+from evolvemem.mechanisms import candidate_sources
 from evolvemem.retrieval.index import ConversationIndex
 from evolvemem.retrieval.retriever import Retriever
 from evolvemem.space.config import load_config
@@ -55,7 +55,7 @@ def memories() -> list[MemoryUnit]:
 @pytest.fixture(scope="module")
 def retriever() -> Retriever:
     embedder = Embedder()
-    return Retriever(ConversationIndex.build(memories(), embedder, PERSONS), embedder, known_persons=PERSONS)
+    return Retriever(ConversationIndex.build(memories(), embedder, PERSONS), embedder, known_persons=PERSONS, sources=candidate_sources())
 
 
 def config(**changes):
@@ -69,7 +69,7 @@ def contents(result, label: str | None = None) -> list[str]:
 
 
 def test_registered_and_off_by_default(retriever):
-    assert "evolvemem.mechanisms.scenes" in SOURCE_MODULES
+    assert SOURCE in candidate_sources()
     default, _ = load_config("default")
     assert default.scene_top_k == 0 and not SOURCE.enabled(default)
     result = retriever.retrieve(QUESTION, default)
@@ -113,7 +113,7 @@ def test_deterministic(retriever):
     first = [(i.memory.memory_id, round(i.score, 12), tuple(sorted(i.views.items())))
              for i in retriever.retrieve(QUESTION, cfg).items]
     fresh = Retriever(ConversationIndex.build(memories(), retriever.embedder, PERSONS), retriever.embedder,
-                      known_persons=PERSONS)
+                      known_persons=PERSONS, sources=candidate_sources())
     again = [(i.memory.memory_id, round(i.score, 12), tuple(sorted(i.views.items())))
              for i in fresh.retrieve(QUESTION, cfg).items]
     assert first == again
@@ -149,7 +149,7 @@ def client_for(server: FakeLLMServer, cache: ResponseCache | None = None) -> LLM
 def llm_retriever(retriever: Retriever, server: FakeLLMServer, cache: ResponseCache | None = None) -> Retriever:
     """A fresh index (so a fresh source cache) over the same memories, with a model."""
     return Retriever(ConversationIndex.build(memories(), retriever.embedder, PERSONS), retriever.embedder,
-                     known_persons=PERSONS, llm=client_for(server, cache))
+                     known_persons=PERSONS, llm=client_for(server, cache), sources=candidate_sources())
 
 
 def segment_lines(prompt: str) -> list[str]:

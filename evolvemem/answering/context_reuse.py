@@ -113,7 +113,7 @@ class AnswerMemo:
                 continue
             trimmed = record.get("prompt_trimmed")
             single = not record.get("retries")
-            notes = {"trimmed": [str(t) for t in trimmed]} if single and isinstance(trimmed, (list, tuple)) and trimmed else {}
+            notes: dict[str, object] = {"trimmed": [str(t) for t in trimmed]} if single and isinstance(trimmed, (list, tuple)) and trimmed else {}
             judged = record.get("judge")
             if isinstance(judged, (int, float)):
                 self.put_verdict(key, float(judged))

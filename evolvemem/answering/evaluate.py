@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from evolvemem.answering.context_reuse import CONFIG_REUSE, CONTEXT_REUSE, AnswerMemo
@@ -117,7 +117,7 @@ def answer_question(ws: Workspace, question: Question, effective: RetrievalConfi
         granularity=trace.granularity, route=trace.route_source, judge_verdicts=tuple(trace.verdicts),
         retries=trace.retries, retry_sources=tuple(attempt.source for attempt in trace.attempts[1:]),
         refreshed_ids=tuple(trace.refreshed_ids),
-        prompt_trimmed=tuple(note for attempt in trace.attempts for note in attempt.answer.notes.get("trimmed", ())),
+        prompt_trimmed=tuple(note for attempt in trace.attempts for note in attempt.answer.trimmed()),
         reused=CONTEXT_REUSE if trace.context_reused else None,
         context_key=trace.answer_keys[-1] if trace.answer_keys else None,
         context_tokens=context_tokens(final.context),

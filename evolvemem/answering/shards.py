@@ -30,7 +30,7 @@ from evolvemem.retrieval.rerank import CrossEncoderReranker
 from evolvemem.roles.factory import ModelSettings, Roles, build_roles
 from evolvemem.space.config import parse_config
 from evolvemem.space.registry import Dimension, add_dimensions, added_dimensions, forget_added_dimensions
-from evolvemem.workspace import ConversationPack, Workspace
+from evolvemem.workspace import ConversationPack, Workspace, workspace_from_pack
 
 if TYPE_CHECKING:
     from evolvemem.executor import Shared
@@ -127,7 +127,7 @@ def worker_workspace(setup: WorkerSetup, pack: Shared[ConversationPack]) -> tupl
         _workspaces.move_to_end(key)
         return _workspaces[key], 0.0
     started = time.perf_counter()
-    ws = Workspace.from_pack(pack.get(), roles, worker_embedder(setup), worker_reranker(setup))
+    ws = workspace_from_pack(pack.get(), roles, worker_embedder(setup), worker_reranker(setup))
     _workspaces[key] = ws
     while len(_workspaces) > KEPT_WORKSPACES:
         _workspaces.popitem(last=False)

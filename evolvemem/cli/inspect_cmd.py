@@ -3,11 +3,12 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 from rich.table import Table
 
+from evolvemem.contracts.vocab import Phase
 from evolvemem.loop.spec import objective_column, objective_label, objective_metric
 from evolvemem.cli.run_cmd import changes_text, decision_text, emerged_text, paired_text, round_label
 from evolvemem.cli.ui import UI, fmt, paired_table
@@ -15,6 +16,9 @@ from evolvemem.errors import EvolveMemError
 from evolvemem.loop.guard import next_step_text
 from evolvemem.report import RIGHT_F1, flipped_questions
 from evolvemem.space.emerged import load_run_dimensions, read_run_dimensions, switched_on
+
+if TYPE_CHECKING:
+    from evolvemem.store.rows import DecisionRow, RoundUsage
 
 
 def list_runs(ui: UI, root: str) -> list[dict]:
@@ -30,13 +34,13 @@ def list_runs(ui: UI, root: str) -> list[dict]:
                 objective = (m.get("spec") or {}).get("objective", "all")
                 # a run's best is the guard's (paired evidence), not the round with the highest mean
                 best = store.best_round()
-                done = store.query(f"""SELECT round, {objective_column(objective)} AS score FROM rounds
-                                       WHERE phase IN ('dev', 'eval') AND status = 'done' ORDER BY round""")
-                best_row = next((r for r in done if r["round"] == best), None)
-                final = store.query("SELECT 1 FROM rounds WHERE phase = 'test_best' AND status = 'done'")
+                done = store.round_summaries((Phase.DEV, Phase.EVAL), done_only=True)
+                best_row = next((r for r in done if r.round == best), None)
+                final = Phase.TEST_BEST in store.test_scores()
                 item.update(kind=m.get("kind", "?"), benchmark=m.get("benchmark", "?"),
                             diagnoser=m.get("diagnoser", ""), rounds=len(done),
-                            best_round=best if best_row else None, best_dev=best_row and best_row["score"],
+                            best_round=best if best_row else None,
+                            best_dev=best_row and best_row.column(objective_column(objective)),
                             objective=objective_label(objective),
                             status="running" if store.live else
                             "finished" if (final or m.get("kind") != "run") else "unfinished")
@@ -85,27 +89,20 @@ def proposed_status(row: dict) -> str:
 
 
 def show_run(ui: UI, run: str) -> dict:
-    from evolvemem.cli.run_cmd import cost_line, screening_lines
-    from evolvemem.session import headline, open_run, round_costs, total_cost, vs_full_text
+    from evolvemem.cli.run_cmd import cost_line
+    from evolvemem.session import open_run, round_costs, total_cost, vs_full_text
 
     with open_run(run) as store:
         if store.live:
             ui.warn(f"{run} is still being written by another process: showing it as of now")
         manifest = store.manifest()
         levers = {d.name for d in read_run_dimensions(store.run_dir)}
-        rounds = store.query("""SELECT r.round, r.phase, r.config, r.main_f1, r.adversarial_f1, r.all_f1, r.evidence_recall, r.main_evidence_recall,
-                                       r.context_tokens, r.by_category, r.n_questions, r.n_failed, r.wall_seconds, d.decision, d.reason,
-                                       d.changes, d.delta, d.memories_added, d.accepted, d.paired, d.verdict, d.flags, d.fallback
-                                FROM rounds r LEFT JOIN decisions d ON d.round = r.round AND r.phase = 'dev'
-                                WHERE r.phase IN ('dev', 'eval') ORDER BY r.round""")
-        usage = {u["round"]: u for u in store.query(
-            """SELECT round, sum(calls) AS calls, sum(cache_hits) AS cache_hits,
-                      sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens,
-                      sum(cost_usd) AS cost_usd FROM usage GROUP BY round""")}
-        finals = {r["phase"]: r for r in store.query(
-            "SELECT * FROM rounds WHERE phase IN ('test_start', 'test_best') AND status = 'done'")}
-        new_dims = store.query("""SELECT round, name, description, rationale, maps_to, status, reason, file
-                                  FROM proposed_dimensions ORDER BY round""")
+        decisions = store.decisions()
+        rounds = [{**s.as_row(), **decision_fields(decisions.get(s.round) if s.phase == Phase.DEV else None)}
+                  for s in store.round_summaries((Phase.DEV, Phase.EVAL))]
+        usage = store.usage_by_round()
+        finals = {phase: s.as_row() for phase, s in store.test_scores().items()}
+        new_dims = [d.as_row() for d in store.proposed_dimensions()]
         per_round = round_costs(store)
         costs = {c.round: c.as_dict() for c in per_round}
         total = total_cost(per_round)
@@ -125,7 +122,7 @@ def show_run(ui: UI, run: str) -> dict:
     by_recall = metric == "evidence_recall"
     side_columns = ("recall (all)", "tokens") if by_recall else ("main", "adv.")
     table = Table(title=f"rounds (dev; score = {score_name}, objective {objective})", title_justify="left")
-    with_calls = any(u.get("calls") for u in usage.values())  # offline runs: no calls/tokens columns of zeros
+    with_calls = any(u.calls for u in usage.values())  # offline runs: no calls/tokens columns of zeros
     for col in ["round", "score", "Δ", *side_columns, "paired vs best", "next round",
                 "changes for next round", *(["calls", "tokens", "cost vs full evaluation"] if with_calls else [])]:
         wrap = col.startswith(("changes", "paired"))
@@ -138,8 +135,8 @@ def show_run(ui: UI, run: str) -> dict:
     prev = None
     for r in rounds:
         score = r[objective_column(objective)]
-        u = usage.get(r["round"], {})
-        tokens = (u.get("prompt_tokens") or 0) + (u.get("completion_tokens") or 0)
+        u = usage.get(r["round"])
+        tokens = u.tokens if u else 0
         by_cat = r["by_category"] or {}
         used = switched_on(r["config"] or {}, levers)
         table.add_row(round_label({"round": r["round"], "emerged_used": used}), fmt(score), "" if prev is None or score is None else f"{score - prev:+.4f}",
@@ -148,21 +145,11 @@ def show_run(ui: UI, run: str) -> dict:
                       paired_text(r["paired"], r["accepted"], [s for s in screenings if s["round"] == r["round"]],
                                   objective),
                       decision_text(r), changes_text(r["changes"] or [], limit=6),
-                      *([str(u.get("calls") or 0), str(tokens),
+                      *([str(u.calls if u else 0), str(tokens),
                          vs_full_text(costs.get(r["round"])) if r["phase"] == "dev" else "-"] if with_calls else []))
-        out_rounds.append({"round": r["round"], "dev_score": score, "main_f1": r["main_f1"],
-                           "adversarial_f1": r["adversarial_f1"], "all_f1": r["all_f1"],
-                           "evidence_recall": r["evidence_recall"], "main_evidence_recall": r["main_evidence_recall"],
-                           "context_tokens": r["context_tokens"],
-                           "by_category": {c: (by_cat.get(c) or {}).get(metric) for c in categories},
-                           "decision": r["decision"], "reason": r["reason"], "changes": r["changes"] or [],
-                           "accepted": r["accepted"], "verdict": r["verdict"], "paired": r["paired"],
-                           "flags": r["flags"] or [], "fallback": r["fallback"],
-                           "calls": u.get("calls") or 0, "cache_hits": u.get("cache_hits") or 0, "tokens": tokens,
-                           "cost_usd": u.get("cost_usd") or 0.0, "memories_added": r["memories_added"] or 0,
-                           "emerged_used": used,
-                           "cost": costs.get(r["round"]) if r["phase"] == "dev" else None,
-                           "screenings": [s for s in screenings if s["round"] == r["round"]]})
+        out_rounds.append(round_entry(r, score, u, {c: (by_cat.get(c) or {}).get(metric) for c in categories}, used,
+                                      costs.get(r["round"]) if r["phase"] == "dev" else None,
+                                      [s for s in screenings if s["round"] == r["round"]]))
         by_category.add_row(str(r["round"]), *[fmt((by_cat.get(c) or {}).get(metric)) for c in categories])
         prev = score if score is not None else prev
     ui.print(table)
@@ -170,6 +157,38 @@ def show_run(ui: UI, run: str) -> dict:
         ui.print(by_category)
     if screenings:
         ui.info(cost_line(total))
+    print_round_notes(ui, out_rounds)
+    result: dict[str, Any] = {"run_dir": run, "manifest": manifest, "rounds": out_rounds, "cost": total}
+    if out_rounds and manifest.get("kind") == "run":
+        result.update(print_start_vs_best(ui, out_rounds, best_round, finals, by_recall))
+    if new_dims:
+        ui.info("[bold]proposed new dimensions[/bold] (a materialised one is a lever from the next round on):")
+        for d in new_dims:
+            ui.info(escape(f"  round {d['round']}: {d['name']} — {proposed_status(d)}: {d['description']} "
+                           f"{d['rationale']}".rstrip()))
+    result["proposed_dimensions"] = new_dims
+    return result
+
+
+def round_entry(r: dict[str, Any], score: float | None, u: RoundUsage | None, by_category: dict[str, Any],
+                used: list[str], cost: dict[str, Any] | None, screenings: list[dict[str, Any]]) -> dict[str, Any]:
+    """One round of `evolve show --json`: scores, decision, usage, emerged levers, cost and screenings."""
+    return {"round": r["round"], "dev_score": score, "main_f1": r["main_f1"],
+            "adversarial_f1": r["adversarial_f1"], "all_f1": r["all_f1"],
+            "evidence_recall": r["evidence_recall"], "main_evidence_recall": r["main_evidence_recall"],
+            "context_tokens": r["context_tokens"], "by_category": by_category,
+            "decision": r["decision"], "reason": r["reason"], "changes": r["changes"] or [],
+            "accepted": r["accepted"], "verdict": r["verdict"], "paired": r["paired"],
+            "flags": r["flags"] or [], "fallback": r["fallback"],
+            "calls": u.calls if u else 0, "cache_hits": u.cache_hits if u else 0,
+            "tokens": u.tokens if u else 0, "cost_usd": u.cost_usd if u else 0.0,
+            "memories_added": r["memories_added"] or 0, "emerged_used": used, "cost": cost, "screenings": screenings}
+
+
+def print_round_notes(ui: UI, out_rounds: list[dict[str, Any]]) -> None:
+    """Under the rounds table: each round's screenings, verdict, reason, fallback, flags and emerged levers."""
+    from evolvemem.cli.run_cmd import screening_lines
+
     for r in out_rounds:
         for line in screening_lines(r["round"], r["screenings"]):
             ui.info(line)
@@ -184,31 +203,37 @@ def show_run(ui: UI, run: str) -> dict:
             ui.info(f"  round {r['round']} ⚑ against the evidence: {flag}")
         if r["emerged_used"]:
             ui.info(f"  round {r['round']} {emerged_text(r['emerged_used'])}")
-    result: dict = {"run_dir": run, "manifest": manifest, "rounds": out_rounds, "cost": total}
-    if out_rounds and manifest.get("kind") == "run":
-        best = next((x for x in out_rounds if x["round"] == best_round), out_rounds[0])
-        result["best_round"] = best["round"]
-        result["dev"] = {"start": out_rounds[0], "best": best}
-        result["test"] = {k.removeprefix("test_"): headline(v) for k, v in finals.items()}
-        t = Table(title="start vs best: dev (evolution) and test (scored once at the end)", title_justify="left")
-        fields = (("main_evidence_recall", "recall (answerable)"), ("context_tokens", "context tokens")) if by_recall \
-            else (("main_f1", "main"), ("adversarial_f1", "adv."), ("all_f1", "all"), ("evidence_recall", "recall"))
-        t.add_column("config")
-        for side in ("dev", "test"):
-            for _, label in fields:
-                t.add_column(f"{side} {label}")
-        for which, row in (("start", out_rounds[0]), (f"best (round {best['round']})", best)):
-            test = result["test"].get("start" if which == "start" else "best", {})
-            t.add_row(which, *[fmt(source.get(key), 0 if key == "context_tokens" else 3)
-                               for source in (row, test) for key, _ in fields])
-        ui.print(t)
-    if new_dims:
-        ui.info("[bold]proposed new dimensions[/bold] (a materialised one is a lever from the next round on):")
-        for d in new_dims:
-            ui.info(escape(f"  round {d['round']}: {d['name']} — {proposed_status(d)}: {d['description']} "
-                           f"{d['rationale']}".rstrip()))
-    result["proposed_dimensions"] = new_dims
-    return result
+
+
+def print_start_vs_best(ui: UI, out_rounds: list[dict[str, Any]], best_round: int, finals: dict[str, dict[str, Any]],
+                        by_recall: bool) -> dict[str, Any]:
+    """The start and the best config side by side, dev and test; returns their entries of `show --json`."""
+    from evolvemem.session import headline
+
+    best = next((x for x in out_rounds if x["round"] == best_round), out_rounds[0])
+    test_scores = {k.removeprefix("test_"): headline(v) for k, v in finals.items()}
+    t = Table(title="start vs best: dev (evolution) and test (scored once at the end)", title_justify="left")
+    fields = (("main_evidence_recall", "recall (answerable)"), ("context_tokens", "context tokens")) if by_recall \
+        else (("main_f1", "main"), ("adversarial_f1", "adv."), ("all_f1", "all"), ("evidence_recall", "recall"))
+    t.add_column("config")
+    for side in ("dev", "test"):
+        for _, label in fields:
+            t.add_column(f"{side} {label}")
+    for which, row in (("start", out_rounds[0]), (f"best (round {best['round']})", best)):
+        test = test_scores.get("start" if which == "start" else "best", {})
+        t.add_row(which, *[fmt(source.get(key), 0 if key == "context_tokens" else 3)
+                           for source in (row, test) for key, _ in fields])
+    ui.print(t)
+    return {"best_round": best["round"], "dev": {"start": out_rounds[0], "best": best}, "test": test_scores}
+
+
+DECISION_FIELDS = ("decision", "reason", "changes", "delta", "memories_added", "accepted", "paired", "verdict",
+                   "flags", "fallback")
+
+
+def decision_fields(decision: DecisionRow | None) -> dict[str, Any]:
+    """What `evolve show` prints of a round's decision (None for each when the round has none)."""
+    return {name: None if decision is None else getattr(decision, name) for name in DECISION_FIELDS}
 
 
 def category_name(key: str, *rows: dict) -> str:
@@ -235,10 +260,7 @@ def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
 
     with open_run(run) as store:
         levers = {d.name for d in load_run_dimensions(store.run_dir)}  # its configs may use them
-        cfg = {r["round"]: r for r in store.query(
-            "SELECT round, phase, config, by_category, all_f1, main_f1, main_evidence_recall FROM rounds "
-            "WHERE phase IN ('dev', 'eval') AND round IN (?, ?)",
-            [a, b])}
+        cfg = {r.round: r.as_row() for r in store.round_summaries((Phase.DEV, Phase.EVAL)) if r.round in (a, b)}
         for r in (a, b):
             if r not in cfg:
                 raise EvolveMemError(f"{run}: no evaluated round {r}")

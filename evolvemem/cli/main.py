@@ -13,7 +13,7 @@ from evolvemem.labelling.kinds import DEFAULT_MATCH_F1, DEFAULT_PER_SESSION
 
 if TYPE_CHECKING:
     from evolvemem.space.registry import Dimension
-from evolvemem.session.defaults import BENCHMARK_HELP, GUARD_DEFAULTS, RUN_DEFAULTS
+from evolvemem.cli.defaults import BENCHMARK_HELP, GUARD_DEFAULTS, RUN_DEFAULTS
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Tune the retrieval side of LLM-agent memory with an AutoResearch loop.")
@@ -414,7 +414,6 @@ def transfer(
     quiet: bool = QuietOpt,
 ):
     """Score a run's evolved config zero-shot on another benchmark (overrides apply via question types)."""
-    from pathlib import Path
 
     from evolvemem.cli.common import default_run_dir
     from evolvemem.cli.eval_cmd import run_eval

@@ -10,14 +10,12 @@ from rich.table import Table
 from evolvemem.cli.common import default_run_dir
 from evolvemem.cli.log_progress import duration_text
 from evolvemem.cli.ui import UI, fmt, report_failures, report_oversized
-from evolvemem.errors import EvolveMemError
 from evolvemem.loop.guard import kept_text, next_step_text
 from evolvemem.loop.ladder import rung_text
 from evolvemem.loop.spec import objective_label, objective_metric
 
 if TYPE_CHECKING:
-    from evolvemem.session import RunResult, RunSpec, Session
-    from evolvemem.space.config import RetrievalConfig
+    from evolvemem.session import RoundDone, RunResult, Session
 
 
 EMERGED_MARK = "✦"  # the round's config switched on a lever that emerged in the run
@@ -100,11 +98,12 @@ def dev_scores_text(score: float, dev: dict, objective: str) -> str:
             f"{fmt(dev.get('adversarial'))})")
 
 
-def round_line(info: dict, objective: str = "balanced") -> str:
+def round_line(done: RoundDone, objective: str = "balanced") -> str:
     from evolvemem.session import vs_full_text
 
+    info = done.as_dict()
     lines = screening_lines(info["round"], info.get("screenings") or [])
-    cost = f"; cost vs full evaluation {vs_full_text(info.get('cost'))}" if made_calls([info]) else ""
+    cost = f"; cost vs full evaluation {vs_full_text(info.get('cost'))}" if made_calls([done]) else ""
     used = info.get("emerged_used") or []
     lever = f" {emerged_text(used)};" if used else ""
     paired = paired_text(info.get("paired"), info.get("accepted"), info.get("screenings"), objective)
@@ -113,12 +112,12 @@ def round_line(info: dict, objective: str = "balanced") -> str:
     return "\n".join(lines)
 
 
-def made_calls(rounds: list[dict]) -> bool:
+def made_calls(rounds: list[RoundDone]) -> bool:
     """Whether any round called a model (its usage counted calls)."""
-    return any((info.get("usage") or {}).get("calls") for info in rounds)
+    return any((done.usage or {}).get("calls") for done in rounds)
 
 
-def rounds_table(rounds: list[dict], title: str, objective: str = "balanced") -> Table:
+def rounds_table(rounds: list[RoundDone], title: str, objective: str = "balanced") -> Table:
     from evolvemem.session import vs_full_text
 
     table = Table(title=title, title_justify="left")
@@ -130,7 +129,8 @@ def rounds_table(rounds: list[dict], title: str, objective: str = "balanced") ->
         wrap = col.startswith(("changes", "paired"))
         table.add_column(col, overflow="fold" if wrap else "ellipsis", no_wrap=not wrap)
     prev = None
-    for info in rounds:
+    for done in rounds:
+        info = done.as_dict()
         dev = info["dev"]
         delta = "" if prev is None else f"{info['score'] - prev:+.4f}"
         usage = info.get("usage") or {}
@@ -187,8 +187,8 @@ def run_loop(ui: UI, session: Session, started: float | None = None, resumed: bo
     report_oversized(ui, oversized)
     return {
         "run_dir": str(run_dir),
-        "rounds": [{"round": r["round"], "dev_score": r["score"], "decision": r["decision"],
-                    "changes": r["changes"]} for r in result.rounds],
+        "rounds": [{"round": r.round, "dev_score": r.score, "decision": r.decision,
+                    "changes": r.changes} for r in result.rounds],
         "best_round": result.best_round, "best_config_path": str(result.best_config_path),
         "dev": result.dev, "test": result.test, "cost": result.cost, "seconds": round(seconds, 1),
     }

@@ -7,15 +7,19 @@ recorded as a proposed new dimension (refused: it has no definition). A definiti
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Union
 
+from evolvemem.contracts.vocab import Decision, FailureClass
 from evolvemem.contracts.records import FAILURE_CLASSES
 from evolvemem.contracts.usage import Usage
 from evolvemem.qtypes import QUESTION_TYPES
 from evolvemem.space.registry import registry
 
 if TYPE_CHECKING:
-    from evolvemem.space.config import RetrievalConfig
+    from evolvemem.space.config import ClampReport, RetrievalConfig
+
+# A value of one dimension of the action space, as a proposal carries it (clamped by the registry).
+ConfigValue = Union[bool, int, float, str]
 
 
 def move_direction(name: str, old: Any, new: Any) -> str:
@@ -40,15 +44,15 @@ class DiagnosisInput:
     round: int
     objective: str
     score: float
-    overall: dict
-    by_type: list[dict]
-    by_category: list[dict]
+    overall: dict[str, Any]
+    by_type: list[dict[str, Any]]
+    by_category: list[dict[str, Any]]
     taxonomy: dict[str, int]
     taxonomy_by_type: dict[str, dict[str, int]]
-    worst_cases: list[dict]
-    config: dict
-    overrides: dict
-    history: list[dict] = field(default_factory=list)
+    worst_cases: list[dict[str, Any]]
+    config: dict[str, ConfigValue | None]
+    overrides: dict[str, dict[str, ConfigValue | None]]
+    history: list[dict[str, Any]] = field(default_factory=list)
     mean_context: float = 0.0
     # retrieval view -> answerable questions answered right with a memory from that view in context
     view_credit: dict[str, int] = field(default_factory=dict)
@@ -59,7 +63,7 @@ class DiagnosisInput:
     # below a budget, more candidates or a larger item cap change nothing the reader sees
     token_budget: int = 0
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def failures_total(self) -> int:
@@ -67,7 +71,7 @@ class DiagnosisInput:
 
     def dominant_failure(self) -> str | None:
         """The failure class with the most questions (None when nothing failed)."""
-        counts = {c: self.taxonomy.get(c, 0) for c in FAILURE_CLASSES if c != "unknown"}
+        counts = {c: self.taxonomy.get(c, 0) for c in FAILURE_CLASSES if c != FailureClass.UNKNOWN}
         top = max(counts, key=lambda c: counts[c], default=None)
         return top if top is not None and counts[top] > 0 else None
 
@@ -78,7 +82,7 @@ class DiagnosisInput:
         bad = set()
         for item in self.history:
             outcome = item.get("outcome_delta")
-            if item.get("decision") == "explored" or outcome is None:
+            if item.get("decision") == Decision.EXPLORED or outcome is None:
                 continue
             accepted = item.get("outcome_accepted")
             if (accepted if accepted is not None else outcome > 0.001):
@@ -93,7 +97,7 @@ class DiagnosisInput:
         new value as text): moves that failed alone can still be new together, not twice."""
         return {frozenset(change_key(c.get("scope", "global"), c["field"], c["new"]) for c in item["changes"])
                 for item in self.history
-                if item.get("changes") and item.get("decision") in ("applied", "reverted")}
+                if item.get("changes") and item.get("decision") in (Decision.APPLIED, Decision.REVERTED)}
 
 
 def change_key(scope: str, name: str, value: Any) -> tuple[str, str, str]:
@@ -110,15 +114,15 @@ class NewDimension:
     name: str
     description: str = ""
     rationale: str = ""
-    maps_to: dict[str, Any] = field(default_factory=dict)
+    maps_to: dict[str, object] = field(default_factory=dict)  # as proposed: checked when materialised
     per_type: object = False  # as proposed; anything but true or false is refused
     refused: str = ""  # why it cannot become a lever ("" = not refused, so far)
 
 
 @dataclass
 class Proposal:
-    changes: dict[str, Any] = field(default_factory=dict)
-    overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
+    changes: dict[str, ConfigValue] = field(default_factory=dict)
+    overrides: dict[str, dict[str, ConfigValue]] = field(default_factory=dict)
     missing_topics: list[str] = field(default_factory=list)
     rationale: str = ""
     new_dimensions: list[NewDimension] = field(default_factory=list)
@@ -129,7 +133,7 @@ class Proposal:
     def is_empty(self) -> bool:
         return not self.changes and not self.overrides
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "changes": self.changes, "overrides": self.overrides, "missing_topics": self.missing_topics,
             "rationale": self.rationale, "rejected": self.rejected, "flags": self.flags,
@@ -144,9 +148,9 @@ class Proposal:
                 self.rejected.append(f"{name} ({scope}): {why}")
         self.overrides = {q: s for q, s in self.overrides.items() if s}
 
-    def apply_to(self, config: Any) -> tuple[Any, list]:
+    def apply_to(self, config: RetrievalConfig) -> tuple[RetrievalConfig, list[ClampReport]]:
         """The config with this proposal applied (values clamped by the registry)."""
-        clamps: list = []
+        clamps: list[ClampReport] = []
         new, c = config.with_changes(self.changes)
         clamps += c
         for qtype, settings in self.overrides.items():
@@ -159,16 +163,16 @@ UNKNOWN_SETTING = ("unknown dimension: a setting the registry does not have; a n
                    "in new_dimensions (name, description, maps_to)")
 
 
-def _check_value(name: str, value: Any, per_type: bool, rejected: list[str]) -> tuple[bool, Any]:
+def _check_value(name: str, value: object, per_type: bool, rejected: list[str]) -> tuple[bool, ConfigValue]:
     dim = registry()[name]
     if per_type and not dim.per_type:
         rejected.append(f"{name} cannot be overridden per question type")
-        return False, None
+        return False, False
     try:
         return True, dim.clamp(dim.coerce(value))
     except ValueError as exc:
         rejected.append(f"{name}: {exc}")
-        return False, None
+        return False, False
 
 
 def proposal_from_raw(raw: Any) -> Proposal:
@@ -243,15 +247,15 @@ class DiagnosisResult:
 class Diagnoser(Protocol):
     name: str
 
-    def diagnose(self, inp: DiagnosisInput, config: Any) -> DiagnosisResult:
+    def diagnose(self, inp: DiagnosisInput, config: RetrievalConfig) -> DiagnosisResult:
         """Read one round's diagnosis input and propose a change to `config`."""
         ...
 
-    def alternatives(self, inp: DiagnosisInput, config: Any, k: int) -> list[Proposal]:
+    def alternatives(self, inp: DiagnosisInput, config: RetrievalConfig, k: int) -> list[Proposal]:
         """Up to `k` further changes to `config`, after the one `diagnose` just proposed, for a
         round that screens several candidates at once (the loop drops repeats)."""
         ...
 
-    def observe(self, config: Any, score: float) -> None:
+    def observe(self, config: RetrievalConfig, score: float) -> None:
         """Learn the dev score a config earned (only model-based searchers use it)."""
         ...

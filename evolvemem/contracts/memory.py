@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field, replace
+from typing import Any
 from datetime import datetime
 
 MEMORY_TYPES = ("episodic", "semantic", "preference", "project_state", "working_summary", "procedural")
@@ -40,7 +41,7 @@ class MemoryUnit:
     def content_hash(self) -> str:
         return content_hash(self.content)
 
-    def evolve(self, **changes) -> "MemoryUnit":
+    def evolve(self, **changes: Any) -> "MemoryUnit":  # dataclasses.replace checks each field
         """A copy with some fields changed (units are immutable)."""
         return replace(self, **changes)
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
+from evolvemem.contracts.vocab import FailureClass
+
 
 def column(sql_type: str, description: str, default: Any = MISSING) -> Any:
     """A record field that is also a `question_records` column."""
@@ -82,5 +84,6 @@ RIGHT_F1 = 0.5
 
 # Why a wrong answer went wrong (the `question_failures` view computes one per record from the
 # gold evidence); diagnosers, reports and the guard read these names.
-FAILURE_CLASSES = ("extraction_gap", "retrieval_miss", "budget_cut", "answer_error", "wrong_abstention",
-                   "format_mismatch", "hallucination", "unknown")
+FAILURE_CLASSES = (FailureClass.EXTRACTION_GAP, FailureClass.RETRIEVAL_MISS, FailureClass.BUDGET_CUT,
+                   FailureClass.ANSWER_ERROR, FailureClass.WRONG_ABSTENTION, FailureClass.FORMAT_MISMATCH,
+                   FailureClass.HALLUCINATION, FailureClass.UNKNOWN)

@@ -5,7 +5,7 @@ and return the same small result types, with their `Usage` (zero offline)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 
@@ -26,7 +26,12 @@ class AnswerResult:
     cost: Usage = Usage()
     failed: bool = False
     error: str = ""
-    notes: dict[str, Any] = field(default_factory=dict)
+    notes: dict[str, object] = field(default_factory=dict)
+
+    def trimmed(self) -> tuple[str, ...]:
+        """What the prompts behind this answer left out to fit the model's window (notes["trimmed"])."""
+        value = self.notes.get("trimmed", ())
+        return tuple(str(v) for v in value) if isinstance(value, (list, tuple)) else ()
 
 
 class Extractor(Protocol):

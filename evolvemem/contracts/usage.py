@@ -9,6 +9,7 @@ up. Tokens and cost cover provider replies only."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class Usage:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict | None) -> "Usage":
+    def from_dict(cls, data: dict[str, Any] | None) -> "Usage":
         """From a stored row or snapshot (unknown keys ignored, missing and NULL ones zero)."""
         data = data or {}
         return cls(**{f.name: (data.get(f.name) or 0) for f in fields(cls)})

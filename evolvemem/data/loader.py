@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evolvemem.data.models import Dataset
 from evolvemem.errors import DataError
 
 def bytes_hash(data: bytes) -> str:
@@ -49,12 +48,6 @@ def read_json_list(path: Path, items: str) -> tuple[list, bytes]:
     if not isinstance(raw, list):
         raise DataError(f"{path.name}: top level must be a list of {items}, got {type(raw).__name__}")
     return raw, payload
-
-
-def read_json(path: Path) -> tuple[Any, str]:
-    """Parse a JSON file; return the data and its content hash."""
-    data = read_bytes(path)
-    return parse_json_bytes(data, path.name), bytes_hash(data)
 
 
 def require_path(name: str, data: str | Path | None) -> Path:

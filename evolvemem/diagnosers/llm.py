@@ -85,11 +85,6 @@ def diagnosis_variants(inp: DiagnosisInput) -> Iterator[tuple[str, str]]:
             history=_history_text(history))
 
 
-def render_diagnosis_prompt(inp: DiagnosisInput) -> str:
-    """The full free-form prompt (what a model with a large window reads)."""
-    return next(diagnosis_variants(inp))[1]
-
-
 def _names(name: str, text: str) -> bool:
     """`text` names `name` as a whole identifier (not inside a longer one)."""
     return bool(name) and re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", text) is not None

@@ -10,8 +10,9 @@ as one bundle."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
+from evolvemem.contracts.vocab import Decision, FailureClass
 from evolvemem.contracts.diagnosis import DiagnosisInput, DiagnosisResult, Proposal, change_key, move_direction
 from evolvemem.qtypes import LABEL_ONLY_TYPES as NO_OVERRIDE_TYPES
 from evolvemem.space.registry import registry
@@ -41,6 +42,12 @@ class Action:
 def _bump(config: dict, name: str, step: float) -> Any:
     """`name` moved by `step` within its registry range (switched on at its default when off)."""
     return registry()[name].step(config[name], step)
+
+
+def _num(config: Mapping[str, object], name: str) -> float:
+    """A numeric setting of a config's values (0 when it is off or not a number); an int stays an int."""
+    value = config.get(name)
+    return value if isinstance(value, (int, float)) else 0
 
 
 def _share(inp: DiagnosisInput, cls: str) -> float:
@@ -168,7 +175,7 @@ def trade_actions(inp: DiagnosisInput) -> list[Action]:
     """The latest tried change that was rejected because it traded one group for the other, kept
     and paired with a counterweight for the group it hurt (strongest first): a lever that helps
     answerable questions is not lost because it also answers some unanswerable ones."""
-    tried = [h for h in inp.history if h.get("decision") in ("applied", "reverted") and h.get("changes")
+    tried = [h for h in inp.history if h.get("decision") in (Decision.APPLIED, Decision.REVERTED) and h.get("changes")
              and h.get("outcome_groups") and not h.get("outcome_accepted")]
     if not tried:
         return []
@@ -223,13 +230,13 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
     actions: list[Action] = trade_actions(inp)
     # a token budget cuts the contexts: more candidates or items change nothing below it, their order does
     budgeted = bool(inp.token_budget or v.get("context_token_budget"))
-    miss = _share(inp, "retrieval_miss") + _share(inp, "extraction_gap") * 0.5
-    miss_mass = _mass(inp, "retrieval_miss") + _mass(inp, "extraction_gap") * 0.5
+    miss = _share(inp, FailureClass.RETRIEVAL_MISS) + _share(inp, FailureClass.EXTRACTION_GAP) * 0.5
+    miss_mass = _mass(inp, FailureClass.RETRIEVAL_MISS) + _mass(inp, FailureClass.EXTRACTION_GAP) * 0.5
     if miss >= 0.2:
         reason = f"{miss:.0%} of failures never reached the candidates (retrieval misses)"
         if v["semantic_top_k"] == 0:
             actions.append(Action(miss_mass * 0.6, reason + "; the dense view is off", {"semantic_top_k": registry()["semantic_top_k"].default}))
-        if v["fusion_mode"] != "rrf" and (v["semantic_top_k"] or 0) > 0:
+        if v["fusion_mode"] != "rrf" and _num(v, "semantic_top_k") > 0:
             actions.append(Action(miss_mass * 0.4, reason + "; rank fusion is robust to view score scales",
                                   {"fusion_mode": "rrf"}))
         widen = {} if budgeted else _widen_views(v)
@@ -248,61 +255,61 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
         if not v.get("cue_graph_top_k"):
             actions.append(Action(miss_mass * 0.15, reason + "; follow the cues the matching memories share",
                                   {"cue_graph_top_k": 10}))
-    gap = _share(inp, "extraction_gap")
+    gap = _share(inp, FailureClass.EXTRACTION_GAP)
     if gap >= 0.1:
         reason = f"{gap:.0%} of failures have evidence no memory covers (extraction gaps)"
         if v.get("consolidation_policy") == "eager":
-            actions.append(Action(_mass(inp, "extraction_gap") * 0.5, reason + "; keep raw turns retrievable and "
+            actions.append(Action(_mass(inp, FailureClass.EXTRACTION_GAP) * 0.5, reason + "; keep raw turns retrievable and "
                                   "consolidate only recurring topics", {"consolidation_policy": "recurrence"}))
         if v.get("memory_granularity") == "fact":
-            actions.append(Action(_mass(inp, "extraction_gap") * 0.4, reason + "; route questions to raw turns or "
+            actions.append(Action(_mass(inp, FailureClass.EXTRACTION_GAP) * 0.4, reason + "; route questions to raw turns or "
                                   "episodes when facts fall short", {"memory_granularity": "routed"}))
-    cut = _share(inp, "budget_cut")
+    cut = _share(inp, FailureClass.BUDGET_CUT)
     if cut >= 0.1:
         reason = f"{cut:.0%} of failures had the evidence ranked but cut by the context budget"
-        own = v.get("context_token_budget") or 0
+        own = _num(v, "context_token_budget")
         if own and (not inp.token_budget or own < inp.token_budget):  # the config's own budget is what cuts
             tokens = registry()["context_token_budget"]
-            actions.append(Action(_mass(inp, "budget_cut") * 0.75, reason + "; raise the token budget",
-                                  {"context_token_budget": tokens.clamp(v["context_token_budget"] + TOKEN_STEP)}))
+            actions.append(Action(_mass(inp, FailureClass.BUDGET_CUT) * 0.75, reason + "; raise the token budget",
+                                  {"context_token_budget": tokens.clamp(own + TOKEN_STEP)}))
         if budgeted:
-            actions += ranking_actions(v, _mass(inp, "budget_cut"), reason)
+            actions += ranking_actions(v, _mass(inp, FailureClass.BUDGET_CUT), reason)
         else:
-            actions.append(Action(_mass(inp, "budget_cut") * 0.55, reason, {"max_context": _bump(v, "max_context", 4)}))
+            actions.append(Action(_mass(inp, FailureClass.BUDGET_CUT) * 0.55, reason, {"max_context": _bump(v, "max_context", 4)}))
         if v["fusion_mode"] != "rrf":
-            actions.append(Action(_mass(inp, "budget_cut") * 0.3, reason + "; rank fusion lifts what several views "
+            actions.append(Action(_mass(inp, FailureClass.BUDGET_CUT) * 0.3, reason + "; rank fusion lifts what several views "
                                   "agree on above the cut", {"fusion_mode": "rrf"}))
-    abstain = _share(inp, "wrong_abstention")
+    abstain = _share(inp, FailureClass.WRONG_ABSTENTION)
     if abstain >= 0.1:
         changes = {"answer_style": "concise"} if v["answer_style"] == "cautious" else {"max_context": _bump(v, "max_context", 2)}
         reason = f"{abstain:.0%} of failures abstained although the evidence was in context"
-        actions.append(Action(_mass(inp, "wrong_abstention") * 0.5, reason, changes))
+        actions.append(Action(_mass(inp, FailureClass.WRONG_ABSTENTION) * 0.5, reason, changes))
         if v.get("judge_retries") == 0:
-            actions.append(Action(_mass(inp, "wrong_abstention") * 0.3, reason + "; let a judge retry such answers "
+            actions.append(Action(_mass(inp, FailureClass.WRONG_ABSTENTION) * 0.3, reason + "; let a judge retry such answers "
                                   "from another granularity", {"judge_retries": 1}))
-    noise = _share(inp, "answer_error")
+    noise = _share(inp, FailureClass.ANSWER_ERROR)
     if noise >= 0.2:  # the evidence was in context and the reader still answered wrong
         reason = f"{noise:.0%} of failures had all their evidence in context and were answered wrong (reader errors)"
         if v.get("context_layout") == "list":
-            actions.append(Action(_mass(inp, "answer_error") * 0.25, reason + "; show the context by session, "
+            actions.append(Action(_mass(inp, FailureClass.ANSWER_ERROR) * 0.25, reason + "; show the context by session, "
                                   "under date headers", {"context_layout": "sessions"}))
         if v["context_order"] == "score":
-            actions.append(Action(_mass(inp, "answer_error") * 0.2, reason + "; show the context in time order",
+            actions.append(Action(_mass(inp, FailureClass.ANSWER_ERROR) * 0.2, reason + "; show the context in time order",
                                   {"context_order": "chronological"}))
     if noise >= 0.3 and inp.mean_context > 14:
-        actions.append(Action(_mass(inp, "answer_error") * 0.3,
+        actions.append(Action(_mass(inp, FailureClass.ANSWER_ERROR) * 0.3,
                               f"{noise:.0%} answer errors with {inp.mean_context:.0f} memories in context: too much noise",
                               {"max_context": _bump(v, "max_context", -4)}))
-    fmt = _share(inp, "format_mismatch")
+    fmt = _share(inp, FailureClass.FORMAT_MISMATCH)
     if fmt >= 0.1:
         changes = ({"answer_style": "concise"} if v["answer_style"] in ("detailed", "extractive")
                    else {"enable_answer_verification": True, "verification_style": "multi_candidate"})
-        actions.append(Action(_mass(inp, "format_mismatch") * 0.3,
+        actions.append(Action(_mass(inp, FailureClass.FORMAT_MISMATCH) * 0.3,
                               f"{fmt:.0%} of failures were partly right (format mismatch)", changes))
-    halluc = _share(inp, "hallucination")
+    halluc = _share(inp, FailureClass.HALLUCINATION)
     if halluc >= 0.1:
         reason = f"{halluc:.0%} of failures answered questions the conversation cannot answer"
-        mass = _mass(inp, "hallucination")
+        mass = _mass(inp, FailureClass.HALLUCINATION)
         if not v["enable_answer_verification"]:
             actions.append(Action(mass * 0.5, reason + "; verify answers against the context",
                                   {"enable_answer_verification": True, "verification_style": "strict"}))

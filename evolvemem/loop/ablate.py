@@ -6,7 +6,7 @@ every per-type override; each per-type override is also dropped as a whole, in t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from evolvemem.data.models import Question
 
@@ -14,7 +14,7 @@ from evolvemem.space.config import OVERRIDES, RetrievalConfig, parse_config
 from evolvemem.space.registry import registry
 
 if TYPE_CHECKING:
-    from evolvemem.loop.runner import RoundScorer
+    from evolvemem.loop.scorer import RoundScorer
 
 
 @dataclass(frozen=True)
@@ -48,8 +48,8 @@ def ablation_variants(config: RetrievalConfig) -> list[Variant]:
 
 
 def run_ablation(scorer: RoundScorer, config: RetrievalConfig, questions: list[Question], round_no: int,
-                 on_variant: Callable[[dict], None] | None = None, *, contexts_only: bool = False,
-                 token_cap: int | None = None) -> list[dict]:
+                 on_variant: Callable[[dict[str, Any]], None] | None = None, *, contexts_only: bool = False,
+                 token_cap: int | None = None) -> list[dict[str, Any]]:
     """Score `config` and every variant on `questions` the way the run measured its rounds (for an
     `evidence` run: the answer contexts alone, cut at its token budget); rows carry the deltas
     against the full config."""

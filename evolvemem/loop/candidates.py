@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
-from typing import Callable
+from typing import Any, Callable
 
 from evolvemem.contracts.diagnosis import DiagnosisInput, Diagnoser, Proposal
 from evolvemem.loop.guard import RoundScore
@@ -54,11 +54,11 @@ def candidates_problem(k: int, screen_fraction: float, screen_budget: int, objec
 
 def alternative_candidates(diagnoser: Diagnoser, inp: DiagnosisInput, base: RetrievalConfig,
                            first: RetrievalConfig, k: int, seen: set[str], check: Callable[[Proposal], None],
-                           rng: random.Random, explore_dims: int, free_dims: list[str] | None) -> list[dict]:
+                           rng: random.Random, explore_dims: int, free_dims: list[str] | None) -> list[dict[str, Any]]:
     """Candidates 2..k of the next round as rows {config, source, rationale} (see the module
     docstring); `check` drops and flags a proposal's changes as the loop does the first's."""
     taken = set(seen) | {first.fingerprint(), base.fingerprint()}
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
 
     def add(config: RetrievalConfig, source: str, rationale: str) -> None:
         if config.fingerprint() not in taken and len(rows) < k - 1:
@@ -95,7 +95,7 @@ def corrected(settings: GuardSettings, comparisons: int) -> GuardSettings:
     return settings if comparisons <= 1 else replace(settings, alpha=settings.alpha / comparisons)
 
 
-def gain_p(paired: dict | None, objective: str, min_effect: float) -> float:
+def gain_p(paired: dict[str, Any] | None, objective: str, min_effect: float) -> float:
     """A screened candidate's one-sided p for its best judged gain of at least the minimum
     effect on the minibatch (1 when none gains that much, or it never reached the minibatch)."""
     if paired is None:
@@ -119,7 +119,7 @@ def choose_among(screener: Screener, round_no: int, candidates: list[tuple[Retri
     if not todo:
         return incumbent.config
     rows = {attempt: done[attempt] for attempt, _, _ in todo if attempt in done}
-    climbing: dict[int, tuple[RetrievalConfig, dict, RungZero]] = {}
+    climbing: dict[int, tuple[RetrievalConfig, dict[str, Any], RungZero]] = {}
     for attempt, config, source in todo:
         if attempt not in rows:
             row, rung0 = screener.climb_rung0(round_no, attempt, config, source, incumbent)
@@ -162,6 +162,6 @@ def choose_among(screener: Screener, round_no: int, candidates: list[tuple[Retri
     return incumbent.config
 
 
-def screened_candidates(rows: list[dict] | None) -> list[tuple[RetrievalConfig, str]]:
+def screened_candidates(rows: list[dict[str, Any]] | None) -> list[tuple[RetrievalConfig, str]]:
     """The further candidates a decision recorded, as configs with their sources."""
     return [(parse_config(row["config"], source="run store")[0], row["source"]) for row in rows or []]

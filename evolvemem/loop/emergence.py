@@ -6,6 +6,8 @@ diagnosis on; switching it on is an ordinary change that the guard judges on pai
 Every proposal, materialised or refused, becomes one row of `proposed_dimensions`."""
 from __future__ import annotations
 
+from typing import Any
+
 from pathlib import Path
 
 from evolvemem.contracts.diagnosis import NewDimension
@@ -14,7 +16,7 @@ from evolvemem.space.emerged import RefusedDimension, build_dimension, materiali
 MATERIALISED, REFUSED = "materialised", "refused"
 
 
-def emerge(run_dir: Path, round_no: int, proposed: list[NewDimension]) -> list[dict]:
+def emerge(run_dir: Path, round_no: int, proposed: list[NewDimension]) -> list[dict[str, Any]]:
     """Materialise the valid proposals of round `round_no`; returns the `proposed_dimensions`
     rows (status and reason for each)."""
     rows = []

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from evolvemem.contracts.vocab import FailureClass
 from evolvemem.contracts.diagnosis import DiagnosisInput, Proposal, change_key, move_direction
 from evolvemem.space.registry import registry
 
-MISSING_EVIDENCE = ("retrieval_miss", "budget_cut")  # failures where less context cannot help
+MISSING_EVIDENCE = (FailureClass.RETRIEVAL_MISS, FailureClass.BUDGET_CUT)  # failures where less context cannot help
 CONTEXT_SIZE = "max_context"
 VIEW_SIZE_SUFFIX = "_top_k"  # `<view>_top_k` sets how many candidates the view contributes
 CREDIT_SHARE = 0.3  # a view in the context of this share of right answers "found the evidence"

@@ -15,7 +15,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from evolvemem.store.run_store import incumbent
 from evolvemem.contracts.diagnosis import Proposal
+from evolvemem.contracts.vocab import Decision
 from evolvemem.loop.spec import GuardSettings
 from evolvemem.qtypes import LABEL_ONLY_TYPES
 from evolvemem.space.config import RetrievalConfig
@@ -28,11 +30,11 @@ from evolvemem.space.ops import Change, diff_configs, perturb
 # a separate verdict (`kept_text`): a round that was not better but not significantly worse is still the
 # base of the next proposal ("builds on it") while the best stays where it was.
 NEXT_STEP: dict[str, str] = {
-    "applied": "next builds on it",
-    "reverted": "next reverts to best",
-    "explored": "next explores",
-    "stopped": "stops",
-    "converged": "stops (no gain)",
+    Decision.APPLIED: "next builds on it",
+    Decision.REVERTED: "next reverts to best",
+    Decision.EXPLORED: "next explores",
+    Decision.STOPPED: "stops",
+    Decision.CONVERGED: "stops (no gain)",
 }
 
 
@@ -72,7 +74,7 @@ class Regression:
 
 @dataclass
 class GuardDecision:
-    decision: str
+    decision: Decision
     reason: str
     next_config: RetrievalConfig
     changes: list[Change] = field(default_factory=list)
@@ -80,8 +82,8 @@ class GuardDecision:
 
 
 def incumbent_of(scores: list[RoundScore]) -> RoundScore:
-    """The latest accepted round (the start when none was)."""
-    return next(s for s in reversed(scores) if s.accepted or s.round == scores[0].round)
+    """The latest accepted round (the start when none was): the store's one rule (`incumbent`)."""
+    return incumbent(scores)
 
 
 def check_regression(scores: list[RoundScore], settings: GuardSettings, reason: str = "") -> Regression:
@@ -122,11 +124,11 @@ def decide(scores: list[RoundScore], regression: Regression, proposal: Proposal,
             explored, changes = perturb(base, rng, settings.explore_dims, names=free_dims)
             if explored.fingerprint() not in seen_fingerprints:
                 break
-        return GuardDecision("explored", f"{why_explore}: random perturbation of {len(changes)} dimensions"
+        return GuardDecision(Decision.EXPLORED, f"{why_explore}: random perturbation of {len(changes)} dimensions"
                              + (f" (after reverting: {regression.reason})" if regression.reverted else ""),
                              explored, changes)
     changes = diff_configs(base, candidate)
     if regression.reverted:
-        return GuardDecision("reverted", f"{regression.reason}; the proposal is applied to the best config instead",
+        return GuardDecision(Decision.REVERTED, f"{regression.reason}; the proposal is applied to the best config instead",
                              candidate, changes, clamps)
-    return GuardDecision("applied", proposal.rationale or "applied the proposal", candidate, changes, clamps)
+    return GuardDecision(Decision.APPLIED, proposal.rationale or "applied the proposal", candidate, changes, clamps)

@@ -16,8 +16,11 @@ when the candidate changes only settings that act on a built context (`stage = "
 style, verification, layout), which cannot move the context."""
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass
 
+from evolvemem.contracts.vocab import contexts_phase
 from evolvemem.data.models import Question
 from evolvemem.loop.paired import PairedStat, compare, gains, loses
 from evolvemem.loop.scorer import ProgressFn, RoundScorer, round_progress
@@ -27,16 +30,12 @@ from evolvemem.space.ops import diff_configs
 from evolvemem.space.registry import registry
 from evolvemem.store.run_store import RunStore
 
-CONTEXTS_PHASE = "contexts"  # contexts0: the incumbent's contexts; contexts1..: each screening's candidate
-
-
-def contexts_phase(attempt: int) -> str:
-    return f"{CONTEXTS_PHASE}{attempt}"
+# contexts_phase(0): the incumbent's contexts; contexts_phase(1..): each screening's candidate
 
 RUNG_NAMES = {0: "contexts' evidence", 1: "paired minibatch", 2: "full dev evaluation"}
 
 
-def rung_text(screening: dict) -> str:
+def rung_text(screening: dict[str, Any]) -> str:
     """Where on the ladder a screened candidate stopped ("" for screenings recorded before the ladder)."""
     rung = screening.get("rung")
     if rung is None:
@@ -48,7 +47,7 @@ def rung_text(screening: dict) -> str:
 class RungZero:
     stopped: bool  # significantly worse: the candidate goes no further
     reason: str
-    evidence: dict  # the screenings row's `evidence` column
+    evidence: dict[str, Any]  # the screenings row's `evidence` column
     stat: PairedStat | None = None  # the paired recall (None when rung 0 was skipped)
 
     def gained(self, settings: GuardSettings, alpha: float | None = None) -> bool:
@@ -81,7 +80,7 @@ class ContextRung:
         self.adversarial_categories = adversarial_categories
         self.on_record = on_record  # progress: a retrieval-stage model makes rung 0 slow
 
-    def _records(self, config: RetrievalConfig, round_no: int, phase: str) -> list[dict]:
+    def _records(self, config: RetrievalConfig, round_no: int, phase: str) -> list[dict[str, Any]]:
         row = self.store.round_row(round_no, phase)
         if not (row and row["status"] == "done"):
             on_record = round_progress(self.on_record, round_no, phase, len(self.questions))
@@ -104,7 +103,7 @@ class ContextRung:
                              seed=self.spec.seed)
         stat = comparison.groups["main"]
 
-        def tokens(records: list[dict]) -> float | None:
+        def tokens(records: list[dict[str, Any]]) -> float | None:
             values = [r["context_tokens"] for r in records if r.get("context_tokens") is not None]
             return sum(values) / len(values) if values else None
 

@@ -16,10 +16,13 @@ the other sign). A change becomes the new best only when it passes `accept`:
 Every figure is recorded with the decision so a reader can judge it."""
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from evolvemem.contracts.vocab import Objective
 from evolvemem.loop.spec import GuardSettings, objective_group, objective_metric
 
 GROUPS = ("main", "adversarial", "all")
@@ -48,7 +51,7 @@ class Comparison:
     by_conversation: dict[str, float]  # objective difference per dev conversation
     by_fold: list[float] = field(default_factory=list)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -81,7 +84,7 @@ def _stat(diffs: np.ndarray, cand: np.ndarray, inc: np.ndarray, convs: np.ndarra
     return PairedStat(n, float(cand.mean()), float(inc.mean()), observed, float(low), float(high), p_gain, p_loss)
 
 
-def compare(candidate: list[dict], incumbent: list[dict], candidate_round: int, incumbent_round: int,
+def compare(candidate: list[dict[str, Any]], incumbent: list[dict[str, Any]], candidate_round: int, incumbent_round: int,
             adversarial_categories: tuple[str, ...] | set[str], objective: str, folds: int = 0,
             seed: int = 0, metric: str | None = None) -> Comparison:
     """Pair two rounds' records by question on `metric` (by default the objective's: F1, or the
@@ -116,7 +119,7 @@ def compare(candidate: list[dict], incumbent: list[dict], candidate_round: int, 
 
 def judged_groups(objective: str) -> tuple[str, ...]:
     """The groups a decision judges: both for `balanced`, else the objective's own."""
-    return ("main", "adversarial") if objective == "balanced" else (objective_group(objective),)
+    return ("main", "adversarial") if objective == Objective.BALANCED else (objective_group(objective),)
 
 
 def gains(stat: PairedStat, settings: GuardSettings, alpha: float | None = None) -> bool:

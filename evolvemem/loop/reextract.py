@@ -4,6 +4,7 @@ only; memories added are versioned with the round that will first use them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from evolvemem.contracts.vocab import FailureClass, Phase
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.contracts.usage import Usage
 from evolvemem.store.run_store import RunStore
@@ -21,16 +22,13 @@ class ReextractResult:
 def uncovered_sessions(store: RunStore, ws: Workspace, round_no: int, dev_conversations: set[str],
                        already: set[str]) -> dict[str, set[str]]:
     """conversation id → session ids whose dev evidence no memory covers (not re-extracted yet)."""
-    rows = store.query("""SELECT conversation_id, evidence_ids FROM question_failures
-                          WHERE round = ? AND phase = 'dev' AND failure = 'extraction_gap'""", [round_no])
     out: dict[str, set[str]] = {}
-    for row in rows:
-        conv_id = row["conversation_id"]
+    for conv_id, evidence_ids in store.failed_evidence(round_no, Phase.DEV, FailureClass.EXTRACTION_GAP):
         if conv_id not in dev_conversations:
             continue
         conv = ws.dataset.conversations[conv_id]
         turn_session = {t.turn_id: t.session_id for t in conv.turns()}
-        for turn_id in row["evidence_ids"] or []:
+        for turn_id in evidence_ids:
             session = turn_session.get(turn_id)
             key = f"{conv_id}/{session}"
             if session and turn_id not in ws.covered_turns[conv_id] and key not in already:

@@ -4,16 +4,44 @@ Its own module because both the runner (which fills it) and the round snapshots 
 `result.json` from it) need it, and neither should import the other."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RoundDone:
+    """One judged round as the loop reports it: to `Hooks.round_done` as it ends, and in `RunResult.rounds`."""
+
+    round: int
+    dev: dict[str, Any]  # the dev evaluation's summary (scoring/aggregate.py)
+    score: float  # its objective
+    accepted: bool  # it beat the incumbent on paired evidence
+    verdict: str
+    paired: dict[str, Any] | None
+    decision: str  # what the guard decided for the next round (contracts/vocab.Decision)
+    fallback: str | None
+    flags: list[str]
+    emerged_used: list[str]  # levers that emerged in this run and the evaluated config switched on
+    reason: str
+    changes: list[dict[str, Any]]
+    memories_added: int
+    seconds: float
+    eval_seconds: float
+    usage: dict[str, Any]  # calls, cache hits and tokens over the round's phases
+    screenings: list[dict[str, Any]]
+    cost: dict[str, Any] | None  # against a full evaluation (store/costs.py)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass
 class RunResult:
     run_dir: Path
-    rounds: list[dict] = field(default_factory=list)
+    rounds: list[RoundDone] = field(default_factory=list)
     best_round: int = 0
     best_config_path: Path | None = None
-    dev: dict = field(default_factory=dict)
-    test: dict = field(default_factory=dict)
-    cost: dict = field(default_factory=dict)  # the rounds' evaluations against full evaluation (store/costs.py)
+    dev: dict[str, Any] = field(default_factory=dict)
+    test: dict[str, Any] = field(default_factory=dict)
+    cost: dict[str, Any] = field(default_factory=dict)  # the rounds' evaluations against full evaluation (store/costs.py)

@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+from evolvemem.workspace.memory_rows import memory_rows
+from evolvemem.contracts.vocab import FINAL_DECISIONS, Decision, Phase
 from evolvemem.contracts.diagnosis import Proposal
 from evolvemem.data.models import Dataset, Question
 from evolvemem.data.split import split_dataset
@@ -27,7 +29,7 @@ from evolvemem.loop.guard import RoundScore, check_regression, decide, incumbent
 from evolvemem.loop.paired import Comparison, Verdict, accept, compare
 from evolvemem.loop.reextract import reextract, uncovered_sessions
 from evolvemem.loop.candidates import alternative_candidates, choose_among, corrected, screened_candidates
-from evolvemem.loop.result import RunResult
+from evolvemem.loop.result import RoundDone, RunResult
 from evolvemem.loop.screening import PASSED, Screener, estimated_score, screening_enabled
 from evolvemem.loop.snapshots import write_final, write_round_snapshot
 from evolvemem.loop.scorer import ProgressFn, RoundScorer, round_progress
@@ -46,7 +48,7 @@ class Hooks:
 
     stage: Callable[[str, int, int], None] | None = None
     record: ProgressFn | None = None
-    round_done: Callable[[dict], None] | None = None
+    round_done: Callable[[RoundDone], None] | None = None
     message: Callable[[str], None] | None = None
 
 
@@ -64,7 +66,7 @@ def bounded_raw(text: str) -> str:
     return text[:RAW_RESPONSE_LIMIT] + f"\n[… {len(text) - RAW_RESPONSE_LIMIT} more characters not kept]"
 
 
-def objective_of(summary_or_row: dict, objective: str) -> float:
+def objective_of(summary_or_row: dict[str, Any], objective: str) -> float:
     """The round's headline number for `objective` (balanced: all F1; decisions are paired)."""
     column = objective_column(objective)
     value = summary_or_row.get(_SUMMARY_KEY[column], summary_or_row.get(column))
@@ -103,7 +105,7 @@ class EvolutionRunner:
             self.hooks.message(text)
 
     def _evaluate(self, config: RetrievalConfig, questions: list[Question], round_no: int,
-                  phase: str) -> tuple[dict, float]:
+                  phase: str) -> tuple[dict[str, Any], float]:
         row = self.store.round_row(round_no, phase)
         if row and row["status"] == "done" and not (row["n_failed"] and (round_no, phase) not in self._retried):
             return round_summary(row), row["wall_seconds"] or 0.0
@@ -116,7 +118,7 @@ class EvolutionRunner:
                                        contexts_only=self.contexts_only,
                                        token_cap=self.spec.context_tokens if self.contexts_only else None)
 
-    def _config_from_json(self, data: dict) -> RetrievalConfig:
+    def _config_from_json(self, data: dict[str, Any]) -> RetrievalConfig:
         return parse_config(data, source="run store")[0]
 
     # ---- the loop ----------------------------------------------------------------------------
@@ -127,10 +129,10 @@ class EvolutionRunner:
         config = self.init_config
         result = RunResult(self.store.run_dir)
         for round_no in range(spec.rounds + 1):
-            others: list[dict] = []  # --candidates: the configs screened beside next_config
+            others: list[dict[str, Any]] = []  # --candidates: the configs screened beside next_config
             if round_no > 0:
                 previous = self.store.decision(round_no - 1)
-                if previous is None or previous["decision"] in ("stopped", "converged"):
+                if previous is None or previous["decision"] in FINAL_DECISIONS:
                     break
                 config = self._config_from_json(previous["next_config"])
                 others = previous.get("candidates") or []
@@ -144,7 +146,7 @@ class EvolutionRunner:
                     if row["outcome"] != PASSED:
                         self.diagnoser.observe(self._config_from_json(row["config"]),
                                                estimated_score(row, incumbent.score, spec.objective))
-            summary, eval_seconds = self._evaluate(config, self.dev.questions, round_no, "dev")
+            summary, eval_seconds = self._evaluate(config, self.dev.questions, round_no, Phase.DEV)
             score = objective_of(summary, spec.objective)
             decision = self.store.decision(round_no)
             comparison, verdict = None, None
@@ -161,27 +163,26 @@ class EvolutionRunner:
             stale = round_no - incumbent_of(scores).round
             if decision is None:
                 decision = self._decide(round_no, scores, seen, stale, comparison, verdict)
-            info = {
-                "round": round_no, "dev": summary, "score": score, "accepted": accepted,
-                "verdict": decision.get("verdict") or "", "paired": decision.get("paired"),
-                "decision": decision["decision"], "fallback": decision.get("fallback"),
-                "flags": decision.get("flags") or [],
-                # levers that emerged in this run and the evaluated config switched on
-                "emerged_used": switched_on(config.model_dump(), set(added_dimensions())),
-                "reason": decision["reason"], "changes": decision["changes"] or [],
-                "memories_added": decision["memories_added"] or 0,
-                "seconds": time.perf_counter() - started, "eval_seconds": eval_seconds,
-                "usage": self.store.round_usage(round_no),
-                "screenings": self.store.screenings(round_no),
-                "cost": next((c.as_dict() for c in round_costs(self.store) if c.round == round_no), None),
-            }
+            info = RoundDone(
+                round=round_no, dev=summary, score=score, accepted=accepted,
+                verdict=decision.get("verdict") or "", paired=decision.get("paired"),
+                decision=decision["decision"], fallback=decision.get("fallback"),
+                flags=decision.get("flags") or [],
+                emerged_used=switched_on(config.model_dump(), set(added_dimensions())),
+                reason=decision["reason"], changes=decision["changes"] or [],
+                memories_added=decision["memories_added"] or 0,
+                seconds=time.perf_counter() - started, eval_seconds=eval_seconds,
+                usage=self.store.round_usage(round_no),
+                screenings=self.store.screenings(round_no),
+                cost=next((c.as_dict() for c in round_costs(self.store) if c.round == round_no), None),
+            )
             result.rounds.append(info)
             if self.hooks.round_done:
                 self.hooks.round_done(info)
         best = incumbent_of(scores)
         result.best_round = best.round
-        result.dev = {"start": headline(self.store.round_row(0, "dev")),
-                      "best": headline(self.store.round_row(best.round, "dev"))}
+        result.dev = {"start": headline(self.store.round_row(0, Phase.DEV)),
+                      "best": headline(self.store.round_row(best.round, Phase.DEV))}
         result.test = self._score_on_test(scores[0], best)
         result.cost = total_cost(round_costs(self.store))
         result.best_config_path = write_final(self.store.run_dir, best, scores[0], result)
@@ -191,7 +192,7 @@ class EvolutionRunner:
         """The paired comparison of a dev round with the incumbent, and the guard's verdict (for
         the best of K parallel candidates, at alpha / K: loop/candidates.py)."""
         spec = self.spec
-        comparison = compare(self.store.round_records(round_no, "dev"), self.store.round_records(incumbent_round, "dev"),
+        comparison = compare(self.store.round_records(round_no, Phase.DEV), self.store.round_records(incumbent_round, Phase.DEV),
                              round_no, incumbent_round, self.ws.dataset.adversarial_categories, spec.objective,
                              folds=spec.guard.folds, seed=spec.seed)
         k = self._comparisons(round_no)
@@ -206,7 +207,7 @@ class EvolutionRunner:
         return max(1, len(self.store.screenings(round_no))) if self.spec.candidates > 1 else 1
 
     def _decide(self, round_no: int, scores: list[RoundScore], seen: set[str], stale: int,
-                comparison: Comparison | None, verdict: Verdict | None) -> dict:
+                comparison: Comparison | None, verdict: Verdict | None) -> dict[str, Any]:
         spec = self.spec
         current = scores[-1]
         delta = current.score - scores[-2].score if len(scores) > 1 else None
@@ -222,14 +223,14 @@ class EvolutionRunner:
             "comparisons": self._comparisons(round_no)}
         if round_no >= spec.rounds or (spec.patience and stale >= spec.patience):
             final = round_no >= spec.rounds
-            row.update(decision="stopped" if final else "converged",
+            row.update(decision=Decision.STOPPED if final else Decision.CONVERGED,
                        reason="round limit reached" if final else f"no significant gain for {stale} rounds")
             self.store.record_decision(row)
             write_round_snapshot(self.store.run_dir, round_no, current.config, row, None, None)
             return row
         regression = check_regression(scores, spec.guard, "" if verdict is None else verdict.reason)
         base = regression.base
-        inp = build_diagnosis_input(self.store, base.round, "dev", base.config, spec.objective, base.score,
+        inp = build_diagnosis_input(self.store, base.round, Phase.DEV, base.config, spec.objective, base.score,
                                     previous_round=scores[-2].round if len(scores) > 1 else None,
                                     current_round=current.round, current_score=current.score,
                                     current_accepted=current.accepted,
@@ -257,7 +258,7 @@ class EvolutionRunner:
                 targets = uncovered_sessions(self.store, self.ws, base.round, set(self.dev.conversations), done)
                 if targets:
                     extra = reextract(self.ws, targets, round_no + 1)
-                    self.store.record_memories(self.ws.memory_rows(extra.units))
+                    self.store.record_memories(memory_rows(self.ws, extra.units))
                     row.update(reextracted_sessions=extra.sessions, memories_added=extra.added)
             rng = random.Random(f"guard-{spec.seed}-{round_no}")
             decision = decide(scores, regression, proposal, spec.guard, rng, seen, free_dims)
@@ -343,12 +344,12 @@ class EvolutionRunner:
         if no_reranker:
             proposal.drop_fields(no_reranker, "needs a cross-encoder; this run has none (--rerank-model)")
 
-    def _score_on_test(self, start: RoundScore, best: RoundScore) -> dict:
+    def _score_on_test(self, start: RoundScore, best: RoundScore) -> dict[str, Any]:
         if not self.test.questions:
             return {}
-        start_summary, _ = self._evaluate(start.config, self.test.questions, 0, "test_start")
-        best_summary, _ = self._evaluate(best.config, self.test.questions, best.round, "test_best")
-        held = compare(self.store.round_records(best.round, "test_best"), self.store.round_records(0, "test_start"),
+        start_summary, _ = self._evaluate(start.config, self.test.questions, 0, Phase.TEST_START)
+        best_summary, _ = self._evaluate(best.config, self.test.questions, best.round, Phase.TEST_BEST)
+        held = compare(self.store.round_records(best.round, Phase.TEST_BEST), self.store.round_records(0, Phase.TEST_START),
                        best.round, 0, self.ws.dataset.adversarial_categories, self.spec.objective, seed=self.spec.seed)
         return {"start": headline(start_summary), "best": headline(best_summary), "paired": held.as_dict(),
                 "objective": self.spec.objective}

@@ -4,14 +4,14 @@ candidates, which a remote executor evaluates in parallel)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from evolvemem.data.models import Question
 from evolvemem.space.config import RetrievalConfig
 
-RecordFn = Callable[[dict], None]
+RecordFn = Callable[[dict[str, Any]], None]
 StageFn = Callable[[str, int, int], None]
-ProgressFn = Callable[[str, dict, int], None]  # (label, record, total): what the progress bars see
+ProgressFn = Callable[[str, dict[str, Any], int], None]  # (label, record, total): what the progress bars see
 
 
 def round_progress(hook: ProgressFn | None, round_no: int, phase: str, total: int) -> RecordFn | None:
@@ -42,11 +42,11 @@ class RoundScorer(Protocol):
     objective), each context cut at `token_cap` estimated tokens when given."""
 
     def score_round(self, config: RetrievalConfig, questions: list[Question], round_no: int, phase: str,
-                    on_record: Callable[[dict], None] | None = None,
+                    on_record: Callable[[dict[str, Any]], None] | None = None,
                     on_stage: Callable[[str, int, int], None] | None = None, *,
-                    contexts_only: bool = False, token_cap: int | None = None) -> tuple[dict, float]:
+                    contexts_only: bool = False, token_cap: int | None = None) -> tuple[dict[str, Any], float]:
         ...
 
-    def score_rounds(self, jobs: list[RoundJob], on_stage: StageFn | None = None) -> list[tuple[dict, float]]:
+    def score_rounds(self, jobs: list[RoundJob], on_stage: StageFn | None = None) -> list[tuple[dict[str, Any], float]]:
         """Several evaluations, each as `score_round`; (summary, wall seconds) per job."""
         ...

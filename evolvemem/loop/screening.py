@@ -29,11 +29,12 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
+from evolvemem.contracts.vocab import Phase, contexts_phase, screen_phase
 from evolvemem.data.models import Question
 from evolvemem.loop.guard import RoundScore
-from evolvemem.loop.ladder import ContextRung, RungZero, contexts_phase
+from evolvemem.loop.ladder import ContextRung, RungZero
 from evolvemem.loop.scorer import ProgressFn, RoundJob, RoundScorer, round_progress
 from evolvemem.loop.paired import Comparison, compare, gains, judged_groups, loses
 from evolvemem.loop.spec import RunSpec, objective_group
@@ -41,13 +42,8 @@ from evolvemem.space.config import RetrievalConfig, parse_config
 from evolvemem.space.ops import diff_configs, perturb
 from evolvemem.store.run_store import RunStore
 
-SCREEN_PHASE = "screen"  # phases "screen1", "screen2", ... (one per screening of a round)
 PASSED, SCREENED_OUT = "passed", "screened_out"
 OUTRANKED = "outranked"  # passed its minibatch, but another of the round's parallel candidates gained more
-
-
-def screen_phase(attempt: int) -> str:
-    return f"{SCREEN_PHASE}{attempt}"
 
 
 def screening_enabled(fraction: float) -> bool:
@@ -100,7 +96,7 @@ def screen_verdict(comparison: Comparison, objective: str, spec: RunSpec, alpha:
     return ScreenVerdict(True, f"gains on {', '.join(gaining)} {where}")
 
 
-def estimated_score(row: dict, incumbent_score: float, objective: str) -> float:
+def estimated_score(row: dict[str, Any], incumbent_score: float, objective: str) -> float:
     """What a screened-out config would score on every dev question, as far as its screening
     tells: the incumbent's score plus the paired minibatch difference in the objective's group —
     or, for a candidate stopped at rung 0, plus its (negative) evidence-recall difference, a
@@ -144,18 +140,18 @@ class Screener:
                 candidate, source = self._explore(round_no, attempt, incumbent.config, seen, free_dims), "exploration"
         return incumbent.config
 
-    def resume(self, round_no: int, seen: set[str]) -> tuple[dict[int, dict], RetrievalConfig | None]:
+    def resume(self, round_no: int, seen: set[str]) -> tuple[dict[int, dict[str, Any]], RetrievalConfig | None]:
         """The round's screenings recorded so far, by attempt (the configs they screened out join
         `seen`), and the config of its full evaluation if one had begun (None otherwise)."""
         done = {row["attempt"]: row for row in self.store.screenings(round_no)}
         for row in done.values():
             if row["outcome"] != PASSED:
                 seen.add(row["config_fingerprint"])
-        started = self.store.round_row(round_no, "dev")
+        started = self.store.round_row(round_no, Phase.DEV)
         return done, None if started is None else parse_config(started["config"], source="run store")[0]
 
     def _screen(self, round_no: int, attempt: int, candidate: RetrievalConfig, source: str,
-                incumbent: RoundScore) -> dict:
+                incumbent: RoundScore) -> dict[str, Any]:
         """The candidate up the ladder: rung 0 (its contexts' evidence), then rung 1 (the minibatch)."""
         row, rung0 = self.climb_rung0(round_no, attempt, candidate, source, incumbent)
         if rung0.stopped:
@@ -168,7 +164,7 @@ class Screener:
                                      summary, seconds)
 
     def climb_rung0(self, round_no: int, attempt: int, candidate: RetrievalConfig, source: str,
-                    incumbent: RoundScore) -> tuple[dict, RungZero]:
+                    incumbent: RoundScore) -> tuple[dict[str, Any], RungZero]:
         """The screening row so far and rung 0's verdict; a candidate stopped there is recorded."""
         row = {
             "round": round_no, "attempt": attempt, "source": source,
@@ -193,11 +189,11 @@ class Screener:
 
     def minibatch_comparison(self, round_no: int, attempt: int, incumbent: RoundScore) -> Comparison:
         return compare(self.store.round_records(round_no, screen_phase(attempt)),
-                       self.store.round_records(incumbent.round, "dev"), round_no, incumbent.round,
+                       self.store.round_records(incumbent.round, Phase.DEV), round_no, incumbent.round,
                        self.adversarial_categories, self.spec.objective, seed=self.spec.seed)
 
-    def record_minibatch(self, row: dict, rung0: RungZero, comparison: Comparison, verdict: ScreenVerdict,
-                         outcome: str, summary: dict, seconds: float, alpha: float | None = None) -> dict:
+    def record_minibatch(self, row: dict[str, Any], rung0: RungZero, comparison: Comparison, verdict: ScreenVerdict,
+                         outcome: str, summary: dict[str, Any], seconds: float, alpha: float | None = None) -> dict[str, Any]:
         """Record a screening that reached rung 1 (passed on to rung 2 when `outcome` is PASSED)."""
         phase = screen_phase(row["attempt"])
         usage = self.store.phase_usage(row["round"], phase)

@@ -31,8 +31,8 @@ def round_dir(run_dir: Path, round_no: int) -> Path:
     return path
 
 
-def write_round_snapshot(run_dir: Path, round_no: int, config: RetrievalConfig, decision: dict,
-                         diagnosis_input: dict | None, diagnosis: DiagnosisResult | None) -> None:
+def write_round_snapshot(run_dir: Path, round_no: int, config: RetrievalConfig, decision: dict[str, Any],
+                         diagnosis_input: dict[str, Any] | None, diagnosis: DiagnosisResult | None) -> None:
     folder = round_dir(run_dir, round_no)
     (folder / "config.toml").write_text(
         config_to_toml(config, header=f"config evaluated in round {round_no} (fingerprint {config.fingerprint()})"),

@@ -5,22 +5,23 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from evolvemem.contracts.vocab import Objective
 from evolvemem.llm.client import redact_url
 
 
 # What each objective counts as a gain (shown by the CLI's help and the report).
-OBJECTIVE_MEANING = {
-    "balanced": "a round is a gain only when answerable (main) or unanswerable (adversarial) questions gain "
+OBJECTIVE_MEANING: dict[str, str] = {
+    Objective.BALANCED: "a round is a gain only when answerable (main) or unanswerable (adversarial) questions gain "
                 "significantly and the other group does not lose: more abstentions bought with fewer right "
                 "answers do not count",
-    "all": "a round is a gain when mean F1 over all questions gains significantly",
-    "main": "a round is a gain when mean F1 over the answerable questions gains significantly",
-    "evidence": "no answer model: a round is a gain when the evidence recall of the answer context over the "
+    Objective.ALL: "a round is a gain when mean F1 over all questions gains significantly",
+    Objective.MAIN: "a round is a gain when mean F1 over the answerable questions gains significantly",
+    Objective.EVIDENCE: "no answer model: a round is a gain when the evidence recall of the answer context over the "
                 "answerable questions gains significantly, every context cut at the same token budget "
                 "(--context-tokens); a cheap proxy for any reader",
 }
 OBJECTIVES = tuple(OBJECTIVE_MEANING)
-CONTEXTS_ONLY = "evidence"  # the objective whose rounds hand contexts to no reader
+CONTEXTS_ONLY = Objective.EVIDENCE  # the objective whose rounds hand contexts to no reader
 
 
 def default_objective(model_answers: bool) -> str:
@@ -28,23 +29,24 @@ def default_objective(model_answers: bool) -> str:
     on that reader's answers. Offline: `evidence` — the extractive offline reader's F1 barely moves
     with the retrieval config (more context mostly confuses it), so a loop tuned on it ends where it
     started; the evidence its contexts hold is what the config controls, for any reader."""
-    return "balanced" if model_answers else CONTEXTS_ONLY
+    return Objective.BALANCED if model_answers else CONTEXTS_ONLY
 
 
 def objective_group(objective: str) -> str:
     """The group of questions an objective's headline number is over."""
-    return "main" if objective in ("main", CONTEXTS_ONLY) else "all"
+    return "main" if objective in (Objective.MAIN, CONTEXTS_ONLY) else "all"
 
 
 def objective_column(objective: str) -> str:
     """The `rounds` column holding an objective's headline number."""
     if objective == CONTEXTS_ONLY:
         return "main_evidence_recall"
-    return "main_f1" if objective == "main" else "all_f1"
+    return "main_f1" if objective == Objective.MAIN else "all_f1"
 
 
 def objective_label(objective: str) -> str:
-    return {"main": "main F1", CONTEXTS_ONLY: "evidence recall"}.get(objective, "all F1")
+    labels: dict[str, str] = {Objective.MAIN: "main F1", CONTEXTS_ONLY: "evidence recall"}
+    return labels.get(objective, "all F1")
 
 
 def objective_metric(objective: str) -> str:
@@ -65,11 +67,11 @@ class GuardSettings:
     consistency_tolerance: float = 0.005  # a conversation "holds" when it loses less than this
     folds: int = 0  # > 1: every fold of dev conversations must hold too
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "GuardSettings":
+    def from_dict(cls, data: dict[str, Any]) -> "GuardSettings":
         """From a manifest (settings a newer version dropped are ignored)."""
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
@@ -109,7 +111,7 @@ class RunSpec:
     # recall of its contexts (no answer call) and stops there when significantly worse
     evidence_rung: bool = True
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """What the manifest stores: credentials in the server's URL are masked (a resume is told
         the URL again, `--resume RUN --api-base URL`)."""
         out = asdict(self)
@@ -119,7 +121,7 @@ class RunSpec:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict) -> "RunSpec":
+    def from_dict(cls, data: dict[str, Any]) -> "RunSpec":
         data = dict(data)
         data["guard"] = GuardSettings.from_dict(data.get("guard", {}))
         data.setdefault("screen_fraction", 0.0)  # a run started before screening existed goes on without it

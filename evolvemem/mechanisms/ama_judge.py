@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
+from evolvemem.contracts.vocab import StoreKind
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.contracts.usage import Usage
 from evolvemem.data.models import Question
@@ -111,7 +112,7 @@ def judge(question: Question, context: Sequence[MemoryUnit], answer: str, client
 
 def stores_for(effective: RetrievalConfig) -> set[str]:
     """Retries may widen to the raw turns and the episodes."""
-    return {"raw", "episode"} if effective.judge_retries > 0 else set()
+    return {StoreKind.RAW, StoreKind.EPISODE} if effective.judge_retries > 0 else set()
 
 
 class RetryJudge:

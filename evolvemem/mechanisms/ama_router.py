@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from evolvemem.contracts.vocab import StoreKind
 from evolvemem.contracts.usage import Usage
 from evolvemem.data.models import Question
 from evolvemem.llm.ask import ask_json, parse_choice
@@ -32,7 +33,8 @@ if TYPE_CHECKING:
     from evolvemem.llm.client import LLMClient
     from evolvemem.space.config import RetrievalConfig
 
-FACT, RAW, EPISODE, ROUTED = "fact", "raw", "episode", "routed"
+FACT, RAW, EPISODE = StoreKind.FACT, StoreKind.RAW, StoreKind.EPISODE
+ROUTED = "routed"  # memory_granularity: each question's intent picks the store
 OWNS = ("memory_granularity",)
 # the stores a question can be routed to: every choice of memory_granularity but "routed"
 GRANULARITIES = tuple(c for c in registry()["memory_granularity"].choices if c != ROUTED)

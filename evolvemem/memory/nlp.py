@@ -217,10 +217,6 @@ class Annotations:
     keywords: tuple[str, ...] = ()
     topics: tuple[str, ...] = ()
 
-    def all_names(self) -> tuple[str, ...]:
-        """Persons, locations and entities together (what an entity index keys on)."""
-        return self.persons + self.locations + self.entities
-
 
 def tokenize(text: str) -> list[str]:
     """Lowercase word tokens with stopwords and possessive endings removed (keywords, Jaccard)."""

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from evolvemem.contracts.vocab import StoreKind
 from evolvemem.data.dates import format_day
 from evolvemem.data.models import Conversation, Turn
 from evolvemem.memory import nlp
@@ -372,7 +373,7 @@ def recurrence_extractor(client: LLMClient | None, encoder: TextEncoder) -> Recu
     return RecurrenceExtractor(encoder, client=client)
 
 
-RECURRENCE = "recurrence"  # the store's name (memory/stores.py: STORE_BUILDERS)
+RECURRENCE = StoreKind.RECURRENCE  # the store's name (memory/stores.py: STORE_BUILDERS)
 OWNS = ("consolidation_policy",)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from evolvemem.contracts.vocab import StoreKind
 from evolvemem.contracts.memory import MemoryUnit, make_memory_id
 from evolvemem.contracts.roles import Extractor
 from evolvemem.contracts.usage import Usage
@@ -29,11 +30,11 @@ if TYPE_CHECKING:
     from evolvemem.contracts.roles import TextEncoder
     from evolvemem.llm.client import LLMClient
 
-FACT, RAW = "fact", "raw"
+FACT, RAW = StoreKind.FACT, StoreKind.RAW
 STORE_BUILDERS: dict[str, str] = {
     RAW: "evolvemem.memory.stores:raw_extractor",
-    "episode": "evolvemem.memory.granularity:episode_extractor",
-    "recurrence": "evolvemem.memory.recurrence:recurrence_extractor",
+    StoreKind.EPISODE: "evolvemem.memory.granularity:episode_extractor",
+    StoreKind.RECURRENCE: "evolvemem.memory.recurrence:recurrence_extractor",
 }
 STORE_NAMES = (FACT, *STORE_BUILDERS)
 RAW_VERSION = "raw-2"

@@ -6,19 +6,23 @@ phases), `evolve eval` (one round, phase 'eval') and `evolve transfer` (phase 't
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from evolvemem.contracts.records import FAILURE_CLASSES, RIGHT_F1
+from evolvemem.contracts.records import FAILURE_CLASSES
 from evolvemem.contracts.usage import Usage
+from evolvemem.contracts.vocab import EVALUATED_PHASES
 from evolvemem.loop.paired import GROUPS, Comparison, PairedStat
 from evolvemem.loop.spec import OBJECTIVE_MEANING, GuardSettings, objective_column, objective_label, objective_metric
 from evolvemem.space.emerged import load_run_dimensions, switched_on
 from evolvemem.store.costs import round_costs, total_cost
+from evolvemem.store.rows import FlippedQuestion
 
-EVALUATED_PHASES = ("dev", "eval", "transfer")
+if TYPE_CHECKING:
+    from evolvemem.store.run_store import RunStore
+
 # The two groups the balanced objective judges apart, as the page and the PNG name them.
 GROUP_NAMES = {"main": "main (answerable)", "adversarial": "adversarial (unanswerable)"}
 SNAPSHOT_FILES = ("config.toml", "decision.json", "diagnosis_input.json", "diagnosis_prompt.md", "proposal.json")
@@ -111,23 +115,6 @@ class CategoryScores:
 
 
 @dataclass
-class FlippedQuestion:
-    """A question the best config answers right and the start wrong (or the reverse), on one split."""
-
-    question_id: str
-    question_type: str
-    question: str
-    gold: str
-    prediction_a: str
-    prediction_b: str
-    f1_a: float | None
-    f1_b: float | None
-    failure_a: str
-    failure_b: str
-    flip: str  # "fixed" (now right) or "broken" (now wrong)
-
-
-@dataclass
 class AblationRow:
     """One variant of `evolve ablate`: the best config with one mechanism off (or one override dropped)."""
 
@@ -183,12 +170,6 @@ class ReportData:
 
     def round(self, number: int) -> RoundView | None:
         return next((r for r in self.rounds if r.round == number), None)
-
-    @property
-    def score_key(self) -> str:
-        """The headline number of a round: main F1 under `main`, all F1 otherwise (balanced decides on
-        both groups; its headline is all F1)."""
-        return objective_column(self.objective)
 
     @property
     def score_label(self) -> str:
@@ -298,14 +279,13 @@ def _usage_label(round_no: int, phase: str) -> str:
     return f"round {round_no}"
 
 
-def _best_vs_start(rounds: list[RoundView], best_round: int | None, store: Any, phase: str) -> list[dict]:
+def _best_vs_start(rounds: list[RoundView], best_round: int | None, store: RunStore, phase: str) -> list[dict]:
     if best_round is None or not rounds or best_round == rounds[0].round:
         return []
     from evolvemem.space.config import parse_config
     from evolvemem.space.ops import diff_configs
 
-    configs = {r["round"]: r["config"] for r in store.query(
-        "SELECT round, config FROM rounds WHERE phase = ? AND round IN (?, ?)", [phase, rounds[0].round, best_round])}
+    configs = {r.round: r.config for r in store.round_summaries((phase,)) if r.round in (rounds[0].round, best_round)}
     if len(configs) < 2:
         return []
     start = parse_config(configs[rounds[0].round], source=f"round {rounds[0].round}")[0]
@@ -313,34 +293,60 @@ def _best_vs_start(rounds: list[RoundView], best_round: int | None, store: Any, 
     return [c.as_dict() for c in diff_configs(start, best)]
 
 
-def gather(store: Any) -> ReportData:
+def _round_view(row: dict[str, Any], score: float | None, previous: float | None, counts: dict[str, int],
+                d: dict[str, Any], diag: dict[str, Any], usage: PhaseUsage, run_dir: Path, levers: set[str]) -> RoundView:
+    """One evaluated round as the report shows it: its scores, failures, usage, decision and diagnosis."""
+    proposal = diag.get("proposal") or {}
+    folder = run_dir / "rounds" / f"round_{row['round']:02d}"
+    return RoundView(
+        round=row["round"], status=row["status"], score=score, all_f1=row["all_f1"], main_f1=row["main_f1"],
+        adversarial_f1=row["adversarial_f1"], evidence_recall=row["evidence_recall"],
+        main_evidence_recall=row.get("main_evidence_recall"), context_tokens=row.get("context_tokens"),
+        n_questions=row["n_questions"] or 0, n_failed=row["n_failed"] or 0, wall_seconds=row["wall_seconds"],
+        by_category=row["by_category"] or {}, failures={k: v for k, v in counts.items() if k != "correct"},
+        n_correct=counts.get("correct", 0),
+        usage=usage,
+        decision=d.get("decision"), reason=d.get("reason") or "",
+        delta=d["delta"] if d.get("delta") is not None else (
+            None if previous is None or score is None else score - previous),
+        best_so_far=d.get("best_score"), changes=d.get("changes") or [],
+        reextracted_sessions=list(d.get("reextracted_sessions") or []), memories_added=d.get("memories_added") or 0,
+        diagnoser=diag.get("diagnoser") or "", rationale=str(proposal.get("rationale") or ""),
+        proposed=_proposal_changes(proposal), rejected=[str(x) for x in proposal.get("rejected") or []],
+        missing_topics=[str(x) for x in proposal.get("missing_topics") or []],
+        parse_error=diag.get("parse_error") or "",
+        files=[f"rounds/{folder.name}/{name}" for name in SNAPSHOT_FILES if (folder / name).is_file()],
+        accepted=d.get("accepted"), significant_loss=d.get("significant_loss"),
+        compared_with=d.get("compared_with"), verdict=d.get("verdict") or "",
+        paired=comparison_from_json(d.get("paired")), flags=_texts(d.get("flags")),
+        # stores before the diagnosis kept its own flags: the decision's are the diagnoser's unless it fell back
+        diagnoser_flags=_texts(proposal["flags"] if "flags" in proposal else (
+            None if d.get("fallback") else d.get("flags"))),
+        fallback=d.get("fallback") or "", emerged_used=switched_on(row["config"] or {}, levers),
+    )
+
+
+def gather(store: RunStore) -> ReportData:
     """Read one run store (an open `RunStore`) into a `ReportData`."""
     manifest = store.manifest()
     run_dir = Path(store.run_dir)
     spec = manifest.get("spec") or {}
     # a run's spec always names its objective; an `evolve eval` directory has no spec and no decisions
     objective = str(spec.get("objective") or ("balanced" if spec else "all"))
-    present = {r["phase"] for r in store.query("SELECT DISTINCT phase FROM rounds")}
+    present = store.phases_present()
     phase = next((p for p in EVALUATED_PHASES if p in present), "dev")
 
     levers = {d.name for d in load_run_dimensions(run_dir)}  # the run's configs may use them
-    round_rows = store.query("SELECT * FROM rounds WHERE phase = ? ORDER BY round", [phase])
-    decisions = {d["round"]: d for d in store.query("SELECT * FROM decisions ORDER BY round")}
-    diagnoses = {d["round"]: d for d in store.query(
-        "SELECT round, diagnoser, proposal, parse_error FROM diagnoses ORDER BY round")}
-    failures: dict[int, dict[str, int]] = {}
-    for row in store.query("""SELECT round, failure, count(*) AS n FROM question_failures
-                              WHERE phase = ? GROUP BY round, failure""", [phase]):
-        failures.setdefault(row["round"], {})[row["failure"]] = row["n"]
+    round_rows = [s.as_row() for s in store.round_summaries((phase,))]
+    decisions = {n: asdict(d) for n, d in store.decisions().items()}
+    diagnoses = {n: asdict(d) for n, d in store.diagnosis_summaries().items()}
+    failures = store.failure_counts(phase)
     usage: dict[tuple[int, str], PhaseUsage] = {}
-    for row in store.query("""SELECT round, phase, role, sum(calls) AS calls, sum(cache_hits) AS cache_hits,
-                                     sum(failures) AS failures, sum(prompt_tokens) AS prompt_tokens,
-                                     sum(completion_tokens) AS completion_tokens, sum(cost_usd) AS cost_usd
-                              FROM usage GROUP BY round, phase, role ORDER BY round, phase, role"""):
-        key = (row["round"], row["phase"])
-        u = usage.setdefault(key, PhaseUsage(_usage_label(row["round"], row["phase"]), row["round"], row["phase"]))
-        u.usage = u.usage + Usage.from_dict(row)
-        u.calls_by_role[row["role"]] = u.calls_by_role.get(row["role"], 0) + (row["calls"] or 0)
+    for role_usage in store.usage_by_role():
+        key = (role_usage.round, role_usage.phase)
+        u = usage.setdefault(key, PhaseUsage(_usage_label(*key), *key))
+        u.usage = u.usage + role_usage.usage
+        u.calls_by_role[role_usage.role] = u.calls_by_role.get(role_usage.role, 0) + role_usage.usage.calls
 
     rounds: list[RoundView] = []
     categories: dict[str, str] = {}
@@ -351,47 +357,18 @@ def gather(store: Any) -> ReportData:
         by_cat = row["by_category"] or {}
         for key, cat in by_cat.items():
             categories.setdefault(key, category_label(key, (cat or {}).get("name")))
-        counts = failures.get(number, {})
-        d = decisions.get(number) or {}
-        diag = diagnoses.get(number) or {}
-        proposal = diag.get("proposal") or {}
-        folder = run_dir / "rounds" / f"round_{number:02d}"
-        view = RoundView(
-            round=number, status=row["status"], score=score, all_f1=row["all_f1"], main_f1=row["main_f1"],
-            adversarial_f1=row["adversarial_f1"], evidence_recall=row["evidence_recall"],
-            main_evidence_recall=row.get("main_evidence_recall"), context_tokens=row.get("context_tokens"),
-            n_questions=row["n_questions"] or 0, n_failed=row["n_failed"] or 0, wall_seconds=row["wall_seconds"],
-            by_category=by_cat, failures={k: v for k, v in counts.items() if k != "correct"},
-            n_correct=counts.get("correct", 0),
-            usage=usage.get((number, row["phase"])) or PhaseUsage(_usage_label(number, phase), number, phase),
-            decision=d.get("decision"), reason=d.get("reason") or "",
-            delta=d["delta"] if d.get("delta") is not None else (
-                None if previous is None or score is None else score - previous),
-            best_so_far=d.get("best_score"), changes=d.get("changes") or [],
-            reextracted_sessions=list(d.get("reextracted_sessions") or []), memories_added=d.get("memories_added") or 0,
-            diagnoser=diag.get("diagnoser") or "", rationale=str(proposal.get("rationale") or ""),
-            proposed=_proposal_changes(proposal), rejected=[str(x) for x in proposal.get("rejected") or []],
-            missing_topics=[str(x) for x in proposal.get("missing_topics") or []],
-            parse_error=diag.get("parse_error") or "",
-            files=[f"rounds/{folder.name}/{name}" for name in SNAPSHOT_FILES if (folder / name).is_file()],
-            accepted=d.get("accepted"), significant_loss=d.get("significant_loss"),
-            compared_with=d.get("compared_with"), verdict=d.get("verdict") or "",
-            paired=comparison_from_json(d.get("paired")), flags=_texts(d.get("flags")),
-            # stores before the diagnosis kept its own flags: the decision's are the diagnoser's unless it fell back
-            diagnoser_flags=_texts(proposal["flags"] if "flags" in proposal else (
-                None if d.get("fallback") else d.get("flags"))),
-            fallback=d.get("fallback") or "", emerged_used=switched_on(row["config"] or {}, levers),
-        )
+        view = _round_view(row, score, previous, failures.get(number, {}), decisions.get(number) or {},
+                           diagnoses.get(number) or {}, usage.get((number, row["phase"]))
+                           or PhaseUsage(_usage_label(number, phase), number, phase), run_dir, levers)
         rounds.append(view)
         previous = score if score is not None else previous
 
-    classes = [c for c in FAILURE_CLASSES]
+    classes: list[str] = [str(c) for c in FAILURE_CLASSES]
     classes += sorted({c for r in rounds for c in r.failures} - set(classes))
     scored = [r for r in rounds if r.score is not None]
     # the guard's best (the store's rule: paired evidence, not the highest mean); a single evaluation has none
     best_round = store.best_round() if phase == "dev" and scored else None
-    finals_rows = {r["phase"]: r for r in store.query(
-        "SELECT * FROM rounds WHERE phase IN ('test_start', 'test_best') AND status = 'done'")}
+    finals_rows = {p: s.as_row() for p, s in store.test_scores().items()}
 
     finals: list[FinalScore] = []
     if phase == "dev" and scored:
@@ -419,9 +396,7 @@ def gather(store: Any) -> ReportData:
         failure_classes=classes, best_round=best_round,
         usage=setup + [r.usage for r in rounds] + later, finals=finals,
         best_vs_start=_best_vs_start(rounds, best_round, store, phase),
-        proposed_dimensions=store.query(
-            """SELECT round, name, description, rationale, maps_to, status, reason, file
-               FROM proposed_dimensions ORDER BY round, name"""),
+        proposed_dimensions=[d.as_row() for d in sorted(store.proposed_dimensions(), key=lambda d: (d.round, d.name))],
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         category_scores=_category_scores(rounds, finals, sorted_categories, finals_rows),
         test_flips=test_flips, ablation=ablation, ablation_round=ablation_round,
@@ -430,20 +405,9 @@ def gather(store: Any) -> ReportData:
     )
 
 
-def flipped_questions(store: Any, a: tuple[str, int], b: tuple[str, int]) -> list[FlippedQuestion]:
-    """Questions right under (phase, round) `a` and wrong under `b`, or the reverse ("right" as the
-    `question_failures` view says: F1 ≥ RIGHT_F1), fixed ones first, largest F1 change first."""
-    rows = store.query("""
-        SELECT fa.question_id, fa.question_type, fa.question, fa.gold,
-               fa.prediction AS prediction_a, fb.prediction AS prediction_b, fa.f1 AS f1_a, fb.f1 AS f1_b,
-               fa.failure AS failure_a, fb.failure AS failure_b,
-               CASE WHEN fb.failure = 'correct' THEN 'fixed' ELSE 'broken' END AS flip
-        FROM question_failures fa JOIN question_failures fb ON fa.question_id = fb.question_id
-        WHERE fa.phase = ? AND fa.round = ? AND fb.phase = ? AND fb.round = ?
-          AND (fa.failure = 'correct') <> (fb.failure = 'correct')
-        ORDER BY flip DESC, abs(coalesce(fb.f1, 0) - coalesce(fa.f1, 0)) DESC, fa.question_type, fa.question_id""",
-                       [a[0], a[1], b[0], b[1]])
-    return [FlippedQuestion(**row) for row in rows]
+def flipped_questions(store: RunStore, a: tuple[str, int], b: tuple[str, int]) -> list[FlippedQuestion]:
+    """Questions right under (phase, round) `a` and wrong under `b`, or the reverse (the store's reader)."""
+    return store.flipped_questions(a, b)
 
 
 def _category_scores(rounds: list[RoundView], finals: list[FinalScore], categories: list[tuple[str, str]],
@@ -468,11 +432,9 @@ def _category_scores(rounds: list[RoundView], finals: list[FinalScore], categori
             for key, label in keys.items()]
 
 
-def _ablation(store: Any) -> tuple[list[AblationRow], int | None]:
+def _ablation(store: RunStore) -> tuple[list[AblationRow], int | None]:
     """The latest `evolve ablate` of this run (its rounds are phase "ablate" and "ablate:<variant>")."""
-    rows = store.query("""SELECT phase, round, n_questions, all_f1, main_f1, adversarial_f1, evidence_recall FROM rounds
-                          WHERE (phase = 'ablate' OR phase LIKE 'ablate:%') AND status = 'done'
-                          ORDER BY round, started_at""")
+    rows = [s.as_row() for s in store.ablation_rounds()]
     if not rows:
         return [], None
     latest = max(r["round"] for r in rows)

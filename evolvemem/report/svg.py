@@ -5,6 +5,8 @@ no plotting library. Hover text uses SVG `<title>` elements; a marker may link t
 the page. The colour tables here are the only ones: the HTML page and the PNG export use them too."""
 from __future__ import annotations
 
+from evolvemem.contracts.vocab import Decision, FailureClass
+
 import math
 from dataclasses import dataclass, field
 from html import escape
@@ -13,26 +15,26 @@ from typing import Callable, Sequence
 # One colour per guard decision, shared by the chart markers, the badges and the PNG.
 DECISION_COLORS: dict[str, str] = {
     "start": "#6b7280",
-    "applied": "#15803d",
-    "reverted": "#dc2626",
-    "explored": "#d97706",
-    "stopped": "#334155",
-    "converged": "#6d28d9",
+    Decision.APPLIED: "#15803d",
+    Decision.REVERTED: "#dc2626",
+    Decision.EXPLORED: "#d97706",
+    Decision.STOPPED: "#334155",
+    Decision.CONVERGED: "#6d28d9",
     "pending": "#a1a1aa",
 }
 UNKNOWN_DECISION_COLOR = "#78716c"
 
-# One colour per failure class (evolvemem.store.schema.FAILURE_CLASSES, plus call failures).
+# One colour per failure class (contracts/vocab.FailureClass but `correct`).
 FAILURE_COLORS: dict[str, str] = {
-    "extraction_gap": "#7c3aed",
-    "retrieval_miss": "#2563eb",
-    "budget_cut": "#0891b2",
-    "answer_error": "#dc2626",
-    "wrong_abstention": "#f59e0b",
-    "format_mismatch": "#84cc16",
-    "hallucination": "#db2777",
-    "unknown": "#9ca3af",
-    "call_failed": "#111827",
+    FailureClass.EXTRACTION_GAP: "#7c3aed",
+    FailureClass.RETRIEVAL_MISS: "#2563eb",
+    FailureClass.BUDGET_CUT: "#0891b2",
+    FailureClass.ANSWER_ERROR: "#dc2626",
+    FailureClass.WRONG_ABSTENTION: "#f59e0b",
+    FailureClass.FORMAT_MISMATCH: "#84cc16",
+    FailureClass.HALLUCINATION: "#db2777",
+    FailureClass.UNKNOWN: "#9ca3af",
+    FailureClass.CALL_FAILED: "#111827",
 }
 
 # Categorical palette for per-category lines (cycled when there are more categories).

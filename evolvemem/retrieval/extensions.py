@@ -4,14 +4,13 @@ A mechanism module exposes `SOURCE`, an object with `name`, `enabled(config) -> 
 `hits(request, cache) -> (list[ViewHits], Usage)`. The retriever calls every enabled source
 after its built-in views and fuses what they return like any other view. `cache` is a dict
 private to (source, index state): build per-conversation structures there once, lazily — it is
-dropped when re-extraction changes the index. Register a module by adding it to
-`SOURCE_MODULES`; its dimensions live in action_space/ like every other."""
+dropped when re-extraction changes the index. The composition root hands the retriever its
+sources (`evolvemem.mechanisms.candidate_sources()`, passed by the workspace): retrieval never
+loads a mechanism by name. Its dimensions live in action_space/ like every other."""
 from __future__ import annotations
 
-import functools
-import importlib
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -19,33 +18,30 @@ from evolvemem.data.models import Question
 from evolvemem.retrieval.fusion import ViewHits
 from evolvemem.contracts.usage import Usage
 
-SOURCE_MODULES: tuple[str, ...] = ("evolvemem.mechanisms.cue_graph", "evolvemem.mechanisms.scenes",
-                                   "evolvemem.mechanisms.foresight")
-
+if TYPE_CHECKING:
+    from evolvemem.llm.client import LLMClient
+    from evolvemem.retrieval.index import IndexState
+    from evolvemem.space.config import RetrievalConfig
 
 @dataclass(frozen=True)
 class ViewRequest:
     """What a candidate source may read for one question."""
 
-    state: Any  # evolvemem.retrieval.index.IndexState (memories, embeddings, keyword, structured, ...)
+    state: IndexState  # memories, embeddings, keyword, structured, ...
     question: Question
     tokens: tuple[str, ...]  # the question's keyword tokens
     terms: tuple[str, ...]  # the question's persons / locations / entities, lowercased
     query_vector: np.ndarray  # the question's unit embedding
-    config: Any  # the effective config
+    config: RetrievalConfig  # the effective config
     embed: Callable[[Sequence[str]], np.ndarray]  # cached embedding of extra texts
     keyword_scores: Callable[[Sequence[str]], np.ndarray]  # BM25 scores of every memory for tokens
-    llm: Any = None  # the answer role's LLMClient, or None with offline roles (use the offline variant)
+    llm: LLMClient | None = None  # the answer role's client, or None with offline roles (use the offline variant)
 
 
 class CandidateSource(Protocol):
     name: str
 
-    def enabled(self, config: Any) -> bool: ...
+    def enabled(self, config: RetrievalConfig) -> bool: ...
 
     def hits(self, request: ViewRequest, cache: dict) -> tuple[list[ViewHits], Usage]: ...
 
-
-@functools.lru_cache(maxsize=None)
-def candidate_sources() -> tuple[CandidateSource, ...]:
-    return tuple(importlib.import_module(name).SOURCE for name in SOURCE_MODULES)

@@ -208,11 +208,6 @@ class ConversationIndex:
         return self._state.embeddings
 
     @property
-    def structured_matrix(self) -> sp.csc_matrix:
-        """Memory rows x term columns (see `structured_vocab`)."""
-        return self._state.structured.matrix
-
-    @property
     def structured_vocab(self) -> dict[str, int]:
         return self._state.structured.vocab
 

@@ -33,7 +33,7 @@ from evolvemem.data.models import Question
 from evolvemem.errors import ConfigError
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.llm.context_window import estimate_text_tokens
-from evolvemem.retrieval.extensions import ViewRequest, candidate_sources
+from evolvemem.retrieval.extensions import CandidateSource, ViewRequest
 from evolvemem.retrieval.fusion import ViewHits, final_scores, fuse, merge_max, rank_order, recency, top_k
 from evolvemem.retrieval.index import ConversationIndex, IndexState, to_days
 from evolvemem.retrieval.late_interaction import LateIndex
@@ -136,8 +136,9 @@ class Retriever:
 
     def __init__(self, index: ConversationIndex, embedder: Any, decomposer: Any = None,
                  known_persons: Collection[str] = (), llm: Any = None,
-                 reranker: CrossEncoderReranker | None = None):
+                 reranker: CrossEncoderReranker | None = None, sources: Sequence[CandidateSource] = ()):
         self.index = index
+        self.sources = tuple(sources)  # mechanisms adding candidate views, handed in by the composition root
         self.reranker = reranker  # the cross-encoder of `rerank_top_k`, if the user gave one
         self.llm = llm  # handed to candidate sources that have an LLM variant
         self.embedder = embedder
@@ -286,7 +287,7 @@ class Retriever:
             sub_queries, cost = entry.sub_queries, self._charge(entry)
             if sub_queries:
                 views.append(self._sub_query_view(state, sub_queries, config))
-        for source in candidate_sources():
+        for source in self.sources:
             if source.enabled(config):
                 extra, extra_cost = source.hits(self._request(state, question, info, query_vector, config),
                                                 self._source_cache(source.name, state))

@@ -174,7 +174,7 @@ class LLMVerifier:
                                 notes={**answer.notes, "verified": "error", "verify_error": str(exc)})
         if fitted.trimmed:
             answer = AnswerResult(answer.text, answer.cost, answer.failed, answer.error,
-                                  {**answer.notes, "trimmed": [*answer.notes.get("trimmed", ()),
+                                  {**answer.notes, "trimmed": [*answer.trimmed(),
                                                                *(f"verification: {t}" for t in fitted.trimmed)]})
         chosen = _chosen_answer(parsed, style, answer.text)
         cost = reply.as_cost()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from evolvemem.contracts.vocab import Phase
 from evolvemem.errors import ConfigError
 from evolvemem.roles.factory import ModelSettings
 from evolvemem.space.config import RetrievalConfig, load_config, parse_config
@@ -45,7 +46,7 @@ def _from_run(run_dir: Path) -> LoadedConfig:
     load_run_dimensions(run_dir)  # levers that emerged in the run
     with RunStore(run_dir, read_only=True) as store:
         best = store.best_round()
-        row = store.round_row(best, "test_best") or store.round_row(best, "dev")
+        row = store.round_row(best, Phase.TEST_BEST) or store.round_row(best, Phase.DEV)
         spec = store.manifest().get("spec") or {}
     if row is None:
         raise ConfigError(f"{run_dir}: the run has no scored round yet")

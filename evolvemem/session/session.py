@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from evolvemem.workspace.memory_rows import memory_rows, restore_added
 from evolvemem import __version__
 from evolvemem.answering.context_reuse import AnswerMemo
 from evolvemem.answering.contexts import evaluate_contexts
@@ -41,7 +42,7 @@ from evolvemem.session.inputs import best_config_path, manifest_start_config, sm
 from evolvemem.session.reporter import QuietReporter, Reporter
 from evolvemem.session.setup import announce_models, check_endpoint, check_rerank, open_workspace
 from evolvemem.session.sharded import evaluate_sharded
-from evolvemem.space.config import RetrievalConfig, config_to_toml, load_config, parse_config
+from evolvemem.space.config import RetrievalConfig, config_to_toml, load_config
 from evolvemem.space.emerged import begin_run_dimensions, use_run_dimensions
 from evolvemem.store.run_store import DB_NAME, RunStore
 from evolvemem.store.usage_journal import JOURNAL_NAME
@@ -341,9 +342,9 @@ class Session:
                               "(the answer model's window share; --context-tokens sets it)[/dim]")
             session.spec = spec
             if not store.has_memories():
-                store.record_memories(workspace.memory_rows())
+                store.record_memories(memory_rows(workspace))
             else:
-                restored = workspace.restore_added(store.added_memories())
+                restored = restore_added(workspace, store.added_memories())
                 if restored:
                     reporter.info(f"[dim]restored {restored} re-extracted memories[/dim]")
         except BaseException:
@@ -396,7 +397,7 @@ class Session:
             check_rerank(config, workspace)
             session = cls(store, workspace, reporter, protocol=protocol, concurrency=concurrency, executor=executor)
             if not store.has_memories():
-                store.record_memories(workspace.memory_rows())
+                store.record_memories(memory_rows(workspace))
         except BaseException:
             store.close()
             raise

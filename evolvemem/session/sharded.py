@@ -23,7 +23,7 @@ from evolvemem.loop.scorer import RoundJob
 from evolvemem.loop.usage import usage_rows
 from evolvemem.space.registry import added_dimensions
 from evolvemem.store.run_store import RunStore
-from evolvemem.workspace import Workspace
+from evolvemem.workspace import Workspace, pack_conversation
 
 FLUSH_SECONDS = 2.0
 
@@ -114,7 +114,7 @@ def evaluate_sharded(executor: Executor, store: RunStore, ws: Workspace, jobs: l
             ws.prepare(mine, job.config)
             config = job.config.model_dump()
             for group in by_conversation(mine):
-                pack = ws.pack(group[0].conversation_id)
+                pack = pack_conversation(ws, group[0].conversation_id)
                 tasks.append(ShardTask(index, setup, executor.share(pack, pack.key), config, tuple(group),
                                        job.round_no, job.phase, protocol, concurrency, shared_memo))
         tasks.sort(key=lambda task: -len(task.questions))  # the longest shards start first

@@ -37,8 +37,8 @@ class ClampReport:
         return f"{self.field}{where}: {self.given!r} is outside the safe range, clamped to {self.used!r}"
 
 
-def _clean_values(raw: dict, dims: dict[str, Dimension], source: str, scope: str,
-                  clamps: list[ClampReport] | None, per_type_only: bool) -> dict:
+def _clean_values(raw: dict[str, Any], dims: dict[str, Dimension], source: str, scope: str,
+                  clamps: list[ClampReport] | None, per_type_only: bool) -> dict[str, Any]:
     cleaned = {}
     for key, value in raw.items():
         dim = dims.get(key)
@@ -59,7 +59,7 @@ def _clean_values(raw: dict, dims: dict[str, Dimension], source: str, scope: str
     return cleaned
 
 
-def _clean(raw: Any, source: str, clamps: list[ClampReport] | None) -> dict:
+def _clean(raw: Any, source: str, clamps: list[ClampReport] | None) -> dict[str, Any]:
     if isinstance(raw, BaseModel):
         return raw.model_dump()
     if not isinstance(raw, dict):
@@ -158,11 +158,11 @@ class _ConfigBase(BaseModel):
         return parse_config(data, source="proposal")
 
 
-def _field_for(dim: Dimension):
+def _field_for(dim: Dimension) -> tuple[Any, Any]:
     if dim.kind == "bool":
         annotation: Any = bool
     elif dim.kind == "enum":
-        annotation = Literal[tuple(dim.choices)]  # type: ignore[misc]
+        annotation = Literal[tuple(dim.choices)]
     elif dim.kind == "int":
         annotation = int
     else:
@@ -177,8 +177,8 @@ def _field_for(dim: Dimension):
     return (annotation, Field(default=dim.default, description=dim.description, json_schema_extra=extra))
 
 
-def _build_model():
-    fields = {name: _field_for(dim) for name, dim in registry().items()}
+def _build_model() -> type[_ConfigBase]:
+    fields: dict[str, Any] = {name: _field_for(dim) for name, dim in registry().items()}
     fields[OVERRIDES] = (
         dict[str, dict[str, Any]],
         Field(default_factory=dict, description="Per-question-type overrides: {type: {field: value}}."),

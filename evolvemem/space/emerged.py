@@ -9,6 +9,8 @@ A config file that uses one carries its definition in an `[emerged_dimensions.<n
 (`config_to_toml` writes it, `load_config` reads it), so the file alone can be evaluated."""
 from __future__ import annotations
 
+from typing import Any
+
 import re
 import tomllib
 from pathlib import Path
@@ -196,7 +198,7 @@ def use_run_dimensions(run_dir: Path) -> list[Dimension]:
     return load_run_dimensions(run_dir)
 
 
-def begin_run_dimensions(run_dir: Path, start: dict) -> dict:
+def begin_run_dimensions(run_dir: Path, start: dict[str, Any]) -> dict[str, Any]:
     """A new run's registry: the action-space files plus the added levers its starting config (as
     stored) switches on, written to the run's inherited_dimensions/ so that a resume, a transfer or
     an --init from this run reads that config again. Returns the starting config to store: without
@@ -214,7 +216,7 @@ def begin_run_dimensions(run_dir: Path, start: dict) -> dict:
     return kept
 
 
-def switched_on(config: dict, names: set[str]) -> list[str]:
+def switched_on(config: dict[str, Any], names: set[str]) -> list[str]:
     """Which of the levers `names` a config (as stored: values plus per_category_overrides)
     switches on, globally or for a question type."""
     overrides = config.get("per_category_overrides") or {}

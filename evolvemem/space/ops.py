@@ -22,7 +22,7 @@ class Change:
         where = "" if self.scope == "global" else f"[{self.scope}] "
         return f"{where}{self.field}: {self.old!r} -> {self.new!r}"
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"field": self.field, "old": self.old, "new": self.new, "scope": self.scope}
 
 

@@ -35,8 +35,8 @@ class Dimension:
     max: float | None = None
     off: Any = None
     optional: bool = False
-    choices: tuple = ()
-    maps_to: dict = field(default_factory=dict)
+    choices: tuple[Any, ...] = ()
+    maps_to: dict[str, Any] = field(default_factory=dict)
     # for `evolve ablate`: the value that switches this mechanism off (None: not a mechanism)
     mechanism_off: Any = None
     # only has an effect with an answer-side model (question-time mechanisms ask it): runs that
@@ -133,7 +133,7 @@ def _load(folders: tuple[Path, ...]) -> dict[str, Dimension]:
     return dims
 
 
-def dimension_from_table(path: Path, name: str, spec: dict) -> Dimension:
+def dimension_from_table(path: Path, name: str, spec: dict[str, Any]) -> Dimension:
     """One dimension from its TOML table (`path` names it in errors and gives its default group)."""
     where = f"{path.name}: [{name}]"
     if not isinstance(spec, dict):

@@ -11,10 +11,12 @@ tokens at the round's tokens per call. A round that answered nothing takes the r
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
+from evolvemem.contracts.vocab import SCREEN_PREFIX, Phase
 from evolvemem.store.run_store import RunStore
 
-EVAL_PHASES = "(phase = 'dev' OR phase LIKE 'screen%')"
+EVAL_PHASES = f"(phase = '{Phase.DEV}' OR phase LIKE '{SCREEN_PREFIX}%')"
 FRESH = "reused IS NULL AND NOT failed"  # answered by this evaluation, not copied from another
 
 
@@ -43,11 +45,11 @@ class RoundCost:
     def call_ratio(self) -> float | None:
         return self.calls / self.full_calls if self.full_calls else None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "question_ratio": self.question_ratio, "call_ratio": self.call_ratio}
 
 
-def vs_full_text(cost: dict | RoundCost | None) -> str:
+def vs_full_text(cost: dict[str, Any] | RoundCost | None) -> str:
     """"0.31× (250/800 q, 3 reused by context)": calls against a full evaluation's when the run
     makes calls, answered questions otherwise."""
     if cost is None:
@@ -84,7 +86,7 @@ def round_costs(store: RunStore) -> list[RoundCost]:
     screens = {r["round"]: r for r in store.query("""
         SELECT round, count(*) AS screenings, count(*) FILTER (WHERE outcome = 'screened_out') AS screened_out
         FROM screenings GROUP BY round""")}
-    n_dev = int(store.query("SELECT count(DISTINCT question_id) AS n FROM question_records WHERE phase = 'dev'")[0]["n"] or 0)
+    n_dev = int(store.query("SELECT count(DISTINCT question_id) AS n FROM question_records WHERE phase = ?", [Phase.DEV])[0]["n"] or 0)
     run_rate = _price([*records.values()])
     out = []
     for round_no in sorted(records):
@@ -102,7 +104,7 @@ def round_costs(store: RunStore) -> list[RoundCost]:
     return out
 
 
-def _price(rows: list[dict]) -> tuple[float, float]:
+def _price(rows: list[dict[str, Any]]) -> tuple[float, float]:
     """Calls a freshly answered question takes (cache hits included: the call a full evaluation
     without the cache would make) and tokens per call actually made, over `rows`' sums."""
     answered = sum(int(r["scored"]) for r in rows)
@@ -112,7 +114,7 @@ def _price(rows: list[dict]) -> tuple[float, float]:
     return (priced / answered if answered else 0.0), (tokens / calls if calls else 0.0)
 
 
-def total_cost(costs: list[RoundCost]) -> dict:
+def total_cost(costs: list[RoundCost]) -> dict[str, Any]:
     """The run's rounds summed, with the same ratios."""
     keys = ("questions", "scored", "reused_context", "reused_config", "screened", "screenings", "screened_out",
             "calls", "cache_hits", "tokens", "full_questions", "full_calls", "full_tokens")

@@ -8,8 +8,11 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence, TypeVar
 
+from evolvemem.store.reads import RunReads
+from evolvemem.contracts.vocab import Phase
 from evolvemem.errors import EvolveMemError
 from evolvemem.store.schema import SCHEMA_VERSION, TABLES, create_statements
 from evolvemem.store.usage_journal import JOURNAL_NAME, UsageJournal, usage_rows_of
@@ -19,6 +22,32 @@ if TYPE_CHECKING:
 
 DB_NAME = "run.duckdb"
 JOURNAL_FOLDED = "usage_journal_bytes"  # manifest: how much of the usage journal `usage` holds
+
+
+class Judged(Protocol):
+    """A round the guard judged: its number and whether it won its paired comparison."""
+
+    @property
+    def round(self) -> int: ...
+
+    @property
+    def accepted(self) -> bool | None: ...
+
+
+J = TypeVar("J", bound=Judged)
+
+
+def incumbent(rounds: Sequence[J]) -> J:
+    """The one best-round rule: the latest round that won its paired comparison with the incumbent,
+    else the first (the start). Not the highest mean. The guard (loop/guard.py) decides with it
+    while a run goes; `RunStore.best_round` reads it back from the decisions."""
+    return next(r for r in reversed(rounds) if r.accepted or r.round == rounds[0].round)
+
+
+@dataclass(frozen=True)
+class JudgedRound:
+    round: int
+    accepted: bool | None
 
 
 class RunLockedError(EvolveMemError):
@@ -33,7 +62,7 @@ def _jsonable(value: Any) -> Any:
     return json.dumps(value, default=str, sort_keys=True)
 
 
-class RunStore:
+class RunStore(RunReads):
     """A run's DuckDB file. Use as a context manager; `read_only=True` for inspection commands."""
 
     live = False  # opened from a snapshot of a run another process is writing
@@ -153,7 +182,7 @@ class RunStore:
     def __enter__(self) -> "RunStore":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # ---- writes -------------------------------------------------------------------------------
@@ -190,7 +219,7 @@ class RunStore:
             shutil.rmtree(folder, ignore_errors=True)
             raise
 
-    def _insert(self, table: str, rows: Iterable[dict]) -> int:
+    def _insert(self, table: str, rows: Iterable[dict[str, Any]]) -> int:
         """Insert rows (dicts keyed by column; missing columns are NULL) in one statement."""
         rows = list(rows)
         if not rows:
@@ -214,11 +243,11 @@ class RunStore:
         self.con.execute(f"INSERT INTO {table} ({names}) SELECT {', '.join(selects)}", params)
         return len(rows)
 
-    def record_questions(self, records: Iterable[dict]) -> int:
+    def record_questions(self, records: Iterable[dict[str, Any]]) -> int:
         """Question records (`QuestionRecord.as_row()` plus the round and phase), in one batch."""
         return self._insert("question_records", records)
 
-    def record_usage(self, rows: Iterable[dict]) -> int:
+    def record_usage(self, rows: Iterable[dict[str, Any]]) -> int:
         """Add usage (one row per role with a non-zero difference; see loop/usage.py) to the
         (round, phase, role) totals: usage is recorded as it happens, batch by batch, and the table
         keeps one row per (round, phase, role)."""
@@ -261,23 +290,23 @@ class RunStore:
             raise
         return len(entries)
 
-    def record_memories(self, rows: Iterable[dict]) -> int:
+    def record_memories(self, rows: Iterable[dict[str, Any]]) -> int:
         return self._insert("memories", rows)
 
-    def record_decision(self, row: dict) -> None:
+    def record_decision(self, row: dict[str, Any]) -> None:
         """The guard's decision after one round (one row per round)."""
         self._insert("decisions", [row])
 
-    def record_diagnosis(self, row: dict, proposed_dimensions: Iterable[dict] = ()) -> None:
+    def record_diagnosis(self, row: dict[str, Any], proposed_dimensions: Iterable[dict[str, Any]] = ()) -> None:
         """What a diagnoser read and replied for one round, and the new dimensions it proposed."""
         self._insert("diagnoses", [row])
         self.record_proposed_dimensions(proposed_dimensions)
 
-    def record_screening(self, row: dict) -> None:
+    def record_screening(self, row: dict[str, Any]) -> None:
         """One minibatch screening of a round's candidate and its verdict (loop/screening.py)."""
         self._insert("screenings", [row])
 
-    def record_proposed_dimensions(self, rows: Iterable[dict]) -> None:
+    def record_proposed_dimensions(self, rows: Iterable[dict[str, Any]]) -> None:
         self._insert("proposed_dimensions", rows)
 
     def extend_rounds(self, rounds: int) -> None:
@@ -286,7 +315,7 @@ class RunStore:
         self.con.execute("DELETE FROM decisions WHERE decision = 'stopped' AND round < ?", [rounds])
 
     # ---- reads -------------------------------------------------------------------------------
-    def decision(self, round_no: int) -> dict | None:
+    def decision(self, round_no: int) -> dict[str, Any] | None:
         rows = self.query("SELECT * FROM decisions WHERE round = ?", [round_no])
         return rows[0] if rows else None
 
@@ -298,40 +327,40 @@ class RunStore:
     def has_memories(self) -> bool:
         return bool(self.query("SELECT 1 FROM memories LIMIT 1"))
 
-    def added_memories(self) -> list[dict]:
+    def added_memories(self) -> list[dict[str, Any]]:
         """Memories that targeted re-extraction added (to restore them on resume)."""
         return self.query("SELECT * FROM memories WHERE added_round > 0")
 
-    def round_usage(self, round_no: int) -> dict:
+    def round_usage(self, round_no: int) -> dict[str, Any]:
         """Calls, cache hits and tokens of one round, over every phase and role."""
         return self.query("""SELECT sum(calls) AS calls, sum(cache_hits) AS cache_hits,
                                     sum(prompt_tokens) + sum(completion_tokens) AS tokens
                              FROM usage WHERE round = ?""", [round_no])[0]
 
-    def scored_records(self) -> list[dict]:
+    def scored_records(self) -> list[dict[str, Any]]:
         """Every record that was scored (not failed), oldest round first: what a resumed run
         reuses instead of asking again."""
         return self.query("SELECT * FROM question_records WHERE NOT failed ORDER BY round, phase, question_id")
 
-    def screenings(self, round_no: int | None = None) -> list[dict]:
+    def screenings(self, round_no: int | None = None) -> list[dict[str, Any]]:
         """Screenings of one round (every round: None), in order."""
         if round_no is None:
             return self.query("SELECT * FROM screenings ORDER BY round, attempt")
         return self.query("SELECT * FROM screenings WHERE round = ? ORDER BY attempt", [round_no])
 
-    def phase_usage(self, round_no: int, phase: str) -> dict:
+    def phase_usage(self, round_no: int, phase: str) -> dict[str, Any]:
         """Calls and tokens of one (round, phase), over every role."""
         row = self.query("""SELECT coalesce(sum(calls), 0) AS calls,
                                    coalesce(sum(prompt_tokens) + sum(completion_tokens), 0) AS tokens
                             FROM usage WHERE round = ? AND phase = ?""", [round_no, phase])[0]
         return {"calls": int(row["calls"]), "tokens": int(row["tokens"])}
 
-    def round_records(self, round_no: int, phase: str) -> list[dict]:
+    def round_records(self, round_no: int, phase: str) -> list[dict[str, Any]]:
         """Every record of one evaluation, in question-id order."""
         return self.query("SELECT * FROM question_records WHERE round = ? AND phase = ? ORDER BY question_id",
                           [round_no, phase])
 
-    def query(self, sql: str, params: list | None = None) -> list[dict]:
+    def query(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
         """Run a read query and return rows as dicts (JSON columns come back as parsed values);
         what reports and the diagnosis input are built from."""
         cursor = self.con.execute(sql, params or [])
@@ -379,7 +408,7 @@ class RunStore:
             "config": config.model_dump(), "status": "running", "started_at": _utcnow(),
         }])
 
-    def finish_round(self, round_no: int, phase: str, summary: dict, wall_seconds: float) -> None:
+    def finish_round(self, round_no: int, phase: str, summary: dict[str, Any], wall_seconds: float) -> None:
         self.con.execute(
             """UPDATE rounds SET status = 'done', n_questions = ?, n_failed = ?, main_f1 = ?,
                adversarial_f1 = ?, all_f1 = ?, evidence_recall = ?, main_evidence_recall = ?,
@@ -390,20 +419,25 @@ class RunStore:
              _jsonable(summary["by_category"]), wall_seconds, _utcnow(), round_no, phase],
         )
 
-    def round_row(self, round_no: int, phase: str) -> dict | None:
+    def round_row(self, round_no: int, phase: str) -> dict[str, Any] | None:
         rows = self.query("SELECT * FROM rounds WHERE round = ? AND phase = ?", [round_no, phase])
         return rows[0] if rows else None
 
     def best_round(self) -> int:
         """The guard's best round: the one a finished run scored on test as its best, else (a run still
-        going, or stopped before its test) the incumbent after the latest decided round; 0 (the start)
-        when there is neither. The last round that won its paired comparison, not the highest mean."""
-        final = self.query("SELECT min(round) AS r FROM rounds WHERE phase = 'test_best'")[0]["r"]
+        going, or stopped before its test) the incumbent after the latest decided round by `incumbent`;
+        0 (the start) when there is neither."""
+        final = self.query("SELECT min(round) AS r FROM rounds WHERE phase = ?", [Phase.TEST_BEST])[0]["r"]
         if final is not None:
-            return final
-        latest = self.query("SELECT best_round AS r FROM decisions WHERE best_round IS NOT NULL "
-                            "ORDER BY round DESC LIMIT 1")
-        return latest[0]["r"] if latest else 0
+            return int(final)
+        decided = self.query("SELECT round, accepted, best_round FROM decisions ORDER BY round")
+        if not decided:
+            return 0
+        if any(row["accepted"] is None for row in decided):  # written before verdicts were stored
+            latest = [row["best_round"] for row in decided if row["best_round"] is not None]
+            return int(latest[-1]) if latest else 0
+        judged = [JudgedRound(0, True)] + [JudgedRound(row["round"], row["accepted"]) for row in decided]
+        return incumbent(judged).round
 
     def finished_question_ids(self, round_no: int, phase: str) -> set[str]:
         """Questions already recorded (and not failed) for this round: a resume skips them."""
@@ -434,7 +468,7 @@ class RunStore:
         self.con.execute("DELETE FROM question_records WHERE round = ? AND phase = ? AND failed", [round_no, phase])
 
 
-def round_summary(row: dict) -> dict:
+def round_summary(row: dict[str, Any]) -> dict[str, Any]:
     """A `rounds` row in the shape `evaluate` summaries have (so a finished round is read back)."""
     return {"n": row["n_questions"], "n_failed": row["n_failed"], "main": row["main_f1"],
             "adversarial": row["adversarial_f1"], "all": row["all_f1"], "evidence_recall": row["evidence_recall"],
@@ -442,7 +476,7 @@ def round_summary(row: dict) -> dict:
             "by_category": row["by_category"] or {}}
 
 
-def headline(summary_or_row: dict | None) -> dict:
+def headline(summary_or_row: dict[str, Any] | None) -> dict[str, Any]:
     """The few figures reports quote for one evaluation: from a summary or a `rounds` row."""
     if not summary_or_row:
         return {}

@@ -6,6 +6,7 @@ one definition (`question_records` from the `QuestionRecord` contract)."""
 from __future__ import annotations
 
 from evolvemem.contracts.records import RIGHT_F1, record_columns
+from evolvemem.contracts.vocab import FailureClass
 
 SCHEMA_VERSION = 1
 
@@ -135,28 +136,29 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
     ],
 }
 
-# A view over question_records: why each wrong answer went wrong, using the gold evidence.
+# A view over question_records: why each wrong answer went wrong, using the gold evidence. The labels
+# are FailureClass members (contracts/vocab.py), spelled once.
 FAILURE_VIEW = """
 CREATE OR REPLACE VIEW question_failures AS
 SELECT *,
   CASE
-    WHEN failed THEN 'call_failed'
-    WHEN f1 >= {right_f1} THEN 'correct'
+    WHEN failed THEN '{f.CALL_FAILED}'
+    WHEN f1 >= {right_f1} THEN '{f.CORRECT}'
     -- contexts only (rung 0, the evidence objective): no answer; a context holding all of the
     -- question's evidence is right, one missing some fails for the reason the classes below give
-    WHEN f1 IS NULL AND (category_is_adversarial OR len(evidence_ids) = 0) THEN 'unknown'
-    WHEN f1 IS NULL AND evidence_recall >= 1 THEN 'correct'
-    WHEN category_is_adversarial THEN 'hallucination'
-    WHEN len(evidence_ids) = 0 THEN 'unknown'
-    WHEN evidence_covered < 1 THEN 'extraction_gap'
-    WHEN evidence_retrieved < 1 THEN 'retrieval_miss'
-    WHEN evidence_recall < 1 THEN 'budget_cut'
-    WHEN abstained THEN 'wrong_abstention'
-    WHEN f1 > 0 THEN 'format_mismatch'
-    ELSE 'answer_error'
+    WHEN f1 IS NULL AND (category_is_adversarial OR len(evidence_ids) = 0) THEN '{f.UNKNOWN}'
+    WHEN f1 IS NULL AND evidence_recall >= 1 THEN '{f.CORRECT}'
+    WHEN category_is_adversarial THEN '{f.HALLUCINATION}'
+    WHEN len(evidence_ids) = 0 THEN '{f.UNKNOWN}'
+    WHEN evidence_covered < 1 THEN '{f.EXTRACTION_GAP}'
+    WHEN evidence_retrieved < 1 THEN '{f.RETRIEVAL_MISS}'
+    WHEN evidence_recall < 1 THEN '{f.BUDGET_CUT}'
+    WHEN abstained THEN '{f.WRONG_ABSTENTION}'
+    WHEN f1 > 0 THEN '{f.FORMAT_MISMATCH}'
+    ELSE '{f.ANSWER_ERROR}'
   END AS failure
 FROM (SELECT *, question_type = 'adversarial' AS category_is_adversarial FROM question_records)
-""".format(right_f1=RIGHT_F1)
+""".format(right_f1=RIGHT_F1, f=FailureClass)
 
 
 def create_statements() -> list[str]:

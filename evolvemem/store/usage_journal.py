@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from evolvemem.contracts.usage import USAGE_FIELDS, Usage
 
@@ -126,7 +127,7 @@ def parse_line(raw: bytes) -> JournalEntry | None:
         return None
 
 
-def usage_rows_of(entries: list[JournalEntry]) -> list[dict]:
+def usage_rows_of(entries: list[JournalEntry]) -> list[dict[str, Any]]:
     """`usage` table rows: the entries summed per (round, phase, role)."""
     totals: dict[tuple[int, str, str], Usage] = {}
     for e in entries:

@@ -9,33 +9,30 @@ raw turns, episodes, RecMem's recurrence store) only when a config first needs t
 cached on disk like the fact store."""
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Callable, TypeVar
 
+from evolvemem.mechanisms import candidate_sources
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.contracts.usage import Usage
 from evolvemem.data.models import Conversation, Dataset, Question
-from evolvemem.memory.consolidate import consolidate, decay_importance
+from evolvemem.memory.consolidate import consolidate
 from evolvemem.memory.store_cache import load_or_extract
-from evolvemem.memory.stores import FACT, RAW, store_extractor
+from evolvemem.memory.stores import FACT, RAW
 from evolvemem.retrieval.embeddings import DEFAULT_EMBEDDING_MODEL, Embedder
-from evolvemem.retrieval.index import ConversationIndex, IndexState
+from evolvemem.retrieval.index import ConversationIndex
 from evolvemem.retrieval.rerank import CrossEncoderReranker
 from evolvemem.retrieval.retriever import Retriever
 from evolvemem.roles.factory import Roles
-from evolvemem.store.schema import TABLES
+from evolvemem.workspace.stores import MemoryStores, ProgressFn
 
 if TYPE_CHECKING:
     from evolvemem.space.config import RetrievalConfig
 
 T = TypeVar("T")
 
-MEMORY_COLUMNS = tuple(name for name, _, _ in TABLES["memories"])
-
-ProgressFn = Callable[[str, int, int], None]  # (stage, done, total)
 
 
 @dataclass
@@ -45,20 +42,6 @@ class SetupStats:
     conversations_from_cache: int = 0
     memories: int = 0
     usage: Usage = field(default_factory=Usage)
-
-
-@dataclass(frozen=True)
-class ConversationPack:
-    """One conversation of a workspace as another process needs it to answer its questions
-    exactly as this one would: the conversation (its questions typed as this run typed them),
-    its memories, and the built index of every memory store, embeddings included — a worker
-    neither extracts nor embeds a memory. `key` names the content: equal keys, equal packs."""
-
-    key: str
-    dataset: Dataset
-    memories: tuple[MemoryUnit, ...]  # the fact store, as `memory_version` counts it
-    fact_index: IndexState
-    stores: dict[str, tuple[tuple[MemoryUnit, ...], IndexState]]  # other built stores
 
 
 def consolidated(units: list[MemoryUnit], conversation: Conversation) -> list[MemoryUnit]:
@@ -82,10 +65,7 @@ class Workspace:
         self.retrievers: dict[str, Retriever] = {}
         self.covered_turns: dict[str, set[str]] = {}
         self.stats = SetupStats()
-        # non-fact stores (never changed once built): (store, conversation id) -> (memories, retriever,
-        # the turns those memories come from)
-        self._stores: dict[tuple[str, str], tuple[list[MemoryUnit], Retriever, set[str]]] = {}
-        self._store_lock = threading.Lock()
+        self.stores = MemoryStores(self)  # the other stores (never changed once built)
         self._memo: dict[str, object] = {}
         self._memo_lock = threading.Lock()
 
@@ -105,7 +85,7 @@ class Workspace:
 
         started = time.perf_counter()
         for i, conv in enumerate(conversations):
-            self._index(conv.conversation_id)
+            self.index_conversation(conv.conversation_id)
             if progress:
                 progress("index", i + 1, len(conversations))
         self.stats.index_seconds = time.perf_counter() - started
@@ -116,106 +96,44 @@ class Workspace:
         """Consolidate and index one conversation's extracted `units` exactly as `build` does, for
         a caller that extracted them itself (the serving path extracts turns as they are added)."""
         self.memories[conversation_id] = consolidated(units, self.dataset.conversations[conversation_id])
-        self._index(conversation_id)
+        self.index_conversation(conversation_id)
         self.stats.memories = sum(len(v) for v in self.memories.values())
 
-    def _retriever_over(self, conversation_id: str, units: list[MemoryUnit]) -> Retriever:
+    def retriever_over(self, conversation_id: str, units: list[MemoryUnit]) -> Retriever:
         conv = self.dataset.conversations[conversation_id]
-        return self._retriever_on(conversation_id, ConversationIndex.build(units, self.embedder,
+        return self.retriever_on(conversation_id, ConversationIndex.build(units, self.embedder,
                                                                            known_persons=conv.speakers))
 
-    def _retriever_on(self, conversation_id: str, index: ConversationIndex) -> Retriever:
+    def retriever_on(self, conversation_id: str, index: ConversationIndex) -> Retriever:
         conv = self.dataset.conversations[conversation_id]
         return Retriever(index, self.embedder, decomposer=self.roles.decomposer, known_persons=conv.speakers,
-                         llm=self.roles.mechanism_client, reranker=self.reranker)
+                         llm=self.roles.mechanism_client, reranker=self.reranker, sources=candidate_sources())
 
-    def _index(self, conversation_id: str, index: ConversationIndex | None = None) -> None:
+    def index_conversation(self, conversation_id: str, index: ConversationIndex | None = None) -> None:
         units = self.memories[conversation_id]
-        retriever = (self._retriever_over(conversation_id, units) if index is None
-                     else self._retriever_on(conversation_id, index))
+        retriever = (self.retriever_over(conversation_id, units) if index is None
+                     else self.retriever_on(conversation_id, index))
         self.indexes[conversation_id] = retriever.index
         self.retrievers[conversation_id] = retriever
         self.covered_turns[conversation_id] = {t for u in units for t in u.source_turn_ids}
 
-    # ---- one conversation elsewhere ----------------------------------------------------------
-    def pack(self, conversation_id: str) -> ConversationPack:
-        """Conversation `conversation_id` with its memories and every store built so far."""
-        stores = {name: (tuple(units), retriever.index.state)
-                  for (name, conv_id), (units, retriever, _) in sorted(self._stores.items()) if conv_id == conversation_id}
-        dataset = self.dataset.subset({conversation_id})
-        digest = hashlib.sha256(repr((self.dataset.content_hash, conversation_id, self.memory_version(conversation_id),
-                                      sorted(stores), self.embedder.model_name,
-                                      [(q.question_id, q.question_type) for q in dataset.questions])).encode())
-        return ConversationPack(digest.hexdigest()[:24], dataset, tuple(self.memories[conversation_id]),
-                                self.indexes[conversation_id].state, stores)
-
-    @classmethod
-    def from_pack(cls, pack: ConversationPack, roles: Roles, embedder: Embedder,
-                  reranker: CrossEncoderReranker | None = None) -> Workspace:
-        """A workspace of the pack's one conversation, its indexes as the pack holds them (the
-        embedder embeds questions: one per process reads its on-disk cache once)."""
-        ws = cls(pack.dataset, roles, embedder=embedder, reranker=reranker)
-        (conversation_id,) = pack.dataset.conversations
-        speakers = pack.dataset.conversations[conversation_id].speakers
-        ws.memories[conversation_id] = list(pack.memories)
-        ws._index(conversation_id, ConversationIndex(pack.fact_index, ws.embedder, speakers))
-        for name, (units, state) in pack.stores.items():
-            retriever = ws._retriever_on(conversation_id, ConversationIndex(state, ws.embedder, speakers))
-            ws._stores[(name, conversation_id)] = (list(units), retriever, {t for u in units for t in u.source_turn_ids})
-        ws.stats.memories = len(pack.memories)
-        return ws
-
     def ensure_stores(self, names: set[str], progress: ProgressFn | None = None) -> None:
-        """Build (or load from the memory cache) every store in `names` not built yet, for every
-        conversation. Their extraction cost is added to the setup stats."""
-
-        with self._store_lock:
-            for name in sorted(set(names) - {FACT}):
-                todo = [c for c in self.dataset.conversations.values() if (name, c.conversation_id) not in self._stores]
-                if not todo:
-                    continue
-                extractor = store_extractor(name, self.roles.extract_client, self.embedder)
-                # shown at once: the first conversation of a store like `episode` can take minutes
-                label = f"building the {name} memory store (once per run, then cached)"
-                if progress:
-                    progress(label, 0, len(todo))
-                for i, conv in enumerate(todo):
-                    units, cost, _ = load_or_extract(extractor, conv)
-                    last = max((s.timestamp for s in conv.sessions if s.timestamp), default=None)
-                    # each store consolidates in its own way (raw: never); only the decay is shared
-                    units = decay_importance(units, last) if last is not None else units
-                    self._stores[(name, conv.conversation_id)] = (
-                        units, self._retriever_over(conv.conversation_id, units),
-                        {t for u in units for t in u.source_turn_ids})
-                    self.stats.usage = self.stats.usage + cost
-                    if progress:
-                        progress(label, i + 1, len(todo))
+        """Build (or load from the memory cache) every store in `names` not built yet, for every conversation."""
+        self.stores.ensure(names, progress)
 
     def retriever(self, conversation_id: str, store: str = FACT) -> Retriever:
         """The retriever over one store of a conversation (call `ensure_stores` first)."""
-        if store == FACT:
-            return self.retrievers[conversation_id]
-        try:
-            return self._stores[(store, conversation_id)][1]
-        except KeyError:
-            raise RuntimeError(f"memory store {store!r} of {conversation_id} was not built; "
-                               "call ensure_stores first") from None
+        return self.retrievers[conversation_id] if store == FACT else self.stores.retriever(conversation_id, store)
 
     def has_store(self, conversation_id: str, store: str) -> bool:
-        return store == FACT or (store, conversation_id) in self._stores
+        return store == FACT or self.stores.has(conversation_id, store)
 
     def store_memories(self, conversation_id: str, store: str = FACT) -> list[MemoryUnit]:
-        if store == FACT:
-            return self.memories[conversation_id]
-        self.retriever(conversation_id, store)
-        return self._stores[(store, conversation_id)][0]
+        return self.memories[conversation_id] if store == FACT else self.stores.memories(conversation_id, store)
 
     def covered(self, conversation_id: str, store: str = FACT) -> set[str]:
         """The turns some memory of one store of a conversation comes from."""
-        if store == FACT:
-            return self.covered_turns[conversation_id]
-        self.retriever(conversation_id, store)
-        return self._stores[(store, conversation_id)][2]
+        return self.covered_turns[conversation_id] if store == FACT else self.stores.covered(conversation_id, store)
 
     def add_memories(self, conversation_id: str, units: list[MemoryUnit]) -> list[MemoryUnit]:
         """Add re-extracted memories to one conversation (only new contents); returns those added."""
@@ -227,23 +145,6 @@ class Workspace:
         self.indexes[conversation_id].add(fresh)
         self.covered_turns[conversation_id].update(t for u in fresh for t in u.source_turn_ids)
         return fresh
-
-    def memory_rows(self, units: list[MemoryUnit] | None = None) -> list[dict]:
-        """Rows of the run store's `memories` table (all memories, or the given ones); its
-        columns are MemoryUnit field names, so the schema alone decides what is stored."""
-        if units is None:
-            units = [m for ms in self.memories.values() for m in ms]
-        return [{c: (list(v) if isinstance(v, tuple) else v) for c in MEMORY_COLUMNS for v in [getattr(m, c)]}
-                for m in units]
-
-    def restore_added(self, rows: list[dict]) -> int:
-        """Re-add memories that re-extraction added in an earlier session of this run (resume)."""
-        by_conv: dict[str, list[MemoryUnit]] = {}
-        for row in rows:
-            fields: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v)
-                                      for k, v in row.items() if v is not None}
-            by_conv.setdefault(row["conversation_id"], []).append(MemoryUnit(**fields))
-        return sum(len(self.add_memories(conv_id, units)) for conv_id, units in by_conv.items())
 
     def memory_version(self, conversation_id: str) -> int:
         """Changes whenever the conversation's memories change (re-extraction only adds)."""
@@ -260,9 +161,8 @@ class Workspace:
             by_conv.setdefault(q.conversation_id, []).append(q)
         for conv_id, qs in by_conv.items():
             self.retrievers[conv_id].prepare(qs, config, decompose=decompose)
-            for (_, store_conv), (_, retriever, _) in list(self._stores.items()):
-                if store_conv == conv_id:
-                    retriever.prepare(qs, config, decompose=decompose)
+            for _, _, retriever in self.stores.of_conversation(conv_id):
+                retriever.prepare(qs, config, decompose=decompose)
 
     # ---- derived data later rounds reuse ------------------------------------------------------
     def memo(self, key: str, make: Callable[[], T]) -> T:

@@ -1,0 +1,175 @@
+"""What the run store's typed readers return (store/reads.py): frozen rows of its tables and read models.
+
+A reader hands these to the report, `evolve runs / show / diff` and the diagnosis input, so none of
+them writes SQL or guesses at a column's name."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Mapping, TypeVar, cast
+
+from evolvemem.contracts.usage import Usage
+
+T = TypeVar("T", bound="StoredRow")
+
+JSONObject = dict[str, Any]  # a JSON column read back (a config, per-category figures, a paired comparison)
+
+
+class StoredRow:
+    """A frozen dataclass read from one query row: its fields by name, NULL (or a column an older run
+    lacks) as None."""
+
+    @classmethod
+    def from_row(cls: type[T], row: Mapping[str, Any]) -> T:
+        return cls(**{f.name: row.get(f.name) for f in fields(cast(Any, cls))})
+
+    def as_row(self) -> JSONObject:
+        """The row as a dict (what `headline`, JSON output and the report's views read)."""
+        return {f.name: getattr(self, f.name) for f in fields(cast(Any, self))}
+
+
+@dataclass(frozen=True)
+class RoundSummary(StoredRow):
+    """One evaluation of a config (a `rounds` row): scores over its questions."""
+
+    round: int
+    phase: str
+    config: JSONObject | None
+    status: str | None
+    n_questions: int | None
+    n_failed: int | None
+    main_f1: float | None
+    adversarial_f1: float | None
+    all_f1: float | None
+    evidence_recall: float | None
+    main_evidence_recall: float | None
+    context_tokens: float | None
+    by_category: JSONObject | None
+    wall_seconds: float | None
+
+    def column(self, name: str) -> float | None:
+        """A score column by name (an objective's headline: loop/spec.objective_column)."""
+        value = getattr(self, name)
+        return None if value is None else float(value)
+
+
+@dataclass(frozen=True)
+class DecisionRow(StoredRow):
+    """The guard's decision after one round (a `decisions` row; None where an older run lacks the column)."""
+
+    round: int
+    decision: str
+    reason: str | None
+    score: float | None
+    delta: float | None
+    base_round: int | None
+    base_score: float | None
+    best_round: int | None
+    best_score: float | None
+    changes: list[JSONObject] | None
+    next_config: JSONObject | None
+    reextracted_sessions: list[str] | None
+    memories_added: int | None
+    accepted: bool | None
+    significant_loss: bool | None
+    compared_with: int | None
+    verdict: str | None
+    flags: list[str] | None
+    fallback: str | None
+    paired: JSONObject | None
+    candidates: list[JSONObject] | None
+    comparisons: int | None
+
+
+@dataclass(frozen=True)
+class RoundUsage:
+    """LLM calls and tokens of one round, over its phases and roles."""
+
+    round: int
+    calls: int
+    cache_hits: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class ProposedDimension(StoredRow):
+    """A new dimension a diagnoser proposed, and its fate (a `proposed_dimensions` row)."""
+
+    round: int
+    name: str
+    description: str | None
+    rationale: str | None
+    maps_to: JSONObject | None
+    status: str | None
+    reason: str | None
+    file: str | None
+
+
+@dataclass(frozen=True)
+class RoundBreakdown:
+    """What the diagnosis input reads of one evaluation's records (loop/diagnosis_input.py)."""
+
+    overall: JSONObject  # n, f1, evidence_recall, zero_f1, mean_context
+    by_type: tuple[JSONObject, ...]
+    by_category: tuple[JSONObject, ...]
+    taxonomy: dict[str, int]  # failure class -> questions
+    taxonomy_by_type: dict[str, dict[str, int]]
+    worst_cases: tuple[JSONObject, ...]
+    view_credit: dict[str, int]  # view -> right answers its memories reached
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """An earlier decision as the diagnosis input's history reads it."""
+
+    round: int
+    decision: str
+    reason: str | None
+    score: float | None
+    delta: float | None
+    changes: list[JSONObject] | None
+    base_score: float | None
+    accepted: bool | None
+    paired: JSONObject | None
+
+
+@dataclass(frozen=True)
+class DiagnosisSummary(StoredRow):
+    """Who diagnosed a round and what it proposed (a `diagnoses` row without its prompt and reply)."""
+
+    round: int
+    diagnoser: str | None
+    proposal: JSONObject | None
+    parse_error: str | None
+
+
+@dataclass(frozen=True)
+class RoleUsage:
+    """LLM usage of one role in one (round, phase)."""
+
+    round: int
+    phase: str
+    role: str
+    usage: Usage
+
+
+@dataclass(frozen=True)
+class FlippedQuestion:
+    """A question right under one evaluation and wrong under another, or the reverse."""
+
+    question_id: str
+    question_type: str
+    question: str
+    gold: str
+    prediction_a: str
+    prediction_b: str
+    f1_a: float | None
+    f1_b: float | None
+    failure_a: str
+    failure_b: str
+    flip: str  # "fixed" (now right) or "broken" (now wrong)
