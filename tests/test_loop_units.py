@@ -11,13 +11,19 @@ from evolvemem.loop.guard import RoundScore, check_regression, decide
 from evolvemem.loop.spec import GuardSettings
 from evolvemem.contracts.diagnosis import Proposal, proposal_from_raw
 from evolvemem.space.config import RetrievalConfig, load_config
+from evolvemem.space.registry import registry
+
+
+WITHOUT_CROSS_ENCODER = tuple(name for name, dim in registry().items() if dim.needs_reranker)
 
 
 def make_input(taxonomy, by_type=None, config=None, history=None, mean_context=8.0) -> DiagnosisInput:
     config = config or load_config("weak")[0]
-    return DiagnosisInput(round=1, objective="all", score=0.3, overall={}, by_type=by_type or [], by_category=[],
-                          taxonomy=taxonomy, taxonomy_by_type={}, worst_cases=[], config=config.values(),
-                          overrides=config.overrides(), history=history or [], mean_context=mean_context)
+    inp = DiagnosisInput(round=1, objective="all", score=0.3, overall={}, by_type=by_type or [], by_category=[],
+                         taxonomy=taxonomy, taxonomy_by_type={}, worst_cases=[], config=config.values(),
+                         overrides=config.overrides(), history=history or [], mean_context=mean_context)
+    inp.fixed = WITHOUT_CROSS_ENCODER  # as the runner fixes them for a run without --rerank-model
+    return inp
 
 
 def test_proposal_validation_clamps_rejects_and_keeps_new_dimensions():
