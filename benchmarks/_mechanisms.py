@@ -7,6 +7,7 @@ variant, then a per-category table (F1 and evidence recall of every variant with
 `default`) and one overall Δ line per variant. Scripts put the repo root on sys.path, then
 import it as `benchmarks._mechanisms`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -104,12 +105,15 @@ def print_variant(name: str, run: VariantRun, *extras: str) -> None:
     if run.retrieval_ms is not None:
         parts.append(f"retrieval {run.retrieval_ms:.2f} ms/question")
     parts.append(f"evaluation {run.evaluation_ms:.2f} ms/question")
-    print(f"\n== {name}: all F1 {fmt(s['all'])}  main F1 {fmt(s['main'])}  "
-          f"evidence recall {fmt(s['evidence_recall'])}  | " + " | ".join(parts))
+    print(
+        f"\n== {name}: all F1 {fmt(s['all'])}  main F1 {fmt(s['main'])}  "
+        f"evidence recall {fmt(s['evidence_recall'])}  | " + " | ".join(parts)
+    )
 
 
-def run_variants(ws: Any, questions: list, configs: dict[str, Any], *,
-                 time_retrieval: bool = True) -> dict[str, VariantRun]:
+def run_variants(
+    ws: Any, questions: list, configs: dict[str, Any], *, time_retrieval: bool = True
+) -> dict[str, VariantRun]:
     """`run_variant` and `print_variant` for each named config, in order."""
     runs = {}
     for name, config in configs.items():
@@ -146,10 +150,14 @@ def print_comparison(runs: dict[str, VariantRun]) -> None:
         if name == REFERENCE:
             continue
         s = run.summary
-        line = (f"Δ {name}: all F1 {_change(s['all'], reference['all'], 4)}, "
-                f"main F1 {_change(s['main'], reference['main'], 4)}, "
-                f"evidence recall {_change(s['evidence_recall'], reference['evidence_recall'], 4)}")
+        line = (
+            f"Δ {name}: all F1 {_change(s['all'], reference['all'], 4)}, "
+            f"main F1 {_change(s['main'], reference['main'], 4)}, "
+            f"evidence recall {_change(s['evidence_recall'], reference['evidence_recall'], 4)}"
+        )
         if run.retrieval_ms is not None and base.retrieval_ms:
-            line += (f"; retrieval {run.retrieval_ms - base.retrieval_ms:+.3f} ms/question "
-                     f"(×{run.retrieval_ms / base.retrieval_ms:.2f})")
+            line += (
+                f"; retrieval {run.retrieval_ms - base.retrieval_ms:+.3f} ms/question "
+                f"(×{run.retrieval_ms / base.retrieval_ms:.2f})"
+            )
         print(line)

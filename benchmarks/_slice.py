@@ -2,6 +2,7 @@
 slice: the dev file, the context window they serve the local model with, and a question picker
 that takes the categories in turn so a small slice still holds every kind of question.
 Scripts put the repo root on sys.path, then import this as `benchmarks._slice`."""
+
 from __future__ import annotations
 
 from collections import defaultdict

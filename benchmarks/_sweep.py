@@ -6,6 +6,7 @@ back as runs finish; a script prints each as it comes and its tables in its own 
 A run's function and its item must be picklable: a module-level function of the script (Ray
 sends a script's own functions by value) and plain data. Scripts put the repo root on sys.path,
 then import this as `benchmarks._sweep`."""
+
 from __future__ import annotations
 
 import argparse
@@ -16,10 +17,17 @@ R = TypeVar("R")
 
 
 def add_executor_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--executor", default="local", choices=("local", "ray"),
-                        help="run the runs one after another here (local) or as parallel Ray tasks (ray)")
-    parser.add_argument("--ray-address", default=None,
-                        help="with --executor ray: auto or HOST:PORT of a running cluster (default: a local one)")
+    parser.add_argument(
+        "--executor",
+        default="local",
+        choices=("local", "ray"),
+        help="run the runs one after another here (local) or as parallel Ray tasks (ray)",
+    )
+    parser.add_argument(
+        "--ray-address",
+        default=None,
+        help="with --executor ray: auto or HOST:PORT of a running cluster (default: a local one)",
+    )
 
 
 def sweep(run: Callable[[T], R], items: Sequence[T], args: argparse.Namespace) -> Iterator[tuple[int, R]]:

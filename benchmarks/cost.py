@@ -18,6 +18,7 @@ a slice of N questions per conversation answered by the local 0.5B model
     python benchmarks/cost.py [--data ../shared/data/locomo10_dev8.json] [--rounds 7] [--latency 0.02]
         [--screen-fraction 0.25] [--extra "--screen-budget 2"] [--local N [--local-rounds 3] [--only-local]]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,9 +44,49 @@ DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo10_dev8.json"
 MODEL = "openai/fake-reader"
 ABSTAIN = "Not mentioned in the conversation."
 _WORD = re.compile(r"[a-z0-9']+")
-_SHORT = {"what", "when", "where", "which", "who", "whom", "whose", "why", "how", "does", "did", "do", "the",
-          "and", "for", "with", "that", "this", "from", "have", "has", "was", "were", "are", "is", "a", "an",
-          "of", "to", "in", "on", "at", "by", "it", "its", "be", "or", "as", "about", "they", "their"}
+_SHORT = {
+    "what",
+    "when",
+    "where",
+    "which",
+    "who",
+    "whom",
+    "whose",
+    "why",
+    "how",
+    "does",
+    "did",
+    "do",
+    "the",
+    "and",
+    "for",
+    "with",
+    "that",
+    "this",
+    "from",
+    "have",
+    "has",
+    "was",
+    "were",
+    "are",
+    "is",
+    "a",
+    "an",
+    "of",
+    "to",
+    "in",
+    "on",
+    "at",
+    "by",
+    "it",
+    "its",
+    "be",
+    "or",
+    "as",
+    "about",
+    "they",
+    "their",
+}
 
 
 def content_words(text: str) -> set[str]:
@@ -81,24 +122,57 @@ def is_answer_call(body: dict) -> bool:
 
 def evolve_run(data: Path, out: Path, rounds: int, model: str, api_base: str, extra: list[str]) -> dict:
     env = {**os.environ, "OPENAI_API_KEY": "not-needed-here", "EVOLVEMEM_LLM_BACKOFF_BASE": "0.01"}
-    proc = subprocess.run([sys.executable, "-m", "evolvemem.cli.main", "run", "--benchmark", "locomo", "--data",
-                           str(data), "--rounds", str(rounds), "--init", "weak", "--diagnoser", "rubric",
-                           "--patience", "0", "--answer-model", model, "--api-base", api_base, "--extract-model",
-                           "offline", "--no-cache", "--out", str(out), "--quiet", "--json", *extra],
-                          capture_output=True, text=True, check=False, env=env)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evolvemem.cli.main",
+            "run",
+            "--benchmark",
+            "locomo",
+            "--data",
+            str(data),
+            "--rounds",
+            str(rounds),
+            "--init",
+            "weak",
+            "--diagnoser",
+            "rubric",
+            "--patience",
+            "0",
+            "--answer-model",
+            model,
+            "--api-base",
+            api_base,
+            "--extract-model",
+            "offline",
+            "--no-cache",
+            "--out",
+            str(out),
+            "--quiet",
+            "--json",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"evolve run failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def measure(label: str, data: Path, out: Path, rounds: int, latency: float, extra: list[str],
-            local: Any = None) -> dict:
+def measure(
+    label: str, data: Path, out: Path, rounds: int, latency: float, extra: list[str], local: Any = None
+) -> dict:
     """One run against the fake server (answer calls counted by the server) or, with `local`, the
     running local model server (answer calls as the run store recorded them)."""
     if local is not None:
         started = time.perf_counter()
-        result = evolve_run(data, out, rounds, local.model, local.api_base,
-                            ["--context-window", str(local.n_ctx), *extra])
+        result = evolve_run(
+            data, out, rounds, local.model, local.api_base, ["--context-window", str(local.n_ctx), *extra]
+        )
         wall = time.perf_counter() - started
         answer_calls = -1
     else:
@@ -117,11 +191,20 @@ def measure(label: str, data: Path, out: Path, rounds: int, latency: float, extr
         screenings = store.screenings()
     if answer_calls < 0:
         answer_calls = int(usage["answer_calls"] or 0)
-    return {"per_round": [c.as_dict() for c in per_round], "label": label, "result": result, "wall": wall, "answer_calls": answer_calls,
-            "dev_answer_calls": int(usage["dev_calls"] or 0), "stored_answer_calls": int(usage["answer_calls"] or 0),
-            "tokens": int(usage["tokens"] or 0), "costs": costs, "test_best": test_best,
-            "screened_out": sum(1 for s in screenings if s["outcome"] == "screened_out"),
-            "screenings": len(screenings)}
+    return {
+        "per_round": [c.as_dict() for c in per_round],
+        "label": label,
+        "result": result,
+        "wall": wall,
+        "answer_calls": answer_calls,
+        "dev_answer_calls": int(usage["dev_calls"] or 0),
+        "stored_answer_calls": int(usage["answer_calls"] or 0),
+        "tokens": int(usage["tokens"] or 0),
+        "costs": costs,
+        "test_best": test_best,
+        "screened_out": sum(1 for s in screenings if s["outcome"] == "screened_out"),
+        "screenings": len(screenings),
+    }
 
 
 def fmt(value: float | None) -> str:
@@ -129,33 +212,51 @@ def fmt(value: float | None) -> str:
 
 
 def report(full: dict, screened: dict) -> None:
-    print(f"{'run':<34}{'answer calls':>13}{'dev calls':>11}{'tokens':>11}{'wall s':>9}"
-          f"{'dev start→best all':>22}{'test start→best main':>24}{'test start→best all':>22}")
+    print(
+        f"{'run':<34}{'answer calls':>13}{'dev calls':>11}{'tokens':>11}{'wall s':>9}"
+        f"{'dev start→best all':>22}{'test start→best main':>24}{'test start→best all':>22}"
+    )
     for run in (full, screened):
         dev, test = run["result"]["dev"], run["result"]["test"]
-        print(f"{run['label']:<34}{run['answer_calls']:>13}{run['dev_answer_calls']:>11}{run['tokens']:>11}"
-              f"{run['wall']:>9.1f}{fmt(dev['start']['all_f1']) + '→' + fmt(dev['best']['all_f1']):>22}"
-              f"{fmt(test['start']['main_f1']) + '→' + fmt(test['best']['main_f1']):>24}"
-              f"{fmt(test['start']['all_f1']) + '→' + fmt(test['best']['all_f1']):>22}")
+        print(
+            f"{run['label']:<34}{run['answer_calls']:>13}{run['dev_answer_calls']:>11}{run['tokens']:>11}"
+            f"{run['wall']:>9.1f}{fmt(dev['start']['all_f1']) + '→' + fmt(dev['best']['all_f1']):>22}"
+            f"{fmt(test['start']['main_f1']) + '→' + fmt(test['best']['main_f1']):>24}"
+            f"{fmt(test['start']['all_f1']) + '→' + fmt(test['best']['all_f1']):>22}"
+        )
     for run in (full, screened):
-        assert run["answer_calls"] == run["stored_answer_calls"], (run["label"], run["answer_calls"],
-                                                                  run["stored_answer_calls"])
-    print("screened run, per round: " + "; ".join(
-        f"r{c['round']} {c['calls']} calls ({c['scored']} answered, {c['reused_context']} context-reused, "
-        f"{c['screenings']} screened/{c['screened_out']} out)" for c in screened["per_round"]))
+        assert run["answer_calls"] == run["stored_answer_calls"], (
+            run["label"],
+            run["answer_calls"],
+            run["stored_answer_calls"],
+        )
+    print(
+        "screened run, per round: "
+        + "; ".join(
+            f"r{c['round']} {c['calls']} calls ({c['scored']} answered, {c['reused_context']} context-reused, "
+            f"{c['screenings']} screened/{c['screened_out']} out)"
+            for c in screened["per_round"]
+        )
+    )
     c = screened["costs"]
-    print(f"screened run: {screened['screenings']} screenings, {screened['screened_out']} screened out; "
-          f"{c['scored']} questions answered, {c['reused_context']} reused by context, {c['reused_config']} by config")
-    print(f"ratio answer calls (screened / full): all {screened['answer_calls'] / full['answer_calls']:.3f}×, "
-          f"dev rounds {screened['dev_answer_calls'] / full['dev_answer_calls']:.3f}×; "
-          f"tokens {screened['tokens'] / full['tokens']:.3f}×; wall {screened['wall'] / full['wall']:.3f}×")
+    print(
+        f"screened run: {screened['screenings']} screenings, {screened['screened_out']} screened out; "
+        f"{c['scored']} questions answered, {c['reused_context']} reused by context, {c['reused_config']} by config"
+    )
+    print(
+        f"ratio answer calls (screened / full): all {screened['answer_calls'] / full['answer_calls']:.3f}×, "
+        f"dev rounds {screened['dev_answer_calls'] / full['dev_answer_calls']:.3f}×; "
+        f"tokens {screened['tokens'] / full['tokens']:.3f}×; wall {screened['wall'] / full['wall']:.3f}×"
+    )
     adversarial = {str(r["category"]) for r in full["test_best"] if r.get("question_type") == "adversarial"}
     paired = compare(screened["test_best"], full["test_best"], 1, 0, adversarial, "balanced")
     for group in ("main", "all"):
         s = paired.groups[group]
         inside = s.ci_low <= 0.0 <= s.ci_high
-        print(f"held-out test {group} F1, screened − full (paired, n={s.n}): {s.diff:+.4f} "
-              f"[{s.ci_low:+.4f}, {s.ci_high:+.4f}] → {'within' if inside else 'OUTSIDE'} the interval")
+        print(
+            f"held-out test {group} F1, screened − full (paired, n={s.n}): {s.diff:+.4f} "
+            f"[{s.ci_low:+.4f}, {s.ci_high:+.4f}] → {'within' if inside else 'OUTSIDE'} the interval"
+        )
 
 
 def main() -> None:
@@ -166,9 +267,14 @@ def main() -> None:
     parser.add_argument("--screen-fraction", default="0.25")
     parser.add_argument("--extra", default="", help="more `evolve run` options for the screened run")
     parser.add_argument("--keep", type=Path, help="keep the run directories here")
-    parser.add_argument("--local", type=int, default=0, metavar="N",
-                        help="also run the pair with the local 0.5B model on N questions per conversation of "
-                             "2 dev + 2 test conversations")
+    parser.add_argument(
+        "--local",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also run the pair with the local 0.5B model on N questions per conversation of "
+        "2 dev + 2 test conversations",
+    )
     parser.add_argument("--local-rounds", type=int, default=3)
     parser.add_argument("--only-local", action="store_true", help="skip the fake-server pair")
     args = parser.parse_args()
@@ -180,10 +286,22 @@ def main() -> None:
         if args.only_local:
             local_pair(args, folder)
             return
-        full = measure("full evaluation", args.data, folder / "full", args.rounds, args.latency,
-                       ["--screen-fraction", "0", "--no-context-reuse"])
-        screened = measure(f"screening {args.screen_fraction} + context reuse", args.data, folder / "screened",
-                           args.rounds, args.latency, ["--screen-fraction", args.screen_fraction, *args.extra.split()])
+        full = measure(
+            "full evaluation",
+            args.data,
+            folder / "full",
+            args.rounds,
+            args.latency,
+            ["--screen-fraction", "0", "--no-context-reuse"],
+        )
+        screened = measure(
+            f"screening {args.screen_fraction} + context reuse",
+            args.data,
+            folder / "screened",
+            args.rounds,
+            args.latency,
+            ["--screen-fraction", args.screen_fraction, *args.extra.split()],
+        )
         print(f"fake server, {args.latency:g} s per call, {args.rounds} rounds from weak, rubric, LLM cache off")
         report(full, screened)
         if args.local:
@@ -202,12 +320,28 @@ def local_pair(args: argparse.Namespace, folder: Path) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     data = write_slice(args.data, args.local, folder)
     with serve("0.5b", n_ctx=WINDOW) as server:
-        full = measure("full evaluation", data, folder / "local-full", args.local_rounds, 0.0,
-                       ["--screen-fraction", "0", "--no-context-reuse"], local=server)
-        screened = measure(f"screening {args.screen_fraction} + context reuse", data, folder / "local-screened",
-                           args.local_rounds, 0.0, ["--screen-fraction", args.screen_fraction], local=server)
-    print(f"\nlocal Qwen2.5-Coder-0.5B (llama.cpp), {args.local} questions per conversation of 2 dev + 2 test "
-          f"conversations, {args.local_rounds} rounds from weak, rubric, LLM cache off")
+        full = measure(
+            "full evaluation",
+            data,
+            folder / "local-full",
+            args.local_rounds,
+            0.0,
+            ["--screen-fraction", "0", "--no-context-reuse"],
+            local=server,
+        )
+        screened = measure(
+            f"screening {args.screen_fraction} + context reuse",
+            data,
+            folder / "local-screened",
+            args.local_rounds,
+            0.0,
+            ["--screen-fraction", args.screen_fraction],
+            local=server,
+        )
+    print(
+        f"\nlocal Qwen2.5-Coder-0.5B (llama.cpp), {args.local} questions per conversation of 2 dev + 2 test "
+        f"conversations, {args.local_rounds} rounds from weak, rubric, LLM cache off"
+    )
     report(full, screened)
 
 

@@ -9,6 +9,7 @@ the development machines hold. This script makes the same file from the one user
 order, unchanged, and writes them as one line of JSON. It prints the conversations, questions and
 the sha256 of what it wrote; the project's copy has sha256 DEV8_SHA256.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,11 @@ def cut(samples: list[dict], keep: list[str]) -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("source", type=Path, help="the official locomo10.json")
-    parser.add_argument("--keep", default=",".join(DEV8),
-                        help="comma-separated sample ids to keep [default: the development copy's eight]")
+    parser.add_argument(
+        "--keep",
+        default=",".join(DEV8),
+        help="comma-separated sample ids to keep [default: the development copy's eight]",
+    )
     parser.add_argument("--out", type=Path, default=Path("locomo10_dev8.json"), help="file to write")
     args = parser.parse_args(argv)
     try:
@@ -48,11 +52,19 @@ def main(argv: list[str] | None = None) -> int:
     text = json.dumps(kept)
     args.out.write_text(text, encoding="utf-8")
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    print(f"wrote {args.out}: {len(kept)} conversations ({', '.join(s['sample_id'] for s in kept)}), "
-          f"{sum(len(s.get('qa', [])) for s in kept)} questions, sha256 {digest}")
+    print(
+        f"wrote {args.out}: {len(kept)} conversations ({', '.join(s['sample_id'] for s in kept)}), "
+        f"{sum(len(s.get('qa', [])) for s in kept)} questions, sha256 {digest}"
+    )
     if [s["sample_id"] for s in kept] == list(DEV8):
-        print("the project's development copy: " + ("identical" if digest == DEV8_SHA256 else
-                                                     f"same conversations, different bytes (its sha256 is {DEV8_SHA256})"))
+        print(
+            "the project's development copy: "
+            + (
+                "identical"
+                if digest == DEV8_SHA256
+                else f"same conversations, different bytes (its sha256 is {DEV8_SHA256})"
+            )
+        )
     return 0
 
 

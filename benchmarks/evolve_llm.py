@@ -19,6 +19,7 @@ again with the same `--out` after an interruption (finished runs are read back, 
 
     nohup python benchmarks/evolve_llm.py --out runs/evolve-llm > evolve_llm.log 2>&1 &
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,9 @@ from evolvemem.store.run_store import DB_NAME, RunStore  # noqa: E402
 ADVERSARIAL = 5
 
 
-def write_slice(data: Path, conversations: int, answerable: int, unanswerable: int, folder: Path,
-                name: str = "locomo_slice.json") -> Path:
+def write_slice(
+    data: Path, conversations: int, answerable: int, unanswerable: int, folder: Path, name: str = "locomo_slice.json"
+) -> Path:
     """`conversations` dev and as many test conversations (the usual split), a few questions each:
     paired intervals resample conversations, so many small clusters beat two large ones."""
     samples = json.loads(data.read_text(encoding="utf-8"))
@@ -62,8 +64,9 @@ def write_slice(data: Path, conversations: int, answerable: int, unanswerable: i
 def evolve(*args: str) -> dict:
     """One `evolve` command; its --json object. Its stderr is ours: in a log file, the command's
     progress lines show how far a long run has got."""
-    proc = subprocess.run([sys.executable, "-m", "evolvemem.cli.main", *args, "--json"],
-                          stdout=subprocess.PIPE, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "evolvemem.cli.main", *args, "--json"], stdout=subprocess.PIPE, text=True
+    )
     if proc.returncode != 0:
         raise SystemExit(f"evolve {' '.join(args[:4])} … failed (exit {proc.returncode}; its error is above)")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -85,8 +88,10 @@ def paired_cell(candidate: list[dict], incumbent: list[dict], group: str, metric
     s = comparison.groups[group]
     if not s.n:
         return "–"
-    return (f"{s.incumbent:.3f} → {s.candidate:.3f} ({s.diff:+.3f} [{s.ci_low:+.3f}, {s.ci_high:+.3f}] "
-            f"p={s.p_gain:.3f}, n={s.n})")
+    return (
+        f"{s.incumbent:.3f} → {s.candidate:.3f} ({s.diff:+.3f} [{s.ci_low:+.3f}, {s.ci_high:+.3f}] "
+        f"p={s.p_gain:.3f}, n={s.n})"
+    )
 
 
 def candidate_prices(store: RunStore) -> dict[tuple[int, int], float]:
@@ -127,28 +132,50 @@ def describe_run(out: Path, wall: float) -> dict:
         decisions = store.query("SELECT round, decision, accepted, changes FROM decisions ORDER BY round")
         # the rounds after round 0 against evaluating every candidate they tried on every dev question
         answer_calls = store.query("""SELECT coalesce(sum(calls), 0) AS calls FROM usage WHERE round > 0
-                                      AND role <> 'diagnose' AND phase NOT IN ('test_start', 'test_best')""")[0]["calls"]
+                                      AND role <> 'diagnose' AND phase NOT IN ('test_start', 'test_best')""")[0][
+            "calls"
+        ]
         prices = candidate_prices(store)
         candidates = len(prices)
-        full_calls = sum(prices.values()) * store.query(
-            "SELECT count(*) AS n FROM question_records WHERE round = 0 AND phase = 'dev'")[0]["n"]
-    rungs = [f"r{s['round']}.{s['attempt']}:{s['rung'] if s['rung'] is not None else '-'}"
-             f"{'✓' if s['outcome'] == 'passed' else '✗'}" for s in screenings]
+        full_calls = (
+            sum(prices.values())
+            * store.query("SELECT count(*) AS n FROM question_records WHERE round = 0 AND phase = 'dev'")[0]["n"]
+        )
+    rungs = [
+        f"r{s['round']}.{s['attempt']}:{s['rung'] if s['rung'] is not None else '-'}"
+        f"{'✓' if s['outcome'] == 'passed' else '✗'}"
+        for s in screenings
+    ]
     accepted = [d["round"] for d in decisions if d["accepted"] and d["round"] > 0]
     return {
-        "best_round": best_row, "accepted": accepted,
+        "best_round": best_row,
+        "accepted": accepted,
         "main": paired_cell(best, start, "main", "f1"),
         "adversarial": paired_cell(best, start, "adversarial", "f1"),
         "recall": paired_cell(best, start, "main", "evidence_recall"),
-        "answer_calls": answer_calls, "candidates": candidates,
+        "answer_calls": answer_calls,
+        "candidates": candidates,
         "vs_full": answer_calls / full_calls if full_calls else None,
-        "rungs": " ".join(rungs) or "none", "wall_min": wall / 60,
+        "rungs": " ".join(rungs) or "none",
+        "wall_min": wall / 60,
     }
 
 
 def eval_with_reader(out: Path, data: Path, config: Path, server_args: list[str]) -> list[dict]:
-    evolve("eval", "--data", str(data), "--split", "test", "--config", str(config), "--out", str(out),
-           "--concurrency", "2", *server_args)
+    evolve(
+        "eval",
+        "--data",
+        str(data),
+        "--split",
+        "test",
+        "--config",
+        str(config),
+        "--out",
+        str(out),
+        "--concurrency",
+        "2",
+        *server_args,
+    )
     with RunStore(out, read_only=True) as store:
         return store.round_records(0, "eval")
 
@@ -160,10 +187,15 @@ def held_out_verdict(out: Path, run: Path, best_at: int, wide: Path, reader: lis
     the run kept its start (`best_at` 0: nothing to compare)."""
     if not best_at:
         return None
-    start = eval_with_reader(out / f"verdict-{run.name}-start", wide, run / "rounds" / "round_00" / "config.toml", reader)
+    start = eval_with_reader(
+        out / f"verdict-{run.name}-start", wide, run / "rounds" / "round_00" / "config.toml", reader
+    )
     best = eval_with_reader(out / f"verdict-{run.name}-best", wide, run / "best_config.toml", reader)
-    return {"main": paired_cell(best, start, "main", "f1"), "adversarial": paired_cell(best, start, "adversarial", "f1"),
-            "recall": paired_cell(best, start, "main", "evidence_recall")}
+    return {
+        "main": paired_cell(best, start, "main", "f1"),
+        "adversarial": paired_cell(best, start, "adversarial", "f1"),
+        "recall": paired_cell(best, start, "main", "evidence_recall"),
+    }
 
 
 def main() -> None:
@@ -176,16 +208,31 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--starts", nargs="+", default=["weak", "default"])
     parser.add_argument("--diagnosers", nargs="+", default=["rubric", "llm"])
-    parser.add_argument("--context-tokens", type=int, default=600,
-                        help="the evidence objective's token budget (what the 1.5B reader gets at most)")
-    parser.add_argument("--verdict-answerable", type=int, default=0,
-                        help="also answer each run's start and best configs on this many answerable questions per "
-                             "held-out conversation (0: off)")
-    parser.add_argument("--verdict-unanswerable", type=int, default=10,
-                        help="adversarial questions per held-out conversation in that verdict")
+    parser.add_argument(
+        "--context-tokens",
+        type=int,
+        default=600,
+        help="the evidence objective's token budget (what the 1.5B reader gets at most)",
+    )
+    parser.add_argument(
+        "--verdict-answerable",
+        type=int,
+        default=0,
+        help="also answer each run's start and best configs on this many answerable questions per "
+        "held-out conversation (0: off)",
+    )
+    parser.add_argument(
+        "--verdict-unanswerable",
+        type=int,
+        default=10,
+        help="adversarial questions per held-out conversation in that verdict",
+    )
     parser.add_argument("--skip-evidence", action="store_true")
-    parser.add_argument("--evidence-only", action="store_true",
-                        help="only the evidence objective's run and its re-scoring by the 1.5B reader")
+    parser.add_argument(
+        "--evidence-only",
+        action="store_true",
+        help="only the evidence objective's run and its re-scoring by the 1.5B reader",
+    )
     args = parser.parse_args()
     os.environ.setdefault("OPENAI_API_KEY", "sk-local-no-key")  # litellm's openai/ provider wants one
     # llama-cpp-python's server answers one request at a time: with two in flight and an LLM-walking
@@ -197,8 +244,18 @@ def main() -> None:
         raise SystemExit(why)
     args.out.mkdir(parents=True, exist_ok=True)
     data = write_slice(args.data, args.conversations, args.answerable, args.unanswerable, args.out)
-    wide = (write_slice(args.data, args.conversations, args.verdict_answerable, args.verdict_unanswerable, args.out,
-                        "locomo_verdict.json") if args.verdict_answerable else None)
+    wide = (
+        write_slice(
+            args.data,
+            args.conversations,
+            args.verdict_answerable,
+            args.verdict_unanswerable,
+            args.out,
+            "locomo_verdict.json",
+        )
+        if args.verdict_answerable
+        else None
+    )
     try:
         server_cm = serve("1.5b", n_ctx=WINDOW)
     except LocalModelUnavailable as exc:
@@ -206,8 +263,16 @@ def main() -> None:
     rows: list[tuple[str, dict]] = []
     verdicts: list[tuple[str, dict | None]] = []
     with server_cm as server:
-        reader = ["--answer-model", server.model, "--extract-model", "offline", "--api-base", server.api_base,
-                  "--context-window", str(WINDOW)]
+        reader = [
+            "--answer-model",
+            server.model,
+            "--extract-model",
+            "offline",
+            "--api-base",
+            server.api_base,
+            "--context-window",
+            str(WINDOW),
+        ]
         # cheapest news first: the first diagnoser from the first start, then the evidence objective's
         # transfer (its start is that run's, whose test answers are cached), then the other runs
         plan = [(d, s) for d in args.diagnosers for s in args.starts]
@@ -215,39 +280,63 @@ def main() -> None:
             evidence_transfer(args, data, reader)
             plan = []
         for position, (diagnoser, start) in enumerate(plan):
-            extra = (["--diagnoser", "llm", "--diagnosis-mode", "menu", "--diagnosis-model", server.model]
-                     if diagnoser == "llm" else ["--diagnoser", diagnoser])
+            extra = (
+                ["--diagnoser", "llm", "--diagnosis-mode", "menu", "--diagnosis-model", server.model]
+                if diagnoser == "llm"
+                else ["--diagnoser", diagnoser]
+            )
             out = args.out / f"run-{start}-{diagnoser}"
             print(f"… {start} / {diagnoser} → {out}", file=sys.stderr, flush=True)
-            wall = run_or_resume(out, ["--data", str(data), "--rounds", str(args.rounds), "--init", start,
-                                       "--concurrency", "2", *reader, *extra], server.api_base)
+            wall = run_or_resume(
+                out,
+                [
+                    "--data",
+                    str(data),
+                    "--rounds",
+                    str(args.rounds),
+                    "--init",
+                    start,
+                    "--concurrency",
+                    "2",
+                    *reader,
+                    *extra,
+                ],
+                server.api_base,
+            )
             described = describe_run(out, wall)
             rows.append((f"{start} / {diagnoser}", described))
             print_runs(rows)
             if wide is not None:
-                verdicts.append((f"{start} / {diagnoser}",
-                                 held_out_verdict(args.out, out, described["best_round"], wide, reader)))
+                verdicts.append(
+                    (f"{start} / {diagnoser}", held_out_verdict(args.out, out, described["best_round"], wide, reader))
+                )
                 print_verdicts(verdicts, args)
             if position == 0 and not args.skip_evidence:
                 evidence_transfer(args, data, reader)
 
 
 def print_runs(rows: list[tuple[str, dict]]) -> None:
-    print("\n| start / diagnoser | test answerable F1 start → best (Δ [95% CI] p) | test unanswerable F1 | "
-          "test evidence recall | accepted rounds | answer calls after round 0 (vs every candidate in full) | "
-          "rung per candidate | wall |")
+    print(
+        "\n| start / diagnoser | test answerable F1 start → best (Δ [95% CI] p) | test unanswerable F1 | "
+        "test evidence recall | accepted rounds | answer calls after round 0 (vs every candidate in full) | "
+        "rung per candidate | wall |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for label, r in rows:
         ratio = f"{r['vs_full']:.2f}×" if r["vs_full"] is not None else "–"
-        print(f"| {label} | {r['main']} | {r['adversarial']} | {r['recall']} | {r['accepted'] or 'none'} "
-              f"(best {r['best_round']}) | {r['answer_calls']} ({ratio} of {r['candidates']} candidates) | "
-              f"{r['rungs']} | {r['wall_min']:.0f} min |",
-              flush=True)
+        print(
+            f"| {label} | {r['main']} | {r['adversarial']} | {r['recall']} | {r['accepted'] or 'none'} "
+            f"(best {r['best_round']}) | {r['answer_calls']} ({ratio} of {r['candidates']} candidates) | "
+            f"{r['rungs']} | {r['wall_min']:.0f} min |",
+            flush=True,
+        )
 
 
 def print_verdicts(verdicts: list[tuple[str, dict | None]], args: argparse.Namespace) -> None:
-    print(f"\n## held-out verdict: start vs best on {args.verdict_answerable} answerable + "
-          f"{args.verdict_unanswerable} adversarial questions of each test conversation")
+    print(
+        f"\n## held-out verdict: start vs best on {args.verdict_answerable} answerable + "
+        f"{args.verdict_unanswerable} adversarial questions of each test conversation"
+    )
     print("| start / diagnoser | answerable F1 start → best (Δ [95% CI] p) | unanswerable F1 | evidence recall |")
     print("|---|---|---|---|")
     for label, v in verdicts:
@@ -260,26 +349,46 @@ def print_verdicts(verdicts: list[tuple[str, dict | None]], args: argparse.Names
 def evidence_transfer(args: argparse.Namespace, data: Path, reader: list[str]) -> None:
     out = args.out / "run-weak-evidence"
     started = time.perf_counter()
-    run_or_resume(out, ["--data", str(data), "--rounds", str(args.rounds), "--init", "weak", "--objective",
-                        "evidence", "--context-tokens", str(args.context_tokens), "--diagnoser", "rubric"])
+    run_or_resume(
+        out,
+        [
+            "--data",
+            str(data),
+            "--rounds",
+            str(args.rounds),
+            "--init",
+            "weak",
+            "--objective",
+            "evidence",
+            "--context-tokens",
+            str(args.context_tokens),
+            "--diagnoser",
+            "rubric",
+        ],
+    )
     wall = time.perf_counter() - started
     with RunStore(out, read_only=True) as store:
         start = store.round_records(0, "test_start")
         best_at = store.best_round()
         best = store.round_records(best_at, "test_best")
     recall = paired_cell(best, start, "main", "evidence_recall")
-    start_eval = eval_with_reader(args.out / "eval-evidence-start", data, out / "rounds" / "round_00" / "config.toml",
-                                  reader)
+    start_eval = eval_with_reader(
+        args.out / "eval-evidence-start", data, out / "rounds" / "round_00" / "config.toml", reader
+    )
     best_eval = eval_with_reader(args.out / "eval-evidence-best", data, out / "best_config.toml", reader)
-    print(f"\n## evidence objective from weak (offline, contexts cut at {args.context_tokens} tokens, "
-          f"{wall:.1f} s), best round {best_at}")
+    print(
+        f"\n## evidence objective from weak (offline, contexts cut at {args.context_tokens} tokens, "
+        f"{wall:.1f} s), best round {best_at}"
+    )
     print("| on the held-out test questions | start → best (Δ [95% CI] p) |")
     print("|---|---|")
     print(f"| evidence recall at {args.context_tokens} tokens (offline run) | {recall} |")
     print(f"| 1.5B answerable F1 | {paired_cell(best_eval, start_eval, 'main', 'f1')} |")
     print(f"| 1.5B unanswerable F1 | {paired_cell(best_eval, start_eval, 'adversarial', 'f1')} |")
-    print(f"| 1.5B evidence recall (full contexts) | {paired_cell(best_eval, start_eval, 'main', 'evidence_recall')} |",
-          flush=True)
+    print(
+        f"| 1.5B evidence recall (full contexts) | {paired_cell(best_eval, start_eval, 'main', 'evidence_recall')} |",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

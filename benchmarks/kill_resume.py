@@ -28,6 +28,7 @@ delivered, journaled twice. Last, the cost of journaling a call against the Duck
 it replaces.
 The built-in synth benchmark (invented people, 60 questions) keeps a mode to a few minutes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -70,13 +71,35 @@ def respond(body: dict) -> str:
 
 
 def command(out: Path, args: argparse.Namespace, server: FakeLLMServer | None) -> list[str]:
-    base = [sys.executable, "-m", "evolvemem.cli.main", "run", "--benchmark", args.benchmark, "--rounds",
-            str(args.rounds), "--seed", str(args.seed), "--out", str(out), "--quiet"]
+    base = [
+        sys.executable,
+        "-m",
+        "evolvemem.cli.main",
+        "run",
+        "--benchmark",
+        args.benchmark,
+        "--rounds",
+        str(args.rounds),
+        "--seed",
+        str(args.seed),
+        "--out",
+        str(out),
+        "--quiet",
+    ]
     if args.data:
         base += ["--data", args.data]
     if server is not None:
-        base += ["--answer-model", MODEL, "--api-base", server.url, "--extract-model", "offline", "--no-cache",
-                 "--concurrency", str(args.concurrency)]
+        base += [
+            "--answer-model",
+            MODEL,
+            "--api-base",
+            server.url,
+            "--extract-model",
+            "offline",
+            "--no-cache",
+            "--concurrency",
+            str(args.concurrency),
+        ]
     return base
 
 
@@ -105,9 +128,13 @@ def read(out: Path) -> tuple[list[dict], list[tuple], int]:
 
     with RunStore(out) as store:  # read-write: replays a write-ahead log a killed process left
         records = store.query("SELECT * FROM question_records")
-        rounds = [tuple(r.values()) for r in store.query(
-            """SELECT round, phase, status, n_questions, n_failed, round(main_f1, 9), round(all_f1, 9),
-                      round(evidence_recall, 9) FROM rounds ORDER BY round, phase""")]
+        rounds = [
+            tuple(r.values())
+            for r in store.query(
+                """SELECT round, phase, status, n_questions, n_failed, round(main_f1, 9), round(all_f1, 9),
+                      round(evidence_recall, 9) FROM rounds ORDER BY round, phase"""
+            )
+        ]
         calls = int(store.query("SELECT coalesce(sum(calls), 0) AS c FROM usage")[0]["c"])
     return records, rounds, calls
 
@@ -121,14 +148,20 @@ def compare(reference: list[dict], killed: list[dict]) -> dict[str, int]:
         duplicated += key in seen
         seen[key] = record
     lost = sum(1 for key in keyed if key not in seen)
-    differing = sum(1 for key, r in keyed.items()
-                    if key in seen and any(r[c] != seen[key][c] for c in COMPARED))
+    differing = sum(1 for key, r in keyed.items() if key in seen and any(r[c] != seen[key][c] for c in COMPARED))
     extra = sum(1 for key in seen if key not in keyed)
     return {"lost": lost, "duplicated": duplicated, "differing": differing, "extra": extra}
 
 
-def kill_until_done(out: Path, args: argparse.Namespace, server: FakeLLMServer | None, env: dict[str, str],
-                    rng: random.Random, window: float, budget: int) -> tuple[list[float], int]:
+def kill_until_done(
+    out: Path,
+    args: argparse.Namespace,
+    server: FakeLLMServer | None,
+    env: dict[str, str],
+    rng: random.Random,
+    window: float,
+    budget: int,
+) -> tuple[list[float], int]:
     """Start a run in `out`, SIGKILL it at a random moment, resume, ... until it finishes (at most
     `budget` kills, then one last resume to the end). Returns (kill moments, resumes)."""
     moments: list[float] = []
@@ -149,8 +182,11 @@ def kill_until_done(out: Path, args: argparse.Namespace, server: FakeLLMServer |
             moments.append(moment)
             # killed before its store existed: nothing to resume, the same command again (as a user would)
             started = (out / "run.duckdb").exists()
-            cmd = [sys.executable, "-m", "evolvemem.cli.main", "run", "--resume", str(out), "--quiet"] if started \
+            cmd = (
+                [sys.executable, "-m", "evolvemem.cli.main", "run", "--resume", str(out), "--quiet"]
+                if started
                 else command(out, args, server)
+            )
             resumes += int(started)
             continue
         if process.returncode != 0:
@@ -159,8 +195,12 @@ def kill_until_done(out: Path, args: argparse.Namespace, server: FakeLLMServer |
 
 
 def one_mode(mode: str, args: argparse.Namespace, work: Path, rng: random.Random) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-           "OPENAI_API_KEY": "sk-benchmark", "EVOLVEMEM_CACHE_DIR": str(work / "cache")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        "OPENAI_API_KEY": "sk-benchmark",
+        "EVOLVEMEM_CACHE_DIR": str(work / "cache"),
+    }
     server = FakeLLMServer(respond, latency=args.latency).start() if mode == "llm" else None
     try:
         finish(start(command(work / f"{mode}-warm-up", args, server), env))  # embeddings and memories cached
@@ -173,8 +213,9 @@ def one_mode(mode: str, args: argparse.Namespace, work: Path, rng: random.Random
         wall = time.monotonic() - started
         if server is not None:
             server.settle()
-        before = ((server.answered, server.request_count, server.unread, len(server.answered_ids)) if server
-                  else (0, 0, 0, 0))
+        before = (
+            (server.answered, server.request_count, server.unread, len(server.answered_ids)) if server else (0, 0, 0, 0)
+        )
         ref_records, ref_rounds, ref_calls = read(reference)
         totals = {"lost": 0, "duplicated": 0, "differing": 0, "extra": 0}
         moments: list[float] = []
@@ -183,8 +224,7 @@ def one_mode(mode: str, args: argparse.Namespace, work: Path, rng: random.Random
         while len(moments) < args.kills:  # a run that finishes before its next kill: another run
             killed = work / f"{mode}-killed-{trials}"
             trials += 1
-            got_moments, got_resumes = kill_until_done(killed, args, server, env, rng, wall,
-                                                       args.kills - len(moments))
+            got_moments, got_resumes = kill_until_done(killed, args, server, env, rng, wall, args.kills - len(moments))
             moments += got_moments
             resumes += got_resumes
             got_records, got_rounds, got_calls = read(killed)
@@ -194,19 +234,35 @@ def one_mode(mode: str, args: argparse.Namespace, work: Path, rng: random.Random
             recorded += got_calls
             journaled += journaled_calls(killed)
             identical = identical and got_rounds == ref_rounds
-        result: dict[str, Any] = {"mode": mode, "reference_seconds": wall, "kills": len(moments), "runs": trials,
-                                  "resumes": resumes, "moments": moments, **totals, "records": records,
-                                  "reference_records": len(ref_records) * trials, "rounds_identical": identical}
+        result: dict[str, Any] = {
+            "mode": mode,
+            "reference_seconds": wall,
+            "kills": len(moments),
+            "runs": trials,
+            "resumes": resumes,
+            "moments": moments,
+            **totals,
+            "records": records,
+            "reference_records": len(ref_records) * trials,
+            "rounds_identical": identical,
+        }
         if server is not None:
             settled = server.settle()
-            delivered = server.answered_ids[before[3]:]
-            result.update(calls_recorded=recorded, server_answered=server.answered - before[0],
-                          server_received=server.request_count - before[1], unread=server.unread - before[2],
-                          reference_calls=ref_calls, reference_delivered=before[0] - warm, settled=settled, journal_lines=len(journaled),
-                          not_journaled=len(set(delivered) - set(journaled)),
-                          not_delivered=len(set(journaled) - set(delivered)),
-                          journaled_twice=len(journaled) - len(set(journaled)),
-                          ids_missing=server.answered - before[0] - len(delivered))
+            delivered = server.answered_ids[before[3] :]
+            result.update(
+                calls_recorded=recorded,
+                server_answered=server.answered - before[0],
+                server_received=server.request_count - before[1],
+                unread=server.unread - before[2],
+                reference_calls=ref_calls,
+                reference_delivered=before[0] - warm,
+                settled=settled,
+                journal_lines=len(journaled),
+                not_journaled=len(set(delivered) - set(journaled)),
+                not_delivered=len(set(journaled) - set(delivered)),
+                journaled_twice=len(journaled) - len(set(journaled)),
+                ids_missing=server.answered - before[0] - len(delivered),
+            )
         return result
     finally:
         if server is not None:
@@ -250,28 +306,40 @@ def main() -> None:
     try:
         for mode in args.modes.split(","):
             r = one_mode(mode.strip(), args, work, rng)
-            print(f"{r['mode']}: {r['kills']} kills at {', '.join(f'{m:.1f}' for m in r['moments'])} s "
-                  f"(reference run {r['reference_seconds']:.1f} s), {r['resumes']} resumes, {r['runs']} run(s)")
-            print(f"  records: {r['records']} (reference × runs {r['reference_records']}); lost {r['lost']}, duplicated "
-                  f"{r['duplicated']}, differing {r['differing']}, not in the reference {r['extra']}; rounds table "
-                  f"identical: {r['rounds_identical']}")
+            print(
+                f"{r['mode']}: {r['kills']} kills at {', '.join(f'{m:.1f}' for m in r['moments'])} s "
+                f"(reference run {r['reference_seconds']:.1f} s), {r['resumes']} resumes, {r['runs']} run(s)"
+            )
+            print(
+                f"  records: {r['records']} (reference × runs {r['reference_records']}); lost {r['lost']}, duplicated "
+                f"{r['duplicated']}, differing {r['differing']}, not in the reference {r['extra']}; rounds table "
+                f"identical: {r['rounds_identical']}"
+            )
             if "calls_recorded" in r:
                 unanswered = r["server_received"] - r["server_answered"] - r["unread"]
-                print(f"  calls recorded {r['calls_recorded']} vs completions the server delivered (read whole by "
-                      f"the client) {r['server_answered']} "
-                      f"({'equal' if r['calls_recorded'] == r['server_answered'] else 'DIFFERENT'}); the reference "
-                      f"run (never killed): {r['reference_calls']} recorded, {r['reference_delivered']} delivered")
-                print(f"  requests received {r['server_received']}: beyond those delivered, {r['unread']} completions "
-                      f"written to a process killed before it read them and {unanswered} requests a kill left "
-                      f"unanswered (both asked again on resume)"
-                      + ("" if r["settled"] else "; WARNING: some connections had no verdict yet"))
-                print(f"  call by call: {r['journal_lines']} calls journaled; delivered but never journaled "
-                      f"{r['not_journaled']} (read by the client, killed before its journal line), journaled but "
-                      f"never delivered {r['not_delivered']}, journaled twice {r['journaled_twice']}"
-                      + (f", delivered without an id {r['ids_missing']}" if r["ids_missing"] else ""))
+                print(
+                    f"  calls recorded {r['calls_recorded']} vs completions the server delivered (read whole by "
+                    f"the client) {r['server_answered']} "
+                    f"({'equal' if r['calls_recorded'] == r['server_answered'] else 'DIFFERENT'}); the reference "
+                    f"run (never killed): {r['reference_calls']} recorded, {r['reference_delivered']} delivered"
+                )
+                print(
+                    f"  requests received {r['server_received']}: beyond those delivered, {r['unread']} completions "
+                    f"written to a process killed before it read them and {unanswered} requests a kill left "
+                    f"unanswered (both asked again on resume)"
+                    + ("" if r["settled"] else "; WARNING: some connections had no verdict yet")
+                )
+                print(
+                    f"  call by call: {r['journal_lines']} calls journaled; delivered but never journaled "
+                    f"{r['not_journaled']} (read by the client, killed before its journal line), journaled but "
+                    f"never delivered {r['not_delivered']}, journaled twice {r['journaled_twice']}"
+                    + (f", delivered without an id {r['ids_missing']}" if r["ids_missing"] else "")
+                )
         journal_us, duckdb_ms = journal_overhead()
-        print(f"journaling a call: {journal_us:.1f} µs (one append to usage.jsonl); the per-call DuckDB usage "
-              f"write it replaces: {duckdb_ms:.2f} ms")
+        print(
+            f"journaling a call: {journal_us:.1f} µs (one append to usage.jsonl); the per-call DuckDB usage "
+            f"write it replaces: {duckdb_ms:.2f} ms"
+        )
         if args.keep:
             print(f"run directories: {work}")
     finally:

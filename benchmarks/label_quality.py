@@ -23,6 +23,7 @@ and review calls are replayed from their journals, an unfinished evolve run is r
    held-out conversations carry their real LoCoMo questions, so its test score is the real one)
    beside the same run on the real dev questions; the test gain (best - start) of each and their ratio.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -86,19 +87,31 @@ def stage_label(args: argparse.Namespace, dev: Any) -> dict:
         return json.loads(done.read_text(encoding="utf-8"))
     turns_only = dump_custom(Dataset("locomo-dev-turns", dev.conversations, []), args.state / "dev_turns.json")
     conversations = load_custom(turns_only)
-    say(f"labelling {len(conversations.conversations)} dev conversations ({', '.join(conversations.conversations)}) "
+    say(
+        f"labelling {len(conversations.conversations)} dev conversations ({', '.join(conversations.conversations)}) "
         f"from their turns alone: {args.sessions} sessions each, {args.per_session} candidates a session, "
-        f"Qwen2.5-Coder {args.model}")
+        f"Qwen2.5-Coder {args.model}"
+    )
+
     def progress(n: int, total: int) -> None:
         say(f"  labelled conversation {n}/{total}")
 
     if args.model == "offline":  # the rule-based labeller: a check of the pipeline, not of model labels
-        summary = label_dataset(conversations, LabelSettings(model="offline", per_session=args.per_session),
-                                args.state / "generated.json", progress=progress)
+        summary = label_dataset(
+            conversations,
+            LabelSettings(model="offline", per_session=args.per_session),
+            args.state / "generated.json",
+            progress=progress,
+        )
     else:
         with serve(args.model, n_ctx=WINDOW) as server:
-            settings = LabelSettings(model=server.model, api_base=server.api_base, context_window=WINDOW,
-                                     sessions=args.sessions, per_session=args.per_session)
+            settings = LabelSettings(
+                model=server.model,
+                api_base=server.api_base,
+                context_window=WINDOW,
+                sessions=args.sessions,
+                per_session=args.per_session,
+            )
             summary = label_dataset(conversations, settings, args.state / "generated.json", progress=progress)
     result = summary.as_dict()
     if summary.stopped:
@@ -108,13 +121,17 @@ def stage_label(args: argparse.Namespace, dev: Any) -> dict:
 
 
 def print_label(result: dict) -> None:
-    say(f"label{' (offline labeller)' if result['offline'] else ''}: kept {result['kept_total']} of {result['candidates']} candidates ({result['kept']}); "
+    say(
+        f"label{' (offline labeller)' if result['offline'] else ''}: kept {result['kept_total']} of {result['candidates']} candidates ({result['kept']}); "
         f"model calls {result['journaled']['calls']}, tokens "
-        f"{int(result['journaled']['prompt_tokens']) + int(result['journaled']['completion_tokens']):,}")
+        f"{int(result['journaled']['prompt_tokens']) + int(result['journaled']['completion_tokens']):,}"
+    )
     say("  rejected per reason: " + ", ".join(f"{k} {v}" for k, v in result["rejected"].items()))
     for name, row in result["checks"].items():
-        say(f"  check {name:34s} reached {row['reached']:4d}  rejected {row['failed']:4d}  "
-            f"rate {row['rejection_rate']:.3f}")
+        say(
+            f"  check {name:34s} reached {row['reached']:4d}  rejected {row['failed']:4d}  "
+            f"rate {row['rejection_rate']:.3f}"
+        )
 
 
 # ----------------------------------------------------------------------------- 2. review
@@ -137,34 +154,49 @@ def stage_review(args: argparse.Namespace) -> dict:
     retrieval = Retrieval(generated, load_config("default")[0])
     verdicts: list[dict] = []
     with serve(args.model, n_ctx=WINDOW) as server:
-        client = LLMClient(server.model, api_base=server.api_base, context_window=WINDOW, cache=ResponseCache(),
-                           timeout=600)
+        client = LLMClient(
+            server.model, api_base=server.api_base, context_window=WINDOW, cache=ResponseCache(), timeout=600
+        )
         model = JournaledModel(client, Journal(args.state / "review-journal.jsonl"))
         for question in questions:
             conversation = generated.conversations[question.conversation_id]
             unanswerable = question.question_type == "adversarial"
-            context = (retrieval.context(conversation, question.text, question.question_type) if unanswerable
-                       else evidence_context(conversation, question.evidence))
+            context = (
+                retrieval.context(conversation, question.text, question.question_type)
+                if unanswerable
+                else evidence_context(conversation, question.evidence)
+            )
             prompt = load_prompt("label_review").render(context=context, question=question.text, gold=question.answer)
             reply = model.ask(prompt, purpose="review", max_tokens=16)
             verdict = (reply_field(reply.parsed, "verdict") or "unparsed").lower()
             verdicts.append({"id": question.question_id, "kind": question.category, "verdict": verdict})
-    flagged = [v for v in verdicts if v["verdict"] in ("wrong", "unanswerable") if v["kind"] != "unanswerable"
-               or v["verdict"] == "wrong"]
+    flagged = [
+        v
+        for v in verdicts
+        if v["verdict"] in ("wrong", "unanswerable")
+        if v["kind"] != "unanswerable" or v["verdict"] == "wrong"
+    ]
     kinds = sorted({v["kind"] for v in verdicts})
-    result = {"reviewed": len(verdicts), "flagged": len(flagged),
-              "share_flagged": len(flagged) / max(len(verdicts), 1),
-              "unparsed": sum(v["verdict"] not in ("right", "wrong", "unanswerable") for v in verdicts),
-              "by_kind": {k: {"reviewed": sum(v["kind"] == k for v in verdicts),
-                              "flagged": sum(v["kind"] == k for v in flagged)} for k in kinds},
-              "verdicts": verdicts}
+    result = {
+        "reviewed": len(verdicts),
+        "flagged": len(flagged),
+        "share_flagged": len(flagged) / max(len(verdicts), 1),
+        "unparsed": sum(v["verdict"] not in ("right", "wrong", "unanswerable") for v in verdicts),
+        "by_kind": {
+            k: {"reviewed": sum(v["kind"] == k for v in verdicts), "flagged": sum(v["kind"] == k for v in flagged)}
+            for k in kinds
+        },
+        "verdicts": verdicts,
+    }
     done.write_text(json.dumps(result, indent=1), encoding="utf-8")
     return result
 
 
 def print_review(result: dict) -> None:
-    say(f"review: a second judge call flags {result['flagged']} of {result['reviewed']} kept questions "
-        f"({result['share_flagged']:.1%}) as wrong or unanswerable; {result['unparsed']} replies unparsed")
+    say(
+        f"review: a second judge call flags {result['flagged']} of {result['reviewed']} kept questions "
+        f"({result['share_flagged']:.1%}) as wrong or unanswerable; {result['unparsed']} replies unparsed"
+    )
     for kind, row in result["by_kind"].items():
         say(f"  {kind:14s} {row['flagged']}/{row['reviewed']} flagged")
 
@@ -214,20 +246,27 @@ def stage_rank(args: argparse.Namespace, dev: Any) -> dict:
     names = list(rows)
     result: dict[str, Any] = {"configs": rows, "n_real": len(real), "n_generated": len(made)}
     for key in ("own", str(BUDGET)):
-        result[f"tau@{key}"] = kendall_tau_b([rows[n][f"real@{key}"] for n in names],
-                                             [rows[n][f"generated@{key}"] for n in names])
+        result[f"tau@{key}"] = kendall_tau_b(
+            [rows[n][f"real@{key}"] for n in names], [rows[n][f"generated@{key}"] for n in names]
+        )
     done.write_text(json.dumps(result, indent=1), encoding="utf-8")
     return result
 
 
 def print_rank(result: dict) -> None:
-    say(f"rank: {len(result['configs'])} configs, evidence recall on {result['n_real']} real and "
-        f"{result['n_generated']} generated answerable questions of the same conversations")
+    say(
+        f"rank: {len(result['configs'])} configs, evidence recall on {result['n_real']} real and "
+        f"{result['n_generated']} generated answerable questions of the same conversations"
+    )
     for name, row in result["configs"].items():
-        say(f"  {name:24s} real {row['real@own']:.3f} generated {row['generated@own']:.3f} | at {BUDGET} tokens: "
-            f"real {row[f'real@{BUDGET}']:.3f} generated {row[f'generated@{BUDGET}']:.3f}")
-    say(f"  Kendall tau-b, evidence recall: own budgets {result['tau@own']:.3f}, at {BUDGET} tokens "
-        f"{result[f'tau@{BUDGET}']:.3f} (1.5B answerable F1: not measured)")
+        say(
+            f"  {name:24s} real {row['real@own']:.3f} generated {row['generated@own']:.3f} | at {BUDGET} tokens: "
+            f"real {row[f'real@{BUDGET}']:.3f} generated {row[f'generated@{BUDGET}']:.3f}"
+        )
+    say(
+        f"  Kendall tau-b, evidence recall: own budgets {result['tau@own']:.3f}, at {BUDGET} tokens "
+        f"{result[f'tau@{BUDGET}']:.3f} (1.5B answerable F1: not measured)"
+    )
 
 
 # ----------------------------------------------------------------------------- 4. transfer
@@ -249,22 +288,31 @@ def stage_transfer(args: argparse.Namespace, dataset: Any, dev: Any, test: Any) 
     if done.is_file():
         return json.loads(done.read_text(encoding="utf-8"))
     generated = load_custom(args.state / "generated.json")
-    header, conversations, questions = custom_records(Dataset(
-        "generated-dev+real-test", {**dev.conversations, **test.conversations},
-        [q for q in generated.questions] + list(test.questions),
-        {**dataset.category_names, **generated.category_names},
-        tuple(dict.fromkeys((*dataset.adversarial_categories, *generated.adversarial_categories)))))
+    header, conversations, questions = custom_records(
+        Dataset(
+            "generated-dev+real-test",
+            {**dev.conversations, **test.conversations},
+            [q for q in generated.questions] + list(test.questions),
+            {**dataset.category_names, **generated.category_names},
+            tuple(dict.fromkeys((*dataset.adversarial_categories, *generated.adversarial_categories))),
+        )
+    )
     turns = {c["id"]: {t["id"] for s in c["sessions"] for t in s["turns"]} for c in conversations}
     for question in questions:  # LoCoMo cites a few turns that do not exist; the custom format refuses them
         question["evidence"] = [e for e in question["evidence"] if e in turns[question["conversation_id"]]]
     dev_ids, test_ids = split_ids(c["id"] for c in conversations)
     assert set(dev_ids) == set(dev.conversations) and set(test_ids) == set(test.conversations), "splits differ"
     combined = args.state / "generated_dev_real_test.json"
-    combined.write_text(json.dumps({**header, "conversations": conversations, "questions": questions}), encoding="utf-8")
+    combined.write_text(
+        json.dumps({**header, "conversations": conversations, "questions": questions}), encoding="utf-8"
+    )
     common = ["--objective", "evidence", "--rounds", str(args.rounds), "--seed", "0"]
-    arms = {"generated": evolve(args, args.state / "evolve-generated", "--benchmark", "custom", "--data",
-                                str(combined), *common),
-            "real": evolve(args, args.state / "evolve-real", "--benchmark", "locomo", "--data", str(args.data), *common)}
+    arms = {
+        "generated": evolve(
+            args, args.state / "evolve-generated", "--benchmark", "custom", "--data", str(combined), *common
+        ),
+        "real": evolve(args, args.state / "evolve-real", "--benchmark", "locomo", "--data", str(args.data), *common),
+    }
     result = {}
     for arm, run in arms.items():
         start, best = run["test"]["start"]["main_evidence_recall"], run["test"]["best"]["main_evidence_recall"]
@@ -278,8 +326,10 @@ def stage_transfer(args: argparse.Namespace, dataset: Any, dev: Any, test: Any) 
 def print_transfer(result: dict) -> None:
     for arm in ("generated", "real"):
         row = result[arm]
-        say(f"transfer: evolved on {arm} dev questions (best round {row['best_round']}): real test evidence recall "
-            f"{row['test_start']:.3f} -> {row['test_best']:.3f} ({row['gain']:+.3f})")
+        say(
+            f"transfer: evolved on {arm} dev questions (best round {row['best_round']}): real test evidence recall "
+            f"{row['test_start']:.3f} -> {row['test_best']:.3f} ({row['gain']:+.3f})"
+        )
     ratio = result["ratio"]
     say(f"  generated gain / real gain: {'-' if ratio is None else f'{ratio:.2f}'}")
 

@@ -22,6 +22,7 @@ Prints, for the first `--questions` LoCoMo dev questions:
    words of every message of every request. Real tokenizers give more tokens than words (roughly
    1.3× for English), so read these as a lower bound that is exactly reproducible.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -87,7 +88,10 @@ class ServerProcess:
     def __init__(self, responder: str, latency: float):
         self.process = subprocess.Popen(
             [sys.executable, __file__, "--serve", responder, "--latency", str(latency)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self.url = self.process.stdout.readline().strip()
         if not self.url.startswith("http"):
             raise RuntimeError("the fake server process did not start")
@@ -207,42 +211,62 @@ def main() -> None:
     questions = full.questions[: args.questions]
     dataset = full.subset({q.conversation_id for q in questions})
     n, lat, conc = len(questions), args.latency, args.concurrency
-    print(f"data: first {n} questions of {args.data.name} ({len(dataset.conversations)} conversations); "
-          f"server latency {lat * 1000:.0f} ms per call; concurrency {conc}; model {MODEL} (fake server)")
+    print(
+        f"data: first {n} questions of {args.data.name} ({len(dataset.conversations)} conversations); "
+        f"server latency {lat * 1000:.0f} ms per call; concurrency {conc}; model {MODEL} (fake server)"
+    )
 
     with ServerProcess("first_memory_word", lat) as server:
         warm_up(server.url)
         with fresh_cache():
             clean = one_round(dataset, questions, server, conc)
             ideal = clean["calls"] * lat / conc
-            print(f"[1] fresh cache : calls {clean['calls']}, wall {clean['wall']:.2f} s, ideal "
-                  f"{clean['calls']} × {lat:g} s / {conc} = {ideal:.2f} s, ratio {clean['wall'] / ideal:.2f}× "
-                  f"(target ≤ 1.3×); CPU of this process {clean['cpu']:.2f} s = "
-                  f"{clean['cpu'] / max(1, clean['calls']) * 1000:.1f} ms per call, mostly GIL-bound")
+            print(
+                f"[1] fresh cache : calls {clean['calls']}, wall {clean['wall']:.2f} s, ideal "
+                f"{clean['calls']} × {lat:g} s / {conc} = {ideal:.2f} s, ratio {clean['wall'] / ideal:.2f}× "
+                f"(target ≤ 1.3×); CPU of this process {clean['cpu']:.2f} s = "
+                f"{clean['cpu'] / max(1, clean['calls']) * 1000:.1f} ms per call, mostly GIL-bound"
+            )
             again = one_round(dataset, questions, server, conc)
             same = sum(1 for q, p in again["predictions"].items() if clean["predictions"].get(q) != p)
-            print(f"[2] same round  : calls {again['calls']} (target 0), server requests {again['requests']}, "
-                  f"cache hits {again['cache_hits']}, wall {again['wall']:.2f} s, predictions differing {same}")
+            print(
+                f"[2] same round  : calls {again['calls']} (target 0), server requests {again['requests']}, "
+                f"cache hits {again['cache_hits']}, wall {again['wall']:.2f} s, predictions differing {same}"
+            )
         server.set_fault_rate(FAULT_RATE, seed=7)
         with fresh_cache():
             faulty = one_round(dataset, questions, server, conc)
         differ = sum(1 for q, p in faulty["predictions"].items() if clean["predictions"].get(q) != p)
-        print(f"[3] {FAULT_RATE:.0%} faults  : server requests {faulty['requests']}, calls {faulty['calls']}, "
-              f"retries {faulty['retries']}, failed questions {faulty['failed_questions']}, wall "
-              f"{faulty['wall']:.2f} s; predictions differing from the fault-free run: {differ} of {n}")
+        print(
+            f"[3] {FAULT_RATE:.0%} faults  : server requests {faulty['requests']}, calls {faulty['calls']}, "
+            f"retries {faulty['retries']}, failed questions {faulty['failed_questions']}, wall "
+            f"{faulty['wall']:.2f} s; predictions differing from the fault-free run: {differ} of {n}"
+        )
 
-    print("[4] LLM-extraction prompt tokens per conversation (whitespace words of every message the fake "
-          "server received;\n    an empty reply leaves every turn uncovered, so each window also makes its one "
-          "coverage re-extraction call):")
+    print(
+        "[4] LLM-extraction prompt tokens per conversation (whitespace words of every message the fake "
+        "server received;\n    an empty reply leaves every turn uncovered, so each window also makes its one "
+        "coverage re-extraction call):"
+    )
     with FakeLLMServer(empty_memories) as server, fresh_cache():
         rows = extraction_prompt_tokens(full, server)
     for conversation_id, turns, requests, tokens in rows:
         print(f"    {conversation_id}: {turns} turns, {requests} requests, {tokens:,} prompt tokens")
     total = sum(r[3] for r in rows)
-    print(f"    total {total:,} prompt tokens over {len(rows)} conversations "
-          f"(mean {total / len(rows):,.0f} per conversation)")
-    print(json.dumps({"ratio_to_ideal": round(clean["wall"] / ideal, 3), "replay_calls": again["calls"],
-                      "fault_differences": differ, "extract_prompt_tokens": total}))
+    print(
+        f"    total {total:,} prompt tokens over {len(rows)} conversations "
+        f"(mean {total / len(rows):,.0f} per conversation)"
+    )
+    print(
+        json.dumps(
+            {
+                "ratio_to_ideal": round(clean["wall"] / ideal, 3),
+                "replay_calls": again["calls"],
+                "fault_differences": differ,
+                "extract_prompt_tokens": total,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

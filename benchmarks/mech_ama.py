@@ -9,6 +9,7 @@ context size in words (coarser stores carry more text per memory), the evaluatio
 question (route + retrieve + answer + judge + retries + score), the routes taken, the judge's
 verdicts and retry sources, and the memories refreshed.
 """
+
 from __future__ import annotations
 
 import sys
@@ -18,8 +19,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._mechanisms import (argument_parser, load_locomo_file, offline_workspace,  # noqa: E402
-                                    print_comparison, print_variant, run_variant, with_changes)
+from benchmarks._mechanisms import (
+    argument_parser,
+    load_locomo_file,
+    offline_workspace,  # noqa: E402
+    print_comparison,
+    print_variant,
+    run_variant,
+    with_changes,
+)
 from evolvemem.space.config import load_config  # noqa: E402
 from evolvemem.workspace import Workspace  # noqa: E402
 
@@ -58,11 +66,14 @@ def mechanism_counts(records: list[dict]) -> str:
     refreshed = sum(1 for r in records if r["refreshed_ids"])
     parts = [f"stores read first {dict(routes)}"]
     if verdicts:
-        parts.append(f"verdicts {dict(verdicts)}; {retried} questions retried, {sum(r['retries'] for r in records)} "
-                     f"retries {dict(sources)}")
+        parts.append(
+            f"verdicts {dict(verdicts)}; {retried} questions retried, {sum(r['retries'] for r in records)} "
+            f"retries {dict(sources)}"
+        )
     if refreshed:
-        parts.append(f"{refreshed} questions with refreshed memories "
-                     f"({sum(len(r['refreshed_ids']) for r in records)} memories)")
+        parts.append(
+            f"{refreshed} questions with refreshed memories ({sum(len(r['refreshed_ids']) for r in records)} memories)"
+        )
     return "; ".join(parts)
 
 
@@ -78,10 +89,14 @@ def main() -> None:
         ws.ensure_stores({store})
         units = [m for c in dataset.conversations for m in ws.store_memories(c, store)]
         turns = sum(len(m.source_turn_ids) for m in units)
-        print(f"store {store}: {len(units)} memories ({turns / max(len(units), 1):.1f} turns each) "
-              f"built or loaded in {time.perf_counter() - started:.1f}s")
-    print(f"{len(dataset.conversations)} conversations, {len(questions)} questions; fact store "
-          f"{sum(len(v) for v in ws.memories.values())} memories")
+        print(
+            f"store {store}: {len(units)} memories ({turns / max(len(units), 1):.1f} turns each) "
+            f"built or loaded in {time.perf_counter() - started:.1f}s"
+        )
+    print(
+        f"{len(dataset.conversations)} conversations, {len(questions)} questions; fact store "
+        f"{sum(len(v) for v in ws.memories.values())} memories"
+    )
 
     runs = {}
     for name, config in with_changes(base, VARIANTS).items():

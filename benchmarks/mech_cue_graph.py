@@ -19,6 +19,7 @@ real one would keep, so no F1 is reported for it.
         [--steps 2] [--beam 20] [--decay 0.5] [--llm-questions 200] [--llm-steps 2,4,8]
         [--llm-calls 4]
 """
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # also serves tests.fake_llm_server
 
-from benchmarks._mechanisms import (argument_parser, load_locomo_file, offline_workspace,  # noqa: E402
-                                    print_comparison, run_variants)
+from benchmarks._mechanisms import (
+    argument_parser,
+    load_locomo_file,
+    offline_workspace,  # noqa: E402
+    print_comparison,
+    run_variants,
+)
 from evolvemem.space.config import load_config  # noqa: E402
 
 
@@ -77,9 +83,16 @@ class TimedClient:
 
 
 def llm_config(base, args, steps: int):
-    cfg, clamps = base.with_changes({"cue_graph_top_k": args.top_k, "cue_graph_beam": args.beam,
-                                     "cue_graph_decay": args.decay, "cue_graph_mode": "llm",
-                                     "cue_graph_steps": steps, "cue_graph_llm_calls": args.llm_calls})
+    cfg, clamps = base.with_changes(
+        {
+            "cue_graph_top_k": args.top_k,
+            "cue_graph_beam": args.beam,
+            "cue_graph_decay": args.decay,
+            "cue_graph_mode": "llm",
+            "cue_graph_steps": steps,
+            "cue_graph_llm_calls": args.llm_calls,
+        }
+    )
     if clamps:
         print("clamped:", clamps)
     return cfg
@@ -89,9 +102,16 @@ def llm_retrievers(ws, client) -> dict:
     from evolvemem.mechanisms import candidate_sources
     from evolvemem.retrieval.retriever import Retriever
 
-    return {cid: Retriever(index, ws.embedder, known_persons=ws.dataset.conversations[cid].speakers, llm=client,
-                           sources=candidate_sources())
-            for cid, index in ws.indexes.items()}
+    return {
+        cid: Retriever(
+            index,
+            ws.embedder,
+            known_persons=ws.dataset.conversations[cid].speakers,
+            llm=client,
+            sources=candidate_sources(),
+        )
+        for cid, index in ws.indexes.items()
+    }
 
 
 def warm_up(ws, base, question, args) -> None:
@@ -113,12 +133,16 @@ def llm_walk_costs(ws, base, questions, args) -> None:
 
     os.environ.setdefault("OPENAI_API_KEY", "fake-key-for-the-local-server")
     stride = max(1, len(questions) // args.llm_questions)
-    sample = questions[::stride][:args.llm_questions]
-    print(f"\nllm mode against the fake server: {len(sample)} questions (every {stride}th), "
-          f"K = {args.llm_calls} calls per step, a scripted model that keeps 2 memories a step and never stops")
+    sample = questions[::stride][: args.llm_questions]
+    print(
+        f"\nllm mode against the fake server: {len(sample)} questions (every {stride}th), "
+        f"K = {args.llm_calls} calls per step, a scripted model that keeps 2 memories a step and never stops"
+    )
     warm_up(ws, base, sample[0], args)
-    print(f"{'T':>3s} {'calls/q':>8s} {'prompt tok/q':>13s} {'~tok/q':>8s} {'compl tok/q':>12s} "
-          f"{'tool calls/q':>13s} {'ms/q':>8s} {'own ms/q':>9s} {'failures':>9s}")
+    print(
+        f"{'T':>3s} {'calls/q':>8s} {'prompt tok/q':>13s} {'~tok/q':>8s} {'compl tok/q':>12s} "
+        f"{'tool calls/q':>13s} {'ms/q':>8s} {'own ms/q':>9s} {'failures':>9s}"
+    )
     for steps in args.llm_steps:
         cfg = llm_config(base, args, steps)
         walker = ScriptedWalker()
@@ -133,10 +157,12 @@ def llm_walk_costs(ws, base, questions, args) -> None:
             seconds = time.perf_counter() - started
             chars = sum(len(last_user_message(body)) for body in server.requests)
         n = len(sample)
-        print(f"{steps:3d} {cost.calls / n:8.2f} {cost.prompt_tokens / n:13.1f} {chars / 4 / n:8.1f} "
-              f"{cost.completion_tokens / n:12.1f} {walker.tool_calls / n:13.2f} {seconds / n * 1000:8.2f} "
-              f"{(seconds - client.seconds) / n * 1000:9.2f} "
-              f"{len(SOURCE.llm_failures) - failures:9d}")
+        print(
+            f"{steps:3d} {cost.calls / n:8.2f} {cost.prompt_tokens / n:13.1f} {chars / 4 / n:8.1f} "
+            f"{cost.completion_tokens / n:12.1f} {walker.tool_calls / n:13.2f} {seconds / n * 1000:8.2f} "
+            f"{(seconds - client.seconds) / n * 1000:9.2f} "
+            f"{len(SOURCE.llm_failures) - failures:9d}"
+        )
 
 
 def main() -> None:
@@ -145,20 +171,31 @@ def main() -> None:
     parser.add_argument("--beam", type=int, default=20)
     parser.add_argument("--decay", type=float, default=0.5)
     parser.add_argument("--llm-questions", type=int, default=200, help="questions for the llm-mode costs (0: skip)")
-    parser.add_argument("--llm-steps", type=lambda text: [int(t) for t in text.split(",")], default=[2, 4, 8],
-                        help="step caps T to measure, comma-separated")
+    parser.add_argument(
+        "--llm-steps",
+        type=lambda text: [int(t) for t in text.split(",")],
+        default=[2, 4, 8],
+        help="step caps T to measure, comma-separated",
+    )
     parser.add_argument("--llm-calls", type=int, default=4, help="tool calls per step K")
     args = parser.parse_args()
     dataset = load_locomo_file(args.data)
     questions = list(dataset.questions)
     started = time.perf_counter()
     ws = offline_workspace(dataset)
-    print(f"workspace: {ws.stats.memories} memories in {time.perf_counter() - started:.1f}s; "
-          f"{len(questions)} questions")
+    print(
+        f"workspace: {ws.stats.memories} memories in {time.perf_counter() - started:.1f}s; {len(questions)} questions"
+    )
 
     base, _ = load_config("default")
-    on, clamps = base.with_changes({"cue_graph_top_k": args.top_k, "cue_graph_steps": args.steps,
-                                    "cue_graph_beam": args.beam, "cue_graph_decay": args.decay})
+    on, clamps = base.with_changes(
+        {
+            "cue_graph_top_k": args.top_k,
+            "cue_graph_steps": args.steps,
+            "cue_graph_beam": args.beam,
+            "cue_graph_decay": args.decay,
+        }
+    )
     if clamps:
         print("clamped:", clamps)
     print(f"cue graph: top_k={args.top_k} steps={args.steps} beam={args.beam} decay={args.decay}")

@@ -10,6 +10,7 @@ best of 3 passes) and the evaluation wall time per question (retrieve + answer +
 The LLM variant (`foresight_llm`) is not measured here: it needs a model (tests cover it
 against the fake server).
 """
+
 from __future__ import annotations
 
 import sys
@@ -18,8 +19,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._mechanisms import (argument_parser, load_locomo_file, offline_workspace,  # noqa: E402
-                                    print_comparison, run_variants, with_changes)
+from benchmarks._mechanisms import (
+    argument_parser,
+    load_locomo_file,
+    offline_workspace,  # noqa: E402
+    print_comparison,
+    run_variants,
+    with_changes,
+)
 from evolvemem.mechanisms.foresight import build_index, rule_items  # noqa: E402
 from evolvemem.space.config import load_config  # noqa: E402
 from evolvemem.workspace import Workspace  # noqa: E402
@@ -33,11 +40,14 @@ def item_statistics(ws: Workspace, questions: list) -> None:
     for q in questions:
         by_conv.setdefault(q.conversation_id, []).append(q)
     started = time.perf_counter()
-    indexes = {cid: build_index(rule_items(ws.retriever(cid).index.state.memories), ws.embedder.encode)
-               for cid in by_conv}
+    indexes = {
+        cid: build_index(rule_items(ws.retriever(cid).index.state.memories), ws.embedder.encode) for cid in by_conv
+    }
     built = time.perf_counter() - started
-    print(f"{'conversation':14s} {'memories':>8s} {'items':>6s} {'own end':>8s}  "
-          + "  ".join(f"{f'filtered h={h:g}':>14s}" for h in HORIZONS))
+    print(
+        f"{'conversation':14s} {'memories':>8s} {'items':>6s} {'own end':>8s}  "
+        + "  ".join(f"{f'filtered h={h:g}':>14s}" for h in HORIZONS)
+    )
     totals = {h: [0, 0] for h in HORIZONS}  # filtered, seen (summed over questions)
     for cid, qs in by_conv.items():
         index = indexes[cid]
@@ -48,14 +58,20 @@ def item_statistics(ws: Workspace, questions: list) -> None:
             totals[h][1] += len(index) * len(qs)
             cells.append(f"{filtered / max(len(index) * len(qs), 1):14.1%}")
         own_end = sum(item.valid_until is not None for item in index.items)
-        print(f"{cid:14s} {len(ws.retriever(cid).index.state.memories):8d} {len(index):6d} {own_end:8d}  "
-              + "  ".join(cells))
+        print(
+            f"{cid:14s} {len(ws.retriever(cid).index.state.memories):8d} {len(index):6d} {own_end:8d}  "
+            + "  ".join(cells)
+        )
     n_items = sum(len(i) for i in indexes.values())
-    print(f"{'all':14s} {sum(len(ws.retriever(c).index.state.memories) for c in by_conv):8d} {n_items:6d} "
-          f"{sum(v for i in indexes.values() for v in (it.valid_until is not None for it in i.items)):8d}  "
-          + "  ".join(f"{totals[h][0] / max(totals[h][1], 1):14.1%}" for h in HORIZONS))
-    print(f"items found and indexed (rules + embeddings + BM25) in {built:.2f}s for {len(by_conv)} conversations; "
-          f"mean {n_items / len(by_conv):.1f} items per conversation")
+    print(
+        f"{'all':14s} {sum(len(ws.retriever(c).index.state.memories) for c in by_conv):8d} {n_items:6d} "
+        f"{sum(v for i in indexes.values() for v in (it.valid_until is not None for it in i.items)):8d}  "
+        + "  ".join(f"{totals[h][0] / max(totals[h][1], 1):14.1%}" for h in HORIZONS)
+    )
+    print(
+        f"items found and indexed (rules + embeddings + BM25) in {built:.2f}s for {len(by_conv)} conversations; "
+        f"mean {n_items / len(by_conv):.1f} items per conversation"
+    )
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ the best config uses, test F1 and evidence recall per category with the Δ again
 wall time, and the LLM calls / tokens the run recorded (0 offline). With `--executor ray` the runs
 are parallel Ray tasks (benchmarks/_sweep.py); the lines come in the order the runs finish.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,9 +43,30 @@ def mechanism_groups() -> list[str]:
 
 
 def run_once(data: Path, out: Path, frozen: list[str], args: argparse.Namespace) -> tuple[dict, float]:
-    cmd = [sys.executable, "-m", "evolvemem.cli.main", "run", "--benchmark", "locomo", "--data", str(data),
-           "--rounds", str(args.rounds), "--diagnoser", args.diagnoser, "--seed", str(args.seed), "--init", "weak",
-           "--patience", "0", "--out", str(out), "--json", "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "evolvemem.cli.main",
+        "run",
+        "--benchmark",
+        "locomo",
+        "--data",
+        str(data),
+        "--rounds",
+        str(args.rounds),
+        "--diagnoser",
+        args.diagnoser,
+        "--seed",
+        str(args.seed),
+        "--init",
+        "weak",
+        "--patience",
+        "0",
+        "--out",
+        str(out),
+        "--json",
+        "--quiet",
+    ]
     if frozen:
         cmd += ["--freeze", ",".join(frozen)]
     started = time.perf_counter()
@@ -63,9 +85,11 @@ def per_category(run_dir: Path) -> tuple[dict[str, tuple[float, float, int]], di
     try:
         rows = con.execute(
             "SELECT category, avg(f1), avg(evidence_recall), count(*) FROM question_records "
-            "WHERE phase = 'test_best' GROUP BY category ORDER BY category").fetchall()
+            "WHERE phase = 'test_best' GROUP BY category ORDER BY category"
+        ).fetchall()
         calls, prompt_tokens = con.execute(
-            "SELECT coalesce(sum(calls), 0), coalesce(sum(prompt_tokens), 0) FROM question_records").fetchone()
+            "SELECT coalesce(sum(calls), 0), coalesce(sum(prompt_tokens), 0) FROM question_records"
+        ).fetchone()
     finally:
         con.close()
     return {str(c): (f1, er, n) for c, f1, er, n in rows}, {"calls": int(calls), "prompt_tokens": int(prompt_tokens)}
@@ -111,19 +135,34 @@ def main() -> None:
     variants = [("baseline (all frozen)", groups)] + [(f"+ {g}", [o for o in groups if o != g]) for g in chosen]
     if not args.only:
         variants.append(("+ all mechanisms", []))
-    print(f"mechanism groups: {', '.join(groups)}; diagnoser {args.diagnoser}, seed {args.seed}, "
-          f"{args.rounds} rounds from weak\n", flush=True)
+    print(
+        f"mechanism groups: {', '.join(groups)}; diagnoser {args.diagnoser}, seed {args.seed}, "
+        f"{args.rounds} rounds from weak\n",
+        flush=True,
+    )
     finished: dict[int, tuple] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        items = [(label, frozen, Path(tmp) / label.replace(" ", "_").replace("(", "").replace(")", "").replace("+", "with"),
-                  args.data, groups, args) for label, frozen in variants]
+        items = [
+            (
+                label,
+                frozen,
+                Path(tmp) / label.replace(" ", "_").replace("(", "").replace(")", "").replace("+", "with"),
+                args.data,
+                groups,
+                args,
+            )
+            for label, frozen in variants
+        ]
         for index, done in sweep(run_variant, items, args):
             finished[index] = done
             label, _, result, wall, used, usage = done
             test = result["test"]["best"]
-            print(f"{label:24s} test all F1 {test['all_f1']:.4f} main {test['main_f1']:.4f} "
-                  f"evidence recall {test['evidence_recall']:.4f} | best round {result['best_round']} | "
-                  f"wall {wall:.1f}s | calls {usage['calls']} | uses: {used}", flush=True)
+            print(
+                f"{label:24s} test all F1 {test['all_f1']:.4f} main {test['main_f1']:.4f} "
+                f"evidence recall {test['evidence_recall']:.4f} | best round {result['best_round']} | "
+                f"wall {wall:.1f}s | calls {usage['calls']} | uses: {used}",
+                flush=True,
+            )
     results = [finished[i] for i in sorted(finished)]
     from evolvemem.benchmarks import load_benchmark
 

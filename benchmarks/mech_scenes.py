@@ -7,6 +7,7 @@ rewrites), per-category F1 and evidence recall, the Δ against default, scene st
 retrieval time per question (retrieval alone, best of 3 passes) and the evaluation wall time
 per question (retrieve + answer + score).
 """
+
 from __future__ import annotations
 
 import sys
@@ -15,8 +16,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._mechanisms import (argument_parser, load_locomo_file, offline_workspace,  # noqa: E402
-                                    print_comparison, run_variants, with_changes)
+from benchmarks._mechanisms import (
+    argument_parser,
+    load_locomo_file,
+    offline_workspace,  # noqa: E402
+    print_comparison,
+    run_variants,
+    with_changes,
+)
 from evolvemem.mechanisms.scenes import build_episodes, cluster_scenes  # noqa: E402
 from evolvemem.space.config import load_config  # noqa: E402
 
@@ -33,10 +40,16 @@ def main() -> None:
     for index in ws.indexes.values():
         episodes = build_episodes(index.state)
         scenes = cluster_scenes(episodes, base.scene_similarity, base.scene_max_gap_days)
-        n_episodes, n_scenes, n_memories = n_episodes + len(episodes.groups), n_scenes + len(scenes), n_memories + len(index)
-    print(f"{len(dataset.conversations)} conversations, {n_memories} memories, {len(questions)} questions; "
-          f"{n_episodes} episodes (mean {n_memories / n_episodes:.1f} memories), {n_scenes} scenes "
-          f"(mean {n_episodes / n_scenes:.1f} episodes); built in {time.perf_counter() - started:.2f}s")
+        n_episodes, n_scenes, n_memories = (
+            n_episodes + len(episodes.groups),
+            n_scenes + len(scenes),
+            n_memories + len(index),
+        )
+    print(
+        f"{len(dataset.conversations)} conversations, {n_memories} memories, {len(questions)} questions; "
+        f"{n_episodes} episodes (mean {n_memories / n_episodes:.1f} memories), {n_scenes} scenes "
+        f"(mean {n_episodes / n_scenes:.1f} episodes); built in {time.perf_counter() - started:.2f}s"
+    )
 
     variants = {
         "default": {},

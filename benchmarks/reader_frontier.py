@@ -13,6 +13,7 @@ tokens and seconds — after every chunk of questions, both configs answering ea
 a run stopped early still prints paired figures. Answers go through the LLM reply cache: an
 interrupted run started again asks only what it had not asked.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,19 +67,25 @@ def main() -> None:
     dataset = split_dataset(load_locomo_file(args.data), "test")
     answerable = [q for q in dataset.questions if q.category not in dataset.adversarial_categories and q.evidence]
     questions = stratified_questions(answerable, args.questions)
-    configs = {"evolved": load_config(str(args.evolved / "best_config.toml"))[0].with_token_cap(args.budget),
-               args.baseline: load_config(args.baseline)[0].with_token_cap(args.budget)}
-    print(f"{len(questions)} answerable test questions of {', '.join(sorted(dataset.conversations))}; "
-          f"contexts cut at {args.budget} tokens; reader Qwen2.5-Coder {args.model}", flush=True)
+    configs = {
+        "evolved": load_config(str(args.evolved / "best_config.toml"))[0].with_token_cap(args.budget),
+        args.baseline: load_config(args.baseline)[0].with_token_cap(args.budget),
+    }
+    print(
+        f"{len(questions)} answerable test questions of {', '.join(sorted(dataset.conversations))}; "
+        f"contexts cut at {args.budget} tokens; reader Qwen2.5-Coder {args.model}",
+        flush=True,
+    )
     records: dict[str, list[dict]] = {label: [] for label in configs}
     seconds = {label: 0.0 for label in configs}
     with serve(args.model, n_ctx=WINDOW) as server:
-        settings = ModelSettings(answer_model=server.model, extract_model="offline", api_base=server.api_base,
-                                 context_window=WINDOW)
+        settings = ModelSettings(
+            answer_model=server.model, extract_model="offline", api_base=server.api_base, context_window=WINDOW
+        )
         ws = open_workspace(QuietReporter(), dataset, settings, cache_enabled=True, embedding_model=None)
         # both configs answer each chunk in turn, so a run stopped early still has paired figures
         for first in range(0, len(questions), args.chunk):
-            chunk = questions[first:first + args.chunk]
+            chunk = questions[first : first + args.chunk]
             for label, config in configs.items():
                 started = time.perf_counter()
                 records[label] += evaluate_config(ws, config, chunk, concurrency=1).records
@@ -86,19 +93,26 @@ def main() -> None:
             report(records, seconds, args.baseline, dataset.adversarial_categories, compare)
 
 
-def report(records: dict[str, list[dict]], seconds: dict[str, float], baseline: str, adversarial: tuple[str, ...],
-           compare: Any) -> None:
+def report(
+    records: dict[str, list[dict]], seconds: dict[str, float], baseline: str, adversarial: tuple[str, ...], compare: Any
+) -> None:
     for label, rows in records.items():
         ok = [r for r in rows if not r.get("failed")]
         n = max(len(ok), 1)
         failures = sorted({str(r.get("error") or "")[:160] for r in rows if r.get("failed")})
-        print(f"{label:10s} {len(rows)} questions: answerable F1 {sum(r['f1'] for r in ok) / n:.3f}  evidence recall "
-              f"{sum(r['evidence_recall'] or 0 for r in ok) / n:.3f}  context {sum(r['context_tokens'] or 0 for r in ok) / n:.0f} "
-              f"tokens  failed {len(rows) - len(ok)}{' (e.g. ' + failures[0] + ')' if failures else ''}  "
-              f"{seconds[label] / max(len(rows), 1):.1f} s/question", flush=True)
+        print(
+            f"{label:10s} {len(rows)} questions: answerable F1 {sum(r['f1'] for r in ok) / n:.3f}  evidence recall "
+            f"{sum(r['evidence_recall'] or 0 for r in ok) / n:.3f}  context {sum(r['context_tokens'] or 0 for r in ok) / n:.0f} "
+            f"tokens  failed {len(rows) - len(ok)}{' (e.g. ' + failures[0] + ')' if failures else ''}  "
+            f"{seconds[label] / max(len(rows), 1):.1f} s/question",
+            flush=True,
+        )
     stat = compare(records["evolved"], records[baseline], 1, 0, adversarial, "main").groups["main"]
-    print(f"paired, evolved − {baseline}: answerable F1 {stat.diff:+.3f} [{stat.ci_low:+.3f}, {stat.ci_high:+.3f}] "
-          f"p(gain) {stat.p_gain:.3f} on {stat.n} questions", flush=True)
+    print(
+        f"paired, evolved − {baseline}: answerable F1 {stat.diff:+.3f} [{stat.ci_low:+.3f}, {stat.ci_high:+.3f}] "
+        f"p(gain) {stat.p_gain:.3f} on {stat.n} questions",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

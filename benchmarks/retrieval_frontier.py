@@ -17,6 +17,7 @@ the budget), an independent plain hybrid written here in a few lines on the turn
 check on our own), `default`, every `--config`, and with `--evolved 1500=runs/x` the best config
 of a run evolved at that budget (scored at that budget; its row shows the other budgets too).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,8 +60,10 @@ def plain_hybrid(ws: Any, questions: list, budget: int) -> dict[str, float]:
         for q in (q for q in questions if q.conversation_id == conv_id):
             ids = [vocab[w] for w in tokenize(q.text) if w in vocab]
             fused = np.zeros(len(turns))
-            for scores in (bm25.get_scores_from_ids(ids) if ids else np.zeros(len(turns)),
-                           vectors @ ws.embedder.encode([q.text])[0]):
+            for scores in (
+                bm25.get_scores_from_ids(ids) if ids else np.zeros(len(turns)),
+                vectors @ ws.embedder.encode([q.text])[0],
+            ):
                 fused[np.argsort(-scores, kind="stable")] += 1.0 / (60 + np.arange(1, len(turns) + 1))
             order = np.argsort(-fused, kind="stable")
             keep = order[: max(1, int(np.searchsorted(np.cumsum(cost[order]), budget, side="right")))]
@@ -88,9 +91,11 @@ def main() -> None:
     questions = [q for q in dataset.questions if q.category not in dataset.adversarial_categories and q.evidence]
     started = time.perf_counter()
     ws = offline_workspace(dataset)
-    print(f"{dataset.name} {args.split}: {len(dataset.conversations)} conversations "
-          f"({', '.join(sorted(dataset.conversations))}), {len(questions)} answerable questions with evidence; "
-          f"workspace {time.perf_counter() - started:.1f} s")
+    print(
+        f"{dataset.name} {args.split}: {len(dataset.conversations)} conversations "
+        f"({', '.join(sorted(dataset.conversations))}), {len(questions)} answerable questions with evidence; "
+        f"workspace {time.perf_counter() - started:.1f} s"
+    )
 
     hybrid = load_config("hybrid")[0]
     systems: dict[str, tuple[Any, tuple[int, ...]]] = {
@@ -125,9 +130,19 @@ def main() -> None:
         deep = evaluate_contexts(ws, config, questions, token_cap=DEEP).records
         deep_ms = (time.perf_counter() - timed) * 1000 / len(questions)
         q_by_id = {q.question_id: q for q in questions}
-        at_k = {k: np.mean([evidence_recall(q_by_id[r["question_id"]].evidence,
-                                            [turns_of[i] for i in [*r["context_ids"], *r["cut_ids"]][:k]]) or 0.0
-                            for r in deep]) for k in RANKS}
+        at_k = {
+            k: np.mean(
+                [
+                    evidence_recall(
+                        q_by_id[r["question_id"]].evidence,
+                        [turns_of[i] for i in [*r["context_ids"], *r["cut_ids"]][:k]],
+                    )
+                    or 0.0
+                    for r in deep
+                ]
+            )
+            for k in RANKS
+        }
         for budget in budgets:
             records[(label, budget)] = evaluate_contexts(ws, config, questions, token_cap=budget).records
         rows.append((label, at_k, prep_ms, deep_ms))
@@ -136,22 +151,35 @@ def main() -> None:
     for budget in BUDGETS:
         records[("plain hybrid (independent)", budget)] = [
             {**r, "evidence_recall": plain[budget][r["question_id"]], "context_tokens": None}
-            for r in records[("hybrid", budget)]]
+            for r in records[("hybrid", budget)]
+        ]
     rows.append(("plain hybrid (independent)", {k: float("nan") for k in RANKS}, float("nan"), float("nan")))
 
     categories = sorted({q.category for q in questions})
     names = dataset.category_names
-    print(f"\n{'system':28s} " + " ".join(f"R@{b:<5d}" for b in BUDGETS) + "  "
-          + " ".join(f"R@{k:<3d}it" for k in RANKS) + "  " + " ".join(f"{names.get(c, c)[:10]:>10s}" for c in categories)
-          + "   tokens@1500  prep ms/q  retrieval ms/q")
+    print(
+        f"\n{'system':28s} "
+        + " ".join(f"R@{b:<5d}" for b in BUDGETS)
+        + "  "
+        + " ".join(f"R@{k:<3d}it" for k in RANKS)
+        + "  "
+        + " ".join(f"{names.get(c, c)[:10]:>10s}" for c in categories)
+        + "   tokens@1500  prep ms/q  retrieval ms/q"
+    )
     for label, at_k, prep_ms, deep_ms in rows:
         recall = {b: np.mean([r["evidence_recall"] for r in records[(label, b)]]) for b in BUDGETS}
         mid = records[(label, 1500)]
         by_cat = [np.mean([r["evidence_recall"] for r in mid if r["category"] == c]) for c in categories]
         tokens = [r["context_tokens"] for r in mid if r.get("context_tokens") is not None]
-        print(f"{label:28s} " + " ".join(f"{recall[b]:.3f}  " for b in BUDGETS) + "  "
-              + " ".join(f"{at_k[k]:.3f}   " for k in RANKS) + "  " + " ".join(f"{v:10.3f}" for v in by_cat)
-              + f"   {np.mean(tokens) if tokens else float('nan'):11.0f}  {prep_ms:9.2f}  {deep_ms:14.2f}")
+        print(
+            f"{label:28s} "
+            + " ".join(f"{recall[b]:.3f}  " for b in BUDGETS)
+            + "  "
+            + " ".join(f"{at_k[k]:.3f}   " for k in RANKS)
+            + "  "
+            + " ".join(f"{v:10.3f}" for v in by_cat)
+            + f"   {np.mean(tokens) if tokens else float('nan'):11.0f}  {prep_ms:9.2f}  {deep_ms:14.2f}"
+        )
 
     for reference in ("hybrid", "default"):
         print(f"\npaired, system − {reference} (answerable, 95% interval by conversation, p of a gain):")
@@ -160,18 +188,37 @@ def main() -> None:
                 continue
             cells = []
             for budget in BUDGETS:
-                stat = compare(records[(label, budget)], records[(reference, budget)], 1, 0, (), "evidence",
-                               metric="evidence_recall").groups["main"]
-                cells.append(f"@{budget}: {stat.diff:+.3f} [{stat.ci_low:+.3f}, {stat.ci_high:+.3f}] p {stat.p_gain:.3f}")
+                stat = compare(
+                    records[(label, budget)],
+                    records[(reference, budget)],
+                    1,
+                    0,
+                    (),
+                    "evidence",
+                    metric="evidence_recall",
+                ).groups["main"]
+                cells.append(
+                    f"@{budget}: {stat.diff:+.3f} [{stat.ci_low:+.3f}, {stat.ci_high:+.3f}] p {stat.p_gain:.3f}"
+                )
             print(f"  {label:28s} " + "   ".join(cells))
         print(f"  by category at 1500 (system − {reference}):")
         for label, *_ in rows:
             if label == reference:
                 continue
             mine, theirs = records[(label, 1500)], {r["question_id"]: r for r in records[(reference, 1500)]}
-            diffs = [np.mean([r["evidence_recall"] - theirs[r["question_id"]]["evidence_recall"]
-                              for r in mine if r["category"] == c]) for c in categories]
-            print(f"    {label:26s} " + " ".join(f"{names.get(c, c)[:10]}: {d:+.3f}" for c, d in zip(categories, diffs)))
+            diffs = [
+                np.mean(
+                    [
+                        r["evidence_recall"] - theirs[r["question_id"]]["evidence_recall"]
+                        for r in mine
+                        if r["category"] == c
+                    ]
+                )
+                for c in categories
+            ]
+            print(
+                f"    {label:26s} " + " ".join(f"{names.get(c, c)[:10]}: {d:+.3f}" for c, d in zip(categories, diffs))
+            )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ cross-encoder reading every question's candidates for the first time, once readi
 memo — and the cross-encoder's cost per question is printed apart from retrieval's. The last line is
 `retrieval_ms_per_question=<x>` (the three-view config).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -68,8 +69,10 @@ def main() -> None:
     memories = {cid: extractor.extract(conv)[0] for cid, conv in dataset.conversations.items()}
     questions = dataset.questions
     n_memories = sum(len(m) for m in memories.values())
-    print(f"data: {len(dataset.conversations)} conversations, {n_memories} memories (one per turn), "
-          f"{len(questions)} questions")
+    print(
+        f"data: {len(dataset.conversations)} conversations, {n_memories} memories (one per turn), "
+        f"{len(questions)} questions"
+    )
 
     with tempfile.TemporaryDirectory() as fresh_cache:
         embedder = Embedder(cache_root=Path(fresh_cache))
@@ -80,13 +83,17 @@ def main() -> None:
         started = time.perf_counter()
         embedder.encode(texts)
         embed_s = time.perf_counter() - started
-        print(f"model load: {load_s:.2f} s; first-time embedding of {embedder.texts_embedded} memories: "
-              f"{embed_s:.2f} s ({embed_s / max(embedder.texts_embedded, 1) * 1000:.2f} ms/text)")
+        print(
+            f"model load: {load_s:.2f} s; first-time embedding of {embedder.texts_embedded} memories: "
+            f"{embed_s:.2f} s ({embed_s / max(embedder.texts_embedded, 1) * 1000:.2f} ms/text)"
+        )
         reloaded = Embedder(cache_root=Path(fresh_cache))
         started = time.perf_counter()
         reloaded.encode(texts)
-        print(f"cached reload of {len(texts)} embeddings (new process state, from disk): "
-              f"{(time.perf_counter() - started) * 1000:.1f} ms, model calls: {reloaded.texts_embedded}")
+        print(
+            f"cached reload of {len(texts)} embeddings (new process state, from disk): "
+            f"{(time.perf_counter() - started) * 1000:.1f} ms, model calls: {reloaded.texts_embedded}"
+        )
 
         build_s = []
         indexes = {}
@@ -94,24 +101,36 @@ def main() -> None:
             started = time.perf_counter()
             indexes[cid] = ConversationIndex.build(units, reloaded, dataset.conversations[cid].speakers)
             build_s.append(time.perf_counter() - started)
-        print(f"index build per conversation (embeddings cached): mean {statistics.mean(build_s) * 1000:.1f} ms, "
-              f"max {max(build_s) * 1000:.1f} ms")
+        print(
+            f"index build per conversation (embeddings cached): mean {statistics.mean(build_s) * 1000:.1f} ms, "
+            f"max {max(build_s) * 1000:.1f} ms"
+        )
 
         from evolvemem.retrieval.rerank import CrossEncoderReranker
 
         reranker = CrossEncoderReranker(args.rerank_model) if args.rerank_model else None
         if reranker is not None:
             reranker.check()
-        retrievers = {cid: Retriever(index, reloaded, known_persons=dataset.conversations[cid].speakers,
-                                     reranker=reranker, sources=candidate_sources()) for cid, index in indexes.items()}
+        retrievers = {
+            cid: Retriever(
+                index,
+                reloaded,
+                known_persons=dataset.conversations[cid].speakers,
+                reranker=reranker,
+                sources=candidate_sources(),
+            )
+            for cid, index in indexes.items()
+        }
         by_conv: dict[str, list] = {}
         for q in questions:
             by_conv.setdefault(q.conversation_id, []).append(q)
         started = time.perf_counter()
         for cid, qs in by_conv.items():
             retrievers[cid].prepare(qs)
-        print(f"prepare (analyse + embed {len(questions)} questions and their name-stripped forms, "
-              f"not timed below): {time.perf_counter() - started:.2f} s")
+        print(
+            f"prepare (analyse + embed {len(questions)} questions and their name-stripped forms, "
+            f"not timed below): {time.perf_counter() - started:.2f} s"
+        )
 
         default, _ = load_config("default")
         full, _ = default.with_changes({"fusion_mode": "rrf", "enable_entity_swap": True})
@@ -139,9 +158,15 @@ def main() -> None:
             prepared = (time.perf_counter() - started) * 1000 / len(questions)
             new_memories = reloaded.tokens.texts_encoded - encoded
             if late:  # the memories' token vectors now come from the cache: time MaxSim alone
-                fresh = {cid: Retriever(indexes[cid], reloaded, known_persons=dataset.conversations[cid].speakers,
-                                   sources=candidate_sources())
-                         for cid in by_conv}
+                fresh = {
+                    cid: Retriever(
+                        indexes[cid],
+                        reloaded,
+                        known_persons=dataset.conversations[cid].speakers,
+                        sources=candidate_sources(),
+                    )
+                    for cid in by_conv
+                }
                 for cid, qs in by_conv.items():
                     fresh[cid].prepare(qs)
                     fresh[cid].prepare(qs[:1], config)  # assembles the conversation's token matrix
@@ -149,23 +174,29 @@ def main() -> None:
                 for cid, qs in by_conv.items():
                     fresh[cid].prepare(qs[1:], config)
                 maxsim = (time.perf_counter() - started) * 1000 / max(len(questions) - len(by_conv), 1)
-                print(f"{label}: question token vectors {query_tokens:.2f} ms/question (the query-side encoding, "
-                      f"batched); memories' token vectors first time: {prepared:.2f} ms/question "
-                      f"({new_memories} memories); MaxSim of every question against every memory, batched per "
-                      f"conversation (token matrix already assembled): {maxsim:.2f} ms/question")
+                print(
+                    f"{label}: question token vectors {query_tokens:.2f} ms/question (the query-side encoding, "
+                    f"batched); memories' token vectors first time: {prepared:.2f} ms/question "
+                    f"({new_memories} memories); MaxSim of every question against every memory, batched per "
+                    f"conversation (token matrix already assembled): {maxsim:.2f} ms/question"
+                )
             if reranker is not None and config.rerank_top_k > 0:
                 pairs = reranker.pairs_scored
                 first = timed_pass(retrievers, questions, config) * 1000 / len(questions)
                 memo = min(timed_pass(retrievers, questions, config) for _ in range(max(1, args.repeats)))
                 memo = memo * 1000 / len(questions)
-                print(f"{label}: cross-encoder {args.rerank_model}: {first - memo:.2f} ms/question reading "
-                      f"{(reranker.pairs_scored - pairs) / len(questions):.1f} pairs a question the first time "
-                      f"(retrieval with its scores memoised: {memo:.3f} ms/question)")
+                print(
+                    f"{label}: cross-encoder {args.rerank_model}: {first - memo:.2f} ms/question reading "
+                    f"{(reranker.pairs_scored - pairs) / len(questions):.1f} pairs a question the first time "
+                    f"(retrieval with its scores memoised: {memo:.3f} ms/question)"
+                )
             timed_pass(retrievers, questions, config)  # warm-up
             best = min(timed_pass(retrievers, questions, config) for _ in range(max(1, args.repeats)))
             per_question = best * 1000 / len(questions)
-            print(f"{label} at {args.context_tokens} tokens: retrieval {per_question:.3f} ms/question after "
-                  f"preparation (best of {args.repeats}), {per_question / baseline:.2f}x BM25 only")
+            print(
+                f"{label} at {args.context_tokens} tokens: retrieval {per_question:.3f} ms/question after "
+                f"preparation (best of {args.repeats}), {per_question / baseline:.2f}x BM25 only"
+            )
         print(f"weak_retrieval_ms_per_question={baseline:.3f}")
         print(f"retrieval_ms_per_question={ours:.3f}")
 

@@ -9,6 +9,7 @@ round, phase and question id; floats rounded to 9 places; wall times left out), 
 every screening and every round's scores. `compare` prints the first differences between two such
 files and exits 1 when there are any, 0 when the runs are the same.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,8 +66,10 @@ def fingerprint(run_dir: Path) -> dict[str, Any]:
             tables[table] = rows
     finally:
         con.close()
-    digest = {t: hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
-              for t, rows in tables.items()}
+    digest = {
+        t: hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
+        for t, rows in tables.items()
+    }
     return {"digest": digest, "tables": tables}
 
 
@@ -75,8 +78,22 @@ def run(out: Path, data: Path, rounds: int, seed: int, keep: Path | None) -> int
         print(f"{data}: no LoCoMo dev file (set EVOLVEMEM_DEV_DATA)", file=sys.stderr)
         return 2
     run_dir = keep or Path(tempfile.mkdtemp(prefix="same-run-")) / "run"
-    command = [sys.executable, "-m", "evolvemem.cli.main", "run", "--benchmark", "locomo", "--data", str(data),
-               "--rounds", str(rounds), "--seed", str(seed), "--out", str(run_dir)]
+    command = [
+        sys.executable,
+        "-m",
+        "evolvemem.cli.main",
+        "run",
+        "--benchmark",
+        "locomo",
+        "--data",
+        str(data),
+        "--rounds",
+        str(rounds),
+        "--seed",
+        str(seed),
+        "--out",
+        str(run_dir),
+    ]
     env = dict(os.environ, HF_HUB_OFFLINE="1", LITELLM_LOCAL_MODEL_COST_MAP="True")
     done = subprocess.run(command, env=env, stdout=subprocess.DEVNULL)
     if done.returncode != 0:
@@ -104,7 +121,9 @@ def compare(a: Path, b: Path, show: int = 10) -> int:
                 if ra.get(column) != rb.get(column):
                     differences += 1
                     if differences <= show:
-                        print(f"{table} row {i} {column}: {str(ra.get(column))[:120]!r} vs {str(rb.get(column))[:120]!r}")
+                        print(
+                            f"{table} row {i} {column}: {str(ra.get(column))[:120]!r} vs {str(rb.get(column))[:120]!r}"
+                        )
     print("same" if differences == 0 else f"{differences} differences")
     return 0 if differences == 0 else 1
 

@@ -21,6 +21,7 @@ workspace, and what a LongMemEval-sized round would take on N workers.
     reader) at `--latency` s per call: `--candidate-rounds` rounds, reply cache off, the settings
     that add calls to a question frozen (every candidate costs one answer call a question).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -94,8 +95,16 @@ class Recording:
 
 # ---- (a) ---------------------------------------------------------------------------------------
 def offline_run(data: Path, out: Path, rounds: int, executor: Any = None) -> tuple[float, Session | None]:
-    spec = RunSpec(benchmark="locomo", data=str(data), diagnoser="rubric", rounds=rounds, seed=0, patience=0,
-                   objective="balanced", screen_fraction=0.0)
+    spec = RunSpec(
+        benchmark="locomo",
+        data=str(data),
+        diagnoser="rubric",
+        rounds=rounds,
+        seed=0,
+        patience=0,
+        objective="balanced",
+        screen_fraction=0.0,
+    )
     session = Session.create(spec, out, load_config("weak")[0], executor=executor)
     with session:
         started = time.perf_counter()
@@ -159,22 +168,37 @@ def ship_vs_rebuild(executor: RayExecutor, data: Path) -> dict:
         # three fresh fetches: share() keeps one ref, so each get reads the object store again
         unpacked = [result for _, result in executor.map(from_pack, [(shared, setup)] * 3)]
         rebuilds = [result for _, result in executor.map(rebuilt, [(dataset.subset({cid}), setup)] * 3)]
-        rows.append({"conversation": cid, "memories": len(ws.memories[cid]), "bytes": blob, "put": put,
-                     "fetch": statistics.median(f for f, _, _ in unpacked),
-                     "unpack": statistics.median(b for _, b, _ in unpacked),
-                     "rebuild": statistics.median(r for r, _ in rebuilds)})
+        rows.append(
+            {
+                "conversation": cid,
+                "memories": len(ws.memories[cid]),
+                "bytes": blob,
+                "put": put,
+                "fetch": statistics.median(f for f, _, _ in unpacked),
+                "unpack": statistics.median(b for _, b, _ in unpacked),
+                "rebuild": statistics.median(r for r, _ in rebuilds),
+            }
+        )
     print("\n(ship) a worker's workspace for one conversation, median of 3 in warm workers")
-    print(f"{'conversation':<14}{'memories':>9}{'pack MB':>9}{'driver put s':>13}{'fetch s':>9}{'from pack s':>12}"
-          f"{'rebuild s':>11}{'rebuild/pack':>13}")
+    print(
+        f"{'conversation':<14}{'memories':>9}{'pack MB':>9}{'driver put s':>13}{'fetch s':>9}{'from pack s':>12}"
+        f"{'rebuild s':>11}{'rebuild/pack':>13}"
+    )
     for r in rows:
         shipped = r["fetch"] + r["unpack"]
-        print(f"{r['conversation']:<14}{r['memories']:>9}{r['bytes'] / 1e6:>9.2f}{r['put']:>13.3f}{r['fetch']:>9.3f}"
-              f"{r['unpack']:>12.3f}{r['rebuild']:>11.3f}{r['rebuild'] / shipped:>12.1f}×")
+        print(
+            f"{r['conversation']:<14}{r['memories']:>9}{r['bytes'] / 1e6:>9.2f}{r['put']:>13.3f}{r['fetch']:>9.3f}"
+            f"{r['unpack']:>12.3f}{r['rebuild']:>11.3f}{r['rebuild'] / shipped:>12.1f}×"
+        )
     memories = sum(r["memories"] for r in rows)
     # medians over conversations: one slow fetch on a busy machine should not set the rate
-    per_memory = {k: statistics.median(r[k] / r["memories"] for r in rows) for k in ("fetch", "unpack", "rebuild", "bytes")}
-    print(f"per memory, median over conversations: from a pack {1e3 * (per_memory['fetch'] + per_memory['unpack']):.3f} "
-          f"ms ({per_memory['bytes']:.0f} bytes shipped), rebuilt from the caches {1e3 * per_memory['rebuild']:.3f} ms")
+    per_memory = {
+        k: statistics.median(r[k] / r["memories"] for r in rows) for k in ("fetch", "unpack", "rebuild", "bytes")
+    }
+    print(
+        f"per memory, median over conversations: from a pack {1e3 * (per_memory['fetch'] + per_memory['unpack']):.3f} "
+        f"ms ({per_memory['bytes']:.0f} bytes shipped), rebuilt from the caches {1e3 * per_memory['rebuild']:.3f} ms"
+    )
     tokens = sum(len(t.text.split()) for c in dataset.conversations.values() for t in c.turns())
     return {"rows": rows, "per_memory": per_memory, "tokens_per_memory": tokens / memories}
 
@@ -225,8 +249,16 @@ def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
     return my - slope * mx, slope
 
 
-def projection(recording: Recording, memories_of: dict[str, int], local_per_question: float, ship: dict,
-               per_task: float, writes: tuple[float, float], counts: list[int], latency: float) -> None:
+def projection(
+    recording: Recording,
+    memories_of: dict[str, int],
+    local_per_question: float,
+    ship: dict,
+    per_task: float,
+    writes: tuple[float, float],
+    counts: list[int],
+    latency: float,
+) -> None:
     shards = [(task, result) for batch in recording.batches for task, result in batch.shards]
     xs = [float(memories_of[task.questions[0].conversation_id]) for task, _ in shards]
     ys = [(result.seconds - result.setup_seconds) / len(task.questions) for task, result in shards]
@@ -240,25 +272,37 @@ def projection(recording: Recording, memories_of: dict[str, int], local_per_ques
     # per one-question shard: its record written in a batch (session/sharded.py), its task handled
     driver = bulk_write + per_task
     n = LONGMEMEVAL_QUESTIONS
-    print(f"\n(c) one LongMemEval-sized round: {n} questions, each its own history of ~{LONGMEMEVAL_HISTORY_TOKENS:,} "
-          f"words: {n} one-question shards")
-    print(f"measured, worker side, on (a)'s {len(shards)} shards: seconds per question = {a * 1e3:.2f} ms + "
-          f"{b * 1e6:.2f} µs × memories (least squares over conversations of {min(xs):.0f}–{max(xs):.0f} memories)")
-    print(f"measured, driver side: in (a) {per_record * 1e3:.3f} ms a record handled (its shard's records written "
-          f"to the run store, {sum(n for n, _ in handled)} records); into a run store, a write of 1 record "
-          f"{single_write * 1e3:.2f} ms, of 200 {bulk_write * 1e3:.3f} ms a record (the driver writes in batches of "
-          f"64 records or 2 s); a task that does nothing costs the cluster {per_task * 1e3:.2f} ms (200 no-op tasks, "
-          f"kept busy)")
-    print(f"LoCoMo dev: {ship['tokens_per_memory']:.1f} history words per memory → ~{m_long:,.0f} memories per "
-          f"LongMemEval history (past the measured range: an extrapolation); a pack that size ships "
-          f"{ship['per_memory']['bytes'] * m_long / 1e6:.1f} MB ({n * m_long * ship['per_memory']['bytes'] / 1e9:.1f} GB "
-          f"for the round's {n}) and takes ~{setup:.2f} s to fetch and unpack")
+    print(
+        f"\n(c) one LongMemEval-sized round: {n} questions, each its own history of ~{LONGMEMEVAL_HISTORY_TOKENS:,} "
+        f"words: {n} one-question shards"
+    )
+    print(
+        f"measured, worker side, on (a)'s {len(shards)} shards: seconds per question = {a * 1e3:.2f} ms + "
+        f"{b * 1e6:.2f} µs × memories (least squares over conversations of {min(xs):.0f}–{max(xs):.0f} memories)"
+    )
+    print(
+        f"measured, driver side: in (a) {per_record * 1e3:.3f} ms a record handled (its shard's records written "
+        f"to the run store, {sum(n for n, _ in handled)} records); into a run store, a write of 1 record "
+        f"{single_write * 1e3:.2f} ms, of 200 {bulk_write * 1e3:.3f} ms a record (the driver writes in batches of "
+        f"64 records or 2 s); a task that does nothing costs the cluster {per_task * 1e3:.2f} ms (200 no-op tasks, "
+        f"kept busy)"
+    )
+    print(
+        f"LoCoMo dev: {ship['tokens_per_memory']:.1f} history words per memory → ~{m_long:,.0f} memories per "
+        f"LongMemEval history (past the measured range: an extrapolation); a pack that size ships "
+        f"{ship['per_memory']['bytes'] * m_long / 1e6:.1f} MB ({n * m_long * ship['per_memory']['bytes'] / 1e9:.1f} GB "
+        f"for the round's {n}) and takes ~{setup:.2f} s to fetch and unpack"
+    )
     in_process = n * per_q
-    print(f"per shard on a worker: unpack {setup:.3f} s (first round) + answer {per_q:.3f} s; on the driver "
-          f"{driver * 1e3:.1f} ms, one shard after another. In process (workspace built): {n} × {per_q:.3f} s = "
-          f"{in_process:.1f} s")
-    print(f"round wall on N workers = max(ceil({n} / N) × worker seconds per shard, {n} × driver seconds per shard); "
-          f"later rounds unpack again only when a worker gets more than 32 shards (the workspaces it keeps)")
+    print(
+        f"per shard on a worker: unpack {setup:.3f} s (first round) + answer {per_q:.3f} s; on the driver "
+        f"{driver * 1e3:.1f} ms, one shard after another. In process (workspace built): {n} × {per_q:.3f} s = "
+        f"{in_process:.1f} s"
+    )
+    print(
+        f"round wall on N workers = max(ceil({n} / N) × worker seconds per shard, {n} × driver seconds per shard); "
+        f"later rounds unpack again only when a worker gets more than 32 shards (the workspaces it keeps)"
+    )
     header = f"{'N':>5}{'first round s':>15}{'later rounds s':>16}{'in process / later':>20}"
     if latency:
         header += f"{f'with a model at {latency:g} s/call: later rounds s':>48}"
@@ -274,8 +318,10 @@ def projection(recording: Recording, memories_of: dict[str, int], local_per_ques
             line += f"{model:>48.1f}"
         print(line)
     if latency:
-        print(f"(with a model: one answer call of {latency:g} s per question; in process, --concurrency 8 answers 8 at "
-              f"once: ~{n} × {latency:g} / 8 + {in_process:.0f} = {n * latency / 8 + in_process:.0f} s a round)")
+        print(
+            f"(with a model: one answer call of {latency:g} s per question; in process, --concurrency 8 answers 8 at "
+            f"once: ~{n} × {latency:g} / 8 + {in_process:.0f} = {n * latency / 8 + in_process:.0f} s a round)"
+        )
     print(f"(for comparison: in process, (a)'s answered questions took {local_per_question * 1e3:.2f} ms each)")
 
 
@@ -290,15 +336,29 @@ def candidates_run(data: Path, out: Path, rounds: int, k: int, api_base: str, ex
     # routing, decomposition, reflection, verification; model-only mechanisms) stay at the start's
     # values — the fake reader can neither judge, decompose nor verify, so they would only add calls
     frozen = expand_dimension_names([*CALL_ADDING_GROUPS, *(n for n, d in registry().items() if d.needs_model)])
-    spec = RunSpec(benchmark="locomo", data=str(data), diagnoser="rubric", rounds=rounds, seed=0, patience=0,
-                   objective="balanced", screen_fraction=0.25, candidates=k, cache_enabled=False, frozen=frozen,
-                   models={"answer_model": MODEL, "api_base": api_base})
+    spec = RunSpec(
+        benchmark="locomo",
+        data=str(data),
+        diagnoser="rubric",
+        rounds=rounds,
+        seed=0,
+        patience=0,
+        objective="balanced",
+        screen_fraction=0.25,
+        candidates=k,
+        cache_enabled=False,
+        frozen=frozen,
+        models={"answer_model": MODEL, "api_base": api_base},
+    )
     with Session.create(spec, out, load_config("weak")[0], executor=executor) as session:
         result = session.run()
     later = [r for r in result.rounds if r.round > 0]
-    return {"screened": sum(len(r.screenings) for r in later), "wall": sum(r.seconds for r in later),
-            "passed": sum(1 for r in later for s in r.screenings if s["outcome"] == "passed"),
-            "accepted": sum(1 for r in later if r.accepted)}
+    return {
+        "screened": sum(len(r.screenings) for r in later),
+        "wall": sum(r.seconds for r in later),
+        "passed": sum(1 for r in later for s in r.screenings if s["outcome"] == "passed"),
+        "accepted": sum(1 for r in later if r.accepted),
+    }
 
 
 def candidates_per_minute(data: Path, folder: Path, rounds: int, latency: float, executor: Any, workers: int) -> None:
@@ -306,23 +366,30 @@ def candidates_per_minute(data: Path, folder: Path, rounds: int, latency: float,
     from tests.fake_llm_server import FakeLLMServer
 
     os.environ.setdefault("OPENAI_API_KEY", "not-needed-here")
-    print(f"\n(b) candidates screened per wall-minute, rounds 1..{rounds} of a run on {data.name} (rubric, seed 0, "
-          f"from weak, objective balanced, minibatch 0.25, groups {', '.join(CALL_ADDING_GROUPS)} and model-only "
-          f"settings frozen: one answer call a question), answers from the fake model at {latency:g} s a call "
-          f"(--concurrency 8 a process; on ray a shard that waits on a model asks 0.25 CPU)")
-    print(f"{'executor':<22}{'K':>3}{'candidates':>12}{'wall s':>9}{'per minute':>12}{'passed':>8}{'accepted':>10}"
-          f"{'answer calls':>14}")
+    print(
+        f"\n(b) candidates screened per wall-minute, rounds 1..{rounds} of a run on {data.name} (rubric, seed 0, "
+        f"from weak, objective balanced, minibatch 0.25, groups {', '.join(CALL_ADDING_GROUPS)} and model-only "
+        f"settings frozen: one answer call a question), answers from the fake model at {latency:g} s a call "
+        f"(--concurrency 8 a process; on ray a shard that waits on a model asks 0.25 CPU)"
+    )
+    print(
+        f"{'executor':<22}{'K':>3}{'candidates':>12}{'wall s':>9}{'per minute':>12}{'passed':>8}{'accepted':>10}"
+        f"{'answer calls':>14}"
+    )
     baseline = None
     for name, k in (("local", 1), ("local", 4), ("ray", 1), ("ray", 4)):
         with FakeLLMServer(overlap_reader, latency=latency) as server:
-            run = candidates_run(data, folder / f"{name}-{k}", rounds, k, server.url,
-                                 executor if name == "ray" else None)
+            run = candidates_run(
+                data, folder / f"{name}-{k}", rounds, k, server.url, executor if name == "ray" else None
+            )
             calls = len(server.requests)
         rate = 60 * run["screened"] / run["wall"] if run["wall"] else 0.0
         baseline = baseline or rate
         label = name if name == "local" else f"ray, {workers} CPUs"
-        print(f"{label:<22}{k:>3}{run['screened']:>12}{run['wall']:>9.1f}{rate:>12.2f}{run['passed']:>8}"
-              f"{run['accepted']:>10}{calls:>14}   ({rate / baseline:.2f}× local K=1)")
+        print(
+            f"{label:<22}{k:>3}{run['screened']:>12}{run['wall']:>9.1f}{rate:>12.2f}{run['passed']:>8}"
+            f"{run['accepted']:>10}{calls:>14}   ({rate / baseline:.2f}× local K=1)"
+        )
 
 
 # ---- main --------------------------------------------------------------------------------------
@@ -351,23 +418,44 @@ def main() -> None:
             same = mine == theirs
             differing = sum(1 for x, y in zip(mine, theirs) if x != y) + abs(len(mine) - len(theirs))
             with RunStore(Path(tmp) / "local", read_only=True) as store:
-                per_question = store.query("SELECT avg(latency_ms) / 1000 AS s FROM question_records "
-                                           "WHERE reused IS NULL")[0]["s"]
-            print(f"(a) {args.rounds}-round offline run on {args.data.name} (rubric, seed 0, from weak, objective "
-                  f"balanced, patience off)")
-            print(f"per-question records: {len(mine)} (ray) vs {len(theirs)} (local): "
-                  + ("identical in every column but latency" if same else f"{differing} DIFFER"))
-            print(f"wall: local {local_wall:.1f} s; ray on {args.workers} worker processes {ray_wall:.1f} s "
-                  f"(+ {cluster_start:.1f} s starting the local cluster); local / ray = {local_wall / ray_wall:.2f}×")
+                per_question = store.query(
+                    "SELECT avg(latency_ms) / 1000 AS s FROM question_records WHERE reused IS NULL"
+                )[0]["s"]
+            print(
+                f"(a) {args.rounds}-round offline run on {args.data.name} (rubric, seed 0, from weak, objective "
+                f"balanced, patience off)"
+            )
+            print(
+                f"per-question records: {len(mine)} (ray) vs {len(theirs)} (local): "
+                + ("identical in every column but latency" if same else f"{differing} DIFFER")
+            )
+            print(
+                f"wall: local {local_wall:.1f} s; ray on {args.workers} worker processes {ray_wall:.1f} s "
+                f"(+ {cluster_start:.1f} s starting the local cluster); local / ray = {local_wall / ray_wall:.2f}×"
+            )
             assert session is not None
             memories_of = {cid: len(units) for cid, units in session.workspace.memories.items()}
             ship = ship_vs_rebuild(executor.inner, args.data)
             writes = store_writes(Path(tmp) / "local", Path(tmp) / "writes")
-            projection(executor, memories_of, per_question, ship, task_overhead(executor.inner), writes,
-                       args.projection_workers, args.latency)
+            projection(
+                executor,
+                memories_of,
+                per_question,
+                ship,
+                task_overhead(executor.inner),
+                writes,
+                args.projection_workers,
+                args.latency,
+            )
             if not args.skip_candidates:
-                candidates_per_minute(args.data, Path(tmp) / "candidates", args.candidate_rounds, args.latency,
-                                      executor.inner, args.workers)
+                candidates_per_minute(
+                    args.data,
+                    Path(tmp) / "candidates",
+                    args.candidate_rounds,
+                    args.latency,
+                    executor.inner,
+                    args.workers,
+                )
             print(f"load average {os.getloadavg()[0]:.1f} at the end")
         finally:
             executor.close()

@@ -22,6 +22,7 @@ conversations as users:
 The targets of issue 33 (10k memories): p95 <= 20 ms with one client, >= 200 searches/s with 8.
 Anchor: Mem0's published search latency, p50 0.148 s and p95 0.20 s.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,9 +58,17 @@ def rss_mb(pid: int) -> float:
 
 
 def turns_of(session) -> list[dict]:
-    return [{"speaker": t.speaker, "text": t.text, "id": t.turn_id, "image_caption": t.image_caption,
-             "session": session.session_id, "at": session.timestamp.isoformat() if session.timestamp else None}
-            for t in session.turns]
+    return [
+        {
+            "speaker": t.speaker,
+            "text": t.text,
+            "id": t.turn_id,
+            "image_caption": t.image_caption,
+            "session": session.session_id,
+            "at": session.timestamp.isoformat() if session.timestamp else None,
+        }
+        for t in session.turns
+    ]
 
 
 def memories(client: httpx.Client) -> int:
@@ -76,8 +85,9 @@ def metric(client: httpx.Client, name: str) -> float:
     return 0.0
 
 
-def search_load(url: str, pairs: list[tuple[str, str]], seconds: float, clients: int, seed: int
-                ) -> tuple[list[float], float, int]:
+def search_load(
+    url: str, pairs: list[tuple[str, str]], seconds: float, clients: int, seed: int
+) -> tuple[list[float], float, int]:
     """(latencies in ms, searches a second, errors) of `clients` clients for `seconds`."""
     latencies: list[float] = []
     errors = [0]
@@ -108,9 +118,11 @@ def search_load(url: str, pairs: list[tuple[str, str]], seconds: float, clients:
 
 
 def describe(label: str, latencies: list[float], qps: float, errors: int) -> str:
-    return (f"{label}: p50 {percentile(latencies, 0.5):.1f} ms  p95 {percentile(latencies, 0.95):.1f} ms  "
-            f"p99 {percentile(latencies, 0.99):.1f} ms  {qps:.0f} searches/s  ({len(latencies)} searches, "
-            f"{errors} errors)")
+    return (
+        f"{label}: p50 {percentile(latencies, 0.5):.1f} ms  p95 {percentile(latencies, 0.95):.1f} ms  "
+        f"p99 {percentile(latencies, 0.99):.1f} ms  {qps:.0f} searches/s  ({len(latencies)} searches, "
+        f"{errors} errors)"
+    )
 
 
 def main() -> None:
@@ -137,8 +149,10 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="serve-load-"))
     store = folder / "memory.duckdb"
     env = {"EVOLVEMEM_CACHE_DIR": str(folder / "cache")}  # a fresh embedding cache: adds embed for real
-    print(f"serve_load: {len(conversations)} LoCoMo conversations, {sum(len(c.turns()) for c in conversations)} "
-          f"turns; store {store}; {os.cpu_count()} CPUs; {args.seconds:g} s per measurement")
+    print(
+        f"serve_load: {len(conversations)} LoCoMo conversations, {sum(len(c.turns()) for c in conversations)} "
+        f"turns; store {store}; {os.cpu_count()} CPUs; {args.seconds:g} s per measurement"
+    )
 
     users: dict[str, str] = {}  # user -> its conversation id
     results: list[str] = []
@@ -168,8 +182,9 @@ def main() -> None:
                 if is_copy:  # growth: the whole conversation in requests of at most 1,000 turns
                     turns = [t for s in conversation.sessions for t in turns_of(s)]
                     for start in range(0, len(turns), 1000):
-                        client.post("/v1/memories", json={"user": user, "turns": turns[start:start + 1000]}
-                                    ).raise_for_status()
+                        client.post(
+                            "/v1/memories", json={"user": user, "turns": turns[start : start + 1000]}
+                        ).raise_for_status()
                 else:  # add throughput: one session per request, as an agent would add them
                     for session in conversation.sessions:
                         started = time.perf_counter()
@@ -191,12 +206,14 @@ def main() -> None:
             if previous is not None:
                 slope = f", {(rss - previous[1]) / (held - previous[0]) * 10_000:.0f} MB per 10k memories since the last size"
             previous = (held, rss)
-            lines = [f"size {held} memories ({len(users)} users, {sum(1 for u in users if '-copy' in u)} of them copies): "
-                     f"server RSS {rss:.0f} MB{slope}",
-                     "  " + describe("1 client ", *one),
-                     "  " + describe(f"{args.clients} clients", *many),
-                     f"  query embeddings computed by the server: {embedded:.0f} of {len(one[0]) + len(many[0])} "
-                     "searches (the rest: the query was cached by text)"]
+            lines = [
+                f"size {held} memories ({len(users)} users, {sum(1 for u in users if '-copy' in u)} of them copies): "
+                f"server RSS {rss:.0f} MB{slope}",
+                "  " + describe("1 client ", *one),
+                "  " + describe(f"{args.clients} clients", *many),
+                f"  query embeddings computed by the server: {embedded:.0f} of {len(one[0]) + len(many[0])} "
+                "searches (the rest: the query was cached by text)",
+            ]
             for text in lines:
                 print(text, flush=True)
             results += lines
@@ -207,12 +224,14 @@ def main() -> None:
                     t = time.perf_counter()
                     client.post("/v1/search", json={"user": user, "query": query}).raise_for_status()
                     served.append((time.perf_counter() - t) * 1000)
-                served = served[len(one_client_pairs):]
+                served = served[len(one_client_pairs) :]
                 overhead_size = held
-        line = (f"add: {add_turns} turns of {sum(1 for u in users if '-copy' not in u)} conversations in "
-                f"{add_seconds:.1f} s = {add_turns / max(add_seconds, 1e-9):.1f} turns/s (one session per request, "
-                f"offline extraction, embeddings computed); server RSS with the model loaded and one "
-                f"conversation: {rss_before:.0f} MB")
+        line = (
+            f"add: {add_turns} turns of {sum(1 for u in users if '-copy' not in u)} conversations in "
+            f"{add_seconds:.1f} s = {add_turns / max(add_seconds, 1e-9):.1f} turns/s (one session per request, "
+            f"offline extraction, embeddings computed); server RSS with the model loaded and one "
+            f"conversation: {rss_before:.0f} MB"
+        )
         print(line, flush=True)
         results.append(line)
         client.close()
@@ -232,13 +251,17 @@ def main() -> None:
                 t = time.perf_counter()
                 memory.search(user, query)
                 inproc.append((time.perf_counter() - t) * 1000)
-        line = (f"overhead at {overhead_size} memories: the same 300 searches (warm: queries seen before) over HTTP "
-                f"p50 {statistics.median(served):.2f} ms vs in-process Memory.search p50 {statistics.median(inproc):.2f} "
-                f"ms = {statistics.median(served) / statistics.median(inproc):.2f}x")
+        line = (
+            f"overhead at {overhead_size} memories: the same 300 searches (warm: queries seen before) over HTTP "
+            f"p50 {statistics.median(served):.2f} ms vs in-process Memory.search p50 {statistics.median(inproc):.2f} "
+            f"ms = {statistics.median(served) / statistics.median(inproc):.2f}x"
+        )
         print(line)
         results.append(line)
-    print("targets (issue 33, 10k memories): p95 <= 20 ms with 1 client, >= 200 searches/s with 8 clients; "
-          "Mem0's published search latency: p50 148 ms, p95 200 ms")
+    print(
+        "targets (issue 33, 10k memories): p95 <= 20 ms with 1 client, >= 200 searches/s with 8 clients; "
+        "Mem0's published search latency: p50 148 ms, p95 200 ms"
+    )
 
 
 if __name__ == "__main__":

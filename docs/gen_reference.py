@@ -14,6 +14,7 @@ out of date, and hand-written pages name values instead of copying them — `{{ 
 `{{ spec screen_fraction }}`, `{{ env EVOLVEMEM_LLM_BREAKER }}`, `{{ names evolvemem.qtypes.QUESTION_TYPES }}`
 — which the build fills from the code (an unknown name fails the build; `\{{` writes a literal `{{`).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -33,10 +34,12 @@ if str(REPO) not in sys.path:  # the checkout's package, also when mkdocs import
     sys.path.insert(0, str(REPO))
 
 REGENERATE = "python docs/gen_reference.py"
-NOTICE = (f"<!-- Generated from the code by `{REGENERATE}`: do not edit by hand. -->\n\n"
-          f"!!! note \"Generated from the code\"\n"
-          f"    This page is written by `{REGENERATE}` from {{source}}; a test and the docs build fail when it\n"
-          f"    is out of date.\n")
+NOTICE = (
+    f"<!-- Generated from the code by `{REGENERATE}`: do not edit by hand. -->\n\n"
+    f'!!! note "Generated from the code"\n'
+    f"    This page is written by `{REGENERATE}` from {{source}}; a test and the docs build fail when it\n"
+    f"    is out of date.\n"
+)
 
 
 # ----------------------------------------------------------------------------- shared formatting
@@ -57,7 +60,7 @@ def code(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return ", ".join(code(v) for v in value) if value else "—"
     text = plain(value)
-    return f"`{text}`" if text else "`\"\"`"
+    return f"`{text}`" if text else '`""`'
 
 
 def anchor(heading: str) -> str:
@@ -125,8 +128,13 @@ def cli_commands() -> list[CliCommand]:
                 names = tuple(sorted(names, key=lambda n: not n.startswith("--")))
             default = REQUIRED if declared.default is ... else declared.default
             params.append(CliParam(names, type_text(hints[name], declared), default, declared.help or "", argument))
-        commands.append(CliCommand(prefix + (info.name or func.__name__.lower().replace("_", "-")),
-                                   info.help or inspect.getdoc(func) or "", tuple(params)))
+        commands.append(
+            CliCommand(
+                prefix + (info.name or func.__name__.lower().replace("_", "-")),
+                info.help or inspect.getdoc(func) or "",
+                tuple(params),
+            )
+        )
     return commands
 
 
@@ -141,8 +149,10 @@ def type_text(hint: Any, declared: Any) -> str:
     if hint is bool:
         return "flag"
     text = {int: "integer", float: "number", str: "text"}.get(hint, getattr(hint, "__name__", str(hint)))
-    bounds = [f"≥ {declared.min:g}" if getattr(declared, "min", None) is not None else "",
-              f"≤ {declared.max:g}" if getattr(declared, "max", None) is not None else ""]
+    bounds = [
+        f"≥ {declared.min:g}" if getattr(declared, "min", None) is not None else "",
+        f"≤ {declared.max:g}" if getattr(declared, "max", None) is not None else "",
+    ]
     text = " ".join([text, *[b for b in bounds if b]])
     return f"{text}, repeatable" if repeatable else text
 
@@ -164,8 +174,9 @@ DEFAULT_IN_HELP = re.compile(r"\[default: ([^\]]+)\]")
 
 
 def command_usage(command: CliCommand) -> str:
-    arguments = " ".join(p.names[0] if p.default is REQUIRED else f"[{p.names[0]}]"
-                         for p in command.params if p.argument)
+    arguments = " ".join(
+        p.names[0] if p.default is REQUIRED else f"[{p.names[0]}]" for p in command.params if p.argument
+    )
     return f"evolve {command.name} [OPTIONS]{' ' + arguments if arguments else ''}"
 
 
@@ -173,23 +184,48 @@ def cli_page() -> str:
     from evolvemem.cli.main import app
 
     commands = cli_commands()
-    parts = ["# CLI reference", "", NOTICE.format(source="the `evolve` typer app (`evolvemem/cli/main.py`)"), "",
-             f"`evolve`: {app.info.help}", "",
-             "Every command takes `--help`; `evolve --version` prints the version. With `--json`, a command ends "
-             "stdout with one JSON object.", "",
-             "| command | what it does |", "|---|---|"]
+    parts = [
+        "# CLI reference",
+        "",
+        NOTICE.format(source="the `evolve` typer app (`evolvemem/cli/main.py`)"),
+        "",
+        f"`evolve`: {app.info.help}",
+        "",
+        "Every command takes `--help`; `evolve --version` prints the version. With `--json`, a command ends "
+        "stdout with one JSON object.",
+        "",
+        "| command | what it does |",
+        "|---|---|",
+    ]
     parts += [f"| [`evolve {c.name}`](#{anchor('evolve ' + c.name)}) | {cell(first_line(c.help))} |" for c in commands]
     for command in commands:
-        parts += ["", f"## evolve {command.name}", "", command.help.strip(), "", "```text", command_usage(command),
-                  "```", ""]
+        parts += [
+            "",
+            f"## evolve {command.name}",
+            "",
+            command.help.strip(),
+            "",
+            "```text",
+            command_usage(command),
+            "```",
+            "",
+        ]
         for argument, header in ((True, "argument"), (False, "option")):
-            rows = [(" / ".join(f"`{n}`" for n in p.names), p.takes, param_default(p), p.help or "—")
-                    for p in command.params if p.argument == argument]
+            rows = [
+                (" / ".join(f"`{n}`" for n in p.names), p.takes, param_default(p), p.help or "—")
+                for p in command.params
+                if p.argument == argument
+            ]
             if rows:
                 parts += [table((header, "takes", "default", "meaning"), rows), ""]
-    parts += ["## Environment variables", "",
-              "LLM client tuning, read when a model is called (a bad value is one line naming it):", "",
-              table(("variable", "takes", "default", "at least"), env_rows()), ""]
+    parts += [
+        "## Environment variables",
+        "",
+        "LLM client tuning, read when a model is called (a bad value is one line naming it):",
+        "",
+        table(("variable", "takes", "default", "at least"), env_rows()),
+        "",
+    ]
     return "\n".join(parts).rstrip() + "\n"
 
 
@@ -201,16 +237,21 @@ def client_defaults() -> dict[str, Any]:
     """LLMClient's keyword defaults (what an unset EVOLVEMEM_LLM_* variable leaves)."""
     from evolvemem.llm.client import LLMClient
 
-    return {name: p.default for name, p in inspect.signature(LLMClient.__init__).parameters.items()
-            if p.default is not inspect.Parameter.empty}
+    return {
+        name: p.default
+        for name, p in inspect.signature(LLMClient.__init__).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
 
 
 def env_rows() -> list[tuple[str, ...]]:
     from evolvemem.roles.factory import CLIENT_ENV
 
     defaults = client_defaults()
-    return [(f"`{variable}`", kind.__name__, code(kind(defaults[keyword])), code(minimum))
-            for variable, (keyword, kind, minimum) in CLIENT_ENV.items()]
+    return [
+        (f"`{variable}`", kind.__name__, code(kind(defaults[keyword])), code(minimum))
+        for variable, (keyword, kind, minimum) in CLIENT_ENV.items()
+    ]
 
 
 # ----------------------------------------------------------------------------- the action space
@@ -260,35 +301,65 @@ def action_space_page() -> str:
     groups: dict[str, list[Any]] = {}
     for dim in dims.values():
         groups.setdefault(dim.group, []).append(dim)
-    files = {g: sorted(p.name for p in action_space_dir().glob("*.toml") if p.stem.lstrip("0123456789_") == g)
-             for g in groups}
-    parts = ["# Action-space reference", "",
-             NOTICE.format(source="the action-space registry (`action_space/*.toml`, `action_space/presets/`)"), "",
-             f"{len(dims)} dimensions in {len(groups)} groups. **range / choices** is the safe range: a value "
-             "outside it is clamped (and the clamp reported); **per type** means `per_category_overrides` may set "
-             f"it for one question type; **stage** is {' or '.join(f'`{s}`' for s in STAGES)} (two configs that "
-             "build the same answer context and agree on the `answer`-stage settings give the same answer, so it "
-             "is reused). What the fields mean: [The action space](../concepts/action-space.md).", "",
-             "| group | file | dimensions |", "|---|---|---|"]
+    files = {
+        g: sorted(p.name for p in action_space_dir().glob("*.toml") if p.stem.lstrip("0123456789_") == g)
+        for g in groups
+    }
+    parts = [
+        "# Action-space reference",
+        "",
+        NOTICE.format(source="the action-space registry (`action_space/*.toml`, `action_space/presets/`)"),
+        "",
+        f"{len(dims)} dimensions in {len(groups)} groups. **range / choices** is the safe range: a value "
+        "outside it is clamped (and the clamp reported); **per type** means `per_category_overrides` may set "
+        f"it for one question type; **stage** is {' or '.join(f'`{s}`' for s in STAGES)} (two configs that "
+        "build the same answer context and agree on the `answer`-stage settings give the same answer, so it "
+        "is reused). What the fields mean: [The action space](../concepts/action-space.md).",
+        "",
+        "| group | file | dimensions |",
+        "|---|---|---|",
+    ]
     for group, members in groups.items():
-        parts.append(f"| [{group}](#{anchor(group)}) | {', '.join(f'`{f}`' for f in files[group])} "
-                     f"| {len(members)} |")
+        parts.append(f"| [{group}](#{anchor(group)}) | {', '.join(f'`{f}`' for f in files[group])} | {len(members)} |")
     for group, members in groups.items():
-        parts += ["", f"## {group}", "",
-                  table(("dimension", "type", "range / choices", "default", "per type", "stage", "notes",
-                         "description"),
-                        [(f"`{d.name}`", d.kind, dimension_range(d), code(d.default), "yes" if d.per_type else "",
-                          d.stage, dimension_notes(d), d.description) for d in members])]
-    parts += ["", "## Presets", "",
-              "`--config` and `--init` take a preset name or a file. `default` is every dimension at its default; "
-              "the others set only what differs (files in `action_space/presets/`).", ""]
+        parts += [
+            "",
+            f"## {group}",
+            "",
+            table(
+                ("dimension", "type", "range / choices", "default", "per type", "stage", "notes", "description"),
+                [
+                    (
+                        f"`{d.name}`",
+                        d.kind,
+                        dimension_range(d),
+                        code(d.default),
+                        "yes" if d.per_type else "",
+                        d.stage,
+                        dimension_notes(d),
+                        d.description,
+                    )
+                    for d in members
+                ],
+            ),
+        ]
+    parts += [
+        "",
+        "## Presets",
+        "",
+        "`--config` and `--init` take a preset name or a file. `default` is every dimension at its default; "
+        "the others set only what differs (files in `action_space/presets/`).",
+        "",
+    ]
     default = load_config("default")[0].values()
     for name in preset_names():
         values = load_config(name)[0].values()
         changed = [(f"`{k}`", code(v), code(default[k])) for k, v in values.items() if v != default[k]]
         parts += [f"### `{name}`", ""]
-        parts += [table(("dimension", "value", "default"), changed) if changed
-                  else "Every dimension at its default.", ""]
+        parts += [
+            table(("dimension", "value", "default"), changed) if changed else "Every dimension at its default.",
+            "",
+        ]
     return "\n".join(parts).rstrip() + "\n"
 
 
@@ -296,25 +367,36 @@ def action_space_page() -> str:
 def run_store_page() -> str:
     from evolvemem.store.schema import FAILURE_VIEW, TABLES
 
-    parts = ["# Run-store reference", "",
-             NOTICE.format(source="`evolvemem/store/schema.py` (`question_records` from the `QuestionRecord` "
-                                  "contract)"), "",
-             "Every run directory holds `run.duckdb`; open it with `duckdb runs/<run>/run.duckdb` (examples: "
-             "[Inspect a run](../guides/inspect.md#query-the-run-store-with-sql)). Beside it, `usage.jsonl` "
-             "journals each LLM call, cache hit, retry and failure the moment it happens (one JSON line: round, "
-             "phase, role, the non-zero `usage` counters, and a call's id, sent to the server as "
-             "`X-Evolvemem-Call-Id`); the `usage` table is its sum, folded in with each batch of records and, "
-             "after a kill, when the run is next opened for writing ([Resume and faults]"
-             "(../guides/resume-and-faults.md#a-kill)).", "",
-             "| table | columns |", "|---|---|"]
+    parts = [
+        "# Run-store reference",
+        "",
+        NOTICE.format(source="`evolvemem/store/schema.py` (`question_records` from the `QuestionRecord` contract)"),
+        "",
+        "Every run directory holds `run.duckdb`; open it with `duckdb runs/<run>/run.duckdb` (examples: "
+        "[Inspect a run](../guides/inspect.md#query-the-run-store-with-sql)). Beside it, `usage.jsonl` "
+        "journals each LLM call, cache hit, retry and failure the moment it happens (one JSON line: round, "
+        "phase, role, the non-zero `usage` counters, and a call's id, sent to the server as "
+        "`X-Evolvemem-Call-Id`); the `usage` table is its sum, folded in with each batch of records and, "
+        "after a kill, when the run is next opened for writing ([Resume and faults]"
+        "(../guides/resume-and-faults.md#a-kill)).",
+        "",
+        "| table | columns |",
+        "|---|---|",
+    ]
     parts += [f"| [`{name}`](#{anchor(name)}) | {len(columns)} |" for name, columns in TABLES.items()]
     for name, columns in TABLES.items():
-        parts += ["", f"## {name}", "",
-                  table(("column", "type", "meaning"), [(f"`{n}`", t, d) for n, t, d in columns])]
-    parts += ["", "## question_failures (view)", "",
-              "Every `question_records` column plus `failure`: why each answer went wrong, from the gold evidence "
-              "(the failure taxonomy of [The loop](../concepts/loop.md#the-failure-taxonomy)).", "",
-              "```sql", FAILURE_VIEW.strip(), "```"]
+        parts += ["", f"## {name}", "", table(("column", "type", "meaning"), [(f"`{n}`", t, d) for n, t, d in columns])]
+    parts += [
+        "",
+        "## question_failures (view)",
+        "",
+        "Every `question_records` column plus `failure`: why each answer went wrong, from the gold evidence "
+        "(the failure taxonomy of [The loop](../concepts/loop.md#the-failure-taxonomy)).",
+        "",
+        "```sql",
+        FAILURE_VIEW.strip(),
+        "```",
+    ]
     return "\n".join(parts).rstrip() + "\n"
 
 
@@ -333,18 +415,33 @@ def prompts_page() -> str:
     from evolvemem.prompts import load_prompt
 
     names = sorted(p.stem for p in prompts_dir().glob("*.md"))
-    parts = ["# Prompt reference", "", NOTICE.format(source="the prompt files (`prompts/*.md`)"), "",
-             "Every prompt is a file in `prompts/`: plain text with `$placeholders` filled when it is sent. Its "
-             "version (a hash of its text) is part of the LLM and memory cache keys, so editing a prompt refreshes "
-             "what was cached with it.", "",
-             "| prompt | placeholders | version |", "|---|---|---|"]
+    parts = [
+        "# Prompt reference",
+        "",
+        NOTICE.format(source="the prompt files (`prompts/*.md`)"),
+        "",
+        "Every prompt is a file in `prompts/`: plain text with `$placeholders` filled when it is sent. Its "
+        "version (a hash of its text) is part of the LLM and memory cache keys, so editing a prompt refreshes "
+        "what was cached with it.",
+        "",
+        "| prompt | placeholders | version |",
+        "|---|---|---|",
+    ]
     prompts = [load_prompt(name) for name in names]
     for prompt in prompts:
         holes = ", ".join(f"`${h}`" for h in prompt_placeholders(prompt.text)) or "—"
         parts.append(f"| [`{prompt.name}.md`](#{anchor(prompt.name)}) | {holes} | `{prompt.version}` |")
     for prompt in prompts:
-        parts += ["", f"## {prompt.name}", "", f"`prompts/{prompt.name}.md`", "", "````text",
-                  prompt.text.rstrip("\n"), "````"]
+        parts += [
+            "",
+            f"## {prompt.name}",
+            "",
+            f"`prompts/{prompt.name}.md`",
+            "",
+            "````text",
+            prompt.text.rstrip("\n"),
+            "````",
+        ]
     return "\n".join(parts).rstrip() + "\n"
 
 
@@ -378,8 +475,16 @@ def schema_type(spec: dict, components: dict) -> str:
     if kind == "object" and "additionalProperties" in spec:
         return f"object of {schema_type(spec['additionalProperties'], components)}"
     bounds = [f"{label} {spec[key]:g}" for key, label in (("minimum", "≥"), ("maximum", "≤")) if key in spec]
-    bounds += [f"{label} {spec[key]}" for key, label in (("minLength", "length ≥"), ("maxLength", "length ≤"),
-                                                        ("minItems", "items ≥"), ("maxItems", "items ≤")) if key in spec]
+    bounds += [
+        f"{label} {spec[key]}"
+        for key, label in (
+            ("minLength", "length ≥"),
+            ("maxLength", "length ≤"),
+            ("minItems", "items ≥"),
+            ("maxItems", "items ≤"),
+        )
+        if key in spec
+    ]
     text = f"{kind}, {spec['format']}" if "format" in spec else kind
     return f"{text} ({', '.join(bounds)})" if bounds else text
 
@@ -387,14 +492,21 @@ def schema_type(spec: dict, components: dict) -> str:
 def http_page() -> str:
     schema = openapi_schema()
     components = schema.get("components", {}).get("schemas", {})
-    parts = ["# HTTP API reference", "",
-             NOTICE.format(source="the OpenAPI schema of `evolve serve` (`evolvemem/serving/http_app.py`)"), "",
-             f"{schema['info']['description']}", "",
-             "A running server shows the same schema at `/openapi.json` and interactive docs at `/docs`. Requests "
-             "carry `Authorization: Bearer KEY` when the server has API keys (`EVOLVEMEM_API_KEYS`); every error is "
-             "`{\"error\": \"<one message>\"}`; every response has the config's hash in the `X-Evolvemem-Config` "
-             "header. The MCP tools (`remember`, `recall`, `answer`, `forget`) are served at `/mcp` (streamable HTTP).",
-             "", "| method | path | what it does |", "|---|---|---|"]
+    parts = [
+        "# HTTP API reference",
+        "",
+        NOTICE.format(source="the OpenAPI schema of `evolve serve` (`evolvemem/serving/http_app.py`)"),
+        "",
+        f"{schema['info']['description']}",
+        "",
+        "A running server shows the same schema at `/openapi.json` and interactive docs at `/docs`. Requests "
+        "carry `Authorization: Bearer KEY` when the server has API keys (`EVOLVEMEM_API_KEYS`); every error is "
+        '`{"error": "<one message>"}`; every response has the config\'s hash in the `X-Evolvemem-Config` '
+        "header. The MCP tools (`remember`, `recall`, `answer`, `forget`) are served at `/mcp` (streamable HTTP).",
+        "",
+        "| method | path | what it does |",
+        "|---|---|---|",
+    ]
     operations = [(path, method, op) for path, methods in schema["paths"].items() for method, op in methods.items()]
     for path, method, op in operations:
         title = f"{method.upper()} {path}"
@@ -403,25 +515,46 @@ def http_page() -> str:
         parts += ["", f"## {method.upper()} {path}", "", op.get("summary", "") + "."]
         params = op.get("parameters", [])
         if params:
-            parts += ["", table(("parameter", "in", "takes", "required"),
-                                [(f"`{p['name']}`", p["in"], schema_type(p.get("schema", {}), components),
-                                  "yes" if p.get("required") else "no") for p in params])]
+            parts += [
+                "",
+                table(
+                    ("parameter", "in", "takes", "required"),
+                    [
+                        (
+                            f"`{p['name']}`",
+                            p["in"],
+                            schema_type(p.get("schema", {}), components),
+                            "yes" if p.get("required") else "no",
+                        )
+                        for p in params
+                    ],
+                ),
+            ]
         body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
         if body:
             parts += ["", f"Body: {schema_type(body, components)}."]
         statuses = [f"`{code}`" for code in op.get("responses", {})]
         ok = op.get("responses", {}).get("200", {}).get("content", {})
         returned = next(iter(ok.values()), {}).get("schema") if ok else None
-        parts += ["", f"Responses: {', '.join(statuses)}" + (f"; 200 returns {schema_type(returned, components)}."
-                                                          if returned and returned.get("$ref") else ".")]
+        parts += [
+            "",
+            f"Responses: {', '.join(statuses)}"
+            + (f"; 200 returns {schema_type(returned, components)}." if returned and returned.get("$ref") else "."),
+        ]
     parts += ["", "## Schemas"]
     for name, spec in sorted(components.items()):
         if name in ("HTTPValidationError", "ValidationError"):
             continue  # FastAPI's defaults; this API answers errors with ErrorBody
         required = set(spec.get("required", []))
-        rows = [(f"`{field}`", schema_type(fspec, components), "yes" if field in required else "no",
-                 fspec.get("description", "—"))
-                for field, fspec in spec.get("properties", {}).items()]
+        rows = [
+            (
+                f"`{field}`",
+                schema_type(fspec, components),
+                "yes" if field in required else "no",
+                fspec.get("description", "—"),
+            )
+            for field, fspec in spec.get("properties", {}).items()
+        ]
         parts += ["", f"### {name}", "", spec.get("description", "").strip()]
         if rows:
             parts += ["", table(("field", "takes", "required", "meaning"), rows)]

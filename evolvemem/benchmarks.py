@@ -3,6 +3,7 @@
 Adding a benchmark is one module (a loader in `data/`, and a scorer unless the generic one
 fits) plus one row here; `load_benchmark`, `score_prediction` and the CLI's help read the
 table, and nothing else compares benchmark names."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -39,18 +40,32 @@ def _file(name: str, load: Callable[[Path], Dataset]) -> Loader:
     return lambda data, opts: load(require_path(name, data))
 
 
-BENCHMARK_TABLE: dict[str, Benchmark] = {b.name: b for b in (
-    Benchmark("locomo", "LoCoMo-10 (official scoring; downloaded on first use or --data locomo10.json)",
-              lambda data, opts: load_locomo(resolve_locomo_path(None if data is None else str(data))),
-              score=score_locomo, file_optional=True),
-    Benchmark("synth", "generated conversations with known answers (no file)",
-              lambda data, opts: generate_synth(**opts),
-              options=("seed", "n_conversations", "n_sessions", "chitchat_per_session"), reads_file=False),
-    Benchmark("custom", "your own conversations and questions (JSON, see docs/guides/custom-data.md)",
-              _file("custom", load_custom)),
-    Benchmark("membench", "MemBench (multiple choice; a file or a folder)", _file("membench", load_membench)),
-    Benchmark("longmemeval", "LongMemEval (one JSON file)", _file("longmemeval", load_longmemeval)),
-)}
+BENCHMARK_TABLE: dict[str, Benchmark] = {
+    b.name: b
+    for b in (
+        Benchmark(
+            "locomo",
+            "LoCoMo-10 (official scoring; downloaded on first use or --data locomo10.json)",
+            lambda data, opts: load_locomo(resolve_locomo_path(None if data is None else str(data))),
+            score=score_locomo,
+            file_optional=True,
+        ),
+        Benchmark(
+            "synth",
+            "generated conversations with known answers (no file)",
+            lambda data, opts: generate_synth(**opts),
+            options=("seed", "n_conversations", "n_sessions", "chitchat_per_session"),
+            reads_file=False,
+        ),
+        Benchmark(
+            "custom",
+            "your own conversations and questions (JSON, see docs/guides/custom-data.md)",
+            _file("custom", load_custom),
+        ),
+        Benchmark("membench", "MemBench (multiple choice; a file or a folder)", _file("membench", load_membench)),
+        Benchmark("longmemeval", "LongMemEval (one JSON file)", _file("longmemeval", load_longmemeval)),
+    )
+}
 
 
 def benchmark(name: str) -> Benchmark:
@@ -81,13 +96,16 @@ def load_benchmark(name: str, data: str | Path | None = None, **opts: Any) -> Da
     if not dataset.conversations:
         raise DataError(f"{dataset.source or entry.name}: no conversations: there is nothing to remember or ask about")
     if not dataset.questions:
-        raise DataError(f"{dataset.source or entry.name}: no questions: nothing to score a config on "
-                        "(every conversation needs questions about it)")
+        raise DataError(
+            f"{dataset.source or entry.name}: no questions: nothing to score a config on "
+            "(every conversation needs questions about it)"
+        )
     return dataset
 
 
-def score_prediction(question: Question, prediction: str, protocol: str = "official", *,
-                     benchmark_name: str = "locomo") -> dict[str, float]:
+def score_prediction(
+    question: Question, prediction: str, protocol: str = "official", *, benchmark_name: str = "locomo"
+) -> dict[str, float]:
     """Scores of one prediction under its benchmark's scorer (a dataset built in code, not named
     in the table, gets the generic one): {"f1", "bleu1", "exact_match"}, plus "mc_accuracy" when
     the question has choices. Bad question data raises a one-line DataError naming the question;

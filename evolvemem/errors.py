@@ -1,4 +1,5 @@
 """User-facing errors: the CLI prints the message as one line and exits non-zero."""
+
 from __future__ import annotations
 
 
@@ -30,15 +31,24 @@ def environment_problem(exc: BaseException) -> str | None:
     code = exc.errno if isinstance(exc, OSError) else None
     lowered = str(exc).lower()
     if code in _DISK_FULL or "no space left" in lowered or "disk quota" in lowered:
-        return (f"the disk is full{place}: free some space (or point --out / EVOLVEMEM_CACHE_DIR at another disk), "
-                "then resume; finished work is saved")
+        return (
+            f"the disk is full{place}: free some space (or point --out / EVOLVEMEM_CACHE_DIR at another disk), "
+            "then resume; finished work is saved"
+        )
     if code in _READ_ONLY or "read-only file system" in lowered or "permission denied" in lowered:
         return f"cannot write{place}: {text}; pick a writable --out (or EVOLVEMEM_CACHE_DIR)"
     if code == errno_names.ENOTDIR or (code == errno_names.EEXIST and where):
         return f"{where} is a file where a directory is needed; pick another --out"
     if "duckdb" in type(exc).__module__ and any(
-            word in lowered for word in ("checksum", "corrupt", "not a valid duckdb", "truncated", "failed to read",
-                                                  "could not read enough bytes")):
-        return (f"a run store is damaged ({text}); restore run.duckdb from a copy, or start again with another "
-                "--out")
+        word in lowered
+        for word in (
+            "checksum",
+            "corrupt",
+            "not a valid duckdb",
+            "truncated",
+            "failed to read",
+            "could not read enough bytes",
+        )
+    ):
+        return f"a run store is damaged ({text}); restore run.duckdb from a copy, or start again with another --out"
     return None

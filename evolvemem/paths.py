@@ -3,6 +3,7 @@
 The folders sit at the top of a checkout and inside the package (`evolvemem/_data/`) in a wheel;
 we look in the checkout first so that editing a file there takes effect at once.
 """
+
 from __future__ import annotations
 
 import os

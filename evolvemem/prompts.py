@@ -2,6 +2,7 @@
 
 Each prompt's version is a hash of its text, so caches keyed by prompt version refresh by
 themselves when a prompt file is edited."""
+
 from __future__ import annotations
 
 import functools

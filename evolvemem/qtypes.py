@@ -3,6 +3,7 @@
 Per-type overrides in a config are keyed by these names, so a config evolved on one benchmark
 transfers to another: each benchmark maps its own categories onto them.
 """
+
 from __future__ import annotations
 
 import re

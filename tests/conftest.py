@@ -1,4 +1,5 @@
 """Shared test setup: offline environment, an isolated cache, and the development data path."""
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,16 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # Real-model weights are large and verified once: they stay in the user's cache (not the test cache).
-os.environ.setdefault("EVOLVEMEM_MODEL_DIR", str(Path(os.environ.get("EVOLVEMEM_CACHE_DIR") or (
-    Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "evolvemem")) / "models"))
+os.environ.setdefault(
+    "EVOLVEMEM_MODEL_DIR",
+    str(
+        Path(
+            os.environ.get("EVOLVEMEM_CACHE_DIR")
+            or (Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "evolvemem")
+        )
+        / "models"
+    ),
+)
 # One cache per test session: tests never read a developer's cache, and embeddings computed by
 # one test are reused by the next.
 _SESSION_CACHE = Path(os.environ.get("EVOLVEMEM_TEST_CACHE", "/tmp/evolvemem-test-cache"))
@@ -26,8 +35,10 @@ os.environ["EVOLVEMEM_CACHE_DIR"] = str(_SESSION_CACHE)
 # benchmarks/cut_locomo.py); EVOLVEMEM_DEV_DATA points elsewhere (CI hides it with /nonexistent).
 DEV_DATA_ENV = "EVOLVEMEM_DEV_DATA"
 LOCOMO_DEV = Path(os.environ.get(DEV_DATA_ENV) or REPO_ROOT.parent / "shared" / "data" / "locomo10_dev8.json")
-GET_DEV_DATA = ("python benchmarks/cut_locomo.py locomo10.json --out locomo10_dev8.json, "
-                f"then {DEV_DATA_ENV}=locomo10_dev8.json (see the README's Results)")
+GET_DEV_DATA = (
+    "python benchmarks/cut_locomo.py locomo10.json --out locomo10_dev8.json, "
+    f"then {DEV_DATA_ENV}=locomo10_dev8.json (see the README's Results)"
+)
 
 
 def in_ci() -> bool:
@@ -45,8 +56,10 @@ def skip_or_fail(reason: str) -> None:
 def require_dev_data() -> Path:
     """The development LoCoMo file, or a skip (fail in CI) naming it and how to make it."""
     if not LOCOMO_DEV.is_file():
-        skip_or_fail(f"needs the development LoCoMo file {LOCOMO_DEV} (8 conversations of locomo10.json); "
-                     f"make it with: {GET_DEV_DATA}")
+        skip_or_fail(
+            f"needs the development LoCoMo file {LOCOMO_DEV} (8 conversations of locomo10.json); "
+            f"make it with: {GET_DEV_DATA}"
+        )
     return LOCOMO_DEV
 
 
@@ -58,8 +71,10 @@ def locomo_path() -> Path:
 SKIP_REAL_LLM = "EVOLVEMEM_SKIP_REAL_LLM"
 
 
-LOCAL_LLM_HOWTO = ('pip install -e ".[local-llm]" builds llama.cpp from source: it needs cmake and a C++ compiler '
-                   "and takes 7-20 minutes on 2 cores")
+LOCAL_LLM_HOWTO = (
+    'pip install -e ".[local-llm]" builds llama.cpp from source: it needs cmake and a C++ compiler '
+    "and takes 7-20 minutes on 2 cores"
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -92,8 +107,9 @@ REAL_LLM_SKIPPED = pytest.StashKey[str]()
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     reason = config.stash.get(REAL_LLM_SKIPPED, None)
     if reason:
-        terminalreporter.write_line(f"NOTE: the real_llm tests (llama.cpp + Qwen2.5 0.5B) were skipped - {reason}. "
-                                    "CI runs them.", yellow=True)
+        terminalreporter.write_line(
+            f"NOTE: the real_llm tests (llama.cpp + Qwen2.5 0.5B) were skipped - {reason}. CI runs them.", yellow=True
+        )
 
 
 @pytest.fixture(autouse=True)

@@ -1,5 +1,6 @@
 """What the README and the docs show a user to type: their bash blocks, the `evolve` commands in them,
 whether each parses with the real CLI, and the custom-data example a guide asks them to save."""
+
 from __future__ import annotations
 
 import re

@@ -16,6 +16,7 @@ next request on the connection, or its clean close (FIN), shows it read the repl
 (RST: Linux closes a socket that still holds unread data with one) shows it died first (`unread`).
 The verdict comes when the client acts, so read the counters after `settle()`.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,9 +38,11 @@ FAULT_KINDS = ("429", "500", "timeout", "malformed", "drop", "not_chat")
 DROP, NOT_CHAT = -1, -2  # _Fault statuses: close the connection unanswered; a 200 that is no chat completion
 WINDOW_ERRORS = ("llama.cpp", "llama-cpp-python")
 # llama-cpp-python's server (llama_cpp/server/errors.py) for a chat prompt that fills n_ctx: HTTP 400
-LLAMA_CPP_PYTHON_WINDOW_ERROR = ("This model's maximum context length is {window} tokens. However, you requested "
-                                 "{total} tokens ({prompt} in the messages, {completion} in the completion). "
-                                 "Please reduce the length of the messages or completion.")
+LLAMA_CPP_PYTHON_WINDOW_ERROR = (
+    "This model's maximum context length is {window} tokens. However, you requested "
+    "{total} tokens ({prompt} in the messages, {completion} in the completion). "
+    "Please reduce the length of the messages or completion."
+)
 MALFORMED_CONTENT = "Sure! Here is what you asked for: {not valid json at all"
 
 
@@ -85,9 +88,16 @@ class _Fault:
 class FakeLLMServer:
     """A threaded OpenAI-compatible server in a background thread; use as a context manager."""
 
-    def __init__(self, responder: Responder | None = None, latency: float = 0.0, hang_seconds: float = 3.0,
-                 context_window: int | None = None, report_window: bool = True, window_errors: str = "llama.cpp",
-                 prefix: str | None = None):
+    def __init__(
+        self,
+        responder: Responder | None = None,
+        latency: float = 0.0,
+        hang_seconds: float = 3.0,
+        context_window: int | None = None,
+        report_window: bool = True,
+        window_errors: str = "llama.cpp",
+        prefix: str | None = None,
+    ):
         self.prefix = prefix or uuid.uuid4().hex[:12]  # the same prefix again: a server restarted on a new port
         self.responder: Responder = responder or echo_responder
         # like a llama.cpp server started with --n_ctx: a prompt plus its max_tokens beyond the
@@ -271,9 +281,7 @@ class FakeLLMServer:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": body.get("model", "fake-model"),
-            "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
-            ],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
             "usage": {
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,
@@ -281,7 +289,6 @@ class FakeLLMServer:
             },
         }
         return 200, {}, json.dumps(payload).encode("utf-8")
-
 
     def _window_rejection(self, prompt_tokens: int, max_tokens: int) -> dict | None:
         """The error body of a request beyond the window, or None when it is served."""
@@ -294,9 +301,14 @@ class FakeLLMServer:
             return {"message": f"Requested tokens ({prompt_tokens + max_tokens}) exceed context window of {window}"}
         if prompt_tokens < window:
             return None
-        return {"message": LLAMA_CPP_PYTHON_WINDOW_ERROR.format(window=window, total=prompt_tokens + max_tokens,
-                                                                prompt=prompt_tokens, completion=max_tokens),
-                "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}
+        return {
+            "message": LLAMA_CPP_PYTHON_WINDOW_ERROR.format(
+                window=window, total=prompt_tokens + max_tokens, prompt=prompt_tokens, completion=max_tokens
+            ),
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
 
 
 def _error_response(fault: _Fault) -> tuple[int, dict[str, str], bytes]:
@@ -413,7 +425,9 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.rstrip("/").endswith("/props") and window:
             self._send(200, {}, json.dumps({"default_generation_settings": {"n_ctx": window}}).encode())
         elif self.path.rstrip("/").endswith("/models"):
-            self._send(200, {}, json.dumps({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}).encode())
+            self._send(
+                200, {}, json.dumps({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}).encode()
+            )
         else:
             self._send(404, {}, b'{"error": {"message": "not found"}}')
 

@@ -1,6 +1,7 @@
 """A transparent HTTP proxy on 127.0.0.1 that forwards every request to a real server and keeps
 each chat request with the reply it got, so real-model tests can say which prompts reached the
 model and what it answered, without changing a byte of either."""
+
 from __future__ import annotations
 
 import http.server
@@ -43,9 +44,10 @@ class RecordingProxy:
             def _forward(self, method: str) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 data = self.rfile.read(length) if length else None
-                path = self.path[len("/v1"):] if self.path.startswith("/v1") else self.path
-                request = urllib.request.Request(owner.upstream + path, data=data, method=method,
-                                                 headers={"content-type": "application/json"})
+                path = self.path[len("/v1") :] if self.path.startswith("/v1") else self.path
+                request = urllib.request.Request(
+                    owner.upstream + path, data=data, method=method, headers={"content-type": "application/json"}
+                )
                 try:
                     with urllib.request.urlopen(request, timeout=600) as reply:
                         status, payload = reply.status, reply.read()

@@ -1,4 +1,5 @@
 """A real `evolve serve` process on 127.0.0.1 for the serving tests (and benchmarks/serve_load.py)."""
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,16 @@ def free_port() -> int:
 class ServeProcess:
     """`evolve serve --store STORE --config CONFIG` in a subprocess; stderr goes to `log_path`."""
 
-    def __init__(self, store: Path, config: str = "default", *, keys: list[str] | None = None,
-                 extra: list[str] | None = None, log_path: Path | None = None, env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        store: Path,
+        config: str = "default",
+        *,
+        keys: list[str] | None = None,
+        extra: list[str] | None = None,
+        log_path: Path | None = None,
+        env: dict[str, str] | None = None,
+    ):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path or store.with_suffix(".log")
@@ -31,8 +40,19 @@ class ServeProcess:
         environment.pop("EVOLVEMEM_API_KEYS", None)
         if keys:
             environment["EVOLVEMEM_API_KEYS"] = ",".join(keys)
-        command = [sys.executable, "-c", "from evolvemem.cli.main import app; app()", "serve", "--store", str(store),
-                   "--config", config, "--port", str(self.port), *(extra or [])]
+        command = [
+            sys.executable,
+            "-c",
+            "from evolvemem.cli.main import app; app()",
+            "serve",
+            "--store",
+            str(store),
+            "--config",
+            config,
+            "--port",
+            str(self.port),
+            *(extra or []),
+        ]
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=environment)
 

@@ -2,6 +2,7 @@
 
 Contexts are hand-built about invented people; the LLM roles run through the real LLM client
 against the fake OpenAI-compatible server on 127.0.0.1."""
+
 from __future__ import annotations
 
 import json
@@ -17,7 +18,13 @@ from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.prompts import load_prompt
 from evolvemem.roles.answer_offline import STYLES, OfflineAnswerer, analyse_question, rank_support
 from evolvemem.roles.context_format import (
-    ABSTENTION, find_dates, format_context, format_question_date, memory_date_text, parse_memory_text, quoted_turns,
+    ABSTENTION,
+    find_dates,
+    format_context,
+    format_question_date,
+    memory_date_text,
+    parse_memory_text,
+    quoted_turns,
 )
 from evolvemem.contracts.roles import AnswerResult
 from evolvemem.contracts.usage import Usage
@@ -30,21 +37,45 @@ AUG_20 = datetime(2023, 8, 20, 18, 0)
 
 
 def memory(n: int, content: str, when: datetime | None, persons=(), locations=()) -> MemoryUnit:
-    return MemoryUnit(f"c1:m{n}", "c1", content, source_turn_ids=(f"D1:{n}",), timestamp=when,
-                      persons=tuple(persons), locations=tuple(locations))
+    return MemoryUnit(
+        f"c1:m{n}",
+        "c1",
+        content,
+        source_turn_ids=(f"D1:{n}",),
+        timestamp=when,
+        persons=tuple(persons),
+        locations=tuple(locations),
+    )
 
 
 # Annotations are lowercased, as the offline extractor writes them.
 CONTEXT = [
     memory(1, "[8 May 2023] Priya: I started a pottery class yesterday. (yesterday = 7 May 2023)", MAY_8, ["priya"]),
-    memory(2, "[8 May 2023] Tomasz: That's great! I just got back from Lisbon with my sister.", MAY_8,
-           ["tomasz"], ["lisbon"]),
-    memory(3, "[2 June 2023] Priya: I made a blue ceramic bowl in class. I have three cats and they ignore it.",
-           JUNE_2, ["priya"]),
-    memory(4, "[2 June 2023] Tomasz: My favourite novel is Dune, I've been reading it for 3 years.", JUNE_2, ["tomasz"]),
-    memory(5, "[2 June 2023] Priya: I researched adoption agencies because I want to build a family.", JUNE_2, ["priya"]),
-    memory(6, "[2 June 2023] Tomasz: I'm not going to the jazz concert, loud music gives me headaches.", JUNE_2, ["tomasz"]),
-    memory(7, "[20 August 2023] Tomasz: I bought a second-hand guitar in Porto last Friday.", AUG_20, ["tomasz"], ["porto"]),
+    memory(
+        2,
+        "[8 May 2023] Tomasz: That's great! I just got back from Lisbon with my sister.",
+        MAY_8,
+        ["tomasz"],
+        ["lisbon"],
+    ),
+    memory(
+        3,
+        "[2 June 2023] Priya: I made a blue ceramic bowl in class. I have three cats and they ignore it.",
+        JUNE_2,
+        ["priya"],
+    ),
+    memory(
+        4, "[2 June 2023] Tomasz: My favourite novel is Dune, I've been reading it for 3 years.", JUNE_2, ["tomasz"]
+    ),
+    memory(
+        5, "[2 June 2023] Priya: I researched adoption agencies because I want to build a family.", JUNE_2, ["priya"]
+    ),
+    memory(
+        6, "[2 June 2023] Tomasz: I'm not going to the jazz concert, loud music gives me headaches.", JUNE_2, ["tomasz"]
+    ),
+    memory(
+        7, "[20 August 2023] Tomasz: I bought a second-hand guitar in Porto last Friday.", AUG_20, ["tomasz"], ["porto"]
+    ),
     memory(8, "[20 August 2023] Priya: I swim at the lake twice a week now.", AUG_20, ["priya"]),
 ]
 
@@ -55,23 +86,26 @@ def ask(text: str, context=CONTEXT, style: str = "concise", answerer: OfflineAns
 
 
 # ----------------------------------------------------------------------------- question forms
-@pytest.mark.parametrize("text, kind", [
-    ("When did Priya start a pottery class?", "date"),
-    ("What year did Tomasz move?", "year"),
-    ("In which month did Priya adopt a cat?", "month"),
-    ("How many cats does Priya have?", "count"),
-    ("How long has Tomasz been reading Dune?", "duration"),
-    ("How often does Priya swim?", "frequency"),
-    ("Is Tomasz going to the concert?", "yesno"),
-    ("Would Priya enjoy a pottery fair?", "yesno"),
-    ("Who did Tomasz travel with?", "who"),
-    ("Where did Tomasz buy his guitar?", "where"),
-    ("Which city did Tomasz visit?", "where"),
-    ("Why did Priya research adoption agencies?", "why"),
-    ("What did Priya make in class?", "phrase"),
-    ("What did Tomasz play when he was younger?", "phrase"),
-    ("What is the name of Priya's dog?", "name"),
-])
+@pytest.mark.parametrize(
+    "text, kind",
+    [
+        ("When did Priya start a pottery class?", "date"),
+        ("What year did Tomasz move?", "year"),
+        ("In which month did Priya adopt a cat?", "month"),
+        ("How many cats does Priya have?", "count"),
+        ("How long has Tomasz been reading Dune?", "duration"),
+        ("How often does Priya swim?", "frequency"),
+        ("Is Tomasz going to the concert?", "yesno"),
+        ("Would Priya enjoy a pottery fair?", "yesno"),
+        ("Who did Tomasz travel with?", "who"),
+        ("Where did Tomasz buy his guitar?", "where"),
+        ("Which city did Tomasz visit?", "where"),
+        ("Why did Priya research adoption agencies?", "why"),
+        ("What did Priya make in class?", "phrase"),
+        ("What did Tomasz play when he was younger?", "phrase"),
+        ("What is the name of Priya's dog?", "name"),
+    ],
+)
 def test_question_forms(text, kind):
     assert analyse_question(text).kind == kind
 
@@ -107,8 +141,18 @@ def test_count_duration_frequency():
 
 def test_count_without_a_number_tallies_the_supporting_memories():
     visits = [
-        memory(1, "[1 May 2023] Tomasz: Went to the climbing gym again, my arms are sore.", datetime(2023, 5, 1), ["tomasz"]),
-        memory(2, "[9 May 2023] Tomasz: Climbing gym this morning, finally topped the blue route.", datetime(2023, 5, 9), ["tomasz"]),
+        memory(
+            1,
+            "[1 May 2023] Tomasz: Went to the climbing gym again, my arms are sore.",
+            datetime(2023, 5, 1),
+            ["tomasz"],
+        ),
+        memory(
+            2,
+            "[9 May 2023] Tomasz: Climbing gym this morning, finally topped the blue route.",
+            datetime(2023, 5, 9),
+            ["tomasz"],
+        ),
         memory(3, "[9 May 2023] Priya: I prefer the swimming pool.", datetime(2023, 5, 9), ["priya"]),
     ]
     assert ask("How many times has Tomasz gone to the climbing gym?", visits) == "2"
@@ -129,14 +173,26 @@ def test_who_where_what_why():
 
 
 def test_who_answers_with_the_speaker_who_speaks_of_themselves():
-    gift = [memory(1, "[3 March 2024] Tomasz: I gave Priya a telescope for her birthday.", datetime(2024, 3, 3),
-                   ["tomasz", "priya"])]
+    gift = [
+        memory(
+            1,
+            "[3 March 2024] Tomasz: I gave Priya a telescope for her birthday.",
+            datetime(2024, 3, 3),
+            ["tomasz", "priya"],
+        )
+    ]
     assert ask("Who gave Priya a telescope?", gift) == "Tomasz"
 
 
 def test_a_picture_question_reads_the_photo_caption():
-    photo = [memory(1, "[5 May 2023] Priya: Look what I finished! [shares a photo of a green glazed vase on a shelf]",
-                    datetime(2023, 5, 5), ["priya"])]
+    photo = [
+        memory(
+            1,
+            "[5 May 2023] Priya: Look what I finished! [shares a photo of a green glazed vase on a shelf]",
+            datetime(2023, 5, 5),
+            ["priya"],
+        )
+    ]
     answer = ask("What did Priya share a picture of?", photo)
     assert "vase" in answer and "photo" not in answer
 
@@ -154,19 +210,34 @@ def test_abstains_when_the_memory_is_about_someone_else():
 
 
 def test_a_name_used_to_address_someone_is_not_what_the_memory_is_about():
-    chat = [memory(1, "[6 July 2023] Tomasz: Thanks, Priya! Here's my family camping by the lake.", datetime(2023, 7, 6),
-                   ["tomasz", "priya"])]
+    chat = [
+        memory(
+            1,
+            "[6 July 2023] Tomasz: Thanks, Priya! Here's my family camping by the lake.",
+            datetime(2023, 7, 6),
+            ["tomasz", "priya"],
+        )
+    ]
     assert ask("Where did Priya go camping with her family?", chat) == ABSTENTION
     assert ask("Where did Tomasz go camping with his family?", chat) != ABSTENTION
     # ...unless the sentence speaks to her: "you" is the person addressed
-    praise = [memory(2, "[6 July 2023] Tomasz: Priya, you finished the marathon in Porto, amazing!", datetime(2023, 7, 6),
-                     ["tomasz", "priya"], ["porto"])]
+    praise = [
+        memory(
+            2,
+            "[6 July 2023] Tomasz: Priya, you finished the marathon in Porto, amazing!",
+            datetime(2023, 7, 6),
+            ["tomasz", "priya"],
+            ["porto"],
+        )
+    ]
     assert ask("Where did Priya finish the marathon?", praise) == "Porto"
 
 
 def test_a_memory_that_only_asks_the_question_does_not_answer_it():
-    asked = [memory(1, "[1 May 2023] Tomasz: What pet do you have, Priya?", datetime(2023, 5, 1), ["tomasz", "priya"]),
-             memory(2, "[1 May 2023] Priya: My pet is a fluffy grey rabbit called Miso.", datetime(2023, 5, 1), ["priya"])]
+    asked = [
+        memory(1, "[1 May 2023] Tomasz: What pet do you have, Priya?", datetime(2023, 5, 1), ["tomasz", "priya"]),
+        memory(2, "[1 May 2023] Priya: My pet is a fluffy grey rabbit called Miso.", datetime(2023, 5, 1), ["priya"]),
+    ]
     _, _, supports = rank_support("What pet does Priya have?", asked)
     assert [s.unit.memory_id for s in supports] == ["c1:m2", "c1:m1"]
     assert supports[1].coverage == pytest.approx(supports[0].coverage / 2)  # asking counts half
@@ -176,7 +247,9 @@ def test_a_memory_that_only_asks_the_question_does_not_answer_it():
 def test_a_date_in_the_question_selects_the_memory_of_that_date():
     runs = [
         memory(1, "[10 March 2023] Priya: I ran a 10k race by the river today.", datetime(2023, 3, 10), ["priya"]),
-        memory(2, "[20 September 2023] Priya: I ran a trail race in the hills today.", datetime(2023, 9, 20), ["priya"]),
+        memory(
+            2, "[20 September 2023] Priya: I ran a trail race in the hills today.", datetime(2023, 9, 20), ["priya"]
+        ),
     ]
     assert "river" in ask("What race did Priya run in March 2023?", runs)
     assert "hills" in ask("What race did Priya run in September 2023?", runs)
@@ -194,8 +267,16 @@ def episode_digest(turns: list[Turn]) -> MemoryUnit:
 
     text = dated_digest([turn_line(t) for t in turns], "8 May 2023")
     speakers = tuple(dict.fromkeys(t.speaker.lower() for t in turns))
-    return MemoryUnit("c1:e1", "c1", text, memory_type="episodic", source_turn_ids=tuple(t.turn_id for t in turns),
-                      timestamp=turns[0].timestamp, persons=speakers, locations=("lisbon",))
+    return MemoryUnit(
+        "c1:e1",
+        "c1",
+        text,
+        memory_type="episodic",
+        source_turn_ids=tuple(t.turn_id for t in turns),
+        timestamp=turns[0].timestamp,
+        persons=speakers,
+        locations=("lisbon",),
+    )
 
 
 ADOPTION = [
@@ -217,14 +298,21 @@ def test_a_digest_is_taken_apart_into_the_turns_it_quotes():
     # a recurring-topic digest dates a turn where the day changes; the turns after it keep that date
     from evolvemem.memory.recurrence import digest
 
-    recurring = digest([turn(4, "Tomasz", "I want a guitar.", MAY_8), turn(5, "Priya Raman", "Get one!", MAY_8),
-                        turn(6, "Tomasz", "I finally bought the guitar.", AUG_20),
-                        turn(7, "Priya Raman", "Play me something.", AUG_20)])
+    recurring = digest(
+        [
+            turn(4, "Tomasz", "I want a guitar.", MAY_8),
+            turn(5, "Priya Raman", "Get one!", MAY_8),
+            turn(6, "Tomasz", "I finally bought the guitar.", AUG_20),
+            turn(7, "Priya Raman", "Play me something.", AUG_20),
+        ]
+    )
     parts = quoted_turns(recurring, ("tomasz", "priya raman"))
     assert [(t.date_label, t.speaker, t.body) for t in parts] == [
-        ("8 May 2023", "Tomasz", "I want a guitar."), ("8 May 2023", "Priya Raman", "Get one!"),
+        ("8 May 2023", "Tomasz", "I want a guitar."),
+        ("8 May 2023", "Priya Raman", "Get one!"),
         ("20 August 2023", "Tomasz", "I finally bought the guitar."),
-        ("20 August 2023", "Priya Raman", "Play me something.")]
+        ("20 August 2023", "Priya Raman", "Play me something."),
+    ]
     # one turn, or "Name:" of nobody the memory names, is not a digest
     assert quoted_turns(CONTEXT[0].content, ("priya", "tomasz")) == ()
     assert quoted_turns("On 8 May 2023: Priya: Note: bring clay. Also: glaze.", ("priya",)) == ()
@@ -249,17 +337,29 @@ def test_a_digest_answers_for_the_speaker_who_said_it():
 def test_each_turn_of_a_digest_is_dated_by_its_own_label():
     from evolvemem.memory.recurrence import digest
 
-    text = digest([turn(4, "Tomasz", "I want a guitar.", MAY_8), turn(5, "Priya Raman", "Get one!", MAY_8),
-                   turn(6, "Tomasz", "I finally bought the guitar.", AUG_20)])
-    unit = MemoryUnit("c1:r1", "c1", text, source_turn_ids=("D1:4", "D1:5", "D1:6"), timestamp=MAY_8,
-                      persons=("tomasz", "priya raman"))
+    text = digest(
+        [
+            turn(4, "Tomasz", "I want a guitar.", MAY_8),
+            turn(5, "Priya Raman", "Get one!", MAY_8),
+            turn(6, "Tomasz", "I finally bought the guitar.", AUG_20),
+        ]
+    )
+    unit = MemoryUnit(
+        "c1:r1",
+        "c1",
+        text,
+        source_turn_ids=("D1:4", "D1:5", "D1:6"),
+        timestamp=MAY_8,
+        persons=("tomasz", "priya raman"),
+    )
     assert ask("When did Tomasz buy the guitar?", [unit]) == "20 August 2023"
     assert "guitar" in ask("What did Tomasz buy in August 2023?", [unit])
 
 
 def test_a_one_turn_memory_is_read_whole_even_when_it_quotes_someone():
-    quoting = memory(1, "[8 May 2023] Priya: My coach told me, Tomasz: never skip a warm-up.", MAY_8,
-                     ["priya", "tomasz"])
+    quoting = memory(
+        1, "[8 May 2023] Priya: My coach told me, Tomasz: never skip a warm-up.", MAY_8, ["priya", "tomasz"]
+    )
     view = view_of(quoting)
     assert view.turns == () and view.parts == (view,) and view.speaker == "Priya"
     assert len(view.sentences) == 1 and "Tomasz: never skip" in view.sentences[0].text
@@ -277,14 +377,21 @@ def test_styles_change_the_answer():
 
 
 def test_extractive_keeps_the_date_for_time_questions():
-    assert ask("When did Priya start a pottery class?", style="extractive") == \
-        "7 May 2023: I started a pottery class yesterday."
+    assert (
+        ask("When did Priya start a pottery class?", style="extractive")
+        == "7 May 2023: I started a pottery class yesterday."
+    )
 
 
 def test_step_by_step_combines_several_memories():
     hobbies = [
         memory(1, "[5 April 2023] Tomasz: I've taken up rock climbing at the gym.", datetime(2023, 4, 5), ["tomasz"]),
-        memory(2, "[19 May 2023] Tomasz: I've taken up pottery too, my first bowl is lopsided.", datetime(2023, 5, 19), ["tomasz"]),
+        memory(
+            2,
+            "[19 May 2023] Tomasz: I've taken up pottery too, my first bowl is lopsided.",
+            datetime(2023, 5, 19),
+            ["tomasz"],
+        ),
         memory(3, "[19 May 2023] Priya: I've taken up Portuguese lessons.", datetime(2023, 5, 19), ["priya"]),
     ]
     combined = ask("What has Tomasz taken up?", hobbies, style="step_by_step")
@@ -295,8 +402,11 @@ def test_step_by_step_combines_several_memories():
 
 
 def test_cautious_abstains_where_concise_answers():
-    weak = [memory(1, "[1 June 2023] Tomasz: The bakery on the corner sells great rye bread.", datetime(2023, 6, 1),
-                   ["tomasz"])]
+    weak = [
+        memory(
+            1, "[1 June 2023] Tomasz: The bakery on the corner sells great rye bread.", datetime(2023, 6, 1), ["tomasz"]
+        )
+    ]
     question = "What did Tomasz buy at the bakery?"  # half supported: the bakery, but no purchase
     assert ask(question, weak, style="concise") != ABSTENTION
     assert ask(question, weak, style="cautious") == ABSTENTION
@@ -305,7 +415,12 @@ def test_cautious_abstains_where_concise_answers():
 def test_temporal_style_prefers_the_memory_that_dates_the_event():
     trips = [
         memory(1, "[12 May 2023] Priya: The Lisbon trip photos are finally printed.", datetime(2023, 5, 12), ["priya"]),
-        memory(2, "[30 April 2023] Priya: Back from the Lisbon trip, we flew home last night.", datetime(2023, 4, 30), ["priya"]),
+        memory(
+            2,
+            "[30 April 2023] Priya: Back from the Lisbon trip, we flew home last night.",
+            datetime(2023, 4, 30),
+            ["priya"],
+        ),
     ]
     assert ask("When did Priya fly home from the Lisbon trip?", trips, style="temporal") == "29 April 2023"
 
@@ -316,16 +431,24 @@ def test_unknown_style_is_an_error():
 
 
 def test_third_person_llm_memories_work_too():
-    facts = [MemoryUnit("c2:m1", "c2", "Priya Raman adopted a rescue greyhound named Biscuit on 14 February 2024.",
-                        timestamp=datetime(2024, 2, 20), persons=("Priya Raman",))]
+    facts = [
+        MemoryUnit(
+            "c2:m1",
+            "c2",
+            "Priya Raman adopted a rescue greyhound named Biscuit on 14 February 2024.",
+            timestamp=datetime(2024, 2, 20),
+            persons=("Priya Raman",),
+        )
+    ]
     assert ask("When did Priya adopt a greyhound?", facts) == "14 February 2024"
     assert "Biscuit" in ask("What is the name of Priya's greyhound?", facts)
     assert ask("When did Tomasz adopt a greyhound?", facts) == ABSTENTION
 
 
 def test_answers_record_their_support():
-    result = OfflineAnswerer().answer(Question("q", "c1", "What did Priya research?", "1", "single_fact", ()),
-                                      CONTEXT, "concise")
+    result = OfflineAnswerer().answer(
+        Question("q", "c1", "What did Priya research?", "1", "single_fact", ()), CONTEXT, "concise"
+    )
     assert result.notes["memory_id"] == "c1:m5" and result.notes["support"] > 0.5
     assert result.cost == Usage() and not result.failed
 
@@ -346,8 +469,11 @@ def test_strict_keeps_a_supported_answer_and_withdraws_an_unsupported_one():
 
 
 def test_strict_is_stricter_than_answering():
-    weak = [memory(1, "[1 June 2023] Tomasz: The bakery on the corner sells great rye bread.", datetime(2023, 6, 1),
-                   ["tomasz"])]
+    weak = [
+        memory(
+            1, "[1 June 2023] Tomasz: The bakery on the corner sells great rye bread.", datetime(2023, 6, 1), ["tomasz"]
+        )
+    ]
     question = "What did Tomasz buy at the bakery?"
     answer = ask(question, weak)
     assert answer != ABSTENTION
@@ -409,8 +535,11 @@ VERIFY_PROMPTS = ["verify_strict", "verify_multi_candidate"]
 
 
 def _placeholders(text: str) -> set[str]:
-    return {m.group("named") or m.group("braced") for m in string.Template.pattern.finditer(text)
-            if m.group("named") or m.group("braced")}
+    return {
+        m.group("named") or m.group("braced")
+        for m in string.Template.pattern.finditer(text)
+        if m.group("named") or m.group("braced")
+    }
 
 
 @pytest.mark.parametrize("name", ANSWER_PROMPTS + VERIFY_PROMPTS)
@@ -418,7 +547,9 @@ def test_prompts_render_with_all_placeholders(name):
     prompt = load_prompt(name)
     expected = {"question", "question_date", "context"} | ({"answer"} if name.startswith("verify") else set())
     assert _placeholders(prompt.text) == expected
-    values = dict(question="Q-MARKER?", question_date="9 May 2023", context="1. [8 May 2023] C-MARKER", answer="A-MARKER")
+    values = dict(
+        question="Q-MARKER?", question_date="9 May 2023", context="1. [8 May 2023] C-MARKER", answer="A-MARKER"
+    )
     rendered = prompt.render(**{k: values[k] for k in expected})
     assert "$" not in rendered
     for key in expected:
@@ -443,8 +574,14 @@ def client_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
 
     def make(server) -> object:
-        return llm.LLMClient("openai/fake-model", api_base=server.url, cache=llm.ResponseCache(tmp_path / "llm"),
-                             max_retries=1, backoff_base=0.01, timeout=5.0)
+        return llm.LLMClient(
+            "openai/fake-model",
+            api_base=server.url,
+            cache=llm.ResponseCache(tmp_path / "llm"),
+            max_retries=1,
+            backoff_base=0.01,
+            timeout=5.0,
+        )
 
     return make
 
@@ -515,9 +652,15 @@ def test_llm_verifier_strict_and_multi_candidate(client_for):
             if proposed == "7 May 2023":
                 return json.dumps({"supported": True, "answer": "7 May 2023", "reason": "memory 1"})
             return json.dumps({"supported": False, "answer": "Not mentioned in the conversation.", "reason": "none"})
-        return json.dumps({"candidates": [{"answer": "7 May 2023", "memories": [1], "score": 0.9},
-                                          {"answer": proposed, "memories": [], "score": 0.1}],
-                           "answer": "7 May 2023"})
+        return json.dumps(
+            {
+                "candidates": [
+                    {"answer": "7 May 2023", "memories": [1], "score": 0.9},
+                    {"answer": proposed, "memories": [], "score": 0.1},
+                ],
+                "answer": "7 May 2023",
+            }
+        )
 
     with FakeLLMServer(responder=responder) as server:
         verifier = LLMVerifier(client_for(server))
@@ -541,7 +684,9 @@ def test_llm_verifier_keeps_the_answer_when_verification_fails(client_for):
     assert result.cost.calls == 2  # the reply and the one re-ask for JSON were both paid for
     with FakeLLMServer() as server:
         server.fail_next(503, count=10)
-        result = LLMVerifier(client_for(server)).verify(_question(), CONTEXT, AnswerResult("7 May 2023"), "multi_candidate")
+        result = LLMVerifier(client_for(server)).verify(
+            _question(), CONTEXT, AnswerResult("7 May 2023"), "multi_candidate"
+        )
     assert result.text == "7 May 2023" and "verify_error" in result.notes
     failed = AnswerResult("", failed=True, error="boom")
     with FakeLLMServer() as server:
@@ -566,12 +711,13 @@ def test_reader_handles_every_dev_question_given_its_evidence(locomo_path):
         by_turn = {u.source_turn_ids[0]: u for u in units}
         for question in (q for q in dataset.questions if q.conversation_id == conversation_id):
             evidence = [by_turn[t] for t in question.evidence if t in by_turn]
-            distractors = units[len(question.text) % 50::97][:6]
+            distractors = units[len(question.text) % 50 :: 97][:6]
             result = reader.answer(question, evidence + distractors, "concise")
             assert isinstance(result.text, str) and result.text.strip()
             if question.category != "5":
                 scores.setdefault(question.category, []).append(
-                    locomo_f1(result.text, question.answer, question.category))
+                    locomo_f1(result.text, question.answer, question.category)
+                )
     mean = {category: sum(v) / len(v) for category, v in scores.items()}
     assert mean["2"] > 0.4  # temporal: dates resolved from the memory's date and notes
     assert mean["4"] > 0.15

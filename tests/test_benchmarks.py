@@ -1,4 +1,5 @@
 """Benchmark loaders: real LoCoMo dev data, malformed inputs, download, formats, synth, split."""
+
 from __future__ import annotations
 
 import hashlib
@@ -54,7 +55,12 @@ def test_locomo_dev_file_loads_completely(locomo_path: Path) -> None:
     assert len(ds.questions) == 1586
     assert Counter(q.category for q in ds.questions) == {"1": 213, "2": 256, "3": 76, "4": 681, "5": 360}
     assert {q.category: q.question_type for q in ds.questions} == {
-        "1": "multi_hop", "2": "temporal", "3": "inference", "4": "single_fact", "5": "adversarial"}
+        "1": "multi_hop",
+        "2": "temporal",
+        "3": "inference",
+        "4": "single_fact",
+        "5": "adversarial",
+    }
     assert ds.adversarial_categories == ("5",)
     assert ds.category_names["3"] == "open-domain"
     assert ds.content_hash == hashlib.sha256(locomo_path.read_bytes()).hexdigest()[:16]
@@ -117,7 +123,10 @@ def _mutated(tmp_path: Path, mutate) -> Path:
         (lambda d: d[0]["qa"][0].pop("answer"), "qa[0] (category 4) has no 'answer'"),
         (lambda d: d[0]["qa"][0].update(category=9), "qa[0]: 'category' must be one of 1-5"),
         (lambda d: d[0]["qa"][0].update(evidence="D1:1"), "qa[0]: 'evidence' must be a list"),
-        (lambda d: d[0]["conversation"].update(session_2_date_time="next Tuesday"), "session_2_date_time 'next Tuesday'"),
+        (
+            lambda d: d[0]["conversation"].update(session_2_date_time="next Tuesday"),
+            "session_2_date_time 'next Tuesday'",
+        ),
         (lambda d: d[0]["conversation"].pop("session_1_date_time"), "session_1 has no 'session_1_date_time'"),
         (lambda d: d[0]["conversation"]["session_1"][1].pop("text"), "session_1[1] has no 'text'"),
         (lambda d: d[0]["conversation"]["session_2"][0].update(dia_id="D1:1"), "duplicate dia_id 'D1:1'"),
@@ -267,17 +276,43 @@ def _write_custom(tmp_path: Path, document: dict, name: str = "mine.json") -> Pa
 def _minimal() -> dict:
     return {
         "conversations": [
-            {"id": "c1", "sessions": [
-                {"id": "s1", "date": "2024-03-05T14:30", "turns": [
-                    {"id": "t1", "speaker": "Priya Raman", "text": "I moved to Lisbon in May."},
-                    {"id": "t2", "speaker": "Tomasz", "text": "I went climbing twice this week."}]},
-                {"id": "s2", "date": "2024-04-01", "turns": [
-                    {"id": "t3", "speaker": "Priya Raman", "text": "Lisbon is sunny."}]}]}],
+            {
+                "id": "c1",
+                "sessions": [
+                    {
+                        "id": "s1",
+                        "date": "2024-03-05T14:30",
+                        "turns": [
+                            {"id": "t1", "speaker": "Priya Raman", "text": "I moved to Lisbon in May."},
+                            {"id": "t2", "speaker": "Tomasz", "text": "I went climbing twice this week."},
+                        ],
+                    },
+                    {
+                        "id": "s2",
+                        "date": "2024-04-01",
+                        "turns": [{"id": "t3", "speaker": "Priya Raman", "text": "Lisbon is sunny."}],
+                    },
+                ],
+            }
+        ],
         "questions": [
-            {"id": "q1", "conversation_id": "c1", "question": "Where does Priya live?", "answer": "Lisbon",
-             "evidence": ["t1"], "question_type": "single_fact", "category": "places"},
-            {"id": "q2", "conversation_id": "c1", "question": "How many times did Tomasz go climbing?",
-             "answer": ["2", "twice"], "question_date": "2024-04-02T09:00:00+02:00"}],
+            {
+                "id": "q1",
+                "conversation_id": "c1",
+                "question": "Where does Priya live?",
+                "answer": "Lisbon",
+                "evidence": ["t1"],
+                "question_type": "single_fact",
+                "category": "places",
+            },
+            {
+                "id": "q2",
+                "conversation_id": "c1",
+                "question": "How many times did Tomasz go climbing?",
+                "answer": ["2", "twice"],
+                "question_date": "2024-04-02T09:00:00+02:00",
+            },
+        ],
     }
 
 
@@ -297,17 +332,25 @@ def test_custom_defaults(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("mutate", "expected"),
     [
-        (lambda d: d["conversations"][0]["sessions"][0]["turns"][0].pop("speaker"),
-         "conversations[0] (id 'c1'): sessions[0]: turns[0] has no 'speaker'"),
+        (
+            lambda d: d["conversations"][0]["sessions"][0]["turns"][0].pop("speaker"),
+            "conversations[0] (id 'c1'): sessions[0]: turns[0] has no 'speaker'",
+        ),
         (lambda d: d["questions"][0].update(evidence=["t9"]), "questions[0] (id 'q1'): evidence 't9' is not a turn"),
         (lambda d: d["questions"][0].update(conversation_id="c7"), "conversation_id 'c7' is not a conversation"),
         (lambda d: d["questions"][0].update(question_type="trivia"), "question_type 'trivia' is not one of"),
         (lambda d: d["questions"][0].pop("answer"), "questions[0] (id 'q1') has no 'answer'"),
         (lambda d: d["questions"][1].update(id="q1"), "duplicate question id 'q1'"),
-        (lambda d: d["conversations"][0]["sessions"][1].update(date="yesterday"), "sessions[1]: 'date' 'yesterday' is not an ISO date"),
+        (
+            lambda d: d["conversations"][0]["sessions"][1].update(date="yesterday"),
+            "sessions[1]: 'date' 'yesterday' is not an ISO date",
+        ),
         (lambda d: d["conversations"][0]["sessions"][1]["turns"][0].update(id="t1"), "duplicate turn id 't1'"),
         (lambda d: d.pop("questions"), "'questions' must be a list"),
-        (lambda d: d["questions"][0].update(choices=["a", "b"], correct_choice="C"), "correct_choice 'C' does not name"),
+        (
+            lambda d: d["questions"][0].update(choices=["a", "b"], correct_choice="C"),
+            "correct_choice 'C' does not name",
+        ),
     ],
 )
 def test_custom_malformed(tmp_path: Path, mutate, expected: str) -> None:
@@ -384,12 +427,30 @@ def test_synth_gold_evidence_supports_every_answer() -> None:
             update_at = order.index(turns[q.evidence[0]].session_id)
             assert old_value != answer
             assert any(old_value in t.text for s in conv.sessions[:update_at] for t in s.turns)
-    assert seen_types == {"single_fact", "knowledge_update", "temporal", "counting", "multi_hop", "preference", "adversarial"}
+    assert seen_types == {
+        "single_fact",
+        "knowledge_update",
+        "temporal",
+        "counting",
+        "multi_hop",
+        "preference",
+        "adversarial",
+    }
 
 
 def test_synth_chitchat_shares_no_planted_word() -> None:
-    planted = [w.lower() for pool in (synth_module.CITIES, synth_module.JOBS, synth_module.PETS, synth_module.HOBBIES,
-                                      synth_module.FOODS, synth_module.INSTRUMENTS) for w in pool]
+    planted = [
+        w.lower()
+        for pool in (
+            synth_module.CITIES,
+            synth_module.JOBS,
+            synth_module.PETS,
+            synth_module.HOBBIES,
+            synth_module.FOODS,
+            synth_module.INSTRUMENTS,
+        )
+        for w in pool
+    ]
     planted += [e[0] for e in synth_module.EVENTS]
     filler = synth_module.CHITCHAT + synth_module.REACTIONS + synth_module.GREETINGS + synth_module.GOODBYES
     for line in filler:
@@ -490,8 +551,14 @@ def test_longmemeval_fixture() -> None:
 @pytest.mark.parametrize(
     ("mutate", "expected"),
     [
-        (lambda d: d[0]["haystack_dates"].pop(), "entry 0 (lme_fixture_1): haystack_session_ids, haystack_dates and haystack_sessions differ"),
-        (lambda d: d[1]["haystack_dates"].__setitem__(0, "July 1st"), "entry 1 (lme_fixture_2): haystack_dates[0] 'July 1st' is not a date"),
+        (
+            lambda d: d[0]["haystack_dates"].pop(),
+            "entry 0 (lme_fixture_1): haystack_session_ids, haystack_dates and haystack_sessions differ",
+        ),
+        (
+            lambda d: d[1]["haystack_dates"].__setitem__(0, "July 1st"),
+            "entry 1 (lme_fixture_2): haystack_dates[0] 'July 1st' is not a date",
+        ),
         (lambda d: d[0].update(question_type="trivia"), "question_type 'trivia' is not one of"),
         (lambda d: d[2].pop("question"), "entry 2 (lme_fixture_3_abs) has no 'question'"),
         (lambda d: d[0]["haystack_sessions"][1][0].pop("content"), "haystack_sessions[1][0] has no 'content'"),
@@ -542,7 +609,10 @@ def test_split_edge_cases() -> None:
 def test_load_benchmark_dispatch_and_errors(locomo_path: Path) -> None:
     assert tuple(BENCHMARK_TABLE) == ("locomo", "synth", "custom", "membench", "longmemeval")
     assert len(load_benchmark("locomo", str(locomo_path)).questions) == 1586
-    assert load_benchmark("synth", seed=1, n_conversations=2).content_hash == generate_synth(seed=1, n_conversations=2).content_hash
+    assert (
+        load_benchmark("synth", seed=1, n_conversations=2).content_hash
+        == generate_synth(seed=1, n_conversations=2).content_hash
+    )
     with pytest.raises(DataError) as exc:
         load_benchmark("locomo11")
     assert "known: locomo, synth, custom, membench, longmemeval" in _one_line(exc)

@@ -1,6 +1,7 @@
 """Parallel candidates (`--candidates K`): K configs screened per round, Holm's correction over
 them, one guard decision at alpha / K. Runs in process against the fake OpenAI server (the ray
 executor runs the same batch in parallel: tests/test_ray.py, benchmarks/scale.py)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,8 +28,19 @@ def test_holm_step_down_tests_the_ith_smallest_p_at_alpha_over_k_minus_i_and_sto
 
 def test_tpe_asks_candidates_together_and_learns_each_one() -> None:
     base = load_config("weak")[0]
-    inp = DiagnosisInput(round=1, objective="balanced", score=0.1, overall={}, by_type=[], by_category=[],
-                         taxonomy={}, taxonomy_by_type={}, worst_cases=[], config={}, overrides={})
+    inp = DiagnosisInput(
+        round=1,
+        objective="balanced",
+        score=0.1,
+        overall={},
+        by_type=[],
+        by_category=[],
+        taxonomy={},
+        taxonomy_by_type={},
+        worst_cases=[],
+        config={},
+        overrides={},
+    )
     tpe = TPEDiagnoser(seed=0)
     first = tpe.diagnose(inp, base).proposal
     others = tpe.alternatives(inp, base, 3)
@@ -42,14 +54,31 @@ def test_tpe_asks_candidates_together_and_learns_each_one() -> None:
     assert [t.state.name for t in tpe.study.trials] == ["COMPLETE"] * 4 + ["RUNNING"]
 
 
-def test_four_candidates_are_screened_each_round_and_the_guard_corrects_for_them(tmp_path: Path,
-                                                                                   monkeypatch) -> None:
+def test_four_candidates_are_screened_each_round_and_the_guard_corrects_for_them(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     out = tmp_path / "run"
     with FakeLLMServer(make_responder()) as server:
-        result = evolve("run", "--benchmark", "synth", "--rounds", "2", "--model", MODEL, "--api-base", server.url,
-                        "--extract-model", "offline", "--diagnoser", "rubric", "--no-cache", "--candidates", "4",
-                        "--out", str(out), "--quiet")
+        result = evolve(
+            "run",
+            "--benchmark",
+            "synth",
+            "--rounds",
+            "2",
+            "--model",
+            MODEL,
+            "--api-base",
+            server.url,
+            "--extract-model",
+            "offline",
+            "--diagnoser",
+            "rubric",
+            "--no-cache",
+            "--candidates",
+            "4",
+            "--out",
+            str(out),
+            "--quiet",
+        )
         assert result.exit_code == 0, result.output
     screenings = query(out, "SELECT * FROM screenings ORDER BY round, attempt")
     decisions = {d["round"]: d for d in query(out, "SELECT * FROM decisions")}
@@ -58,8 +87,9 @@ def test_four_candidates_are_screened_each_round_and_the_guard_corrects_for_them
         mine = [s for s in screenings if s["round"] == round_no]
         assert [s["attempt"] for s in mine] == [1, 2, 3, 4]
         assert mine[0]["source"] == "proposal" and {s["source"] for s in mine[1:]} <= {"alternative", "exploration"}
-        incumbent = query(out, "SELECT config_fingerprint FROM rounds WHERE round = ? AND phase = 'dev'",
-                          [mine[0]["compared_with"]])[0]["config_fingerprint"]
+        incumbent = query(
+            out, "SELECT config_fingerprint FROM rounds WHERE round = ? AND phase = 'dev'", [mine[0]["compared_with"]]
+        )[0]["config_fingerprint"]
         assert len({s["config_fingerprint"] for s in mine} | {incumbent}) == 5  # four new configs
         assert sum(s["outcome"] == PASSED for s in mine) <= 1
         assert all(s["outcome"] != OUTRANKED or any(o["outcome"] == PASSED for o in mine) for s in mine)
@@ -77,7 +107,18 @@ def test_four_candidates_are_screened_each_round_and_the_guard_corrects_for_them
 
 
 def test_candidates_need_a_minibatch_to_compare_them_on(tmp_path: Path) -> None:
-    result = evolve("run", "--benchmark", "synth", "--candidates", "4", "--objective", "balanced",
-                    "--screen-fraction", "0", "--out", str(tmp_path / "run"))
+    result = evolve(
+        "run",
+        "--benchmark",
+        "synth",
+        "--candidates",
+        "4",
+        "--objective",
+        "balanced",
+        "--screen-fraction",
+        "0",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert result.exit_code == 2 and "--screen-fraction" in result.output
     assert not (tmp_path / "run").exists()

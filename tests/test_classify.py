@@ -1,4 +1,5 @@
 """Question types for questions that come without one: rules at load time, optionally an LLM."""
+
 from __future__ import annotations
 
 import json
@@ -15,14 +16,31 @@ from tests.fake_llm_server import FakeLLMServer
 
 DOMAIN = {
     "name": "tiny",
-    "conversations": [{"id": "c1", "sessions": [{"id": "s1", "date": "2024-03-05T10:00", "turns": [
-        {"id": "t1", "speaker": "Priya", "text": "I adopted a beagle called Pip last spring."},
-        {"id": "t2", "speaker": "Tomasz", "text": "I moved from Porto to Lisbon in May."}]}]}],
+    "conversations": [
+        {
+            "id": "c1",
+            "sessions": [
+                {
+                    "id": "s1",
+                    "date": "2024-03-05T10:00",
+                    "turns": [
+                        {"id": "t1", "speaker": "Priya", "text": "I adopted a beagle called Pip last spring."},
+                        {"id": "t2", "speaker": "Tomasz", "text": "I moved from Porto to Lisbon in May."},
+                    ],
+                }
+            ],
+        }
+    ],
     "questions": [
         {"id": "q1", "conversation_id": "c1", "question": "What dog does Priya have?", "answer": "a beagle"},
         {"id": "q2", "conversation_id": "c1", "question": "When did Tomasz move to Lisbon?", "answer": "May 2024"},
-        {"id": "q3", "conversation_id": "c1", "question": "Which city is Tomasz based in?", "answer": "Lisbon",
-         "question_type": "knowledge_update"},
+        {
+            "id": "q3",
+            "conversation_id": "c1",
+            "question": "Which city is Tomasz based in?",
+            "answer": "Lisbon",
+            "question_type": "knowledge_update",
+        },
     ],
 }
 
@@ -48,8 +66,9 @@ def test_llm_retypes_only_rule_typed_questions_and_survives_garbage(tmp_path, mo
         return next((v for k, v in replies.items() if k in text), '{"question_type": "single_fact"}')
 
     with FakeLLMServer(responder=responder) as srv:
-        client = LLMClient("openai/fake-model", api_base=srv.url, cache=ResponseCache(tmp_path / "c"),
-                           backoff_base=0.01, max_retries=1)
+        client = LLMClient(
+            "openai/fake-model", api_base=srv.url, cache=ResponseCache(tmp_path / "c"), backoff_base=0.01, max_retries=1
+        )
         out, changed, cost = reclassify(ds, LLMQuestionClassifier(client))
         asked = [r["messages"][-1]["content"] for r in srv.requests]
     types = {q.question_id: (q.question_type, q.type_source) for q in out.questions}
@@ -65,9 +84,25 @@ def test_cli_classify_model_flag(tmp_path, monkeypatch):
     path = tmp_path / "d.json"
     path.write_text(json.dumps(DOMAIN))
     with FakeLLMServer(responder=lambda body: '{"question_type": "counting"}') as srv:
-        result = CliRunner().invoke(app, ["eval", "--benchmark", "custom", "--data", str(path), "--classify-model",
-                                          "openai/fake-model", "--api-base", srv.url, "--out", str(tmp_path / "o"),
-                                          "--json", "--quiet"], catch_exceptions=False)
+        result = CliRunner().invoke(
+            app,
+            [
+                "eval",
+                "--benchmark",
+                "custom",
+                "--data",
+                str(path),
+                "--classify-model",
+                "openai/fake-model",
+                "--api-base",
+                srv.url,
+                "--out",
+                str(tmp_path / "o"),
+                "--json",
+                "--quiet",
+            ],
+            catch_exceptions=False,
+        )
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout.strip().splitlines()[-1])
     assert set(payload["by_category"]) == {"counting", "knowledge_update"}

@@ -1,5 +1,6 @@
 """The `evolve` command end to end on the seeded synth benchmark: eval, run, show, diff, runs,
 transfer, resume after an interruption, the run lock, and bad input."""
+
 from __future__ import annotations
 
 import json
@@ -30,7 +31,19 @@ def last_json(output: str) -> dict:
 @pytest.fixture(scope="module")
 def evolved_run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("runs") / "synth-rubric"
-    result = invoke("run", "--benchmark", "synth", "--rounds", "2", "--objective", "balanced", "--out", str(out), "--json", "--quiet")
+    result = invoke(
+        "run",
+        "--benchmark",
+        "synth",
+        "--rounds",
+        "2",
+        "--objective",
+        "balanced",
+        "--out",
+        str(out),
+        "--json",
+        "--quiet",
+    )
     assert result.exit_code == 0, result.output
     return out
 
@@ -108,14 +121,32 @@ def test_run_produces_versioned_rounds_and_a_usable_best_config(evolved_run):
     stored = con.execute("SELECT config_fingerprint FROM rounds WHERE phase = 'dev' AND round = 1").fetchone()[0]
     decided = con.execute("SELECT next_config FROM decisions WHERE round = 0").fetchone()[0]
     from evolvemem.space.config import parse_config
+
     assert parse_config(json.loads(decided))[0].fingerprint() == stored
     # dev questions and test questions never mix
-    dev_q = {r[0] for r in con.execute("SELECT DISTINCT conversation_id FROM question_records WHERE phase = 'dev'").fetchall()}
-    test_q = {r[0] for r in con.execute("SELECT DISTINCT conversation_id FROM question_records WHERE phase LIKE 'test%'").fetchall()}
+    dev_q = {
+        r[0]
+        for r in con.execute("SELECT DISTINCT conversation_id FROM question_records WHERE phase = 'dev'").fetchall()
+    }
+    test_q = {
+        r[0]
+        for r in con.execute(
+            "SELECT DISTINCT conversation_id FROM question_records WHERE phase LIKE 'test%'"
+        ).fetchall()
+    }
     assert dev_q and test_q and not dev_q & test_q
     con.close()
-    evaluated = invoke("eval", "--benchmark", "synth", "--config", str(best), "--out", str(evolved_run.parent / "best-eval"),
-                       "--quiet", "--json")
+    evaluated = invoke(
+        "eval",
+        "--benchmark",
+        "synth",
+        "--config",
+        str(best),
+        "--out",
+        str(evolved_run.parent / "best-eval"),
+        "--quiet",
+        "--json",
+    )
     assert evaluated.exit_code == 0, evaluated.output
 
 
@@ -136,8 +167,18 @@ def test_show_diff_runs_and_transfer(evolved_run, tmp_path):
     from evolvemem.data.synth import generate_synth
 
     domain = dump_custom(generate_synth(seed=7, n_conversations=2), tmp_path / "domain.json")
-    moved = invoke("transfer", str(evolved_run), "--benchmark", "custom", "--data", str(domain),
-                   "--out", str(tmp_path / "transfer"), "--json", "--quiet")
+    moved = invoke(
+        "transfer",
+        str(evolved_run),
+        "--benchmark",
+        "custom",
+        "--data",
+        str(domain),
+        "--out",
+        str(tmp_path / "transfer"),
+        "--json",
+        "--quiet",
+    )
     assert moved.exit_code == 0, moved.output
     assert last_json(moved.stdout)["overall"]["n"] == 30
     missing = invoke("show", str(tmp_path / "nothing-here"))
@@ -146,8 +187,21 @@ def test_show_diff_runs_and_transfer(evolved_run, tmp_path):
 
 @pytest.mark.parametrize("diagnoser", ["random", "tpe"])
 def test_other_diagnosers_run(diagnoser, tmp_path):
-    result = invoke("run", "--benchmark", "synth", "--rounds", "1", "--objective", "balanced", "--diagnoser", diagnoser,
-                    "--out", str(tmp_path / diagnoser), "--json", "--quiet")
+    result = invoke(
+        "run",
+        "--benchmark",
+        "synth",
+        "--rounds",
+        "1",
+        "--objective",
+        "balanced",
+        "--diagnoser",
+        diagnoser,
+        "--out",
+        str(tmp_path / diagnoser),
+        "--json",
+        "--quiet",
+    )
     assert result.exit_code == 0, result.output
     payload = last_json(result.stdout)
     assert len(payload["rounds"]) == 2 and payload["rounds"][0]["changes"]
@@ -176,6 +230,7 @@ def test_resume_after_interruption_loses_nothing_and_matches_an_uninterrupted_ru
                 raise KeyboardInterrupt
             if on_record:
                 on_record(record)
+
         kwargs["on_record"] = counting
         return original(*args, **kwargs)
 
@@ -187,8 +242,9 @@ def test_resume_after_interruption_loses_nothing_and_matches_an_uninterrupted_ru
         session_module.evaluate = original
     con = duckdb.connect(str(tmp_path / "crashy" / "run.duckdb"), read_only=True)
     # answered records (rung 0's contexts of round 1 are no answers)
-    partial = con.execute("SELECT round, count(*) FROM question_records WHERE phase NOT LIKE 'contexts%' "
-                          "GROUP BY round ORDER BY round").fetchall()
+    partial = con.execute(
+        "SELECT round, count(*) FROM question_records WHERE phase NOT LIKE 'contexts%' GROUP BY round ORDER BY round"
+    ).fetchall()
     con.close()
     assert partial[0] == (0, 30) and partial[1][0] == 1 and 0 < partial[1][1] < 30
 
@@ -205,17 +261,29 @@ def test_resume_after_interruption_loses_nothing_and_matches_an_uninterrupted_ru
 
 
 def test_two_processes_cannot_write_one_run(evolved_run):
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import sys, time
         from evolvemem.store import RunStore
         store = RunStore({str(evolved_run)!r})
         print("locked", flush=True)
         time.sleep(30)
-    """)], stdout=subprocess.PIPE, text=True)
+    """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
-        result = subprocess.run([sys.executable, "-m", "evolvemem.cli.main", "run", "--resume", str(evolved_run)],
-                                capture_output=True, text=True, timeout=60)
+        result = subprocess.run(
+            [sys.executable, "-m", "evolvemem.cli.main", "run", "--resume", str(evolved_run)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert result.returncode != 0
         assert "open in another evolvemem process" in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
@@ -228,8 +296,14 @@ def test_ablation_variants_switch_each_mechanism_off_everywhere():
     from evolvemem.loop.ablate import ablation_variants
     from evolvemem.space.config import parse_config
 
-    cfg, _ = parse_config({"semantic_top_k": 0, "keyword_top_k": 8, "enable_entity_swap": True,
-                           "per_category_overrides": {"temporal": {"semantic_top_k": 12, "answer_style": "temporal"}}})
+    cfg, _ = parse_config(
+        {
+            "semantic_top_k": 0,
+            "keyword_top_k": 8,
+            "enable_entity_swap": True,
+            "per_category_overrides": {"temporal": {"semantic_top_k": 12, "answer_style": "temporal"}},
+        }
+    )
     variants = {v.label: v.config for v in ablation_variants(cfg)}
     assert {"semantic_top_k", "keyword_top_k", "enable_entity_swap", "overrides[temporal]"} <= set(variants)
     assert variants["semantic_top_k"].for_type("temporal").semantic_top_k == 0

@@ -1,4 +1,5 @@
 """Consolidation: duplicate merge at the 0.80 boundary, decay numbers, reinforcement cap."""
+
 from __future__ import annotations
 
 import itertools
@@ -22,8 +23,14 @@ DAY = datetime(2023, 6, 1)
 
 
 def unit(content: str, importance: float = 0.5, sources: tuple[str, ...] = ("D1:1",), **kw) -> MemoryUnit:
-    return MemoryUnit(memory_id=f"c:{content[:20]}", conversation_id="c", content=content, importance=importance,
-                      source_turn_ids=sources, **kw)
+    return MemoryUnit(
+        memory_id=f"c:{content[:20]}",
+        conversation_id="c",
+        content=content,
+        importance=importance,
+        source_turn_ids=sources,
+        **kw,
+    )
 
 
 def test_jaccard_boundary_at_080():
@@ -90,8 +97,12 @@ def test_decay_numbers():
 
 
 def test_reinforcement_per_shared_entity_with_cap():
-    memory = unit("Priya Raman and Tomasz went to Lisbon for the Riverside Jazz Festival.",
-                  persons=("priya raman", "tomasz"), locations=("lisbon",), entities=("riverside jazz festival",))
+    memory = unit(
+        "Priya Raman and Tomasz went to Lisbon for the Riverside Jazz Festival.",
+        persons=("priya raman", "tomasz"),
+        locations=("lisbon",),
+        entities=("riverside jazz festival",),
+    )
     other = unit("The weather was fine.")
     query = annotate("Did Priya Raman and Tomasz enjoy Lisbon?", ["Priya Raman", "Tomasz"])
     once = reinforce([memory, other], query)

@@ -1,4 +1,5 @@
 """Query decomposition: the offline rules, and the LLM decomposer against a real HTTP server."""
+
 from __future__ import annotations
 
 import json
@@ -14,31 +15,45 @@ from tests.fake_llm_server import FakeLLMServer, last_user_message, wants_json
 MODEL = "openai/fake-model"
 
 
-@pytest.mark.parametrize("question, expected", [
-    ("In which city does Priya's sister's husband work?", ["Priya's sister", "sister's husband"]),
-    ("What did Priya cook and where did Tomasz travel?", ["What did Priya cook", "where did Tomasz travel"]),
-    ("When did Tomasz move to Lisbon, and why did he leave Porto?",
-     ["When did Tomasz move to Lisbon", "why did he leave Porto"]),
-    ("Is Priya taller than Tomasz?", ["Is Priya taller", "Is Tomasz taller"]),
-    ("Which did Priya visit first, Lisbon or Porto?",
-     ["Which did Priya visit first Lisbon", "Which did Priya visit first Porto"]),
-    ("Which instruments do both Tomasz and Priya play?",
-     ["Which instruments do Tomasz play", "Which instruments do Priya play"]),
-    ("What did Tomasz and Priya buy in Lisbon?", ["What did Tomasz buy in Lisbon", "What did Priya buy in Lisbon"]),
-    ("What are Priya's hobbies, pets and favourite foods?",
-     ["What are Priya's hobbies", "What are Priya's pets", "What are Priya's favourite foods"]),
-])
+@pytest.mark.parametrize(
+    "question, expected",
+    [
+        ("In which city does Priya's sister's husband work?", ["Priya's sister", "sister's husband"]),
+        ("What did Priya cook and where did Tomasz travel?", ["What did Priya cook", "where did Tomasz travel"]),
+        (
+            "When did Tomasz move to Lisbon, and why did he leave Porto?",
+            ["When did Tomasz move to Lisbon", "why did he leave Porto"],
+        ),
+        ("Is Priya taller than Tomasz?", ["Is Priya taller", "Is Tomasz taller"]),
+        (
+            "Which did Priya visit first, Lisbon or Porto?",
+            ["Which did Priya visit first Lisbon", "Which did Priya visit first Porto"],
+        ),
+        (
+            "Which instruments do both Tomasz and Priya play?",
+            ["Which instruments do Tomasz play", "Which instruments do Priya play"],
+        ),
+        ("What did Tomasz and Priya buy in Lisbon?", ["What did Tomasz buy in Lisbon", "What did Priya buy in Lisbon"]),
+        (
+            "What are Priya's hobbies, pets and favourite foods?",
+            ["What are Priya's hobbies", "What are Priya's pets", "What are Priya's favourite foods"],
+        ),
+    ],
+)
 def test_rule_decomposer_splits(question, expected):
     parts, cost = RuleDecomposer().decompose(question, 5)
     assert parts == expected
     assert cost == Usage()
 
 
-@pytest.mark.parametrize("question", [
-    "What is the name of Tomasz's dog?",
-    "When did Priya adopt a cat?",
-    "Who did Priya go hiking with and where?",  # a bare "where" is not a sub-query of its own
-])
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What is the name of Tomasz's dog?",
+        "When did Priya adopt a cat?",
+        "Who did Priya go hiking with and where?",  # a bare "where" is not a sub-query of its own
+    ],
+)
 def test_rule_decomposer_keeps_single_fact_questions(question):
     assert RuleDecomposer().decompose(question, 3) == ([question], Usage())
 
@@ -73,8 +88,15 @@ def test_llm_decomposer_parses_json_and_reports_cost(monkeypatch):
         assert wants_json(body)
         asked = last_user_message(body)
         assert "Question: Which cities did Priya and Tomasz both visit?" in asked
-        return json.dumps({"sub_queries": ["Which cities did Priya visit", "Which cities did Tomasz visit",
-                                           "Which cities did they visit together"]})
+        return json.dumps(
+            {
+                "sub_queries": [
+                    "Which cities did Priya visit",
+                    "Which cities did Tomasz visit",
+                    "Which cities did they visit together",
+                ]
+            }
+        )
 
     with FakeLLMServer(responder=responder) as server:
         decomposer = LLMDecomposer(_client(server))

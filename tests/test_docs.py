@@ -1,5 +1,6 @@
 """The docs site against the code: the generated reference pages are current and complete, the
 hand-written pages name values instead of copying them, and what the guides show runs."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -130,8 +131,16 @@ def test_every_value_reference_resolves():
     assert found >= 10
 
 
-@pytest.mark.parametrize("reference", ["{{ option run --no-such }}", "{{ range no_such_dim }}",
-                                       "{{ choices max_context }}", "{{ spec guard.nope }}", "{{ option run --rounds }}"])
+@pytest.mark.parametrize(
+    "reference",
+    [
+        "{{ option run --no-such }}",
+        "{{ range no_such_dim }}",
+        "{{ choices max_context }}",
+        "{{ spec guard.nope }}",
+        "{{ option run --rounds }}",
+    ],
+)
 def test_a_reference_to_nothing_fails(reference):
     with pytest.raises(ValueError):
         gen.expand_references(reference)
@@ -139,7 +148,9 @@ def test_a_reference_to_nothing_fails(reference):
 
 def test_references_render_the_code_values():
     dims = gen.base_dimensions()
-    assert gen.expand_references("{{ range max_context }}") == f"{dims['max_context'].min:g}–{dims['max_context'].max:g}"
+    assert (
+        gen.expand_references("{{ range max_context }}") == f"{dims['max_context'].min:g}–{dims['max_context'].max:g}"
+    )
     assert gen.expand_references("{{ choices fusion_mode }}") == " / ".join(dims["fusion_mode"].choices)
     assert gen.expand_references("\\{{ range max_context }}") == "\\{{ range max_context }}"
 
@@ -187,22 +198,32 @@ def hand_copies(lines: list[str]) -> list[str]:
 
 def test_no_page_hand_copies_an_option_default_a_range_or_a_choice_list():
     found = [f"{path.relative_to(REPO)}: {hit}" for path in HAND_COPY_CHECKED for hit in hand_copies(_prose(path))]
-    assert not found, "write {{ option … }} / {{ range … }} / {{ choices … }} instead (docs/development.md): " \
-                      + "; ".join(found)
+    assert not found, (
+        "write {{ option … }} / {{ range … }} / {{ choices … }} instead (docs/development.md): " + "; ".join(found)
+    )
 
 
 def test_the_hand_copy_check_can_fail():
-    hits = hand_copies(["a gain of at least `--min-effect` (default 0.005)",
-                        "views take 3–200 candidates (`semantic_top_k`)", "fusion is sum / weighted_sum / rrf"])
+    hits = hand_copies(
+        [
+            "a gain of at least `--min-effect` (default 0.005)",
+            "views take 3–200 candidates (`semantic_top_k`)",
+            "fusion is sum / weighted_sum / rrf",
+        ]
+    )
     assert len(hits) == 3, hits
 
 
 def test_every_command_in_the_docs_parses():
-    commands = [(path, args) for path in HAND_WRITTEN
-                for args in evolve_commands(bash_blocks(path.read_text(encoding="utf-8")))]
+    commands = [
+        (path, args) for path in HAND_WRITTEN for args in evolve_commands(bash_blocks(path.read_text(encoding="utf-8")))
+    ]
     assert len(commands) >= 20
-    problems = [f"{path.relative_to(REPO)}: evolve {' '.join(args)}: {error}"
-                for path, args in commands if (error := parse_error(args))]
+    problems = [
+        f"{path.relative_to(REPO)}: evolve {' '.join(args)}: {error}"
+        for path, args in commands
+        if (error := parse_error(args))
+    ]
     assert not problems, problems
 
 
@@ -212,12 +233,16 @@ def test_custom_data_example_answers_with_offline_roles(tmp_path, config):
     data = tmp_path / "support.json"
     data.write_text(custom_example(), encoding="utf-8")
     out = tmp_path / f"eval-{config}"
-    result = CliRunner().invoke(app, ["eval", "--benchmark", "custom", "--data", str(data), "--config", config,
-                                      "--out", str(out), "--quiet"], catch_exceptions=False)
+    result = CliRunner().invoke(
+        app,
+        ["eval", "--benchmark", "custom", "--data", str(data), "--config", config, "--out", str(out), "--quiet"],
+        catch_exceptions=False,
+    )
     assert result.exit_code == 0, result.output
     con = duckdb.connect(str(out / "run.duckdb"), read_only=True)
     question, gold, prediction, f1 = con.execute(
-        "SELECT question, gold, prediction, f1 FROM question_records").fetchone()
+        "SELECT question, gold, prediction, f1 FROM question_records"
+    ).fetchone()
     con.close()
     assert gold.lower() in prediction.lower() and f1 == 1.0, (question, prediction)
 
@@ -225,8 +250,9 @@ def test_custom_data_example_answers_with_offline_roles(tmp_path, config):
 def test_inspect_guide_sql_runs_on_a_run_store(tmp_path):
     """Every query of the SQL block in guides/inspect.md runs on a real (synth, one-round) run store."""
     out = tmp_path / "run"
-    result = CliRunner().invoke(app, ["run", "--benchmark", "synth", "--rounds", "1", "--out", str(out), "--quiet"],
-                                catch_exceptions=False)
+    result = CliRunner().invoke(
+        app, ["run", "--benchmark", "synth", "--rounds", "1", "--out", str(out), "--quiet"], catch_exceptions=False
+    )
     assert result.exit_code == 0, result.output
     block = re.search(r"```sql\n(.*?)```", page("guides/inspect.md"), re.S)
     assert block

@@ -1,5 +1,6 @@
 """Emerged dimensions without a run: what makes a proposed bundle valid, how its definition travels
 with a config, and that every diagnoser can switch a lever on (space/emerged.py, loop/emergence.py)."""
+
 from __future__ import annotations
 
 import random
@@ -31,20 +32,28 @@ def lever(name: str = "wide_views", maps_to: dict | None = None, per_type: bool 
     return build_dimension(name, "Both views a little wider.", dict(maps_to or WIDE), per_type)
 
 
-@pytest.mark.parametrize(("name", "maps_to", "per_type", "why"), [
-    ("empty_one", {}, False, "empty bundle"),
-    ("unknown_one", {"graph_hops": 2, "max_context": 10}, False, "unknown dimension 'graph_hops'"),
-    ("too_far", {"max_context": 999, "keyword_top_k": 10}, False, "out-of-range value for max_context: 999"),
-    ("wrong_type", {"max_context": "lots", "keyword_top_k": 10}, False, "invalid value for max_context"),
-    ("fraction", {"max_context": 10.5, "keyword_top_k": 10}, False, "whole number"),
-    ("single", {"max_context": 10}, False, "a bundle of one setting is max_context itself"),
-    ("max_context", WIDE, False, "name clash: 'max_context' is already a dimension"),
-    ("scenes", WIDE, False, "name clash: 'scenes' is already a group"),
-    ("per_category_overrides", WIDE, False, "reserved"),
-    ("Score", WIDE, False, "bad name"),
-    ("x", WIDE, False, "bad name"),
-    ("typed_scene", {"scene_similarity": 0.8, "scene_top_k": 10}, True, "scene_similarity cannot be set per question type"),
-])
+@pytest.mark.parametrize(
+    ("name", "maps_to", "per_type", "why"),
+    [
+        ("empty_one", {}, False, "empty bundle"),
+        ("unknown_one", {"graph_hops": 2, "max_context": 10}, False, "unknown dimension 'graph_hops'"),
+        ("too_far", {"max_context": 999, "keyword_top_k": 10}, False, "out-of-range value for max_context: 999"),
+        ("wrong_type", {"max_context": "lots", "keyword_top_k": 10}, False, "invalid value for max_context"),
+        ("fraction", {"max_context": 10.5, "keyword_top_k": 10}, False, "whole number"),
+        ("single", {"max_context": 10}, False, "a bundle of one setting is max_context itself"),
+        ("max_context", WIDE, False, "name clash: 'max_context' is already a dimension"),
+        ("scenes", WIDE, False, "name clash: 'scenes' is already a group"),
+        ("per_category_overrides", WIDE, False, "reserved"),
+        ("Score", WIDE, False, "bad name"),
+        ("x", WIDE, False, "bad name"),
+        (
+            "typed_scene",
+            {"scene_similarity": 0.8, "scene_top_k": 10},
+            True,
+            "scene_similarity cannot be set per question type",
+        ),
+    ],
+)
 def test_an_invalid_bundle_is_refused_with_the_reason(name, maps_to, per_type, why) -> None:
     with pytest.raises(RefusedDimension, match=why.replace("(", r"\(").replace(")", r"\)")):
         build_dimension(name, "A lever.", maps_to, per_type)
@@ -124,10 +133,22 @@ def test_a_per_type_lever_changes_only_the_type_it_is_switched_on_for() -> None:
 
 
 def test_the_reply_format_carries_a_definition_and_unknown_settings_are_refused() -> None:
-    proposal = proposal_from_raw({
-        "changes": {"score": 3},
-        "new_dimensions": [{"name": "wide_views", "description": "wider", "maps_to": WIDE, "per_type": False,
-                            "rationale": "misses"}, "just text", {"name": "odd", "maps_to": ["max_context"]}]})
+    proposal = proposal_from_raw(
+        {
+            "changes": {"score": 3},
+            "new_dimensions": [
+                {
+                    "name": "wide_views",
+                    "description": "wider",
+                    "maps_to": WIDE,
+                    "per_type": False,
+                    "rationale": "misses",
+                },
+                "just text",
+                {"name": "odd", "maps_to": ["max_context"]},
+            ],
+        }
+    )
     unknown, first, text, odd = proposal.new_dimensions
     assert (first.name, first.maps_to, first.per_type, first.refused) == ("wide_views", WIDE, False, "")
     assert text.refused == "not a definition with a name"
@@ -136,13 +157,19 @@ def test_the_reply_format_carries_a_definition_and_unknown_settings_are_refused(
 
 
 def test_emergence_materialises_valid_proposals_once_and_records_every_refusal(tmp_path: Path) -> None:
-    proposed = [NewDimension("wide_views", "Both views wider.", "misses", dict(WIDE)),
-                NewDimension("wide_twice", "Same again.", "", dict(WIDE)),
-                NewDimension("per_type_junk", "x", "", {"max_context": 10, "keyword_top_k": 8}, per_type="yes"),
-                NewDimension("score", refused=UNKNOWN_SETTING)]
+    proposed = [
+        NewDimension("wide_views", "Both views wider.", "misses", dict(WIDE)),
+        NewDimension("wide_twice", "Same again.", "", dict(WIDE)),
+        NewDimension("per_type_junk", "x", "", {"max_context": 10, "keyword_top_k": 8}, per_type="yes"),
+        NewDimension("score", refused=UNKNOWN_SETTING),
+    ]
     rows = emerge(tmp_path, 2, proposed)
-    assert [(r["name"], r["status"]) for r in rows] == [("wide_views", "materialised"), ("wide_twice", "refused"),
-                                                        ("per_type_junk", "refused"), ("score", "refused")]
+    assert [(r["name"], r["status"]) for r in rows] == [
+        ("wide_views", "materialised"),
+        ("wide_twice", "refused"),
+        ("per_type_junk", "refused"),
+        ("score", "refused"),
+    ]
     assert rows[0]["file"] == "rounds/round_02/new_dimensions/wide_views.toml" and rows[0]["reason"] is None
     assert "duplicate" in rows[1]["reason"] and "per_type must be true or false" in rows[2]["reason"]
     # a resumed round (its lever loaded from the file) asks again: the same lever, not a name clash
@@ -152,9 +179,20 @@ def test_emergence_materialises_valid_proposals_once_and_records_every_refusal(t
 
 
 def diagnosis_input(config, taxonomy: dict[str, int]) -> DiagnosisInput:
-    return DiagnosisInput(round=1, objective="all", score=0.3, overall={}, by_type=[], by_category=[],
-                          taxonomy=taxonomy, taxonomy_by_type={}, worst_cases=[], config=config.values(),
-                          overrides=config.overrides(), mean_context=8.0)
+    return DiagnosisInput(
+        round=1,
+        objective="all",
+        score=0.3,
+        overall={},
+        by_type=[],
+        by_category=[],
+        taxonomy=taxonomy,
+        taxonomy_by_type={},
+        worst_cases=[],
+        config=config.values(),
+        overrides=config.overrides(),
+        mean_context=8.0,
+    )
 
 
 def test_the_rubric_switches_on_a_lever_that_makes_the_moves_its_rules_ask_for() -> None:
@@ -174,8 +212,10 @@ def test_random_tpe_and_exploration_sample_a_lever_too() -> None:
     add_dimensions([lever()])
     base = load_config("default")[0]
     assert any(perturb(base, random.Random(seed), 3)[0].values()["wide_views"] for seed in range(40))
-    assert any(RandomDiagnoser(seed).diagnose(diagnosis_input(base, {}), base).proposal.changes.get("wide_views")
-               for seed in range(40))
+    assert any(
+        RandomDiagnoser(seed).diagnose(diagnosis_input(base, {}), base).proposal.changes.get("wide_views")
+        for seed in range(40)
+    )
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -219,8 +259,12 @@ def test_a_new_run_inherits_the_levers_its_start_switches_on_and_nothing_else(tm
 
 
 def test_a_lever_defined_and_switched_on_in_one_reply_waits_for_the_next_round() -> None:
-    proposal = proposal_from_raw({"changes": {"wide_views": True, "max_context": 14},
-                                  "new_dimensions": [{"name": "wide_views", "description": "wider", "maps_to": WIDE}]})
+    proposal = proposal_from_raw(
+        {
+            "changes": {"wide_views": True, "max_context": 14},
+            "new_dimensions": [{"name": "wide_views", "description": "wider", "maps_to": WIDE}],
+        }
+    )
     assert proposal.changes == {"max_context": 14}
     assert [(d.name, d.refused) for d in proposal.new_dimensions] == [("wide_views", "")]
     assert any("switch it on in a later round" in r for r in proposal.rejected)
@@ -230,8 +274,12 @@ def test_only_the_example_lever_itself_counts_as_copied() -> None:
     from evolvemem.diagnosers.llm import EXAMPLE_MARKER, drop_echoes
     from evolvemem.contracts.diagnosis import Proposal
 
-    prompt = (f"rules about levers\n{EXAMPLE_MARKER}: {{\"new_dimensions\": [{{\"name\": \"tight_recent_window\"}}]}}")
-    proposal = Proposal(new_dimensions=[NewDimension("tight_recent_window", "Small.", "", dict(WIDE)),
-                                        NewDimension("recent", "Newest first.", "", dict(WIDE))])
+    prompt = f'rules about levers\n{EXAMPLE_MARKER}: {{"new_dimensions": [{{"name": "tight_recent_window"}}]}}'
+    proposal = Proposal(
+        new_dimensions=[
+            NewDimension("tight_recent_window", "Small.", "", dict(WIDE)),
+            NewDimension("recent", "Newest first.", "", dict(WIDE)),
+        ]
+    )
     drop_echoes(proposal, prompt)
     assert [d.refused for d in proposal.new_dimensions] == ["copied from the prompt's example", ""]

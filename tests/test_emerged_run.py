@@ -3,6 +3,7 @@ scripted diagnosis proposes a valid bundle and invalid ones; the valid one is ma
 run, joins the registry from the next round on, is switched on, judged by the guard on paired
 evidence, survives a resume, travels with the best config to `evolve eval --config`, `evolve
 transfer` and `--init RUN`, and is marked by `evolve space --run`, `show`, `diff` and the report."""
+
 from __future__ import annotations
 
 import json
@@ -29,22 +30,47 @@ FIRST_REPLY = {
     "analysis": "Most failures never reach the candidates: the keyword view alone misses paraphrases.",
     "changes": {"max_context": 10},
     "new_dimensions": [
-        {"name": LEVER, "description": "Both retrieval views wide open with a larger context.",
-         "maps_to": BUNDLE, "rationale": "misses need both views at once"},
-        {"name": "huge_context", "description": "Everything in context.",
-         "maps_to": {"max_context": 500, "keyword_top_k": 20}, "rationale": "x"},
-        {"name": "graph_jump", "description": "Follow links.", "maps_to": {"graph_hops": 3, "keyword_top_k": 20},
-         "rationale": "y"},
+        {
+            "name": LEVER,
+            "description": "Both retrieval views wide open with a larger context.",
+            "maps_to": BUNDLE,
+            "rationale": "misses need both views at once",
+        },
+        {
+            "name": "huge_context",
+            "description": "Everything in context.",
+            "maps_to": {"max_context": 500, "keyword_top_k": 20},
+            "rationale": "x",
+        },
+        {
+            "name": "graph_jump",
+            "description": "Follow links.",
+            "maps_to": {"graph_hops": 3, "keyword_top_k": 20},
+            "rationale": "y",
+        },
         {"name": "wide_again", "description": "The same bundle twice.", "maps_to": dict(BUNDLE), "rationale": "z"},
-        {"name": "max_context", "description": "A clash.", "maps_to": {"keyword_top_k": 15, "max_context": 9},
-         "rationale": "w"},
-        {"name": "tight_recent_window", "description": "Newest notes first.",
-         "maps_to": {"recency_weight": 0.4, "max_context": 6}, "rationale": "copied"},
+        {
+            "name": "max_context",
+            "description": "A clash.",
+            "maps_to": {"keyword_top_k": 15, "max_context": 9},
+            "rationale": "w",
+        },
+        {
+            "name": "tight_recent_window",
+            "description": "Newest notes first.",
+            "maps_to": {"recency_weight": 0.4, "max_context": 6},
+            "rationale": "copied",
+        },
     ],
-    "rationale": "a slightly larger context first"}
-REFUSED = {"huge_context": "out-of-range value for max_context", "graph_jump": "unknown dimension 'graph_hops'",
-           "wide_again": f"duplicate of the existing bundle '{LEVER}'", "max_context": "name clash",
-           "tight_recent_window": "copied from the prompt's example"}
+    "rationale": "a slightly larger context first",
+}
+REFUSED = {
+    "huge_context": "out-of-range value for max_context",
+    "graph_jump": "unknown dimension 'graph_hops'",
+    "wide_again": f"duplicate of the existing bundle '{LEVER}'",
+    "max_context": "name clash",
+    "tight_recent_window": "copied from the prompt's example",
+}
 
 
 def scripted(replies: list[dict]):
@@ -62,12 +88,28 @@ def scripted(replies: list[dict]):
         if wants_json(body):
             return "{}"
         return first_memory_word(prompt)
+
     return respond
 
 
 def run(server: FakeLLMServer, out: Path, *extra: str):
-    result = evolve("run", "--benchmark", "synth", "--objective", "balanced", "--diagnosis-model", MODEL, "--api-base", server.url,
-                    "--diagnoser", "llm", "--out", str(out), "--quiet", *extra)
+    result = evolve(
+        "run",
+        "--benchmark",
+        "synth",
+        "--objective",
+        "balanced",
+        "--diagnosis-model",
+        MODEL,
+        "--api-base",
+        server.url,
+        "--diagnoser",
+        "llm",
+        "--out",
+        str(out),
+        "--quiet",
+        *extra,
+    )
     assert result.exit_code == 0, result.output
     return result
 
@@ -78,8 +120,11 @@ def configs(out: Path) -> dict[int, dict]:
 
 def test_a_proposed_bundle_emerges_is_switched_on_guarded_resumed_and_travels(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    replies = [FIRST_REPLY, {"analysis": "use the new lever", "changes": {LEVER: True}, "rationale": "both views"},
-               {"analysis": "nothing more", "changes": {"answer_style": "extractive"}, "rationale": "shorter"}]
+    replies = [
+        FIRST_REPLY,
+        {"analysis": "use the new lever", "changes": {LEVER: True}, "rationale": "both views"},
+        {"analysis": "nothing more", "changes": {"answer_style": "extractive"}, "rationale": "shorter"},
+    ]
     with FakeLLMServer(scripted(replies)) as server:
         # the guard accepts any gain here: this test is about the lever's path, not the statistics
         run(server, out, "--rounds", "2", "--init", "weak", "--alpha", "0.5", "--min-effect", "0")
@@ -111,8 +156,14 @@ def test_a_proposed_bundle_emerges_is_switched_on_guarded_resumed_and_travels(tm
     decision_1 = query(out, "SELECT decision, changes FROM decisions WHERE round = 1")[0]
     assert decision_1["decision"] == "applied" and [c["field"] for c in decision_1["changes"]] == [LEVER]
     # the bundle really changed retrieval: round 2 packed more memories into the context
-    context = {r["round"]: r["n"] for r in query(out, """SELECT round, avg(len(context_ids)) AS n
-                                                            FROM question_records WHERE phase = 'dev' GROUP BY round""")}
+    context = {
+        r["round"]: r["n"]
+        for r in query(
+            out,
+            """SELECT round, avg(len(context_ids)) AS n
+                                                            FROM question_records WHERE phase = 'dev' GROUP BY round""",
+        )
+    }
     assert context[2] > context[1]
 
     decision_2 = query(out, "SELECT accepted, significant_loss, best_round FROM decisions WHERE round = 2")[0]
@@ -126,12 +177,33 @@ def test_a_proposed_bundle_emerges_is_switched_on_guarded_resumed_and_travels(tm
 
     # `evolve eval --config` on the file alone and `evolve transfer` score it identically
     forget_added_dimensions()
-    evaluated = evolve("eval", "--benchmark", "synth", "--split", "test", "--config", str(out / "best_config.toml"),
-                       "--out", str(tmp_path / "eval"), "--quiet", "--json")
+    evaluated = evolve(
+        "eval",
+        "--benchmark",
+        "synth",
+        "--split",
+        "test",
+        "--config",
+        str(out / "best_config.toml"),
+        "--out",
+        str(tmp_path / "eval"),
+        "--quiet",
+        "--json",
+    )
     assert evaluated.exit_code == 0, evaluated.output
     forget_added_dimensions()
-    transferred = evolve("transfer", str(out), "--benchmark", "synth", "--split", "test",
-                         "--out", str(tmp_path / "transfer"), "--quiet", "--json")
+    transferred = evolve(
+        "transfer",
+        str(out),
+        "--benchmark",
+        "synth",
+        "--split",
+        "test",
+        "--out",
+        str(tmp_path / "transfer"),
+        "--quiet",
+        "--json",
+    )
     assert transferred.exit_code == 0, transferred.output
     a, b = (json.loads(r.stdout.strip().splitlines()[-1]) for r in (evaluated, transferred))
     assert a["overall"] == b["overall"] and a["by_category"] == b["by_category"]
@@ -143,7 +215,9 @@ def test_a_proposed_bundle_emerges_is_switched_on_guarded_resumed_and_travels(tm
     # a new run started from this one carries the lever and resumes with it
     forget_added_dimensions()
     second = tmp_path / "second"
-    with FakeLLMServer(scripted([{"analysis": "keep", "changes": {"answer_style": "detailed"}, "rationale": "r"}])) as server:
+    with FakeLLMServer(
+        scripted([{"analysis": "keep", "changes": {"answer_style": "detailed"}, "rationale": "r"}])
+    ) as server:
         run(server, second, "--rounds", "0", "--init", str(out))
         assert (second / "inherited_dimensions" / f"{LEVER}.toml").is_file()
         assert configs(second)[0][LEVER] is True
@@ -183,16 +257,30 @@ def test_a_lever_that_loses_on_paired_evidence_is_reverted(tmp_path: Path) -> No
     out = tmp_path / "run"
     # on synth the offline reader answers worse with long answers over a chronological context
     story = {"context_order": "chronological", "answer_style": "detailed"}
-    replies = [{"analysis": "answers lack the order of events", "changes": {"max_context": 14},
-                "new_dimensions": [{"name": "story_mode", "description": "Memories in time order, full answers.",
-                                    "maps_to": story, "rationale": "events need their order"}], "rationale": "more"},
-               {"analysis": "try the lever", "changes": {"story_mode": True}, "rationale": "order"},
-               {"analysis": "more context", "changes": {"max_context": 16}, "rationale": "more"}]
+    replies = [
+        {
+            "analysis": "answers lack the order of events",
+            "changes": {"max_context": 14},
+            "new_dimensions": [
+                {
+                    "name": "story_mode",
+                    "description": "Memories in time order, full answers.",
+                    "maps_to": story,
+                    "rationale": "events need their order",
+                }
+            ],
+            "rationale": "more",
+        },
+        {"analysis": "try the lever", "changes": {"story_mode": True}, "rationale": "order"},
+        {"analysis": "more context", "changes": {"max_context": 16}, "rationale": "more"},
+    ]
     with FakeLLMServer(scripted(replies)) as server:
         run(server, out, "--rounds", "3", "--init", "default")
     by_round = configs(out)
     assert by_round[2]["story_mode"] is True
-    decision = query(out, "SELECT decision, accepted, significant_loss, best_round, verdict FROM decisions WHERE round = 2")[0]
+    decision = query(
+        out, "SELECT decision, accepted, significant_loss, best_round, verdict FROM decisions WHERE round = 2"
+    )[0]
     assert not decision["accepted"] and decision["significant_loss"] and decision["decision"] == "reverted", decision
     # the next config is built from the incumbent, where the lever is off
     assert by_round[3].get("story_mode", False) is False

@@ -1,5 +1,6 @@
 """Extraction: the offline extractor on real LoCoMo, the LLM extractor against the fake
 OpenAI-compatible server (real litellm path), and the on-disk memory cache."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,28 @@ from tests.fake_llm_server import FakeLLMServer, message_text
 
 # ------------------------------------------------------------------------------------ helpers
 
-_WORDS = ("ceramic", "orchard", "lantern", "harbour", "violin", "meadow", "quartz", "saffron", "glacier", "falcon",
-          "cobalt", "juniper", "marble", "thistle", "canyon", "ember", "willow", "garnet", "lagoon", "pepper")
+_WORDS = (
+    "ceramic",
+    "orchard",
+    "lantern",
+    "harbour",
+    "violin",
+    "meadow",
+    "quartz",
+    "saffron",
+    "glacier",
+    "falcon",
+    "cobalt",
+    "juniper",
+    "marble",
+    "thistle",
+    "canyon",
+    "ember",
+    "willow",
+    "garnet",
+    "lagoon",
+    "pepper",
+)
 
 
 def synthetic_conversation(n_turns: int = 100, per_session: int = 25) -> Conversation:
@@ -46,7 +67,9 @@ def prompt_sections(body: dict) -> tuple[list[tuple[str, str, str]], list[str], 
     prompt = next(message_text(m) for m in body["messages"] if m["role"] == "user")
     context_part = prompt.split("Earlier turns, for context only", 1)[1].split("Turns to write memories about:", 1)[0]
     target_part = prompt.split("Turns to write memories about:", 1)[1].split("Rules:", 1)[0]
-    targets = [(m.group(1), m.group(3), m.group(4)) for line in target_part.splitlines() if (m := _TURN_LINE.match(line))]
+    targets = [
+        (m.group(1), m.group(3), m.group(4)) for line in target_part.splitlines() if (m := _TURN_LINE.match(line))
+    ]
     context = [m.group(1) for line in context_part.splitlines() if (m := _TURN_LINE.match(line))]
     return targets, context, prompt
 
@@ -57,8 +80,14 @@ def copy_responder(skip=lambda turn_id, prompt: False, extra=()):
     def respond(body: dict) -> str:
         targets, _, prompt = prompt_sections(body)
         memories = [
-            {"content": f"{speaker} said on that day: {text}", "type": "fact", "persons": [speaker],
-             "importance": 0.7, "source_turn_ids": [turn_id], "date": "2023-05-07"}
+            {
+                "content": f"{speaker} said on that day: {text}",
+                "type": "fact",
+                "persons": [speaker],
+                "importance": 0.7,
+                "source_turn_ids": [turn_id],
+                "date": "2023-05-07",
+            }
             for turn_id, speaker, text in targets
             if not skip(turn_id, prompt)
         ]
@@ -77,8 +106,13 @@ def llm_setup(monkeypatch, tmp_path):
     def make(server: FakeLLMServer, **extractor_options):
         from evolvemem.memory.llm_extract import LLMExtractor
 
-        client = LLMClient("openai/fake-model", api_base=server.url, cache=ResponseCache(tmp_path / "llm"),
-                           max_retries=0, backoff_base=0.0)
+        client = LLMClient(
+            "openai/fake-model",
+            api_base=server.url,
+            cache=ResponseCache(tmp_path / "llm"),
+            max_retries=0,
+            backoff_base=0.0,
+        )
         options = {"max_workers": 1, "retry_wait": 0.0, **extractor_options}
         return LLMExtractor(client, **options)
 
@@ -139,7 +173,9 @@ def test_offline_extraction_restricted_to_turn_ids_and_deterministic(locomo_conv
 
 def test_relative_dates_and_rule_importance():
     monday = datetime(2023, 5, 8)
-    notes = resolve_relative_dates("Last weekend and 3 days ago; last year I moved. Last Friday too, next month!", monday)
+    notes = resolve_relative_dates(
+        "Last weekend and 3 days ago; last year I moved. Last Friday too, next month!", monday
+    )
     assert notes == [
         "last weekend = 6 May 2023 to 7 May 2023",
         "last year = 2022",
@@ -150,8 +186,13 @@ def test_relative_dates_and_rule_importance():
     assert resolve_relative_dates("Nothing relative here.", monday) == []
     conv = synthetic_conversation(2)
     greeting = Turn("D1:9", "Priya", "Hey Tomasz! How are you?", "session_1", monday)
-    event = Turn("D1:10", "Priya", "I adopted a puppy at a rescue farm in Lisbon last week, her name is Biscuit.",
-                 "session_1", monday)
+    event = Turn(
+        "D1:10",
+        "Priya",
+        "I adopted a puppy at a rescue farm in Lisbon last week, her name is Biscuit.",
+        "session_1",
+        monday,
+    )
     low = OfflineExtractor.memory_for_turn(conv.conversation_id, greeting, conv.speakers)
     high = OfflineExtractor.memory_for_turn(conv.conversation_id, event, conv.speakers)
     assert low.importance <= 0.15 < 0.6 <= high.importance
@@ -178,11 +219,17 @@ def test_memory_cache_hit_on_second_call(monkeypatch, tmp_path, locomo_conversat
     assert cache_path(key).is_relative_to(tmp_path / "memories")
     # an edited turn is a different conversation: the cache misses
     first = locomo_conversation.sessions[0]
-    edited_turn = Turn(first.turns[0].turn_id, first.turns[0].speaker, "An edited greeting.", first.session_id,
-                       first.timestamp)
-    edited = Conversation(locomo_conversation.conversation_id,
-                          (Session(first.session_id, first.timestamp, (edited_turn, *first.turns[1:])),
-                           *locomo_conversation.sessions[1:]), locomo_conversation.speakers)
+    edited_turn = Turn(
+        first.turns[0].turn_id, first.turns[0].speaker, "An edited greeting.", first.session_id, first.timestamp
+    )
+    edited = Conversation(
+        locomo_conversation.conversation_id,
+        (
+            Session(first.session_id, first.timestamp, (edited_turn, *first.turns[1:])),
+            *locomo_conversation.sessions[1:],
+        ),
+        locomo_conversation.speakers,
+    )
     assert load_or_extract(extractor, edited)[2] is False
     # a corrupt file is ignored and rewritten
     cache_path(key).write_text("{ truncated", encoding="utf-8")
@@ -240,7 +287,10 @@ def test_llm_rejects_sources_outside_the_window(llm_setup):
 def test_llm_context_overflow_splits_into_sub_windows(llm_setup):
     conv = synthetic_conversation(100)
     with FakeLLMServer(responder=copy_responder()) as server:
-        server.fail_next(400, body="This model's maximum context length is 8192 tokens. However, your messages resulted in 9100 tokens.")
+        server.fail_next(
+            400,
+            body="This model's maximum context length is 8192 tokens. However, your messages resulted in 9100 tokens.",
+        )
         units, _ = llm_setup(server).extract(conv)
     sizes = [len(prompt_sections(body)[0]) for body in server.requests]
     assert sizes == [40, 15, 15, 10, 40, 20]  # no retry of the overflowing window: split at once

@@ -4,6 +4,7 @@ fatal, kills that lose only the answers in flight, environment errors in one lin
 --api-base never shown or stored, evidence ids that name no turn, and plain messages for a refused
 connection and a hung server. Everything runs through the real CLI, litellm and DuckDB against
 the fake server on 127.0.0.1."""
+
 from __future__ import annotations
 
 import base64
@@ -23,22 +24,48 @@ import pytest
 from evolvemem.llm.client import REPLY_FLOOR_CHARS, LLMCallFailed, LLMClient, reply_limit
 from evolvemem.store import RunStore
 from tests.fake_llm_server import FakeLLMServer
-from tests.test_llm_pipeline import (MODEL, evolve, is_diagnosis, llm_eval, make_responder, new_cache,  # noqa: F401
-                                     predictions, query, records, seed_cache)
+from tests.test_llm_pipeline import (
+    MODEL,
+    evolve,
+    is_diagnosis,
+    llm_eval,
+    make_responder,
+    new_cache,  # noqa: F401
+    predictions,
+    query,
+    records,  # noqa: F401
+    seed_cache,  # noqa: F401
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def llm_run(server_url: str, out: Path, *extra: str) -> object:
-    return evolve("run", "--benchmark", "synth", "--answer-model", MODEL, "--api-base", server_url,
-                  "--extract-model", "offline", "--out", str(out), "--quiet", *extra)
+    return evolve(
+        "run",
+        "--benchmark",
+        "synth",
+        "--answer-model",
+        MODEL,
+        "--api-base",
+        server_url,
+        "--extract-model",
+        "offline",
+        "--out",
+        str(out),
+        "--quiet",
+        *extra,
+    )
 
 
 def figures(run_dir: Path) -> list[tuple]:
     """What the tables print, per evaluation: n, failed, F1s, evidence recall."""
-    rows = query(run_dir, """SELECT round, phase, n_questions, n_failed, round(main_f1, 6) AS main,
+    rows = query(
+        run_dir,
+        """SELECT round, phase, n_questions, n_failed, round(main_f1, 6) AS main,
                                     round(all_f1, 6) AS all_f1, round(evidence_recall, 6) AS er
-                             FROM rounds ORDER BY round, phase""")
+                             FROM rounds ORDER BY round, phase""",
+    )
     return [tuple(r.values()) for r in rows]
 
 
@@ -51,7 +78,8 @@ def closed_port() -> int:
 # ----------------------------------------------------------------------------- 1. retried on resume
 @pytest.mark.parametrize("fault", ["500", "drop", "not_chat"])
 def test_failed_questions_of_finished_rounds_are_retried_by_resume_to_the_fault_free_figures(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, new_cache, fault: str) -> None:  # noqa: F811
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, new_cache, fault: str
+) -> None:  # noqa: F811
     with FakeLLMServer(make_responder()) as server:
         assert llm_run(server.url, tmp_path / "clean", "--rounds", "0").exit_code == 0
     clean_predictions, clean_figures = predictions(tmp_path / "clean"), figures(tmp_path / "clean")
@@ -61,8 +89,11 @@ def test_failed_questions_of_finished_rounds_are_retried_by_resume_to_the_fault_
     monkeypatch.setenv("EVOLVEMEM_LLM_BREAKER", "0")
     run = tmp_path / "faulty"
     with FakeLLMServer(make_responder()) as server:
-        {"500": lambda: server.fail_next(500, count=6), "drop": lambda: server.drop_next(6),
-         "not_chat": lambda: server.garble_next(6)}[fault]()
+        {
+            "500": lambda: server.fail_next(500, count=6),
+            "drop": lambda: server.drop_next(6),
+            "not_chat": lambda: server.garble_next(6),
+        }[fault]()
         first = llm_run(server.url, run, "--rounds", "0", "--concurrency", "1")
         assert first.exit_code == 0, first.output
         assert "6 questions failed" in " ".join(first.output.split())
@@ -79,7 +110,8 @@ def test_failed_questions_of_finished_rounds_are_retried_by_resume_to_the_fault_
 
 # ----------------------------------------------------------------------------- 2. bounded replies
 def test_a_server_that_ignores_max_tokens_cannot_fill_memory_the_store_or_the_cache(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     huge = "word " * 600_000  # 3 MB per reply
     cache = Path(os.environ["EVOLVEMEM_CACHE_DIR"]) / "llm"
 
@@ -91,9 +123,24 @@ def test_a_server_that_ignores_max_tokens_cannot_fill_memory_the_store_or_the_ca
         reply = client.complete([{"role": "user", "content": "hi"}], role="answer", max_tokens=100)
         assert reply.truncated and len(reply.text) == reply_limit(100) == REPLY_FLOOR_CHARS
         assert client.oversized_replies == 1
-        result = evolve("run", "--benchmark", "synth", "--rounds", "1", "--model", MODEL, "--api-base", server.url,
-                        "--extract-model", "offline", "--out", str(tmp_path / "run"), "--quiet",
-                        "--screen-fraction", "0")
+        result = evolve(
+            "run",
+            "--benchmark",
+            "synth",
+            "--rounds",
+            "1",
+            "--model",
+            MODEL,
+            "--api-base",
+            server.url,
+            "--extract-model",
+            "offline",
+            "--out",
+            str(tmp_path / "run"),
+            "--quiet",
+            "--screen-fraction",
+            "0",
+        )
         assert result.exit_code == 0, result.output
         assert "longer than asked" in " ".join(result.output.split())  # said once, at the end
     longest = query(tmp_path / "run", "SELECT max(length(prediction)) AS n FROM question_records")[0]["n"]
@@ -106,8 +153,7 @@ def test_a_server_that_ignores_max_tokens_cannot_fill_memory_the_store_or_the_ca
 
 
 # ----------------------------------------------------------------------------- 3. no dead ends
-def test_a_directory_left_before_the_first_round_is_reused_by_a_re_run_and_explained_by_resume(
-        tmp_path: Path) -> None:
+def test_a_directory_left_before_the_first_round_is_reused_by_a_re_run_and_explained_by_resume(tmp_path: Path) -> None:
     out = tmp_path / "run"
     RunStore(out).close()  # what a kill right after start leaves: a store, no spec in its manifest
     resumed = evolve("run", "--resume", str(out), "--quiet")
@@ -159,7 +205,7 @@ def test_evolve_runs_lists_the_good_runs_and_marks_a_damaged_one(tmp_path: Path)
     db.write_bytes(db.read_bytes()[: db.stat().st_size // 2])
     result = evolve("runs", str(tmp_path), "--json")
     assert result.exit_code == 0, result.output
-    rows = {Path(r["run_dir"]).name: r for r in json.loads(result.stdout[result.stdout.index("{"):])["runs"]}
+    rows = {Path(r["run_dir"]).name: r for r in json.loads(result.stdout[result.stdout.index("{") :])["runs"]}
     assert rows["good"]["status"] == "finished" and rows["good"]["rounds"] == 1
     assert rows["bad"]["status"].startswith("unreadable: ") and "\n" not in rows["bad"]["status"]
 
@@ -183,9 +229,31 @@ def test_a_sigkill_loses_only_the_answer_in_flight_and_its_cost_is_recorded(tmp_
     env = {**os.environ, "OPENAI_API_KEY": "sk-test", "HF_HUB_OFFLINE": "1"}
     with FakeLLMServer(respond) as server:
         process = subprocess.Popen(
-            [sys.executable, "-m", "evolvemem.cli.main", "eval", "--benchmark", "synth", "--model", MODEL,
-             "--api-base", server.url, "--extract-model", "offline", "--out", str(out), "--quiet", "--no-cache",
-             "--concurrency", "1"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            [
+                sys.executable,
+                "-m",
+                "evolvemem.cli.main",
+                "eval",
+                "--benchmark",
+                "synth",
+                "--model",
+                MODEL,
+                "--api-base",
+                server.url,
+                "--extract-model",
+                "offline",
+                "--out",
+                str(out),
+                "--quiet",
+                "--no-cache",
+                "--concurrency",
+                "1",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         deadline = time.monotonic() + 120
         while server.request_count <= answered_before_kill and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -269,8 +337,11 @@ def test_credentials_in_api_base_pass_through_and_are_never_printed_or_stored(tm
     assert "SECRET42" not in result.output
     stored = json.dumps(query(out, "SELECT key, value FROM manifest"))
     assert "SECRET42" not in stored and "***@127.0.0.1" in stored
-    assert not any("SECRET42" in p.read_text(errors="ignore") for p in out.rglob("*") if p.is_file()
-                   and p.suffix in (".json", ".toml", ".md", ".txt"))
+    assert not any(
+        "SECRET42" in p.read_text(errors="ignore")
+        for p in out.rglob("*")
+        if p.is_file() and p.suffix in (".json", ".toml", ".md", ".txt")
+    )
     refused = llm_run(f"http://alice:SECRET42@127.0.0.1:{closed_port()}/v1", tmp_path / "other", "--rounds", "0")
     assert refused.exit_code == 2 and "SECRET42" not in refused.output and "***@127.0.0.1" in refused.output
 
@@ -278,21 +349,44 @@ def test_credentials_in_api_base_pass_through_and_are_never_printed_or_stored(tm
 # ----------------------------------------------------------------------------- 8. evidence naming no turn
 def test_locomo_evidence_naming_no_turn_is_a_counted_warning_custom_data_is_refused(tmp_path: Path) -> None:
     turns = [{"speaker": "Mara", "dia_id": f"D1:{i}", "text": f"Mara adopted a parrot named Pip{i}."} for i in (1, 2)]
-    sample = {"sample_id": "s1", "conversation": {"speaker_a": "Mara", "speaker_b": "Ivo", "session_1": turns,
-                                                   "session_1_date_time": "1:56 pm on 8 May, 2023"},
-              "qa": [{"question": "What is the parrot called?", "answer": "Pip1", "evidence": ["D1:1", "D1:9"],
-                      "category": 4},
-                     {"question": "Who adopted a parrot?", "answer": "Mara", "evidence": ["D7:2"], "category": 4}]}
+    sample = {
+        "sample_id": "s1",
+        "conversation": {
+            "speaker_a": "Mara",
+            "speaker_b": "Ivo",
+            "session_1": turns,
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+        },
+        "qa": [
+            {"question": "What is the parrot called?", "answer": "Pip1", "evidence": ["D1:1", "D1:9"], "category": 4},
+            {"question": "Who adopted a parrot?", "answer": "Mara", "evidence": ["D7:2"], "category": 4},
+        ],
+    }
     data = tmp_path / "locomo.json"
     data.write_text(json.dumps([sample]), encoding="utf-8")
     result = evolve("eval", "--benchmark", "locomo", "--data", str(data), "--out", str(tmp_path / "ev"), "--quiet")
     assert result.exit_code == 0, result.output
     assert "2 of 3 evidence ids name no turn of their conversation" in " ".join(result.output.split())
 
-    custom = {"conversations": [{"id": "c1", "sessions": [{"id": "s1", "turns": [
-        {"id": "c1-1", "speaker": "Mara", "text": "I adopted a parrot named Pip."}]}]}],
-        "questions": [{"id": "q1", "conversation_id": "c1", "question": "What is the parrot called?",
-                       "answer": "Pip", "evidence": ["c1-9"]}]}
+    custom = {
+        "conversations": [
+            {
+                "id": "c1",
+                "sessions": [
+                    {"id": "s1", "turns": [{"id": "c1-1", "speaker": "Mara", "text": "I adopted a parrot named Pip."}]}
+                ],
+            }
+        ],
+        "questions": [
+            {
+                "id": "q1",
+                "conversation_id": "c1",
+                "question": "What is the parrot called?",
+                "answer": "Pip",
+                "evidence": ["c1-9"],
+            }
+        ],
+    }
     path = tmp_path / "custom.json"
     path.write_text(json.dumps(custom), encoding="utf-8")
     refused = evolve("eval", "--benchmark", "custom", "--data", str(path), "--out", str(tmp_path / "c"), "--quiet")
@@ -316,8 +410,9 @@ def test_a_hung_server_is_given_up_on_after_about_the_timeout() -> None:
         LLMClient(MODEL, api_base=warm.url, cache=None).complete([{"role": "user", "content": "hi"}], role="answer")
     with FakeLLMServer(hang_seconds=30) as server:
         server.hang_next(10_000)
-        client = LLMClient(MODEL, api_base=server.url, cache=None, timeout=timeout, breaker=breaker,
-                           max_retries=4, backoff_base=1.0)
+        client = LLMClient(
+            MODEL, api_base=server.url, cache=None, timeout=timeout, breaker=breaker, max_retries=4, backoff_base=1.0
+        )
         errors: list[str] = []
 
         def call(i: int) -> None:
@@ -349,4 +444,3 @@ def test_the_preflight_accepts_credentials_in_the_url() -> None:
         assert endpoint_problem(server.url.replace("http://", "http://u:p%40ss@"), 5) is None
     url, auth = split_credentials("http://u:p%40ss@host:8080/v1/models")
     assert url == "http://host:8080/v1/models" and auth == "Basic " + base64.b64encode(b"u:p@ss").decode()
-

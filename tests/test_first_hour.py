@@ -3,6 +3,7 @@ for what the guard kept, an evidence run reported as evidence recall, a warning 
 too small, custom data that refuses what it cannot use, the run's total time, and the small CLI
 promises (--version, plain help, a config file that reads back). Real runs on the synth benchmark and
 on the fixtures' invented conversations."""
+
 from __future__ import annotations
 
 import json
@@ -28,7 +29,7 @@ def invoke(*args: str):
 
 
 def last_json(text: str) -> dict:
-    return json.loads(text[text.rindex("\n{") + 1:] if "\n{" in text else text)
+    return json.loads(text[text.rindex("\n{") + 1 :] if "\n{" in text else text)
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +37,9 @@ def balanced_run(tmp_path_factory) -> tuple[Path, str]:
     """Synth at the default alpha: later rounds score a higher mean than round 0, none wins its paired
     comparison (30 dev questions), so the guard's best is the start."""
     out = tmp_path_factory.mktemp("first-hour") / "balanced"
-    result = invoke("run", "--benchmark", "synth", "--rounds", "2", "--patience", "0", "--objective", "balanced",
-                    "--out", str(out))
+    result = invoke(
+        "run", "--benchmark", "synth", "--rounds", "2", "--patience", "0", "--objective", "balanced", "--out", str(out)
+    )
     assert result.exit_code == 0, result.output
     return out, result.output
 
@@ -87,8 +89,25 @@ def test_the_best_so_far_line_ends_at_the_best_rounds_score(tmp_path):
     from evolvemem.session import open_run
 
     out = tmp_path / "run"
-    assert invoke("run", "--benchmark", "synth", "--rounds", "2", "--patience", "0", "--objective", "balanced",
-                  "--alpha", "0.2", "--out", str(out), "--quiet").exit_code == 0
+    assert (
+        invoke(
+            "run",
+            "--benchmark",
+            "synth",
+            "--rounds",
+            "2",
+            "--patience",
+            "0",
+            "--objective",
+            "balanced",
+            "--alpha",
+            "0.2",
+            "--out",
+            str(out),
+            "--quiet",
+        ).exit_code
+        == 0
+    )
     with open_run(str(out)) as store:
         data = gather(store)
     best = data.round(data.best_round)
@@ -114,8 +133,13 @@ def test_show_prints_each_verdict_once(balanced_run, tmp_path):
     with RunStore(copy) as store:
         row = store.decision(1)
         store.con.execute("DELETE FROM decisions WHERE round = 1")  # the store holds one decision per round
-        store.record_decision({**row, "decision": "reverted",
-                               "reason": f"{row['verdict']}; the proposal is applied to the best config instead"})
+        store.record_decision(
+            {
+                **row,
+                "decision": "reverted",
+                "reason": f"{row['verdict']}; the proposal is applied to the best config instead",
+            }
+        )
         verdicts = [r["verdict"] for r in store.query("SELECT verdict FROM decisions WHERE round > 0")]
     text = " ".join(invoke("show", str(copy)).output.split())
     for verdict in set(verdicts):
@@ -208,8 +232,12 @@ def test_a_misspelt_key_is_refused_with_did_you_mean(tmp_path):
             q["evidnce"] = q.pop("evidence", [])
 
     out = tmp_path / "run"
-    line = _refused(invoke("run", "--benchmark", "custom", "--data", str(_domain(tmp_path, misspell)), "--out", str(out),
-                           "--quiet"), out)
+    line = _refused(
+        invoke(
+            "run", "--benchmark", "custom", "--data", str(_domain(tmp_path, misspell)), "--out", str(out), "--quiet"
+        ),
+        out,
+    )
     assert "unknown key 'evidnce'" in line and "did you mean 'evidence'?" in line
 
 
@@ -225,15 +253,20 @@ def test_empty_inputs_give_one_line_exit_2_and_leave_nothing(tmp_path, command):
 def test_conversations_without_questions_are_refused(tmp_path):
     out = tmp_path / "out"
     no_questions = _domain(tmp_path, lambda data: data.update(questions=[]))
-    assert "no questions" in _refused(invoke("run", "--benchmark", "custom", "--data", str(no_questions), "--out",
-                                             str(out), "--quiet"), out)
+    assert "no questions" in _refused(
+        invoke("run", "--benchmark", "custom", "--data", str(no_questions), "--out", str(out), "--quiet"), out
+    )
 
     def drop_one(data):
         first = data["conversations"][0]["id"]
         data["questions"] = [q for q in data["questions"] if q["conversation_id"] != first]
 
-    line = _refused(invoke("run", "--benchmark", "custom", "--data", str(_domain(tmp_path, drop_one)), "--out", str(out),
-                           "--quiet"), out)
+    line = _refused(
+        invoke(
+            "run", "--benchmark", "custom", "--data", str(_domain(tmp_path, drop_one)), "--out", str(out), "--quiet"
+        ),
+        out,
+    )
     assert "has no questions" in line
 
 
@@ -276,8 +309,12 @@ def test_a_config_with_settings_off_writes_no_null_string_and_reads_back(tmp_pat
 def test_diff_names_categories_as_show_does(tmp_path):
     out = tmp_path / "run"
     fixture = REPO / "tests" / "fixtures" / "locomo_tiny.json"
-    assert invoke("run", "--data", str(fixture), "--rounds", "1", "--objective", "balanced", "--out", str(out),
-                  "--quiet").exit_code == 0
+    assert (
+        invoke(
+            "run", "--data", str(fixture), "--rounds", "1", "--objective", "balanced", "--out", str(out), "--quiet"
+        ).exit_code
+        == 0
+    )
     shown = last_json(invoke("diff", str(out), "0", "1", "--json").stdout)
     names = {v["name"] for v in shown["score_diff"].values()}
     assert names and not any(name.isdigit() for name in names)

@@ -1,5 +1,6 @@
 """Ctrl-C against a model that hangs: the command leaves within seconds (not after the calls in
 flight time out), says the work is saved, and the same eval resumes to a complete round."""
+
 from __future__ import annotations
 
 import os
@@ -23,12 +24,34 @@ def test_ctrl_c_leaves_within_seconds_while_calls_hang_and_the_round_resumes(tmp
         server.fail_next(0, count=10_000)  # every call hangs (the client would wait 60 s per try)
         env = {**os.environ, "OPENAI_API_KEY": "sk-test", "EVOLVEMEM_NO_LLM_CACHE": "1", "HF_HUB_OFFLINE": "1"}
         process = subprocess.Popen(
-            [sys.executable, "-m", "evolvemem.cli.main", "eval", "--benchmark", "synth", "--model", MODEL,
-             "--api-base", server.url, "--extract-model", "offline", "--out", str(out), "--quiet",
-             "--concurrency", "4"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-m",
+                "evolvemem.cli.main",
+                "eval",
+                "--benchmark",
+                "synth",
+                "--model",
+                MODEL,
+                "--api-base",
+                server.url,
+                "--extract-model",
+                "offline",
+                "--out",
+                str(out),
+                "--quiet",
+                "--concurrency",
+                "4",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
             # a user's shell delivers Ctrl-C; a test run launched in the background inherits SIGINT ignored
             # (POSIX shells do that to background jobs) and Python would then never raise KeyboardInterrupt
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
         deadline = time.monotonic() + 120
         while server.request_count < 4 and time.monotonic() < deadline:
             time.sleep(0.2)

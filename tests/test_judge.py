@@ -1,4 +1,5 @@
 """The LLM judge through the real LLM layer against the fake OpenAI-compatible server."""
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,14 @@ def toy_judge(body: dict) -> str:
 
 @pytest.fixture
 def judge(fake_llm: FakeLLMServer, tmp_path: Path) -> LLMJudge:  # noqa: F811 - fixture argument
-    client = LLMClient("openai/fake-model", api_base=fake_llm.url, cache=ResponseCache(tmp_path / "llm"),
-                       backoff_base=0.01, max_retries=1, timeout=5.0)
+    client = LLMClient(
+        "openai/fake-model",
+        api_base=fake_llm.url,
+        cache=ResponseCache(tmp_path / "llm"),
+        backoff_base=0.01,
+        max_retries=1,
+        timeout=5.0,
+    )
     return LLMJudge(client)
 
 

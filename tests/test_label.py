@@ -5,6 +5,7 @@ The fake model is scripted by content: a generation prompt gets the next scripte
 its kind and session, and a check prompt is answered like a careful reader — the scripted answer
 when the excerpt holds the fact's keyword, "Not mentioned in the conversation" otherwise. So
 whether a check passes depends on what the check shows the model, as with a real one."""
+
 from __future__ import annotations
 
 import json
@@ -39,13 +40,24 @@ SCRIPT: dict[tuple[str, str], list[dict | None]] = {
         {"question": "Which instrument does Priya study?", "answer": NOT_MENTIONED, "evidence": []},  # answered
     ],
     ("single-hop", "s2"): [
-        {"question": "What is Priya's cat called?", "answer": "Figo", "evidence": ["pt-7"]},  # leak: pt-3 names Figo too
-        {"question": "Who said Figo knocked my music stand over twice this morning?", "answer": "Priya",
-         "evidence": ["pt-7"]},  # verbatim
+        {
+            "question": "What is Priya's cat called?",
+            "answer": "Figo",
+            "evidence": ["pt-7"],
+        },  # leak: pt-3 names Figo too
+        {
+            "question": "Who said Figo knocked my music stand over twice this morning?",
+            "answer": "Priya",
+            "evidence": ["pt-7"],
+        },  # verbatim
     ],
     ("unanswerable", "s2"): [
         None,  # not JSON, even when asked again
-        {"question": "What is Tomasz's favourite colour?", "answer": NOT_MENTIONED, "evidence": []},  # check reply malformed
+        {
+            "question": "What is Tomasz's favourite colour?",
+            "answer": NOT_MENTIONED,
+            "evidence": [],
+        },  # check reply malformed
         {"question": "When is Tomasz's birthday?", "answer": NOT_MENTIONED, "evidence": []},  # kept
     ],
 }
@@ -112,9 +124,25 @@ def model_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def label(server: FakeLLMServer, out: Path, *extra: str) -> Any:
-    return CliRunner().invoke(app, ["label", "--data", str(CONVERSATION), "--model", MODEL, "--api-base", server.url,
-                                    "--types", "single-hop,unanswerable", "--out", str(out), "--json", "--quiet",
-                                    *extra])
+    return CliRunner().invoke(
+        app,
+        [
+            "label",
+            "--data",
+            str(CONVERSATION),
+            "--model",
+            MODEL,
+            "--api-base",
+            server.url,
+            "--types",
+            "single-hop,unanswerable",
+            "--out",
+            str(out),
+            "--json",
+            "--quiet",
+            *extra,
+        ],
+    )
 
 
 def summary_of(result: Any) -> dict:
@@ -131,24 +159,38 @@ def test_every_check_accepts_and_rejects_for_its_reason(model_env, tmp_path: Pat
     assert result.exit_code == 0, result.output
     summary = summary_of(result)
     kept = kept_questions(tmp_path / "dev.json")
-    assert set(kept) == {"Which city did Priya move to?", "What is the name of Tomasz's dog?",
-                         "When is Tomasz's birthday?"}
+    assert set(kept) == {
+        "Which city did Priya move to?",
+        "What is the name of Tomasz's dog?",
+        "When is Tomasz's birthday?",
+    }
     assert summary["rejected"] == {
-        RejectReason.DUPLICATE.value: 1, RejectReason.NOT_ANSWERABLE.value: 1, RejectReason.ANSWERED.value: 1,
-        RejectReason.LEAK.value: 1, RejectReason.VERBATIM.value: 1, RejectReason.MALFORMED.value: 1,
-        RejectReason.CHECK_MALFORMED.value: 1}
+        RejectReason.DUPLICATE.value: 1,
+        RejectReason.NOT_ANSWERABLE.value: 1,
+        RejectReason.ANSWERED.value: 1,
+        RejectReason.LEAK.value: 1,
+        RejectReason.VERBATIM.value: 1,
+        RejectReason.MALFORMED.value: 1,
+        RejectReason.CHECK_MALFORMED.value: 1,
+    }
     assert summary["candidates"] == 10 and summary["kept_total"] == 3
     # provenance: the generator, every check with its verdict and the checker's answer, the model
     city = kept["Which city did Priya move to?"]["provenance"]
     assert city["model"] == MODEL and city["generator"]["kind"] == "llm" and city["generator"]["sessions"] == ["s1"]
     assert [(c["check"], c["verdict"]) for c in city["checks"]] == [
-        ("verbatim", "pass"), ("duplicate", "pass"), ("answerable_from_evidence", "pass"),
-        ("not_answerable_without_evidence", "pass")]
+        ("verbatim", "pass"),
+        ("duplicate", "pass"),
+        ("answerable_from_evidence", "pass"),
+        ("not_answerable_without_evidence", "pass"),
+    ]
     assert city["checks"][2]["answer"] == "Lisbon" and city["checks"][3]["answer"] == NOT_MENTIONED
     dog = kept["What is the name of Tomasz's dog?"]
     assert dog["category"] == "unanswerable" and dog["question_type"] == "adversarial" and dog["evidence"] == []
-    assert dog["provenance"]["checks"][-1] == {"check": "unanswerable_in_best_context", "verdict": "pass",
-                                               "answer": NOT_MENTIONED}
+    assert dog["provenance"]["checks"][-1] == {
+        "check": "unanswerable_in_best_context",
+        "verdict": "pass",
+        "answer": NOT_MENTIONED,
+    }
     # calls and tokens are counted: 10 generation calls (+1 re-ask), and the checks
     assert summary["spent"]["calls"] == server.request_count and summary["spent"]["prompt_tokens"] > 0
     # the file loads as a custom benchmark, provenance and all
@@ -193,26 +235,56 @@ def test_an_interrupted_run_resumes_without_asking_again(model_env, tmp_path: Pa
 
 def test_traced_queries_become_checked_questions(model_env, tmp_path: Path) -> None:
     document = json.loads(CONVERSATION.read_text(encoding="utf-8"))
-    document["questions"] = [{"id": "trace-1", "conversation_id": "pt", "question": "Where does Priya live now?",
-                              "answer": [], "served_kind": "answer", "served_turn_ids": ["pt-1"]}]
+    document["questions"] = [
+        {
+            "id": "trace-1",
+            "conversation_id": "pt",
+            "question": "Where does Priya live now?",
+            "answer": [],
+            "served_kind": "answer",
+            "served_turn_ids": ["pt-1"],
+        }
+    ]
     traces = tmp_path / "traces.json"
     traces.write_text(json.dumps(document), encoding="utf-8")
     with FakeLLMServer(ScriptedModel()) as server:
-        result = CliRunner().invoke(app, ["label", "--traces", str(traces), "--model", MODEL, "--api-base", server.url,
-                                          "--types", "unanswerable", "--sessions", "1", "--per-session", "1",
-                                          "--out", str(tmp_path / "dev.json"), "--quiet"])
+        result = CliRunner().invoke(
+            app,
+            [
+                "label",
+                "--traces",
+                str(traces),
+                "--model",
+                MODEL,
+                "--api-base",
+                server.url,
+                "--types",
+                "unanswerable",
+                "--sessions",
+                "1",
+                "--per-session",
+                "1",
+                "--out",
+                str(tmp_path / "dev.json"),
+                "--quiet",
+            ],
+        )
     assert result.exit_code == 0, result.output
     seeded = kept_questions(tmp_path / "dev.json")["Where does Priya live now?"]
     assert seeded["answer"] == "Lisbon" and seeded["evidence"] == ["pt-1"]
-    assert seeded["provenance"]["generator"] == {**seeded["provenance"]["generator"], "kind": "trace",
-                                                 "trace": "trace-1"}
+    assert seeded["provenance"]["generator"] == {
+        **seeded["provenance"]["generator"],
+        "kind": "trace",
+        "trace": "trace-1",
+    }
     assert [c["verdict"] for c in seeded["provenance"]["checks"]] == ["pass"] * 4
 
 
 def test_deterministic_checks() -> None:
     conversation = next(iter(load_custom(CONVERSATION).conversations.values()))
-    copied = Candidate("pt", "single-hop", "Did Priya say the flat has a tiny balcony over the tram line?", "yes",
-                       ("pt-1",))
+    copied = Candidate(
+        "pt", "single-hop", "Did Priya say the flat has a tiny balcony over the tram line?", "yes", ("pt-1",)
+    )
     own_words = Candidate("pt", "single-hop", "What is above the tram line at Priya's flat?", "a balcony", ("pt-1",))
     assert not verbatim_check(copied, conversation).passed
     assert verbatim_check(own_words, conversation).passed
@@ -231,9 +303,25 @@ def test_no_model_says_how_to_choose(monkeypatch: pytest.MonkeyPatch, tmp_path: 
 def test_a_configured_model_is_used_not_the_offline_labeller(model_env, monkeypatch, tmp_path: Path) -> None:
     with FakeLLMServer(ScriptedModel()) as server:
         monkeypatch.setenv("EVOLVEMEM_MODEL", MODEL)
-        result = CliRunner().invoke(app, ["label", "--data", str(CONVERSATION), "--api-base", server.url,
-                                          "--types", "single-hop", "--sessions", "1", "--per-session", "1",
-                                          "--out", str(tmp_path / "dev.json"), "--quiet"])
+        result = CliRunner().invoke(
+            app,
+            [
+                "label",
+                "--data",
+                str(CONVERSATION),
+                "--api-base",
+                server.url,
+                "--types",
+                "single-hop",
+                "--sessions",
+                "1",
+                "--per-session",
+                "1",
+                "--out",
+                str(tmp_path / "dev.json"),
+                "--quiet",
+            ],
+        )
     assert result.exit_code == 0, result.output
     assert server.request_count > 0
     assert all(q["provenance"]["model"] == MODEL for q in kept_questions(tmp_path / "dev.json").values())
@@ -246,21 +334,47 @@ def test_offline_labels_say_so_and_a_short_run_works_on_them(tmp_path: Path) -> 
     assert "offline labeller" in result.output and "offline labels" in result.output
     questions = json.loads(out.read_text(encoding="utf-8"))["questions"]
     assert questions and {q["category"] for q in questions} <= {"temporal", "single-hop"}
-    assert all(q["provenance"]["model"] == "offline" and q["provenance"]["generator"]["kind"] == "offline"
-               for q in questions)
+    assert all(
+        q["provenance"]["model"] == "offline" and q["provenance"]["generator"]["kind"] == "offline" for q in questions
+    )
     by_text = {q["question"]: q["answer"] for q in questions}
     assert by_text.get("When did Tomasz Wolski mention Gdansk?") == "5 March 2024"
     # deterministic: a second run writes the same file
     again = tmp_path / "again.json"
     CliRunner().invoke(app, ["label", "--data", str(CONVERSATION), "--model", "offline", "--out", str(again)])
     assert json.loads(again.read_text(encoding="utf-8"))["questions"] == questions
-    run = CliRunner().invoke(app, ["run", "--benchmark", "custom", "--data", str(out), "--rounds", "1",
-                                   "--out", str(tmp_path / "run"), "--quiet"])
+    run = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--benchmark",
+            "custom",
+            "--data",
+            str(out),
+            "--rounds",
+            "1",
+            "--out",
+            str(tmp_path / "run"),
+            "--quiet",
+        ],
+    )
     assert run.exit_code == 0, run.output
 
 
 def test_an_unknown_type_is_one_line(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["label", "--data", str(CONVERSATION), "--model", "offline",
-                                      "--types", "single-hop,trivia", "--out", str(tmp_path / "dev.json")])
+    result = CliRunner().invoke(
+        app,
+        [
+            "label",
+            "--data",
+            str(CONVERSATION),
+            "--model",
+            "offline",
+            "--types",
+            "single-hop,trivia",
+            "--out",
+            str(tmp_path / "dev.json"),
+        ],
+    )
     assert result.exit_code == 2
     assert "unknown type 'trivia'" in result.output

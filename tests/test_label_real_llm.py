@@ -3,6 +3,7 @@ window) labels one short invented conversation. A model this small writes bad qu
 ids and contradicts itself; what must hold is that only questions whose every check passed are
 kept, that the counts add up, and that the file loads. Skips like tests/test_real_llm.py on a user's
 machine without the model; fails under CI=true."""
+
 from __future__ import annotations
 
 import json
@@ -30,20 +31,41 @@ def server() -> Iterator[LocalServer]:
         with serve("0.5b", n_ctx=WINDOW) as running:
             yield running
     except LocalModelUnavailable as exc:
-        skip_or_fail(f"the real local model is not available: {exc} (python benchmarks/local_llm_server.py fetch 0.5b "
-                     "fetches it; EVOLVEMEM_SKIP_REAL_LLM=1 skips these tests)")
+        skip_or_fail(
+            f"the real local model is not available: {exc} (python benchmarks/local_llm_server.py fetch 0.5b "
+            "fetches it; EVOLVEMEM_SKIP_REAL_LLM=1 skips these tests)"
+        )
 
 
-def test_a_real_model_labels_a_short_conversation(server: LocalServer, tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_real_model_labels_a_short_conversation(
+    server: LocalServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-local-no-key")
     monkeypatch.setenv("EVOLVEMEM_NO_LLM_CACHE", "1")
     monkeypatch.setenv("EVOLVEMEM_LLM_TIMEOUT", "600")
     out = tmp_path / "dev.json"
-    result = CliRunner().invoke(app, ["label", "--data", str(CONVERSATION), "--model", server.model,
-                                      "--api-base", server.api_base, "--context-window", str(WINDOW),
-                                      "--types", "single-hop,temporal,unanswerable", "--per-session", "3",
-                                      "--out", str(out), "--json", "--quiet"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "label",
+            "--data",
+            str(CONVERSATION),
+            "--model",
+            server.model,
+            "--api-base",
+            server.api_base,
+            "--context-window",
+            str(WINDOW),
+            "--types",
+            "single-hop,temporal,unanswerable",
+            "--per-session",
+            "3",
+            "--out",
+            str(out),
+            "--json",
+            "--quiet",
+        ],
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["candidates"] == 6  # two sessions, three kinds each

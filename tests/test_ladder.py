@@ -4,6 +4,7 @@ budget, the by-session layout, the contexts-only failure split and the rubric's 
 
 The fake model answers with the last word of the first memory in the context (test_llm_pipeline),
 so every answer call is counted exactly: rung 0 must make none."""
+
 from __future__ import annotations
 
 import json
@@ -48,17 +49,24 @@ def test_a_candidate_whose_contexts_lose_evidence_stops_at_rung_0_without_an_ans
     with FakeLLMServer(make_responder(proposing(LOSES_EVIDENCE))) as server:
         assert ladder_run(server, run, "--init", "default").exit_code == 0
         calls = answer_calls(server)
-    screening, = query(run, "SELECT * FROM screenings")
+    (screening,) = query(run, "SELECT * FROM screenings")
     assert (screening["outcome"], screening["rung"], screening["phase"]) == ("screened_out", 0, "contexts1")
     evidence = screening["evidence"]
-    assert evidence["diff"] < 0 and evidence["n"] == evidence_count() and evidence["tokens"] < evidence["incumbent_tokens"]
+    assert (
+        evidence["diff"] < 0 and evidence["n"] == evidence_count() and evidence["tokens"] < evidence["incumbent_tokens"]
+    )
     assert "stopped at rung 0" in screening["reason"] and screening["paired"] is None
     # the contexts of both configs are rounds of the store, with no answer and no call
-    contexts = query(run, "SELECT phase, count(*) AS n, count(f1) AS scored, sum(calls) AS calls, "
-                          "min(context_tokens) AS tokens FROM question_records WHERE round = 1 AND phase LIKE "
-                          "'contexts%' GROUP BY phase ORDER BY phase")
+    contexts = query(
+        run,
+        "SELECT phase, count(*) AS n, count(f1) AS scored, sum(calls) AS calls, "
+        "min(context_tokens) AS tokens FROM question_records WHERE round = 1 AND phase LIKE "
+        "'contexts%' GROUP BY phase ORDER BY phase",
+    )
     assert [(c["phase"], c["n"], c["scored"], c["calls"]) for c in contexts] == [
-        ("contexts0", evidence_count(), 0, 0), ("contexts1", evidence_count(), 0, 0)]
+        ("contexts0", evidence_count(), 0, 0),
+        ("contexts1", evidence_count(), 0, 0),
+    ]
     assert all(c["tokens"] > 0 for c in contexts)
     # nothing was answered in round 1: the round carried the incumbent's records
     round_0 = query(run, "SELECT count(*) AS n FROM question_records WHERE phase = 'dev' AND round = 0")[0]["n"]
@@ -72,9 +80,30 @@ def test_rung_0_shows_progress_when_stderr_is_not_a_terminal(tmp_path: Path) -> 
     """A retrieval-stage model (decomposition, an LLM walk) makes rung 0 slow: its contexts are
     counted in the log like any evaluation, not silent until the verdict."""
     with FakeLLMServer(make_responder(proposing(LOSES_EVIDENCE))) as server:
-        result = evolve("run", "--benchmark", "synth", "--rounds", "1", "--model", MODEL, "--api-base", server.url,
-                        "--extract-model", "offline", "--diagnoser", "llm", "--out", str(tmp_path / "run"),
-                        "--screen-fraction", "0.25", "--screen-budget", "1", "--no-cache", "--init", "default")
+        result = evolve(
+            "run",
+            "--benchmark",
+            "synth",
+            "--rounds",
+            "1",
+            "--model",
+            MODEL,
+            "--api-base",
+            server.url,
+            "--extract-model",
+            "offline",
+            "--diagnoser",
+            "llm",
+            "--out",
+            str(tmp_path / "run"),
+            "--screen-fraction",
+            "0.25",
+            "--screen-budget",
+            "1",
+            "--no-cache",
+            "--init",
+            "default",
+        )
     assert result.exit_code == 0, result.output
     n = evidence_count()
     for phase in ("contexts0", "contexts1"):
@@ -85,7 +114,7 @@ def test_an_answer_stage_change_skips_rung_0_and_says_why(tmp_path: Path) -> Non
     run = tmp_path / "run"
     with FakeLLMServer(make_responder(proposing({"answer_style": "extractive"}))) as server:
         assert ladder_run(server, run).exit_code == 0
-    screening, = query(run, "SELECT * FROM screenings")
+    (screening,) = query(run, "SELECT * FROM screenings")
     assert screening["rung"] in (1, 2) and screening["phase"] == "screen1"
     assert screening["evidence"] == {"skipped": "the change acts only on a built context (answer-stage settings)"}
     assert "rung 0 skipped" in screening["reason"]
@@ -96,7 +125,7 @@ def test_a_candidate_that_keeps_its_evidence_climbs_to_the_minibatch(tmp_path: P
     run = tmp_path / "run"
     with FakeLLMServer(make_responder(proposing({"keyword_top_k": 12, "max_context": 12}))) as server:
         assert ladder_run(server, run).exit_code == 0
-    screening, = query(run, "SELECT * FROM screenings")
+    (screening,) = query(run, "SELECT * FROM screenings")
     assert screening["rung"] in (1, 2) and screening["evidence"]["diff"] >= 0
     assert "rung 0 held" in screening["reason"] and screening["paired"]["groups"]["all"]["n"] > 0
 
@@ -105,15 +134,28 @@ def test_no_evidence_rung_turns_rung_0_off(tmp_path: Path) -> None:
     run = tmp_path / "run"
     with FakeLLMServer(make_responder(proposing(LOSES_EVIDENCE))) as server:
         assert ladder_run(server, run, "--init", "default", "--no-evidence-rung").exit_code == 0
-    screening, = query(run, "SELECT * FROM screenings")
+    (screening,) = query(run, "SELECT * FROM screenings")
     assert screening["rung"] in (1, 2) and screening["evidence"] == {"skipped": "off"}
 
 
 def test_the_evidence_objective_scores_contexts_at_a_token_budget_without_a_model(tmp_path: Path) -> None:
     run = tmp_path / "run"
     cap = 120
-    result = evolve("run", "--benchmark", "synth", "--rounds", "2", "--objective", "evidence", "--context-tokens",
-                    str(cap), "--out", str(run), "--quiet", "--json")
+    result = evolve(
+        "run",
+        "--benchmark",
+        "synth",
+        "--rounds",
+        "2",
+        "--objective",
+        "evidence",
+        "--context-tokens",
+        str(cap),
+        "--out",
+        str(run),
+        "--quiet",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout.strip().splitlines()[-1])
     records = query(run, "SELECT * FROM question_records")
@@ -121,7 +163,9 @@ def test_the_evidence_objective_scores_contexts_at_a_token_budget_without_a_mode
     # every context fits the budget (a first memory larger than the budget is kept alone)
     assert all(r["context_tokens"] <= cap or len(r["context_ids"]) == 1 for r in records)
     assert query(run, "SELECT coalesce(sum(calls), 0) AS calls FROM usage")[0]["calls"] == 0
-    rounds = query(run, "SELECT round, phase, main_evidence_recall, main_f1 FROM rounds WHERE phase = 'dev' ORDER BY round")
+    rounds = query(
+        run, "SELECT round, phase, main_evidence_recall, main_f1 FROM rounds WHERE phase = 'dev' ORDER BY round"
+    )
     assert all(r["main_evidence_recall"] is not None and r["main_f1"] is None for r in rounds)
     assert {p["phase"] for p in query(run, "SELECT DISTINCT phase FROM rounds")} >= {"dev", "test_start", "test_best"}
     assert out["test"]["best"]["main_evidence_recall"] is not None
@@ -130,8 +174,11 @@ def test_the_evidence_objective_scores_contexts_at_a_token_budget_without_a_mode
     assert decision["groups"]["main"]["n"] == evidence_count()
     # a contexts-only record is right when its context holds all its evidence, else it failed for
     # the reason the evidence figures give; unanswerable questions are not judged
-    split = query(run, "SELECT failure, evidence_recall, evidence_retrieved, evidence_covered, question_type "
-                       "FROM question_failures WHERE round = 0 AND phase = 'dev'")
+    split = query(
+        run,
+        "SELECT failure, evidence_recall, evidence_retrieved, evidence_covered, question_type "
+        "FROM question_failures WHERE round = 0 AND phase = 'dev'",
+    )
     for row in split:
         if row["question_type"] == "adversarial" or row["evidence_recall"] is None:
             assert row["failure"] == "unknown"
@@ -156,12 +203,25 @@ def test_the_evidence_objective_scores_contexts_at_a_token_budget_without_a_mode
 
 def test_the_evidence_objective_defaults_to_the_answer_window_share_and_rejects_a_bad_budget(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    assert evolve("run", "--benchmark", "synth", "--rounds", "0", "--objective", "evidence", "--out", str(run),
-                  "--quiet").exit_code == 0
+    assert (
+        evolve(
+            "run", "--benchmark", "synth", "--rounds", "0", "--objective", "evidence", "--out", str(run), "--quiet"
+        ).exit_code
+        == 0
+    )
     manifest = query(run, "SELECT value FROM manifest WHERE key = 'spec'")[0]["value"]
     assert manifest["context_tokens"] == context_token_share(None) > 1000
-    bad = evolve("run", "--benchmark", "synth", "--objective", "evidence", "--context-tokens", "0",
-                 "--out", str(tmp_path / "bad"))
+    bad = evolve(
+        "run",
+        "--benchmark",
+        "synth",
+        "--objective",
+        "evidence",
+        "--context-tokens",
+        "0",
+        "--out",
+        str(tmp_path / "bad"),
+    )
     assert bad.exit_code != 0 and "--context-tokens must be 1 or more" in bad.output
     assert not (tmp_path / "bad").exists()
 
@@ -183,9 +243,11 @@ def test_the_token_budget_cuts_the_ranked_context_and_keeps_at_least_one() -> No
 
 
 def test_the_session_layout_groups_memories_under_dated_headers_in_time_order() -> None:
-    context = [unit("a", "[9 May 2023] Tomasz: I sold the old bike.", "s2", 9),
-               unit("b", "[1 May 2023] Priya: I started a pottery class.", "s1", 1),
-               unit("c", "[9 May 2023] Priya: The kiln was broken again.", "s2", 9)]
+    context = [
+        unit("a", "[9 May 2023] Tomasz: I sold the old bike.", "s2", 9),
+        unit("b", "[1 May 2023] Priya: I started a pottery class.", "s1", 1),
+        unit("c", "[9 May 2023] Priya: The kiln was broken again.", "s2", 9),
+    ]
     text = format_context(context, "sessions")
     first, second = text.split("\n\n")
     assert first.startswith("Session of 1 May 2023:") and "Priya: I started a pottery class." in first
@@ -219,14 +281,15 @@ def test_the_rubric_targets_reader_errors_with_the_context_format_and_budget_cut
 
 
 def test_a_significant_evidence_gain_carries_a_candidate_past_a_minibatch_too_small_to_show_its_gain(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """A candidate whose contexts hold significantly more evidence passes rung 1 when the reader
     answers no worse there; the full dev evaluation (rung 2) then decides."""
     run = tmp_path / "run"
     wider = {"semantic_top_k": 10, "keyword_top_k": 12, "max_context": 15}
     with FakeLLMServer(make_responder(proposing(wider))) as server:
         assert ladder_run(server, run, "--init", "weak").exit_code == 0
-    screening, = query(run, "SELECT * FROM screenings")
+    (screening,) = query(run, "SELECT * FROM screenings")
     evidence = screening["evidence"]
     assert evidence["diff"] > 0 and evidence["p_gain"] < 0.05, evidence
     assert "rung 0 gained" in screening["reason"]
@@ -234,13 +297,15 @@ def test_a_significant_evidence_gain_carries_a_candidate_past_a_minibatch_too_sm
     assert screening["paired"]["groups"]["main"]["diff"] == 0
     assert (screening["outcome"], screening["rung"]) == ("passed", 2)
     assert "after an evidence gain at rung 0" in screening["reason"]
-    full = query(run, "SELECT round, count(*) AS n FROM question_records WHERE phase = 'dev' GROUP BY round ORDER BY round")
+    full = query(
+        run, "SELECT round, count(*) AS n FROM question_records WHERE phase = 'dev' GROUP BY round ORDER BY round"
+    )
     assert [r["n"] for r in full][:2] == [full[0]["n"]] * 2  # round 1 was evaluated on every dev question
     # without rung 0 the same candidate has only its minibatch to show, and shows no gain there
     blind = tmp_path / "blind"
     with FakeLLMServer(make_responder(proposing(wider))) as server:
         assert ladder_run(server, blind, "--init", "weak", "--no-evidence-rung").exit_code == 0
-    screening, = query(blind, "SELECT * FROM screenings")
+    (screening,) = query(blind, "SELECT * FROM screenings")
     assert (screening["outcome"], screening["rung"]) == ("screened_out", 1) and "no gain" in screening["reason"]
 
 
@@ -249,13 +314,15 @@ def test_an_evidence_gain_passes_a_minibatch_that_shows_no_loss_but_never_one_th
     incumbent = _records([0.5] * 30)
 
     def verdict(f1s: list[float]):
-        return screen_verdict(compare(_records(f1s), incumbent, 1, 0, {"5"}, "balanced"), "balanced", spec,
-                              evidence_gained=True)
+        return screen_verdict(
+            compare(_records(f1s), incumbent, 1, 0, {"5"}, "balanced"), "balanced", spec, evidence_gained=True
+        )
 
     assert verdict([0.5] * 30).passed
     assert not verdict([0.0] * 10 + [0.5] * 20).passed
     gained = RungZero(False, "", {}, PairedStat(30, 0.6, 0.4, 0.2, 0.1, 0.3, 0.01, 0.99))
     assert gained.gained(spec.guard) and not gained.gained(spec.guard, alpha=0.005)
     assert not RungZero(False, "", {}, PairedStat(30, 0.402, 0.4, 0.002, 0.0, 0.004, 0.01, 0.99)).gained(
-        spec.guard)  # below min effect
+        spec.guard
+    )  # below min effect
     assert not RungZero(False, "", {"skipped": "off"}).gained(spec.guard)

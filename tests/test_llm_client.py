@@ -1,4 +1,5 @@
 """The LLM layer end to end: real litellm → openai SDK → httpx against the fake server on 127.0.0.1."""
+
 from __future__ import annotations
 
 import socket
@@ -34,8 +35,13 @@ def user(text: str) -> list[dict]:
 @pytest.fixture
 def make_client(fake_llm: FakeLLMServer, tmp_path: Path):  # noqa: F811 - fixture argument
     def build(**overrides) -> LLMClient:
-        options = dict(api_base=fake_llm.url, cache=ResponseCache(tmp_path / "llm"), backoff_base=0.01,
-                       backoff_max=0.5, timeout=5.0)
+        options = dict(
+            api_base=fake_llm.url,
+            cache=ResponseCache(tmp_path / "llm"),
+            backoff_base=0.01,
+            backoff_max=0.5,
+            timeout=5.0,
+        )
         options.update(overrides)
         return LLMClient(MODEL, **options)
 
@@ -45,8 +51,9 @@ def make_client(fake_llm: FakeLLMServer, tmp_path: Path):  # noqa: F811 - fixtur
 # ----------------------------------------------------------------------------- plain calls and cache
 def test_plain_completion_counts_tokens(fake_llm, make_client):  # noqa: F811
     client = make_client()
-    reply = client.complete([{"role": "system", "content": "be brief"}, *user("where does Tomasz live")],
-                            role="answer", max_tokens=64)
+    reply = client.complete(
+        [{"role": "system", "content": "be brief"}, *user("where does Tomasz live")], role="answer", max_tokens=64
+    )
     assert reply.text == "echo: where does Tomasz live"
     assert not reply.cached
     assert (reply.prompt_tokens, reply.completion_tokens) == (6, 5)  # whitespace tokens of the fake server
@@ -87,16 +94,18 @@ def test_a_local_server_restarted_on_another_port_still_hits_the_cache(fake_llm,
     first = make_client().complete(user("Priya Raman moved to Lisbon"), role="answer")
     with FakeLLMServer(prefix=fake_llm.prefix) as restarted:
         assert restarted.url != fake_llm.url
-        again = LLMClient(MODEL, api_base=restarted.url.replace("127.0.0.1", "localhost"),
-                          cache=ResponseCache(tmp_path / "llm"))
+        again = LLMClient(
+            MODEL, api_base=restarted.url.replace("127.0.0.1", "localhost"), cache=ResponseCache(tmp_path / "llm")
+        )
         reply = again.complete(user("Priya Raman moved to Lisbon"), role="answer")
         assert reply.cached and reply.text == first.text and restarted.request_count == 0
         # another model name behind the new port is another model
         other = LLMClient("openai/other-model", api_base=restarted.url, cache=ResponseCache(tmp_path / "llm"))
         assert not other.complete(user("Priya Raman moved to Lisbon"), role="answer").cached
     params = {"model": MODEL, "messages": user("x")}
-    assert make_cache_key({**params, "api_base": "http://10.0.0.5:8000/v1"}) != \
-        make_cache_key({**params, "api_base": "http://10.0.0.5:8001/v1"})
+    assert make_cache_key({**params, "api_base": "http://10.0.0.5:8000/v1"}) != make_cache_key(
+        {**params, "api_base": "http://10.0.0.5:8001/v1"}
+    )
 
 
 def test_cache_can_be_switched_off(fake_llm, make_client, monkeypatch, tmp_path):  # noqa: F811
@@ -197,8 +206,9 @@ def test_unreachable_server_is_retried_then_fails(monkeypatch, tmp_path):
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    client = LLMClient(MODEL, api_base=f"http://127.0.0.1:{port}/v1", cache=None, max_retries=1,
-                       backoff_base=0.01, timeout=2.0)
+    client = LLMClient(
+        MODEL, api_base=f"http://127.0.0.1:{port}/v1", cache=None, max_retries=1, backoff_base=0.01, timeout=2.0
+    )
     with pytest.raises(LLMCallFailed) as info:
         client.complete(user("anyone there"), role="answer")
     assert info.value.attempts == 2
@@ -218,7 +228,9 @@ def test_random_faults_are_absorbed_by_retries(fake_llm, make_client):  # noqa: 
 def test_key_in_an_error_is_scrubbed(fake_llm, make_client, monkeypatch):  # noqa: F811
     monkeypatch.setenv("ACME_SERVICE_TOKEN", "tok-9f8e7d6c5b4a")
     client = make_client()
-    fake_llm.fail_next(401, body="Incorrect API key provided: sk-proj-AbC123xyz789. Token tok-9f8e7d6c5b4a, key test-key")
+    fake_llm.fail_next(
+        401, body="Incorrect API key provided: sk-proj-AbC123xyz789. Token tok-9f8e7d6c5b4a, key test-key"
+    )
     with pytest.raises(LLMCallFailed) as info:
         client.complete(user("hi"), role="answer")
     message = str(info.value)
@@ -275,7 +287,10 @@ def test_json_still_bad_after_reask_raises_with_raw_text(fake_llm, make_client):
         ('{"a": 1}', {"a": 1}),
         ('```json\n{"a": [1, 2]}\n```', {"a": [1, 2]}),
         ("```\n[1, 2, 3]\n```", [1, 2, 3]),
-        ('Sure! The answer is {"name": "Priya Raman", "city": "Lisbon"} as requested.', {"name": "Priya Raman", "city": "Lisbon"}),
+        (
+            'Sure! The answer is {"name": "Priya Raman", "city": "Lisbon"} as requested.',
+            {"name": "Priya Raman", "city": "Lisbon"},
+        ),
         ('{"a": 1, "b": [1, 2,],}', {"a": 1, "b": [1, 2]}),
         ("{'name': 'Tomasz', 'note': 'said \"hi\"'}", {"name": "Tomasz", "note": 'said "hi"'}),
         ("{'ok': True, 'missing': None, 'bad': False}", {"ok": True, "missing": None, "bad": False}),

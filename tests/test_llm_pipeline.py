@@ -4,6 +4,7 @@ openai SDK and httpx against the fake OpenAI-compatible server on 127.0.0.1.
 Memories come from the offline extractor (`--extract-model offline`); every other role talks to
 the fake server. Its responder answers with the last word of the first memory in the prompt, so
 each prediction can be checked against the record's own context."""
+
 from __future__ import annotations
 
 import json
@@ -50,12 +51,14 @@ def make_responder(diagnosis_reply: str = "{}") -> Callable[[dict], str]:
     """Answers: the first memory's last word. Diagnosis: `diagnosis_reply`. Other JSON calls
     (decomposition, verification after an exploration step) get an empty object, which those
     roles treat as an unusable reply and fall back from."""
+
     def respond(body: dict) -> str:
         if is_diagnosis(body):
             return diagnosis_reply
         if wants_json(body):
             return "{}"
         return first_memory_word(first_user_message(body))
+
     return respond
 
 
@@ -76,8 +79,9 @@ def seed_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
         result = evolve("eval", "--benchmark", "synth", "--out", str(root.parent / "run"), "--quiet")
         assert result.exit_code == 0, result.output
         with FakeLLMServer() as server:
-            LLMClient(MODEL, api_base=server.url, cache=None).complete([{"role": "user", "content": "hi"}],
-                                                                       role="warmup")
+            LLMClient(MODEL, api_base=server.url, cache=None).complete(
+                [{"role": "user", "content": "hi"}], role="warmup"
+            )
     answer_tokens("warming up")
     assert not (root / "llm").exists()
     return root
@@ -109,8 +113,21 @@ def evolve(*args: str) -> Any:
 
 
 def llm_eval(server: FakeLLMServer, out: Path, *extra: str) -> Any:
-    return evolve("eval", "--benchmark", "synth", "--model", MODEL, "--api-base", server.url,
-                  "--extract-model", "offline", "--out", str(out), "--quiet", *extra)
+    return evolve(
+        "eval",
+        "--benchmark",
+        "synth",
+        "--model",
+        MODEL,
+        "--api-base",
+        server.url,
+        "--extract-model",
+        "offline",
+        "--out",
+        str(out),
+        "--quiet",
+        *extra,
+    )
 
 
 def query(run_dir: Path, sql: str, params: list | None = None) -> list[dict]:
@@ -129,8 +146,10 @@ def predictions(run_dir: Path) -> dict[str, str]:
 def expected_predictions(run_dir: Path) -> dict[str, str]:
     """What the responder must have said for each record, from the record's own context."""
     contents = {m["memory_id"]: m["content"] for m in query(run_dir, "SELECT memory_id, content FROM memories")}
-    return {r["question_id"]: contents[r["context_ids"][0]].split()[-1].strip(_STRIP) if r["context_ids"] else ABSTAIN
-            for r in records(run_dir)}
+    return {
+        r["question_id"]: contents[r["context_ids"][0]].split()[-1].strip(_STRIP) if r["context_ids"] else ABSTAIN
+        for r in records(run_dir)
+    }
 
 
 def eval_round(run_dir: Path) -> dict:
@@ -211,7 +230,8 @@ def test_failed_calls_are_recorded_unscored_and_asked_again_on_resume(tmp_path: 
     assert all(r["failed"] and r["f1"] is None and r["prediction"] == "" for r in rows)  # not scored as wrong
     assert all("HTTP 500" in r["error"] for r in rows)
     assert query(run_dir, "SELECT role, calls, failures FROM usage WHERE round = 0") == [
-        {"role": "answer", "calls": 0, "failures": 60}]
+        {"role": "answer", "calls": 0, "failures": 60}
+    ]
 
     with FakeLLMServer(make_responder()) as healthy:  # the same eval again, the server back up
         again = llm_eval(healthy, run_dir)
@@ -235,8 +255,19 @@ def test_a_resumed_eval_asks_only_the_failed_questions(tmp_path: Path, monkeypat
     assert len(failed) == 7 and eval_round(run_dir)["n_failed"] == 7
 
     with FakeLLMServer(make_responder()) as server:
-        resumed = evolve("eval", "--benchmark", "synth", "--model", MODEL, "--api-base", server.url,
-                         "--extract-model", "offline", "--out", str(run_dir))
+        resumed = evolve(
+            "eval",
+            "--benchmark",
+            "synth",
+            "--model",
+            MODEL,
+            "--api-base",
+            server.url,
+            "--extract-model",
+            "offline",
+            "--out",
+            str(run_dir),
+        )
         assert resumed.exit_code == 0, resumed.output
         assert {asked_question(b) for b in server.requests} == failed and server.request_count == 7
     assert "resuming" in resumed.output
@@ -278,8 +309,19 @@ def test_the_cli_says_once_when_offline_roles_are_used(tmp_path: Path) -> None:
     assert offline.output.count("No model configured") == 1
 
     with FakeLLMServer(make_responder()) as server:
-        online = evolve("eval", "--benchmark", "synth", "--model", MODEL, "--api-base", server.url,
-                        "--extract-model", "offline", "--out", str(tmp_path / "online"))
+        online = evolve(
+            "eval",
+            "--benchmark",
+            "synth",
+            "--model",
+            MODEL,
+            "--api-base",
+            server.url,
+            "--extract-model",
+            "offline",
+            "--out",
+            str(tmp_path / "online"),
+        )
     assert online.exit_code == 0, online.output
     assert "No model configured" not in online.output
     assert online.output.count(f"answer={MODEL}") == 1 and "extract=offline" in online.output
@@ -288,9 +330,26 @@ def test_the_cli_says_once_when_offline_roles_are_used(tmp_path: Path) -> None:
 def llm_run(server: FakeLLMServer, out: Path) -> Any:
     """One round of an LLM-diagnosed run; round 1 scores the diagnosed config in full (no
     screening: a change that does not move the first memory would be screened out here)."""
-    return evolve("run", "--benchmark", "synth", "--rounds", "1", "--model", MODEL, "--api-base", server.url,
-                  "--extract-model", "offline", "--diagnoser", "llm", "--screen-fraction", "0", "--out", str(out),
-                  "--quiet")
+    return evolve(
+        "run",
+        "--benchmark",
+        "synth",
+        "--rounds",
+        "1",
+        "--model",
+        MODEL,
+        "--api-base",
+        server.url,
+        "--extract-model",
+        "offline",
+        "--diagnoser",
+        "llm",
+        "--screen-fraction",
+        "0",
+        "--out",
+        str(out),
+        "--quiet",
+    )
 
 
 def test_run_with_a_garbled_llm_diagnosis_logs_it_and_falls_back_to_the_rubric(tmp_path: Path) -> None:
@@ -315,9 +374,14 @@ def test_run_with_a_garbled_llm_diagnosis_logs_it_and_falls_back_to_the_rubric(t
 
 
 def test_run_with_a_valid_llm_diagnosis_applies_and_records_the_change(tmp_path: Path) -> None:
-    proposal = {"analysis": "Evidence is retrieved but cut by the budget.", "changes": {"max_context": 14},
-                "overrides": {}, "missing_topics": [], "new_dimensions": [],
-                "rationale": "a larger context keeps the dated memories"}
+    proposal = {
+        "analysis": "Evidence is retrieved but cut by the budget.",
+        "changes": {"max_context": 14},
+        "overrides": {},
+        "missing_topics": [],
+        "new_dimensions": [],
+        "rationale": "a larger context keeps the dated memories",
+    }
     with FakeLLMServer(make_responder(json.dumps(proposal))) as server:
         result = llm_run(server, tmp_path / "run")
         assert result.exit_code == 0, result.output
@@ -341,8 +405,9 @@ def test_a_bad_client_setting_in_the_environment_is_a_one_line_error(tmp_path: P
     assert "EVOLVEMEM_LLM_TIMEOUT='soon' is not a float" in result.output and "Traceback" not in result.output
 
 
-def test_usage_is_recorded_as_it_happens_so_an_interrupted_eval_never_undercounts(tmp_path: Path,
-                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_usage_is_recorded_as_it_happens_so_an_interrupted_eval_never_undercounts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A process stopped mid-round (Ctrl-C here; kill -9 loses at most the unflushed batch) has
     recorded the calls of every answer it kept; the resumed round adds only its own."""
     from evolvemem.session import session as session_module
@@ -359,6 +424,7 @@ def test_usage_is_recorded_as_it_happens_so_an_interrupted_eval_never_undercount
                 raise KeyboardInterrupt
             if on_record:
                 on_record(record)
+
         kwargs["on_record"] = counting
         return original(*args, **kwargs)
 
@@ -380,8 +446,25 @@ def test_a_resumed_run_reaches_its_model_at_a_new_address(tmp_path: Path) -> Non
     """A local server restarted on another port: `--resume --api-base` points the run at it."""
     run = tmp_path / "run"
     with FakeLLMServer(make_responder("{}")) as first:
-        assert evolve("run", "--benchmark", "synth", "--rounds", "0", "--answer-model", MODEL, "--api-base", first.url,
-                      "--extract-model", "offline", "--out", str(run), "--quiet").exit_code == 0
+        assert (
+            evolve(
+                "run",
+                "--benchmark",
+                "synth",
+                "--rounds",
+                "0",
+                "--answer-model",
+                MODEL,
+                "--api-base",
+                first.url,
+                "--extract-model",
+                "offline",
+                "--out",
+                str(run),
+                "--quiet",
+            ).exit_code
+            == 0
+        )
     with FakeLLMServer(make_responder("{}")) as second:
         result = evolve("run", "--resume", str(run), "--rounds", "1", "--api-base", second.url, "--quiet")
         assert result.exit_code == 0, result.output

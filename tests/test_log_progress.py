@@ -1,5 +1,6 @@
 """Progress when stderr is not a terminal: plain lines every few seconds (cli/log_progress.py),
 read from the pipe of a running `evolve` command, so a log or CI shows the run moving."""
+
 from __future__ import annotations
 
 import os
@@ -33,8 +34,7 @@ def test_lines_are_throttled_per_bar_with_rate_eta_and_a_last_line() -> None:
     for done in range(2, 38):
         clock.now += 0.25
         bars.questions("round 2 dev", done, 120, calls=done + 4)
-    assert lines == ["round 2 dev: 1/120 questions, 1 calls",
-                     "round 2 dev: 21/120 questions, 25 calls, 4 q/s, eta 25s"]
+    assert lines == ["round 2 dev: 1/120 questions, 1 calls", "round 2 dev: 21/120 questions, 25 calls, 4 q/s, eta 25s"]
     clock.now += 60
     bars.questions("round 2 dev", 38, 120, failed=1, calls=42)
     assert lines[-1] == "round 2 dev: 38/120 questions, 42 calls, 1 failed, 0.54 q/s, eta 2m33s"
@@ -91,9 +91,24 @@ def question_lines(lines: list[tuple[float, str]], name: str) -> list[tuple[floa
 
 def test_an_llm_eval_logs_questions_calls_and_rate_while_it_runs(tmp_path: Path) -> None:
     with FakeLLMServer(latency=0.1) as server:
-        lines, ended, code = stream(cli("eval", "--benchmark", "synth", "--model", MODEL, "--api-base", server.url,
-                                        "--extract-model", "offline", "--concurrency", "2",
-                                        "--out", str(tmp_path / "ev")), environment("0.5"))
+        lines, ended, code = stream(
+            cli(
+                "eval",
+                "--benchmark",
+                "synth",
+                "--model",
+                MODEL,
+                "--api-base",
+                server.url,
+                "--extract-model",
+                "offline",
+                "--concurrency",
+                "2",
+                "--out",
+                str(tmp_path / "ev"),
+            ),
+            environment("0.5"),
+        )
     text = "\n".join(line for _, line in lines)
     assert code == 0, text
     assert "\x1b[" not in text  # plain lines, no terminal codes
@@ -109,8 +124,9 @@ def test_an_llm_eval_logs_questions_calls_and_rate_while_it_runs(tmp_path: Path)
 
 
 def test_an_offline_run_logs_every_phase_with_its_rate(tmp_path: Path) -> None:
-    lines, ended, code = stream(cli("run", "--benchmark", "synth", "--rounds", "1", "--out", str(tmp_path / "run")),
-                                environment("0"))
+    lines, ended, code = stream(
+        cli("run", "--benchmark", "synth", "--rounds", "1", "--out", str(tmp_path / "run")), environment("0")
+    )
     text = "\n".join(line for _, line in lines)
     assert code == 0, text
     assert "\x1b[" not in text

@@ -1,4 +1,5 @@
 """Proposal validation, the guard's decisions, and the rubric's rules on hand-made inputs."""
+
 from __future__ import annotations
 
 import random
@@ -19,20 +20,35 @@ WITHOUT_CROSS_ENCODER = tuple(name for name, dim in registry().items() if dim.ne
 
 def make_input(taxonomy, by_type=None, config=None, history=None, mean_context=8.0) -> DiagnosisInput:
     config = config or load_config("weak")[0]
-    inp = DiagnosisInput(round=1, objective="all", score=0.3, overall={}, by_type=by_type or [], by_category=[],
-                         taxonomy=taxonomy, taxonomy_by_type={}, worst_cases=[], config=config.values(),
-                         overrides=config.overrides(), history=history or [], mean_context=mean_context)
+    inp = DiagnosisInput(
+        round=1,
+        objective="all",
+        score=0.3,
+        overall={},
+        by_type=by_type or [],
+        by_category=[],
+        taxonomy=taxonomy,
+        taxonomy_by_type={},
+        worst_cases=[],
+        config=config.values(),
+        overrides=config.overrides(),
+        history=history or [],
+        mean_context=mean_context,
+    )
     inp.fixed = WITHOUT_CROSS_ENCODER  # as the runner fixes them for a run without --rerank-model
     return inp
 
 
 def test_proposal_validation_clamps_rejects_and_keeps_new_dimensions():
-    p = proposal_from_raw({
-        "changes": {"max_context": 999, "fusion_mode": "magic", "semantic_top_k": "12", "graph_hops": 2},
-        "overrides": {"temporal": {"answer_style": "temporal", "rrf_k": 20}, "nonsense": {"max_context": 9}},
-        "missing_topics": ["pets"], "rationale": "why not",
-        "new_dimensions": [{"name": "cue_graph", "description": "walk a cue graph", "rationale": "multi-hop"}],
-    })
+    p = proposal_from_raw(
+        {
+            "changes": {"max_context": 999, "fusion_mode": "magic", "semantic_top_k": "12", "graph_hops": 2},
+            "overrides": {"temporal": {"answer_style": "temporal", "rrf_k": 20}, "nonsense": {"max_context": 9}},
+            "missing_topics": ["pets"],
+            "rationale": "why not",
+            "new_dimensions": [{"name": "cue_graph", "description": "walk a cue graph", "rationale": "multi-hop"}],
+        }
+    )
     assert p.changes == {"max_context": 200, "semantic_top_k": 12}
     assert p.overrides == {"temporal": {"answer_style": "temporal"}}
     assert {d.name for d in p.new_dimensions} == {"graph_hops", "cue_graph"}
@@ -46,8 +62,11 @@ def test_guard_reverts_on_a_paired_loss_and_builds_on_the_incumbent():
     weak = load_config("weak")[0]
     better, _ = weak.with_changes({"max_context": 12})
     worse, _ = better.with_changes({"keyword_top_k": 3})
-    scores = [RoundScore(0, 0.30, weak, accepted=True), RoundScore(1, 0.40, better, accepted=True),
-              RoundScore(2, 0.35, worse, significant_loss=True)]
+    scores = [
+        RoundScore(0, 0.30, weak, accepted=True),
+        RoundScore(1, 0.40, better, accepted=True),
+        RoundScore(2, 0.35, worse, significant_loss=True),
+    ]
     reg = check_regression(scores, GuardSettings())
     assert reg.reverted and reg.base.round == 1 and reg.best.round == 1
     d = decide(scores, reg, Proposal(changes={"semantic_top_k": 10}), GuardSettings(), random.Random(0), set())
@@ -67,17 +86,32 @@ def test_guard_explores_after_rounds_without_a_significant_gain_and_on_empty_or_
     reg = check_regression(flat, GuardSettings())
     d = decide(flat, reg, Proposal(changes={"semantic_top_k": 10}), GuardSettings(), random.Random(0), set())
     assert d.decision == "explored" and d.changes and "no significant gain" in d.reason
-    gaining = [RoundScore(0, 0.300, weak, accepted=True), RoundScore(1, 0.301, a), RoundScore(2, 0.302, b, accepted=True)]
+    gaining = [
+        RoundScore(0, 0.300, weak, accepted=True),
+        RoundScore(1, 0.301, a),
+        RoundScore(2, 0.302, b, accepted=True),
+    ]
     reg = check_regression(gaining, GuardSettings())
-    assert decide(gaining, reg, Proposal(changes={"semantic_top_k": 10}, rationale="r"), GuardSettings(),
-                  random.Random(0), set()).decision == "applied"
+    assert (
+        decide(
+            gaining,
+            reg,
+            Proposal(changes={"semantic_top_k": 10}, rationale="r"),
+            GuardSettings(),
+            random.Random(0),
+            set(),
+        ).decision
+        == "applied"
+    )
     moving = [RoundScore(0, 0.30, weak, accepted=True), RoundScore(1, 0.35, a, accepted=True)]
     reg = check_regression(moving, GuardSettings())
     assert decide(moving, reg, Proposal(), GuardSettings(), random.Random(0), set()).decision == "explored"
     seen = {a.with_changes({"max_context": 20})[0].fingerprint()}
     d = decide(moving, reg, Proposal(changes={"max_context": 20}), GuardSettings(), random.Random(0), seen)
     assert d.decision == "explored" and "repeat" in d.reason
-    d = decide(moving, reg, Proposal(changes={"max_context": 20}, rationale="r"), GuardSettings(), random.Random(0), set())
+    d = decide(
+        moving, reg, Proposal(changes={"max_context": 20}, rationale="r"), GuardSettings(), random.Random(0), set()
+    )
     assert d.decision == "applied" and d.next_config.max_context == 20
 
 
@@ -104,12 +138,23 @@ def test_rubric_rules_follow_the_taxonomy():
     assert p.overrides == {"temporal": {"answer_style": "temporal"}} and not p.changes
     # hallucinations -> verification
     inp = make_input({"hallucination": 40, "answer_error": 10})
-    assert RubricDiagnoser().diagnose(inp, load_config("weak")[0]).proposal.changes["enable_answer_verification"] is True
+    assert (
+        RubricDiagnoser().diagnose(inp, load_config("weak")[0]).proposal.changes["enable_answer_verification"] is True
+    )
 
 
 def test_rubric_skips_changes_that_failed_before():
-    history = [{"round": 0, "decision": "applied", "changes": [{"field": "max_context", "old": 8, "new": 12, "scope": "global"}],
-                "outcome_delta": -0.02, "score": 0.3, "reason": "", "delta": None}]
+    history = [
+        {
+            "round": 0,
+            "decision": "applied",
+            "changes": [{"field": "max_context", "old": 8, "new": 12, "scope": "global"}],
+            "outcome_delta": -0.02,
+            "score": 0.3,
+            "reason": "",
+            "delta": None,
+        }
+    ]
     inp = make_input({"budget_cut": 50, "retrieval_miss": 30}, history=history)
     p = RubricDiagnoser().diagnose(inp, load_config("weak")[0]).proposal
     assert p.changes != {"max_context": 12} and not p.is_empty
@@ -141,7 +186,15 @@ def test_the_store_reads_back_the_best_round_the_guard_chose(tmp_path):
     with RunStore(tmp_path / "run") as store:
         assert store.best_round() == 0  # nothing decided yet: the start
         for i, (n, won, score) in enumerate(verdicts):
-            store.record_decision({"round": n, "decision": "applied", "reason": "-", "score": score,
-                                   "accepted": won, "best_round": incumbent_of(scores[:i + 1]).round})
-            assert store.best_round() == incumbent_of(scores[:i + 1]).round
+            store.record_decision(
+                {
+                    "round": n,
+                    "decision": "applied",
+                    "reason": "-",
+                    "score": score,
+                    "accepted": won,
+                    "best_round": incumbent_of(scores[: i + 1]).round,
+                }
+            )
+            assert store.best_round() == incumbent_of(scores[: i + 1]).round
         assert store.best_round() == 3  # round 2 had the highest mean but lost its comparison

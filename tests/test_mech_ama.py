@@ -3,6 +3,7 @@
 Real parts only: the bundled all-MiniLM-L6-v2 model, bm25s, real workspaces and indexes over an
 invented conversation, the offline reader, DuckDB for the run store, and litellm against the
 fake OpenAI-compatible server on 127.0.0.1 for the LLM variants."""
+
 from __future__ import annotations
 
 import json
@@ -32,30 +33,47 @@ from evolvemem.space.registry import registry
 from evolvemem.store import RunStore
 from evolvemem.workspace import Workspace
 from tests.fake_llm_server import (  # noqa: F401 - fake_llm is a fixture
-    FakeLLMServer, count_tokens, fake_llm, last_user_message, message_text)
+    FakeLLMServer,
+    count_tokens,
+    fake_llm,
+    last_user_message,
+    message_text,
+)
 
 SPEAKERS = ("Priya Raman", "Tomasz")
 SESSIONS = [
-    ("s1", datetime(2023, 3, 1, 18, 0), [
-        ("Priya Raman", "I just got back from my pottery class, my first bowl collapsed on the wheel."),
-        ("Tomasz", "Clay is tricky! Did the pottery teacher help you centre the clay?"),
-        ("Priya Raman", "Yes, she showed me how to brace my elbows so the bowl stays centred on the wheel."),
-        ("Tomasz", "Next time your bowl will stand, I am sure, pottery takes patience."),
-        ("Tomasz", "By the way, my bike chain snapped on the way to work yesterday."),
-        ("Priya Raman", "Oh no, did you have to push the bike all the way to the office?"),
-        ("Tomasz", "I pushed it three kilometres and fixed the bike chain with a new master link."),
-        ("Priya Raman", "Bike repairs are a mystery to me, well done fixing the chain."),
-    ]),
-    ("s2", datetime(2023, 3, 3, 9, 0), [
-        ("Priya Raman", "My flat in Porto has a lovely view of the river."),
-        ("Tomasz", "Porto is beautiful, I loved the bridges there."),
-        ("Priya Raman", "I said to Tomasz that the river never sleeps while we watched the boats."),
-    ]),
-    ("s3", datetime(2023, 6, 20, 12, 0), [
-        ("Priya Raman", "I finally moved from Porto to Lisbon last week, still unpacking boxes!"),
-        ("Tomasz", "Congratulations on the move! How is Lisbon treating you?"),
-        ("Priya Raman", "Lisbon is sunny and the trams are so charming."),
-    ]),
+    (
+        "s1",
+        datetime(2023, 3, 1, 18, 0),
+        [
+            ("Priya Raman", "I just got back from my pottery class, my first bowl collapsed on the wheel."),
+            ("Tomasz", "Clay is tricky! Did the pottery teacher help you centre the clay?"),
+            ("Priya Raman", "Yes, she showed me how to brace my elbows so the bowl stays centred on the wheel."),
+            ("Tomasz", "Next time your bowl will stand, I am sure, pottery takes patience."),
+            ("Tomasz", "By the way, my bike chain snapped on the way to work yesterday."),
+            ("Priya Raman", "Oh no, did you have to push the bike all the way to the office?"),
+            ("Tomasz", "I pushed it three kilometres and fixed the bike chain with a new master link."),
+            ("Priya Raman", "Bike repairs are a mystery to me, well done fixing the chain."),
+        ],
+    ),
+    (
+        "s2",
+        datetime(2023, 3, 3, 9, 0),
+        [
+            ("Priya Raman", "My flat in Porto has a lovely view of the river."),
+            ("Tomasz", "Porto is beautiful, I loved the bridges there."),
+            ("Priya Raman", "I said to Tomasz that the river never sleeps while we watched the boats."),
+        ],
+    ),
+    (
+        "s3",
+        datetime(2023, 6, 20, 12, 0),
+        [
+            ("Priya Raman", "I finally moved from Porto to Lisbon last week, still unpacking boxes!"),
+            ("Tomasz", "Congratulations on the move! How is Lisbon treating you?"),
+            ("Priya Raman", "Lisbon is sunny and the trams are so charming."),
+        ],
+    ),
 ]
 CID = "c-ama"
 
@@ -63,8 +81,13 @@ CID = "c-ama"
 def conversation(cid: str = CID) -> Conversation:
     sessions = []
     for n, (sid, when, turns) in enumerate(SESSIONS, start=1):
-        sessions.append(Session(sid, when, tuple(Turn(f"D{n}:{i}", who, text, sid, when)
-                                               for i, (who, text) in enumerate(turns, start=1))))
+        sessions.append(
+            Session(
+                sid,
+                when,
+                tuple(Turn(f"D{n}:{i}", who, text, sid, when) for i, (who, text) in enumerate(turns, start=1)),
+            )
+        )
     return Conversation(cid, tuple(sessions), SPEAKERS)
 
 
@@ -76,8 +99,13 @@ QUESTIONS = [
     question("q-now", "Where does Priya Raman live now?", "knowledge_update", "Lisbon", ("D3:1",)),
     question("q-bike", "How far did Tomasz push his bike?", "single_fact", "three kilometres", ("D1:7",)),
     question("q-feel", "How did Priya Raman feel about her pottery class?", "inference", "frustrated", ("D1:1",)),
-    question("q-quote", "What exactly did Priya Raman say about the river?", "single_fact", "the river never sleeps",
-             ("D2:3",)),
+    question(
+        "q-quote",
+        "What exactly did Priya Raman say about the river?",
+        "single_fact",
+        "the river never sleeps",
+        ("D2:3",),
+    ),
 ]
 
 
@@ -128,21 +156,24 @@ def test_dimensions_are_declared_as_mechanisms_and_off_by_default():
 
 
 # ----------------------------------------------------------------------------- routing
-@pytest.mark.parametrize("text, expected", [
-    ("What exactly did Tomasz write on the card?", "raw"),
-    ("What did Priya Raman say about the new flat?", "raw"),
-    ('Did Tomasz ever mention "the blue door"?', "raw"),
-    ("How did Tomasz put it when he quit the choir?", "raw"),
-    ("When did Priya Raman move to Lisbon?", "fact"),
-    ("How many bowls has Priya Raman made?", "fact"),
-    ("Where does Tomasz keep his bike?", "fact"),
-    ("What is the name of Tomasz's cat?", "fact"),
-    ("Why did Priya Raman leave Porto?", "episode"),
-    ("How did Tomasz feel after the chain snapped?", "episode"),
-    ("What happened at the pottery class?", "episode"),
-    ("What was the trip to the coast like?", "episode"),
-    ("What does Tomasz do on Sundays?", "fact"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("What exactly did Tomasz write on the card?", "raw"),
+        ("What did Priya Raman say about the new flat?", "raw"),
+        ('Did Tomasz ever mention "the blue door"?', "raw"),
+        ("How did Tomasz put it when he quit the choir?", "raw"),
+        ("When did Priya Raman move to Lisbon?", "fact"),
+        ("How many bowls has Priya Raman made?", "fact"),
+        ("Where does Tomasz keep his bike?", "fact"),
+        ("What is the name of Tomasz's cat?", "fact"),
+        ("Why did Priya Raman leave Porto?", "episode"),
+        ("How did Tomasz feel after the chain snapped?", "episode"),
+        ("What happened at the pottery class?", "episode"),
+        ("What was the trip to the coast like?", "episode"),
+        ("What does Tomasz do on Sundays?", "fact"),
+    ],
+)
 def test_routing_rules_read_the_question_intent(text, expected):
     assert route_by_rules(text) == expected
 
@@ -150,9 +181,15 @@ def test_routing_rules_read_the_question_intent(text, expected):
 def test_configured_granularity_is_used_without_routing():
     for setting in ("fact", "raw", "episode"):
         assert granularity_for("Why did Priya Raman leave Porto?", config(memory_granularity=setting)) == (
-            setting, "config", Usage())
+            setting,
+            "config",
+            Usage(),
+        )
     assert granularity_for("Why did Priya Raman leave Porto?", config(memory_granularity="routed")) == (
-        "episode", "rules", Usage())
+        "episode",
+        "rules",
+        Usage(),
+    )
 
 
 # ----------------------------------------------------------------------------- the episode store
@@ -163,8 +200,9 @@ def test_topic_segments_cut_at_relative_drops_and_respect_the_bounds():
     def unit(v):
         return v / np.linalg.norm(v)
 
-    vectors = np.stack([unit(topic_a + wobble * (i % 2)) for i in range(4)] + [unit(topic_b + wobble * (i % 2))
-                                                                                for i in range(4)])
+    vectors = np.stack(
+        [unit(topic_a + wobble * (i % 2)) for i in range(4)] + [unit(topic_b + wobble * (i % 2)) for i in range(4)]
+    )
     assert topic_segments(vectors) == [[0, 1, 2, 3], [4, 5, 6, 7]]
     # max_len cuts a run; the topic shift right after a cut is not cut again (min_len)
     assert topic_segments(vectors, max_len=3) == [[0, 1, 2], [3, 4, 5], [6, 7]]
@@ -222,7 +260,8 @@ def test_episode_extractor_narrates_with_a_model_and_does_not_freeze_failures(ws
     narrated = [u for u in units if u not in digests]
     assert narrated and all(u.content.startswith("In the third person, ") for u in narrated)
     assert next(u for u in narrated if "D1:5" in u.source_turn_ids).content.startswith(
-        "In the third person, Tomasz: By the way, my bike chain snapped")
+        "In the third person, Tomasz: By the way, my bike chain snapped"
+    )
     assert cost.calls == fake_llm.request_count == len(units) + 1  # the unparseable reply was re-asked once
     assert paid(cost) == billed(fake_llm)
     fake_llm.responder = lambda body: json.dumps({"narrative": "A perfectly ordinary retelling of the segment."})
@@ -254,8 +293,9 @@ def test_refresher_rewrites_the_older_conflicting_memory_and_keeps_both(ws):
     assert refresher.refresh(q, [lisbon, bike, porto]).context == result.context  # memoised, same result
 
     # not conflicts: same day, or another person, or a newer memory that adds nothing
-    same_day = porto.evolve(memory_id="x1", timestamp=lisbon.timestamp, content=porto.content.replace(
-        "[3 March 2023]", "[20 June 2023]"))
+    same_day = porto.evolve(
+        memory_id="x1", timestamp=lisbon.timestamp, content=porto.content.replace("[3 March 2023]", "[20 June 2023]")
+    )
     assert find_conflicts(q.text, [same_day, lisbon]) == []
     tomasz_bridge = raw_memory(ws, "D2:2")
     assert find_conflicts(q.text, [tomasz_bridge, lisbon]) == []
@@ -265,8 +305,14 @@ def test_refresher_rewrites_the_older_conflicting_memory_and_keeps_both(ws):
 def test_llm_refresher_confirms_rewrites_once_and_falls_back(ws, fake_llm):
     porto, lisbon = raw_memory(ws, "D2:1"), raw_memory(ws, "D3:1")
     q = QUESTIONS[0]
-    replies = iter([json.dumps({"conflict": True, "updated": "Priya Raman lived in Porto until June 2023."}),
-                    json.dumps({"conflict": False}), "garbage", "garbage"])
+    replies = iter(
+        [
+            json.dumps({"conflict": True, "updated": "Priya Raman lived in Porto until June 2023."}),
+            json.dumps({"conflict": False}),
+            "garbage",
+            "garbage",
+        ]
+    )
     fake_llm.responder = lambda body: next(replies)
     client = client_for(fake_llm)
 
@@ -352,13 +398,19 @@ def test_judge_retries_are_bounded_and_each_source_is_tried_once(ws, monkeypatch
     trace = ama.answer_path(ws, QUESTIONS[1], config(judge_retries=retries))
     assert len(counter.contexts) == retries + 1 == len(trace.attempts)
     assert trace.verdicts == ["retry"] * retries and trace.retries == retries
-    assert [a.source for a in trace.attempts] == ["fact", "related", "episode"][:retries + 1]
+    assert [a.source for a in trace.attempts] == ["fact", "related", "episode"][: retries + 1]
     if retries:  # related turns: raw turns of the first context's sources and their neighbours
         first, related = trace.attempts[0].context, trace.attempts[1].context
         raw = ws.store_memories(CID, "raw")
         turn_ids = [t.turn_id for t in conversation().turns()]
-        near = {turn_ids[i + d] for m in first for t in m.source_turn_ids for i in [turn_ids.index(t)]
-                for d in (-1, 0, 1) if 0 <= i + d < len(turn_ids)}
+        near = {
+            turn_ids[i + d]
+            for m in first
+            for t in m.source_turn_ids
+            for i in [turn_ids.index(t)]
+            for d in (-1, 0, 1)
+            if 0 <= i + d < len(turn_ids)
+        }
         assert 0 < len(related) <= 6 and all(m in raw for m in related)
         assert {m.source_turn_ids[0] for m in related} <= near
         assert related[0].source_turn_ids == first[0].source_turn_ids  # the best memory's own turn leads
@@ -410,13 +462,19 @@ def test_evaluate_end_to_end_with_routing_judge_and_refresher(ws, tmp_path: Path
     effective, fingerprint = EffectiveConfigs(default)(QUESTIONS[0].question_type)
     row = answer_question(ws, QUESTIONS[0], effective, fingerprint, protocol="official", benchmark="x").as_row()
     assert (row["granularity"], row["route"], row["judge_verdicts"], row["retries"], row["refreshed_ids"]) == (
-        "fact", "config", [], 0, [])
+        "fact",
+        "config",
+        [],
+        0,
+        [],
+    )
     plain = ws.retriever(CID).retrieve(QUESTIONS[0], effective)
     assert row["context_ids"] == [i.memory.memory_id for i in plain.items]
 
 
 def test_llm_mechanisms_are_billed_on_the_record(ws, fake_llm, monkeypatch):
     """Router, judge and refresher calls go through the answer role's client and add to the record."""
+
     def respond(body: dict) -> str:
         prompt = last_user_message(body)
         if '"granularity"' in prompt:
@@ -433,8 +491,10 @@ def test_llm_mechanisms_are_billed_on_the_record(ws, fake_llm, monkeypatch):
     cfg = config(memory_granularity="routed", judge_retries=1, enable_refresher=True, max_context=10)
     effective, fingerprint = EffectiveConfigs(cfg)(QUESTIONS[0].question_type)
     row = answer_question(ws, QUESTIONS[0], effective, fingerprint, protocol="official", benchmark="x").as_row()
-    kinds = [("route" if '"granularity"' in p else "judge" if '"verdict"' in p else "refresh")
-             for p in (last_user_message(b) for b in fake_llm.requests)]
+    kinds = [
+        ("route" if '"granularity"' in p else "judge" if '"verdict"' in p else "refresh")
+        for p in (last_user_message(b) for b in fake_llm.requests)
+    ]
     assert kinds[0] == "route" and kinds.count("judge") == 1 and "refresh" in kinds
     assert (row["granularity"], row["route"]) == ("raw", "llm") and row["judge_verdicts"] == ["refresh"]
     assert (row["calls"], row["prompt_tokens"]) == billed(fake_llm) and row["completion_tokens"] > 0

@@ -1,6 +1,7 @@
 """Cue–tag–content graph: spreading activation reaches a memory linked to the question only
 through a shared cue; in llm mode a model walks the graph with tools. Real parts: the bundled
 MiniLM model, bm25s, the rule annotator, litellm against the fake server on 127.0.0.1."""
+
 from __future__ import annotations
 
 import json
@@ -49,9 +50,18 @@ QUESTION = "What is the architect from Krakow passionate about?"
 
 def unit(text: str, day: int) -> MemoryUnit:
     found = nlp.annotate(text, SPEAKERS)
-    return MemoryUnit(make_memory_id("c1", text), "c1", text, timestamp=datetime(2023, 3, day),
-                      source_turn_ids=(f"D1:{day}",), persons=found.persons, locations=found.locations,
-                      entities=found.entities, topics=found.topics, keywords=found.keywords)
+    return MemoryUnit(
+        make_memory_id("c1", text),
+        "c1",
+        text,
+        timestamp=datetime(2023, 3, day),
+        source_turn_ids=(f"D1:{day}",),
+        persons=found.persons,
+        locations=found.locations,
+        entities=found.entities,
+        topics=found.topics,
+        keywords=found.keywords,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +77,9 @@ def make_retriever(embedder: Embedder) -> Retriever:
 def small_views(**changes):
     """Narrow plain views (3 candidates each, 6 in the context) plus `changes`."""
     base, _ = load_config("default")
-    cfg, _ = base.with_changes({"semantic_top_k": 3, "keyword_top_k": 3, "structured_top_k": 3,
-                                "max_context": 6, **changes})
+    cfg, _ = base.with_changes(
+        {"semantic_top_k": 3, "keyword_top_k": 3, "structured_top_k": 3, "max_context": 6, **changes}
+    )
     return cfg
 
 
@@ -166,7 +177,9 @@ def llm_views(**changes):
 
 def cue_view(result) -> list[str]:
     """The cue_graph view's memories in its own rank order."""
-    ranked = sorted((i.views["cue_graph"], i.memory.content) for i in result.items + result.cut if "cue_graph" in i.views)
+    ranked = sorted(
+        (i.views["cue_graph"], i.memory.content) for i in result.items + result.cut if "cue_graph" in i.views
+    )
     return [content for _, content in ranked]
 
 
@@ -188,12 +201,15 @@ def script(*replies):
         reply = next(turns)
         value = reply(last_user_message(body)) if callable(reply) else reply
         return value if isinstance(value, str) else json.dumps(value)
+
     return respond
 
 
 def test_llm_walk_follows_a_cue_and_its_kept_memories_lead_the_view(embedder, fake_llm):  # noqa: F811 - fixture
     fake_llm.responder = script(
-        lambda p: {"calls": [{"tool": "memories", "cue": "Agnieszka"}, {"tool": "cues", "ids": [shown_id(p, "architect")]}]},
+        lambda p: {
+            "calls": [{"tool": "memories", "cue": "Agnieszka"}, {"tool": "cues", "ids": [shown_id(p, "architect")]}]
+        },
         lambda p: {"calls": [{"tool": "keep", "ids": [shown_id(p, "stamps"), shown_id(p, "architect")]}], "stop": True},
     )
     result = llm_retriever(embedder, fake_llm).retrieve(question(), llm_views(cue_graph_steps=4))
@@ -231,7 +247,8 @@ def test_only_the_first_k_tool_calls_of_a_reply_run(embedder, fake_llm):  # noqa
     thirty = {"calls": [{"tool": "keep", "ids": [f"m{i}"]} for i in range(30)]}
     fake_llm.responder = script(thirty, {"calls": [], "stop": True})
     result = llm_retriever(embedder, fake_llm).retrieve(
-        question(), llm_views(cue_graph_top_k=10, cue_graph_llm_calls=3, cue_graph_steps=2))
+        question(), llm_views(cue_graph_top_k=10, cue_graph_llm_calls=3, cue_graph_steps=2)
+    )
     assert cue_view(result)[:3] == TEXTS[:3]
     second = prompts(fake_llm)[1]
     assert "(only the first 3 of your 30 calls were run)" in second
@@ -247,21 +264,25 @@ def test_the_walk_ends_once_top_k_memories_are_kept(embedder, fake_llm):  # noqa
 
 
 def test_a_step_that_only_keeps_leaves_the_earlier_results_open(embedder, fake_llm):  # noqa: F811 - fixture
-    fake_llm.responder = script(lambda p: {"calls": [{"tool": "keep", "ids": [shown_id(p, "architect")]}]},
-                                {"calls": [], "stop": True})
+    fake_llm.responder = script(
+        lambda p: {"calls": [{"tool": "keep", "ids": [shown_id(p, "architect")]}]}, {"calls": [], "stop": True}
+    )
     llm_retriever(embedder, fake_llm).retrieve(question(), llm_views(cue_graph_steps=2))
     results = prompts(fake_llm)[1].split("Results of the last step:", 1)[1].split("Cues and tags", 1)[0]
     assert results.startswith("\n- keep: m5\nStill open from before:\n  m8 [2023-03-09] Agnieszka collects")
     assert "  m5 " not in results  # the kept memory is listed under "Kept so far", not as open
 
 
-@pytest.mark.parametrize("replies, calls", [
-    (["Sure, let me look that up.", "still not json"], 2),  # re-asked once, both billed
-    ([{"calls": "memories(agnieszka)"}], 1),  # JSON, but not a list of calls
-    ([{"calls": [{"tool": "teleport", "to": "m3"}, "keep m3"]}], 1),  # no valid call and no stop
-    ([{"calls": []}], 1),  # nothing to do and no stop
-    ([{"calls": [{"tool": "keep", "ids": ["m9"]}]}, [1, 2]], 2),  # garbage at step 2: step 1's keeps dropped too
-])
+@pytest.mark.parametrize(
+    "replies, calls",
+    [
+        (["Sure, let me look that up.", "still not json"], 2),  # re-asked once, both billed
+        ([{"calls": "memories(agnieszka)"}], 1),  # JSON, but not a list of calls
+        ([{"calls": [{"tool": "teleport", "to": "m3"}, "keep m3"]}], 1),  # no valid call and no stop
+        ([{"calls": []}], 1),  # nothing to do and no stop
+        ([{"calls": [{"tool": "keep", "ids": ["m9"]}]}, [1, 2]], 2),  # garbage at step 2: step 1's keeps dropped too
+    ],
+)
 def test_garbage_falls_back_to_activation_and_is_billed(embedder, fake_llm, replies, calls):  # noqa: F811 - fixture
     fake_llm.responder = script(*replies)
     failures = len(SOURCE.llm_failures)
@@ -292,8 +313,9 @@ def test_llm_mode_needs_a_model_and_activation_mode_never_calls_one(embedder, fa
 def test_tool_helpers():
     tokens = [["apple", "berry"], ["berry", "cherry"], ["cherry", "quince"], ["walnut"]]
     memories = [SimpleNamespace(topics=()) for _ in tokens]
-    state = SimpleNamespace(memories=memories, token_lists=tokens,
-                            term_lists=[["ada lovelace"], ["ada lovelace"], [], []])
+    state = SimpleNamespace(
+        memories=memories, token_lists=tokens, term_lists=[["ada lovelace"], ["ada lovelace"], [], []]
+    )
     graph = build_graph(state)
     tools = GraphTools(graph, state)
     node = graph.node_of.__getitem__

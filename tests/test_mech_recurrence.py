@@ -5,6 +5,7 @@ Real parts only: the bundled all-MiniLM-L6-v2 embedder, the offline extractor, a
 variant through litellm against the fake OpenAI-compatible server on 127.0.0.1. The test texts
 are chosen so every cosine the assertions rely on sits clearly on one side of its threshold;
 the first test checks that."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,15 @@ import pytest
 from evolvemem.data.models import Conversation, Session, Turn
 from evolvemem.memory import nlp
 from evolvemem.memory.consolidate import jaccard
-from evolvemem.memory.recurrence import (MERGE_SIM, THETA_COUNT, THETA_SIM, RecurrenceExtractor, digest,
-                                         plan_recurrence, recurrence_extractor)
+from evolvemem.memory.recurrence import (
+    MERGE_SIM,
+    THETA_COUNT,
+    THETA_SIM,
+    RecurrenceExtractor,
+    digest,
+    plan_recurrence,
+    recurrence_extractor,
+)
 from evolvemem.retrieval.embeddings import Embedder
 from tests.fake_llm_server import FakeLLMServer, count_tokens, message_text
 
@@ -121,16 +129,29 @@ def test_recurring_topic_triggers_exactly_one_extraction(embedder: Embedder) -> 
     assert episodes[0].content == digest([t for t in conv.turns() if t.turn_id in topic_ids])
     assert "1 May 2023" not in episodes[0].content and "2 May 2023 to 12 May 2023" in episodes[0].content
     # every turn stays retrievable verbatim, consolidated or not
-    raw = [u for u in units if len(u.source_turn_ids) == 1 and u.memory_type == 'episodic' and
-        next(t.full_text for t in conv.turns() if t.turn_id == u.source_turn_ids[0]) in u.content]
+    raw = [
+        u
+        for u in units
+        if len(u.source_turn_ids) == 1
+        and u.memory_type == "episodic"
+        and next(t.full_text for t in conv.turns() if t.turn_id == u.source_turn_ids[0]) in u.content
+    ]
     assert sorted(u.source_turn_ids[0] for u in raw) == sorted(t.turn_id for t in conv.turns())
     # offline facts repeat their raw unit, which already resolves "yesterday": none is stored twice
     assert not [u for u in units if u.memory_type == "semantic"]
     assert "yesterday = 1 May 2023" in next(u.content for u in raw if u.source_turn_ids == ("S1:1",))
     assert len({u.content for u in units}) == len(units) and len({u.memory_id for u in units}) == len(units)
     # offline prompt tokens: the words of the one prompt an LLM would have been sent
-    assert 0 < stats.prompt_tokens == len(extractor.episode_prompt.render(
-        speakers=", ".join(SPEAKERS), turns="\n".join(_format(t) for t in conv.turns() if t.turn_id in topic_ids)).split())
+    assert (
+        0
+        < stats.prompt_tokens
+        == len(
+            extractor.episode_prompt.render(
+                speakers=", ".join(SPEAKERS),
+                turns="\n".join(_format(t) for t in conv.turns() if t.turn_id in topic_ids),
+            ).split()
+        )
+    )
 
 
 def _format(turn: Turn) -> str:
@@ -169,7 +190,7 @@ def test_offline_refinement_adds_only_facts_the_episode_lacks(embedder: Embedder
     units, _ = extractor.extract(conv)
     turns = conv.turns()
     tokens = lambda u: set(nlp.tokenize(u.content))  # noqa: E731
-    cluster_facts = [extractor._offline_fact(conv, t) for t in turns[:2 * len(BAKING):2]]
+    cluster_facts = [extractor._offline_fact(conv, t) for t in turns[: 2 * len(BAKING) : 2]]
     rye, again = extractor._offline_fact(conv, turns[-3]), extractor._offline_fact(conv, turns[-1])
     assert jaccard(tokens(again), tokens(cluster_facts[0])) >= 0.5
     assert all(jaccard(tokens(rye), tokens(f)) < 0.5 for f in cluster_facts)
@@ -219,7 +240,12 @@ def test_consolidation_policy_dimension_selects_the_store() -> None:
     from evolvemem.space.registry import registry
 
     dim = registry()["consolidation_policy"]
-    assert (dim.choices, dim.default, dim.per_type, dim.mechanism_off) == (("eager", "recurrence"), "eager", True, "eager")
+    assert (dim.choices, dim.default, dim.per_type, dim.mechanism_off) == (
+        ("eager", "recurrence"),
+        "eager",
+        True,
+        "eager",
+    )
     config, _ = load_config("default")
     assert "recurrence" not in stores_needed(config)
     changed, _ = config.with_changes({"consolidation_policy": "recurrence"})
@@ -234,6 +260,7 @@ def _turn_ids(section: str) -> list[tuple[str, str]]:
 def responder(garbage_for: str = "") -> callable:
     """Episode prompts: a narrative and one fact per turn. Refine prompts: the first held fact
     restated (must be dropped) plus one new fact. `garbage_for` ("episode"/"refine") gets prose."""
+
     def respond(body: dict) -> str:
         prompt = message_text(body["messages"][0])
         if "Turns on the recurring topic" in prompt:
@@ -241,17 +268,31 @@ def responder(garbage_for: str = "") -> callable:
                 return "Here is a lovely summary, no JSON today."
             section = prompt.split("in time order:", 1)[1].split("Rules:", 1)[0]
             turns = _turn_ids(section)
-            return json.dumps({"episode": f"Priya Raman kept baking sourdough across {len(turns)} turns.",
-                               "facts": [{"content": f"Fact of {tid}: {text}", "source_turn_ids": [tid], "date": None}
-                                         for tid, text in turns] + [{"content": "No source here."}]})
+            return json.dumps(
+                {
+                    "episode": f"Priya Raman kept baking sourdough across {len(turns)} turns.",
+                    "facts": [
+                        {"content": f"Fact of {tid}: {text}", "source_turn_ids": [tid], "date": None}
+                        for tid, text in turns
+                    ]
+                    + [{"content": "No source here."}],
+                }
+            )
         if "Facts the memory already holds" in prompt:
             if garbage_for == "refine":
                 return "not json either"
             held = re.search(r"^1\. (.+)$", prompt.split("already holds:", 1)[1], re.M).group(1)
             new_turn = _turn_ids(prompt.split("New turn, written as", 1)[1])[0]
-            return json.dumps({"facts": [{"content": held + "."},
-                                         {"content": f"New detail of {new_turn[0]}: {new_turn[1]}", "date": "2023-05-20"}]})
+            return json.dumps(
+                {
+                    "facts": [
+                        {"content": held + "."},
+                        {"content": f"New detail of {new_turn[0]}: {new_turn[1]}", "date": "2023-05-20"},
+                    ]
+                }
+            )
         return "{}"
+
     return respond
 
 
@@ -271,7 +312,9 @@ def test_llm_variant_calls_parses_and_bills(embedder: Embedder, monkeypatch: pyt
     stats = extractor.stats[conv.conversation_id]
     assert len(requests) == 2 == cost.calls == stats.calls  # one extraction, one refinement
     assert stats.fallbacks == 0 and extractor.failures[conv.conversation_id] == []
-    assert stats.prompt_tokens == cost.prompt_tokens == sum(count_tokens(message_text(r["messages"][0])) for r in requests)
+    assert (
+        stats.prompt_tokens == cost.prompt_tokens == sum(count_tokens(message_text(r["messages"][0])) for r in requests)
+    )
     episode = next(u for u in units if u.content.startswith("Priya Raman kept baking"))
     assert "across 6 turns" in episode.content and len(episode.source_turn_ids) == 7
     facts = {u.content: u for u in units if u.memory_type == "semantic"}
@@ -279,7 +322,9 @@ def test_llm_variant_calls_parses_and_bills(embedder: Embedder, monkeypatch: pyt
     new_id = conv.turns()[-1].turn_id
     new = facts[f"New detail of {new_id}: {NEW_DETAIL}"]
     assert new.source_turn_ids == (new_id,) and new.timestamp == datetime(2023, 5, 20)
-    assert all(f is new or f.source_turn_ids == (re.match(r"Fact of (\S+):", f.content).group(1),) for f in facts.values())
+    assert all(
+        f is new or f.source_turn_ids == (re.match(r"Fact of (\S+):", f.content).group(1),) for f in facts.values()
+    )
     assert len([u for u in units if len(u.source_turn_ids) == 1 and u.memory_type == "episodic"]) == len(conv.turns())
 
 
@@ -295,7 +340,9 @@ def test_llm_prompt_tokens_match_the_offline_estimate(embedder: Embedder, monkey
 
 
 @pytest.mark.parametrize("garbage_for", ["episode", "refine"])
-def test_llm_garbage_falls_back_to_offline(embedder: Embedder, monkeypatch: pytest.MonkeyPatch, garbage_for: str) -> None:
+def test_llm_garbage_falls_back_to_offline(
+    embedder: Embedder, monkeypatch: pytest.MonkeyPatch, garbage_for: str
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     conv = conversation(interleaved(BAKING, [RYE]))
     with FakeLLMServer(responder(garbage_for)) as server:

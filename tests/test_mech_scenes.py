@@ -2,6 +2,7 @@
 
 Real parts only: the bundled all-MiniLM-L6-v2 model, bm25s, a real ConversationIndex and
 Retriever over invented memories."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -38,24 +39,54 @@ OTHER = [  # one session each, months apart
     "Tomasz is learning to surf videos online but never tried it.",
 ]
 EVIDENCE = TRIP[3]
-QUESTION = Question("q1", "c1", "What did Priya Raman enjoy most about her surfing trip?", "sardines",
-                    "single_fact", ("D9:3",))
-PLAIN = dict(semantic_top_k=6, keyword_top_k=6, structured_top_k=0, enable_entity_swap=False,
-             importance_weight=0.0, max_context=30)
+QUESTION = Question(
+    "q1", "c1", "What did Priya Raman enjoy most about her surfing trip?", "sardines", "single_fact", ("D9:3",)
+)
+PLAIN = dict(
+    semantic_top_k=6,
+    keyword_top_k=6,
+    structured_top_k=0,
+    enable_entity_swap=False,
+    importance_weight=0.0,
+    max_context=30,
+)
 
 
 def memories() -> list[MemoryUnit]:
-    units = [MemoryUnit(make_memory_id("c1", t), "c1", t, session_id="s_trip", timestamp=datetime(2023, 6, 10, 10, i),
-                        source_turn_ids=(f"D9:{i}",)) for i, t in enumerate(TRIP)]
-    units += [MemoryUnit(make_memory_id("c1", t), "c1", t, session_id=f"s{j}", timestamp=datetime(2022, 1 + j, 1),
-                         source_turn_ids=(f"D{j}:1",)) for j, t in enumerate(OTHER)]
+    units = [
+        MemoryUnit(
+            make_memory_id("c1", t),
+            "c1",
+            t,
+            session_id="s_trip",
+            timestamp=datetime(2023, 6, 10, 10, i),
+            source_turn_ids=(f"D9:{i}",),
+        )
+        for i, t in enumerate(TRIP)
+    ]
+    units += [
+        MemoryUnit(
+            make_memory_id("c1", t),
+            "c1",
+            t,
+            session_id=f"s{j}",
+            timestamp=datetime(2022, 1 + j, 1),
+            source_turn_ids=(f"D{j}:1",),
+        )
+        for j, t in enumerate(OTHER)
+    ]
     return units
 
 
 @pytest.fixture(scope="module")
 def retriever() -> Retriever:
     embedder = Embedder()
-    return Retriever(ConversationIndex.build(memories(), embedder, PERSONS), embedder, known_persons=PERSONS, sources=candidate_sources())
+    return Retriever(
+        ConversationIndex.build(memories(), embedder, PERSONS),
+        embedder,
+        known_persons=PERSONS,
+        sources=candidate_sources(),
+    )
 
 
 def config(**changes):
@@ -81,8 +112,9 @@ def test_episodes_follow_sessions_and_scenes_respect_time(retriever):
     episodes = build_episodes(state)
     trip_rows = {state.row_of_id[make_memory_id("c1", t)] for t in TRIP}
     of_row = episodes.groups.of_row
-    assert all(len({of_row[r] for r in trip_rows} & {of_row[state.row_of_id[make_memory_id("c1", t)]]}) <= 1
-               for t in OTHER)  # no episode spans two sessions
+    assert all(
+        len({of_row[r] for r in trip_rows} & {of_row[state.row_of_id[make_memory_id("c1", t)]]}) <= 1 for t in OTHER
+    )  # no episode spans two sessions
     assert len({of_row[r] for r in trip_rows}) == 1  # the trip exchange is one episode
     loose = cluster_scenes(episodes, 0.5, 60.0)
     # a gap limit of one day keeps sessions a month apart in separate scenes, however similar
@@ -110,12 +142,20 @@ def test_sufficiency_rewrites_only_when_the_match_is_weak(retriever):
 
 def test_deterministic(retriever):
     cfg = config(scene_top_k=6, scene_top_n=3, scene_sufficiency_rounds=2)
-    first = [(i.memory.memory_id, round(i.score, 12), tuple(sorted(i.views.items())))
-             for i in retriever.retrieve(QUESTION, cfg).items]
-    fresh = Retriever(ConversationIndex.build(memories(), retriever.embedder, PERSONS), retriever.embedder,
-                      known_persons=PERSONS, sources=candidate_sources())
-    again = [(i.memory.memory_id, round(i.score, 12), tuple(sorted(i.views.items())))
-             for i in fresh.retrieve(QUESTION, cfg).items]
+    first = [
+        (i.memory.memory_id, round(i.score, 12), tuple(sorted(i.views.items())))
+        for i in retriever.retrieve(QUESTION, cfg).items
+    ]
+    fresh = Retriever(
+        ConversationIndex.build(memories(), retriever.embedder, PERSONS),
+        retriever.embedder,
+        known_persons=PERSONS,
+        sources=candidate_sources(),
+    )
+    again = [
+        (i.memory.memory_id, round(i.score, 12), tuple(sorted(i.views.items())))
+        for i in fresh.retrieve(QUESTION, cfg).items
+    ]
     assert first == again
     state = retriever.index.state
     a = cluster_scenes(build_episodes(state), 0.7, 7.0)
@@ -135,7 +175,12 @@ from evolvemem.llm.client import LLMClient  # noqa: E402
 from evolvemem.memory.narrative import dated_digest, narrate_episode  # noqa: E402
 from evolvemem.contracts.usage import Usage  # noqa: E402
 from tests.fake_llm_server import (  # noqa: E402,F401 - fake_llm is a fixture
-    FakeLLMServer, count_tokens, fake_llm, last_user_message, message_text)
+    FakeLLMServer,
+    count_tokens,
+    fake_llm,
+    last_user_message,
+    message_text,
+)
 
 WEAK = Question("q2", "c1", "Which snack followed the lessons by the water?", "-", "single_fact", ("-",))
 EPISODE_MARK = "Memories of the segment:"
@@ -148,8 +193,13 @@ def client_for(server: FakeLLMServer, cache: ResponseCache | None = None) -> LLM
 
 def llm_retriever(retriever: Retriever, server: FakeLLMServer, cache: ResponseCache | None = None) -> Retriever:
     """A fresh index (so a fresh source cache) over the same memories, with a model."""
-    return Retriever(ConversationIndex.build(memories(), retriever.embedder, PERSONS), retriever.embedder,
-                     known_persons=PERSONS, llm=client_for(server, cache), sources=candidate_sources())
+    return Retriever(
+        ConversationIndex.build(memories(), retriever.embedder, PERSONS),
+        retriever.embedder,
+        known_persons=PERSONS,
+        llm=client_for(server, cache),
+        sources=candidate_sources(),
+    )
 
 
 def segment_lines(prompt: str) -> list[str]:
@@ -164,10 +214,12 @@ def shown_memories(prompt: str) -> list[str]:
 
 def responder(narrative, sufficiency):
     """Routes each request by the prompt it carries; both handlers get the rendered prompt."""
+
     def respond(body: dict) -> str:
         prompt = last_user_message(body)
         value = narrative(prompt) if EPISODE_MARK in prompt else sufficiency(prompt)
         return value if isinstance(value, str) else json.dumps(value)
+
     return respond
 
 
@@ -188,8 +240,9 @@ def billed(server: FakeLLMServer) -> Usage:
 def test_narrate_episode_parses_and_falls_back_with_the_cost_paid(fake_llm):
     lines = ["[8 May 2023] Priya Raman: I start a pottery class on Thursday.", "[8 May 2023] Tomasz: Where?"]
     assert narrate_episode(None, lines, "8 May 2023") == (dated_digest(lines, "8 May 2023"), Usage())
-    assert dated_digest(lines, "8 May 2023") == ("On 8 May 2023: Priya Raman: I start a pottery class on Thursday. "
-                                                 "Tomasz: Where?")
+    assert dated_digest(lines, "8 May 2023") == (
+        "On 8 May 2023: Priya Raman: I start a pottery class on Thursday. Tomasz: Where?"
+    )
     fake_llm.responder = lambda body: json.dumps({"narrative": "Priya Raman told Tomasz about a pottery class."})
     client = client_for(fake_llm)
     text, cost = narrate_episode(client, lines, "8 May 2023")
@@ -224,8 +277,13 @@ def test_narratives_are_written_once_and_drive_scene_clustering(retriever, fake_
     assert fake_llm.request_count == len(episodes.groups) == 11  # one call per episode
     assert sorted(map(tuple, seen)) == sorted(
         tuple(m.content for m in (llm.index.state.memories[r] for r in episodes.groups.members(e)))
-        for e in range(len(episodes.groups)))
-    assert first.cost.calls == 11 and first.cost.prompt_tokens == billed(fake_llm).prompt_tokens and first.cost.completion_tokens > 0
+        for e in range(len(episodes.groups))
+    )
+    assert (
+        first.cost.calls == 11
+        and first.cost.prompt_tokens == billed(fake_llm).prompt_tokens
+        and first.cost.completion_tokens > 0
+    )
     again = llm.retrieve(QUESTION, on)
     assert fake_llm.request_count == 11 and again.cost == Usage()  # written once, reported once
     # identical narratives make identical episode vectors: every episode within the time gap
@@ -239,8 +297,9 @@ def test_narratives_are_written_once_and_drive_scene_clustering(retriever, fake_
     # scene_llm off: the same retriever (with its model) stays offline and calls nothing
     offline = llm.retrieve(QUESTION, config(scene_top_k=6, scene_top_n=3, scene_sufficiency_rounds=2))
     assert fake_llm.request_count == 11 and offline.cost == Usage()
-    assert contents(offline) == contents(retriever.retrieve(QUESTION, config(scene_top_k=6, scene_top_n=3,
-                                                                           scene_sufficiency_rounds=2)))
+    assert contents(offline) == contents(
+        retriever.retrieve(QUESTION, config(scene_top_k=6, scene_top_n=3, scene_sufficiency_rounds=2))
+    )
 
 
 def test_narratives_replay_from_the_response_cache(retriever, fake_llm, tmp_path):
@@ -265,12 +324,13 @@ def test_llm_sufficiency_searches_the_models_rewrites_until_sufficient(retriever
     llm.retrieve(WEAK, on)  # narratives written (and billed) here
     before = fake_llm.request_count
     result = llm.retrieve(WEAK, on)
-    asked = requests_with(fake_llm, SUFFICIENCY_MARK)[-(fake_llm.request_count - before):]
+    asked = requests_with(fake_llm, SUFFICIENCY_MARK)[-(fake_llm.request_count - before) :]
     assert len(asked) == 2  # insufficient, rewrites searched, then sufficient: the cap is not reached
     assert "Question: Which snack followed the lessons by the water?" in asked[0] and "$" not in asked[0]
     assert shown_memories(asked[0])[0] != EVIDENCE and shown_memories(asked[1])[0] == EVIDENCE
-    rewrite = sorted((i.views["scene_rewrite"], i.memory.content) for i in result.items + result.cut
-                     if "scene_rewrite" in i.views)
+    rewrite = sorted(
+        (i.views["scene_rewrite"], i.memory.content) for i in result.items + result.cut if "scene_rewrite" in i.views
+    )
     assert rewrite[0][1] == EVIDENCE
     assert result.cost.calls == 2 and result.cost.prompt_tokens == sum(count_tokens(p) for p in asked)
 

@@ -2,6 +2,7 @@
 answer model (a fake OpenAI-compatible server on 127.0.0.1) and a config that switches every
 question-time mechanism on. Each mechanism's own tests check its behaviour; this one checks
 that the workspace hands the model to them and that their calls are billed on the records."""
+
 from __future__ import annotations
 
 import json
@@ -52,15 +53,33 @@ def test_question_time_mechanisms_use_the_answer_model_and_bill_their_calls(tmp_
     config.write_text(CONFIG, encoding="utf-8")
     out = tmp_path / "run"
     with FakeLLMServer(respond) as server:
-        result = CliRunner().invoke(app, [
-            "eval", "--benchmark", "synth", "--model", "openai/fake-model", "--extract-model", "offline",
-            "--api-base", server.url, "--config", str(config), "--out", str(out), "--quiet", "--json"])
+        result = CliRunner().invoke(
+            app,
+            [
+                "eval",
+                "--benchmark",
+                "synth",
+                "--model",
+                "openai/fake-model",
+                "--extract-model",
+                "offline",
+                "--api-base",
+                server.url,
+                "--config",
+                str(config),
+                "--out",
+                str(out),
+                "--quiet",
+                "--json",
+            ],
+        )
     assert result.exit_code == 0, result.output
     reached = {name for name in seen if name}
     assert reached == set(MECHANISM_PROMPTS)
     con = duckdb.connect(str(out / "run.duckdb"), read_only=True)
     calls, n, routed = con.execute(
-        "SELECT sum(calls), count(*), count(*) FILTER (WHERE route = 'rules-fallback') FROM question_records").fetchone()
+        "SELECT sum(calls), count(*), count(*) FILTER (WHERE route = 'rules-fallback') FROM question_records"
+    ).fetchone()
     con.close()
     assert n > 0 and routed == n  # the router asked the model and fell back on its unusable reply
     # every question paid at least its answer, the router, the judge and one cue-graph step

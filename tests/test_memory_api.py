@@ -3,6 +3,7 @@
 The key test adds a LoCoMo conversation turn by turn and compares, for every question, the context
 `Memory.context` returns with the first context evaluation's answer path hands the reader for the
 same conversation loaded from the file — byte for byte, under two configs."""
+
 from __future__ import annotations
 
 import os
@@ -50,17 +51,22 @@ def evaluation_contexts(config_spec: str, conversation_id: str) -> tuple[dict, l
     for question in dataset.questions:
         effective = config.for_type(question.question_type)
         first = answer_path(ws, question, effective).attempts[0]
-        out[question.question_id] = ([m.memory_id for m in first.context],
-                                     format_context(first.context, effective.context_layout))
+        out[question.question_id] = (
+            [m.memory_id for m in first.context],
+            format_context(first.context, effective.context_layout),
+        )
     return out, dataset
 
 
 def add_turn_by_turn(memory: Memory, conversation) -> None:
     for session in conversation.sessions:
         for turn in session.turns:
-            memory.add(conversation.conversation_id, [{"speaker": turn.speaker, "text": turn.text, "id": turn.turn_id,
-                                                       "image_caption": turn.image_caption}],
-                       session=session.session_id, at=session.timestamp)
+            memory.add(
+                conversation.conversation_id,
+                [{"speaker": turn.speaker, "text": turn.text, "id": turn.turn_id, "image_caption": turn.image_caption}],
+                session=session.session_id,
+                at=session.timestamp,
+            )
 
 
 VARIANT = """\
@@ -110,9 +116,11 @@ def test_turn_by_turn_adds_give_evaluations_contexts_byte_for_byte(tmp_path):
 
 def test_reopening_a_store_embeds_nothing_and_answers_the_same(tmp_path):
     path = tmp_path / "memory.duckdb"
-    turns = [{"speaker": "Priya", "text": "I moved to Lisbon in May."},
-             {"speaker": "Tomasz", "text": "How is the new flat in Lisbon?"},
-             {"speaker": "Priya", "text": "Bright, and the tram stops outside."}]
+    turns = [
+        {"speaker": "Priya", "text": "I moved to Lisbon in May."},
+        {"speaker": "Tomasz", "text": "How is the new flat in Lisbon?"},
+        {"speaker": "Priya", "text": "Bright, and the tram stops outside."},
+    ]
     with Memory.open(path) as memory:
         memory.add("priya", turns, session="s1", at="2024-03-05T14:30")
         before = memory.context("priya", "Where does Priya live?")
@@ -135,8 +143,13 @@ def test_a_second_writer_process_is_refused_in_one_line(tmp_path):
             except EvolveMemError as exc:
                 print(exc)
         """)
-        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
-                             env={**os.environ, "PYTHONPATH": str(REPO)})
+        out = subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
         assert out.returncode == 0, out.stderr
         lines = out.stdout.strip().splitlines()
         assert len(lines) == 1 and "open for writing in another process" in lines[0]
@@ -156,8 +169,12 @@ for i in range(10_000):
 
 def test_sigkill_during_adds_keeps_every_acknowledged_add_once(tmp_path):
     path = tmp_path / "memory.duckdb"
-    proc = subprocess.Popen([sys.executable, "-c", ADDER, str(path)], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ADDER, str(path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     acked = -1
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -237,8 +254,9 @@ def test_answer_goes_through_the_configured_answer_model(tmp_path, monkeypatch):
     with FakeLLMServer(responder=respond) as server:
         models = ModelSettings(answer_model="openai/fake-model", api_base=server.url)
         with Memory.open(tmp_path / "memory.duckdb", "default", models=models, cache_enabled=False) as memory:
-            memory.add("ines", [{"speaker": "Ines", "text": "My cello teacher Ruth lives in Utrecht."}],
-                       at="2024-04-10")
+            memory.add(
+                "ines", [{"speaker": "Ines", "text": "My cello teacher Ruth lives in Utrecht."}], at="2024-04-10"
+            )
             context = memory.context("ines", "Where does the cello teacher live?")
             before = len(prompts)
             answer = memory.answer("ines", "Where does the cello teacher live?")
@@ -254,8 +272,9 @@ def test_a_run_directory_serves_its_best_rounds_config(tmp_path):
     from evolvemem.space.config import load_config
 
     run_dir = tmp_path / "run"
-    result = CliRunner().invoke(app, ["run", "--benchmark", "synth", "--rounds", "1", "--out", str(run_dir), "-q"],
-                                catch_exceptions=False)
+    result = CliRunner().invoke(
+        app, ["run", "--benchmark", "synth", "--rounds", "1", "--out", str(run_dir), "-q"], catch_exceptions=False
+    )
     assert result.exit_code == 0, result.output[-2000:]
     exported, _ = load_config(run_dir / "best_config.toml")
     with Memory.open(tmp_path / "memory.duckdb", run_dir) as memory:

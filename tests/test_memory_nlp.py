@@ -1,4 +1,5 @@
 """Rule annotations on invented sentences: what the entity view and entity swap rest on."""
+
 from __future__ import annotations
 
 from evolvemem.memory.nlp import annotate, strip_persons, tokenize, topics_of
@@ -42,7 +43,9 @@ def test_locations_from_gazetteer_prepositions_and_place_heads():
 
 
 def test_entities_titles_numbers_dates_and_named_events():
-    found = annotate('I finished "The Silent Orchard" on March 3, 2022 after running 5 km at the Riverside Jazz Festival.')
+    found = annotate(
+        'I finished "The Silent Orchard" on March 3, 2022 after running 5 km at the Riverside Jazz Festival.'
+    )
     assert "the silent orchard" in found.entities
     assert "silent orchard" not in found.persons  # a quoted title is not a run of names
     assert {"5 km", "2022", "march 3 2022", "riverside jazz festival"} <= set(found.entities)
@@ -69,7 +72,10 @@ def test_tokenize_lowercases_and_drops_possessives_and_stopwords():
 
 
 def test_strip_persons_removes_names_possessives_and_name_parts():
-    assert strip_persons("What did Priya's sister give Tomasz Nowak?", ["priya", "tomasz nowak"]) == "What did sister give ?"
+    assert (
+        strip_persons("What did Priya's sister give Tomasz Nowak?", ["priya", "tomasz nowak"])
+        == "What did sister give ?"
+    )
     assert strip_persons("Where does Nowak live?", ["Tomasz Nowak"]) == "Where does live?"
     assert strip_persons("Priya’s garden and Priyanka", ["Priya"]) == "garden and Priyanka"
     assert strip_persons("nothing to strip", []) == "nothing to strip"

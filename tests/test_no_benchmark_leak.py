@@ -1,5 +1,6 @@
 """Honesty guard: no LoCoMo question, gold answer or evidence sentence appears in product code,
 prompts or the action space (examples must be about invented people)."""
+
 from __future__ import annotations
 
 import json
@@ -7,8 +8,11 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PRODUCT = [*sorted((REPO / "evolvemem").rglob("*.py")), *sorted((REPO / "prompts").glob("*.md")),
-           *sorted((REPO / "action_space").rglob("*.toml"))]
+PRODUCT = [
+    *sorted((REPO / "evolvemem").rglob("*.py")),
+    *sorted((REPO / "prompts").glob("*.md")),
+    *sorted((REPO / "action_space").rglob("*.toml")),
+]
 
 
 def _norm(text: str) -> str:

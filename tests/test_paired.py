@@ -1,4 +1,5 @@
 """Paired decisions (evolvemem/loop/paired.py): statistics on invented per-question records."""
+
 from __future__ import annotations
 
 import random
@@ -90,9 +91,21 @@ def _input(taxonomy: dict[str, int], history: list[dict] | None = None, view_cre
     from evolvemem.space.config import load_config
 
     config = load_config("default")[0]
-    return DiagnosisInput(round=2, objective="balanced", score=0.3, overall={}, by_type=[], by_category=[],
-                          taxonomy=taxonomy, taxonomy_by_type={}, worst_cases=[], config=config.values(),
-                          overrides={}, history=history or [], view_credit=view_credit or {})
+    return DiagnosisInput(
+        round=2,
+        objective="balanced",
+        score=0.3,
+        overall={},
+        by_type=[],
+        by_category=[],
+        taxonomy=taxonomy,
+        taxonomy_by_type={},
+        worst_cases=[],
+        config=config.values(),
+        overrides={},
+        history=history or [],
+        view_credit=view_credit or {},
+    )
 
 
 def test_shrinking_the_context_while_budget_cuts_dominate_is_flagged_and_rejected_for_a_model():
@@ -115,9 +128,15 @@ def test_switching_off_the_view_that_found_the_evidence_and_repeating_a_failed_m
     from evolvemem.contracts.diagnosis import Proposal
     from evolvemem.loop.evidence_check import flag_proposal
 
-    history = [{"round": 0, "decision": "applied", "changes": [{"field": "rrf_k", "old": 60, "new": 30,
-                                                                  "scope": "global"}],
-                "outcome_delta": 0.004, "outcome_accepted": False}]
+    history = [
+        {
+            "round": 0,
+            "decision": "applied",
+            "changes": [{"field": "rrf_k", "old": 60, "new": 30, "scope": "global"}],
+            "outcome_delta": 0.004,
+            "outcome_accepted": False,
+        }
+    ]
     inp = _input({"answer_error": 50}, history, view_credit={"semantic": 90, "keyword": 40})
     p = Proposal(changes={"semantic_top_k": 0, "rrf_k": 20})
     flags = flag_proposal(p, inp, reject=True)
@@ -127,11 +146,22 @@ def test_switching_off_the_view_that_found_the_evidence_and_repeating_a_failed_m
 
 def _traded(field: str, old, new, main: float, adversarial: float, p_gain: float = 0.01) -> dict:
     """A history item: a change whose round gained one group and lost the other (paired)."""
-    groups = {"main": {"diff": main, "p_gain": p_gain if main > 0 else 0.9, "p_loss": 0.9 if main > 0 else 0.01},
-              "adversarial": {"diff": adversarial, "p_gain": p_gain if adversarial > 0 else 0.9,
-                              "p_loss": 0.9 if adversarial > 0 else 0.01}}
-    return {"round": 1, "decision": "applied", "changes": [{"field": field, "old": old, "new": new, "scope": "global"}],
-            "outcome_delta": 0.0, "outcome_accepted": False, "outcome_groups": groups}
+    groups = {
+        "main": {"diff": main, "p_gain": p_gain if main > 0 else 0.9, "p_loss": 0.9 if main > 0 else 0.01},
+        "adversarial": {
+            "diff": adversarial,
+            "p_gain": p_gain if adversarial > 0 else 0.9,
+            "p_loss": 0.9 if adversarial > 0 else 0.01,
+        },
+    }
+    return {
+        "round": 1,
+        "decision": "applied",
+        "changes": [{"field": field, "old": old, "new": new, "scope": "global"}],
+        "outcome_delta": 0.0,
+        "outcome_accepted": False,
+        "outcome_groups": groups,
+    }
 
 
 def test_the_rubric_keeps_a_change_that_traded_groups_together_with_a_counterweight():
@@ -147,12 +177,15 @@ def test_the_rubric_keeps_a_change_that_traded_groups_together_with_a_counterwei
     assert "counterweight for adversarial" in proposal.rationale
     assert flag_proposal(proposal, inp, reject=True) == [] and "keyword_top_k" in proposal.changes  # a new experiment
     # alone, the tried move is still a repeat
-    assert any("repeats keyword_top_k" in f for f in flag_proposal(Proposal(changes={"keyword_top_k": 20}), inp,
-                                                                    reject=False))
+    assert any(
+        "repeats keyword_top_k" in f for f in flag_proposal(Proposal(changes={"keyword_top_k": 20}), inp, reject=False)
+    )
     # the other way round: abstaining more lost answerable questions, so give the reader more evidence
     inp = _input({"retrieval_miss": 100}, [_traded("answer_style", "concise", "cautious", -0.02, 0.1)])
     proposal = RubricDiagnoser().diagnose(inp, None).proposal
-    assert proposal.changes["answer_style"] == "cautious" and proposal.changes["max_context"] > inp.config["max_context"]
+    assert (
+        proposal.changes["answer_style"] == "cautious" and proposal.changes["max_context"] > inp.config["max_context"]
+    )
     # a gain that is not significant is no trade: the rubric's usual rules decide
     inp = _input({"retrieval_miss": 100}, [_traded("keyword_top_k", 10, 20, 0.012, -0.06, p_gain=0.4)])
     assert "counterweight" not in RubricDiagnoser().diagnose(inp, None).proposal.rationale
@@ -169,19 +202,34 @@ def test_a_counterweight_for_answerable_questions_gives_back_all_their_evidence_
 
     # verification won unanswerable questions but withdrew answerable ones; the dense view and a
     # wider budget had each failed alone before (no gain), which does not stop them as a counterweight
-    failed_alone = [{"round": 0, "decision": "reverted", "outcome_delta": -0.001, "outcome_accepted": False,
-                     "changes": [{"field": field, "old": old, "new": new, "scope": "global"}]}
-                    for field, old, new in (("semantic_top_k", 0, 10), ("max_context", 8, 10))]
+    failed_alone = [
+        {
+            "round": 0,
+            "decision": "reverted",
+            "outcome_delta": -0.001,
+            "outcome_accepted": False,
+            "changes": [{"field": field, "old": old, "new": new, "scope": "global"}],
+        }
+        for field, old, new in (("semantic_top_k", 0, 10), ("max_context", 8, 10))
+    ]
     traded = _traded("enable_answer_verification", False, True, -0.02, 0.15)
     traded["round"] = 2
     proposal = RubricDiagnoser().diagnose(weak_input(failed_alone + [traded]), None).proposal
-    assert proposal.changes == {"enable_answer_verification": True, "semantic_top_k": 10,
-                                "max_context": 15,  # keyword 5 + semantic 10: every candidate fits
-                                "judge_retries": 1}  # answers are gated: a withdrawn one may retry
+    assert proposal.changes == {
+        "enable_answer_verification": True,
+        "semantic_top_k": 10,
+        "max_context": 15,  # keyword 5 + semantic 10: every candidate fits
+        "judge_retries": 1,
+    }  # answers are gated: a withdrawn one may retry
     assert "counterweight for main" in proposal.rationale
     # the same bundle tried (and lost) once is not proposed again: the next, smaller counterweight is
-    tried = {"round": 3, "decision": "reverted", "outcome_delta": -0.001, "outcome_accepted": False,
-             "changes": [{"field": k, "old": None, "new": val, "scope": "global"} for k, val in proposal.changes.items()]}
+    tried = {
+        "round": 3,
+        "decision": "reverted",
+        "outcome_delta": -0.001,
+        "outcome_accepted": False,
+        "changes": [{"field": k, "old": None, "new": val, "scope": "global"} for k, val in proposal.changes.items()],
+    }
     again = RubricDiagnoser().diagnose(weak_input(failed_alone + [traded, tried]), None).proposal
     assert again.changes and again.changes != proposal.changes
 
@@ -192,9 +240,11 @@ def test_a_counterweight_does_not_walk_further_along_the_settings_the_kept_chang
     # a bundle that widened the keyword view and the budget still lost answerable questions: a
     # counterweight that only widens the keyword view again is not proposed (fresh settings are)
     bundle = _traded("enable_answer_verification", False, True, -0.02, 0.14)
-    bundle["changes"] += [{"field": "keyword_top_k", "old": 10, "new": 15, "scope": "global"},
-                          {"field": "max_context", "old": 12, "new": 30, "scope": "global"},
-                          {"field": "judge_retries", "old": 0, "new": 1, "scope": "global"}]
+    bundle["changes"] += [
+        {"field": "keyword_top_k", "old": 10, "new": 15, "scope": "global"},
+        {"field": "max_context", "old": 12, "new": 30, "scope": "global"},
+        {"field": "judge_retries", "old": 0, "new": 1, "scope": "global"},
+    ]
     # (the dense view is on and the budget is at its maximum: nothing fresh is left, so the
     # rubric's usual rules decide)
     assert trade_actions(_input({"retrieval_miss": 100}, [bundle])) == []
@@ -208,8 +258,13 @@ def test_moves_that_failed_alone_are_a_new_experiment_together_but_not_twice():
     from evolvemem.loop.evidence_check import flag_proposal
 
     def tried(changes: dict, round_no: int) -> dict:
-        return {"round": round_no, "decision": "reverted", "outcome_delta": -0.002, "outcome_accepted": False,
-                "changes": [{"field": k, "old": DEFAULTS[k], "new": v, "scope": "global"} for k, v in changes.items()]}
+        return {
+            "round": round_no,
+            "decision": "reverted",
+            "outcome_delta": -0.002,
+            "outcome_accepted": False,
+            "changes": [{"field": k, "old": DEFAULTS[k], "new": v, "scope": "global"} for k, v in changes.items()],
+        }
 
     DEFAULTS = {"keyword_top_k": 10, "answer_style": "concise"}  # the default preset's values
 
@@ -231,16 +286,31 @@ def test_retrieval_misses_widen_the_views_with_a_context_that_carries_the_extra_
     inp.config.update({"semantic_top_k": 10, "fusion_mode": "rrf"})
     # switching the dense view on was tried first and brought no significant gain: a different
     # lever from giving it more candidates now that it is on
-    inp.history = [{"round": 0, "decision": "applied", "outcome_delta": 0.09, "outcome_accepted": False,
-                    "changes": [{"field": "semantic_top_k", "old": 0, "new": 10, "scope": "global"}]}]
+    inp.history = [
+        {
+            "round": 0,
+            "decision": "applied",
+            "outcome_delta": 0.09,
+            "outcome_accepted": False,
+            "changes": [{"field": "semantic_top_k", "old": 0, "new": 10, "scope": "global"}],
+        }
+    ]
     proposal = RubricDiagnoser().diagnose(inp, None).proposal
     assert "widen the views" in proposal.rationale
     # 15 + 10 candidates now ranked: the budget of 8 grows by one step, or the reader sees no new one
     assert proposal.changes == {"semantic_top_k": 15, "keyword_top_k": 10, "max_context": 12}
     # widening that was tried without a gain is not walked again
-    inp.history.append({"round": 1, "decision": "reverted", "outcome_delta": -0.01, "outcome_accepted": False,
-                        "changes": [{"field": k, "old": inp.config[k], "new": v, "scope": "global"}
-                                    for k, v in proposal.changes.items()]})
+    inp.history.append(
+        {
+            "round": 1,
+            "decision": "reverted",
+            "outcome_delta": -0.01,
+            "outcome_accepted": False,
+            "changes": [
+                {"field": k, "old": inp.config[k], "new": v, "scope": "global"} for k, v in proposal.changes.items()
+            ],
+        }
+    )
     assert "widen the views" not in RubricDiagnoser().diagnose(inp, None).proposal.rationale
 
 

@@ -4,6 +4,7 @@ term and the person focus; a budget the context fills; the rubric proposing such
 
 Real parts: the bundled all-MiniLM-L6-v2 model, its token vectors, bm25s and the rule annotator,
 over small invented conversations; the CLI test runs the real `evolve` entry point."""
+
 from __future__ import annotations
 
 import json
@@ -39,8 +40,9 @@ def embedder() -> Embedder:
 def order(embedder: Embedder, texts: list[str], sessions: list[str], query: str, **changes) -> list[int]:
     """Positions (in `texts`) of the context's memories, best first, keyword view with sum fusion."""
     units = [memory(text, day, session_id=session) for day, (text, session) in enumerate(zip(texts, sessions), 1)]
-    retriever = Retriever(ConversationIndex.build(units, embedder, known_persons=PEOPLE), embedder,
-                          known_persons=PEOPLE)
+    retriever = Retriever(
+        ConversationIndex.build(units, embedder, known_persons=PEOPLE), embedder, known_persons=PEOPLE
+    )
     result = retriever.retrieve(question(query), config(**KEYWORD_SUM, **changes))
     return [texts.index(text) for text in contents(result)]
 
@@ -77,8 +79,11 @@ def test_maxsim_averages_over_query_vectors_and_batches_agree():
 
 def test_question_pieces_keep_content_words_only():
     stop = frozenset({"what", "did", "the"})
-    assert [p for p in ["what", "did", "the", "harm", "##onium", "?", "Ġkiln", "▁the"] if content_piece(p, stop)] == \
-        ["harm", "##onium", "Ġkiln"]
+    assert [p for p in ["what", "did", "the", "harm", "##onium", "?", "Ġkiln", "▁the"] if content_piece(p, stop)] == [
+        "harm",
+        "##onium",
+        "Ġkiln",
+    ]
 
 
 def test_token_vectors_are_cached_on_disk_by_content(embedder, tmp_path):
@@ -96,8 +101,9 @@ def test_token_vectors_are_cached_on_disk_by_content(embedder, tmp_path):
 
 
 def test_the_late_view_runs_in_the_retriever_and_labels_its_candidates(embedder):
-    retriever = Retriever(ConversationIndex.build(memories(), embedder, known_persons=SPEAKERS), embedder,
-                          known_persons=SPEAKERS)
+    retriever = Retriever(
+        ConversationIndex.build(memories(), embedder, known_persons=SPEAKERS), embedder, known_persons=SPEAKERS
+    )
     q = question("Which talk about reefs was put online?")
     retriever.prepare([q], config(late_top_k=3))  # batch-scored up front
     result = retriever.retrieve(q, config(semantic_top_k=0, keyword_top_k=0, structured_top_k=0, late_top_k=3))
@@ -109,16 +115,23 @@ def test_the_late_view_runs_in_the_retriever_and_labels_its_candidates(embedder)
 
 
 def test_session_prior_lifts_the_sessions_best_match_companion(embedder):
-    texts = ["Orla fixed the lighthouse lantern and the lighthouse door.", "Orla painted a lantern blue.",
-             "Lantern festival."]
+    texts = [
+        "Orla fixed the lighthouse lantern and the lighthouse door.",
+        "Orla painted a lantern blue.",
+        "Lantern festival.",
+    ]
     sessions = ["s1", "s1", "s2"]
     assert order(embedder, texts, sessions, "lighthouse lantern") == [0, 2, 1]
     assert order(embedder, texts, sessions, "lighthouse lantern", session_prior_weight=1.0) == [0, 1, 2]
 
 
 def test_neighbour_term_lifts_the_memory_next_to_the_best_match(embedder):
-    texts = ["Orla fixed the lighthouse lantern and the lighthouse door.", "Orla painted a lantern blue.",
-             "The ferry was late.", "Lantern festival."]
+    texts = [
+        "Orla fixed the lighthouse lantern and the lighthouse door.",
+        "Orla painted a lantern blue.",
+        "The ferry was late.",
+        "Lantern festival.",
+    ]
     sessions = ["s1"] * 4
     assert order(embedder, texts, sessions, "lighthouse lantern") == [0, 3, 1]
     assert order(embedder, texts, sessions, "lighthouse lantern", neighbour_weight=1.0) == [0, 1, 3]
@@ -127,7 +140,11 @@ def test_neighbour_term_lifts_the_memory_next_to_the_best_match(embedder):
 
 
 def test_person_focus_lifts_the_named_persons_memories(embedder):
-    texts = ["Priya Raman is learning to paint.", "Tomasz is learning the cello.", "Tomasz baked bread for the neighbours."]
+    texts = [
+        "Priya Raman is learning to paint.",
+        "Tomasz is learning the cello.",
+        "Tomasz baked bread for the neighbours.",
+    ]
     sessions = ["s1"] * 3
     assert order(embedder, texts, sessions, "What is Tomasz learning?") == [1, 0, 2]
     assert order(embedder, texts, sessions, "What is Tomasz learning?", person_focus_weight=0.5) == [1, 2, 0]
@@ -146,11 +163,16 @@ def test_question_spans_read_the_time_a_question_names():
     def days(*parts: int) -> float:
         return to_days(datetime(*parts))
 
-    assert question_span("Who did Orla meet on 3 May, 2023?", asked) == (days(2023, 5, 3), days(2023, 5, 3, 23, 59) + TELL_LATER_DAYS)
+    assert question_span("Who did Orla meet on 3 May, 2023?", asked) == (
+        days(2023, 5, 3),
+        days(2023, 5, 3, 23, 59) + TELL_LATER_DAYS,
+    )
     assert question_span("Who did Orla meet on May 3rd, 2023?", None)[0] == days(2023, 5, 3)
     assert question_span("What did Orla bake in June 2022?", asked)[0] == days(2022, 6, 1)
     assert question_span("What did Orla bake in June?", asked)[0] == days(2023, 6, 1)
-    assert question_span("What did Orla bake in October?", asked)[0] == days(2022, 10, 1)  # the last October asked about
+    assert question_span("What did Orla bake in October?", asked)[0] == days(
+        2022, 10, 1
+    )  # the last October asked about
     assert question_span("Where did Orla travel in 2021?", asked)[:1] == (days(2021, 1, 1),)
     start, end = question_span("What did Orla start two weeks ago?", asked)
     assert start == days(2023, 7, 30, 10, 0) and end == days(2023, 8, 13, 10, 0) + TELL_LATER_DAYS
@@ -162,14 +184,25 @@ def test_question_spans_read_the_time_a_question_names():
 def test_temporal_grounding_lifts_memories_dated_when_the_question_says(embedder):
     from datetime import datetime
 
-    texts = ["Orla went camping.", "Orla went camping in the hills with her old friends from the choir.",
-             "Orla bought a new tent."]
-    units = [memory(text, 1, session_id=f"s{i}").evolve(timestamp=when) for i, (text, when) in enumerate(
-        zip(texts, [datetime(2023, 3, 2), datetime(2023, 6, 20), datetime(2023, 9, 1)]))]
-    retriever = Retriever(ConversationIndex.build(units, embedder, known_persons=PEOPLE), embedder, known_persons=PEOPLE)
+    texts = [
+        "Orla went camping.",
+        "Orla went camping in the hills with her old friends from the choir.",
+        "Orla bought a new tent.",
+    ]
+    units = [
+        memory(text, 1, session_id=f"s{i}").evolve(timestamp=when)
+        for i, (text, when) in enumerate(
+            zip(texts, [datetime(2023, 3, 2), datetime(2023, 6, 20), datetime(2023, 9, 1)])
+        )
+    ]
+    retriever = Retriever(
+        ConversationIndex.build(units, embedder, known_persons=PEOPLE), embedder, known_persons=PEOPLE
+    )
     q = question("Where did Orla go camping in June?", date=datetime(2023, 10, 1))
     plain = [texts.index(c) for c in contents(retriever.retrieve(q, config(**KEYWORD_SUM)))]
-    grounded = [texts.index(c) for c in contents(retriever.retrieve(q, config(**KEYWORD_SUM, temporal_grounding_weight=0.5)))]
+    grounded = [
+        texts.index(c) for c in contents(retriever.retrieve(q, config(**KEYWORD_SUM, temporal_grounding_weight=0.5)))
+    ]
     assert plain[0] == 0 and grounded[0] == 1
 
 
@@ -177,8 +210,9 @@ def test_temporal_grounding_lifts_memories_dated_when_the_question_says(embedder
 
 
 def test_a_token_budget_fills_past_view_sizes_and_the_item_cap(embedder):
-    retriever = Retriever(ConversationIndex.build(memories(), embedder, known_persons=SPEAKERS), embedder,
-                          known_persons=SPEAKERS)
+    retriever = Retriever(
+        ConversationIndex.build(memories(), embedder, known_persons=SPEAKERS), embedder, known_persons=SPEAKERS
+    )
     q = question("What did Priya do?")
     small = dict(semantic_top_k=3, keyword_top_k=0, structured_top_k=0, max_context=6)
     assert len(retriever.retrieve(q, config(**small)).items) == 3  # no budget: the view's 3
@@ -208,9 +242,20 @@ def test_a_token_cap_applies_to_the_global_budget_and_every_override():
 def diagnosis_input(token_budget: int, **values) -> DiagnosisInput:
     base, _ = load_config("hybrid")
     cfg, _ = base.with_changes(values)
-    inp = DiagnosisInput(round=1, objective="evidence", score=0.7, overall={}, by_type=[], by_category=[],
-                         taxonomy={"budget_cut": 60, "retrieval_miss": 10, "correct": 100}, taxonomy_by_type={},
-                         worst_cases=[], config=cfg.values(), overrides={}, token_budget=token_budget)
+    inp = DiagnosisInput(
+        round=1,
+        objective="evidence",
+        score=0.7,
+        overall={},
+        by_type=[],
+        by_category=[],
+        taxonomy={"budget_cut": 60, "retrieval_miss": 10, "correct": 100},
+        taxonomy_by_type={},
+        worst_cases=[],
+        config=cfg.values(),
+        overrides={},
+        token_budget=token_budget,
+    )
     inp.fixed = tuple(name for name, dim in registry().items() if dim.needs_reranker)  # a run without one
     return inp
 
@@ -222,13 +267,24 @@ def test_rubric_proposes_ranking_moves_when_a_token_budget_cuts():
     later = rubric.diagnose(diagnosis_input(1500, late_top_k=10), None).proposal.changes
     assert later.get("late_weight", 0) > 1.0
     # weighting it up brought no gain: the next order moves are the ranking terms, each on its own
-    failed = [{"round": 1, "decision": "applied", "changes": [{"field": "late_weight", "old": 1.0, "new": 2.0}],
-               "outcome_delta": 0.0, "outcome_accepted": False}]
+    failed = [
+        {
+            "round": 1,
+            "decision": "applied",
+            "changes": [{"field": "late_weight", "old": 1.0, "new": 2.0}],
+            "outcome_delta": 0.0,
+            "outcome_accepted": False,
+        }
+    ]
     inp = diagnosis_input(1500, late_top_k=10)
     inp.history = failed
     moves = [p.changes for p in [rubric.diagnose(inp, None).proposal, *rubric.alternatives(inp, None, 3)]]
-    assert moves[:4] == [{"session_prior_weight": 0.3}, {"neighbour_weight": 0.2}, {"person_focus_weight": 0.1},
-                         {"temporal_grounding_weight": 0.2}]
+    assert moves[:4] == [
+        {"session_prior_weight": 0.3},
+        {"neighbour_weight": 0.2},
+        {"person_focus_weight": 0.1},
+        {"temporal_grounding_weight": 0.2},
+    ]
     unbudgeted = rubric.diagnose(diagnosis_input(0), None).proposal.changes
     assert "max_context" in unbudgeted  # without a budget the item cap is what cuts
 
@@ -239,10 +295,26 @@ def test_rubric_proposes_ranking_moves_when_a_token_budget_cuts():
 def test_evolve_eval_scores_evidence_recall_at_a_token_budget(tmp_path):
     results = {}
     for tokens in (400, 2000):
-        out = subprocess.run([sys.executable, "-m", "evolvemem.cli.main", "eval", "--benchmark", "synth",
-                              "--config", "hybrid", "--context-tokens", str(tokens), "--json",
-                              "--out", str(tmp_path / f"eval-{tokens}")],
-                             capture_output=True, text=True, timeout=600)
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "evolvemem.cli.main",
+                "eval",
+                "--benchmark",
+                "synth",
+                "--config",
+                "hybrid",
+                "--context-tokens",
+                str(tokens),
+                "--json",
+                "--out",
+                str(tmp_path / f"eval-{tokens}"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert out.returncode == 0, out.stderr[-2000:]
         results[tokens] = json.loads(out.stdout.strip().splitlines()[-1])["overall"]
         assert f"contexts cut at {tokens} tokens" in out.stdout + out.stderr
@@ -257,19 +329,45 @@ def test_ablation_of_an_evidence_run_measures_recall_at_the_runs_budget(tmp_path
 
     run = tmp_path / "evidence-run"
     evolve = [sys.executable, "-m", "evolvemem.cli.main"]
-    done = subprocess.run([*evolve, "run", "--benchmark", "synth", "--rounds", "1", "--objective", "evidence",
-                           "--context-tokens", "400", "--init", "hybrid", "--out", str(run), "--quiet"],
-                          capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [
+            *evolve,
+            "run",
+            "--benchmark",
+            "synth",
+            "--rounds",
+            "1",
+            "--objective",
+            "evidence",
+            "--context-tokens",
+            "400",
+            "--init",
+            "hybrid",
+            "--out",
+            str(run),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
-    ablated = subprocess.run([*evolve, "ablate", str(run), "--split", "dev", "--json", "--quiet"],
-                             capture_output=True, text=True, timeout=900)
+    ablated = subprocess.run(
+        [*evolve, "ablate", str(run), "--split", "dev", "--json", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert ablated.returncode == 0, ablated.stderr[-2000:]
     result = json.loads(ablated.stdout.strip().splitlines()[-1])
     full = result["rows"][0]
     with duckdb.connect(str(run / "run.duckdb"), read_only=True) as db:
-        best = db.execute("SELECT main_evidence_recall FROM rounds WHERE round = ? AND phase = 'dev'",
-                          [result["best_round"]]).fetchone()[0]
-        answered, widest = db.execute("SELECT count(*) FILTER (WHERE prediction <> ''), max(context_tokens) "
-                                      "FROM question_records WHERE phase LIKE 'ablate%'").fetchone()
+        best = db.execute(
+            "SELECT main_evidence_recall FROM rounds WHERE round = ? AND phase = 'dev'", [result["best_round"]]
+        ).fetchone()[0]
+        answered, widest = db.execute(
+            "SELECT count(*) FILTER (WHERE prediction <> ''), max(context_tokens) "
+            "FROM question_records WHERE phase LIKE 'ablate%'"
+        ).fetchone()
     assert full["main_evidence_recall"] == pytest.approx(best)
     assert answered == 0 and widest <= 400

@@ -2,6 +2,7 @@
 this module and shut down at its end: rounds sharded by conversation record exactly what the
 in-process run records; a worker killed mid-round costs nothing; Ctrl-C shuts down the cluster a
 command started. Answers come through litellm from the fake OpenAI server (every call counted)."""
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,14 @@ VOLATILE = ("latency_ms",)  # how long a question took is not a record's content
 
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[None]:
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-             logging_level=logging.ERROR, _node_ip_address="127.0.0.1")
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level=logging.ERROR,
+        _node_ip_address="127.0.0.1",
+    )
     try:
         yield
     finally:
@@ -39,17 +46,41 @@ def ray_cluster() -> Iterator[None]:
 # the model's diagnosis: rrf_k (which `weak`'s sum fusion ignores) and a wider view for temporal
 # questions only, so round 1's minibatch reuses the answers to every unchanged context (the memo
 # the workers are sent) and answers the temporal ones; round 2 explores (a new store, answers)
-DIAGNOSIS = json.dumps({"analysis": "invented", "changes": {"rrf_k": 90},
-                        "overrides": {"temporal": {"semantic_top_k": 10}},
-                        "missing_topics": [], "new_dimensions": [], "rationale": "a test proposal"})
+DIAGNOSIS = json.dumps(
+    {
+        "analysis": "invented",
+        "changes": {"rrf_k": 90},
+        "overrides": {"temporal": {"semantic_top_k": 10}},
+        "missing_topics": [],
+        "new_dimensions": [],
+        "rationale": "a test proposal",
+    }
+)
 
 
 def llm_run(server: FakeLLMServer, out: Path, *extra: str) -> Any:
     """Two rounds from `weak`, answers and diagnoses from the fake server, no reply cache (every
     answer reaches the server or is reused by the run itself), screening on (a model answers)."""
-    result = evolve("run", "--benchmark", "synth", "--rounds", "2", "--model", MODEL, "--api-base", server.url,
-                    "--extract-model", "offline", "--diagnoser", "llm", "--no-cache", "--out", str(out),
-                    "--quiet", *extra)
+    result = evolve(
+        "run",
+        "--benchmark",
+        "synth",
+        "--rounds",
+        "2",
+        "--model",
+        MODEL,
+        "--api-base",
+        server.url,
+        "--extract-model",
+        "offline",
+        "--diagnoser",
+        "llm",
+        "--no-cache",
+        "--out",
+        str(out),
+        "--quiet",
+        *extra,
+    )
     assert result.exit_code == 0, result.output
     return result
 
@@ -60,8 +91,11 @@ def records(run_dir: Path) -> list[dict]:
 
 
 def figures(run_dir: Path) -> list[dict]:
-    return query(run_dir, "SELECT round, phase, n_questions, main_f1, adversarial_f1, all_f1, evidence_recall "
-                          "FROM rounds ORDER BY round, phase")
+    return query(
+        run_dir,
+        "SELECT round, phase, n_questions, main_f1, adversarial_f1, all_f1, evidence_recall "
+        "FROM rounds ORDER BY round, phase",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -117,11 +151,13 @@ def killing_first_answering_worker(killed: list[int]) -> Callable[[dict], str]:
                 os.kill(busy[0], signal.SIGKILL)
                 killed.append(busy[0])
         return answer(body)
+
     return respond
 
 
 def test_sharded_rounds_record_what_local_rounds_record_though_a_worker_is_killed_mid_round(
-        ray_cluster, local_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ray_cluster, local_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     out = tmp_path / "ray"
     killed: list[int] = []
@@ -130,7 +166,9 @@ def test_sharded_rounds_record_what_local_rounds_record_though_a_worker_is_kille
         requests = len(server.requests)
     assert killed, "no worker was killed"
     # every question of every evaluation recorded once, each record as the in-process run wrote it
-    dupes = query(out, "SELECT round, phase, question_id, count(*) AS n FROM question_records GROUP BY ALL HAVING n > 1")
+    dupes = query(
+        out, "SELECT round, phase, question_id, count(*) AS n FROM question_records GROUP BY ALL HAVING n > 1"
+    )
     assert dupes == []
     mine = records(out)
     assert mine == records(local_run)
@@ -163,9 +201,14 @@ with open_executor("ray", workers=1) as executor:
 def test_ctrl_c_shuts_down_the_local_cluster_an_executor_started() -> None:
     """`evolve run --executor ray` runs inside `open_executor`: Ctrl-C while its tasks run ends the
     command and every process of the cluster it started."""
-    process = subprocess.Popen([sys.executable, "-c", CTRL_C_SCRIPT], cwd=ROOT, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # see test_interrupt.py
+    process = subprocess.Popen(
+        [sys.executable, "-c", CTRL_C_SCRIPT],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # see test_interrupt.py
     try:
         assert process.stdout is not None and process.stdout.readline().strip() == "started"
         deadline = time.monotonic() + 60

@@ -1,6 +1,7 @@
 """The README is the short front page: it fits on a screen, its test command is CI's, every command it
 shows parses with the real CLI, and its quick start runs as written (on the synth benchmark instead of
 the LoCoMo download) through to the report and a transfer onto the docs' custom-data example."""
+
 from __future__ import annotations
 
 import re
@@ -20,8 +21,9 @@ README_MAX_BYTES = 10_240
 
 def test_readme_fits_on_a_screen():
     size = len(README.encode("utf-8"))
-    assert size <= README_MAX_BYTES, (f"README.md is {size} bytes (at most {README_MAX_BYTES}): move detail into "
-                                      "docs/ and link to it")
+    assert size <= README_MAX_BYTES, (
+        f"README.md is {size} bytes (at most {README_MAX_BYTES}): move detail into docs/ and link to it"
+    )
 
 
 def test_readme_test_command_is_the_ci_command():
@@ -31,8 +33,11 @@ def test_readme_test_command_is_the_ci_command():
 
 def test_readme_figures_name_their_command():
     """Every row of the README's results table names the command that printed it."""
-    rows = [line for line in README.split("## Results", 1)[1].split("\n## ", 1)[0].splitlines()
-            if line.startswith("| ") and not line.startswith("| what")]
+    rows = [
+        line
+        for line in README.split("## Results", 1)[1].split("\n## ", 1)[0].splitlines()
+        if line.startswith("| ") and not line.startswith("| what")
+    ]
     assert 3 <= len(rows) <= 5, rows
     for row in rows:
         assert re.search(r"`(python benchmarks/\w+\.py|evolve \w+)[^`]*`", row), f"no command in: {row}"
@@ -41,7 +46,7 @@ def test_readme_figures_name_their_command():
 def test_readme_picture_exists_and_names_its_command():
     picture = re.search(r"!\[[^\]]*\]\(([^)]+\.png)\)", README)
     assert picture and (REPO / picture.group(1)).is_file(), "the README's picture is missing"
-    caption = " ".join(README[picture.end():].lstrip().split("\n\n", 1)[0].split())
+    caption = " ".join(README[picture.end() :].lstrip().split("\n\n", 1)[0].split())
     assert "`evolve run " in caption and "`evolve report " in caption, caption
 
 

@@ -9,6 +9,7 @@ server shows which prompts reached the model.
 CI builds the server and fetches the model (.ci/run); there (CI=true) these tests fail loudly
 without them. On a user's machine without llama-cpp-python (the `local-llm` extra) they skip with the
 reason, and EVOLVEMEM_SKIP_REAL_LLM=1 skips them anyway (the summary says so)."""
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,10 @@ def server() -> Iterator[LocalServer]:
         with serve("0.5b", n_ctx=WINDOW) as running:
             yield running
     except LocalModelUnavailable as exc:
-        skip_or_fail(f"the real local model is not available: {exc} (python benchmarks/local_llm_server.py fetch 0.5b "
-                     "fetches it; EVOLVEMEM_SKIP_REAL_LLM=1 skips these tests)")
+        skip_or_fail(
+            f"the real local model is not available: {exc} (python benchmarks/local_llm_server.py fetch 0.5b "
+            "fetches it; EVOLVEMEM_SKIP_REAL_LLM=1 skips these tests)"
+        )
 
 
 @pytest.fixture
@@ -95,19 +98,40 @@ def assert_scored_and_billed(run_dir: Path, phase: str | None = None, score: str
     return rows
 
 
-def eval_with_model(server: LocalServer, proxy: RecordingProxy, data: Path, out: Path, config: Path,
-                    *extra: str) -> None:
-    result = evolve("eval", "--data", str(data), "--answer-model", model_of(server), "--extract-model", "offline",
-                    "--api-base", proxy.url, "--context-window", str(WINDOW), "--config", str(config),
-                    "--out", str(out), "--quiet", *extra)
+def eval_with_model(
+    server: LocalServer, proxy: RecordingProxy, data: Path, out: Path, config: Path, *extra: str
+) -> None:
+    result = evolve(
+        "eval",
+        "--data",
+        str(data),
+        "--answer-model",
+        model_of(server),
+        "--extract-model",
+        "offline",
+        "--api-base",
+        proxy.url,
+        "--context-window",
+        str(WINDOW),
+        "--config",
+        str(config),
+        "--out",
+        str(out),
+        "--quiet",
+        *extra,
+    )
     assert result.exit_code == 0, result.output
 
 
-@pytest.mark.parametrize("settings", [
-    'answer_style = "concise"\nenable_answer_verification = true\nverification_style = "strict"\n'
-    "enable_query_decomposition = true\n",
-    'answer_style = "temporal"\nenable_answer_verification = true\nverification_style = "multi_candidate"\n',
-], ids=["concise-strict-decomposed", "temporal-multi-candidate"])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        'answer_style = "concise"\nenable_answer_verification = true\nverification_style = "strict"\n'
+        "enable_query_decomposition = true\n",
+        'answer_style = "temporal"\nenable_answer_verification = true\nverification_style = "multi_candidate"\n',
+    ],
+    ids=["concise-strict-decomposed", "temporal-multi-candidate"],
+)
 def test_answer_side_roles_answer_real_questions(server, proxy, locomo_slice, tmp_path, settings) -> None:
     config = tmp_path / "config.toml"
     config.write_text(settings, encoding="utf-8")
@@ -119,7 +143,9 @@ def test_answer_side_roles_answer_real_questions(server, proxy, locomo_slice, tm
     per_question = 3 if "decomposition" in settings else 2
     assert all(r["calls"] >= per_question and r["prompt_tokens"] > 0 for r in rows)
     assert sum(r["calls"] for r in rows) == len(exchanges)
-    verify_first_line = load_prompt("verify_" + ("strict" if "strict" in settings else "multi_candidate")).text.splitlines()[0]
+    verify_first_line = load_prompt(
+        "verify_" + ("strict" if "strict" in settings else "multi_candidate")
+    ).text.splitlines()[0]
     assert sum(verify_first_line in e.prompt for e in exchanges) == len(rows)
 
 
@@ -131,8 +157,20 @@ def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_llm_extraction_of_a_short_conversation(server, proxy, fresh_cache, tmp_path) -> None:
-    result = evolve("eval", "--data", str(CONVERSATION_WITH_A_MOVE), "--model", model_of(server), "--api-base",
-                    proxy.url, "--context-window", str(WINDOW), "--out", str(tmp_path / "ev"), "--quiet")
+    result = evolve(
+        "eval",
+        "--data",
+        str(CONVERSATION_WITH_A_MOVE),
+        "--model",
+        model_of(server),
+        "--api-base",
+        proxy.url,
+        "--context-window",
+        str(WINDOW),
+        "--out",
+        str(tmp_path / "ev"),
+        "--quiet",
+    )
     assert result.exit_code == 0, result.output
     assert_every_request_fit(proxy.reset())
     memories = query(tmp_path / "ev", "SELECT * FROM memories")
@@ -147,8 +185,20 @@ def test_llm_extraction_of_a_short_conversation(server, proxy, fresh_cache, tmp_
 
 
 def test_the_llm_judge_scores_every_answer(server, proxy, locomo_slice, tmp_path) -> None:
-    result = evolve("eval", "--data", str(locomo_slice), "--judge-model", model_of(server), "--api-base", proxy.url,
-                    "--context-window", str(WINDOW), "--out", str(tmp_path / "ev"), "--quiet")
+    result = evolve(
+        "eval",
+        "--data",
+        str(locomo_slice),
+        "--judge-model",
+        model_of(server),
+        "--api-base",
+        proxy.url,
+        "--context-window",
+        str(WINDOW),
+        "--out",
+        str(tmp_path / "ev"),
+        "--quiet",
+    )
     assert result.exit_code == 0, result.output
     exchanges = proxy.reset()
     assert_every_request_fit(exchanges)
@@ -158,12 +208,30 @@ def test_the_llm_judge_scores_every_answer(server, proxy, locomo_slice, tmp_path
     assert sum(r["judge"] is not None for r in rows) >= len(rows) - 1  # a 0.5B model may garble one verdict
 
 
-def test_an_llm_diagnosed_run_applies_only_valid_evidence_consistent_changes(server, proxy, locomo_path,
-                                                                             tmp_path) -> None:
+def test_an_llm_diagnosed_run_applies_only_valid_evidence_consistent_changes(
+    server, proxy, locomo_path, tmp_path
+) -> None:
     out = tmp_path / "run"
-    result = evolve("run", "--data", str(locomo_path), "--rounds", "2", "--diagnoser", "llm",
-                    "--diagnosis-model", model_of(server), "--api-base", proxy.url, "--context-window", str(WINDOW),
-                    "--init", "weak", "--out", str(out), "--quiet")
+    result = evolve(
+        "run",
+        "--data",
+        str(locomo_path),
+        "--rounds",
+        "2",
+        "--diagnoser",
+        "llm",
+        "--diagnosis-model",
+        model_of(server),
+        "--api-base",
+        proxy.url,
+        "--context-window",
+        str(WINDOW),
+        "--init",
+        "weak",
+        "--out",
+        str(out),
+        "--quiet",
+    )
     assert result.exit_code == 0, result.output
     exchanges = proxy.reset()
     assert_every_request_fit(exchanges)
@@ -174,7 +242,9 @@ def test_an_llm_diagnosed_run_applies_only_valid_evidence_consistent_changes(ser
     for row in decisions:
         # every decision after the start carries its paired statistics against the incumbent
         assert row["verdict"] and (row["round"] == 0 or row["paired"] is not None)
-        next_config = row["next_config"] if isinstance(row["next_config"], dict) else json.loads(row["next_config"] or "{}")
+        next_config = (
+            row["next_config"] if isinstance(row["next_config"], dict) else json.loads(row["next_config"] or "{}")
+        )
         _, clamped = parse_config(next_config, source="next_config")  # valid per the registry: raises otherwise
         assert not clamped, clamped
         flags = json.loads(row["flags"]) if isinstance(row["flags"], str) else (row["flags"] or [])
@@ -185,14 +255,30 @@ def test_an_llm_diagnosed_run_applies_only_valid_evidence_consistent_changes(ser
 
 
 def test_a_diagnosis_beyond_the_servers_unpublished_window_is_resized_and_answered_in_the_same_round(
-        server, proxy, locomo_path, tmp_path) -> None:
+    server, proxy, locomo_path, tmp_path
+) -> None:
     """llama-cpp-python's server does not publish its window: without --context-window the first
     diagnosis prompt (LoCoMo's summaries, ~4.9k tokens) goes unsized and is rejected; the same call
     is fitted to the window the rejection named and sent again, and the round uses its reply."""
     out = tmp_path / "run"
-    result = evolve("run", "--data", str(locomo_path), "--rounds", "1", "--diagnoser", "llm",
-                    "--diagnosis-model", model_of(server), "--api-base", proxy.url, "--init", "weak",
-                    "--out", str(out), "--quiet")
+    result = evolve(
+        "run",
+        "--data",
+        str(locomo_path),
+        "--rounds",
+        "1",
+        "--diagnoser",
+        "llm",
+        "--diagnosis-model",
+        model_of(server),
+        "--api-base",
+        proxy.url,
+        "--init",
+        "weak",
+        "--out",
+        str(out),
+        "--quiet",
+    )
     assert result.exit_code == 0, result.output
     exchanges = proxy.reset()
     assert [e.status for e in exchanges] == [400, 200]
@@ -226,9 +312,24 @@ def test_every_mechanism_llm_variant_runs_on_the_real_model(server, proxy, fresh
     config = tmp_path / "mechanisms.toml"
     config.write_text(MECHANISMS, encoding="utf-8")
     # memories offline (extraction has its own test): the model's calls are the mechanisms' and the answers'
-    result = evolve("eval", "--data", str(CONVERSATION_WITH_A_MOVE), "--model", model_of(server), "--extract-model",
-                    "offline", "--api-base", proxy.url, "--context-window", str(WINDOW), "--config", str(config),
-                    "--out", str(tmp_path / "ev"), "--quiet")
+    result = evolve(
+        "eval",
+        "--data",
+        str(CONVERSATION_WITH_A_MOVE),
+        "--model",
+        model_of(server),
+        "--extract-model",
+        "offline",
+        "--api-base",
+        proxy.url,
+        "--context-window",
+        str(WINDOW),
+        "--config",
+        str(config),
+        "--out",
+        str(tmp_path / "ev"),
+        "--quiet",
+    )
     assert result.exit_code == 0, result.output
     exchanges = proxy.reset()
     assert_every_request_fit(exchanges)
@@ -245,7 +346,8 @@ def test_every_mechanism_llm_variant_runs_on_the_real_model(server, proxy, fresh
 
 
 def test_whatever_new_dimension_the_model_proposes_is_materialised_validly_or_refused_with_a_reason(
-        server, proxy, tmp_path) -> None:
+    server, proxy, tmp_path
+) -> None:
     """The 0.5B model reads the new-lever instructions (and the invented example); anything it
     puts in new_dimensions, or names as an unknown setting, ends as a valid lever file of the run
     or as a refusal that says why. Answers are offline so the test costs only the diagnoses."""
@@ -253,9 +355,26 @@ def test_whatever_new_dimension_the_model_proposes_is_materialised_validly_or_re
     from evolvemem.space.registry import forget_added_dimensions
 
     out = tmp_path / "run"
-    result = evolve("run", "--benchmark", "synth", "--rounds", "2", "--diagnoser", "llm",
-                    "--diagnosis-model", model_of(server), "--api-base", proxy.url, "--context-window", str(WINDOW),
-                    "--init", "weak", "--out", str(out), "--quiet")
+    result = evolve(
+        "run",
+        "--benchmark",
+        "synth",
+        "--rounds",
+        "2",
+        "--diagnoser",
+        "llm",
+        "--diagnosis-model",
+        model_of(server),
+        "--api-base",
+        proxy.url,
+        "--context-window",
+        str(WINDOW),
+        "--init",
+        "weak",
+        "--out",
+        str(out),
+        "--quiet",
+    )
     assert result.exit_code == 0, result.output
     exchanges = proxy.reset()
     assert_every_request_fit(exchanges)
@@ -267,7 +386,9 @@ def test_whatever_new_dimension_the_model_proposes_is_materialised_validly_or_re
         assert row["status"] in ("materialised", "refused"), row
         if row["status"] == "refused":
             assert row["reason"] and not row["file"], row
-            assert not (out / "rounds" / f"round_{row['round']:02d}" / "new_dimensions" / f"{row['name']}.toml").exists()
+            assert not (
+                out / "rounds" / f"round_{row['round']:02d}" / "new_dimensions" / f"{row['name']}.toml"
+            ).exists()
         else:
             assert (out / row["file"]).is_file() and row["name"] in levers and not row["reason"]
             assert levers[row["name"]].maps_to == row["maps_to"]
@@ -289,16 +410,38 @@ def screening_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_screening_with_a_real_model_asks_each_question_once_and_bills_every_call(server, proxy, screening_slice,
-                                                                                   tmp_path) -> None:
+def test_screening_with_a_real_model_asks_each_question_once_and_bills_every_call(
+    server, proxy, screening_slice, tmp_path
+) -> None:
     """A round's candidate is screened on a minibatch with real answers; whether it passes or not,
     the round's full evaluation never asks a minibatch question again, and the store's call counts
     are the requests that reached the model."""
     out = tmp_path / "run"
-    result = evolve("run", "--data", str(screening_slice), "--rounds", "1", "--diagnoser", "rubric",
-                    "--answer-model", model_of(server), "--extract-model", "offline", "--api-base", proxy.url,
-                    "--context-window", str(WINDOW), "--init", "weak", "--screen-fraction", "0.34",
-                    "--out", str(out), "--quiet", "--json")
+    result = evolve(
+        "run",
+        "--data",
+        str(screening_slice),
+        "--rounds",
+        "1",
+        "--diagnoser",
+        "rubric",
+        "--answer-model",
+        model_of(server),
+        "--extract-model",
+        "offline",
+        "--api-base",
+        proxy.url,
+        "--context-window",
+        str(WINDOW),
+        "--init",
+        "weak",
+        "--screen-fraction",
+        "0.34",
+        "--out",
+        str(out),
+        "--quiet",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     exchanges = proxy.reset()
     assert_every_request_fit(exchanges)
@@ -307,8 +450,11 @@ def test_screening_with_a_real_model_asks_each_question_once_and_bills_every_cal
     screening = screenings[0]
     # the ladder: rung 0 compared the contexts' evidence without a request to the model; a
     # candidate that held there was answered on the minibatch (rung 1) and perhaps passed (rung 2)
-    contexts = query(out, "SELECT phase, count(*) AS n, coalesce(sum(calls), 0) AS calls, count(f1) AS answered "
-                          "FROM question_records WHERE phase LIKE 'contexts%' GROUP BY phase")
+    contexts = query(
+        out,
+        "SELECT phase, count(*) AS n, coalesce(sum(calls), 0) AS calls, count(f1) AS answered "
+        "FROM question_records WHERE phase LIKE 'contexts%' GROUP BY phase",
+    )
     assert all(c["calls"] == 0 and c["answered"] == 0 for c in contexts)
     if screening["rung"] == 0:
         assert screening["outcome"] == "screened_out" and screening["evidence"]["diff"] < 0 and len(contexts) == 2
@@ -317,8 +463,10 @@ def test_screening_with_a_real_model_asks_each_question_once_and_bills_every_cal
         assert screening["rung"] in (1, 2) and "rung 0" in screening["reason"]
         assert screening["n_questions"] == 4 and screening["outcome"] in ("passed", "screened_out")
         assert screening["paired"]["groups"]["all"]["n"] == 4 and screening["calls"] > 0
-        minibatch_ids = {r["question_id"] for r in query(out, "SELECT question_id FROM question_records "
-                                                              "WHERE round = 1 AND phase = 'screen1'")}
+        minibatch_ids = {
+            r["question_id"]
+            for r in query(out, "SELECT question_id FROM question_records WHERE round = 1 AND phase = 'screen1'")
+        }
         assert len(minibatch_ids) == 4
     full = query(out, "SELECT question_id, calls, reused FROM question_records WHERE round = 1 AND phase = 'dev'")
     assert len(full) == 12
@@ -332,13 +480,28 @@ def test_screening_with_a_real_model_asks_each_question_once_and_bills_every_cal
 
 
 def test_an_evidence_evolved_config_is_read_by_a_real_model_and_its_failures_split_by_where_the_evidence_went(
-        server, proxy, screening_slice, tmp_path) -> None:
+    server, proxy, screening_slice, tmp_path
+) -> None:
     """The evidence objective evolves contexts with no model; the real reader then answers with the
     config it chose, and every wrong answerable answer is put in exactly one place: evidence never
     retrieved, retrieved but cut, in context but answered wrong, or in context and abstained."""
     evolved = tmp_path / "evidence"
-    result = evolve("run", "--data", str(screening_slice), "--rounds", "2", "--objective", "evidence",
-                    "--context-tokens", "300", "--init", "weak", "--out", str(evolved), "--quiet")
+    result = evolve(
+        "run",
+        "--data",
+        str(screening_slice),
+        "--rounds",
+        "2",
+        "--objective",
+        "evidence",
+        "--context-tokens",
+        "300",
+        "--init",
+        "weak",
+        "--out",
+        str(evolved),
+        "--quiet",
+    )
     assert result.exit_code == 0, result.output
     assert not proxy.reset()  # the evidence objective asked no model
     out = tmp_path / "read"
@@ -352,8 +515,17 @@ def test_an_evidence_evolved_config_is_read_by_a_real_model_and_its_failures_spl
         if row["question_type"] == "adversarial" or row["failure"] in ("correct", "call_failed"):
             continue
         recall, retrieved, covered = row["evidence_recall"], row["evidence_retrieved"], row["evidence_covered"]
-        expected = ("extraction_gap" if covered < 1 else "retrieval_miss" if retrieved < 1 else "budget_cut"
-                    if recall < 1 else "wrong_abstention" if row["abstained"] else None)
+        expected = (
+            "extraction_gap"
+            if covered < 1
+            else "retrieval_miss"
+            if retrieved < 1
+            else "budget_cut"
+            if recall < 1
+            else "wrong_abstention"
+            if row["abstained"]
+            else None
+        )
         if expected:
             assert row["failure"] == expected, row
         else:  # all the evidence reached the reader, who answered wrong: a reader error

@@ -1,5 +1,6 @@
 """`evolve report`: the HTML page and PNG built from a real run store (synth run and eval made by
 the CLI), checked against the numbers in DuckDB, plus a headless Chromium render of the page."""
+
 from __future__ import annotations
 
 import json
@@ -83,8 +84,21 @@ def synth_run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("report") / "synth-run"
     # 30 dev questions cannot reach p < 0.05; at alpha 0.2 (labelled in the run's header) round 1 is accepted,
     # so the page has an accepted paired decision and a best round other than the start to show
-    result = invoke("run", "--benchmark", "synth", "--rounds", "3", "--objective", "balanced", "--out", str(out), "--quiet", "--json",
-                    "--alpha", "0.2")
+    result = invoke(
+        "run",
+        "--benchmark",
+        "synth",
+        "--rounds",
+        "3",
+        "--objective",
+        "balanced",
+        "--out",
+        str(out),
+        "--quiet",
+        "--json",
+        "--alpha",
+        "0.2",
+    )
     assert result.exit_code == 0, result.output
     return out
 
@@ -109,12 +123,28 @@ def query(run: Path, sql: str) -> list[tuple]:
 
 def test_every_round_and_chart_is_present_with_the_stores_numbers(synth_run, report):
     page: Page = report["page"]
-    for section in ("how-to-read", "run", "summary", "trajectory", "trajectory-chart", "categories", "categories-chart",
-                    "failures", "failures-chart", "rounds", "usage", "dev-vs-test", "proposed-dimensions"):
+    for section in (
+        "how-to-read",
+        "run",
+        "summary",
+        "trajectory",
+        "trajectory-chart",
+        "categories",
+        "categories-chart",
+        "failures",
+        "failures-chart",
+        "rounds",
+        "usage",
+        "dev-vs-test",
+        "proposed-dimensions",
+    ):
         assert section in page.ids, section
     assert page.ids["trajectory-chart"]["tag"] == "svg"
-    rounds = query(synth_run, """SELECT r.round, r.all_f1, d.decision, d.changes FROM rounds r
-                                 JOIN decisions d USING (round) WHERE r.phase = 'dev' ORDER BY r.round""")
+    rounds = query(
+        synth_run,
+        """SELECT r.round, r.all_f1, d.decision, d.changes FROM rounds r
+                                 JOIN decisions d USING (round) WHERE r.phase = 'dev' ORDER BY r.round""",
+    )
     assert len(rounds) == 4  # round 0 + 3 evolution rounds
     for number, all_f1, decision, changes in rounds:
         article = page.ids[f"round-{number}"]
@@ -136,13 +166,24 @@ def test_every_round_and_chart_is_present_with_the_stores_numbers(synth_run, rep
 
 def test_failure_bars_and_category_table_match_sql(synth_run, report):
     page: Page = report["page"]
-    expected = dict(((r, f), n) for r, f, n in query(synth_run, """
+    expected = dict(
+        ((r, f), n)
+        for r, f, n in query(
+            synth_run,
+            """
         SELECT round, failure, count(*) FROM question_failures
-        WHERE phase = 'dev' AND failure <> 'correct' GROUP BY ALL"""))
-    drawn = {(int(b["data-x"]), b["data-layer"]): int(float(b["data-value"])) for b in page.bars
-             if b.get("data-x", "").isdigit()}
+        WHERE phase = 'dev' AND failure <> 'correct' GROUP BY ALL""",
+        )
+    )
+    drawn = {
+        (int(b["data-x"]), b["data-layer"]): int(float(b["data-value"]))
+        for b in page.bars
+        if b.get("data-x", "").isdigit()
+    }
     assert drawn == expected and expected
-    by_cat = {r: json.loads(c) for r, c in query(synth_run, "SELECT round, by_category FROM rounds WHERE phase = 'dev'")}
+    by_cat = {
+        r: json.loads(c) for r, c in query(synth_run, "SELECT round, by_category FROM rounds WHERE phase = 'dev'")
+    }
     rows = page.tables["categories-table"]
     header = rows[0][1:]
     for row in rows[1:-1]:
@@ -184,16 +225,53 @@ def test_usage_and_proposed_dimensions_come_from_the_store(synth_run, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(synth_run, copy)
     with RunStore(copy) as store:
-        store.record_usage([
-            {"round": 1, "phase": "dev", "role": "answer", "calls": 30, "cache_hits": 4, "failures": 1,
-             "prompt_tokens": 12000, "completion_tokens": 900, "cost_usd": 0.0125},
-            {"round": 1, "phase": "dev", "role": "diagnose", "calls": 1, "cache_hits": 0, "failures": 0,
-             "prompt_tokens": 3000, "completion_tokens": 400, "cost_usd": 0.004},
-            {"round": -1, "phase": "dev", "role": "extract", "calls": 12, "cache_hits": 0, "failures": 0,
-             "prompt_tokens": 50000, "completion_tokens": 7000, "cost_usd": 0.05}])
-        store.record_proposed_dimensions([{"round": 2, "name": "speaker_filter_top_k",
-                                              "description": "keep only memories said by the asked-about person",
-                                              "rationale": "questions about Priya Raman retrieve Tomasz's memories"}])
+        store.record_usage(
+            [
+                {
+                    "round": 1,
+                    "phase": "dev",
+                    "role": "answer",
+                    "calls": 30,
+                    "cache_hits": 4,
+                    "failures": 1,
+                    "prompt_tokens": 12000,
+                    "completion_tokens": 900,
+                    "cost_usd": 0.0125,
+                },
+                {
+                    "round": 1,
+                    "phase": "dev",
+                    "role": "diagnose",
+                    "calls": 1,
+                    "cache_hits": 0,
+                    "failures": 0,
+                    "prompt_tokens": 3000,
+                    "completion_tokens": 400,
+                    "cost_usd": 0.004,
+                },
+                {
+                    "round": -1,
+                    "phase": "dev",
+                    "role": "extract",
+                    "calls": 12,
+                    "cache_hits": 0,
+                    "failures": 0,
+                    "prompt_tokens": 50000,
+                    "completion_tokens": 7000,
+                    "cost_usd": 0.05,
+                },
+            ]
+        )
+        store.record_proposed_dimensions(
+            [
+                {
+                    "round": 2,
+                    "name": "speaker_filter_top_k",
+                    "description": "keep only memories said by the asked-about person",
+                    "rationale": "questions about Priya Raman retrieve Tomasz's memories",
+                }
+            ]
+        )
     result = invoke("report", str(copy), "--no-png", "--out", str(tmp_path / "out" / "page.html"), "--json")
     assert result.exit_code == 0, result.output
     payload = last_json(result.stdout)
@@ -239,8 +317,13 @@ def test_without_matplotlib_the_html_is_still_written(synth_run, tmp_path):
         from evolvemem.cli.main import app
         app(["report", {str(synth_run)!r}, "--out", {str(out)!r}], standalone_mode=False)
     """)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          cwd=str(Path(__file__).resolve().parents[1]))
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=str(Path(__file__).resolve().parents[1]),
+    )
     assert proc.returncode == 0, proc.stderr
     assert out.is_file() and not out.with_suffix(".png").exists()
     warnings = [line for line in proc.stderr.splitlines() if "pip install evolvemem[report]" in line]
@@ -250,8 +333,13 @@ def test_without_matplotlib_the_html_is_still_written(synth_run, tmp_path):
 def test_svg_helpers():
     assert svg.nice_ticks(0.28, 0.32) == [0.28, 0.29, 0.3, 0.31, 0.32]
     assert svg.nice_ticks(0, 19)[-1] >= 19
-    chart = svg.line_chart("c", "t", [svg.Series("s", "#000", [(0, 0.1), (1, None), (2, 0.3), (3, 0.4)])],
-                           [(0, "0"), (3, "3")], markers=[svg.Marker(2, 0.3, "#f00", href="#round-2", tooltip="a<b")])
+    chart = svg.line_chart(
+        "c",
+        "t",
+        [svg.Series("s", "#000", [(0, 0.1), (1, None), (2, 0.3), (3, 0.4)])],
+        [(0, "0"), (3, "3")],
+        markers=[svg.Marker(2, 0.3, "#f00", href="#round-2", tooltip="a<b")],
+    )
     assert chart.count("<path") == 1  # the gap at x=1 splits the line; the single point before it draws no path
     assert 'href="#round-2"' in chart and "a&lt;b" in chart
 
@@ -261,9 +349,9 @@ def _png_pixels(path: Path) -> bytes:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     pos, idat = 8, b""
     while pos < len(data):
-        length = int.from_bytes(data[pos:pos + 4], "big")
-        if data[pos + 4:pos + 8] == b"IDAT":
-            idat += data[pos + 8:pos + 8 + length]
+        length = int.from_bytes(data[pos : pos + 4], "big")
+        if data[pos + 4 : pos + 8] == b"IDAT":
+            idat += data[pos + 8 : pos + 8 + length]
         pos += 12 + length
     return zlib.decompress(idat)
 
@@ -274,9 +362,18 @@ def test_headless_chromium_renders_the_report(report, synth_run, tmp_path):
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail("chromium is not installed: the CI script must `apt-get install -y chromium`")
         pytest.skip("chromium is not installed")
-    flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={tmp_path / 'profile'}"]
+    flags = [
+        chromium,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
     url = report["html"].resolve().as_uri()
     dom = subprocess.run(flags + ["--dump-dom", url], capture_output=True, text=True, timeout=90)
     assert dom.returncode == 0, dom.stderr[-2000:]
@@ -285,8 +382,9 @@ def test_headless_chromium_renders_the_report(report, synth_run, tmp_path):
     n_rounds = query(synth_run, "SELECT count(*) FROM rounds WHERE phase = 'dev'")[0][0]
     assert all(f"round-{i}" in rendered.ids for i in range(n_rounds))
     shot = tmp_path / "shot.png"
-    proc = subprocess.run(flags + [f"--screenshot={shot}", "--window-size=1280,2000", url], capture_output=True,
-                          text=True, timeout=90)
+    proc = subprocess.run(
+        flags + [f"--screenshot={shot}", "--window-size=1280,2000", url], capture_output=True, text=True, timeout=90
+    )
     assert proc.returncode == 0 and shot.is_file(), proc.stderr[-2000:]
     pixels = _png_pixels(shot)
     assert shot.stat().st_size > 30_000 and len(set(pixels[::53])) > 40  # a drawn page, not a blank one
@@ -320,8 +418,9 @@ def test_the_objective_is_named_and_explained(synth_run, report, tmp_path):
     assert f"balanced: {escape(OBJECTIVE_MEANING['balanced'])}" in text  # the run header's "dev objective"
     assert f"<strong>balanced</strong>: {escape(OBJECTIVE_MEANING['balanced'])}" in text  # the decisions section
     # a run made with --objective main is named so, and its headline is main F1 (not all F1)
-    page, text = _copy_report(synth_run, tmp_path,
-                              lambda store: store.set_manifest({"spec": spec | {"objective": "main"}}))
+    page, text = _copy_report(
+        synth_run, tmp_path, lambda store: store.set_manifest({"spec": spec | {"objective": "main"}})
+    )
     assert f"<strong>main</strong>: {escape(OBJECTIVE_MEANING['main'])}" in text and "balanced" not in text
     mains = dict(query(synth_run, "SELECT round, main_f1 FROM rounds WHERE phase = 'dev'"))
     assert page.tables["rounds-table"][0][1] == "dev main"
@@ -337,16 +436,22 @@ def test_both_groups_per_round_in_the_table_and_the_chart(synth_run, report):
     assert header[3:5] == ["main", "adversarial"] and header[7:9] == ["test main", "test adversarial"]
     dev = query(synth_run, "SELECT round, main_f1, adversarial_f1 FROM rounds WHERE phase = 'dev' ORDER BY round")
     assert len(dev) == 4
-    chart = text[text.index('<svg id="trajectory-chart"'):]
-    chart = chart[:chart.index("</svg>")]
+    chart = text[text.index('<svg id="trajectory-chart"') :]
+    chart = chart[: chart.index("</svg>")]
     for number, main, adversarial in dev:
         assert rows[str(number)][3:5] == [f"{main:.3f}", f"{adversarial:.3f}"]
         # each round's dot on both group lines, with its value as hover text
         assert f"dev main (answerable) F1: {main:.3f}</title>" in chart
         assert f"dev adversarial (unanswerable) F1: {adversarial:.3f}</title>" in chart
     # the test columns and the chart's diamonds hold the held-out scores of the start and best configs only
-    tests = {row[0]: row for row in query(synth_run, """SELECT round, main_f1, adversarial_f1 FROM rounds
-                                                         WHERE phase IN ('test_start', 'test_best')""")}
+    tests = {
+        row[0]: row
+        for row in query(
+            synth_run,
+            """SELECT round, main_f1, adversarial_f1 FROM rounds
+                                                         WHERE phase IN ('test_start', 'test_best')""",
+        )
+    }
     assert 0 in tests and len(tests) == 2  # the synth run's best round is not the start
     for number, row in rows.items():
         scored = tests.get(int(number))
@@ -360,8 +465,11 @@ def test_decisions_show_the_paired_statistics_of_every_round(synth_run, report):
     page: Page = report["page"]
     text = report["html"].read_text(encoding="utf-8")
     assert page.ids["decisions"]["tag"] == "section"
-    decisions = query(synth_run, """SELECT round, compared_with, paired, accepted, significant_loss, decision
-                                    FROM decisions ORDER BY round""")
+    decisions = query(
+        synth_run,
+        """SELECT round, compared_with, paired, accepted, significant_loss, decision
+                                    FROM decisions ORDER BY round""",
+    )
     table = {row[0]: row for row in page.tables["decisions-table"][1:]}
     assert set(table) == {str(d[0]) for d in decisions}
     accepted = []
@@ -384,50 +492,70 @@ def test_decisions_show_the_paired_statistics_of_every_round(synth_run, report):
     assert accepted, "the synth run (alpha 0.2) should accept a round; the statistics of an accepted one are shown"
     number, paired = accepted[0]
     group = next(g for g in ("main", "adversarial") if paired["groups"][g]["diff"] > 0)
-    article = text[text.index(f'id="round-{number}"'):]
-    assert _p_text(paired["groups"][group]) in article[:article.index("</article>")]
+    article = text[text.index(f'id="round-{number}"') :]
+    assert _p_text(paired["groups"][group]) in article[: article.index("</article>")]
     assert f"<strong>{len(accepted)} of {len(decisions) - 1}</strong> judged round(s) accepted" in text
     per_conv = page.tables["decisions-by-conversation"]
     names = per_conv[0][2:]
-    assert sorted(names) == sorted(paired["by_conversation"]) and [r[0] for r in per_conv[1:]] == [str(n) for n, _ in accepted]
+    assert sorted(names) == sorted(paired["by_conversation"]) and [r[0] for r in per_conv[1:]] == [
+        str(n) for n, _ in accepted
+    ]
     assert per_conv[1][2:] == [f"{paired['by_conversation'][c]:+.3f}" for c in names]
 
 
 def test_flags_and_rubric_fallbacks_are_shown_and_counted(synth_run, tmp_path):
     """A model's diagnosis after the last round, contradicted by the evidence and replaced by the rubric:
     the round's decision is re-recorded (as a resume with more rounds would) with the flags and fallback."""
-    own = ["max_context (global): shrinks max_context (8 → 6) while budget_cut is the dominant failure",
-           "keyword_top_k (global): repeats keyword_top_k → 0, a move already tried without a gain"]
+    own = [
+        "max_context (global): shrinks max_context (8 → 6) while budget_cut is the dominant failure",
+        "keyword_top_k (global): repeats keyword_top_k → 0, a move already tried without a gain",
+    ]
     rubric = ["semantic_top_k (global): shrinks semantic_top_k (10 → 8) while retrieval_miss is the dominant failure"]
     fallback = "the llm diagnosis left nothing to apply (every change rejected); rubric fallback"
 
     def edit(store):
         row = store.decision(3)
         store.extend_rounds(4)  # forgets round 3's 'stopped' decision
-        store.record_diagnosis({"round": 3, "diagnoser": "llm", "proposal": {"changes": {}, "flags": own,
-                                                                             "rationale": "shrink the context"}})
+        store.record_diagnosis(
+            {
+                "round": 3,
+                "diagnoser": "llm",
+                "proposal": {"changes": {}, "flags": own, "rationale": "shrink the context"},
+            }
+        )
         store.record_decision(row | {"decision": "applied", "flags": rubric, "fallback": fallback})
 
     page, text = _copy_report(synth_run, tmp_path, edit)
     row = {r[0]: r for r in page.tables["decisions-table"][1:]}["3"]
     assert row[7] == f"⚑ {own[0]} +1 more⚑ rubric: {rubric[0]}" and row[8] == fallback
-    assert all(r[7] == "" and r[8] == "–" for n, r in {r[0]: r for r in page.tables["decisions-table"][1:]}.items()
-               if n != "3")
-    article = text[text.index('id="round-3"'):]
-    article = article[:article.index("</article>")]
-    assert all(f"<li>{escape(flag)}</li>" in article for flag in own + rubric) and f"Rubric fallback: {fallback}" in article
-    assert ("<strong>rubric</strong> 0 of 3 (0 flag(s)); <strong>llm</strong> 1 of 1 (2 flag(s)); "
-            "<strong>rubric (fallback)</strong> 1 of 1 (1 flag(s))") in text
+    assert all(
+        r[7] == "" and r[8] == "–" for n, r in {r[0]: r for r in page.tables["decisions-table"][1:]}.items() if n != "3"
+    )
+    article = text[text.index('id="round-3"') :]
+    article = article[: article.index("</article>")]
+    assert (
+        all(f"<li>{escape(flag)}</li>" in article for flag in own + rubric)
+        and f"Rubric fallback: {fallback}" in article
+    )
+    assert (
+        "<strong>rubric</strong> 0 of 3 (0 flag(s)); <strong>llm</strong> 1 of 1 (2 flag(s)); "
+        "<strong>rubric (fallback)</strong> 1 of 1 (1 flag(s))"
+    ) in text
     assert "<strong>1</strong> of 4 diagnoses fell back" in text
 
 
 def test_a_store_without_paired_decisions_shows_dashes(synth_run, tmp_path):
     """Decisions recorded before paired statistics (their new columns NULL) still render, with "–"."""
+
     def edit(store):
         row = store.decision(3)
         store.extend_rounds(4)
-        store.record_decision({k: row[k] for k in ("round", "decision", "reason", "score", "delta", "best_round",
-                                                   "best_score", "changes")})
+        store.record_decision(
+            {
+                k: row[k]
+                for k in ("round", "decision", "reason", "score", "delta", "best_round", "best_score", "changes")
+            }
+        )
 
     page, _ = _copy_report(synth_run, tmp_path, edit)
     row = {r[0]: r for r in page.tables["decisions-table"][1:]}["3"]
@@ -438,22 +566,32 @@ def test_headline_shows_both_groups_and_test_detail_from_the_store(synth_run, re
     """The headline gives main, adversarial and all F1 (test start → best); the dev-vs-test section
     has per-category F1 on test and the held-out questions that flipped, as the store says."""
     text = report["html"].read_text(encoding="utf-8")
-    tests = {phase: (main, adv, all_f1) for phase, main, adv, all_f1 in query(
-        synth_run, "SELECT phase, main_f1, adversarial_f1, all_f1 FROM rounds WHERE phase IN ('test_start', 'test_best')")}
+    tests = {
+        phase: (main, adv, all_f1)
+        for phase, main, adv, all_f1 in query(
+            synth_run,
+            "SELECT phase, main_f1, adversarial_f1, all_f1 FROM rounds WHERE phase IN ('test_start', 'test_best')",
+        )
+    }
     for i, label in enumerate(("test main F1 (answerable)", "test adversarial F1", "test all F1")):
         start, best = tests["test_start"][i], tests["test_best"][i]
         assert f'{label}</div><div class="stat-value">{start:.4f} → {best:.4f}</div>' in text
     cats = {row[0]: row for row in report["page"].tables["category-test-table"][1:]}
-    by_phase = dict(query(synth_run, "SELECT phase, by_category FROM rounds WHERE phase IN ('test_start', 'test_best')"))
+    by_phase = dict(
+        query(synth_run, "SELECT phase, by_category FROM rounds WHERE phase IN ('test_start', 'test_best')")
+    )
     start_cats, best_cats = json.loads(by_phase["test_start"]), json.loads(by_phase["test_best"])
     assert len(cats) >= len(start_cats) > 0
     for key, cat in start_cats.items():
         row = next(r for label, r in cats.items() if label.endswith(str(cat.get("name") or key)) or label == key)
         assert row[4] == f"{cat['f1']:.4f}" and row[5] == f"{best_cats[key]['f1']:.4f}" and row[7] == str(cat["n"])
-    (fixed, broken), = query(synth_run, """
+    ((fixed, broken),) = query(
+        synth_run,
+        """
         SELECT count(*) FILTER (WHERE b.failure = 'correct'), count(*) FILTER (WHERE a.failure = 'correct')
         FROM question_failures a JOIN question_failures b USING (question_id)
-        WHERE a.phase = 'test_start' AND b.phase = 'test_best' AND (a.failure = 'correct') <> (b.failure = 'correct')""")
+        WHERE a.phase = 'test_start' AND b.phase = 'test_best' AND (a.failure = 'correct') <> (b.failure = 'correct')""",
+    )
     if fixed or broken:
         assert f"{fixed} held-out question(s) became right under the best config and {broken} became wrong" in text
         flips = report["page"].tables["flips-table"][1:]

@@ -5,6 +5,7 @@ No cross-encoder ships inside a package these machines can install, so the tests
 one-layer BERT sequence classifier with seeded random weights and the bundled MiniLM's own
 tokenizer, saved as a folder sentence-transformers' CrossEncoder loads. Its scores mean nothing,
 which is what makes the tests sharp: the stage must follow whatever the model says."""
+
 from __future__ import annotations
 
 import json
@@ -44,10 +45,17 @@ def tiny_cross_encoder(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("tiny-cross-encoder")
     tokenizer = BertTokenizerFast.from_pretrained(str(source))
     torch.manual_seed(7)
-    model = BertForSequenceClassification(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32,
-                                                     num_hidden_layers=1, num_attention_heads=2,
-                                                     intermediate_size=64, num_labels=1,
-                                                     initializer_range=0.5))  # scores far enough apart
+    model = BertForSequenceClassification(
+        BertConfig(
+            vocab_size=tokenizer.vocab_size,
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+            num_labels=1,
+            initializer_range=0.5,
+        )
+    )  # scores far enough apart
     model.save_pretrained(str(folder))
     tokenizer.save_pretrained(str(folder))
     return folder
@@ -71,8 +79,9 @@ def test_blend_of_ranks_follows_the_weight():
 def test_the_stage_reorders_the_top_candidates_by_the_cross_encoder(tiny_cross_encoder, embedder):
     units = memories()
     reranker = CrossEncoderReranker(str(tiny_cross_encoder))
-    plain = Retriever(ConversationIndex.build(units, embedder, known_persons=SPEAKERS), embedder,
-                      known_persons=SPEAKERS)
+    plain = Retriever(
+        ConversationIndex.build(units, embedder, known_persons=SPEAKERS), embedder, known_persons=SPEAKERS
+    )
     reranking = Retriever(plain.index, embedder, known_persons=SPEAKERS, reranker=reranker)
     everything = dict(max_context=len(TEXTS), context_order="score")
     before = contents(plain.retrieve(question(QUERY), config(**everything)))
@@ -98,16 +107,32 @@ def test_the_stage_reorders_the_top_candidates_by_the_cross_encoder(tiny_cross_e
 
 def test_a_config_that_reranks_without_a_cross_encoder_is_refused(embedder):
     units = memories()
-    plain = Retriever(ConversationIndex.build(units, embedder, known_persons=SPEAKERS), embedder,
-                      known_persons=SPEAKERS)
+    plain = Retriever(
+        ConversationIndex.build(units, embedder, known_persons=SPEAKERS), embedder, known_persons=SPEAKERS
+    )
     with pytest.raises(ConfigError, match="--rerank-model"):
         plain.retrieve(question(QUERY), config(rerank_top_k=10))
 
 
 def test_a_wrong_rerank_model_fails_in_one_line(tmp_path):
-    done = subprocess.run([*EVOLVE, "eval", "--benchmark", "synth", "--config", "hybrid", "--rerank-model",
-                           str(tmp_path / "missing"), "--out", str(tmp_path / "eval"), "--quiet"],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            *EVOLVE,
+            "eval",
+            "--benchmark",
+            "synth",
+            "--config",
+            "hybrid",
+            "--rerank-model",
+            str(tmp_path / "missing"),
+            "--out",
+            str(tmp_path / "eval"),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 2
     assert "cannot be loaded as a cross-encoder" in done.stderr
     assert "Traceback" not in done.stderr
@@ -116,18 +141,32 @@ def test_a_wrong_rerank_model_fails_in_one_line(tmp_path):
 def test_rerank_on_without_a_model_is_refused_before_any_work(tmp_path):
     cfg = tmp_path / "reranks.toml"
     cfg.write_text("rerank_top_k = 20\n")
-    done = subprocess.run([*EVOLVE, "eval", "--benchmark", "synth", "--config", str(cfg),
-                           "--out", str(tmp_path / "eval"), "--quiet"],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [*EVOLVE, "eval", "--benchmark", "synth", "--config", str(cfg), "--out", str(tmp_path / "eval"), "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 2
     assert "--rerank-model" in done.stderr and "Traceback" not in done.stderr
 
 
 def diagnosis_input(fixed: tuple[str, ...]) -> DiagnosisInput:
     base, _ = load_config("hybrid")
-    inp = DiagnosisInput(round=1, objective="evidence", score=0.7, overall={}, by_type=[], by_category=[],
-                         taxonomy={"budget_cut": 60, "retrieval_miss": 10, "correct": 100}, taxonomy_by_type={},
-                         worst_cases=[], config=base.values(), overrides={}, token_budget=1500)
+    inp = DiagnosisInput(
+        round=1,
+        objective="evidence",
+        score=0.7,
+        overall={},
+        by_type=[],
+        by_category=[],
+        taxonomy={"budget_cut": 60, "retrieval_miss": 10, "correct": 100},
+        taxonomy_by_type={},
+        worst_cases=[],
+        config=base.values(),
+        overrides={},
+        token_budget=1500,
+    )
     inp.fixed = fixed
     return inp
 
@@ -149,9 +188,24 @@ def test_evolve_eval_with_a_cross_encoder_end_to_end(tiny_cross_encoder, tmp_pat
     (tmp_path / "reranked.toml").write_text(plain + "rerank_top_k = 10\nrerank_weight = 1.0\n")
     results = {}
     for label, extra in (("plain", []), ("reranked", ["--rerank-model", str(tiny_cross_encoder)])):
-        done = subprocess.run([*EVOLVE, "eval", "--benchmark", "synth", "--config", str(tmp_path / f"{label}.toml"),
-                               *extra, "--json", "--out", str(tmp_path / label), "--quiet"],
-                              capture_output=True, text=True, timeout=900)
+        done = subprocess.run(
+            [
+                *EVOLVE,
+                "eval",
+                "--benchmark",
+                "synth",
+                "--config",
+                str(tmp_path / f"{label}.toml"),
+                *extra,
+                "--json",
+                "--out",
+                str(tmp_path / label),
+                "--quiet",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         results[label] = json.loads(done.stdout.strip().splitlines()[-1])["overall"]
     with RunStore(tmp_path / "reranked", read_only=True) as store:

@@ -2,6 +2,7 @@
 
 Real parts only: the bundled all-MiniLM-L6-v2 model, bm25s and the rule annotator, over a small
 invented conversation."""
+
 from __future__ import annotations
 
 import math
@@ -41,8 +42,14 @@ CELLO, LISBON, SOURDOUGH, KRAKOW, CORAL_TALK = 1, 2, 3, 5, 8
 
 
 def memory(text: str, day: int, **fields) -> MemoryUnit:
-    return MemoryUnit(make_memory_id("c1", text, fields.pop("salt", "")), "c1", text,
-                      timestamp=datetime(2023, 3, day), source_turn_ids=(f"D1:{day}",), **fields)
+    return MemoryUnit(
+        make_memory_id("c1", text, fields.pop("salt", "")),
+        "c1",
+        text,
+        timestamp=datetime(2023, 3, day),
+        source_turn_ids=(f"D1:{day}",),
+        **fields,
+    )
 
 
 def memories() -> list[MemoryUnit]:
@@ -103,8 +110,9 @@ def candidates(result) -> set[str]:
 
 
 def test_semantic_view_alone_finds_a_paraphrase(retriever):
-    result = retriever.retrieve(question("Who plays a string instrument?"),
-                                config(semantic_top_k=3, keyword_top_k=0, structured_top_k=0))
+    result = retriever.retrieve(
+        question("Who plays a string instrument?"), config(semantic_top_k=3, keyword_top_k=0, structured_top_k=0)
+    )
     assert result.items[0].memory.content == TEXTS[CELLO]
     assert all(set(item.views) == {"semantic"} for item in result.items)
     assert len(result.items) == 3
@@ -117,8 +125,9 @@ def test_keyword_view_alone_finds_exact_terms(retriever):
 
 
 def test_structured_view_alone_matches_places(retriever):
-    result = retriever.retrieve(question("Who lives in Krakow?"),
-                                config(semantic_top_k=0, keyword_top_k=0, structured_top_k=3))
+    result = retriever.retrieve(
+        question("Who lives in Krakow?"), config(semantic_top_k=0, keyword_top_k=0, structured_top_k=3)
+    )
     assert contents(result) == [TEXTS[KRAKOW]]
     assert result.items[0].views == {"structured": 1}
 
@@ -127,17 +136,21 @@ def test_structured_view_uses_memory_annotations(embedder):
     units = [memory("We met at the usual place.", 1, locations=("lisbon",)), memory("Another day at work.", 2)]
     index = ConversationIndex.build(units, embedder, known_persons=SPEAKERS)
     result = Retriever(index, embedder).retrieve(
-        question("What happened in Lisbon?"), config(semantic_top_k=0, keyword_top_k=0, structured_top_k=3))
+        question("What happened in Lisbon?"), config(semantic_top_k=0, keyword_top_k=0, structured_top_k=3)
+    )
     assert contents(result) == ["We met at the usual place."]
 
 
 def test_views_turned_off_with_zero(retriever):
-    result = retriever.retrieve(question("Where did Priya Raman fly for the conference?"),
-                                config(semantic_top_k=0, keyword_top_k=5, structured_top_k=3))
+    result = retriever.retrieve(
+        question("Where did Priya Raman fly for the conference?"),
+        config(semantic_top_k=0, keyword_top_k=5, structured_top_k=3),
+    )
     labels = {label for item in (*result.items, *result.cut) for label in item.views}
     assert "semantic" not in labels and "keyword" in labels
-    nothing = retriever.retrieve(question("Where did Priya Raman fly?"),
-                                 config(semantic_top_k=0, keyword_top_k=0, structured_top_k=0))
+    nothing = retriever.retrieve(
+        question("Where did Priya Raman fly?"), config(semantic_top_k=0, keyword_top_k=0, structured_top_k=0)
+    )
     assert nothing.items == () and nothing.cut == ()
 
 
@@ -169,8 +182,15 @@ def test_fusion_rrf_by_hand():
 
 def test_final_score_adds_ranking_terms():
     fused = np.array([1.0, 0.5])
-    score = final_scores(fused, np.array([0.2, 0.9]), np.array([0.0, 1.0]), np.array([1.0, 0.0]),
-                         importance_weight=0.5, recency_weight=0.25, reinforcement_weight=0.1)
+    score = final_scores(
+        fused,
+        np.array([0.2, 0.9]),
+        np.array([0.0, 1.0]),
+        np.array([1.0, 0.0]),
+        importance_weight=0.5,
+        recency_weight=0.25,
+        reinforcement_weight=0.1,
+    )
     assert score.tolist() == pytest.approx([1.0 + 0.1 + 0.0 + 0.1, 0.5 + 0.45 + 0.25 + 0.0])
 
 
@@ -185,7 +205,9 @@ def test_fusion_mode_and_weights_are_honoured_end_to_end(retriever):
     q = question("What did Tomasz bake for the neighbours?")
 
     def scores(mode, semantic_weight, keyword_weight):
-        r = retriever.retrieve(q, config(fusion_mode=mode, semantic_weight=semantic_weight, keyword_weight=keyword_weight))
+        r = retriever.retrieve(
+            q, config(fusion_mode=mode, semantic_weight=semantic_weight, keyword_weight=keyword_weight)
+        )
         assert r.items[0].memory.content == TEXTS[SOURDOUGH]
         return {i.memory.memory_id: round(i.score, 6) for i in (*r.items, *r.cut)}
 
@@ -225,7 +247,9 @@ def test_importance_and_reinforcement_come_from_the_memory(embedder):
     plain, important = memory(text, 1, salt="a"), memory(text, 2, salt="b", importance=1.0, reinforcement=1.0)
     index = ConversationIndex.build([plain, important], embedder)
     r = Retriever(index, embedder)
-    result = r.retrieve(question("What did Tomasz repair?"), config(fusion_mode="sum", importance_weight=0.2, reinforcement_weight=0.3))
+    result = r.retrieve(
+        question("What did Tomasz repair?"), config(fusion_mode="sum", importance_weight=0.2, reinforcement_weight=0.3)
+    )
     assert result.items[0].memory.memory_id == important.memory_id
     assert result.items[0].score - result.items[1].score == pytest.approx(0.2 * 0.5 + 0.3 * 1.0)
 
@@ -248,8 +272,9 @@ def test_query_time_reinforcement_rewards_shared_entities(embedder):
 
 
 def test_max_context_cuts_and_reports_the_cut(retriever):
-    result = retriever.retrieve(question("What did Priya Raman do?"),
-                                config(max_context=6, semantic_top_k=12, keyword_top_k=12))
+    result = retriever.retrieve(
+        question("What did Priya Raman do?"), config(max_context=6, semantic_top_k=12, keyword_top_k=12)
+    )
     assert len(result.items) == 6
     assert len(result.cut) == len(TEXTS) - 6
     assert [i.rank for i in result.items] == [1, 2, 3, 4, 5, 6]
@@ -273,16 +298,22 @@ def test_entity_swap_finds_what_a_name_mismatched_question_misses(retriever):
     q = question("Which string instrument does Priya Raman play?")
     without = retriever.retrieve(q, config(**KEYWORD_ONLY))
     assert TEXTS[CELLO] not in candidates(without)
-    with_swap = retriever.retrieve(q, config(**KEYWORD_ONLY, enable_entity_swap=True,
-                                             entity_swap_semantic_top_k=3, entity_swap_keyword_top_k=3))
+    with_swap = retriever.retrieve(
+        q, config(**KEYWORD_ONLY, enable_entity_swap=True, entity_swap_semantic_top_k=3, entity_swap_keyword_top_k=3)
+    )
     cello = next(i for i in with_swap.items if i.memory.content == TEXTS[CELLO])
     assert "swap_semantic" in cello.views
 
 
 def test_decomposition_merges_sub_query_candidates(retriever):
     q = question("What did Tomasz bake and where did Priya Raman fly?")
-    cfg = config(semantic_top_k=0, structured_top_k=0, keyword_top_k=3, enable_query_decomposition=True,
-                 decomposition_merge_top_k=3)
+    cfg = config(
+        semantic_top_k=0,
+        structured_top_k=0,
+        keyword_top_k=3,
+        enable_query_decomposition=True,
+        decomposition_merge_top_k=3,
+    )
     result = retriever.retrieve(q, cfg)
     assert result.sub_queries == ("What did Tomasz bake", "where did Priya Raman fly")
     found = {i.memory.content: i.views for i in result.items}
@@ -348,11 +379,16 @@ def test_retrieval_is_deterministic(embedder, retriever):
     q = question("What did Tomasz and Priya Raman do in March?")
     cfg = config(enable_entity_swap=True, reflection_rounds=1, enable_query_decomposition=True)
     first, second = retriever.retrieve(q, cfg), retriever.retrieve(q, cfg)
-    rebuilt = Retriever(ConversationIndex.build(memories(), embedder, known_persons=SPEAKERS), embedder,
-                        decomposer=RuleDecomposer(), known_persons=SPEAKERS).retrieve(q, cfg)
+    rebuilt = Retriever(
+        ConversationIndex.build(memories(), embedder, known_persons=SPEAKERS),
+        embedder,
+        decomposer=RuleDecomposer(),
+        known_persons=SPEAKERS,
+    ).retrieve(q, cfg)
     for other in (second, rebuilt):
-        assert [(i.memory.memory_id, i.score, i.views) for i in other.items] == \
-               [(i.memory.memory_id, i.score, i.views) for i in first.items]
+        assert [(i.memory.memory_id, i.score, i.views) for i in other.items] == [
+            (i.memory.memory_id, i.score, i.views) for i in first.items
+        ]
 
 
 def test_empty_index_returns_nothing(embedder):
@@ -364,7 +400,11 @@ def test_empty_index_returns_nothing(embedder):
 
 
 def test_embeddings_are_normalised_and_cached_on_disk(tmp_path):
-    texts = ["Priya Raman keeps bees on the roof.", "Tomasz collects vinyl records.", "Priya Raman keeps bees on the roof."]
+    texts = [
+        "Priya Raman keeps bees on the roof.",
+        "Tomasz collects vinyl records.",
+        "Priya Raman keeps bees on the roof.",
+    ]
     first = Embedder(cache_root=tmp_path)
     counting = CountingModel(first.model)
     first._model = counting
@@ -417,6 +457,7 @@ def test_to_days_handles_naive_aware_and_missing():
     assert to_days(datetime(1970, 1, 2)) == 1.0
     assert math.isnan(to_days(None))
     from datetime import timezone, timedelta
+
     assert to_days(datetime(1970, 1, 2, 2, tzinfo=timezone(timedelta(hours=2)))) == 1.0
 
 
@@ -424,8 +465,9 @@ def test_question_date_and_config_change_nothing_else(retriever):
     q = question("What did Tomasz bake?")
     dated = replace(q, question_date=datetime(2023, 4, 1))
     cfg = config()
-    assert [i.memory.memory_id for i in retriever.retrieve(q, cfg).items] == \
-           [i.memory.memory_id for i in retriever.retrieve(dated, cfg).items]  # recency is off by default
+    assert [i.memory.memory_id for i in retriever.retrieve(q, cfg).items] == [
+        i.memory.memory_id for i in retriever.retrieve(dated, cfg).items
+    ]  # recency is off by default
 
 
 def test_concurrent_retrieval_matches_sequential(tmp_path):

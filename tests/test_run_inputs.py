@@ -2,6 +2,7 @@
 inputs are valid, a one-conversation file evolves without a test split (said plainly), and resume
 reads the data file the manifest recorded — not the shell's environment — or a relocated copy
 whose content must be the same."""
+
 from __future__ import annotations
 
 import json
@@ -45,8 +46,9 @@ def test_one_conversation_evolves_without_a_test_split(tmp_path: Path) -> None:
     assert query(tmp_path / "run", "SELECT count(*) AS n FROM question_records WHERE phase LIKE 'test%'")[0]["n"] == 0
 
 
-def test_resume_reads_the_recorded_data_file_not_the_environment(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resume_reads_the_recorded_data_file_not_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     data = two_conversations(tmp_path)
     out = tmp_path / "run"
     monkeypatch.setenv("EVOLVEMEM_LOCOMO_PATH", str(data))
@@ -78,8 +80,12 @@ def test_values_are_never_rounded_or_accepted_silently(tmp_path: Path) -> None:
     result = evolve("eval", "--benchmark", "synth", "--config", str(config), "--out", str(tmp_path / "a"), "--quiet")
     assert result.exit_code == 2 and "expected a whole number, got 12.7" in " ".join(result.output.split())
     config.write_text("max_context = 12.0\n", encoding="utf-8")  # a whole number written as a float is fine
-    assert evolve("eval", "--benchmark", "synth", "--config", str(config), "--out", str(tmp_path / "b"),
-                  "--quiet").exit_code == 0
+    assert (
+        evolve(
+            "eval", "--benchmark", "synth", "--config", str(config), "--out", str(tmp_path / "b"), "--quiet"
+        ).exit_code
+        == 0
+    )
     zero = evolve("eval", "--benchmark", "synth", "--concurrency", "0", "--out", str(tmp_path / "c"), "--quiet")
     assert zero.exit_code == 2 and "--concurrency" in zero.output
     for option, level in (("--alpha", "0"), ("--screen-alpha", "1.5")):
@@ -87,22 +93,32 @@ def test_values_are_never_rounded_or_accepted_silently(tmp_path: Path) -> None:
         said = " ".join(bad.output.split())
         assert bad.exit_code == 2 and f"{option} must be between 0 and 1 (exclusive), not {level}" in said
         assert not (tmp_path / option).exists()
-    kept = evolve("run", "--benchmark", "synth", "--rounds", "0", "--screen-alpha", "0.1", "--out",
-                  str(tmp_path / "d"), "--quiet")
+    kept = evolve(
+        "run", "--benchmark", "synth", "--rounds", "0", "--screen-alpha", "0.1", "--out", str(tmp_path / "d"), "--quiet"
+    )
     spec = query(tmp_path / "d", "SELECT value FROM manifest WHERE key = 'spec'")[0]["value"]
     assert kept.exit_code == 0 and spec["screen_alpha"] == 0.1
 
 
 def test_show_names_models_by_role_and_categories_by_name(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    assert evolve("run", "--data", str(two_conversations(tmp_path)), "--out", str(out), "--rounds", "1",
-                  "--quiet").exit_code == 0
+    assert (
+        evolve(
+            "run", "--data", str(two_conversations(tmp_path)), "--out", str(out), "--rounds", "1", "--quiet"
+        ).exit_code
+        == 0
+    )
     shown = " ".join(evolve("show", str(out)).output.split())
     assert "models: offline (every role)" in shown and "{" not in shown.split("rounds (dev;")[0]
     assert "cat 1" not in shown
     # in a 100-column terminal every table fits and keeps its headers whole
-    narrow = subprocess.run([sys.executable, "-m", "evolvemem.cli.main", "show", str(out)], capture_output=True,
-                            text=True, env={**os.environ, "COLUMNS": "100"}, timeout=120)
+    narrow = subprocess.run(
+        [sys.executable, "-m", "evolvemem.cli.main", "show", str(out)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "100"},
+        timeout=120,
+    )
     assert narrow.returncode == 0, narrow.stderr
     tables = [line for line in narrow.stdout.splitlines() if line[:1] in "┏┃┡│└"]
     assert tables and max(len(line) for line in tables) <= 100
@@ -111,7 +127,8 @@ def test_show_names_models_by_role_and_categories_by_name(tmp_path: Path) -> Non
 
 
 def test_a_round_where_every_question_failed_is_an_error_and_failures_are_summarised_by_cause(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from tests.fake_llm_server import FakeLLMServer
     from tests.test_llm_pipeline import llm_eval, make_responder
 
@@ -122,9 +139,25 @@ def test_a_round_where_every_question_failed_is_an_error_and_failures_are_summar
         server.fail_next(500, count=10_000)
         dead = llm_eval(server, tmp_path / "dead", "--no-cache")
         said = " ".join(dead.output.split())
-        assert dead.exit_code == 2 and "every one of its 60 questions failed" in said and "fake server error 500" in said
-        run = evolve("run", "--benchmark", "synth", "--model", "openai/fake-model", "--api-base", server.url,
-                     "--extract-model", "offline", "--rounds", "1", "--out", str(tmp_path / "run"), "--quiet")
+        assert (
+            dead.exit_code == 2 and "every one of its 60 questions failed" in said and "fake server error 500" in said
+        )
+        run = evolve(
+            "run",
+            "--benchmark",
+            "synth",
+            "--model",
+            "openai/fake-model",
+            "--api-base",
+            server.url,
+            "--extract-model",
+            "offline",
+            "--rounds",
+            "1",
+            "--out",
+            str(tmp_path / "run"),
+            "--quiet",
+        )
         assert run.exit_code == 2 and "every one of its" in " ".join(run.output.split())
     with FakeLLMServer(make_responder()) as server:
         server.fail_next(500, count=3)
@@ -133,8 +166,9 @@ def test_a_round_where_every_question_failed_is_an_error_and_failures_are_summar
         assert some.exit_code == 0 and "3 questions failed" in said and "3 × " in said
 
 
-def test_the_circuit_breaker_stops_a_dead_model_after_a_few_calls(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_circuit_breaker_stops_a_dead_model_after_a_few_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from tests.fake_llm_server import FakeLLMServer
     from tests.test_llm_pipeline import llm_eval, make_responder
 
@@ -162,16 +196,33 @@ def test_a_closed_port_fails_in_one_line_before_any_work(tmp_path: Path, monkeyp
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     started = time.monotonic()
-    result = evolve("eval", "--benchmark", "synth", "--model", "openai/nobody", "--api-base",
-                    f"http://127.0.0.1:{port}/v1", "--out", str(tmp_path / "ev"), "--quiet")
+    result = evolve(
+        "eval",
+        "--benchmark",
+        "synth",
+        "--model",
+        "openai/nobody",
+        "--api-base",
+        f"http://127.0.0.1:{port}/v1",
+        "--out",
+        str(tmp_path / "ev"),
+        "--quiet",
+    )
     said = " ".join(result.output.split())
-    assert result.exit_code == 2 and f"the model endpoint http://127.0.0.1:{port}/v1 (openai/nobody) does not answer" in said
+    assert (
+        result.exit_code == 2
+        and f"the model endpoint http://127.0.0.1:{port}/v1 (openai/nobody) does not answer" in said
+    )
     assert "refused" in said.lower() and time.monotonic() - started < 15
-    assert not (tmp_path / "ev" / DB_NAME).exists() or query(tmp_path / "ev", "SELECT count(*) AS n FROM question_records")[0]["n"] == 0
+    assert (
+        not (tmp_path / "ev" / DB_NAME).exists()
+        or query(tmp_path / "ev", "SELECT count(*) AS n FROM question_records")[0]["n"] == 0
+    )
 
 
-def test_a_server_that_never_answers_fails_in_one_line_before_any_work(tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_server_that_never_answers_fails_in_one_line_before_any_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A host that accepts connections and then says nothing (a hung server, a firewall that
     swallows packets): the preflight gives up after the call timeout and names the endpoint."""
     import socket
@@ -184,17 +235,30 @@ def test_a_server_that_never_answers_fails_in_one_line_before_any_work(tmp_path:
         sock.listen(16)
         port = sock.getsockname()[1]
         started = time.monotonic()
-        result = evolve("eval", "--benchmark", "synth", "--model", "openai/silent", "--api-base",
-                        f"http://127.0.0.1:{port}/v1", "--out", str(tmp_path / "ev"), "--quiet")
+        result = evolve(
+            "eval",
+            "--benchmark",
+            "synth",
+            "--model",
+            "openai/silent",
+            "--api-base",
+            f"http://127.0.0.1:{port}/v1",
+            "--out",
+            str(tmp_path / "ev"),
+            "--quiet",
+        )
         took = time.monotonic() - started
     said = " ".join(result.output.split())
     assert result.exit_code == 2, result.output
-    assert f"the model endpoint http://127.0.0.1:{port}/v1 (openai/silent) does not answer: no answer within 2 s" in said
+    assert (
+        f"the model endpoint http://127.0.0.1:{port}/v1 (openai/silent) does not answer: no answer within 2 s" in said
+    )
     assert took < 15
 
 
-def test_a_server_that_accepts_but_never_completes_is_stopped_by_the_breaker(tmp_path: Path,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_server_that_accepts_but_never_completes_is_stopped_by_the_breaker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The preflight passes (the server lists its models) but every completion hangs: each call
     times out, the breaker stops the model after a few, and the eval ends with the cause, resumable."""
     import time
@@ -238,12 +302,23 @@ def test_show_reads_a_run_that_another_process_is_writing(tmp_path: Path) -> Non
     import sys
 
     out = tmp_path / "run"
-    assert evolve("run", "--data", str(two_conversations(tmp_path)), "--out", str(out), "--rounds", "1",
-                  "--quiet").exit_code == 0
+    assert (
+        evolve(
+            "run", "--data", str(two_conversations(tmp_path)), "--out", str(out), "--rounds", "1", "--quiet"
+        ).exit_code
+        == 0
+    )
     holder = subprocess.Popen(  # another process holds the run open for writing (as a running evolve run does)
-        [sys.executable, "-c", "import sys, time\nfrom evolvemem.store.run_store import RunStore\n"
-         f"store = RunStore({str(out)!r})\nprint('open', flush=True)\ntime.sleep(60)"],
-        cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom evolvemem.store.run_store import RunStore\n"
+            f"store = RunStore({str(out)!r})\nprint('open', flush=True)\ntime.sleep(60)",
+        ],
+        cwd=Path(__file__).resolve().parents[1],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
         shown = evolve("show", str(out))
@@ -259,8 +334,12 @@ def test_show_reads_a_run_that_another_process_is_writing(tmp_path: Path) -> Non
 
 def test_transfer_compares_the_evolved_config_with_the_runs_start_on_the_target(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    assert evolve("run", "--data", str(two_conversations(tmp_path)), "--out", str(out), "--rounds", "1",
-                  "--quiet").exit_code == 0
+    assert (
+        evolve(
+            "run", "--data", str(two_conversations(tmp_path)), "--out", str(out), "--rounds", "1", "--quiet"
+        ).exit_code
+        == 0
+    )
     moved = evolve("transfer", str(out), "--benchmark", "synth", "--out", str(tmp_path / "t"), "--json")
     assert moved.exit_code == 0, moved.output
     said = " ".join(moved.output.split())
@@ -277,8 +356,12 @@ def test_a_run_written_by_an_older_version_is_shown_diffed_and_reported(tmp_path
     import duckdb
 
     out = tmp_path / "run"
-    assert evolve("run", "--data", str(two_conversations(tmp_path)), "--out", str(out), "--rounds", "1",
-                  "--quiet").exit_code == 0
+    assert (
+        evolve(
+            "run", "--data", str(two_conversations(tmp_path)), "--out", str(out), "--rounds", "1", "--quiet"
+        ).exit_code
+        == 0
+    )
     con = duckdb.connect(str(out / DB_NAME))  # make it look like a store from before screening and emergence
     con.execute("DROP VIEW question_failures")
     for column in ("reused", "context_key"):

@@ -1,6 +1,7 @@
 """Scoring: every rule of the LoCoMo reference F1, the other metrics, and the summaries.
 
 Examples are invented; expected values are worked by hand in the comments."""
+
 from __future__ import annotations
 
 import json
@@ -28,10 +29,10 @@ from evolvemem.scoring.metrics import (
 )
 
 
-
 def q(category: str = "4", answers: tuple = ("Lisbon",), **kw) -> Question:
-    defaults = dict(question_id="conv-x:q0", conversation_id="conv-x", text="Where did Priya move?",
-                    question_type="single_fact")
+    defaults = dict(
+        question_id="conv-x:q0", conversation_id="conv-x", text="Where did Priya move?", question_type="single_fact"
+    )
     defaults.update(kw)
     return Question(category=category, answers=answers, **defaults)
 
@@ -175,9 +176,18 @@ CHOICES = ("Lisbon", "Porto", "Madrid", "Seville")
 @pytest.mark.parametrize(
     "prediction, index",
     [
-        ("B", 1), ("(B)", 1), ("b", 1), ("B. Porto", 1), ("B) Porto", 1), ("The answer is B", 1),
-        ("Answer: (c)", 2), ("Porto", 1), ("porto.", 1), ("She moved to Porto", 1),
-        ("A", 0), ("D", 3),
+        ("B", 1),
+        ("(B)", 1),
+        ("b", 1),
+        ("B. Porto", 1),
+        ("B) Porto", 1),
+        ("The answer is B", 1),
+        ("Answer: (c)", 2),
+        ("Porto", 1),
+        ("porto.", 1),
+        ("She moved to Porto", 1),
+        ("A", 0),
+        ("D", 3),
         ("E", None),  # no fifth choice
         ("Lisbon or Porto", None),  # names two choices
         ("the answer is a dog", None),  # lowercase "a" is an article here, not a letter
@@ -250,7 +260,13 @@ def test_summarise_headlines_categories_and_failures() -> None:
     assert by_category["1"]["evidence_recall"] == pytest.approx(0.75)
     assert by_category["1"]["name"] == "multi-hop" and by_category["4"]["name"] == ""
     four = by_category["4"]
-    assert (four["n"], four["n_failed"], four["f1"], four["evidence_recall"], four["n_evidence"]) == (1, 1, 0.0, None, 0)
+    assert (four["n"], four["n_failed"], four["f1"], four["evidence_recall"], four["n_evidence"]) == (
+        1,
+        1,
+        0.0,
+        None,
+        0,
+    )
     # main: F1 (0.5 + 1.0 + 0.0 + 0.3) / 4 = 0.45; the failed row is excluded and counted
     assert summary["main"] == pytest.approx(0.45) and summary["n_main"] == 4
     main = summary["groups"]["main"]
@@ -287,12 +303,18 @@ def _locomo_questions() -> list[Question]:
     questions = []
     for sample in json.loads(require_dev_data().read_text()):
         for i, item in enumerate(sample["qa"]):
-            questions.append(Question(
-                question_id=f"{sample['sample_id']}:q{i}", conversation_id=sample["sample_id"],
-                text=item["question"], category=str(item["category"]), question_type="",
-                answers=(item["answer"],) if "answer" in item else (),
-                evidence=tuple(item.get("evidence", ())), adversarial_answer=item.get("adversarial_answer"),
-            ))
+            questions.append(
+                Question(
+                    question_id=f"{sample['sample_id']}:q{i}",
+                    conversation_id=sample["sample_id"],
+                    text=item["question"],
+                    category=str(item["category"]),
+                    question_type="",
+                    answers=(item["answer"],) if "answer" in item else (),
+                    evidence=tuple(item.get("evidence", ())),
+                    adversarial_answer=item.get("adversarial_answer"),
+                )
+            )
     return questions
 
 
@@ -305,8 +327,13 @@ def test_real_locomo_gold_scores_itself_and_is_fast() -> None:
         scores = score_prediction(question, prediction)
         if scores["f1"] < 1.0:
             below_one.append(question)
-        rows.append({"category": question.category, **scores, "evidence_recall":
-                     evidence_recall(question.evidence, [question.evidence])})
+        rows.append(
+            {
+                "category": question.category,
+                **scores,
+                "evidence_recall": evidence_recall(question.evidence, [question.evidence]),
+            }
+        )
     elapsed = time.perf_counter() - start
     summary = summarise(rows)
     assert summary["n"] == len(questions) == 1586

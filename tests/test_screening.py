@@ -3,6 +3,7 @@ reuse, paired minibatch screening, the per-round accounting, and resume mid-scre
 
 The fake model answers with the last word of the first memory in the context (the responder of
 test_llm_pipeline), so which calls reach the server is known exactly."""
+
 from __future__ import annotations
 
 import json
@@ -21,18 +22,46 @@ from tests.test_llm_pipeline import MODEL, evolve, make_responder, new_cache, qu
 
 
 def answer_calls(server: FakeLLMServer) -> int:
-    return sum(1 for body in server.requests if not wants_json(body)
-               and "Now the real case." in "".join(message_text(m) for m in body.get("messages", [])))
+    return sum(
+        1
+        for body in server.requests
+        if not wants_json(body) and "Now the real case." in "".join(message_text(m) for m in body.get("messages", []))
+    )
 
 
 def llm_run(server: FakeLLMServer, out: Path, *extra: str) -> Any:
-    return evolve("run", "--benchmark", "synth", "--rounds", "1", "--model", MODEL, "--api-base", server.url,
-                  "--extract-model", "offline", "--diagnoser", "llm", "--out", str(out), "--quiet", *extra)
+    return evolve(
+        "run",
+        "--benchmark",
+        "synth",
+        "--rounds",
+        "1",
+        "--model",
+        MODEL,
+        "--api-base",
+        server.url,
+        "--extract-model",
+        "offline",
+        "--diagnoser",
+        "llm",
+        "--out",
+        str(out),
+        "--quiet",
+        *extra,
+    )
 
 
 def proposing(changes: dict) -> str:
-    return json.dumps({"analysis": "invented", "changes": changes, "overrides": {}, "missing_topics": [],
-                       "new_dimensions": [], "rationale": "a test proposal"})
+    return json.dumps(
+        {
+            "analysis": "invented",
+            "changes": changes,
+            "overrides": {},
+            "missing_topics": [],
+            "new_dimensions": [],
+            "rationale": "a test proposal",
+        }
+    )
 
 
 def dev_count() -> int:
@@ -44,15 +73,22 @@ def test_context_reuse_makes_no_call_and_is_counted_apart_from_cache_hits(tmp_pa
     reply = proposing({"rrf_k": 90})
     with FakeLLMServer(make_responder(reply)) as server:
         assert llm_run(server, tmp_path / "reuse", "--screen-fraction", "0").exit_code == 0
-        round_0 = query(tmp_path / "reuse", "SELECT count(*) AS n FROM question_records WHERE phase = 'dev' AND round = 0")[0]["n"]
-        test = query(tmp_path / "reuse", "SELECT count(*) AS n FROM question_records WHERE phase = 'test_start'")[0]["n"]
+        round_0 = query(
+            tmp_path / "reuse", "SELECT count(*) AS n FROM question_records WHERE phase = 'dev' AND round = 0"
+        )[0]["n"]
+        test = query(tmp_path / "reuse", "SELECT count(*) AS n FROM question_records WHERE phase = 'test_start'")[0][
+            "n"
+        ]
         assert answer_calls(server) == round_0 + test  # round 1 asked nothing
     records = query(tmp_path / "reuse", "SELECT * FROM question_records WHERE round = 1 AND phase = 'dev'")
     assert len(records) == dev_count()
     assert {r["reused"] for r in records} == {"context"}
     assert sum(r["calls"] for r in records) == 0 and sum(r["cache_hits"] for r in records) == 0
-    usage = query(tmp_path / "reuse", "SELECT coalesce(sum(calls), 0) AS calls, coalesce(sum(cache_hits), 0) AS hits "
-                                      "FROM usage WHERE round = 1 AND phase = 'dev'")[0]
+    usage = query(
+        tmp_path / "reuse",
+        "SELECT coalesce(sum(calls), 0) AS calls, coalesce(sum(cache_hits), 0) AS hits "
+        "FROM usage WHERE round = 1 AND phase = 'dev'",
+    )[0]
     assert usage == {"calls": 0, "hits": 0}
     shown = json.loads(evolve("show", str(tmp_path / "reuse"), "--json").stdout.strip().splitlines()[-1])
     cost = shown["rounds"][1]["cost"]
@@ -80,12 +116,16 @@ def test_a_round_is_priced_at_its_own_calls_a_question(tmp_path: Path, new_cache
     average price would show round 0 under 1x and round 1 over it). No cache and no context reuse:
     every call reaches the server."""
     with FakeLLMServer(make_responder(proposing({"enable_answer_verification": True}))) as server:
-        assert llm_run(server, tmp_path / "verify", "--screen-fraction", "0", "--no-context-reuse",
-                       "--no-cache").exit_code == 0
+        assert (
+            llm_run(server, tmp_path / "verify", "--screen-fraction", "0", "--no-context-reuse", "--no-cache").exit_code
+            == 0
+        )
     shown = json.loads(evolve("show", str(tmp_path / "verify"), "--json").stdout.strip().splitlines()[-1])
     round_0, round_1 = (shown["rounds"][i]["cost"] for i in (0, 1))
-    verify_calls = query(tmp_path / "verify", "SELECT coalesce(sum(calls), 0) AS n FROM usage "
-                                              "WHERE round = 1 AND phase = 'dev' AND role = 'verify'")[0]["n"]
+    verify_calls = query(
+        tmp_path / "verify",
+        "SELECT coalesce(sum(calls), 0) AS n FROM usage WHERE round = 1 AND phase = 'dev' AND role = 'verify'",
+    )[0]["n"]
     assert verify_calls >= dev_count()  # every round-1 question was also verified
     assert round_0["full_calls"] == pytest.approx(dev_count())
     assert round_1["full_calls"] == pytest.approx(round_1["calls"]) and round_1["full_calls"] > round_0["full_calls"]
@@ -102,10 +142,13 @@ def test_a_context_reused_answer_keeps_its_judge_verdict_without_a_call(tmp_path
         return answers(body)
 
     with FakeLLMServer(respond) as server:
-        assert llm_run(server, tmp_path / "run", "--screen-fraction", "0", "--judge-model", MODEL,
-                       "--no-cache").exit_code == 0
-        judge_calls = sum(1 for b in server.requests if "Reference answer:" in "".join(
-            message_text(m) for m in b.get("messages", [])))
+        assert (
+            llm_run(server, tmp_path / "run", "--screen-fraction", "0", "--judge-model", MODEL, "--no-cache").exit_code
+            == 0
+        )
+        judge_calls = sum(
+            1 for b in server.requests if "Reference answer:" in "".join(message_text(m) for m in b.get("messages", []))
+        )
     scored = query(tmp_path / "run", "SELECT round, phase, judge, reused FROM question_records ORDER BY round")
     first = [r for r in scored if r["round"] == 0 and r["phase"] == "dev"]
     again = [r for r in scored if r["round"] == 1 and r["phase"] == "dev"]
@@ -143,7 +186,9 @@ def test_a_screened_out_candidate_is_recorded_and_costs_only_its_minibatch(tmp_p
     assert {r["reused"] for r in dev} == {"config"} and sum(r["calls"] for r in dev) == 0
     fingerprints = query(run, "SELECT round, config_fingerprint FROM rounds WHERE phase = 'dev' ORDER BY round")
     assert fingerprints[0]["config_fingerprint"] == fingerprints[1]["config_fingerprint"]
-    usage = query(run, "SELECT phase, sum(calls) AS calls FROM usage WHERE round = 1 AND role = 'answer' GROUP BY phase")
+    usage = query(
+        run, "SELECT phase, sum(calls) AS calls FROM usage WHERE round = 1 AND role = 'answer' GROUP BY phase"
+    )
     assert usage == [{"phase": "screen1", "calls": len(batch)}]
     round_0 = dev_count()
     test = query(run, "SELECT count(*) AS n FROM question_records WHERE phase = 'test_start'")[0]["n"]
@@ -152,7 +197,12 @@ def test_a_screened_out_candidate_is_recorded_and_costs_only_its_minibatch(tmp_p
     shown = json.loads(evolve("show", str(run), "--json").stdout.strip().splitlines()[-1])
     cost = shown["rounds"][1]["cost"]
     assert cost["questions"] == cost["scored"] + cost["reused_context"] + cost["reused_config"]
-    assert (cost["scored"], cost["screened"], cost["screenings"], cost["screened_out"]) == (len(batch), len(batch), 1, 1)
+    assert (cost["scored"], cost["screened"], cost["screenings"], cost["screened_out"]) == (
+        len(batch),
+        len(batch),
+        1,
+        1,
+    )
     assert cost["calls"] == len(batch) and cost["full_questions"] == round_0
     assert cost["full_calls"] == pytest.approx(round_0 * 1.0)  # one answer call per answered question here
     assert cost["call_ratio"] == pytest.approx(len(batch) / round_0)
@@ -174,8 +224,10 @@ def test_after_a_screened_out_proposal_the_round_goes_on_with_an_exploration(tmp
     assert [(s["attempt"], s["source"]) for s in screenings] == [(1, "proposal"), (2, "exploration")]
     assert screenings[0]["outcome"] == "screened_out"
     assert screenings[1]["config_fingerprint"] not in {screenings[0]["config_fingerprint"]}
-    start, round_1 = (r["config_fingerprint"] for r in query(
-        run, "SELECT config_fingerprint FROM rounds WHERE phase = 'dev' ORDER BY round"))
+    start, round_1 = (
+        r["config_fingerprint"]
+        for r in query(run, "SELECT config_fingerprint FROM rounds WHERE phase = 'dev' ORDER BY round")
+    )
     # the round evaluates the exploration in full when it passed, else keeps the incumbent
     expected = screenings[1]["config_fingerprint"] if screenings[1]["outcome"] == "passed" else start
     assert round_1 == expected
@@ -200,6 +252,7 @@ def test_a_resume_after_an_interrupted_screening_loses_nothing(tmp_path: Path, m
             seen["n"] += 1
             if seen["n"] == 5:
                 raise KeyboardInterrupt
+
         kwargs["on_record"] = counting
         return original(*args, **kwargs)
 
@@ -222,7 +275,9 @@ def test_a_resume_after_an_interrupted_screening_loses_nothing(tmp_path: Path, m
     screenings = query(run, "SELECT * FROM screenings")
     assert len(screenings) == 1 and screenings[0]["outcome"] == "screened_out"
     assert screenings[0]["calls"] == len(batch)  # the interrupted part's calls are billed once
-    records = query(run, "SELECT question_id, count(*) AS n FROM question_records WHERE phase = 'screen1' GROUP BY question_id")
+    records = query(
+        run, "SELECT question_id, count(*) AS n FROM question_records WHERE phase = 'screen1' GROUP BY question_id"
+    )
     assert len(records) == len(batch) and {r["n"] for r in records} == {1}
     usage = query(run, "SELECT sum(calls) AS calls FROM usage WHERE round = 1 AND role = 'answer'")[0]
     assert usage["calls"] == len(batch)
@@ -239,8 +294,17 @@ def test_the_minibatch_is_fixed_stratified_and_seeded() -> None:
 
 
 def _records(f1s: list[float], qtype: str = "single_hop") -> list[dict]:
-    return [{"question_id": f"q{i}", "conversation_id": f"c{i % 3}", "category": "1", "question_type": qtype,
-             "f1": f, "failed": False} for i, f in enumerate(f1s)]
+    return [
+        {
+            "question_id": f"q{i}",
+            "conversation_id": f"c{i % 3}",
+            "category": "1",
+            "question_type": qtype,
+            "f1": f,
+            "failed": False,
+        }
+        for i, f in enumerate(f1s)
+    ]
 
 
 def test_screening_passes_a_gain_and_stops_no_gain_or_a_loss() -> None:
@@ -266,8 +330,10 @@ def test_the_context_key_reads_the_answer_stage_settings_from_the_registry() -> 
     assert set(answer_stage_dimensions()) == {n for n, d in registry().items() if d.stage == "answer"}
     assert "answer_style" in answer_stage_dimensions() and "max_context" not in answer_stage_dimensions()
     config = load_config("default")[0]
-    memories = [MemoryUnit("c:m1", "c", "[3 March 2021] Ines: I adopted a grey cat."),
-                MemoryUnit("c:m2", "c", "[4 March 2021] Ola: My brother moved to Gdansk.")]
+    memories = [
+        MemoryUnit("c:m1", "c", "[3 March 2021] Ines: I adopted a grey cat."),
+        MemoryUnit("c:m2", "c", "[4 March 2021] Ola: My brother moved to Gdansk."),
+    ]
     key = context_key("q1", memories, config)
     assert context_key("q1", memories, config.with_changes({"rrf_k": 99})[0]) == key  # a retrieval setting
     other_style = next(c for c in registry()["answer_style"].choices if c != config.answer_style)
@@ -291,8 +357,16 @@ def test_tpe_learns_the_minibatch_estimate_of_every_screened_out_config(tmp_path
 
     # seed 3: with the views' ranges as wide as a token budget needs, TPE's first draw on synth fails
     # its minibatch only with this seed among 0-3 (the test needs one that does)
-    spec = RunSpec(benchmark="synth", data=None, rounds=4, diagnoser="tpe", init="weak", seed=3,
-                   screen_fraction=0.25, screen_budget=2)
+    spec = RunSpec(
+        benchmark="synth",
+        data=None,
+        rounds=4,
+        diagnoser="tpe",
+        init="weak",
+        seed=3,
+        screen_fraction=0.25,
+        screen_budget=2,
+    )
     ui = UI(quiet=True)
     with Session.create(spec, tmp_path / "run", load_config("weak")[0], ui) as session:
         runner = EvolutionRunner(spec, session.store, session.workspace, session, session.init_config())
@@ -317,8 +391,12 @@ def test_with_a_model_answering_explorations_never_switch_on_a_setting_that_asks
 
     run = tmp_path / "run"
     with FakeLLMServer(make_responder(SCREENED_OUT_PROPOSAL)) as server:
-        assert llm_run(server, run, "--screen-fraction", "0.25", "--screen-budget", "6", "--explore-dims", "4",
-                       "--no-cache").exit_code == 0
+        assert (
+            llm_run(
+                server, run, "--screen-fraction", "0.25", "--screen-budget", "6", "--explore-dims", "4", "--no-cache"
+            ).exit_code
+            == 0
+        )
     explorations = query(run, "SELECT changes FROM screenings WHERE source = 'exploration'")
     drawn = {change["field"] for row in explorations for change in row["changes"]}
     assert len(explorations) >= 3 and len(drawn) >= 8  # the draws cover much of the space...
@@ -339,6 +417,7 @@ def test_the_benchmark_prices_each_candidate_at_its_own_calls_a_question(tmp_pat
         prices = candidate_prices(store)
         screening = store.screenings()[0]
     assert list(prices) == [(1, 1)]
-    answered = screening["n_questions"] - len(query(run, "SELECT 1 FROM question_records WHERE phase = 'screen1' "
-                                                          "AND reused IS NOT NULL"))
+    answered = screening["n_questions"] - len(
+        query(run, "SELECT 1 FROM question_records WHERE phase = 'screen1' AND reused IS NOT NULL")
+    )
     assert prices[(1, 1)] == pytest.approx(screening["calls"] / answered) and prices[(1, 1)] >= 1.9

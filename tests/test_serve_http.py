@@ -3,6 +3,7 @@
 Covers the JSON API's verbs and error shape, per-key isolation, 401/413/422/503, the config hash on
 every response, a config swapped without a restart, no key in the log or the store, and a fuzz of
 the API from its own OpenAPI schema with no 5xx."""
+
 from __future__ import annotations
 
 import random
@@ -28,8 +29,9 @@ def server(tmp_path_factory):
     folder = tmp_path_factory.mktemp("serve")
     config = folder / "served.toml"
     config.write_text("max_context = 12\n")
-    with ServeProcess(folder / "memory.duckdb", str(config), keys=KEYS,
-                      extra=["--max-body", "20000", "--reload-config", "0.2"]) as proc:
+    with ServeProcess(
+        folder / "memory.duckdb", str(config), keys=KEYS, extra=["--max-body", "20000", "--reload-config", "0.2"]
+    ) as proc:
         proc.config_path = config  # type: ignore[attr-defined]
         yield proc
 
@@ -42,9 +44,17 @@ def marker(key_index: int, user: str) -> str:
 def test_verbs_and_the_config_hash_on_every_response(server):
     key = auth(KEYS[0])
     with httpx.Client(base_url=server.url, timeout=60) as client:
-        added = client.post("/v1/memories", headers=key, json={"user": "dora", "turns": [
-            {"speaker": "Dora", "text": "I adopted a grey cat named Miso last week.", "at": "2024-05-02T10:00"},
-            {"role": "Eli", "content": "Miso is a lovely name for a cat."}]})
+        added = client.post(
+            "/v1/memories",
+            headers=key,
+            json={
+                "user": "dora",
+                "turns": [
+                    {"speaker": "Dora", "text": "I adopted a grey cat named Miso last week.", "at": "2024-05-02T10:00"},
+                    {"role": "Eli", "content": "Miso is a lovely name for a cat."},
+                ],
+            },
+        )
         assert added.status_code == 200, added.text
         body = added.json()
         assert body["turn_ids"] == ["session-1:1", "session-1:2"] and body["config_hash"]
@@ -56,8 +66,15 @@ def test_verbs_and_the_config_hash_on_every_response(server):
         assert context.json()["context"].startswith("1. [2 May 2024] Dora:") and context.json()["tokens"] > 0
         answer = client.post("/v1/answer", headers=key, json={"user": "dora", "query": "What is the cat's name?"})
         assert "Miso" in answer.json()["answer"]
-        for response in (added, search, context, answer, client.get("/health"), client.get("/metrics"),
-                         client.get("/openapi.json")):
+        for response in (
+            added,
+            search,
+            context,
+            answer,
+            client.get("/health"),
+            client.get("/metrics"),
+            client.get("/openapi.json"),
+        ):
             assert response.headers["x-evolvemem-config"] == config_hash
         assert 'evolvemem_requests_total{route="/v1/search",status="200"}' in client.get("/metrics").text
         assert client.get("/docs").status_code == 200
@@ -72,15 +89,21 @@ def test_keys_never_read_each_others_users(server):
         for k, key in enumerate(KEYS):
             for u, user in enumerate(USERS):
                 place = PLACES[(k * 3 + u) % len(PLACES)]
-                turns = [{"speaker": user.title(), "text": f"My hobby is {marker(k, user)} and I live in {place}."},
-                         {"speaker": user.title(), "text": f"Every weekend I practise {marker(k, user)} with friends."}]
-                assert client.post("/v1/memories", headers=auth(key), json={"user": user, "turns": turns}).status_code == 200
+                turns = [
+                    {"speaker": user.title(), "text": f"My hobby is {marker(k, user)} and I live in {place}."},
+                    {"speaker": user.title(), "text": f"Every weekend I practise {marker(k, user)} with friends."},
+                ]
+                assert (
+                    client.post("/v1/memories", headers=auth(key), json={"user": user, "turns": turns}).status_code
+                    == 200
+                )
         words = [marker(k, u) for k in range(len(KEYS)) for u in USERS] + PLACES + ["hobby", "weekend", "friends"]
         for _ in range(60):
             k, user = rng.randrange(len(KEYS)), rng.choice(USERS)
             query = f"What about {rng.choice(words)} and {rng.choice(words)}?"
-            hits = client.post("/v1/search", headers=auth(KEYS[k]),
-                               json={"user": user, "query": query, "limit": 10}).json()["hits"]
+            hits = client.post(
+                "/v1/search", headers=auth(KEYS[k]), json={"user": user, "query": query, "limit": 10}
+            ).json()["hits"]
             assert hits, query
             for hit in hits:
                 assert marker(k, user) in hit["text"], (k, user, query, hit["text"])
@@ -95,14 +118,25 @@ def test_bad_requests_get_one_json_message(server):
     key = auth(KEYS[1])
     with httpx.Client(base_url=server.url, timeout=60) as client:
         cases = [
-            (client.post("/v1/search", headers=key, content=b"{not json", ), 422),
+            (
+                client.post(
+                    "/v1/search",
+                    headers=key,
+                    content=b"{not json",
+                ),
+                422,
+            ),
             (client.post("/v1/search", headers=key, json={"user": "ana", "query": 5}), 422),
             (client.post("/v1/search", headers=key, json={"user": "ana", "query": "x", "limit": 0}), 422),
             (client.post("/v1/search", headers=key, json={"user": "ana", "query": "x", "question_type": "nope"}), 422),
             (client.post("/v1/memories", headers=key, json={"user": "ana", "turns": []}), 422),
             (client.post("/v1/memories", headers=key, json={"user": "ana", "turns": [{"text": "hi"}]}), 422),
-            (client.post("/v1/memories", headers=key,
-                         json={"user": "ana", "turns": [{"speaker": "A", "text": "x" * 30_000}]}), 413),
+            (
+                client.post(
+                    "/v1/memories", headers=key, json={"user": "ana", "turns": [{"speaker": "A", "text": "x" * 30_000}]}
+                ),
+                413,
+            ),
             (client.get("/v1/nothing-here", headers=key), 404),
         ]
         for response, status in cases:
@@ -116,8 +150,10 @@ def test_requests_beyond_the_in_flight_bound_get_503(tmp_path):
     with ServeProcess(tmp_path / "memory.duckdb", extra=["--max-in-flight", "1"]) as proc:
         # a client that sends half a body holds the one slot while the server waits for the rest
         slow = socket.create_connection(("127.0.0.1", proc.port))
-        slow.sendall(b"POST /v1/search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: 100\r\n\r\n{\"user\": ")
+        slow.sendall(
+            b"POST /v1/search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 100\r\n\r\n{"user": '
+        )
         time.sleep(0.5)
         busy = httpx.post(f"{proc.url}/v1/search", json={"user": "a", "query": "b"}, timeout=30)
         assert busy.status_code == 503 and busy.headers["retry-after"] == "1" and "busy" in busy.json()["error"]
@@ -154,9 +190,22 @@ def test_open_namespace_is_loopback_only(tmp_path):
 
     from tests.serve_server import REPO
 
-    out = subprocess.run([sys.executable, "-c", "from evolvemem.cli.main import app; app()", "serve", "--store",
-                          str(tmp_path / "m.duckdb"), "--host", "0.0.0.0"], capture_output=True, text=True,
-                         timeout=120, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOME": str(tmp_path)})
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from evolvemem.cli.main import app; app()",
+            "serve",
+            "--store",
+            str(tmp_path / "m.duckdb"),
+            "--host",
+            "0.0.0.0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOME": str(tmp_path)},
+    )
     assert out.returncode == 2
     assert out.stderr.strip().count("\n") == 0 and "127.0.0.1 only" in out.stderr
 
@@ -171,8 +220,7 @@ def test_fuzzed_from_its_own_schema_no_5xx_and_no_key_kept(server):
     seen: list[int] = []
 
     @given(case=strategy)
-    @settings(max_examples=120, deadline=None, derandomize=True, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(max_examples=120, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
     def no_server_error(case):
         response = case.call(base_url=server.url, headers=auth(KEYS[0]), timeout=60)
         seen.append(response.status_code)

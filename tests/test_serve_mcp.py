@@ -1,5 +1,6 @@
 """The memory as MCP tools: a real MCP client session over stdio (`evolve mcp`) and over streamable
 HTTP (`/mcp` on `evolve serve`, keyed like the JSON API)."""
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,10 @@ import httpx
 from tests.serve_server import REPO, ServeProcess
 
 KEY = "k-mcp-0123456789abcdef"
-TURNS = [{"speaker": "Ines", "text": "I started learning the cello in March.", "at": "2024-04-10T09:00"},
-         {"speaker": "Ines", "text": "My teacher Ruth lives in Utrecht.", "at": "2024-04-10T09:01"}]
+TURNS = [
+    {"speaker": "Ines", "text": "I started learning the cello in March.", "at": "2024-04-10T09:00"},
+    {"speaker": "Ines", "text": "My teacher Ruth lives in Utrecht.", "at": "2024-04-10T09:01"},
+]
 
 
 async def exercise(session) -> dict:
@@ -21,11 +24,13 @@ async def exercise(session) -> dict:
     names = {tool.name for tool in (await session.list_tools()).tools}
     assert {"remember", "recall", "answer", "forget"} <= names
     out = {}
-    for name, arguments in (("remember", {"user": "ines", "turns": TURNS}),
-                            ("recall", {"user": "ines", "query": "Where does the cello teacher live?"}),
-                            ("answer", {"user": "ines", "query": "Which instrument is Ines learning?"}),
-                            ("forget", {"user": "ines"}),
-                            ("recall", {"user": "ines", "query": "cello"})):
+    for name, arguments in (
+        ("remember", {"user": "ines", "turns": TURNS}),
+        ("recall", {"user": "ines", "query": "Where does the cello teacher live?"}),
+        ("answer", {"user": "ines", "query": "Which instrument is Ines learning?"}),
+        ("forget", {"user": "ines"}),
+        ("recall", {"user": "ines", "query": "cello"}),
+    ):
         result = await session.call_tool(name, arguments)
         assert not result.is_error, result
         out[name if name not in out else f"{name}-after-forget"] = result.structured_content
@@ -49,7 +54,8 @@ def test_mcp_over_stdio(tmp_path):
         command=sys.executable,
         args=["-c", "from evolvemem.cli.main import app; app()", "mcp", "--store", str(tmp_path / "m.duckdb")],
         env={k: v for k, v in os.environ.items() if k.startswith(("EVOLVEMEM", "HF_", "TRANSFORMERS", "LITELLM"))}
-        | {"PYTHONPATH": str(REPO)})
+        | {"PYTHONPATH": str(REPO)},
+    )
 
     async def main() -> dict:
         with open(tmp_path / "stderr.log", "w") as errlog:
@@ -77,6 +83,10 @@ def test_mcp_over_streamable_http_needs_a_key(tmp_path):
 
         check(anyio.run(main))
         # the HTTP API with the same key sees what MCP wrote (and forgot): one memory, two doors
-        search = httpx.post(f"{server.url}/v1/search", headers={"Authorization": f"Bearer {KEY}"},
-                            json={"user": "ines", "query": "cello"}, timeout=30)
+        search = httpx.post(
+            f"{server.url}/v1/search",
+            headers={"Authorization": f"Bearer {KEY}"},
+            json={"user": "ines", "query": "cello"},
+            timeout=30,
+        )
         assert search.status_code == 200 and search.json()["hits"] == []

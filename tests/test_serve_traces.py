@@ -1,5 +1,6 @@
 """Traces: every served search and answer is in the store, and `evolve traces export` writes them with
 the conversations in the custom benchmark format (which `evolve` reads back)."""
+
 from __future__ import annotations
 
 import json
@@ -13,17 +14,30 @@ from tests.serve_server import REPO
 
 
 def evolve(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from evolvemem.cli.main import app; app()", *args],
-                          capture_output=True, text=True, timeout=180, env={**os.environ, "PYTHONPATH": str(REPO)})
+    return subprocess.run(
+        [sys.executable, "-c", "from evolvemem.cli.main import app; app()", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
 
 
 def test_traces_are_recorded_and_exported_in_the_custom_format(tmp_path):
     store = tmp_path / "memory.duckdb"
     with Memory.open(store) as memory:
-        memory.add("omar", [{"speaker": "Omar", "text": "I sold my bike and now take the train to work."}],
-                   session="s1", at="2024-06-01T08:00")
-        memory.add("omar", [{"speaker": "Omar", "text": "The train to Leiden takes forty minutes."}],
-                   session="s2", at="2024-06-08T08:00")
+        memory.add(
+            "omar",
+            [{"speaker": "Omar", "text": "I sold my bike and now take the train to work."}],
+            session="s1",
+            at="2024-06-01T08:00",
+        )
+        memory.add(
+            "omar",
+            [{"speaker": "Omar", "text": "The train to Leiden takes forty minutes."}],
+            session="s2",
+            at="2024-06-08T08:00",
+        )
         searched = memory.search("omar", "How does Omar get to work?")
         answered = memory.answer("omar", "How long is the train ride?")
         memory.traces.flush()

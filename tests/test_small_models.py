@@ -2,6 +2,7 @@
 prompts sized to a small context window, text copied from the prompt's example dropped,
 contradicting or failed diagnoses replaced by the rubric's best action, the menu mode, and
 model-only settings following the answer-side model."""
+
 from __future__ import annotations
 
 import json
@@ -37,12 +38,28 @@ def responder(diagnosis: str = "{}", menu: str = "{}"):
         if wants_json(body):
             return "{}"
         return first_memory_word(first_user_message(body))
+
     return respond
 
 
 def run(server: FakeLLMServer, out: Path, *extra: str, rounds: str = "1"):
-    result = evolve("run", "--benchmark", "synth", "--rounds", rounds, "--diagnosis-model", MODEL, "--api-base",
-                    server.url, "--diagnoser", "llm", "--out", str(out), "--quiet", *extra)
+    result = evolve(
+        "run",
+        "--benchmark",
+        "synth",
+        "--rounds",
+        rounds,
+        "--diagnosis-model",
+        MODEL,
+        "--api-base",
+        server.url,
+        "--diagnoser",
+        "llm",
+        "--out",
+        str(out),
+        "--quiet",
+        *extra,
+    )
     assert result.exit_code == 0, result.output
     return result
 
@@ -85,14 +102,22 @@ def test_a_window_too_small_for_any_prompt_fails_clearly_and_falls_back(tmp_path
 
 def test_text_copied_from_the_prompt_example_is_dropped_or_refused(tmp_path: Path) -> None:
     """The example is about an invented person and a budget cut; a small model repeats it."""
-    reply = json.dumps({
-        "analysis": "The budget cut drops the dated memories.",
-        "changes": {"semantic_top_k": 10},
-        "missing_topics": ["when Priya moved", "pets"],
-        "new_dimensions": [{"name": "priya_boost", "description": "favour memories about Priya", "rationale": "x"},
-                           {"name": "speaker_filter", "description": "keep memories said by the asked person",
-                            "rationale": "answers mix speakers"}],
-        "rationale": "The budget cut drops the dated memories."})
+    reply = json.dumps(
+        {
+            "analysis": "The budget cut drops the dated memories.",
+            "changes": {"semantic_top_k": 10},
+            "missing_topics": ["when Priya moved", "pets"],
+            "new_dimensions": [
+                {"name": "priya_boost", "description": "favour memories about Priya", "rationale": "x"},
+                {
+                    "name": "speaker_filter",
+                    "description": "keep memories said by the asked person",
+                    "rationale": "answers mix speakers",
+                },
+            ],
+            "rationale": "The budget cut drops the dated memories.",
+        }
+    )
     with FakeLLMServer(responder(reply)) as server:
         run(server, tmp_path / "run")
     proposal = query(tmp_path / "run", "SELECT proposal FROM diagnoses")[0]["proposal"]
@@ -158,11 +183,28 @@ def test_model_only_settings_follow_the_answer_side_model(tmp_path: Path) -> Non
 
 def test_answer_and_verification_prompts_leave_out_the_lowest_ranked_memories_to_fit(tmp_path: Path) -> None:
     config = tmp_path / "wide.toml"
-    config.write_text(f'max_context = {registry()["max_context"].max}\nenable_answer_verification = true\n'
-                      'verification_style = "strict"\n', encoding="utf-8")
+    config.write_text(
+        f"max_context = {registry()['max_context'].max}\nenable_answer_verification = true\n"
+        'verification_style = "strict"\n',
+        encoding="utf-8",
+    )
     with FakeLLMServer(responder(), context_window=900) as server:
-        result = evolve("eval", "--benchmark", "synth", "--model", MODEL, "--extract-model", "offline",
-                        "--api-base", server.url, "--config", str(config), "--out", str(tmp_path / "ev"), "--quiet")
+        result = evolve(
+            "eval",
+            "--benchmark",
+            "synth",
+            "--model",
+            MODEL,
+            "--extract-model",
+            "offline",
+            "--api-base",
+            server.url,
+            "--config",
+            str(config),
+            "--out",
+            str(tmp_path / "ev"),
+            "--quiet",
+        )
         assert result.exit_code == 0, result.output
         assert server.oversized == []
     rows = query(tmp_path / "ev", "SELECT failed, prompt_trimmed, len(context_ids) AS shown FROM question_records")

@@ -1,4 +1,5 @@
 """The action space: registry, generated config, strict parsing, clamping, diff, perturbation, Optuna."""
+
 from __future__ import annotations
 
 import json
@@ -19,11 +20,27 @@ from evolvemem.space.ops import (
 from evolvemem.space.registry import registry
 
 PAPER_DIMENSIONS = {
-    "semantic_top_k", "keyword_top_k", "structured_top_k", "max_context", "fusion_mode", "rrf_k",
-    "semantic_weight", "keyword_weight", "structured_weight", "importance_weight", "recency_weight",
-    "time_decay_half_life_days", "enable_entity_swap", "entity_swap_semantic_top_k",
-    "entity_swap_keyword_top_k", "enable_query_decomposition", "max_sub_queries",
-    "decomposition_merge_top_k", "reflection_rounds", "answer_style", "enable_answer_verification",
+    "semantic_top_k",
+    "keyword_top_k",
+    "structured_top_k",
+    "max_context",
+    "fusion_mode",
+    "rrf_k",
+    "semantic_weight",
+    "keyword_weight",
+    "structured_weight",
+    "importance_weight",
+    "recency_weight",
+    "time_decay_half_life_days",
+    "enable_entity_swap",
+    "entity_swap_semantic_top_k",
+    "entity_swap_keyword_top_k",
+    "enable_query_decomposition",
+    "max_sub_queries",
+    "decomposition_merge_top_k",
+    "reflection_rounds",
+    "answer_style",
+    "enable_answer_verification",
     "verification_style",
 }
 
@@ -78,13 +95,22 @@ def test_strict_parsing_bool_strings_unknown_fields_and_types():
 
 
 def test_out_of_range_values_are_clamped_and_reported():
-    cfg, clamps = parse_config({"semantic_top_k": 500, "max_context": 2, "keyword_top_k": 0,
-                                "per_category_overrides": {"temporal": {"keyword_weight": 9}}})
+    cfg, clamps = parse_config(
+        {
+            "semantic_top_k": 500,
+            "max_context": 2,
+            "keyword_top_k": 0,
+            "per_category_overrides": {"temporal": {"keyword_weight": 9}},
+        }
+    )
     assert (cfg.semantic_top_k, cfg.max_context, cfg.keyword_top_k) == (200, 6, 0)  # 0 = off is not clamped
     assert cfg.overrides()["temporal"]["keyword_weight"] == 2.5
     reported = {(c.field, c.scope, c.used) for c in clamps}
-    assert reported == {("semantic_top_k", "global", 200), ("max_context", "global", 6),
-                        ("keyword_weight", "temporal", 2.5)}
+    assert reported == {
+        ("semantic_top_k", "global", 200),
+        ("max_context", "global", 6),
+        ("keyword_weight", "temporal", 2.5),
+    }
     assert "clamped to 200" in str(clamps[0])
 
 
@@ -97,7 +123,9 @@ def test_for_type_resolves_overrides_once():
 
 
 def test_toml_round_trip_and_json_configs(tmp_path):
-    cfg, _ = parse_config({"time_decay_half_life_days": 30, "per_category_overrides": {"multi_hop": {"enable_query_decomposition": True}}})
+    cfg, _ = parse_config(
+        {"time_decay_half_life_days": 30, "per_category_overrides": {"multi_hop": {"enable_query_decomposition": True}}}
+    )
     path = tmp_path / "c.toml"
     path.write_text(config_to_toml(cfg, header="test"))
     again, _ = load_config(str(path))
@@ -163,7 +191,8 @@ def test_a_new_dimension_file_needs_no_code(tmp_path):
     (tmp_path / "9_extra.toml").write_text(
         '[wide_recall]\ntype = "bool"\ndefault = false\nper_type = true\n'
         'description = "Wide recall: more candidates from both text views."\n'
-        'maps_to = { semantic_top_k = 25, keyword_top_k = 25 }\n')
+        "maps_to = { semantic_top_k = 25, keyword_top_k = 25 }\n"
+    )
     script = (
         "from evolvemem.space.config import parse_config\n"
         "from evolvemem.space.registry import registry\n"
@@ -172,8 +201,9 @@ def test_a_new_dimension_file_needs_no_code(tmp_path):
         "print(cfg.for_type('multi_hop').semantic_top_k, cfg.for_type('temporal').semantic_top_k)\n"
     )
     env = {**os.environ, "EVOLVEMEM_ACTION_SPACE": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                         cwd=str(tmp_path.parent), check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, cwd=str(tmp_path.parent), check=False
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["25", "10"]
 

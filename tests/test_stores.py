@@ -1,5 +1,6 @@
 """Memory stores at other granularities (raw turns here), built lazily per config, and runs
 that freeze dimensions."""
+
 from __future__ import annotations
 
 import json
@@ -44,8 +45,13 @@ def test_raw_units_resolve_relative_dates_in_a_note():
     from evolvemem.data.models import Turn
     from evolvemem.memory.stores import raw_unit
 
-    turn = Turn(turn_id="D1:3", speaker="Priya Raman", text="I finally repainted the shed yesterday!",
-                session_id="session_1", timestamp=datetime(2023, 5, 9, 14, 0))
+    turn = Turn(
+        turn_id="D1:3",
+        speaker="Priya Raman",
+        text="I finally repainted the shed yesterday!",
+        session_id="session_1",
+        timestamp=datetime(2023, 5, 9, 14, 0),
+    )
     unit = raw_unit("c1", turn, ("Priya Raman", "Tomasz"))
     assert unit.content.startswith("[9 May 2023] Priya Raman: I finally repainted the shed yesterday!")
     assert "8 May 2023" in unit.content
@@ -91,8 +97,10 @@ def test_dimension_groups_expand_and_unknown_names_are_refused():
 
 
 def test_dropping_frozen_fields_removes_them_everywhere_and_says_why():
-    proposal = Proposal(changes={"max_context": 12, "answer_style": "concise"},
-                        overrides={"temporal": {"max_context": 20}, "multi_hop": {"answer_style": "detailed"}})
+    proposal = Proposal(
+        changes={"max_context": 12, "answer_style": "concise"},
+        overrides={"temporal": {"max_context": 20}, "multi_hop": {"answer_style": "detailed"}},
+    )
     proposal.drop_fields({"max_context"}, "frozen")
     assert proposal.changes == {"answer_style": "concise"}
     assert proposal.overrides == {"multi_hop": {"answer_style": "detailed"}}
@@ -102,9 +110,27 @@ def test_dropping_frozen_fields_removes_them_everywhere_and_says_why():
 def test_a_run_never_changes_frozen_dimensions(tmp_path):
     frozen = expand_dimension_names(["views", "answering"])
     out = tmp_path / "frozen"
-    result = CliRunner().invoke(app, ["run", "--benchmark", "synth", "--rounds", "3", "--objective", "balanced", "--diagnoser", "random",
-                                      "--freeze", "views,answering", "--out", str(out), "--json", "--quiet"],
-                                catch_exceptions=False)
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--benchmark",
+            "synth",
+            "--rounds",
+            "3",
+            "--objective",
+            "balanced",
+            "--diagnoser",
+            "random",
+            "--freeze",
+            "views,answering",
+            "--out",
+            str(out),
+            "--json",
+            "--quiet",
+        ],
+        catch_exceptions=False,
+    )
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout.strip().splitlines()[-1])
     changed = [c["field"] for r in payload["rounds"] for c in r["changes"]]
@@ -113,8 +139,9 @@ def test_a_run_never_changes_frozen_dimensions(tmp_path):
     import duckdb
 
     con = duckdb.connect(str(out / "run.duckdb"), read_only=True)
-    rejected = [r for (p,) in con.execute("SELECT proposal FROM diagnoses").fetchall()
-                for r in json.loads(p)["rejected"]]
+    rejected = [
+        r for (p,) in con.execute("SELECT proposal FROM diagnoses").fetchall() for r in json.loads(p)["rejected"]
+    ]
     con.close()
     assert any("frozen for this run" in r for r in rejected), "dropped changes are recorded with the reason"
 
@@ -124,9 +151,27 @@ def test_offline_runs_leave_model_only_dimensions_alone(tmp_path):
     model_only = {n for n, d in dims.items() if d.needs_model and d.group == "cue_graph"}
     assert model_only, "the cue graph's LLM mode is declared needs_model"
     others = sorted({d.group for d in dims.values()} - {"cue_graph"})
-    result = CliRunner().invoke(app, ["run", "--benchmark", "synth", "--rounds", "3", "--objective", "balanced", "--diagnoser", "random",
-                                      "--freeze", ",".join(others), "--out", str(tmp_path / "run"), "--json",
-                                      "--quiet"], catch_exceptions=False)
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--benchmark",
+            "synth",
+            "--rounds",
+            "3",
+            "--objective",
+            "balanced",
+            "--diagnoser",
+            "random",
+            "--freeze",
+            ",".join(others),
+            "--out",
+            str(tmp_path / "run"),
+            "--json",
+            "--quiet",
+        ],
+        catch_exceptions=False,
+    )
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout.strip().splitlines()[-1])
     changed = {c["field"] for r in payload["rounds"] for c in r["changes"]}

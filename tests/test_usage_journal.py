@@ -3,6 +3,7 @@ resume, once (issue 31): each call's usage is journaled (`usage.jsonl`) the mome
 in hand and folded into the store exactly once. Measured against the fake server, which counts a
 completion as delivered only once its client read it (TCP tells a read reply from one a killed
 process left in its socket), and names each call by the id the client sends with it."""
+
 from __future__ import annotations
 
 import json
@@ -32,12 +33,27 @@ def extract_and_answer() -> object:
     def respond(body: dict) -> str:
         prompt = next((m.get("content") or "" for m in body.get("messages", []) if m.get("role") == "user"), "")
         return extract(body) if "Turns to write memories about:" in str(prompt) else answer(body)
+
     return respond
 
 
 def eval_command(server: FakeLLMServer, out: Path) -> list[str]:
-    return [sys.executable, "-m", "evolvemem.cli.main", "eval", "--benchmark", "synth", "--model", MODEL,
-            "--api-base", server.url, "--no-cache", "--out", str(out), "--quiet"]
+    return [
+        sys.executable,
+        "-m",
+        "evolvemem.cli.main",
+        "eval",
+        "--benchmark",
+        "synth",
+        "--model",
+        MODEL,
+        "--api-base",
+        server.url,
+        "--no-cache",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
 
 
 def journaled_call_ids(out: Path) -> list[str]:
@@ -66,8 +82,9 @@ def test_calls_a_sigkill_interrupted_are_in_the_usage_table_exactly_once_after_r
 
     env = {**os.environ, "OPENAI_API_KEY": "sk-test", "HF_HUB_OFFLINE": "1"}
     with FakeLLMServer(respond) as server:
-        process = subprocess.Popen(eval_command(server, out), cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.PIPE)
+        process = subprocess.Popen(
+            eval_command(server, out), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
         deadline, seen, still_since = time.monotonic() + 120, -1, time.monotonic()
         while time.monotonic() < deadline:  # wait until the process is stuck on the hanging calls
             if server.request_count != seen:
@@ -86,8 +103,9 @@ def test_calls_a_sigkill_interrupted_are_in_the_usage_table_exactly_once_after_r
         assert store.query("SELECT count(*) AS n FROM question_records")[0]["n"] == 0
 
     with FakeLLMServer(extract_and_answer()) as healthy:
-        resumed = subprocess.run(eval_command(healthy, out), cwd=ROOT, env=env, capture_output=True, text=True,
-                                 timeout=600)
+        resumed = subprocess.run(
+            eval_command(healthy, out), cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+        )
         assert resumed.returncode == 0, resumed.stderr
         assert healthy.settle()
         resumed_ids = list(healthy.answered_ids)
@@ -116,8 +134,10 @@ def test_the_journal_is_folded_once_however_often_the_store_is_opened(tmp_path: 
             store.journal.append("answer", Usage(calls=1, prompt_tokens=7), "c")
     with RunStore(tmp_path) as again:  # folded when reopened, once
         rows = again.query("SELECT round, phase, role, calls, cache_hits, prompt_tokens FROM usage ORDER BY round")
-    assert rows == [{"round": -1, "phase": "setup", "role": "extract", "calls": 1, "cache_hits": 0, "prompt_tokens": 100},
-                    {"round": 0, "phase": "dev", "role": "answer", "calls": 2, "cache_hits": 1, "prompt_tokens": 17}]
+    assert rows == [
+        {"round": -1, "phase": "setup", "role": "extract", "calls": 1, "cache_hits": 0, "prompt_tokens": 100},
+        {"round": 0, "phase": "dev", "role": "answer", "calls": 2, "cache_hits": 1, "prompt_tokens": 17},
+    ]
 
 
 def test_a_journal_left_without_its_store_is_not_folded_into_a_new_one(tmp_path: Path) -> None:
@@ -137,8 +157,11 @@ def test_the_fake_server_counts_a_completion_only_once_its_client_read_it() -> N
 
         def ask(call_id: str) -> socket.socket:
             sock = socket.create_connection((host, int(port)))
-            sock.sendall(f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-                         f"X-Evolvemem-Call-Id: {call_id}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+            sock.sendall(
+                f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                f"X-Evolvemem-Call-Id: {call_id}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
             return sock
 
         read = ask("read")

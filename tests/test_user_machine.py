@@ -2,6 +2,7 @@
 llama-cpp-python, a test that needs them skips with a reason naming what is missing and how to get
 it; under CI=true the same test fails. Each case runs one real test of the suite in a child pytest
 with the environment a user (or CI) would have."""
+
 from __future__ import annotations
 
 import json
@@ -32,10 +33,17 @@ def child_pytest(test: str, tmp_path: Path, *, ci: bool, extra_env: dict[str, st
         "def pytest_runtest_logreport(report):\n"
         "    if report.when == 'call' or report.outcome != 'passed':\n"
         f"        open({str(report)!r}, 'w').write(json.dumps([report.when, report.outcome, str(report.longrepr)]))\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(REPO), env.get("PYTHONPATH", "")])
-    proc = subprocess.run([sys.executable, "-m", "pytest", test, "-p", "outcome_plugin", "-p", "no:cacheprovider",
-                           "-q", "-rs"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", test, "-p", "outcome_plugin", "-p", "no:cacheprovider", "-q", "-rs"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     when, outcome, text = json.loads(report.read_text(encoding="utf-8"))
     word = "error" if outcome == "failed" and when != "call" else outcome
     return word, text + proc.stdout

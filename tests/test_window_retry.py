@@ -2,6 +2,7 @@
 it rejects a prompt: the call that hit the rejection is fitted to that window and sent once more,
 in the same round (llm/budget.py `ask_fitted`), and both requests are billed. Against the fake
 server speaking llama-cpp-python's error (tests/fake_llm_server.py)."""
+
 from __future__ import annotations
 
 import json
@@ -31,13 +32,11 @@ PROPOSAL = json.dumps({"analysis": "Misses dominate.", "changes": {"semantic_top
 def hidden_window_server(window: int = WINDOW, reply: str | None = PROPOSAL) -> FakeLLMServer:
     """llama-cpp-python's server started with n_ctx=`window`; replies: a diagnosis proposing
     `reply` (None: the echo of the prompt)."""
-    return FakeLLMServer(responder(reply) if reply else None, context_window=window,
-                         window_errors="llama-cpp-python")
+    return FakeLLMServer(responder(reply) if reply else None, context_window=window, window_errors="llama-cpp-python")
 
 
 def rejection(window: int) -> str:
-    return LLAMA_CPP_PYTHON_WINDOW_ERROR.format(window=window, total=window + 900, prompt=window + 500,
-                                                completion=400)
+    return LLAMA_CPP_PYTHON_WINDOW_ERROR.format(window=window, total=window + 900, prompt=window + 500, completion=400)
 
 
 def text(chars: int) -> str:
@@ -61,8 +60,11 @@ def test_the_fake_server_rejects_like_llama_cpp_python_and_hides_its_window() ->
     assert info.value.sent and info.value.window == 300 and info.value.status_code == 400
     assert len(server.oversized) == 1 and server.request_count == 2
     rejected = client.usage.snapshot()["answer"]
-    assert (rejected.calls, rejected.failures, rejected.prompt_tokens) == (1, 1, 0) == (
-        info.value.cost.calls, info.value.cost.failures, info.value.cost.prompt_tokens)
+    assert (
+        (rejected.calls, rejected.failures, rejected.prompt_tokens)
+        == (1, 1, 0)
+        == (info.value.cost.calls, info.value.cost.failures, info.value.cost.prompt_tokens)
+    )
 
 
 def test_a_rejected_call_is_refitted_to_the_named_window_and_sent_once_more() -> None:
@@ -71,7 +73,9 @@ def test_a_rejected_call_is_refitted_to_the_named_window_and_sent_once_more() ->
         client = LLMClient(MODEL, api_base=server.url, cache=None)
         fitted, reply_text, reply = ask_fitted(client, lambda: fit_prompt(client, variants, 120), role="answer")
     assert server.request_count == 2 and len(server.oversized) == 1
-    assert fitted.trimmed == ("the older half",) and reply_text == "echo: " + text(1200) and fits(server.requests[1], 600)
+    assert (
+        fitted.trimmed == ("the older half",) and reply_text == "echo: " + text(1200) and fits(server.requests[1], 600)
+    )
     cost = reply.as_cost()
     assert (cost.calls, cost.failures) == (2, 1) and cost.prompt_tokens == 240  # the rejection has no tokens
     assert client.usage.snapshot()["answer"] == cost  # the ledger and the reply agree
@@ -101,8 +105,9 @@ def test_the_first_diagnosis_against_a_hidden_window_is_retried_resized_in_the_s
         # one rejection (round 0's full prompt); its retry and every later prompt are sized
         assert len(server.oversized) == 1 and server.oversized[0] is diagnoses[0]
         assert all(fits(b, WINDOW) for b in diagnoses[1:]) and len(diagnoses) == 3
-    rows = query(tmp_path / "run", "SELECT round, parse_error, prompt_trimmed, calls, prompt FROM diagnoses "
-                                   "ORDER BY round")
+    rows = query(
+        tmp_path / "run", "SELECT round, parse_error, prompt_trimmed, calls, prompt FROM diagnoses ORDER BY round"
+    )
     first = rows[0]
     assert first["parse_error"] is None and first["calls"] == 2 and first["prompt_trimmed"]
     assert first["prompt"] == diagnoses[1]["messages"][0]["content"]  # the record shows the prompt that was answered

@@ -9,6 +9,7 @@ answer path asks this memo before it asks the answer role, whatever else in the 
 The memo is kept per run: filled by every answer the run's evaluations give, and refilled from
 the run store's records on resume (`restore`), so a resumed run reuses what it paid for before.
 Only answers that did not fail are kept (a failed one is asked again)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -70,8 +71,10 @@ class AnswerMemo:
     def added_since(self, earlier: MemoEntries) -> MemoEntries:
         """What this memo holds that `earlier` did not (a worker's answers, sent back)."""
         with self._lock:
-            return MemoEntries({k: v for k, v in self._answers.items() if k not in earlier.answers},
-                               {k: v for k, v in self._verdicts.items() if k not in earlier.verdicts})
+            return MemoEntries(
+                {k: v for k, v in self._answers.items() if k not in earlier.answers},
+                {k: v for k, v in self._verdicts.items() if k not in earlier.verdicts},
+            )
 
     def merge(self, entries: MemoEntries) -> None:
         """Add another memo's entries (an answer already known for a key is kept)."""
@@ -113,7 +116,11 @@ class AnswerMemo:
                 continue
             trimmed = record.get("prompt_trimmed")
             single = not record.get("retries")
-            notes: dict[str, object] = {"trimmed": [str(t) for t in trimmed]} if single and isinstance(trimmed, (list, tuple)) and trimmed else {}
+            notes: dict[str, object] = (
+                {"trimmed": [str(t) for t in trimmed]}
+                if single and isinstance(trimmed, (list, tuple)) and trimmed
+                else {}
+            )
             judged = record.get("judge")
             if isinstance(judged, (int, float)):
                 self.put_verdict(key, float(judged))

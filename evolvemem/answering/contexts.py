@@ -7,6 +7,7 @@ decomposition when that is on, cached by text). With a `token_cap` the context i
 many estimated tokens as well, so configs are compared at an equal token budget: otherwise
 "more memories" always wins on recall. The records have no prediction and no F1; they pair with
 each other on `evidence_recall` (loop/paired.py, `metric`)."""
+
 from __future__ import annotations
 
 import time
@@ -36,8 +37,16 @@ def capped(effective: RetrievalConfig, token_cap: int | None) -> RetrievalConfig
     return effective.with_token_cap(token_cap)
 
 
-def context_record(ws: Workspace, question: Question, effective: RetrievalConfig, fingerprint: str, *,
-                   round_no: int, phase: str, token_cap: int | None = None) -> QuestionRecord:
+def context_record(
+    ws: Workspace,
+    question: Question,
+    effective: RetrievalConfig,
+    fingerprint: str,
+    *,
+    round_no: int,
+    phase: str,
+    token_cap: int | None = None,
+) -> QuestionRecord:
     """The first answer context of `question` and its evidence figures (no answer call: the
     store is the one the router's rules pick, never a model's)."""
     started = time.perf_counter()
@@ -48,9 +57,15 @@ def context_record(ws: Workspace, question: Question, effective: RetrievalConfig
     ranked = [*context, *(item.memory for item in retrieval.cut)]
     cost = retrieval.cost
     return QuestionRecord(
-        round=round_no, phase=phase, question_id=question.question_id, conversation_id=question.conversation_id,
-        category=question.category, question_type=question.question_type, question=question.text,
-        gold=question.answer or "", prediction="",
+        round=round_no,
+        phase=phase,
+        question_id=question.question_id,
+        conversation_id=question.conversation_id,
+        category=question.category,
+        question_type=question.question_type,
+        question=question.text,
+        gold=question.answer or "",
+        prediction="",
         evidence_ids=tuple(question.evidence),
         evidence_recall=evidence_recall(question.evidence, [m.source_turn_ids for m in context]),
         evidence_covered=evidence_recall(question.evidence, ws.covered(question.conversation_id, store)),
@@ -58,16 +73,31 @@ def context_record(ws: Workspace, question: Question, effective: RetrievalConfig
         context_ids=tuple(m.memory_id for m in context),
         context_views=tuple(view_label(item.views) for item in retrieval.items),
         cut_ids=tuple(item.memory.memory_id for item in retrieval.cut),
-        sub_queries=tuple(retrieval.sub_queries), config_fingerprint=fingerprint,
+        sub_queries=tuple(retrieval.sub_queries),
+        config_fingerprint=fingerprint,
         memory_version=ws.memory_version(question.conversation_id),
-        latency_ms=(time.perf_counter() - started) * 1000, calls=cost.calls, cache_hits=cost.cache_hits,
-        prompt_tokens=cost.prompt_tokens, completion_tokens=cost.completion_tokens, granularity=store,
-        route="rules", context_tokens=context_tokens(context))
+        latency_ms=(time.perf_counter() - started) * 1000,
+        calls=cost.calls,
+        cache_hits=cost.cache_hits,
+        prompt_tokens=cost.prompt_tokens,
+        completion_tokens=cost.completion_tokens,
+        granularity=store,
+        route="rules",
+        context_tokens=context_tokens(context),
+    )
 
 
-def evaluate_contexts(ws: Workspace, config: RetrievalConfig, questions: list[Question], *, round_no: int = 0,
-                      phase: str = "eval", token_cap: int | None = None, on_record: RecordFn | None = None,
-                      sink: SinkFn | None = None) -> EvalOutcome:
+def evaluate_contexts(
+    ws: Workspace,
+    config: RetrievalConfig,
+    questions: list[Question],
+    *,
+    round_no: int = 0,
+    phase: str = "eval",
+    token_cap: int | None = None,
+    on_record: RecordFn | None = None,
+    sink: SinkFn | None = None,
+) -> EvalOutcome:
     """`context_record` for every question, in order (retrieval is CPU-bound: a plain loop);
     records reach `sink` in batches, as `evaluate`'s do, so an interruption loses nothing."""
     started = time.perf_counter()
@@ -79,8 +109,9 @@ def evaluate_contexts(ws: Workspace, config: RetrievalConfig, questions: list[Qu
         for question in questions:
             effective, fingerprint = resolve(question.question_type)
             try:
-                row = context_record(ws, question, effective, fingerprint, round_no=round_no, phase=phase,
-                                     token_cap=token_cap).as_row()
+                row = context_record(
+                    ws, question, effective, fingerprint, round_no=round_no, phase=phase, token_cap=token_cap
+                ).as_row()
             except Exception as exc:  # a decomposition fault must not kill the round
                 row = failed_record(question, f"{type(exc).__name__}: {exc}", round_no, phase).as_row()
             records.append(row)

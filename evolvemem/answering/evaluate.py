@@ -7,6 +7,7 @@ answers) in batches of at most FLUSH_SECONDS — so a killed evaluation loses at
 in flight and resumes from the finished ones. Each question's effective config is resolved once per question type and passed down.
 LLM-backed roles run concurrently with a bound; offline roles are CPU-bound and run in a plain
 loop (threads would only add overhead)."""
+
 from __future__ import annotations
 
 import time
@@ -64,9 +65,18 @@ class EffectiveConfigs:
         return self._by_type[question_type]
 
 
-def answer_question(ws: Workspace, question: Question, effective: RetrievalConfig, fingerprint: str, *,
-                    protocol: str, benchmark: str, round_no: int = 0, phase: str = "eval",
-                    memo: AnswerMemo | None = None) -> QuestionRecord:
+def answer_question(
+    ws: Workspace,
+    question: Question,
+    effective: RetrievalConfig,
+    fingerprint: str,
+    *,
+    protocol: str,
+    benchmark: str,
+    round_no: int = 0,
+    phase: str = "eval",
+    memo: AnswerMemo | None = None,
+) -> QuestionRecord:
     """The full per-question path under its effective config (route → retrieve → answer → verify →
     judge/retry, evolvemem/answering/path.py) and its scores. Context, evidence recall and coverage
     describe the answer kept (the last one). With `memo`, answers to a context already answered
@@ -90,32 +100,51 @@ def answer_question(ws: Workspace, question: Question, effective: RetrievalConfi
             final_key = trace.answer_keys[-1] if trace.answer_keys else ""
             judged = memo.verdict(final_key) if memo is not None and trace.context_reused else None
             if judged is None:  # a reused answer keeps its verdict too: no call
-                verdict, judge_cost = ws.roles.judge.judge(question.text, question.answer or "not mentioned",
-                                                           answer.text)
+                verdict, judge_cost = ws.roles.judge.judge(
+                    question.text, question.answer or "not mentioned", answer.text
+                )
                 judged = None if verdict is None else float(verdict)
                 cost = cost + judge_cost
                 if memo is not None:
                     memo.put_verdict(final_key, judged)
     return QuestionRecord(
-        round=round_no, phase=phase,
-        question_id=question.question_id, conversation_id=conversation_id, category=question.category,
-        question_type=question.question_type, question=question.text, gold=gold or "", prediction=answer.text,
-        f1=scores.get("f1"), bleu1=scores.get("bleu1"), exact_match=scores.get("exact_match"),
-        mc_accuracy=scores.get("mc_accuracy"), judge=judged,
+        round=round_no,
+        phase=phase,
+        question_id=question.question_id,
+        conversation_id=conversation_id,
+        category=question.category,
+        question_type=question.question_type,
+        question=question.text,
+        gold=gold or "",
+        prediction=answer.text,
+        f1=scores.get("f1"),
+        bleu1=scores.get("bleu1"),
+        exact_match=scores.get("exact_match"),
+        mc_accuracy=scores.get("mc_accuracy"),
+        judge=judged,
         evidence_ids=tuple(question.evidence),
         evidence_recall=evidence_recall(question.evidence, in_context),
         evidence_covered=evidence_recall(question.evidence, ws.covered(conversation_id, final.store)),
         evidence_retrieved=evidence_recall(question.evidence, ranked),
-        abstained=is_abstention(answer.text), failed=answer.failed, error=answer.error or None,
+        abstained=is_abstention(answer.text),
+        failed=answer.failed,
+        error=answer.error or None,
         context_ids=tuple(m.memory_id for m in final.context),
         context_views=tuple(view_label(views) for views in final.views),
         cut_ids=tuple(m.memory_id for m in final.cut),
         sub_queries=tuple(trace.attempts[0].sub_queries),
-        config_fingerprint=fingerprint, memory_version=ws.memory_version(conversation_id), latency_ms=latency_ms,
-        calls=cost.calls, cache_hits=cost.cache_hits, prompt_tokens=cost.prompt_tokens,
+        config_fingerprint=fingerprint,
+        memory_version=ws.memory_version(conversation_id),
+        latency_ms=latency_ms,
+        calls=cost.calls,
+        cache_hits=cost.cache_hits,
+        prompt_tokens=cost.prompt_tokens,
         completion_tokens=cost.completion_tokens,
-        granularity=trace.granularity, route=trace.route_source, judge_verdicts=tuple(trace.verdicts),
-        retries=trace.retries, retry_sources=tuple(attempt.source for attempt in trace.attempts[1:]),
+        granularity=trace.granularity,
+        route=trace.route_source,
+        judge_verdicts=tuple(trace.verdicts),
+        retries=trace.retries,
+        retry_sources=tuple(attempt.source for attempt in trace.attempts[1:]),
         refreshed_ids=tuple(trace.refreshed_ids),
         prompt_trimmed=tuple(note for attempt in trace.attempts for note in attempt.answer.trimmed()),
         reused=CONTEXT_REUSE if trace.context_reused else None,
@@ -126,25 +155,43 @@ def answer_question(ws: Workspace, question: Question, effective: RetrievalConfi
 
 def failed_record(question: Question, error: str, round_no: int, phase: str) -> QuestionRecord:
     """A question whose path raised (a role bug or an LLM fault must not kill the round)."""
-    return QuestionRecord(round=round_no, phase=phase, question_id=question.question_id,
-                          conversation_id=question.conversation_id, category=question.category,
-                          question_type=question.question_type, question=question.text,
-                          gold=question.answer or "", prediction="", failed=True, error=error[:300])
+    return QuestionRecord(
+        round=round_no,
+        phase=phase,
+        question_id=question.question_id,
+        conversation_id=question.conversation_id,
+        category=question.category,
+        question_type=question.question_type,
+        question=question.text,
+        gold=question.answer or "",
+        prediction="",
+        failed=True,
+        error=error[:300],
+    )
 
 
 def reuse_key(question_id: str, effective_fingerprint: str, memory_version: int) -> ReuseKey:
     return (question_id, effective_fingerprint, memory_version)
 
 
-def reused_row(reuse: dict[ReuseKey, dict], ws: Workspace, question: Question, fingerprint: str, round_no: int,
-               phase: str) -> dict | None:
+def reused_row(
+    reuse: dict[ReuseKey, dict], ws: Workspace, question: Question, fingerprint: str, round_no: int, phase: str
+) -> dict | None:
     """An earlier record of this question under the same effective config and memories, as a
     record of (round_no, phase) that cost nothing (None: it must be answered)."""
     earlier = reuse.get(reuse_key(question.question_id, fingerprint, ws.memory_version(question.conversation_id)))
     if earlier is None:
         return None
-    return {**earlier, "round": round_no, "phase": phase, "calls": 0, "cache_hits": 0,
-            "prompt_tokens": 0, "completion_tokens": 0, "reused": CONFIG_REUSE}
+    return {
+        **earlier,
+        "round": round_no,
+        "phase": phase,
+        "calls": 0,
+        "cache_hits": 0,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "reused": CONFIG_REUSE,
+    }
 
 
 def remember(reuse: dict[ReuseKey, dict], records: list[dict]) -> None:
@@ -156,10 +203,20 @@ def remember(reuse: dict[ReuseKey, dict], records: list[dict]) -> None:
             reuse[reuse_key(record["question_id"], record["config_fingerprint"], record["memory_version"])] = record
 
 
-def evaluate(ws: Workspace, config: RetrievalConfig, questions: list[Question], *, round_no: int = 0,
-             phase: str = "eval", concurrency: int = 8, protocol: str = "official",
-             on_record: RecordFn | None = None, sink: SinkFn | None = None,
-             reuse: dict[ReuseKey, dict] | None = None, memo: AnswerMemo | None = None) -> EvalOutcome:
+def evaluate(
+    ws: Workspace,
+    config: RetrievalConfig,
+    questions: list[Question],
+    *,
+    round_no: int = 0,
+    phase: str = "eval",
+    concurrency: int = 8,
+    protocol: str = "official",
+    on_record: RecordFn | None = None,
+    sink: SinkFn | None = None,
+    reuse: dict[ReuseKey, dict] | None = None,
+    memo: AnswerMemo | None = None,
+) -> EvalOutcome:
     """Evaluate `config` on `questions` (every store the config reads must be built: the session's
     `score_round` does that). Records reach `sink` in question order, in batches, as they finish;
     `on_record` sees each one as it finishes (progress bars).
@@ -201,8 +258,17 @@ def evaluate(ws: Workspace, config: RetrievalConfig, questions: list[Question], 
             if copied is not None:
                 return copied, True
         try:
-            record = answer_question(ws, question, effective, fingerprint, protocol=protocol,
-                                     benchmark=benchmark, round_no=round_no, phase=phase, memo=memo)
+            record = answer_question(
+                ws,
+                question,
+                effective,
+                fingerprint,
+                protocol=protocol,
+                benchmark=benchmark,
+                round_no=round_no,
+                phase=phase,
+                memo=memo,
+            )
         except Exception as exc:  # a role bug or an LLM fault must not kill the round
             record = failed_record(question, f"{type(exc).__name__}: {exc}", round_no, phase)
         return record.as_row(), False

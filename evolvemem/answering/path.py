@@ -18,6 +18,7 @@ trace. With an `AnswerMemo` (answering/context_reuse.py) every answer step first
 context: an answer already given for the same question, context and answer-stage settings is
 reused without a call.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -101,8 +102,7 @@ def _store_name(granularity: str, effective: RetrievalConfig) -> str:
 class _Path:
     """The state of one question's answer path (see the module docstring)."""
 
-    def __init__(self, ws: Workspace, question: Question, effective: RetrievalConfig,
-                 memo: AnswerMemo | None = None):
+    def __init__(self, ws: Workspace, question: Question, effective: RetrievalConfig, memo: AnswerMemo | None = None):
         self.ws, self.question, self.effective, self.memo = ws, question, effective, memo
         self.plugins = plugins_of(ws)
         self.current_state = effective.enable_refresher and asks_current_state(question)
@@ -126,8 +126,9 @@ class _Path:
 
     def ask(self, context: Sequence[MemoryUnit]) -> AnswerResult:
         ws, effective = self.ws, self.effective
-        answer = ws.roles.answerer.answer(self.question, list(context), effective.answer_style,
-                                          effective.context_layout)
+        answer = ws.roles.answerer.answer(
+            self.question, list(context), effective.answer_style, effective.context_layout
+        )
         self.charge(answer.cost)
         if effective.enable_answer_verification and not answer.failed:
             answer = ws.roles.verifier.verify(self.question, list(context), answer, effective.verification_style)
@@ -141,24 +142,39 @@ class _Path:
         self.trace.refreshed_ids.extend(i for i in result.refreshed_ids if i not in self.trace.refreshed_ids)
         return result.context, tuple(result.refreshed_ids)
 
-    def attempt(self, source: str, original: Sequence[MemoryUnit], views: Sequence[dict[str, int]],
-                cut: Sequence[MemoryUnit], sub_queries: Sequence[str], refresh: bool) -> Attempt:
+    def attempt(
+        self,
+        source: str,
+        original: Sequence[MemoryUnit],
+        views: Sequence[dict[str, int]],
+        cut: Sequence[MemoryUnit],
+        sub_queries: Sequence[str],
+        refresh: bool,
+    ) -> Attempt:
         context, refreshed = self.refresh(original) if refresh else (list(original), ())
         self.originals.append(tuple(original))
-        return Attempt(source, tuple(context), tuple(views), tuple(cut), tuple(sub_queries), self.answer(context),
-                       refreshed)
+        return Attempt(
+            source, tuple(context), tuple(views), tuple(cut), tuple(sub_queries), self.answer(context), refreshed
+        )
 
     def attempt_from_store(self, store: str) -> Attempt:
         retrieval = self.ws.retriever(self.question.conversation_id, store).retrieve(self.question, self.effective)
         self.charge(retrieval.cost)
-        return self.attempt(store, [i.memory for i in retrieval.items], [i.views for i in retrieval.items],
-                            [i.memory for i in retrieval.cut], retrieval.sub_queries, self.current_state)
+        return self.attempt(
+            store,
+            [i.memory for i in retrieval.items],
+            [i.views for i in retrieval.items],
+            [i.memory for i in retrieval.cut],
+            retrieval.sub_queries,
+            self.current_state,
+        )
 
     def attempt_related(self) -> Attempt:
         """Around the first attempt's context: the routed retrieval's best guess of where to look."""
         context = related_turns(self.ws, self.question.conversation_id, self.originals[0], self.effective.max_context)
-        return self.attempt(RELATED, context, [{RELATED: rank} for rank in range(1, len(context) + 1)], (), (),
-                            self.current_state)
+        return self.attempt(
+            RELATED, context, [{RELATED: rank} for rank in range(1, len(context) + 1)], (), (), self.current_state
+        )
 
     def attempt_refreshed(self) -> Attempt | None:
         """The last context with its conflicts refreshed, if the refresher is on and that changes it."""
@@ -169,8 +185,15 @@ class _Path:
         if not set(refreshed) - set(last.refreshed):
             return None
         self.originals.append(original)
-        return Attempt(f"{last.source}+refresh", tuple(context), last.views, last.cut, last.sub_queries,
-                       self.answer(context), refreshed)
+        return Attempt(
+            f"{last.source}+refresh",
+            tuple(context),
+            last.views,
+            last.cut,
+            last.sub_queries,
+            self.answer(context),
+            refreshed,
+        )
 
     def unresolved_conflict(self) -> bool:
         """The question asks for the current state and the last context shows a conflict unrefreshed."""
@@ -198,8 +221,9 @@ class _Path:
             last = trace.final
             if last.answer.failed:
                 break
-            verdict, judge_cost = self.plugins.judge.verdict(self.question, last.context, last.answer.text,
-                                                             self.unresolved_conflict())
+            verdict, judge_cost = self.plugins.judge.verdict(
+                self.question, last.context, last.answer.text, self.unresolved_conflict()
+            )
             self.charge(judge_cost)
             trace.verdicts.append(verdict)
             if verdict == PASS:
@@ -214,8 +238,9 @@ class _Path:
         return trace
 
 
-def answer_path(ws: Workspace, question: Question, effective: RetrievalConfig,
-                memo: AnswerMemo | None = None) -> AnswerTrace:
+def answer_path(
+    ws: Workspace, question: Question, effective: RetrievalConfig, memo: AnswerMemo | None = None
+) -> AnswerTrace:
     """Route, retrieve, refresh, answer, verify and judge one question under its effective config
     (answer steps whose context `memo` knows are reused, not asked)."""
     return _Path(ws, question, effective, memo).run()

@@ -2,6 +2,7 @@
 Pass / Retry / Refresh after each answer, a refresher rewrites conflicting memories in one
 question's context. The mechanisms implement them (AMA's router, judge and refresher); with an
 answer model they ask it, otherwise they use their rules."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,8 +27,9 @@ class Router(Protocol):
 
 
 class Judge(Protocol):
-    def verdict(self, question: Question, context: Sequence[MemoryUnit], answer: str,
-                unresolved_conflict: bool) -> tuple[str, Usage]:
+    def verdict(
+        self, question: Question, context: Sequence[MemoryUnit], answer: str, unresolved_conflict: bool
+    ) -> tuple[str, Usage]:
         """("pass" | "retry" | "refresh", cost)."""
         ...
 

@@ -11,6 +11,7 @@ twice (its worker died and Ray ran it again) is still recorded once.
 
 Measured by benchmarks/scale.py: making a worker's workspace from a pack sent through Ray's
 object store against rebuilding it from the content-addressed caches on the worker."""
+
 from __future__ import annotations
 
 import os
@@ -146,10 +147,26 @@ def run_shard(task: ShardTask) -> ShardResult:
     shipped = task.memo.get() if task.memo is not None else None
     memo = AnswerMemo(shipped) if shipped is not None else None
     before = ws.roles.usage_snapshot()
-    outcome = evaluate(ws, config, list(task.questions), round_no=task.round_no, phase=task.phase,
-                       concurrency=task.concurrency, protocol=task.protocol, memo=memo)
+    outcome = evaluate(
+        ws,
+        config,
+        list(task.questions),
+        round_no=task.round_no,
+        phase=task.phase,
+        concurrency=task.concurrency,
+        protocol=task.protocol,
+        memo=memo,
+    )
     after = ws.roles.usage_snapshot()
     usage = {role: now - before.get(role, Usage()) for role, now in after.items()}
     answers = memo.added_since(shipped) if memo is not None and shipped is not None else MemoEntries()
-    return ShardResult(task.job, outcome.records, usage, answers, ws.roles.stopped_model(),
-                       time.perf_counter() - started, setup_seconds, os.getpid())
+    return ShardResult(
+        task.job,
+        outcome.records,
+        usage,
+        answers,
+        ws.roles.stopped_model(),
+        time.perf_counter() - started,
+        setup_seconds,
+        os.getpid(),
+    )

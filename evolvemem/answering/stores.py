@@ -3,6 +3,7 @@
 `fact` is the run's own extractor; other stores (memory/stores.py) are built once, by the
 session, the first time a config needs them. Each owning module exposes
 `stores_for(effective) -> set[str]`; adding a store-reading mechanism adds one row here."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable

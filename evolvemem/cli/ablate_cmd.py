@@ -1,4 +1,5 @@
 """`evolve ablate RUN`: the Δ of switching each enabled mechanism of the best config off."""
+
 from __future__ import annotations
 
 from rich.table import Table
@@ -16,23 +17,53 @@ def run_ablate(ui: UI, run: str, split: str) -> dict:
         def on_variant(row: dict) -> None:
             done.append(row["mechanism"])
             bars.update("ablation", len(done), len(done), extra=row["mechanism"])
+
         rows = session.ablate(config, split, best_round, on_variant)
-    cut = f", contexts cut at {session.spec.context_tokens} tokens" if getattr(session.spec, "objective", None) == "evidence" else ""
-    table = Table(title=f"ablation of the best config (round {best_round}) on {split}{cut}: each mechanism off in turn",
-                  title_justify="left")
+    cut = (
+        f", contexts cut at {session.spec.context_tokens} tokens"
+        if getattr(session.spec, "objective", None) == "evidence"
+        else ""
+    )
+    table = Table(
+        title=f"ablation of the best config (round {best_round}) on {split}{cut}: each mechanism off in turn",
+        title_justify="left",
+    )
     evidence_run = getattr(session.spec, "objective", None) == "evidence"  # contexts only: no answers, no F1
-    columns = (("mechanism", "switched off", "recall (answerable)", "Δ recall") if evidence_run else
-               ("mechanism", "switched off", "all F1", "Δ all", "main F1", "Δ main", "adv. F1", "evid. recall", "Δ recall"))
+    columns = (
+        ("mechanism", "switched off", "recall (answerable)", "Δ recall")
+        if evidence_run
+        else (
+            "mechanism",
+            "switched off",
+            "all F1",
+            "Δ all",
+            "main F1",
+            "Δ main",
+            "adv. F1",
+            "evid. recall",
+            "Δ recall",
+        )
+    )
     for col in columns:
         table.add_column(col)
     for r in rows:
-        delta = (lambda k: "" if r[k] is None or r["mechanism"] == "full config" else f"{r[k]:+.4f}")
+        delta = lambda k: "" if r[k] is None or r["mechanism"] == "full config" else f"{r[k]:+.4f}"
         if evidence_run:
-            table.add_row(r["mechanism"], r["what"], fmt(r["main_evidence_recall"], 4), delta("delta_main_evidence_recall"))
+            table.add_row(
+                r["mechanism"], r["what"], fmt(r["main_evidence_recall"], 4), delta("delta_main_evidence_recall")
+            )
             continue
-        table.add_row(r["mechanism"], r["what"], fmt(r["all_f1"], 4), delta("delta_all_f1"), fmt(r["main_f1"], 4),
-                      delta("delta_main_f1"), fmt(r["adversarial_f1"], 4), fmt(r["evidence_recall"], 4),
-                      delta("delta_evidence_recall"))
+        table.add_row(
+            r["mechanism"],
+            r["what"],
+            fmt(r["all_f1"], 4),
+            delta("delta_all_f1"),
+            fmt(r["main_f1"], 4),
+            delta("delta_main_f1"),
+            fmt(r["adversarial_f1"], 4),
+            fmt(r["evidence_recall"], 4),
+            delta("delta_evidence_recall"),
+        )
     ui.print(table)
     if len(rows) == 1:
         ui.info("the best config uses none of the switchable mechanisms")

@@ -1,4 +1,5 @@
 """Pieces shared by several commands: default run directories."""
+
 from __future__ import annotations
 
 from datetime import datetime

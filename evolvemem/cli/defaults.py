@@ -1,5 +1,6 @@
 """Defaults of a run, read off `RunSpec` and `GuardSettings`, and the benchmark names, so the
 CLI never restates them."""
+
 from __future__ import annotations
 
 from evolvemem.benchmarks import benchmark_help

@@ -1,4 +1,5 @@
 """`evolve eval` and `evolve transfer`: score one retrieval config and render its table."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,31 +13,66 @@ if TYPE_CHECKING:
     from evolvemem.space.config import RetrievalConfig
 
 
-def run_eval(ui: UI, *, benchmark: str, data: str | None, config_name: str, settings: ModelSettings, split: str,
-             out: str | None, protocol: str, concurrency: int, embedding_model: str | None,
-             cache_enabled: bool, rerank_model: str | None = None, kind: str = "eval", source_run: str | None = None,
-             baseline: tuple[str, RetrievalConfig] | None = None, context_tokens: int | None = None) -> dict:
+def run_eval(
+    ui: UI,
+    *,
+    benchmark: str,
+    data: str | None,
+    config_name: str,
+    settings: ModelSettings,
+    split: str,
+    out: str | None,
+    protocol: str,
+    concurrency: int,
+    embedding_model: str | None,
+    cache_enabled: bool,
+    rerank_model: str | None = None,
+    kind: str = "eval",
+    source_run: str | None = None,
+    baseline: tuple[str, RetrievalConfig] | None = None,
+    context_tokens: int | None = None,
+) -> dict:
     """Score one config; with `baseline` (label, config) the same questions again with it, and the
     paired difference (evolve transfer: the evolved config against the run's start on the target)."""
     from evolvemem.session import Session, load_config_reporting
 
     config = load_config_reporting(ui, config_name).with_token_cap(context_tokens)
     run_dir = Path(out) if out else default_run_dir(kind, benchmark)
-    with Session.open_eval(run_dir=run_dir, benchmark=benchmark, data=data, split=split, config=config,
-                           config_source=config_name, settings=settings, protocol=protocol,
-                           concurrency=concurrency, embedding_model=embedding_model, rerank_model=rerank_model,
-                           cache_enabled=cache_enabled,
-                           kind=kind, source_run=source_run, reporter=ui) as session:
+    with Session.open_eval(
+        run_dir=run_dir,
+        benchmark=benchmark,
+        data=data,
+        split=split,
+        config=config,
+        config_source=config_name,
+        settings=settings,
+        protocol=protocol,
+        concurrency=concurrency,
+        embedding_model=embedding_model,
+        rerank_model=rerank_model,
+        cache_enabled=cache_enabled,
+        kind=kind,
+        source_run=source_run,
+        reporter=ui,
+    ) as session:
         total = len(session.dataset.questions)
         counts = {"done": 0, "failed": 0, "hits": 0, "calls": 0}
         with ui.progress() as bars:
+
             def on_record(record: dict) -> None:
                 counts["done"] += 1
                 counts["failed"] += int(bool(record.get("failed")))
                 counts["hits"] += int(record.get("cache_hits") or 0)
                 counts["calls"] += int(record.get("calls") or 0)
-                bars.questions("answer", counts["done"], total, cache_hits=counts["hits"],
-                               failed=counts["failed"], calls=counts["calls"])
+                bars.questions(
+                    "answer",
+                    counts["done"],
+                    total,
+                    cache_hits=counts["hits"],
+                    failed=counts["failed"],
+                    calls=counts["calls"],
+                )
+
             result = session.evaluate_once(config, config_name, on_record, bars.stage)
             compared = None
             if baseline is not None:
@@ -48,19 +84,30 @@ def run_eval(ui: UI, *, benchmark: str, data: str | None, config_name: str, sett
     ui.print(category_table(summary, f"{benchmark} ({split}) · config {config_name}{label}"))
     if context_tokens:
         main = summary.get("main_evidence_recall")
-        ui.info(f"contexts cut at {context_tokens} tokens: evidence recall (answerable) "
-                f"{'-' if main is None else f'{main:.3f}'}, mean context {summary.get('context_tokens') or 0:.0f} tokens")
+        ui.info(
+            f"contexts cut at {context_tokens} tokens: evidence recall (answerable) "
+            f"{'-' if main is None else f'{main:.3f}'}, mean context {summary.get('context_tokens') or 0:.0f} tokens"
+        )
     ui.info(f"records: {run_dir / 'run.duckdb'}  ({result.wall_seconds:.1f}s)")
     out_baseline = None
     if baseline is not None and compared is not None:
         base_summary, comparison = compared
-        ui.print(paired_table(comparison, baseline[0], config_name,
-                              f"{config_name} vs {baseline[0]} on the same questions (paired)"))
-        out_baseline = {"label": baseline[0], "overall": {k: v for k, v in base_summary.items() if k != "by_category"},
-                        "paired": comparison.as_dict()}
+        ui.print(
+            paired_table(
+                comparison, baseline[0], config_name, f"{config_name} vs {baseline[0]} on the same questions (paired)"
+            )
+        )
+        out_baseline = {
+            "label": baseline[0],
+            "overall": {k: v for k, v in base_summary.items() if k != "by_category"},
+            "paired": comparison.as_dict(),
+        }
     report_failures(ui, causes)
     report_oversized(ui, oversized)
-    return {"run_dir": str(run_dir), "protocol": protocol,
-            "overall": {k: v for k, v in summary.items() if k != "by_category"},
-            "by_category": summary["by_category"], "baseline": out_baseline}
-
+    return {
+        "run_dir": str(run_dir),
+        "protocol": protocol,
+        "overall": {k: v for k, v in summary.items() if k != "by_category"},
+        "by_category": summary["by_category"],
+        "baseline": out_baseline,
+    }

@@ -1,4 +1,5 @@
 """`evolve runs`, `evolve show`, `evolve diff`: read a run store and explain it."""
+
 from __future__ import annotations
 
 from dataclasses import asdict
@@ -26,8 +27,17 @@ def list_runs(ui: UI, root: str) -> list[dict]:
 
     rows = []
     for db in sorted(Path(root).glob("*/run.duckdb")):
-        item: dict[str, Any] = {"run_dir": str(db.parent), "kind": "?", "benchmark": "?", "diagnoser": "", "rounds": 0,
-                                "best_round": None, "best_dev": None, "objective": "", "status": ""}
+        item: dict[str, Any] = {
+            "run_dir": str(db.parent),
+            "kind": "?",
+            "benchmark": "?",
+            "diagnoser": "",
+            "rounds": 0,
+            "best_round": None,
+            "best_dev": None,
+            "objective": "",
+            "status": "",
+        }
         try:
             with open_run(str(db.parent)) as store:
                 m = store.manifest()
@@ -37,26 +47,43 @@ def list_runs(ui: UI, root: str) -> list[dict]:
                 done = store.round_summaries((Phase.DEV, Phase.EVAL), done_only=True)
                 best_row = next((r for r in done if r.round == best), None)
                 final = Phase.TEST_BEST in store.test_scores()
-                item.update(kind=m.get("kind", "?"), benchmark=m.get("benchmark", "?"),
-                            diagnoser=m.get("diagnoser", ""), rounds=len(done),
-                            best_round=best if best_row else None,
-                            best_dev=best_row and best_row.column(objective_column(objective)),
-                            objective=objective_label(objective),
-                            status="running" if store.live else
-                            "finished" if (final or m.get("kind") != "run") else "unfinished")
+                item.update(
+                    kind=m.get("kind", "?"),
+                    benchmark=m.get("benchmark", "?"),
+                    diagnoser=m.get("diagnoser", ""),
+                    rounds=len(done),
+                    best_round=best if best_row else None,
+                    best_dev=best_row and best_row.column(objective_column(objective)),
+                    objective=objective_label(objective),
+                    status="running"
+                    if store.live
+                    else "finished"
+                    if (final or m.get("kind") != "run")
+                    else "unfinished",
+                )
         except RunLockedError:
             item["status"] = "running"
         except Exception as exc:  # one damaged run must not hide the others: say why, on its row
             item["status"] = "unreadable: " + unreadable_reason(exc)
         rows.append(item)
-    table = Table(title=f"runs in {root} (best = the guard's best round: paired evidence, not the highest mean)",
-                  title_justify="left")
+    table = Table(
+        title=f"runs in {root} (best = the guard's best round: paired evidence, not the highest mean)",
+        title_justify="left",
+    )
     for col in ("run", "kind", "benchmark", "diagnoser", "rounds", "best round", "its dev score", "status"):
         table.add_column(col)
     for r in rows:
         score = "-" if r["best_dev"] is None else f"{fmt(r['best_dev'])} {r['objective']}"
-        table.add_row(r["run_dir"], r["kind"], r["benchmark"], r["diagnoser"] or "-", str(r["rounds"]),
-                      "-" if r["best_round"] is None else str(r["best_round"]), score, escape(r["status"]))
+        table.add_row(
+            r["run_dir"],
+            r["kind"],
+            r["benchmark"],
+            r["diagnoser"] or "-",
+            str(r["rounds"]),
+            "-" if r["best_round"] is None else str(r["best_round"]),
+            score,
+            escape(r["status"]),
+        )
     ui.print(table)
     return rows
 
@@ -98,8 +125,10 @@ def show_run(ui: UI, run: str) -> dict:
         manifest = store.manifest()
         levers = {d.name for d in read_run_dimensions(store.run_dir)}
         decisions = store.decisions()
-        rounds = [{**s.as_row(), **decision_fields(decisions.get(s.round) if s.phase == Phase.DEV else None)}
-                  for s in store.round_summaries((Phase.DEV, Phase.EVAL))]
+        rounds = [
+            {**s.as_row(), **decision_fields(decisions.get(s.round) if s.phase == Phase.DEV else None)}
+            for s in store.round_summaries((Phase.DEV, Phase.EVAL))
+        ]
         usage = store.usage_by_round()
         finals = {phase: s.as_row() for phase, s in store.test_scores().items()}
         new_dims = [d.as_row() for d in store.proposed_dimensions()]
@@ -110,9 +139,11 @@ def show_run(ui: UI, run: str) -> dict:
         best_round = store.best_round()
     spec = manifest.get("spec", {})
     objective = spec.get("objective", "all")
-    ui.info(f"[bold]{run}[/bold] · {manifest.get('kind')} · benchmark {manifest.get('benchmark')} · "
-            f"diagnoser {manifest.get('diagnoser', '-')} · seed {manifest.get('seed', '-')} · "
-            f"models: {models_line(manifest.get('models') or {})}")
+    ui.info(
+        f"[bold]{run}[/bold] · {manifest.get('kind')} · benchmark {manifest.get('benchmark')} · "
+        f"diagnoser {manifest.get('diagnoser', '-')} · seed {manifest.get('seed', '-')} · "
+        f"models: {models_line(manifest.get('models') or {})}"
+    )
     categories = sorted({c for r in rounds for c in (r["by_category"] or {})})
     names = {c: category_name(c, *rounds) for c in categories}
     score_name = objective_label(objective)
@@ -123,8 +154,16 @@ def show_run(ui: UI, run: str) -> dict:
     side_columns = ("recall (all)", "tokens") if by_recall else ("main", "adv.")
     table = Table(title=f"rounds (dev; score = {score_name}, objective {objective})", title_justify="left")
     with_calls = any(u.calls for u in usage.values())  # offline runs: no calls/tokens columns of zeros
-    for col in ["round", "score", "Δ", *side_columns, "paired vs best", "next round",
-                "changes for next round", *(["calls", "tokens", "cost vs full evaluation"] if with_calls else [])]:
+    for col in [
+        "round",
+        "score",
+        "Δ",
+        *side_columns,
+        "paired vs best",
+        "next round",
+        "changes for next round",
+        *(["calls", "tokens", "cost vs full evaluation"] if with_calls else []),
+    ]:
         wrap = col.startswith(("changes", "paired"))
         table.add_column(col, overflow="fold" if wrap else "ellipsis", no_wrap=not wrap, min_width=10 if wrap else None)
     # categories get their own table: beside the decisions they pushed the headers into wrapping
@@ -139,17 +178,39 @@ def show_run(ui: UI, run: str) -> dict:
         tokens = u.tokens if u else 0
         by_cat = r["by_category"] or {}
         used = switched_on(r["config"] or {}, levers)
-        table.add_row(round_label({"round": r["round"], "emerged_used": used}), fmt(score), "" if prev is None or score is None else f"{score - prev:+.4f}",
-                      *((fmt(r["evidence_recall"]), fmt(r["context_tokens"], 0)) if by_recall
-                        else (fmt(r["main_f1"]), fmt(r["adversarial_f1"]))),
-                      paired_text(r["paired"], r["accepted"], [s for s in screenings if s["round"] == r["round"]],
-                                  objective),
-                      decision_text(r), changes_text(r["changes"] or [], limit=6),
-                      *([str(u.calls if u else 0), str(tokens),
-                         vs_full_text(costs.get(r["round"])) if r["phase"] == "dev" else "-"] if with_calls else []))
-        out_rounds.append(round_entry(r, score, u, {c: (by_cat.get(c) or {}).get(metric) for c in categories}, used,
-                                      costs.get(r["round"]) if r["phase"] == "dev" else None,
-                                      [s for s in screenings if s["round"] == r["round"]]))
+        table.add_row(
+            round_label({"round": r["round"], "emerged_used": used}),
+            fmt(score),
+            "" if prev is None or score is None else f"{score - prev:+.4f}",
+            *(
+                (fmt(r["evidence_recall"]), fmt(r["context_tokens"], 0))
+                if by_recall
+                else (fmt(r["main_f1"]), fmt(r["adversarial_f1"]))
+            ),
+            paired_text(r["paired"], r["accepted"], [s for s in screenings if s["round"] == r["round"]], objective),
+            decision_text(r),
+            changes_text(r["changes"] or [], limit=6),
+            *(
+                [
+                    str(u.calls if u else 0),
+                    str(tokens),
+                    vs_full_text(costs.get(r["round"])) if r["phase"] == "dev" else "-",
+                ]
+                if with_calls
+                else []
+            ),
+        )
+        out_rounds.append(
+            round_entry(
+                r,
+                score,
+                u,
+                {c: (by_cat.get(c) or {}).get(metric) for c in categories},
+                used,
+                costs.get(r["round"]) if r["phase"] == "dev" else None,
+                [s for s in screenings if s["round"] == r["round"]],
+            )
+        )
         by_category.add_row(str(r["round"]), *[fmt((by_cat.get(c) or {}).get(metric)) for c in categories])
         prev = score if score is not None else prev
     ui.print(table)
@@ -164,25 +225,53 @@ def show_run(ui: UI, run: str) -> dict:
     if new_dims:
         ui.info("[bold]proposed new dimensions[/bold] (a materialised one is a lever from the next round on):")
         for d in new_dims:
-            ui.info(escape(f"  round {d['round']}: {d['name']} — {proposed_status(d)}: {d['description']} "
-                           f"{d['rationale']}".rstrip()))
+            ui.info(
+                escape(
+                    f"  round {d['round']}: {d['name']} — {proposed_status(d)}: {d['description']} "
+                    f"{d['rationale']}".rstrip()
+                )
+            )
     result["proposed_dimensions"] = new_dims
     return result
 
 
-def round_entry(r: dict[str, Any], score: float | None, u: RoundUsage | None, by_category: dict[str, Any],
-                used: list[str], cost: dict[str, Any] | None, screenings: list[dict[str, Any]]) -> dict[str, Any]:
+def round_entry(
+    r: dict[str, Any],
+    score: float | None,
+    u: RoundUsage | None,
+    by_category: dict[str, Any],
+    used: list[str],
+    cost: dict[str, Any] | None,
+    screenings: list[dict[str, Any]],
+) -> dict[str, Any]:
     """One round of `evolve show --json`: scores, decision, usage, emerged levers, cost and screenings."""
-    return {"round": r["round"], "dev_score": score, "main_f1": r["main_f1"],
-            "adversarial_f1": r["adversarial_f1"], "all_f1": r["all_f1"],
-            "evidence_recall": r["evidence_recall"], "main_evidence_recall": r["main_evidence_recall"],
-            "context_tokens": r["context_tokens"], "by_category": by_category,
-            "decision": r["decision"], "reason": r["reason"], "changes": r["changes"] or [],
-            "accepted": r["accepted"], "verdict": r["verdict"], "paired": r["paired"],
-            "flags": r["flags"] or [], "fallback": r["fallback"],
-            "calls": u.calls if u else 0, "cache_hits": u.cache_hits if u else 0,
-            "tokens": u.tokens if u else 0, "cost_usd": u.cost_usd if u else 0.0,
-            "memories_added": r["memories_added"] or 0, "emerged_used": used, "cost": cost, "screenings": screenings}
+    return {
+        "round": r["round"],
+        "dev_score": score,
+        "main_f1": r["main_f1"],
+        "adversarial_f1": r["adversarial_f1"],
+        "all_f1": r["all_f1"],
+        "evidence_recall": r["evidence_recall"],
+        "main_evidence_recall": r["main_evidence_recall"],
+        "context_tokens": r["context_tokens"],
+        "by_category": by_category,
+        "decision": r["decision"],
+        "reason": r["reason"],
+        "changes": r["changes"] or [],
+        "accepted": r["accepted"],
+        "verdict": r["verdict"],
+        "paired": r["paired"],
+        "flags": r["flags"] or [],
+        "fallback": r["fallback"],
+        "calls": u.calls if u else 0,
+        "cache_hits": u.cache_hits if u else 0,
+        "tokens": u.tokens if u else 0,
+        "cost_usd": u.cost_usd if u else 0.0,
+        "memories_added": r["memories_added"] or 0,
+        "emerged_used": used,
+        "cost": cost,
+        "screenings": screenings,
+    }
 
 
 def print_round_notes(ui: UI, out_rounds: list[dict[str, Any]]) -> None:
@@ -205,30 +294,46 @@ def print_round_notes(ui: UI, out_rounds: list[dict[str, Any]]) -> None:
             ui.info(f"  round {r['round']} {emerged_text(r['emerged_used'])}")
 
 
-def print_start_vs_best(ui: UI, out_rounds: list[dict[str, Any]], best_round: int, finals: dict[str, dict[str, Any]],
-                        by_recall: bool) -> dict[str, Any]:
+def print_start_vs_best(
+    ui: UI, out_rounds: list[dict[str, Any]], best_round: int, finals: dict[str, dict[str, Any]], by_recall: bool
+) -> dict[str, Any]:
     """The start and the best config side by side, dev and test; returns their entries of `show --json`."""
     from evolvemem.session import headline
 
     best = next((x for x in out_rounds if x["round"] == best_round), out_rounds[0])
     test_scores = {k.removeprefix("test_"): headline(v) for k, v in finals.items()}
     t = Table(title="start vs best: dev (evolution) and test (scored once at the end)", title_justify="left")
-    fields = (("main_evidence_recall", "recall (answerable)"), ("context_tokens", "context tokens")) if by_recall \
+    fields = (
+        (("main_evidence_recall", "recall (answerable)"), ("context_tokens", "context tokens"))
+        if by_recall
         else (("main_f1", "main"), ("adversarial_f1", "adv."), ("all_f1", "all"), ("evidence_recall", "recall"))
+    )
     t.add_column("config")
     for side in ("dev", "test"):
         for _, label in fields:
             t.add_column(f"{side} {label}")
     for which, row in (("start", out_rounds[0]), (f"best (round {best['round']})", best)):
         test = test_scores.get("start" if which == "start" else "best", {})
-        t.add_row(which, *[fmt(source.get(key), 0 if key == "context_tokens" else 3)
-                           for source in (row, test) for key, _ in fields])
+        t.add_row(
+            which,
+            *[fmt(source.get(key), 0 if key == "context_tokens" else 3) for source in (row, test) for key, _ in fields],
+        )
     ui.print(t)
     return {"best_round": best["round"], "dev": {"start": out_rounds[0], "best": best}, "test": test_scores}
 
 
-DECISION_FIELDS = ("decision", "reason", "changes", "delta", "memories_added", "accepted", "paired", "verdict",
-                   "flags", "fallback")
+DECISION_FIELDS = (
+    "decision",
+    "reason",
+    "changes",
+    "delta",
+    "memories_added",
+    "accepted",
+    "paired",
+    "verdict",
+    "flags",
+    "fallback",
+)
 
 
 def decision_fields(decision: DecisionRow | None) -> dict[str, Any]:
@@ -249,7 +354,7 @@ def without_verdict(reason: str, verdict: str) -> str:
     """A decision's reason without the verdict it repeats (a revert's reason starts with it), so each
     verdict is printed once."""
     if verdict and reason.startswith(verdict):
-        return reason[len(verdict):].lstrip(" ;:,")
+        return reason[len(verdict) :].lstrip(" ;:,")
     return reason
 
 
@@ -273,9 +378,14 @@ def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
     changes = [c.as_dict() for c in diff_configs(old, new)]
     cats = sorted(set(cfg[a]["by_category"] or {}) | set(cfg[b]["by_category"] or {}))
     metric = objective_metric(objective)  # F1, or the contexts' evidence recall of an evidence run
-    score_diff: dict[str, dict[str, Any]] = {c: {"name": category_name(c, cfg[a], cfg[b]),
-                      "a": ((cfg[a]["by_category"] or {}).get(c) or {}).get(metric),
-                      "b": ((cfg[b]["by_category"] or {}).get(c) or {}).get(metric)} for c in cats}
+    score_diff: dict[str, dict[str, Any]] = {
+        c: {
+            "name": category_name(c, cfg[a], cfg[b]),
+            "a": ((cfg[a]["by_category"] or {}).get(c) or {}).get(metric),
+            "b": ((cfg[b]["by_category"] or {}).get(c) or {}).get(metric),
+        }
+        for c in cats
+    }
     for v in score_diff.values():
         v["delta"] = None if v["a"] is None or v["b"] is None else v["b"] - v["a"]
     ui.info(f"[bold]config diff[/bold] round {a} → round {b}: {changes_text(changes, limit=50)}")
@@ -287,19 +397,34 @@ def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
     for col in ("category", f"round {a}", f"round {b}", "Δ"):
         t.add_column(col)
     for c, v in score_diff.items():
-        t.add_row(category_name(c, cfg[a], cfg[b]), fmt(v["a"]), fmt(v["b"]),
-                  "-" if v["delta"] is None else f"{v['delta']:+.3f}")
+        t.add_row(
+            category_name(c, cfg[a], cfg[b]),
+            fmt(v["a"]),
+            fmt(v["b"]),
+            "-" if v["delta"] is None else f"{v['delta']:+.3f}",
+        )
     t.add_section()
     column = objective_column(objective)
     head = {r: cfg[r][column] for r in (a, b)}
-    t.add_row(objective_label(objective), fmt(head[a]), fmt(head[b]),
-              "-" if head[a] is None or head[b] is None else f"{head[b] - head[a]:+.3f}")
+    t.add_row(
+        objective_label(objective),
+        fmt(head[a]),
+        fmt(head[b]),
+        "-" if head[a] is None or head[b] is None else f"{head[b] - head[a]:+.3f}",
+    )
     ui.print(t)
     fixed = [f for f in flips if f["flip"] == "fixed"]
     broken = [f for f in flips if f["flip"] == "broken"]
-    ui.print(paired_table(paired, f"round {a}", f"round {b}", f"paired: round {b} − round {a} on the same "
-                         "questions (95% interval: conversations and questions resampled; p: sign-flip "
-                         "permutation, one-sided)"))
+    ui.print(
+        paired_table(
+            paired,
+            f"round {a}",
+            f"round {b}",
+            f"paired: round {b} − round {a} on the same "
+            "questions (95% interval: conversations and questions resampled; p: sign-flip "
+            "permutation, one-sided)",
+        )
+    )
     ui.info(f"{len(fixed)} questions became right, {len(broken)} became wrong (right = F1 ≥ {RIGHT_F1})")
     for label, items, why in (("fixed", fixed, "failure_a"), ("broken", broken, "failure_b")):
         if not items:
@@ -314,7 +439,17 @@ def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
     for f in flips:
         key = f"{f['flip']}:{f['failure_a'] if f['flip'] == 'fixed' else f['failure_b']}"
         by_reason[key] = by_reason.get(key, 0) + 1
-    return {"run_dir": run, "a": a, "b": b, "config_changes": changes, "score_diff": score_diff,
-            "all_f1": {"a": cfg[a]["all_f1"], "b": cfg[b]["all_f1"]}, "fixed": len(fixed), "broken": len(broken),
-            "flips_by_reason": by_reason, "flips": flips, "paired": paired.as_dict(),
-            "emerged_used": {str(r): used for r, used in emerged_used.items()}}
+    return {
+        "run_dir": run,
+        "a": a,
+        "b": b,
+        "config_changes": changes,
+        "score_diff": score_diff,
+        "all_f1": {"a": cfg[a]["all_f1"], "b": cfg[b]["all_f1"]},
+        "fixed": len(fixed),
+        "broken": len(broken),
+        "flips_by_reason": by_reason,
+        "flips": flips,
+        "paired": paired.as_dict(),
+        "emerged_used": {str(r): used for r, used in emerged_used.items()},
+    }

@@ -1,4 +1,5 @@
 """`evolve label`: parse and render only; the labelling run is evolvemem/labelling/run.py."""
+
 from __future__ import annotations
 
 import os
@@ -11,9 +12,11 @@ from evolvemem.labelling.kinds import LABEL_KINDS
 from evolvemem.labelling.offline import OFFLINE_KINDS
 from evolvemem.labelling.run import OFFLINE, LabelSettings, LabelSummary
 
-NO_MODEL = ("no model to write questions: pass --model (a litellm name, e.g. openai/gpt-4o-mini, or openai/NAME with "
-            "--api-base for a local server; or set EVOLVEMEM_MODEL), or --model offline for rule-based temporal and "
-            "single-hop questions from the offline extractor's dated facts (labelled offline, not checked by a model)")
+NO_MODEL = (
+    "no model to write questions: pass --model (a litellm name, e.g. openai/gpt-4o-mini, or openai/NAME with "
+    "--api-base for a local server; or set EVOLVEMEM_MODEL), or --model offline for rule-based temporal and "
+    "single-hop questions from the offline extractor's dated facts (labelled offline, not checked by a model)"
+)
 
 
 def chosen_model(model: str | None) -> str:
@@ -31,11 +34,15 @@ def parse_types(ui: UI, types: str | None, offline: bool) -> tuple[str, ...]:
     if offline:
         kept = tuple(t for t in names if t in OFFLINE_KINDS)
         if not kept:
-            raise EvolveMemError(f"--model offline writes only {' and '.join(OFFLINE_KINDS)} questions; "
-                                 f"--types asked for {', '.join(names)}")
+            raise EvolveMemError(
+                f"--model offline writes only {' and '.join(OFFLINE_KINDS)} questions; "
+                f"--types asked for {', '.join(names)}"
+            )
         if types and len(kept) < len(names):
-            ui.warn(f"--model offline writes only {' and '.join(OFFLINE_KINDS)} questions; "
-                    f"skipped: {', '.join(t for t in names if t not in kept)}")
+            ui.warn(
+                f"--model offline writes only {' and '.join(OFFLINE_KINDS)} questions; "
+                f"skipped: {', '.join(t for t in names if t not in kept)}"
+            )
         return kept
     return names
 
@@ -55,63 +62,110 @@ def load_inputs(data: str | None, traces: str | None) -> tuple[Dataset, list[Que
             dataset = Dataset(exported.name, exported.conversations, [])
         else:
             missing = {cid: c for cid, c in exported.conversations.items() if cid not in dataset.conversations}
-            dataset = Dataset(dataset.name, {**dataset.conversations, **missing}, dataset.questions,
-                              dataset.category_names, dataset.adversarial_categories, dataset.source)
+            dataset = Dataset(
+                dataset.name,
+                {**dataset.conversations, **missing},
+                dataset.questions,
+                dataset.category_names,
+                dataset.adversarial_categories,
+                dataset.source,
+            )
     assert dataset is not None
     if not dataset.conversations:
         raise EvolveMemError(f"{data or traces}: no conversations to label")
     return dataset, seeds
 
 
-def run_label(ui: UI, *, data: str | None, traces: str | None, out: str, model: str | None, types: str | None,
-              per_session: int, sessions: int | None, match_f1: float, retrieval_config: str,
-              api_base: str | None, context_window: int | None, embedding_model: str | None,
-              cache_enabled: bool) -> dict:
+def run_label(
+    ui: UI,
+    *,
+    data: str | None,
+    traces: str | None,
+    out: str,
+    model: str | None,
+    types: str | None,
+    per_session: int,
+    sessions: int | None,
+    match_f1: float,
+    retrieval_config: str,
+    api_base: str | None,
+    context_window: int | None,
+    embedding_model: str | None,
+    cache_enabled: bool,
+) -> dict:
     from evolvemem.labelling.run import label_dataset
 
     chosen = chosen_model(model)
     offline = chosen == OFFLINE
     if not 0.0 < match_f1 <= 1.0:
         raise EvolveMemError(f"--match-f1 must be above 0 and at most 1, not {match_f1:g}")
-    settings = LabelSettings(model=chosen, types=parse_types(ui, types, offline), per_session=per_session,
-                             sessions=sessions, match_f1=match_f1, retrieval_config=retrieval_config,
-                             api_base=api_base, context_window=context_window, embedding_model=embedding_model,
-                             cache_enabled=cache_enabled)
+    settings = LabelSettings(
+        model=chosen,
+        types=parse_types(ui, types, offline),
+        per_session=per_session,
+        sessions=sessions,
+        match_f1=match_f1,
+        retrieval_config=retrieval_config,
+        api_base=api_base,
+        context_window=context_window,
+        embedding_model=embedding_model,
+        cache_enabled=cache_enabled,
+    )
     dataset, seeds = load_inputs(data, traces)
     if offline and seeds:
         raise EvolveMemError("trace seeds need a model to write their answers: pass --model")
     unlabelled = [q for q in dataset.questions if not q.answers]
     if unlabelled:
-        ui.warn(f"{len(unlabelled)} questions of {data} have no answer and are left out (pass the file as --traces "
-                "to label them)")
+        ui.warn(
+            f"{len(unlabelled)} questions of {data} have no answer and are left out (pass the file as --traces "
+            "to label them)"
+        )
     if offline:
-        ui.info("offline labeller: rule-based temporal and single-hop questions from the offline extractor's dated "
-                "facts, not checked by a model (each question's provenance says model: offline)")
+        ui.info(
+            "offline labeller: rule-based temporal and single-hop questions from the offline extractor's dated "
+            "facts, not checked by a model (each question's provenance says model: offline)"
+        )
     with ui.progress() as bars:
-        summary = label_dataset(dataset, settings, Path(out), seeds=seeds,
-                                progress=lambda done, total: bars.update("conversations", done, total))
+        summary = label_dataset(
+            dataset,
+            settings,
+            Path(out),
+            seeds=seeds,
+            progress=lambda done, total: bars.update("conversations", done, total),
+        )
     report(ui, summary, len(dataset.conversations))
     if summary.stopped:
-        raise EvolveMemError(f"stopped: {summary.stopped}; {sum(summary.kept.values())} questions so far written to "
-                             f"{summary.out}; run the same command again to continue (answered calls are replayed "
-                             f"from {summary.journal})")
+        raise EvolveMemError(
+            f"stopped: {summary.stopped}; {sum(summary.kept.values())} questions so far written to "
+            f"{summary.out}; run the same command again to continue (answered calls are replayed "
+            f"from {summary.journal})"
+        )
     return summary.as_dict()
 
 
 def report(ui: UI, summary: LabelSummary, conversations: int) -> None:
     kept = sum(summary.kept.values())
     by_kind = ", ".join(f"{k} {n}" for k, n in sorted(summary.kept.items())) or "none"
-    ui.info(f"kept {kept} of {summary.candidates} candidate questions over {conversations} conversations ({by_kind})"
-            + (f"; {summary.carried} labelled questions of the input kept as they were" if summary.carried else ""))
+    ui.info(
+        f"kept {kept} of {summary.candidates} candidate questions over {conversations} conversations ({by_kind})"
+        + (f"; {summary.carried} labelled questions of the input kept as they were" if summary.carried else "")
+    )
     if summary.rejected:
         ui.info("rejected: " + ", ".join(f"{reason} {n}" for reason, n in summary.rejected.most_common()))
     if not summary.offline:
         spent, total = summary.spent, summary.journaled
-        ui.info(f"model calls: {spent.calls} this run ({spent.prompt_tokens:,} prompt + {spent.completion_tokens:,} "
-                f"completion tokens, {spent.cache_hits} from the reply cache), {summary.replayed} replayed from the "
-                f"journal; all runs: {total.calls} calls, {total.tokens:,} tokens")
+        ui.info(
+            f"model calls: {spent.calls} this run ({spent.prompt_tokens:,} prompt + {spent.completion_tokens:,} "
+            f"completion tokens, {spent.cache_hits} from the reply cache), {summary.replayed} replayed from the "
+            f"journal; all runs: {total.calls} calls, {total.tokens:,} tokens"
+        )
     if summary.dropped_conversations:
-        ui.warn(f"{len(summary.dropped_conversations)} conversations got no question and are left out of the file: "
-                + ", ".join(summary.dropped_conversations[:5]))
-    ui.info(f"wrote {summary.out}" + ("" if summary.offline else f" (journal: {summary.journal})")
-            + (" — offline labels" if summary.offline else ""))
+        ui.warn(
+            f"{len(summary.dropped_conversations)} conversations got no question and are left out of the file: "
+            + ", ".join(summary.dropped_conversations[:5])
+        )
+    ui.info(
+        f"wrote {summary.out}"
+        + ("" if summary.offline else f" (journal: {summary.journal})")
+        + (" — offline labels" if summary.offline else "")
+    )

@@ -4,6 +4,7 @@ Rich's bars redraw in place, which a log cannot show: such a log would stay sile
 command ends. `LogBars` takes the same updates and writes one plain line per bar at most every
 few seconds (EVOLVEMEM_PROGRESS_SECONDS, default 5), the first and the last line of each bar at
 once, e.g. `round 2 dev: 37/120 questions, 41 calls, 0.9 q/s, eta 1m32s`."""
+
 from __future__ import annotations
 
 import os
@@ -56,8 +57,12 @@ class _Bar:
 class LogBars:
     """The progress-bar interface (cli/ui.py `Bars`) as throttled plain lines."""
 
-    def __init__(self, write: Callable[[str], None], interval: float = DEFAULT_INTERVAL,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        write: Callable[[str], None],
+        interval: float = DEFAULT_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.write = write
         self.interval = interval
         self.clock = clock
@@ -69,8 +74,9 @@ class LogBars:
     def stage(self, stage: str, done: int, total: int) -> None:
         self._advance(stage, done, total, "")
 
-    def questions(self, name: str, done: int, total: int, *, cache_hits: int = 0, failed: int = 0,
-                  calls: int = 0) -> None:
+    def questions(
+        self, name: str, done: int, total: int, *, cache_hits: int = 0, failed: int = 0, calls: int = 0
+    ) -> None:
         self._advance(name, done, total, "questions", calls=calls, failed=failed)
 
     def close(self) -> None:

@@ -1,5 +1,6 @@
 """`evolve`: the command-line entry point. Heavy libraries are imported inside commands so that
 `evolve --help` starts fast."""
+
 from __future__ import annotations
 
 import functools
@@ -15,8 +16,13 @@ if TYPE_CHECKING:
     from evolvemem.space.registry import Dimension
 from evolvemem.cli.defaults import BENCHMARK_HELP, GUARD_DEFAULTS, RUN_DEFAULTS
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
-                  help="Tune the retrieval side of LLM-agent memory with an AutoResearch loop.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    help="Tune the retrieval side of LLM-agent memory with an AutoResearch loop.",
+)
 
 
 def _print_version(value: bool) -> None:
@@ -28,27 +34,60 @@ def _print_version(value: bool) -> None:
 
 
 @app.callback()
-def main_options(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
-                                              help="Print the version and exit.")) -> None:
+def main_options(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
     """Tune the retrieval side of LLM-agent memory with an AutoResearch loop."""
 
-ModelOpt = typer.Option(None, "--model", help="litellm model for every role (e.g. openai/gpt-4o-mini); default: offline roles.")
+
+ModelOpt = typer.Option(
+    None, "--model", help="litellm model for every role (e.g. openai/gpt-4o-mini); default: offline roles."
+)
 ExtractOpt = typer.Option(None, "--extract-model", help="Model for memory extraction (or 'offline').")
-AnswerOpt = typer.Option(None, "--answer-model", help="Model for decomposition, answering and verification (or 'offline').")
+AnswerOpt = typer.Option(
+    None, "--answer-model", help="Model for decomposition, answering and verification (or 'offline')."
+)
 DiagnosisOpt = typer.Option(None, "--diagnosis-model", help="Model for diagnosis (or 'offline').")
 JudgeOpt = typer.Option(None, "--judge-model", help="Model for the LLM-judge metric (off unless set).")
-ClassifyOpt = typer.Option(None, "--classify-model", help="Model that re-types questions that came without a type (default: rules).")
-ApiBaseOpt = typer.Option(None, "--api-base", help="Base URL of an OpenAI-compatible server (vLLM, Ollama, ...); with --resume, the run's server at a new address.")
-ContextWindowOpt = typer.Option(None, "--context-window", min=256, help="Tokens the model's window holds (default: from litellm's table or the server); every prompt is sized to fit it.")
+ClassifyOpt = typer.Option(
+    None, "--classify-model", help="Model that re-types questions that came without a type (default: rules)."
+)
+ApiBaseOpt = typer.Option(
+    None,
+    "--api-base",
+    help="Base URL of an OpenAI-compatible server (vLLM, Ollama, ...); with --resume, the run's server at a new address.",
+)
+ContextWindowOpt = typer.Option(
+    None,
+    "--context-window",
+    min=256,
+    help="Tokens the model's window holds (default: from litellm's table or the server); every prompt is sized to fit it.",
+)
 SplitAllOpt = typer.Option("all", "--split", help="dev, test or all (split by conversation).")
-ConcurrencyOpt = typer.Option(RUN_DEFAULTS.concurrency, "--concurrency", min=1, help="Questions answered at once when an LLM is used (1 or more).")
+ConcurrencyOpt = typer.Option(
+    RUN_DEFAULTS.concurrency, "--concurrency", min=1, help="Questions answered at once when an LLM is used (1 or more)."
+)
 EmbeddingOpt = typer.Option(None, "--embedding-model", help="sentence-transformers model name.")
-RerankOpt = typer.Option(None, "--rerank-model", help="A sentence-transformers CrossEncoder (a local folder or a cached name) for the rerank stage: its settings (rerank_top_k, rerank_weight) join the action space only with one.")
+RerankOpt = typer.Option(
+    None,
+    "--rerank-model",
+    help="A sentence-transformers CrossEncoder (a local folder or a cached name) for the rerank stage: its settings (rerank_top_k, rerank_weight) join the action space only with one.",
+)
 NoCacheOpt = typer.Option(False, "--no-cache", help="Do not read or write the LLM response cache.")
 QuietOpt = typer.Option(False, "--quiet", "-q", help="No progress bars.")
 JsonOpt = typer.Option(False, "--json", help="Print one JSON object to stdout (the tables go to stderr).")
-ExecutorOpt = typer.Option("local", "--executor", help="Where questions are answered: local (this process) or ray (Ray tasks, one per conversation and config, in parallel; pip install -e \".[ray]\").")
-RayAddressOpt = typer.Option(None, "--ray-address", help="With --executor ray: auto, or HOST:PORT of a cluster started with `ray start --head` [default: a local cluster on this machine, shut down at the end].")
+ExecutorOpt = typer.Option(
+    "local",
+    "--executor",
+    help='Where questions are answered: local (this process) or ray (Ray tasks, one per conversation and config, in parallel; pip install -e ".[ray]").',
+)
+RayAddressOpt = typer.Option(
+    None,
+    "--ray-address",
+    help="With --executor ray: auto, or HOST:PORT of a cluster started with `ray start --head` [default: a local cluster on this machine, shut down at the end].",
+)
 
 
 def exit_now_if_calls_in_flight(code: int) -> None:
@@ -68,6 +107,7 @@ def exit_now_if_calls_in_flight(code: int) -> None:
 
 def user_errors(func):
     """Print a user-facing error as one line and exit non-zero; never a traceback."""
+
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         from evolvemem.errors import EvolveMemError
@@ -97,17 +137,22 @@ def user_errors(func):
 
             if os.environ.get("EVOLVEMEM_DEBUG"):
                 traceback.print_exc()
-            typer.echo(f"error: unexpected {type(exc).__name__}: {exc} (set EVOLVEMEM_DEBUG=1 for the traceback)",
-                       err=True)
+            typer.echo(
+                f"error: unexpected {type(exc).__name__}: {exc} (set EVOLVEMEM_DEBUG=1 for the traceback)", err=True
+            )
             raise typer.Exit(1)
+
     return wrapper
 
 
 @app.command()
 @user_errors
-def space(json_out: bool = typer.Option(False, "--json", help="Print the action space as JSON (with the JSON schema)."),
-          run_dir: Optional[str] = typer.Option(None, "--run", metavar="RUN",
-                                                help="Also list the levers that emerged in (or came with) this run.")):
+def space(
+    json_out: bool = typer.Option(False, "--json", help="Print the action space as JSON (with the JSON schema)."),
+    run_dir: Optional[str] = typer.Option(
+        None, "--run", metavar="RUN", help="Also list the levers that emerged in (or came with) this run."
+    ),
+):
     """Print the action space: every tunable dimension, its range and default."""
     from rich.markup import escape
     from rich.table import Table
@@ -127,24 +172,40 @@ def space(json_out: bool = typer.Option(False, "--json", help="Print the action 
     dims = registry()
     title += f" ({len(dims)} dimensions)"
     if json_out:
-        ui.emit_json({
-            "dimensions": [
-                {"name": d.name, "type": d.kind, "group": d.group, "min": d.min, "max": d.max, "off": d.off,
-                 "optional": d.optional, "choices": list(d.choices), "default": d.default,
-                 "per_type": d.per_type, "description": d.description, "maps_to": dict(d.maps_to),
-                 "emerged": d.name not in base_registry()}
-                for d in dims.values()
-            ],
-            "schema": RetrievalConfig.model_json_schema(),
-        })
+        ui.emit_json(
+            {
+                "dimensions": [
+                    {
+                        "name": d.name,
+                        "type": d.kind,
+                        "group": d.group,
+                        "min": d.min,
+                        "max": d.max,
+                        "off": d.off,
+                        "optional": d.optional,
+                        "choices": list(d.choices),
+                        "default": d.default,
+                        "per_type": d.per_type,
+                        "description": d.description,
+                        "maps_to": dict(d.maps_to),
+                        "emerged": d.name not in base_registry(),
+                    }
+                    for d in dims.values()
+                ],
+                "schema": RetrievalConfig.model_json_schema(),
+            }
+        )
         return
     if not ui.console.is_terminal or ui.console.width < WIDE_TABLE_COLUMNS:
         # piped or narrow: one block per dimension, nothing cut
         ui.console.print(title, markup=False)
         for d in dims.values():
             per_type = "; per type" if d.per_type else ""
-            ui.console.print(f"{d.group} · {d.name} ({d.kind}, {d.range_text()}; default {value_text(d.default)}"
-                             f"{per_type})", markup=False, soft_wrap=True)
+            ui.console.print(
+                f"{d.group} · {d.name} ({d.kind}, {d.range_text()}; default {value_text(d.default)}{per_type})",
+                markup=False,
+                soft_wrap=True,
+            )
             ui.console.print(f"    {about_text(d)}", markup=False, soft_wrap=True)
         return
     table = Table(title=title, title_justify="left")
@@ -152,8 +213,15 @@ def space(json_out: bool = typer.Option(False, "--json", help="Print the action 
         table.add_column(col, no_wrap=True)
     table.add_column("description", overflow="fold", min_width=30)
     for d in dims.values():
-        table.add_row(d.group, d.name, d.kind, d.range_text(), value_text(d.default), "yes" if d.per_type else "",
-                      escape(about_text(d)))
+        table.add_row(
+            d.group,
+            d.name,
+            d.kind,
+            d.range_text(),
+            value_text(d.default),
+            "yes" if d.per_type else "",
+            escape(about_text(d)),
+        )
     ui.print(table)
 
 
@@ -169,7 +237,12 @@ def about_text(dim: Dimension) -> str:
 def eval_command(
     benchmark: str = typer.Option(RUN_DEFAULTS.benchmark, "--benchmark", "-b", help=f"{BENCHMARK_HELP}."),
     data: Optional[str] = typer.Option(None, "--data", help="Path to the benchmark file (LoCoMo: locomo10.json)."),
-    config: str = typer.Option("default", "--config", "-c", help="Preset name (weak, default) or a config file. eval scores what you would deploy untuned, so it defaults to `default` (every dimension at its default); `run` starts from `weak` (the EvolveMem paper's BM25-only start) to leave the loop room to climb, and `transfer` compares with the run's own start."),
+    config: str = typer.Option(
+        "default",
+        "--config",
+        "-c",
+        help="Preset name (weak, default) or a config file. eval scores what you would deploy untuned, so it defaults to `default` (every dimension at its default); `run` starts from `weak` (the EvolveMem paper's BM25-only start) to leave the loop room to climb, and `transfer` compares with the run's own start.",
+    ),
     split: str = SplitAllOpt,
     model: Optional[str] = ModelOpt,
     extract_model: Optional[str] = ExtractOpt,
@@ -178,14 +251,24 @@ def eval_command(
     classify_model: Optional[str] = ClassifyOpt,
     api_base: Optional[str] = ApiBaseOpt,
     context_window: Optional[int] = ContextWindowOpt,
-    out: Optional[str] = typer.Option(None, "--out", "-o", help="Output directory (default runs/eval-<benchmark>-<time>)."),
-    adversarial_protocol: str = typer.Option(RUN_DEFAULTS.protocol, "--adversarial-protocol",
-                                             help="official (abstention = correct) or paper (F1 against the trap answer)."),
+    out: Optional[str] = typer.Option(
+        None, "--out", "-o", help="Output directory (default runs/eval-<benchmark>-<time>)."
+    ),
+    adversarial_protocol: str = typer.Option(
+        RUN_DEFAULTS.protocol,
+        "--adversarial-protocol",
+        help="official (abstention = correct) or paper (F1 against the trap answer).",
+    ),
     concurrency: int = ConcurrencyOpt,
     embedding_model: Optional[str] = EmbeddingOpt,
     rerank_model: Optional[str] = RerankOpt,
     no_cache: bool = NoCacheOpt,
-    context_tokens: Optional[int] = typer.Option(None, "--context-tokens", min=1, help="Cut every answer context at this many estimated tokens (the config's own budget where smaller), so configs are compared at an equal budget; the table's evidence recall is then recall at that budget."),
+    context_tokens: Optional[int] = typer.Option(
+        None,
+        "--context-tokens",
+        min=1,
+        help="Cut every answer context at this many estimated tokens (the config's own budget where smaller), so configs are compared at an equal budget; the table's evidence recall is then recall at that budget.",
+    ),
     json_out: bool = typer.Option(False, "--json", help="End stdout with one JSON object (overall, by_category)."),
     quiet: bool = QuietOpt,
 ):
@@ -195,12 +278,24 @@ def eval_command(
 
     check_protocol(adversarial_protocol)
     ui = UI(json_mode=json_out, quiet=quiet)
-    settings = model_settings(model, extract_model, answer_model, None, judge_model, api_base, classify_model,
-                              context_window)
-    result = run_eval(ui, benchmark=benchmark, data=data, config_name=config, settings=settings, split=split,
-                      out=out, protocol=adversarial_protocol, concurrency=concurrency,
-                      embedding_model=embedding_model, rerank_model=rerank_model, cache_enabled=not no_cache,
-                      context_tokens=context_tokens)
+    settings = model_settings(
+        model, extract_model, answer_model, None, judge_model, api_base, classify_model, context_window
+    )
+    result = run_eval(
+        ui,
+        benchmark=benchmark,
+        data=data,
+        config_name=config,
+        settings=settings,
+        split=split,
+        out=out,
+        protocol=adversarial_protocol,
+        concurrency=concurrency,
+        embedding_model=embedding_model,
+        rerank_model=rerank_model,
+        cache_enabled=not no_cache,
+        context_tokens=context_tokens,
+    )
     if json_out:
         ui.emit_json(result)
 
@@ -220,6 +315,7 @@ RESUME_OPTIONS = {"resume", "rounds", "data", "api_base", "json_out", "quiet", "
 
 def ignored_on_resume(ctx: typer.Context) -> list[str]:
     """The options given on the command line that a resumed run does not use (it keeps its own)."""
+
     def typed(name: str) -> bool:  # by name: typer may carry its own copy of click's enum
         source = ctx.get_parameter_source(name)
         return source is not None and source.name == "COMMANDLINE"
@@ -232,8 +328,17 @@ def ignored_on_resume(ctx: typer.Context) -> list[str]:
 def run(
     ctx: typer.Context,
     benchmark: str = typer.Option(RUN_DEFAULTS.benchmark, "--benchmark", "-b", help=f"{BENCHMARK_HELP}."),
-    data: Optional[str] = typer.Option(None, "--data", help="Path to the benchmark file (with --resume: the run's file at a new location; its content must not differ)."),
-    rounds: Optional[int] = typer.Option(None, "--rounds", "-n", help=f"Evolution rounds after the starting round 0 [default: {RUN_DEFAULTS.rounds}; with --resume: the run's own]."),
+    data: Optional[str] = typer.Option(
+        None,
+        "--data",
+        help="Path to the benchmark file (with --resume: the run's file at a new location; its content must not differ).",
+    ),
+    rounds: Optional[int] = typer.Option(
+        None,
+        "--rounds",
+        "-n",
+        help=f"Evolution rounds after the starting round 0 [default: {RUN_DEFAULTS.rounds}; with --resume: the run's own].",
+    ),
     model: Optional[str] = ModelOpt,
     extract_model: Optional[str] = ExtractOpt,
     answer_model: Optional[str] = AnswerOpt,
@@ -242,33 +347,107 @@ def run(
     classify_model: Optional[str] = ClassifyOpt,
     api_base: Optional[str] = ApiBaseOpt,
     context_window: Optional[int] = ContextWindowOpt,
-    diagnoser: Optional[str] = typer.Option(None, "--diagnoser", help="llm, rubric, random or tpe (default: llm with a model, else rubric)."),
-    diagnosis_mode: str = typer.Option(RUN_DEFAULTS.diagnosis_mode, "--diagnosis-mode", help="llm diagnoser: free (it writes the changes) or menu (it picks one of the rubric's ranked candidates; short prompt, small reply)."),
-    init: str = typer.Option(RUN_DEFAULTS.init, "--init", help="Starting config: weak, default, a config file, or a run directory."),
+    diagnoser: Optional[str] = typer.Option(
+        None, "--diagnoser", help="llm, rubric, random or tpe (default: llm with a model, else rubric)."
+    ),
+    diagnosis_mode: str = typer.Option(
+        RUN_DEFAULTS.diagnosis_mode,
+        "--diagnosis-mode",
+        help="llm diagnoser: free (it writes the changes) or menu (it picks one of the rubric's ranked candidates; short prompt, small reply).",
+    ),
+    init: str = typer.Option(
+        RUN_DEFAULTS.init, "--init", help="Starting config: weak, default, a config file, or a run directory."
+    ),
     seed: int = typer.Option(RUN_DEFAULTS.seed, "--seed", help="Seed for exploration, random and tpe."),
-    objective: Optional[str] = typer.Option(None, "--objective", help="balanced (a gain on answerable or unanswerable questions without a loss on the other), all (every question), main (answerable only) or evidence (no answer model: evidence recall of the answer context on answerable questions at a token budget, --context-tokens) [default: balanced when a model answers; evidence with offline answers, whose F1 barely moves with retrieval]."),
-    context_tokens: Optional[int] = typer.Option(None, "--context-tokens", help="--objective evidence: cut every answer context at this many estimated tokens, so configs are compared at an equal budget [default: the answer model's window share; 4096-token window without a model]."),
-    no_evidence_rung: bool = typer.Option(False, "--no-evidence-rung", help="Skip rung 0 of the screening ladder (a candidate that changes the context is first compared on the evidence recall of its contexts, without answer calls)."),
-    adversarial_protocol: str = typer.Option(RUN_DEFAULTS.protocol, "--adversarial-protocol", help="official or paper."),
-    tau_rev: float = typer.Option(GUARD_DEFAULTS.revert_threshold, "--tau-rev", help="Revert when the objective drops more than this below the best (or significantly)."),
-    alpha: float = typer.Option(GUARD_DEFAULTS.alpha, "--alpha", help="Significance level of the paired tests that accept a round as the new best."),
-    min_effect: float = typer.Option(GUARD_DEFAULTS.min_effect, "--min-effect", help="Smallest mean F1 gain (paired, on the same dev questions) that counts."),
-    max_loss: float = typer.Option(GUARD_DEFAULTS.max_loss, "--max-loss", help="Largest mean F1 loss the other group may take (balanced objective)."),
-    folds: int = typer.Option(GUARD_DEFAULTS.folds, "--folds", help="Split dev conversations into K folds; a change must hold in every fold (0 = off)."),
-    explore_dims: int = typer.Option(GUARD_DEFAULTS.explore_dims, "--explore-dims", help="Dimensions changed by an exploration step."),
-    patience: int = typer.Option(RUN_DEFAULTS.patience, "--patience", help="Stop early after this many rounds without a significant gain (0 = never)."),
+    objective: Optional[str] = typer.Option(
+        None,
+        "--objective",
+        help="balanced (a gain on answerable or unanswerable questions without a loss on the other), all (every question), main (answerable only) or evidence (no answer model: evidence recall of the answer context on answerable questions at a token budget, --context-tokens) [default: balanced when a model answers; evidence with offline answers, whose F1 barely moves with retrieval].",
+    ),
+    context_tokens: Optional[int] = typer.Option(
+        None,
+        "--context-tokens",
+        help="--objective evidence: cut every answer context at this many estimated tokens, so configs are compared at an equal budget [default: the answer model's window share; 4096-token window without a model].",
+    ),
+    no_evidence_rung: bool = typer.Option(
+        False,
+        "--no-evidence-rung",
+        help="Skip rung 0 of the screening ladder (a candidate that changes the context is first compared on the evidence recall of its contexts, without answer calls).",
+    ),
+    adversarial_protocol: str = typer.Option(
+        RUN_DEFAULTS.protocol, "--adversarial-protocol", help="official or paper."
+    ),
+    tau_rev: float = typer.Option(
+        GUARD_DEFAULTS.revert_threshold,
+        "--tau-rev",
+        help="Revert when the objective drops more than this below the best (or significantly).",
+    ),
+    alpha: float = typer.Option(
+        GUARD_DEFAULTS.alpha,
+        "--alpha",
+        help="Significance level of the paired tests that accept a round as the new best.",
+    ),
+    min_effect: float = typer.Option(
+        GUARD_DEFAULTS.min_effect,
+        "--min-effect",
+        help="Smallest mean F1 gain (paired, on the same dev questions) that counts.",
+    ),
+    max_loss: float = typer.Option(
+        GUARD_DEFAULTS.max_loss,
+        "--max-loss",
+        help="Largest mean F1 loss the other group may take (balanced objective).",
+    ),
+    folds: int = typer.Option(
+        GUARD_DEFAULTS.folds,
+        "--folds",
+        help="Split dev conversations into K folds; a change must hold in every fold (0 = off).",
+    ),
+    explore_dims: int = typer.Option(
+        GUARD_DEFAULTS.explore_dims, "--explore-dims", help="Dimensions changed by an exploration step."
+    ),
+    patience: int = typer.Option(
+        RUN_DEFAULTS.patience,
+        "--patience",
+        help="Stop early after this many rounds without a significant gain (0 = never).",
+    ),
     no_reextract: bool = typer.Option(False, "--no-reextract", help="Never re-extract sessions with extraction gaps."),
-    screen_fraction: Optional[float] = typer.Option(None, "--screen-fraction", help=f"Score each round's candidate first on this share of the dev questions (stratified by question type and conversation) and evaluate it fully only when it is not worse than the best there and gains; 0 or 1 = every candidate is fully evaluated [default: {RUN_DEFAULTS.screen_fraction} when a model answers; 0 with offline answers, where a full evaluation costs seconds]."),
-    screen_alpha: float = typer.Option(RUN_DEFAULTS.screen_alpha, "--screen-alpha", help="Significance a minibatch gain needs to pass screening (looser than --alpha: a quarter of the questions has less power, and a passing candidate still faces the full paired test)."),
-    screen_budget: int = typer.Option(RUN_DEFAULTS.screen_budget, "--screen-budget", help="Screenings per round: after a screened-out candidate the round tries an exploration, up to this many; then it keeps the best config."),
-    candidates: int = typer.Option(RUN_DEFAULTS.candidates, "--candidates", help="Candidates each round screens at once: the guard's next config and the diagnoser's next K-1 proposals (rubric: next-ranked actions, tpe: further trials, random: further draws, llm: further menu picks), in parallel with --executor ray; the best that passes its minibatch (Holm's correction over the K) is evaluated in full and judged at --alpha / K. Needs screening (on by default when K > 1)."),
-    no_context_reuse: bool = typer.Option(False, "--no-context-reuse", help="Answer every question again even when its answer context and answer settings are those of an answer already given."),
-    freeze: Optional[list[str]] = typer.Option(None, "--freeze", help="Dimensions or groups (e.g. scenes, cue_graph) the loop may not change; repeat or comma-separate."),
+    screen_fraction: Optional[float] = typer.Option(
+        None,
+        "--screen-fraction",
+        help=f"Score each round's candidate first on this share of the dev questions (stratified by question type and conversation) and evaluate it fully only when it is not worse than the best there and gains; 0 or 1 = every candidate is fully evaluated [default: {RUN_DEFAULTS.screen_fraction} when a model answers; 0 with offline answers, where a full evaluation costs seconds].",
+    ),
+    screen_alpha: float = typer.Option(
+        RUN_DEFAULTS.screen_alpha,
+        "--screen-alpha",
+        help="Significance a minibatch gain needs to pass screening (looser than --alpha: a quarter of the questions has less power, and a passing candidate still faces the full paired test).",
+    ),
+    screen_budget: int = typer.Option(
+        RUN_DEFAULTS.screen_budget,
+        "--screen-budget",
+        help="Screenings per round: after a screened-out candidate the round tries an exploration, up to this many; then it keeps the best config.",
+    ),
+    candidates: int = typer.Option(
+        RUN_DEFAULTS.candidates,
+        "--candidates",
+        help="Candidates each round screens at once: the guard's next config and the diagnoser's next K-1 proposals (rubric: next-ranked actions, tpe: further trials, random: further draws, llm: further menu picks), in parallel with --executor ray; the best that passes its minibatch (Holm's correction over the K) is evaluated in full and judged at --alpha / K. Needs screening (on by default when K > 1).",
+    ),
+    no_context_reuse: bool = typer.Option(
+        False,
+        "--no-context-reuse",
+        help="Answer every question again even when its answer context and answer settings are those of an answer already given.",
+    ),
+    freeze: Optional[list[str]] = typer.Option(
+        None,
+        "--freeze",
+        help="Dimensions or groups (e.g. scenes, cue_graph) the loop may not change; repeat or comma-separate.",
+    ),
     concurrency: int = ConcurrencyOpt,
     embedding_model: Optional[str] = EmbeddingOpt,
     rerank_model: Optional[str] = RerankOpt,
     no_cache: bool = NoCacheOpt,
-    out: Optional[str] = typer.Option(None, "--out", "-o", help="Run directory (default runs/run-<diagnoser>-<benchmark>-<time>)."),
+    out: Optional[str] = typer.Option(
+        None, "--out", "-o", help="Run directory (default runs/run-<diagnoser>-<benchmark>-<time>)."
+    ),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue an interrupted run (its directory)."),
     executor_name: str = ExecutorOpt,
     ray_address: Optional[str] = RayAddressOpt,
@@ -280,9 +459,20 @@ def run(
 
     from evolvemem.cli.run_cmd import new_run_dir, run_loop
     from evolvemem.errors import EvolveMemError
-    from evolvemem.session import (EXECUTORS, OBJECTIVES, GuardSettings, RunSpec, Session, candidates_problem,
-                                   check_protocol, default_objective, diagnoser_entry, model_settings, open_executor,
-                                   resolve_init)
+    from evolvemem.session import (
+        EXECUTORS,
+        OBJECTIVES,
+        GuardSettings,
+        RunSpec,
+        Session,
+        candidates_problem,
+        check_protocol,
+        default_objective,
+        diagnoser_entry,
+        model_settings,
+        open_executor,
+        resolve_init,
+    )
     from evolvemem.space.registry import expand_dimension_names
 
     started = time.perf_counter()
@@ -300,8 +490,9 @@ def run(
             result = run_loop(ui, session, started, resumed=True)
     else:
         check_protocol(adversarial_protocol)
-        settings = model_settings(model, extract_model, answer_model, diagnosis_model, judge_model, api_base,
-                                  classify_model, context_window)
+        settings = model_settings(
+            model, extract_model, answer_model, diagnosis_model, judge_model, api_base, classify_model, context_window
+        )
         objective = objective or default_objective(settings.for_role("answer") != "offline")
         if objective not in OBJECTIVES:
             raise EvolveMemError(f"--objective must be {' or '.join(OBJECTIVES)}, not {objective!r}")
@@ -329,17 +520,40 @@ def run(
             if not 0.0 < level < 1.0:
                 raise EvolveMemError(f"{name} must be between 0 and 1 (exclusive), not {level:g}")
         init_config = resolve_init(ui, init)
-        spec = RunSpec(benchmark=benchmark, data=data, rounds=rounds, diagnoser=chosen, init=init, seed=seed,
-                       objective=objective, protocol=adversarial_protocol, models=dict(settings.__dict__),
-                       guard=GuardSettings(revert_threshold=tau_rev, explore_dims=explore_dims, alpha=alpha,
-                                           min_effect=min_effect, max_loss=max_loss, folds=folds),
-                       concurrency=concurrency, embedding_model=embedding_model, rerank_model=rerank_model,
-                       patience=patience,
-                       reextract=not no_reextract, cache_enabled=not no_cache, frozen=frozen,
-                       diagnosis_mode=diagnosis_mode, screen_fraction=screen_fraction,
-                       screen_budget=screen_budget, screen_alpha=screen_alpha, candidates=candidates,
-                       context_reuse=not no_context_reuse, context_tokens=context_tokens,
-                       evidence_rung=not no_evidence_rung)
+        spec = RunSpec(
+            benchmark=benchmark,
+            data=data,
+            rounds=rounds,
+            diagnoser=chosen,
+            init=init,
+            seed=seed,
+            objective=objective,
+            protocol=adversarial_protocol,
+            models=dict(settings.__dict__),
+            guard=GuardSettings(
+                revert_threshold=tau_rev,
+                explore_dims=explore_dims,
+                alpha=alpha,
+                min_effect=min_effect,
+                max_loss=max_loss,
+                folds=folds,
+            ),
+            concurrency=concurrency,
+            embedding_model=embedding_model,
+            rerank_model=rerank_model,
+            patience=patience,
+            reextract=not no_reextract,
+            cache_enabled=not no_cache,
+            frozen=frozen,
+            diagnosis_mode=diagnosis_mode,
+            screen_fraction=screen_fraction,
+            screen_budget=screen_budget,
+            screen_alpha=screen_alpha,
+            candidates=candidates,
+            context_reuse=not no_context_reuse,
+            context_tokens=context_tokens,
+            evidence_rung=not no_evidence_rung,
+        )
         with open_executor(executor_name, ray_address) as executor:
             session = Session.create(spec, new_run_dir(out, benchmark, chosen), init_config, ui, executor=executor)
             result = run_loop(ui, session, started)
@@ -406,10 +620,14 @@ def transfer(
     classify_model: Optional[str] = ClassifyOpt,
     api_base: Optional[str] = ApiBaseOpt,
     context_window: Optional[int] = ContextWindowOpt,
-    out: Optional[str] = typer.Option(None, "--out", "-o", help="Output directory (default runs/transfer-<benchmark>-<time>)."),
+    out: Optional[str] = typer.Option(
+        None, "--out", "-o", help="Output directory (default runs/transfer-<benchmark>-<time>)."
+    ),
     concurrency: int = ConcurrencyOpt,
     embedding_model: Optional[str] = EmbeddingOpt,
-    rerank_model: Optional[str] = typer.Option(None, "--rerank-model", help="The cross-encoder of the rerank stage (default: the run's own, if it had one)."),
+    rerank_model: Optional[str] = typer.Option(
+        None, "--rerank-model", help="The cross-encoder of the rerank stage (default: the run's own, if it had one)."
+    ),
     json_out: bool = JsonOpt,
     quiet: bool = QuietOpt,
 ):
@@ -422,12 +640,26 @@ def transfer(
     best = best_config_path(run_dir)
     start = start_config(run_dir)
     ui = UI(json_mode=json_out, quiet=quiet)
-    settings = model_settings(model, extract_model, answer_model, None, judge_model, api_base, classify_model,
-                              context_window)
-    result = run_eval(ui, benchmark=benchmark, data=data, config_name=str(best), settings=settings, split=split,
-                      out=out or str(default_run_dir("transfer", benchmark)), protocol="official",
-                      concurrency=concurrency, embedding_model=embedding_model,
-                      rerank_model=rerank_model or run_rerank_model(run_dir), cache_enabled=True, kind="transfer", source_run=run_dir, baseline=("the run's start", start))
+    settings = model_settings(
+        model, extract_model, answer_model, None, judge_model, api_base, classify_model, context_window
+    )
+    result = run_eval(
+        ui,
+        benchmark=benchmark,
+        data=data,
+        config_name=str(best),
+        settings=settings,
+        split=split,
+        out=out or str(default_run_dir("transfer", benchmark)),
+        protocol="official",
+        concurrency=concurrency,
+        embedding_model=embedding_model,
+        rerank_model=rerank_model or run_rerank_model(run_dir),
+        cache_enabled=True,
+        kind="transfer",
+        source_run=run_dir,
+        baseline=("the run's start", start),
+    )
     if json_out:
         ui.emit_json(result)
 
@@ -437,7 +669,9 @@ def transfer(
 def report(
     run_dir: str = typer.Argument(..., metavar="RUN"),
     out: Optional[str] = typer.Option(None, "--out", "-o", help="HTML file to write (default RUN/report.html)."),
-    png: bool = typer.Option(True, "--png/--no-png", help="Also write the trajectory as a PNG beside the HTML (needs matplotlib)."),
+    png: bool = typer.Option(
+        True, "--png/--no-png", help="Also write the trajectory as a PNG beside the HTML (needs matplotlib)."
+    ),
     json_out: bool = typer.Option(False, "--json", help="End stdout with one JSON object: the paths written."),
 ):
     """One self-contained HTML report (trajectory, categories, failures, every round's diff) and a PNG."""
@@ -469,15 +703,42 @@ def ablate(
 @app.command()
 @user_errors
 def label(
-    data: Optional[str] = typer.Option(None, "--data", help="Conversations to label (custom format, .json or .jsonl; its questions may be empty)."),
-    out: str = typer.Option(..., "--out", "-o", help="Dev set to write (custom format); its journal is written beside it."),
-    model: Optional[str] = typer.Option(None, "--model", help="litellm model that writes and checks the questions, or 'offline' (rule-based questions from dated facts, labelled offline) [default: EVOLVEMEM_MODEL]."),
-    types: Optional[str] = typer.Option(None, "--types", help="Comma-separated kinds to write: single-hop, multi-hop, temporal, open-domain, unanswerable [default: all; offline: temporal, single-hop]."),
-    per_session: int = typer.Option(DEFAULT_PER_SESSION, "--per-session", min=1, help="Candidate questions asked per session (kinds in turn); offline: at most this many per session."),
-    sessions: Optional[int] = typer.Option(None, "--sessions", min=1, help="Sessions labelled per conversation, spread from first to last [default: all]."),
-    traces: Optional[str] = typer.Option(None, "--traces", help="Traced queries (evolve traces export) to label as questions first."),
-    match_f1: float = typer.Option(DEFAULT_MATCH_F1, "--match-f1", help="Token F1 at which a check's answer matches the gold."),
-    retrieval_config: str = typer.Option("default", "--retrieval-config", help="Preset or config file whose retrieval gives the best context (the leak and unanswerable checks)."),
+    data: Optional[str] = typer.Option(
+        None, "--data", help="Conversations to label (custom format, .json or .jsonl; its questions may be empty)."
+    ),
+    out: str = typer.Option(
+        ..., "--out", "-o", help="Dev set to write (custom format); its journal is written beside it."
+    ),
+    model: Optional[str] = typer.Option(
+        None,
+        "--model",
+        help="litellm model that writes and checks the questions, or 'offline' (rule-based questions from dated facts, labelled offline) [default: EVOLVEMEM_MODEL].",
+    ),
+    types: Optional[str] = typer.Option(
+        None,
+        "--types",
+        help="Comma-separated kinds to write: single-hop, multi-hop, temporal, open-domain, unanswerable [default: all; offline: temporal, single-hop].",
+    ),
+    per_session: int = typer.Option(
+        DEFAULT_PER_SESSION,
+        "--per-session",
+        min=1,
+        help="Candidate questions asked per session (kinds in turn); offline: at most this many per session.",
+    ),
+    sessions: Optional[int] = typer.Option(
+        None, "--sessions", min=1, help="Sessions labelled per conversation, spread from first to last [default: all]."
+    ),
+    traces: Optional[str] = typer.Option(
+        None, "--traces", help="Traced queries (evolve traces export) to label as questions first."
+    ),
+    match_f1: float = typer.Option(
+        DEFAULT_MATCH_F1, "--match-f1", help="Token F1 at which a check's answer matches the gold."
+    ),
+    retrieval_config: str = typer.Option(
+        "default",
+        "--retrieval-config",
+        help="Preset or config file whose retrieval gives the best context (the leak and unanswerable checks).",
+    ),
     api_base: Optional[str] = ApiBaseOpt,
     context_window: Optional[int] = ContextWindowOpt,
     embedding_model: Optional[str] = EmbeddingOpt,
@@ -490,24 +751,47 @@ def label(
 
     ui = UI(json_mode=json_out, quiet=quiet)
     try:
-        result = run_label(ui, data=data, traces=traces, out=out, model=model, types=types, per_session=per_session,
-                           sessions=sessions, match_f1=match_f1, retrieval_config=retrieval_config, api_base=api_base,
-                           context_window=context_window, embedding_model=embedding_model, cache_enabled=not no_cache)
+        result = run_label(
+            ui,
+            data=data,
+            traces=traces,
+            out=out,
+            model=model,
+            types=types,
+            per_session=per_session,
+            sessions=sessions,
+            match_f1=match_f1,
+            retrieval_config=retrieval_config,
+            api_base=api_base,
+            context_window=context_window,
+            embedding_model=embedding_model,
+            cache_enabled=not no_cache,
+        )
     except KeyboardInterrupt:
-        typer.echo("interrupted: every answered call is in the journal beside --out; run the same command again to "
-                   "continue", err=True)
+        typer.echo(
+            "interrupted: every answered call is in the journal beside --out; run the same command again to continue",
+            err=True,
+        )
         exit_now_if_calls_in_flight(130)
         raise typer.Exit(130)
     if json_out:
         ui.emit_json(result)
 
 
-StoreOpt = typer.Option(..., "--store", "-s", help="The memory store file (DuckDB; created if missing; one writer at a time).")
-ServeConfigOpt = typer.Option("default", "--config", "-c", help="Preset name, config file, or a run directory (its best round's config, answered with the run's models unless a model option is given).")
+StoreOpt = typer.Option(
+    ..., "--store", "-s", help="The memory store file (DuckDB; created if missing; one writer at a time)."
+)
+ServeConfigOpt = typer.Option(
+    "default",
+    "--config",
+    "-c",
+    help="Preset name, config file, or a run directory (its best round's config, answered with the run's models unless a model option is given).",
+)
 
 
-def serving_models(model: Optional[str], extract_model: Optional[str], answer_model: Optional[str],
-                   api_base: Optional[str]):
+def serving_models(
+    model: Optional[str], extract_model: Optional[str], answer_model: Optional[str], api_base: Optional[str]
+):
     """Model settings given on the command line, or None (a run directory's own, else offline)."""
     import os
 
@@ -523,27 +807,51 @@ def serving_models(model: Optional[str], extract_model: Optional[str], answer_mo
 def serve(
     config: str = ServeConfigOpt,
     store: str = StoreOpt,
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (anything but loopback needs API keys)."),
+    host: str = typer.Option(
+        "127.0.0.1", "--host", help="Address to listen on (anything but loopback needs API keys)."
+    ),
     port: int = typer.Option(8000, "--port", min=0, max=65535, help="Port to listen on."),
-    keys_file: Optional[str] = typer.Option(None, "--keys-file", help="File of API keys, one a line [default: EVOLVEMEM_API_KEYS, comma-separated]."),
+    keys_file: Optional[str] = typer.Option(
+        None, "--keys-file", help="File of API keys, one a line [default: EVOLVEMEM_API_KEYS, comma-separated]."
+    ),
     model: Optional[str] = ModelOpt,
     extract_model: Optional[str] = ExtractOpt,
     answer_model: Optional[str] = AnswerOpt,
     api_base: Optional[str] = ApiBaseOpt,
     embedding_model: Optional[str] = EmbeddingOpt,
     rerank_model: Optional[str] = RerankOpt,
-    max_body: int = typer.Option(1_000_000, "--max-body", min=1024, help="Largest request body in bytes (larger: 413)."),
-    max_in_flight: int = typer.Option(64, "--max-in-flight", min=1, help="Requests handled at once (more: 503 with Retry-After)."),
-    reload_config: float = typer.Option(2.0, "--reload-config", min=0.0, help="Seconds between checks of --config for a newly evolved config, swapped in without a restart (0: never)."),
+    max_body: int = typer.Option(
+        1_000_000, "--max-body", min=1024, help="Largest request body in bytes (larger: 413)."
+    ),
+    max_in_flight: int = typer.Option(
+        64, "--max-in-flight", min=1, help="Requests handled at once (more: 503 with Retry-After)."
+    ),
+    reload_config: float = typer.Option(
+        2.0,
+        "--reload-config",
+        min=0.0,
+        help="Seconds between checks of --config for a newly evolved config, swapped in without a restart (0: never).",
+    ),
     no_mcp: bool = typer.Option(False, "--no-mcp", help="Do not serve the MCP tools at /mcp."),
 ):
     """Serve the memory over HTTP (JSON API, OpenAPI at /docs) and MCP (streamable HTTP at /mcp)."""
     from evolvemem.cli.serve_cmd import run_server
 
-    run_server(UI(), config=config, store=store, host=host, port=port, keys_file=keys_file,
-               models=serving_models(model, extract_model, answer_model, api_base), embedding_model=embedding_model,
-               max_body=max_body, max_in_flight=max_in_flight, reload_seconds=reload_config, mcp=not no_mcp,
-               rerank_model=rerank_model)
+    run_server(
+        UI(),
+        config=config,
+        store=store,
+        host=host,
+        port=port,
+        keys_file=keys_file,
+        models=serving_models(model, extract_model, answer_model, api_base),
+        embedding_model=embedding_model,
+        max_body=max_body,
+        max_in_flight=max_in_flight,
+        reload_seconds=reload_config,
+        mcp=not no_mcp,
+        rerank_model=rerank_model,
+    )
 
 
 @app.command("mcp")
@@ -561,8 +869,14 @@ def mcp_command(
     """Serve the memory as MCP tools (remember, recall, answer, forget) over stdio."""
     from evolvemem.cli.serve_cmd import run_mcp_stdio
 
-    run_mcp_stdio(UI(), config=config, store=store, models=serving_models(model, extract_model, answer_model, api_base),
-                  embedding_model=embedding_model, rerank_model=rerank_model)
+    run_mcp_stdio(
+        UI(),
+        config=config,
+        store=store,
+        models=serving_models(model, extract_model, answer_model, api_base),
+        embedding_model=embedding_model,
+        rerank_model=rerank_model,
+    )
 
 
 traces_app = typer.Typer(no_args_is_help=True, help="Traces of served searches and answers.")
@@ -574,7 +888,9 @@ app.add_typer(traces_app, name="traces")
 def traces_export(
     store: str = StoreOpt,
     out: str = typer.Option(..., "--out", "-o", help="JSON file to write (custom benchmark format)."),
-    namespace: Optional[str] = typer.Option(None, "--namespace", help="Namespace to export (needed when the store holds several API keys' users)."),
+    namespace: Optional[str] = typer.Option(
+        None, "--namespace", help="Namespace to export (needed when the store holds several API keys' users)."
+    ),
     user: Optional[list[str]] = typer.Option(None, "--user", help="Only these users (repeat) [default: all]."),
     json_out: bool = JsonOpt,
 ):

@@ -1,4 +1,5 @@
 """`evolve report RUN`: write `<run>/report.html` (self-contained) and `<run>/trajectory.png`."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -49,6 +50,10 @@ def write_report(ui: UI, run: str, out: str | None = None, png: bool = True) -> 
     ui.info(f"report: {html_path}")
     if written_png is not None:
         ui.info(f"trajectory: {written_png}")
-    return {"run_dir": str(data.run_dir), "html": str(html_path),
-            "png": None if written_png is None else str(written_png), "rounds": len(data.rounds),
-            "best_round": data.best_round}
+    return {
+        "run_dir": str(data.run_dir),
+        "html": str(html_path),
+        "png": None if written_png is None else str(written_png),
+        "rounds": len(data.rounds),
+        "best_round": data.best_round,
+    }

@@ -1,4 +1,5 @@
 """`evolve run`: the AutoResearch loop from the command line, with resume."""
+
 from __future__ import annotations
 
 import time
@@ -43,22 +44,27 @@ def changes_text(changes: list[dict], limit: int = 4) -> str:
     return escape("; ".join(parts)) or "-"
 
 
-def paired_text(paired: dict | None, accepted: bool | None, screenings: list[dict] | None = None,
-                objective: str = "balanced") -> str:
+def paired_text(
+    paired: dict | None, accepted: bool | None, screenings: list[dict] | None = None, objective: str = "balanced"
+) -> str:
     """A round against the incumbent: paired difference (F1, or evidence recall for an evidence run) and
     p-value per group, and the verdict (a round whose every candidate was screened out kept the
     incumbent: it says so)."""
     if screenings and all(s["outcome"] == "screened_out" for s in screenings):
         n = len(screenings)
-        where = ("at rung 0 (contexts' evidence)" if all(s.get("rung") == 0 for s in screenings)
-                 else "on the ladder")
-        return (f"{n} candidate{'s' if n > 1 else ''} screened out {where} → "
-                f"{kept_text(False, screenings[-1]['compared_with'])}")
+        where = "at rung 0 (contexts' evidence)" if all(s.get("rung") == 0 for s in screenings) else "on the ladder"
+        return (
+            f"{n} candidate{'s' if n > 1 else ''} screened out {where} → "
+            f"{kept_text(False, screenings[-1]['compared_with'])}"
+        )
     if not paired:
         return "start" if accepted else "-"
     parts = []
-    labels = ((("main", "answerable recall"),) if objective_metric(objective) == "evidence_recall"
-              else (("main", "main F1"), ("adversarial", "adv F1")))
+    labels = (
+        (("main", "answerable recall"),)
+        if objective_metric(objective) == "evidence_recall"
+        else (("main", "main F1"), ("adversarial", "adv F1"))
+    )
     for group, label in labels:
         stat = (paired.get("groups") or {}).get(group) or {}
         if stat.get("n"):
@@ -82,20 +88,25 @@ def screening_lines(round_no: int, screenings: list[dict]) -> list[str]:
     """One line per minibatch screening of a round: its outcome, why, and what it cost."""
     from rich.markup import escape
 
-    return [f"  round {round_no} screening {s['attempt']} ({s['source']}, {s['n_questions']} questions, "
-            f"{s['calls'] or 0} calls): {s['outcome'].replace('_', ' ')}{rung_text(s)}: {escape(s['reason'])}"
-            for s in screenings]
-
+    return [
+        f"  round {round_no} screening {s['attempt']} ({s['source']}, {s['n_questions']} questions, "
+        f"{s['calls'] or 0} calls): {s['outcome'].replace('_', ' ')}{rung_text(s)}: {escape(s['reason'])}"
+        for s in screenings
+    ]
 
 
 def dev_scores_text(score: float, dev: dict, objective: str) -> str:
     """A round's dev figures as the console prints them: the objective by name, then its companions
     (F1 of both groups; an evidence run's contexts have no F1: their recall and size instead)."""
     if objective_metric(objective) == "evidence_recall":
-        return (f"dev {objective_label(objective)} {score:.4f} (all questions {fmt(dev.get('evidence_recall'))}, "
-                f"context {fmt(dev.get('context_tokens'), 0)} tokens)")
-    return (f"dev {objective_label(objective)} {score:.4f} (main F1 {fmt(dev.get('main'))}, adversarial F1 "
-            f"{fmt(dev.get('adversarial'))})")
+        return (
+            f"dev {objective_label(objective)} {score:.4f} (all questions {fmt(dev.get('evidence_recall'))}, "
+            f"context {fmt(dev.get('context_tokens'), 0)} tokens)"
+        )
+    return (
+        f"dev {objective_label(objective)} {score:.4f} (main F1 {fmt(dev.get('main'))}, adversarial F1 "
+        f"{fmt(dev.get('adversarial'))})"
+    )
 
 
 def round_line(done: RoundDone, objective: str = "balanced") -> str:
@@ -107,8 +118,10 @@ def round_line(done: RoundDone, objective: str = "balanced") -> str:
     used = info.get("emerged_used") or []
     lever = f" {emerged_text(used)};" if used else ""
     paired = paired_text(info.get("paired"), info.get("accepted"), info.get("screenings"), objective)
-    lines.append(f"round {info['round']}:{lever} {dev_scores_text(info['score'], info['dev'], objective)} {paired}; "
-                 f"{decision_text(info)}: {changes_text(info['changes'])}{cost}")
+    lines.append(
+        f"round {info['round']}:{lever} {dev_scores_text(info['score'], info['dev'], objective)} {paired}; "
+        f"{decision_text(info)}: {changes_text(info['changes'])}{cost}"
+    )
     return "\n".join(lines)
 
 
@@ -123,9 +136,19 @@ def rounds_table(rounds: list[RoundDone], title: str, objective: str = "balanced
     table = Table(title=title, title_justify="left")
     # offline rounds make no call: the calls and cost columns would only squeeze the decisions
     with_calls = made_calls(rounds)
-    for col in ("round", f"dev {objective_label(objective)}", "Δ", "main F1", "adv. F1", "evid. recall",
-                "paired vs best (same questions)", "next round", "changes for next round",
-                *(("calls", "cost vs full evaluation") if with_calls else ()), "time"):
+    for col in (
+        "round",
+        f"dev {objective_label(objective)}",
+        "Δ",
+        "main F1",
+        "adv. F1",
+        "evid. recall",
+        "paired vs best (same questions)",
+        "next round",
+        "changes for next round",
+        *(("calls", "cost vs full evaluation") if with_calls else ()),
+        "time",
+    ):
         wrap = col.startswith(("changes", "paired"))
         table.add_column(col, overflow="fold" if wrap else "ellipsis", no_wrap=not wrap)
     prev = None
@@ -134,13 +157,19 @@ def rounds_table(rounds: list[RoundDone], title: str, objective: str = "balanced
         dev = info["dev"]
         delta = "" if prev is None else f"{info['score'] - prev:+.4f}"
         usage = info.get("usage") or {}
-        table.add_row(round_label(info), f"{info['score']:.4f}", delta, fmt(dev.get("main")),
-                      fmt(dev.get("adversarial")), fmt(dev.get("evidence_recall")),
-                      paired_text(info.get("paired"), info.get("accepted"), info.get("screenings"), objective),
-                      decision_text(info),
-                      changes_text(info["changes"], limit=6),
-                      *((str(usage.get("calls") or 0), vs_full_text(info.get("cost"))) if with_calls else ()),
-                      f"{info.get('seconds', 0):.1f}s")
+        table.add_row(
+            round_label(info),
+            f"{info['score']:.4f}",
+            delta,
+            fmt(dev.get("main")),
+            fmt(dev.get("adversarial")),
+            fmt(dev.get("evidence_recall")),
+            paired_text(info.get("paired"), info.get("accepted"), info.get("screenings"), objective),
+            decision_text(info),
+            changes_text(info["changes"], limit=6),
+            *((str(usage.get("calls") or 0), vs_full_text(info.get("cost"))) if with_calls else ()),
+            f"{info.get('seconds', 0):.1f}s",
+        )
         prev = info["score"]
     return table
 
@@ -153,8 +182,10 @@ def run_loop(ui: UI, session: Session, started: float | None = None, resumed: bo
     started = time.perf_counter() if started is None else started
     spec = session.spec
     run_dir = session.run_dir
-    ui.info(f"[bold]Run[/bold] {run_dir}  ·  diagnoser {spec.diagnoser}  ·  rounds 0..{spec.rounds}  ·  "
-            f"objective dev {spec.objective} ({objective_label(spec.objective)})")
+    ui.info(
+        f"[bold]Run[/bold] {run_dir}  ·  diagnoser {spec.diagnoser}  ·  rounds 0..{spec.rounds}  ·  "
+        f"objective dev {spec.objective} ({objective_label(spec.objective)})"
+    )
     with session, ui.progress() as bars:
         counts: dict[str, list[int]] = {}
 
@@ -166,8 +197,12 @@ def run_loop(ui: UI, session: Session, started: float | None = None, resumed: bo
             c[3] += int(record.get("calls") or 0)
             bars.questions(label, c[0], total, cache_hits=c[1], failed=c[2], calls=c[3])
 
-        hooks = Hooks(stage=bars.stage, record=on_record,
-                      round_done=lambda info: ui.info(round_line(info, spec.objective)), message=ui.warn)
+        hooks = Hooks(
+            stage=bars.stage,
+            record=on_record,
+            round_done=lambda info: ui.info(round_line(info, spec.objective)),
+            message=ui.warn,
+        )
         try:
             result = session.run(hooks)
             causes = session.failure_causes()
@@ -181,16 +216,24 @@ def run_loop(ui: UI, session: Session, started: float | None = None, resumed: bo
     _print_dev_test(ui, result)
     ui.info(f"best round {result.best_round}; best config: {result.best_config_path}")
     seconds = time.perf_counter() - started
-    ui.info(f"total time: {duration_text(seconds)}"
-            + (" (this invocation; the earlier part of the run is not counted)" if resumed else ""))
+    ui.info(
+        f"total time: {duration_text(seconds)}"
+        + (" (this invocation; the earlier part of the run is not counted)" if resumed else "")
+    )
     report_failures(ui, causes)
     report_oversized(ui, oversized)
     return {
         "run_dir": str(run_dir),
-        "rounds": [{"round": r.round, "dev_score": r.score, "decision": r.decision,
-                    "changes": r.changes} for r in result.rounds],
-        "best_round": result.best_round, "best_config_path": str(result.best_config_path),
-        "dev": result.dev, "test": result.test, "cost": result.cost, "seconds": round(seconds, 1),
+        "rounds": [
+            {"round": r.round, "dev_score": r.score, "decision": r.decision, "changes": r.changes}
+            for r in result.rounds
+        ],
+        "best_round": result.best_round,
+        "best_config_path": str(result.best_config_path),
+        "dev": result.dev,
+        "test": result.test,
+        "cost": result.cost,
+        "seconds": round(seconds, 1),
     }
 
 
@@ -198,28 +241,51 @@ def cost_line(total: dict) -> str:
     """The run's evaluations against full evaluation (every candidate on every dev question)."""
     if not total:
         return ""
-    text = (f"cost vs full evaluation: {total['scored']} of {total['full_questions']} dev questions answered "
-            f"({total['reused_context']} reused by context, {total['reused_config']} by config, "
-            f"{total['screened']} on screening minibatches, {total['screened_out']} candidates screened out)")
+    text = (
+        f"cost vs full evaluation: {total['scored']} of {total['full_questions']} dev questions answered "
+        f"({total['reused_context']} reused by context, {total['reused_config']} by config, "
+        f"{total['screened']} on screening minibatches, {total['screened_out']} candidates screened out)"
+    )
     if total.get("call_ratio") is not None:
-        text += (f"; {total['calls']} calls vs ~{total['full_calls']:.0f} for full evaluation "
-                 f"({total['call_ratio']:.2f}×), {total['tokens']} tokens vs ~{total['full_tokens']:.0f}")
+        text += (
+            f"; {total['calls']} calls vs ~{total['full_calls']:.0f} for full evaluation "
+            f"({total['call_ratio']:.2f}×), {total['tokens']} tokens vs ~{total['full_tokens']:.0f}"
+        )
     return text
 
 
 def _print_dev_test(ui: UI, result: RunResult) -> None:
-    table = Table(title="start vs best (best = the last round that beat its incumbent on paired dev evidence; "
-                        "test scored once)", title_justify="left")
-    for col in ("split", "config", "main F1", "adversarial F1", "all F1", "evidence recall",
-                "evidence recall (answerable)", "context tokens", "n"):
+    table = Table(
+        title="start vs best (best = the last round that beat its incumbent on paired dev evidence; test scored once)",
+        title_justify="left",
+    )
+    for col in (
+        "split",
+        "config",
+        "main F1",
+        "adversarial F1",
+        "all F1",
+        "evidence recall",
+        "evidence recall (answerable)",
+        "context tokens",
+        "n",
+    ):
         table.add_column(col)
     for split_name, block in (("dev", result.dev), ("test", result.test)):
         for which in ("start", "best"):
             s = block.get(which) or {}
             if s:
-                table.add_row(split_name, which, fmt(s.get("main_f1")), fmt(s.get("adversarial_f1")),
-                              fmt(s.get("all_f1")), fmt(s.get("evidence_recall")), fmt(s.get("main_evidence_recall")),
-                              fmt(s.get("context_tokens"), 0), str(s.get("n")))
+                table.add_row(
+                    split_name,
+                    which,
+                    fmt(s.get("main_f1")),
+                    fmt(s.get("adversarial_f1")),
+                    fmt(s.get("all_f1")),
+                    fmt(s.get("evidence_recall")),
+                    fmt(s.get("main_evidence_recall")),
+                    fmt(s.get("context_tokens"), 0),
+                    str(s.get("n")),
+                )
     ui.print(table)
     held = held_out_text(result.test.get("paired"), result.test.get("objective", "balanced"))
     if held:
@@ -238,10 +304,13 @@ def held_out_text(paired: dict | None, objective: str) -> str:
     for group, label in (("main", "answerable"), ("adversarial", "unanswerable")):
         s = (paired.get("groups") or {}).get(group) or {}
         if s.get("n"):
-            parts.append(f"{label} {s['diff']:+.4f} [{s['ci_low']:+.4f}, {s['ci_high']:+.4f}] p={s['p_gain']:.3f} "
-                         f"(n={s['n']})")
-    return (f"held out (test, best − start on the same questions, {what}; the run's objective is "
-            f"{objective_label(objective)}): {' · '.join(parts) or 'nothing to compare'}")
+            parts.append(
+                f"{label} {s['diff']:+.4f} [{s['ci_low']:+.4f}, {s['ci_high']:+.4f}] p={s['p_gain']:.3f} (n={s['n']})"
+            )
+    return (
+        f"held out (test, best − start on the same questions, {what}; the run's objective is "
+        f"{objective_label(objective)}): {' · '.join(parts) or 'nothing to compare'}"
+    )
 
 
 def new_run_dir(out: str | None, benchmark: str, diagnoser: str) -> Path:

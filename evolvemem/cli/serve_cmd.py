@@ -3,6 +3,7 @@
 The work is in evolvemem/serving/; this module only checks options, prints the one-line banners
 and runs uvicorn or the MCP stdio loop.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,14 @@ def _need_serve_extra() -> None:
         raise EvolveMemError(f"serving needs {', '.join(missing)}: {SERVE_EXTRA}")
 
 
-def open_memory(ui: UI, config: str, store: str, models: ModelSettings | None,
-                embedding_model: str | None, rerank_model: str | None = None) -> Memory:
+def open_memory(
+    ui: UI,
+    config: str,
+    store: str,
+    models: ModelSettings | None,
+    embedding_model: str | None,
+    rerank_model: str | None = None,
+) -> Memory:
     from evolvemem.serving.memory import Memory
 
     memory = Memory.open(store, config, models=models, embedding_model=embedding_model, rerank_model=rerank_model)
@@ -41,9 +48,22 @@ def open_memory(ui: UI, config: str, store: str, models: ModelSettings | None,
     return memory
 
 
-def run_server(ui: UI, *, config: str, store: str, host: str, port: int, keys_file: str | None,
-               models: ModelSettings | None, embedding_model: str | None, max_body: int, max_in_flight: int,
-               reload_seconds: float, mcp: bool, rerank_model: str | None = None) -> None:
+def run_server(
+    ui: UI,
+    *,
+    config: str,
+    store: str,
+    host: str,
+    port: int,
+    keys_file: str | None,
+    models: ModelSettings | None,
+    embedding_model: str | None,
+    max_body: int,
+    max_in_flight: int,
+    reload_seconds: float,
+    mcp: bool,
+    rerank_model: str | None = None,
+) -> None:
     _need_serve_extra()
     import uvicorn
 
@@ -55,20 +75,32 @@ def run_server(ui: UI, *, config: str, store: str, host: str, port: int, keys_fi
     memory = open_memory(ui, config, store, models, embedding_model, rerank_model)
     try:
         watcher = ConfigWatcher(memory, config, reload_seconds)
-        app = create_app(memory, keys, max_body_bytes=max_body, max_in_flight=max_in_flight, watcher=watcher,
-                         with_mcp=mcp, host=host)
-        access = (f"{len(keys.digests)} API key(s), one namespace each" if not keys.open else
-                  f"no API keys ({KEYS_ENV} unset): one open namespace, 127.0.0.1 only")
-        ui.info(f"serving {store} with config {memory.config_hash} ({memory.config_source}) on "
-                f"http://{host}:{port} — {access}; docs at /docs" + ("; MCP at /mcp" if mcp else ""))
-        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
-                    timeout_graceful_shutdown=5)
+        app = create_app(
+            memory, keys, max_body_bytes=max_body, max_in_flight=max_in_flight, watcher=watcher, with_mcp=mcp, host=host
+        )
+        access = (
+            f"{len(keys.digests)} API key(s), one namespace each"
+            if not keys.open
+            else f"no API keys ({KEYS_ENV} unset): one open namespace, 127.0.0.1 only"
+        )
+        ui.info(
+            f"serving {store} with config {memory.config_hash} ({memory.config_source}) on "
+            f"http://{host}:{port} — {access}; docs at /docs" + ("; MCP at /mcp" if mcp else "")
+        )
+        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=5)
     finally:
         memory.close()
 
 
-def run_mcp_stdio(ui: UI, *, config: str, store: str, models: ModelSettings | None,
-                  embedding_model: str | None, rerank_model: str | None = None) -> None:
+def run_mcp_stdio(
+    ui: UI,
+    *,
+    config: str,
+    store: str,
+    models: ModelSettings | None,
+    embedding_model: str | None,
+    rerank_model: str | None = None,
+) -> None:
     _need_serve_extra()
     import anyio
 
@@ -76,8 +108,11 @@ def run_mcp_stdio(ui: UI, *, config: str, store: str, models: ModelSettings | No
 
     memory = open_memory(ui, config, store, models, embedding_model, rerank_model)
     try:
-        print(f"evolvemem MCP over stdio: {store}, config {memory.config_hash} ({memory.config_source})",
-              file=sys.stderr, flush=True)
+        print(
+            f"evolvemem MCP over stdio: {store}, config {memory.config_hash} ({memory.config_source})",
+            file=sys.stderr,
+            flush=True,
+        )
         anyio.run(build_mcp_server(memory).run_stdio_async)
     finally:
         memory.close()
@@ -95,15 +130,23 @@ def export_traces(ui: UI, *, store: str, out: str, namespace: str | None, users:
         if not spaces:
             spaces = [DEFAULT_NAMESPACE]
         if len(spaces) > 1:
-            raise EvolveMemError(f"{store} holds {len(spaces)} namespaces (one per API key); pick one with "
-                                 f"--namespace ({', '.join(spaces)})")
+            raise EvolveMemError(
+                f"{store} holds {len(spaces)} namespaces (one per API key); pick one with "
+                f"--namespace ({', '.join(spaces)})"
+            )
         chosen = users or memory.users(spaces[0])
         document = export_dataset(memory, spaces[0], chosen, with_traces=True)
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(document, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    summary = {"path": str(path), "namespace": spaces[0], "conversations": len(document["conversations"]),
-               "questions": len(document["questions"])}
-    ui.info(f"wrote {summary['conversations']} conversations and {summary['questions']} traced queries to {path} "
-            "(custom format; label the answers, then evolve run --benchmark custom --data ...)")
+    summary = {
+        "path": str(path),
+        "namespace": spaces[0],
+        "conversations": len(document["conversations"]),
+        "questions": len(document["questions"]),
+    }
+    ui.info(
+        f"wrote {summary['conversations']} conversations and {summary['questions']} traced queries to {path} "
+        "(custom format; label the answers, then evolve run --benchmark custom --data ...)"
+    )
     return summary

@@ -3,6 +3,7 @@
 Human-readable output goes to stderr when `--json` is given so that stdout carries exactly one
 JSON object; `--quiet` hides progress bars. When stderr is not a terminal (a log, CI) progress is
 written as plain lines every few seconds instead (cli/log_progress.py)."""
+
 from __future__ import annotations
 
 import json
@@ -56,17 +57,23 @@ class UI:
 
             if self._line_interval is None:
                 self._line_interval = progress_interval(self.warn)
-            lines = LogBars(lambda line: self.err.print(line, markup=False, highlight=False, soft_wrap=True),
-                            self._line_interval)
+            lines = LogBars(
+                lambda line: self.err.print(line, markup=False, highlight=False, soft_wrap=True), self._line_interval
+            )
             try:
                 yield lines
             finally:
                 lines.close()
             return
         with Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[extra]}"), TimeElapsedColumn(), TimeRemainingColumn(),
-            console=self.err, transient=False,
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[extra]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=self.err,
+            transient=False,
         ) as progress:
             bars.progress = progress
             yield bars
@@ -90,8 +97,9 @@ class Bars:
     def stage(self, stage: str, done: int, total: int) -> None:
         self.update(stage, done, total)
 
-    def questions(self, name: str, done: int, total: int, *, cache_hits: int = 0, failed: int = 0,
-                  calls: int = 0) -> None:
+    def questions(
+        self, name: str, done: int, total: int, *, cache_hits: int = 0, failed: int = 0, calls: int = 0
+    ) -> None:
         """Questions scored so far in one phase (`calls`: new LLM calls; the bar does not show them)."""
         self.update(name, done, total, extra=f"cache hits {cache_hits} · failed {failed}")
 
@@ -112,13 +120,25 @@ def category_table(summary: dict, title: str) -> Table:
     for key, row in summary["by_category"].items():
         name = row.get("name") or ""
         label = key if name.replace(" ", "_") in ("", key) else f"{key} {name}"
-        table.add_row(label, str(row["n"]), fmt(row["f1"]), fmt(row["bleu1"]),
-                      fmt(row.get("evidence_recall")), str(row.get("n_failed", 0)))
+        table.add_row(
+            label,
+            str(row["n"]),
+            fmt(row["f1"]),
+            fmt(row["bleu1"]),
+            fmt(row.get("evidence_recall")),
+            str(row.get("n_failed", 0)),
+        )
     table.add_section()
     table.add_row("main (non-adversarial)", str(summary.get("n_main", "")), fmt(summary["main"]), "", "", "")
     table.add_row("adversarial", str(summary.get("n_adversarial", "")), fmt(summary["adversarial"]), "", "", "")
-    table.add_row("all", str(summary["n"]), fmt(summary["all"]), fmt(summary.get("bleu1")),
-                  fmt(summary.get("evidence_recall")), str(summary["n_failed"]))
+    table.add_row(
+        "all",
+        str(summary["n"]),
+        fmt(summary["all"]),
+        fmt(summary.get("bleu1")),
+        fmt(summary.get("evidence_recall")),
+        str(summary["n_failed"]),
+    )
     return table
 
 
@@ -127,9 +147,11 @@ def report_oversized(ui: UI, replies: int) -> None:
     if replies:
         from evolvemem.llm.client import REPLY_CHARS_PER_TOKEN, REPLY_FLOOR_CHARS
 
-        ui.warn(f"{replies} repl{'ies were' if replies != 1 else 'y was'} longer than asked (does the server ignore "
-                f"max_tokens?) and cut at {REPLY_CHARS_PER_TOKEN} characters per requested token "
-                f"(at least {REPLY_FLOOR_CHARS})")
+        ui.warn(
+            f"{replies} repl{'ies were' if replies != 1 else 'y was'} longer than asked (does the server ignore "
+            f"max_tokens?) and cut at {REPLY_CHARS_PER_TOKEN} characters per requested token "
+            f"(at least {REPLY_FLOOR_CHARS})"
+        )
 
 
 def report_failures(ui: UI, causes: list[tuple[str, int]]) -> None:
@@ -152,8 +174,16 @@ def paired_table(paired: Any, before: str, after: str, title: str) -> Table:
         table.add_column(col)
     for group, stat in paired.groups.items():
         if stat.n:
-            table.add_row(group, str(stat.n), fmt(stat.incumbent, 4), fmt(stat.candidate, 4), f"{stat.diff:+.4f}",
-                          f"[{stat.ci_low:+.4f}, {stat.ci_high:+.4f}]", f"{stat.p_gain:.3f}", f"{stat.p_loss:.3f}")
+            table.add_row(
+                group,
+                str(stat.n),
+                fmt(stat.incumbent, 4),
+                fmt(stat.candidate, 4),
+                f"{stat.diff:+.4f}",
+                f"[{stat.ci_low:+.4f}, {stat.ci_high:+.4f}]",
+                f"{stat.p_gain:.3f}",
+                f"{stat.p_loss:.3f}",
+            )
     conversations = ", ".join(f"{c} {d:+.3f}" for c, d in paired.by_conversation.items())
     table.caption = f"per conversation: {conversations}"
     return table

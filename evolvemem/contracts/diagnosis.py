@@ -4,6 +4,7 @@ A proposal is validated against the action-space registry: a value that fails va
 dropped with a reason (never applied, never a crash); a dimension the registry does not know is
 recorded as a proposed new dimension (refused: it has no definition). A definition in
 `new_dimensions` (name, description, maps_to) can become a lever of the run (space/emerged.py)."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -85,19 +86,27 @@ class DiagnosisInput:
             if item.get("decision") == Decision.EXPLORED or outcome is None:
                 continue
             accepted = item.get("outcome_accepted")
-            if (accepted if accepted is not None else outcome > 0.001):
+            if accepted if accepted is not None else outcome > 0.001:
                 continue
             for change in item.get("changes") or []:
                 old = None if change.get("old") == "(global)" else change.get("old")
-                bad.add((change.get("scope", "global"), change["field"], move_direction(change["field"], old, change["new"])))
+                bad.add(
+                    (
+                        change.get("scope", "global"),
+                        change["field"],
+                        move_direction(change["field"], old, change["new"]),
+                    )
+                )
         return bad
 
     def tried_change_sets(self) -> set[frozenset[tuple[str, str, str]]]:
         """The change sets earlier rounds evaluated as one proposal, each a set of (scope, field,
         new value as text): moves that failed alone can still be new together, not twice."""
-        return {frozenset(change_key(c.get("scope", "global"), c["field"], c["new"]) for c in item["changes"])
-                for item in self.history
-                if item.get("changes") and item.get("decision") in (Decision.APPLIED, Decision.REVERTED)}
+        return {
+            frozenset(change_key(c.get("scope", "global"), c["field"], c["new"]) for c in item["changes"])
+            for item in self.history
+            if item.get("changes") and item.get("decision") in (Decision.APPLIED, Decision.REVERTED)
+        }
 
 
 def change_key(scope: str, name: str, value: Any) -> tuple[str, str, str]:
@@ -135,8 +144,12 @@ class Proposal:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "changes": self.changes, "overrides": self.overrides, "missing_topics": self.missing_topics,
-            "rationale": self.rationale, "rejected": self.rejected, "flags": self.flags,
+            "changes": self.changes,
+            "overrides": self.overrides,
+            "missing_topics": self.missing_topics,
+            "rationale": self.rationale,
+            "rejected": self.rejected,
+            "flags": self.flags,
             "new_dimensions": [d.__dict__ for d in self.new_dimensions],
         }
 
@@ -159,8 +172,10 @@ class Proposal:
         return new, clamps
 
 
-UNKNOWN_SETTING = ("unknown dimension: a setting the registry does not have; a new lever needs a definition "
-                   "in new_dimensions (name, description, maps_to)")
+UNKNOWN_SETTING = (
+    "unknown dimension: a setting the registry does not have; a new lever needs a definition "
+    "in new_dimensions (name, description, maps_to)"
+)
 
 
 def _check_value(name: str, value: object, per_type: bool, rejected: list[str]) -> tuple[bool, ConfigValue]:
@@ -190,8 +205,9 @@ def proposal_from_raw(raw: Any) -> Proposal:
         changes = {}
     for name, value in changes.items():
         if name not in dims:
-            proposal.new_dimensions.append(NewDimension(str(name), "", f"proposed value {value!r}",
-                                                        refused=UNKNOWN_SETTING))
+            proposal.new_dimensions.append(
+                NewDimension(str(name), "", f"proposed value {value!r}", refused=UNKNOWN_SETTING)
+            )
             continue
         ok, clean = _check_value(name, value, False, proposal.rejected)
         if ok:
@@ -207,8 +223,9 @@ def proposal_from_raw(raw: Any) -> Proposal:
                 continue
             for name, value in settings.items():
                 if name not in dims:
-                    proposal.new_dimensions.append(NewDimension(str(name), "", f"proposed for {qtype}: {value!r}",
-                                                                refused=UNKNOWN_SETTING))
+                    proposal.new_dimensions.append(
+                        NewDimension(str(name), "", f"proposed for {qtype}: {value!r}", refused=UNKNOWN_SETTING)
+                    )
                     continue
                 ok, clean = _check_value(name, value, True, proposal.rejected)
                 if ok:
@@ -219,15 +236,22 @@ def proposal_from_raw(raw: Any) -> Proposal:
             proposal.new_dimensions.append(NewDimension(str(item)[:60], refused="not a definition with a name"))
             continue
         maps_to = item.get("maps_to")
-        proposal.new_dimensions.append(NewDimension(
-            str(item["name"])[:60], str(item.get("description") or "")[:500], str(item.get("rationale") or "")[:500],
-            maps_to if isinstance(maps_to, dict) else {}, item.get("per_type", False),
-            "" if maps_to is None or isinstance(maps_to, dict) else "maps_to must be an object of settings"))
+        proposal.new_dimensions.append(
+            NewDimension(
+                str(item["name"])[:60],
+                str(item.get("description") or "")[:500],
+                str(item.get("rationale") or "")[:500],
+                maps_to if isinstance(maps_to, dict) else {},
+                item.get("per_type", False),
+                "" if maps_to is None or isinstance(maps_to, dict) else "maps_to must be an object of settings",
+            )
+        )
     defined = {d.name for d in proposal.new_dimensions if not d.refused and d.maps_to}
     for item in [d for d in proposal.new_dimensions if d.refused == UNKNOWN_SETTING and d.name in defined]:
         proposal.new_dimensions.remove(item)  # defined in this reply: it cannot be switched on before it exists
-        proposal.rejected.append(f"{item.name}: a new lever joins the action space after this round; "
-                                 "switch it on in a later round")
+        proposal.rejected.append(
+            f"{item.name}: a new lever joins the action space after this round; switch it on in a later round"
+        )
     topics = raw.get("missing_topics") or []
     proposal.missing_topics = [str(t) for t in topics if isinstance(t, (str, int, float))][:20]
     proposal.rationale = str(raw.get("rationale") or raw.get("analysis") or "")[:2000]

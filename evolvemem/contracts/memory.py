@@ -1,4 +1,5 @@
 """`MemoryUnit`: one stored memory, always traceable to the turns it came from."""
+
 from __future__ import annotations
 
 import hashlib

@@ -3,6 +3,7 @@
 The run store's `question_records` table is generated from this dataclass (column name, DuckDB
 type and description per field), so adding a field here adds the column everywhere: the
 schema, the docs' run-store reference, and older run stores on open (NULL for their rows)."""
+
 from __future__ import annotations
 
 from dataclasses import MISSING, asdict, dataclass, field, fields
@@ -39,34 +40,74 @@ class QuestionRecord:
     mc_accuracy: float | None = column("DOUBLE", "multiple-choice accuracy (multiple-choice benchmarks only)", None)
     judge: float | None = column("DOUBLE", "LLM-judge verdict 1/0 when a judge model is configured", None)
     evidence_ids: tuple[str, ...] | None = column("VARCHAR[]", "gold evidence turn ids", None)
-    evidence_recall: float | None = column("DOUBLE", "share of gold evidence turns that reached the answer context", None)
-    evidence_covered: float | None = column("DOUBLE", "share of gold evidence turns covered by any memory (extraction)", None)
-    evidence_retrieved: float | None = column("DOUBLE", "share of gold evidence turns among all ranked candidates, before the budget cut", None)
+    evidence_recall: float | None = column(
+        "DOUBLE", "share of gold evidence turns that reached the answer context", None
+    )
+    evidence_covered: float | None = column(
+        "DOUBLE", "share of gold evidence turns covered by any memory (extraction)", None
+    )
+    evidence_retrieved: float | None = column(
+        "DOUBLE", "share of gold evidence turns among all ranked candidates, before the budget cut", None
+    )
     abstained: bool | None = column("BOOLEAN", "the prediction is an abstention", None)
     failed: bool = column("BOOLEAN", "every LLM call for this question failed; not scored", False)
     error: str | None = column("VARCHAR", "why it failed", None)
-    context_ids: tuple[str, ...] | None = column("VARCHAR[]", "memory ids in the answer context, in context order", None)
-    context_views: tuple[str, ...] | None = column("VARCHAR[]", "for each context memory, the views that found it with ranks, e.g. 'keyword:1|semantic:3'", None)
-    cut_ids: tuple[str, ...] | None = column("VARCHAR[]", "candidates ranked but cut by the context budget (max_context, context_token_budget)", None)
+    context_ids: tuple[str, ...] | None = column(
+        "VARCHAR[]", "memory ids in the answer context, in context order", None
+    )
+    context_views: tuple[str, ...] | None = column(
+        "VARCHAR[]", "for each context memory, the views that found it with ranks, e.g. 'keyword:1|semantic:3'", None
+    )
+    cut_ids: tuple[str, ...] | None = column(
+        "VARCHAR[]", "candidates ranked but cut by the context budget (max_context, context_token_budget)", None
+    )
     sub_queries: tuple[str, ...] | None = column("VARCHAR[]", "sub-queries when decomposition ran", None)
     config_fingerprint: str | None = column("VARCHAR", "fingerprint of the effective config for this question", None)
-    memory_version: int | None = column("INTEGER", "memories in the conversation when answered (changes on re-extraction)", None)
+    memory_version: int | None = column(
+        "INTEGER", "memories in the conversation when answered (changes on re-extraction)", None
+    )
     latency_ms: float | None = column("DOUBLE", "wall time of retrieval + answering", None)
     calls: int | None = column("INTEGER", "LLM calls made (cache hits excluded)", None)
     cache_hits: int | None = column("INTEGER", "LLM calls answered from the cache", None)
     prompt_tokens: int | None = column("INTEGER", "prompt tokens of new calls", None)
     completion_tokens: int | None = column("INTEGER", "completion tokens of new calls", None)
-    granularity: str | None = column("VARCHAR", "memory store the first answer read: fact, recurrence, raw or episode (`memory_granularity`)", None)
-    route: str | None = column("VARCHAR", "how that store was chosen: config, rules, llm or rules-fallback (routed granularity)", None)
-    judge_verdicts: tuple[str, ...] | None = column("VARCHAR[]", "answer-judge verdicts in order (pass, retry, refresh); empty when `judge_retries` is 0", None)
-    retries: int | None = column("INTEGER", "answers given again after a judge verdict (at most `judge_retries`); the last answer is kept", None)
-    retry_sources: tuple[str, ...] | None = column("VARCHAR[]", "what each retry read: a store, related (raw turns around the first context) or the same context refreshed (e.g. fact+refresh)", None)
-    refreshed_ids: tuple[str, ...] | None = column("VARCHAR[]", "older memories shown as superseded by a newer conflicting one (refresher)", None)
-    prompt_trimmed: tuple[str, ...] | None = column("VARCHAR[]", "what the answer-side prompts left out to fit the model's context window (empty: nothing)", None)
-    reused: str | None = column("VARCHAR", "where the answer came from without a call: context (an earlier answer to the same question, context and answer settings), config (the whole record of an earlier identical effective config and memories); NULL: answered here", None)
-    context_key: str | None = column("VARCHAR", "hash of the question, the final answer context (ids and text) and the answer-stage settings: the key of context-level reuse", None)
+    granularity: str | None = column(
+        "VARCHAR", "memory store the first answer read: fact, recurrence, raw or episode (`memory_granularity`)", None
+    )
+    route: str | None = column(
+        "VARCHAR", "how that store was chosen: config, rules, llm or rules-fallback (routed granularity)", None
+    )
+    judge_verdicts: tuple[str, ...] | None = column(
+        "VARCHAR[]", "answer-judge verdicts in order (pass, retry, refresh); empty when `judge_retries` is 0", None
+    )
+    retries: int | None = column(
+        "INTEGER", "answers given again after a judge verdict (at most `judge_retries`); the last answer is kept", None
+    )
+    retry_sources: tuple[str, ...] | None = column(
+        "VARCHAR[]",
+        "what each retry read: a store, related (raw turns around the first context) or the same context refreshed (e.g. fact+refresh)",
+        None,
+    )
+    refreshed_ids: tuple[str, ...] | None = column(
+        "VARCHAR[]", "older memories shown as superseded by a newer conflicting one (refresher)", None
+    )
+    prompt_trimmed: tuple[str, ...] | None = column(
+        "VARCHAR[]", "what the answer-side prompts left out to fit the model's context window (empty: nothing)", None
+    )
+    reused: str | None = column(
+        "VARCHAR",
+        "where the answer came from without a call: context (an earlier answer to the same question, context and answer settings), config (the whole record of an earlier identical effective config and memories); NULL: answered here",
+        None,
+    )
+    context_key: str | None = column(
+        "VARCHAR",
+        "hash of the question, the final answer context (ids and text) and the answer-stage settings: the key of context-level reuse",
+        None,
+    )
 
-    context_tokens: int | None = column("INTEGER", "estimated tokens of the answer context's memories (what a token budget counts)", None)
+    context_tokens: int | None = column(
+        "INTEGER", "estimated tokens of the answer context's memories (what a token budget counts)", None
+    )
 
     def as_row(self) -> dict[str, Any]:
         """The `question_records` row (lists where the table holds lists)."""
@@ -84,6 +125,13 @@ RIGHT_F1 = 0.5
 
 # Why a wrong answer went wrong (the `question_failures` view computes one per record from the
 # gold evidence); diagnosers, reports and the guard read these names.
-FAILURE_CLASSES = (FailureClass.EXTRACTION_GAP, FailureClass.RETRIEVAL_MISS, FailureClass.BUDGET_CUT,
-                   FailureClass.ANSWER_ERROR, FailureClass.WRONG_ABSTENTION, FailureClass.FORMAT_MISMATCH,
-                   FailureClass.HALLUCINATION, FailureClass.UNKNOWN)
+FAILURE_CLASSES = (
+    FailureClass.EXTRACTION_GAP,
+    FailureClass.RETRIEVAL_MISS,
+    FailureClass.BUDGET_CUT,
+    FailureClass.ANSWER_ERROR,
+    FailureClass.WRONG_ABSTENTION,
+    FailureClass.FORMAT_MISMATCH,
+    FailureClass.HALLUCINATION,
+    FailureClass.UNKNOWN,
+)

@@ -2,6 +2,7 @@
 
 The engine never knows whether a role is `llm` or `offline`: both implement the same Protocol
 and return the same small result types, with their `Usage` (zero offline)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -54,8 +55,9 @@ class Decomposer(Protocol):
 class Answerer(Protocol):
     name: str
 
-    def answer(self, question: Question, context: Sequence[MemoryUnit], style: str,
-               layout: str = "list") -> AnswerResult:
+    def answer(
+        self, question: Question, context: Sequence[MemoryUnit], style: str, layout: str = "list"
+    ) -> AnswerResult:
         """Answer from the ranked context in the given answer style; `layout` is how an LLM
         reader is shown the context (`context_layout`; a reader of memory objects ignores it)."""
         ...
@@ -64,7 +66,9 @@ class Answerer(Protocol):
 class Verifier(Protocol):
     name: str
 
-    def verify(self, question: Question, context: Sequence[MemoryUnit], answer: AnswerResult, style: str) -> AnswerResult:
+    def verify(
+        self, question: Question, context: Sequence[MemoryUnit], answer: AnswerResult, style: str
+    ) -> AnswerResult:
         """Second pass: keep, fix, or replace the answer with an abstention."""
         ...
 
@@ -72,8 +76,7 @@ class Verifier(Protocol):
 class AnswerJudge(Protocol):
     """The LLM-judge metric (opt-in): 1 right, 0 wrong, None when it could not decide."""
 
-    def judge(self, question: str, gold: str, prediction: str) -> tuple[int | None, Usage]:
-        ...
+    def judge(self, question: str, gold: str, prediction: str) -> tuple[int | None, Usage]: ...
 
 
 class QuestionClassifier(Protocol):
@@ -81,8 +84,7 @@ class QuestionClassifier(Protocol):
 
     name: str
 
-    def classify(self, text: str) -> tuple[str | None, Usage]:
-        ...
+    def classify(self, text: str) -> tuple[str | None, Usage]: ...
 
 
 class TextEncoder(Protocol):

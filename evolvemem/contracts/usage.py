@@ -6,6 +6,7 @@ ledger keeps one per role, and a round's accounting is the difference of two sna
 it reached the server), `cache_hits` replies served from the response cache
 (no new tokens), `retries` extra attempts after a retryable fault, `failures` requests that gave
 up. Tokens and cost cover provider replies only."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields

@@ -3,6 +3,7 @@
 Each is a `StrEnum`, so a member *is* its stored string: the run store, the manifest and JSON keep
 the same values they always held, and a member compares equal to the string read back from a
 table. The SQL view `question_failures` (store/schema.py) takes its labels from `FailureClass`."""
+
 from __future__ import annotations
 
 import sys
@@ -11,6 +12,7 @@ from enum import Enum
 if sys.version_info >= (3, 11):
     from enum import StrEnum
 else:  # pragma: no cover - Python 3.10
+
     class StrEnum(str, Enum):
         """A str whose `str()` is its value (enum.StrEnum from 3.11 on)."""
 

@@ -45,6 +45,7 @@ checked) and keys starting with "served_" (written by `evolve traces export`) ar
 the file, not read.
 `dump_custom` writes any Dataset in this format, so other benchmarks can be exported and edited.
 """
+
 from __future__ import annotations
 
 import json
@@ -64,8 +65,19 @@ TOP_KEYS = ("name", "category_names", "adversarial_categories", "conversations",
 CONVERSATION_KEYS = ("id", "speakers", "sessions")
 SESSION_KEYS = ("id", "date", "turns")
 TURN_KEYS = ("id", "speaker", "text", "image_caption", "date")
-QUESTION_KEYS = ("id", "conversation_id", "question", "answer", "evidence", "category", "question_type",
-                 "question_date", "adversarial_answer", "choices", "correct_choice")
+QUESTION_KEYS = (
+    "id",
+    "conversation_id",
+    "question",
+    "answer",
+    "evidence",
+    "category",
+    "question_type",
+    "question_date",
+    "adversarial_answer",
+    "choices",
+    "correct_choice",
+)
 # A question's notes on what a served memory answered (`evolve traces export`): kept by the file, not read.
 NOTE_PREFIX = "served_"
 # How a question was labelled (`evolve label`: generator, checks and verdicts, model): kept by the file, not read.
@@ -167,9 +179,11 @@ def _build(header: dict, conv_records: Located, question_records: Located, path:
     asked = {q.conversation_id for q in questions}
     silent = [cid for cid in conversations if cid not in asked]
     if silent and questions:
-        raise DataError(f"{label}: conversation {silent[0]!r} has no questions"
-                        + (f" (nor {len(silent) - 1} more)" if len(silent) > 1 else "")
-                        + ": every conversation needs at least one question to be scored on; remove it or add questions")
+        raise DataError(
+            f"{label}: conversation {silent[0]!r} has no questions"
+            + (f" (nor {len(silent) - 1} more)" if len(silent) > 1 else "")
+            + ": every conversation needs at least one question to be scored on; remove it or add questions"
+        )
     name = header.get("name", path.stem)
     category_names = header.get("category_names", {})
     adversarial = header.get("adversarial_categories", [])
@@ -282,8 +296,9 @@ def _conversation(record: Any, where: str) -> Conversation:
     return Conversation(conversation_id=conversation_id, sessions=tuple(sessions), speakers=tuple(speakers))
 
 
-def _question(record: Any, where: str, conversations: dict[str, Conversation],
-              turn_ids: dict[str, set[str]]) -> Question:
+def _question(
+    record: Any, where: str, conversations: dict[str, Conversation], turn_ids: dict[str, set[str]]
+) -> Question:
     if not isinstance(record, dict):
         raise DataError(f"{where} is not an object")
     question_id = _text(record, "id", where)
@@ -316,7 +331,8 @@ def _question(record: Any, where: str, conversations: dict[str, Conversation],
         conversation_id=conversation_id,
         text=text,
         category=category,
-        question_type=question_type, type_source="benchmark" if given_type else "rules",
+        question_type=question_type,
+        type_source="benchmark" if given_type else "rules",
         answers=answers,
         evidence=evidence,
         question_date=question_date,

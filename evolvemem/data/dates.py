@@ -5,13 +5,26 @@ can fail on a machine set to another language. These parsers use their own month
 Each raises ValueError on text it cannot read; the loaders turn that into a DataError that
 names the file and field. All results are naive datetimes (the benchmarks carry no time zone).
 """
+
 from __future__ import annotations
 
 import re
 from datetime import date, datetime
 
-MONTH_NAMES = ("january", "february", "march", "april", "may", "june", "july", "august",
-               "september", "october", "november", "december")
+MONTH_NAMES = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)
 WEEKDAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 # month name or abbreviation -> month number
 MONTHS = {
@@ -84,11 +97,21 @@ def find_ymd_datetime(text: str) -> datetime | None:
 
 
 def format_day(value: date) -> str:
-    """"8 May 2023": how synthetic conversations and answers write an absolute date."""
+    """ "8 May 2023": how synthetic conversations and answers write an absolute date."""
     return f"{value.day} {_MONTH_NAMES[value.month - 1]} {value.year}"
 
 
 _MONTH_NAMES = (
-    "January", "February", "March", "April", "May", "June",
-    "July", "August", "September", "October", "November", "December",
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
 )

@@ -5,6 +5,7 @@ Each benchmark module exposes its own `load_*` function; the benchmark table
 file or broken JSON the same way and hashes the exact bytes it parsed (the hash identifies the
 data in run manifests and caches).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from evolvemem.errors import DataError
+
 
 def bytes_hash(data: bytes) -> str:
     """`Dataset.content_hash`: the first 16 hex digits of the sha256 of the data's bytes."""

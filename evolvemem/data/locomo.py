@@ -9,6 +9,7 @@ strings are malformed ("D3:4; D5:2", "D:2:7") and are normalised here.
 The data is CC BY-NC 4.0, so the project never ships it: `resolve_locomo_path` finds a copy the
 user gave, or downloads the official file once into the cache.
 """
+
 from __future__ import annotations
 
 import json
@@ -214,8 +215,9 @@ def _questions(sample: dict, conversation: Conversation, where: str) -> list[Que
     return out
 
 
-def _unknown_evidence_warning(name: str, conversations: dict[str, Conversation],
-                              questions: list[Question]) -> tuple[str, ...]:
+def _unknown_evidence_warning(
+    name: str, conversations: dict[str, Conversation], questions: list[Question]
+) -> tuple[str, ...]:
     """The published LoCoMo file has a few evidence ids that name no turn of their conversation (a
     typo in the source); refusing the file would refuse the benchmark, so they are counted and told."""
     turns = {cid: {t.turn_id for t in c.turns()} for cid, c in conversations.items()}
@@ -224,8 +226,10 @@ def _unknown_evidence_warning(name: str, conversations: dict[str, Conversation],
     if not unknown:
         return ()
     qid, example = unknown[0]
-    return (f"{name}: {len(unknown)} of {total} evidence ids name no turn of their conversation (e.g. {example!r} "
-            f"in {qid}); no context can hold them, so they lower evidence recall",)
+    return (
+        f"{name}: {len(unknown)} of {total} evidence ids name no turn of their conversation (e.g. {example!r} "
+        f"in {qid}); no context can hold them, so they lower evidence recall",
+    )
 
 
 def normalize_evidence(raw: list[Any]) -> tuple[str, ...]:

@@ -10,6 +10,7 @@ Every entry becomes its own Conversation (id = question_id) with turn ids "<sess
 Evidence is the turns flagged `has_answer`; entries without flags fall back to every turn of
 the answer sessions, which is what session-level recall measures.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -72,8 +73,7 @@ def _field(entry: dict, key: str, where: str, kind: type | tuple[type, ...]) -> 
     return value
 
 
-def _conversation(entry: dict, question_id: str, where: str
-                  ) -> tuple[Conversation, dict[str, list[str]], list[str]]:
+def _conversation(entry: dict, question_id: str, where: str) -> tuple[Conversation, dict[str, list[str]], list[str]]:
     """The history as sessions, session id -> its turn ids (for answer_session_ids), and the
     turns flagged has_answer."""
     session_ids = _field(entry, "haystack_session_ids", where, list)
@@ -108,8 +108,13 @@ def _conversation(entry: dict, question_id: str, where: str
             if not isinstance(content, str):
                 raise DataError(f"{t_where} has no 'content'")
             turns.append(
-                Turn(turn_id=f"{session_id}:{t_index}", speaker=role, text=content, session_id=session_id,
-                     timestamp=timestamp)
+                Turn(
+                    turn_id=f"{session_id}:{t_index}",
+                    speaker=role,
+                    text=content,
+                    session_id=session_id,
+                    timestamp=timestamp,
+                )
             )
         turns_of.setdefault(name, []).extend(t.turn_id for t in turns)
         if session_id != name:
@@ -125,8 +130,9 @@ def _conversation(entry: dict, question_id: str, where: str
     return conversation, turns_of, flagged
 
 
-def _question(entry: dict, question_id: str, turns_of: dict[str, list[str]], flagged: list[str],
-              where: str) -> Question:
+def _question(
+    entry: dict, question_id: str, turns_of: dict[str, list[str]], flagged: list[str], where: str
+) -> Question:
     text = _field(entry, "question", where, str)
     if not text.strip():
         raise DataError(f"{where}: 'question' is empty")

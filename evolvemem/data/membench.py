@@ -19,6 +19,7 @@ session lists) maps straight onto evidence. Targets that point past the end are 
 that match no turn: the official data has such a case and dropping it would hide it.
 A folder is loaded file by file; conversation ids start with the file's relative path.
 """
+
 from __future__ import annotations
 
 import re
@@ -110,8 +111,9 @@ def _trajectories(raw: Any, label: str) -> Iterator[tuple[str, str, str | None, 
             raise DataError(f"{label}: {task} must be a list of trajectories or a mapping of them")
 
 
-def _trajectory(record: Any, where: str, prefix: str, task: str, sub: str | None, index: int,
-                existing: dict[str, Conversation]) -> tuple[Conversation, list[Question]]:
+def _trajectory(
+    record: Any, where: str, prefix: str, task: str, sub: str | None, index: int, existing: dict[str, Conversation]
+) -> tuple[Conversation, list[Question]]:
     if not isinstance(record, dict):
         raise DataError(f"{where} is not an object")
     for key in ("message_list", "QA"):
@@ -127,15 +129,24 @@ def _trajectory(record: Any, where: str, prefix: str, task: str, sub: str | None
     turns = conversation.turns()
     last_time = next((t.timestamp for t in reversed(turns) if t.timestamp), None)
     questions = [
-        _question(qa, f"{where}: QA" + (f"[{j}]" if len(qa_items) > 1 else ""), conversation_id, j,
-                  task, default_type, positions, last_time)
+        _question(
+            qa,
+            f"{where}: QA" + (f"[{j}]" if len(qa_items) > 1 else ""),
+            conversation_id,
+            j,
+            task,
+            default_type,
+            positions,
+            last_time,
+        )
         for j, qa in enumerate(qa_items)
     ]
     return conversation, questions
 
 
-def _conversation(message_list: Any, where: str, conversation_id: str
-                  ) -> tuple[Conversation, dict[tuple[int, int], int]]:
+def _conversation(
+    message_list: Any, where: str, conversation_id: str
+) -> tuple[Conversation, dict[tuple[int, int], int]]:
     """Turns with flat ids, and (session, position) -> flat index for pair targets."""
     if not isinstance(message_list, list) or not message_list:
         raise DataError(f"{where}: 'message_list' must be a non-empty list")
@@ -204,8 +215,16 @@ def _time_in_text(text: str) -> datetime | None:
     return find_ymd_datetime(match.group(1)) if match else None
 
 
-def _question(qa: Any, where: str, conversation_id: str, j: int, category: str, default_type: str | None,
-              positions: dict[tuple[int, int], int], last_time: datetime | None) -> Question:
+def _question(
+    qa: Any,
+    where: str,
+    conversation_id: str,
+    j: int,
+    category: str,
+    default_type: str | None,
+    positions: dict[tuple[int, int], int],
+    last_time: datetime | None,
+) -> Question:
     if not isinstance(qa, dict):
         raise DataError(f"{where} is not an object")
     text = qa.get("question")
@@ -227,7 +246,8 @@ def _question(qa: Any, where: str, conversation_id: str, j: int, category: str, 
         conversation_id=conversation_id,
         text=text.strip(),
         category=category,
-        question_type=default_type or classify_question(text), type_source="benchmark" if default_type else "rules",
+        question_type=default_type or classify_question(text),
+        type_source="benchmark" if default_type else "rules",
         answers=answers,
         evidence=_evidence(qa.get("target_step_id"), positions, where),
         question_date=(find_ymd_datetime(when) if isinstance(when, str) else None) or last_time,

@@ -1,4 +1,5 @@
 """What every benchmark loads into: conversations of dated sessions of turns, and questions."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

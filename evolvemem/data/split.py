@@ -11,6 +11,7 @@ one. Ranking rather than a hash threshold gives the requested proportion exactly
 ten conversations of LoCoMo (a threshold could put 2 of 8 on one side). The price: adding
 conversations to a benchmark can move an existing one across, so a split belongs to a dataset.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -10,6 +10,7 @@ chit-chat that shares none of the planted words, so retrieval has to find it.
 It serves tests and quick experiments without downloading anything: `evolve run --benchmark
 synth` exercises the whole loop in seconds. Same seed and options, same dataset, on any machine.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,20 +27,58 @@ from evolvemem.errors import ConfigError
 NOT_MENTIONED = "not mentioned"
 
 NAMES = (
-    "Priya Raman", "Tomasz Wiśniewski", "Ines Carvalho", "Kofi Mensah", "Yuki Tanabe", "Mateo Ibarra",
-    "Ayesha Siddiqui", "Bjorn Halvorsen", "Leilani Kahale", "Dmitri Volkov", "Saoirse Byrne",
-    "Oluwaseun Adeyemi", "Farah Haddad", "Anders Lindqvist", "Mei Lin Ho", "Rafael Okonjo",
+    "Priya Raman",
+    "Tomasz Wiśniewski",
+    "Ines Carvalho",
+    "Kofi Mensah",
+    "Yuki Tanabe",
+    "Mateo Ibarra",
+    "Ayesha Siddiqui",
+    "Bjorn Halvorsen",
+    "Leilani Kahale",
+    "Dmitri Volkov",
+    "Saoirse Byrne",
+    "Oluwaseun Adeyemi",
+    "Farah Haddad",
+    "Anders Lindqvist",
+    "Mei Lin Ho",
+    "Rafael Okonjo",
 )
 SISTERS = ("Wren", "Noor", "Ottilie", "Ilse", "Esme", "Marisol", "Thandiwe", "Annika")
 BROTHERS = ("Idris", "Casimir", "Bastian", "Ravi", "Teodor", "Lorcan", "Emeka", "Joaquin")
 CITIES = (
-    "Lisbon", "Ghent", "Bergen", "Tallinn", "Valencia", "Trieste", "Galway", "Utrecht", "Aarhus",
-    "Ljubljana", "Bilbao", "Turku", "Graz", "Cork", "Brno", "Malmo",
+    "Lisbon",
+    "Ghent",
+    "Bergen",
+    "Tallinn",
+    "Valencia",
+    "Trieste",
+    "Galway",
+    "Utrecht",
+    "Aarhus",
+    "Ljubljana",
+    "Bilbao",
+    "Turku",
+    "Graz",
+    "Cork",
+    "Brno",
+    "Malmo",
 )
 JOBS = (
-    "marine biologist", "sound engineer", "pastry chef", "tram driver", "urban planner",
-    "veterinary nurse", "translator", "data analyst", "carpenter", "pharmacist", "librarian",
-    "architect", "park ranger", "radio producer",
+    "marine biologist",
+    "sound engineer",
+    "pastry chef",
+    "tram driver",
+    "urban planner",
+    "veterinary nurse",
+    "translator",
+    "data analyst",
+    "carpenter",
+    "pharmacist",
+    "librarian",
+    "architect",
+    "park ranger",
+    "radio producer",
 )
 PETS = ("parrot", "tortoise", "ferret", "gecko", "rabbit", "corgi", "hamster", "cockatiel", "axolotl")
 HOBBIES = ("hiking", "bouldering", "kayaking", "sailing", "birdwatching", "fishing", "skating")
@@ -83,9 +122,17 @@ CHITCHAT = (
     "I am trying to wake up earlier, with mixed results.",
 )
 REACTIONS = (
-    "That sounds lovely!", "Ha, classic.", "How did that go?", "Oh no, that is annoying.",
-    "Tell me more next time.", "I know exactly what you mean.", "Good for you!", "Wow, really?",
-    "That made me laugh.", "Fingers crossed it gets better.", "Sounds like quite a week.",
+    "That sounds lovely!",
+    "Ha, classic.",
+    "How did that go?",
+    "Oh no, that is annoying.",
+    "Tell me more next time.",
+    "I know exactly what you mean.",
+    "Good for you!",
+    "Wow, really?",
+    "That made me laugh.",
+    "Fingers crossed it gets better.",
+    "Sounds like quite a week.",
 )
 GREETINGS = ("Hey, good to hear from you!", "Hi! How have you been?", "Hello again!")
 GOODBYES = ("Talk soon, take care!", "Anyway, I should get going. Bye!", "Catch up again soon!")
@@ -99,11 +146,15 @@ class _Line:
     tag: str = ""  # names the fact, so questions can point at the turn that states it
 
 
-def generate_synth(seed: int = 0, n_conversations: int = 4, n_sessions: int = 6,
-                   chitchat_per_session: int = 4) -> Dataset:
+def generate_synth(
+    seed: int = 0, n_conversations: int = 4, n_sessions: int = 6, chitchat_per_session: int = 4
+) -> Dataset:
     """Generate the synthetic benchmark (deterministic per arguments)."""
-    for name, value, minimum in (("n_conversations", n_conversations, 1), ("n_sessions", n_sessions, 4),
-                                 ("chitchat_per_session", chitchat_per_session, 0)):
+    for name, value, minimum in (
+        ("n_conversations", n_conversations, 1),
+        ("n_sessions", n_sessions, 4),
+        ("chitchat_per_session", chitchat_per_session, 0),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise ConfigError(f"synth: {name} must be an integer >= {minimum}, got {value!r}")
     if isinstance(seed, bool) or not isinstance(seed, int):
@@ -130,8 +181,9 @@ def generate_synth(seed: int = 0, n_conversations: int = 4, n_sessions: int = 6,
     return dataset
 
 
-def _conversation(rng: random.Random, conversation_id: str, n_sessions: int, n_chitchat: int
-                  ) -> tuple[Conversation, list[Question]]:
+def _conversation(
+    rng: random.Random, conversation_id: str, n_sessions: int, n_chitchat: int
+) -> tuple[Conversation, list[Question]]:
     a, b = rng.sample(NAMES, 2)
     first_a, first_b = a.split()[0], b.split()[0]
     sister, brother = rng.choice(SISTERS), rng.choice(BROTHERS)
@@ -151,10 +203,20 @@ def _conversation(rng: random.Random, conversation_id: str, n_sessions: int, n_c
     lines = [
         _Line(pick(anywhere), a, f"I've been working as {_a(job_a)} for a few years now.", "job_a"),
         _Line(pick(early), a, f"My flat in {city_a_old} finally has working heating.", "city_a_old"),
-        _Line(pick(late), a, f"I finally moved from {city_a_old} to {city_a_new} last week, still unpacking boxes.", "move_a"),
+        _Line(
+            pick(late),
+            a,
+            f"I finally moved from {city_a_old} to {city_a_new} last week, still unpacking boxes.",
+            "move_a",
+        ),
         _Line(pick(anywhere), b, f"I love living in {city_b}, the markets are great on weekends.", "city_b"),
         _Line(pick(early), b, f"Another long week as {_a(job_b_old)}, the deadlines never stop.", "job_b_old"),
-        _Line(pick(late), b, f"Big change: I left my job as {_a(job_b_old)} and started as {_a(job_b_new)} this month.", "job_b_new"),
+        _Line(
+            pick(late),
+            b,
+            f"Big change: I left my job as {_a(job_b_old)} and started as {_a(job_b_new)} this month.",
+            "job_b_new",
+        ),
         _Line(pick(anywhere), a, f"I finally adopted {_a(pet_a)}, we're still getting used to each other.", "pet_a"),
         _Line(pick(anywhere), b, f"My {pet_b} has claimed the sunniest spot in the flat.", "pet_b"),
         _Line(pick(early), a, f"My sister {sister} is coming to stay for a week.", "sister_intro"),
@@ -162,7 +224,12 @@ def _conversation(rng: random.Random, conversation_id: str, n_sessions: int, n_c
         _Line(pick(early), b, f"My brother {brother} keeps sending me terrible puns.", "brother_intro"),
         _Line(pick(late), b, f"{brother} just started working as {_a(job_brother)} and he's thrilled.", "brother_job"),
         _Line(pick(anywhere), a, f"Honestly, {food} is my favourite food, I could eat it every day.", "food_a"),
-        _Line(pick(anywhere), a, f"I've started learning the {instrument}, my neighbours are very patient.", "instrument_a"),
+        _Line(
+            pick(anywhere),
+            a,
+            f"I've started learning the {instrument}, my neighbours are very patient.",
+            "instrument_a",
+        ),
         _Line(s_event_a, a, f"Big day: I {event_a} on {format_day(event_day_a)}!", "event_a"),
         _Line(s_event_b, b, f"Guess what, I {event_b} on {format_day(event_day_b)}.", "event_b"),
     ]
@@ -189,8 +256,20 @@ def _conversation(rng: random.Random, conversation_id: str, n_sessions: int, n_c
         ("temporal", f"When did {first_b} {ask_b}?", format_day(event_day_b), ev("event_b"), None),
         ("counting", f"How many times did {first_a} go {hobby_a}?", str(counts["hobby_a"]), ev("hobby_a"), None),
         ("counting", f"How many times did {first_b} go {hobby_b}?", str(counts["hobby_b"]), ev("hobby_b"), None),
-        ("multi_hop", f"Which city does {first_a}'s sister live in?", city_sister, ev("sister_intro", "sister_city"), None),
-        ("multi_hop", f"What does {first_b}'s brother do for work?", job_brother, ev("brother_intro", "brother_job"), None),
+        (
+            "multi_hop",
+            f"Which city does {first_a}'s sister live in?",
+            city_sister,
+            ev("sister_intro", "sister_city"),
+            None,
+        ),
+        (
+            "multi_hop",
+            f"What does {first_b}'s brother do for work?",
+            job_brother,
+            ev("brother_intro", "brother_job"),
+            None,
+        ),
         ("preference", f"What is {first_a}'s favourite food?", food, ev("food_a"), None),
         ("adversarial", f"Which instrument does {first_b} play?", NOT_MENTIONED, (), instrument),
         ("adversarial", f"Which city does {first_a}'s brother live in?", NOT_MENTIONED, (), city_sister),
@@ -226,8 +305,14 @@ def _session_dates(rng: random.Random, n_sessions: int) -> list[datetime]:
     return dates
 
 
-def _render(rng: random.Random, conversation_id: str, speakers: tuple[str, str], dates: list[datetime],
-            lines: list[_Line], n_chitchat: int) -> tuple[Conversation, dict[str, list[str]]]:
+def _render(
+    rng: random.Random,
+    conversation_id: str,
+    speakers: tuple[str, str],
+    dates: list[datetime],
+    lines: list[_Line],
+    n_chitchat: int,
+) -> tuple[Conversation, dict[str, list[str]]]:
     """Lay the planted lines out as exchanges (statement + reaction) among chit-chat."""
     a, b = speakers
     other = {a: b, b: a}
@@ -236,7 +321,8 @@ def _render(rng: random.Random, conversation_id: str, speakers: tuple[str, str],
     for s, timestamp in enumerate(dates):
         exchanges: list[list[tuple[str, str, str]]] = [
             [(line.speaker, line.text, line.tag), (other[line.speaker], rng.choice(REACTIONS), "")]
-            for line in lines if line.session == s
+            for line in lines
+            if line.session == s
         ]
         if n_chitchat <= len(CHITCHAT):
             topics = rng.sample(CHITCHAT, n_chitchat)

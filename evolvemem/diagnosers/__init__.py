@@ -2,6 +2,7 @@
 
 A diagnoser is one module with a `create(seed, client)` function plus one row of `DIAGNOSERS`;
 the CLI's help and the run's validation are generated from the table."""
+
 from __future__ import annotations
 
 import importlib
@@ -24,13 +25,21 @@ class DiagnoserEntry:
     modes: tuple[str, ...] = ()  # ways it can be asked (--diagnosis-mode); create() takes the mode
 
 
-DIAGNOSERS: dict[str, DiagnoserEntry] = {entry.name: entry for entry in (
-    DiagnoserEntry("llm", "evolvemem.diagnosers.llm", "a model reads the failures and proposes changes",
-                   needs_model=True, modes=("free", "menu")),
-    DiagnoserEntry("rubric", "evolvemem.diagnosers.rubric", "deterministic rules over the failure taxonomy"),
-    DiagnoserEntry("random", "evolvemem.diagnosers.random_search", "random perturbation (baseline)"),
-    DiagnoserEntry("tpe", "evolvemem.diagnosers.tpe", "Optuna TPE over the action space (baseline)"),
-)}
+DIAGNOSERS: dict[str, DiagnoserEntry] = {
+    entry.name: entry
+    for entry in (
+        DiagnoserEntry(
+            "llm",
+            "evolvemem.diagnosers.llm",
+            "a model reads the failures and proposes changes",
+            needs_model=True,
+            modes=("free", "menu"),
+        ),
+        DiagnoserEntry("rubric", "evolvemem.diagnosers.rubric", "deterministic rules over the failure taxonomy"),
+        DiagnoserEntry("random", "evolvemem.diagnosers.random_search", "random perturbation (baseline)"),
+        DiagnoserEntry("tpe", "evolvemem.diagnosers.tpe", "Optuna TPE over the action space (baseline)"),
+    )
+}
 
 
 def diagnoser_entry(name: str) -> DiagnoserEntry:

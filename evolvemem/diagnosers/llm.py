@@ -5,6 +5,7 @@ The prompt is sized to the model's window (least useful parts dropped first, not
 record); the reply is parsed as JSON with repair, every value validated against the registry,
 and anything copied from the prompt's example dropped. A garbled reply yields an empty proposal
 and a logged reason, never a crash (the loop then falls back to the rubric)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -43,18 +44,26 @@ def _compact(value: Any) -> str:
 
 
 def _worst_text(cases: list[dict]) -> str:
-    return "\n".join(
-        f"- [{c['question_type']}] Q: {c['question']} | gold: {c['gold']} | predicted: {c['prediction']} "
-        f"| f1 {c['f1']} | {c['failure']} | context: {', '.join(c['context_views'] or [])}"
-        for c in cases) or "(none)"
+    return (
+        "\n".join(
+            f"- [{c['question_type']}] Q: {c['question']} | gold: {c['gold']} | predicted: {c['prediction']} "
+            f"| f1 {c['f1']} | {c['failure']} | context: {', '.join(c['context_views'] or [])}"
+            for c in cases
+        )
+        or "(none)"
+    )
 
 
 def _history_text(history: list[dict]) -> str:
-    return "\n".join(
-        f"- round {h['round']}: {h['decision']} ({h['reason']}); score {h['score']}; changes "
-        f"{_compact(h['changes'])}; next round moved the score by {h['outcome_delta']}"
-        f"{'' if h.get('outcome_accepted') is None else ' (a paired gain)' if h['outcome_accepted'] else ' (no paired gain)'}"
-        for h in history) or "(first round)"
+    return (
+        "\n".join(
+            f"- round {h['round']}: {h['decision']} ({h['reason']}); score {h['score']}; changes "
+            f"{_compact(h['changes'])}; next round moved the score by {h['outcome_delta']}"
+            f"{'' if h.get('outcome_accepted') is None else ' (a paired gain)' if h['outcome_accepted'] else ' (no paired gain)'}"
+            for h in history
+        )
+        or "(first round)"
+    )
 
 
 def _one_per_type(cases: list[dict]) -> list[dict]:
@@ -75,14 +84,25 @@ def diagnosis_variants(inp: DiagnosisInput) -> Iterator[tuple[str, str]]:
         ("all history and worst cases", [], [], True),
     ]
     for note, history, worst, brief in steps:
-        yield note, load_prompt("diagnose").render(
-            action_space=action_space_text(brief=brief), question_types=", ".join(QUESTION_TYPES), round=inp.round,
-            config=_compact(inp.config), overrides=_compact(inp.overrides), objective=inp.objective,
-            score=f"{inp.score:.4f}", overall=_compact(inp.overall),
-            by_type="\n".join(_compact(r) for r in inp.by_type), taxonomy=_compact(inp.taxonomy),
-            dominant=inp.dominant_failure() or "none",
-            taxonomy_by_type=_compact(inp.taxonomy_by_type), worst_cases=_worst_text(worst),
-            history=_history_text(history))
+        yield (
+            note,
+            load_prompt("diagnose").render(
+                action_space=action_space_text(brief=brief),
+                question_types=", ".join(QUESTION_TYPES),
+                round=inp.round,
+                config=_compact(inp.config),
+                overrides=_compact(inp.overrides),
+                objective=inp.objective,
+                score=f"{inp.score:.4f}",
+                overall=_compact(inp.overall),
+                by_type="\n".join(_compact(r) for r in inp.by_type),
+                taxonomy=_compact(inp.taxonomy),
+                dominant=inp.dominant_failure() or "none",
+                taxonomy_by_type=_compact(inp.taxonomy_by_type),
+                worst_cases=_worst_text(worst),
+                history=_history_text(history),
+            ),
+        )
 
 
 def _names(name: str, text: str) -> bool:
@@ -101,8 +121,9 @@ def drop_echoes(proposal: Proposal, prompt: str) -> None:
         proposal.rejected.append(f"analysis copied from the prompt's example: {proposal.rationale[:120]!r}")
         proposal.rationale = ""
     kept = [t for t in proposal.missing_topics if not echo.copied(t)]
-    proposal.rejected += [f"missing topic copied from the prompt's example: {t!r}"
-                          for t in proposal.missing_topics if t not in kept]
+    proposal.rejected += [
+        f"missing topic copied from the prompt's example: {t!r}" for t in proposal.missing_topics if t not in kept
+    ]
     proposal.missing_topics = kept
     for dim in proposal.new_dimensions:
         # the example's lever is named in the example only: reusing its name is copying it
@@ -113,8 +134,10 @@ def drop_echoes(proposal: Proposal, prompt: str) -> None:
 
 
 def menu_text(actions: list[tuple[Action, dict[str, Any]]]) -> str:
-    return "\n".join(f"{i}. {'[' + a.qtype + ' questions only] ' if a.qtype else ''}{_compact(changes)} — {a.reason}"
-                     for i, (a, changes) in enumerate(actions, 1))
+    return "\n".join(
+        f"{i}. {'[' + a.qtype + ' questions only] ' if a.qtype else ''}{_compact(changes)} — {a.reason}"
+        for i, (a, changes) in enumerate(actions, 1)
+    )
 
 
 def menu_choice(parsed: Any, size: int) -> tuple[int | None, str]:
@@ -143,8 +166,9 @@ def proposal_from_menu(parsed: Any, actions: list[tuple[Action, dict[str, Any]]]
     checked = proposal_from_raw({"changes": wanted} if not action.qtype else {"overrides": {action.qtype: wanted}})
     clean = checked.changes if not action.qtype else checked.overrides.get(action.qtype, {})
     why = str(parsed.get("why") or "")[:500]
-    proposal = action_proposal(action, {**changes, **clean}, f"menu choice {choice}: {action.reason}"
-                               + (f" — {why}" if why else ""))
+    proposal = action_proposal(
+        action, {**changes, **clean}, f"menu choice {choice}: {action.reason}" + (f" — {why}" if why else "")
+    )
     proposal.rejected = rejected + checked.rejected
     return proposal
 
@@ -168,7 +192,8 @@ class LLMDiagnoser:
         if self.mode == "menu":
             return self._from_menu(inp, viable_actions(inp)[:MENU_SIZE])
         fitted, parsed, reply, error, cost = self._ask(
-            lambda: fit_prompt(self.client, diagnosis_variants(inp), MAX_REPLY_TOKENS, MIN_REPLY_TOKENS))
+            lambda: fit_prompt(self.client, diagnosis_variants(inp), MAX_REPLY_TOKENS, MIN_REPLY_TOKENS)
+        )
         prompt, trimmed = (fitted.text, list(fitted.trimmed)) if fitted else ("", [])
         if reply is None:
             return DiagnosisResult(Proposal(), prompt, "", error, cost, trimmed)
@@ -196,9 +221,13 @@ class LLMDiagnoser:
     def _from_menu(self, inp: DiagnosisInput, actions: list[tuple[Action, dict[str, Any]]]) -> DiagnosisResult:
         if not actions:
             return DiagnosisResult(Proposal(rationale="no candidate change is left to choose from"))
-        prompt = load_prompt("diagnose_menu").render(round=inp.round, objective=inp.objective,
-                                                     score=f"{inp.score:.4f}", taxonomy=_compact(inp.taxonomy),
-                                                     menu=menu_text(actions))
+        prompt = load_prompt("diagnose_menu").render(
+            round=inp.round,
+            objective=inp.objective,
+            score=f"{inp.score:.4f}",
+            taxonomy=_compact(inp.taxonomy),
+            menu=menu_text(actions),
+        )
         _, parsed, reply, error, cost = self._ask(lambda: fit_prompt(self.client, [("", prompt)], MENU_REPLY_TOKENS))
         if reply is None:
             return DiagnosisResult(Proposal(), prompt, "", error, cost)

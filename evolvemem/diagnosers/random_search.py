@@ -1,5 +1,6 @@
 """`random`: a random perturbation of a few dimensions within the registry's ranges (the
 paper's ablation baseline). Deterministic per (seed, round) so a resumed run proposes the same."""
+
 from __future__ import annotations
 
 import random
@@ -29,8 +30,9 @@ class RandomDiagnoser:
 
     def _draw(self, config: Any, rng: random.Random) -> Proposal:
         _, changes = perturb(config, rng, self.n_dims)
-        return Proposal(changes={c.field: c.new for c in changes},
-                        rationale=f"random perturbation of {len(changes)} dimensions")
+        return Proposal(
+            changes={c.field: c.new for c in changes}, rationale=f"random perturbation of {len(changes)} dimensions"
+        )
 
     def observe(self, config: Any, score: float) -> None:
         return None

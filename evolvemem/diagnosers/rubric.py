@@ -7,6 +7,7 @@ address; the strongest action that is not already in effect and was not tried be
 bad outcome is proposed. One action per round keeps the guard's verdict attributable; the
 exception is a change that traded one group for the other, kept with a counterweight and judged
 as one bundle."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -69,17 +70,36 @@ def _type_actions(qtype: str, f1: float, mean: float, share: float, values: dict
     strength = gap * share
     reason = f"{qtype} lags the mean F1 by {gap:.2f}"
     menu: dict[str, list[dict[str, Any]]] = {
-        "temporal": [{"answer_style": "temporal"}, {"time_decay_half_life_days": 180.0, "recency_weight": 0.2},
-                     {"context_order": "chronological"}, {"foresight_top_k": 5}],
-        "multi_hop": [{"enable_query_decomposition": True}, {"answer_style": "step_by_step"},
-                      {"reflection_rounds": 1}, {"max_context": _bump(values, "max_context", 6)},
-                      {"cue_graph_top_k": 10}, {"scene_top_k": 10}],
-        "counting": [{"answer_style": "step_by_step"}, {"max_context": _bump(values, "max_context", 6)},
-                     {"memory_granularity": "episode"}],
-        "inference": [{"answer_style": "detailed"}, {"max_context": _bump(values, "max_context", 4)},
-                      {"memory_granularity": "episode"}, {"scene_top_k": 10}],
-        "knowledge_update": [{"recency_weight": 0.3, "time_decay_half_life_days": 90.0}, {"enable_refresher": True},
-                             {"judge_retries": 1}],
+        "temporal": [
+            {"answer_style": "temporal"},
+            {"time_decay_half_life_days": 180.0, "recency_weight": 0.2},
+            {"context_order": "chronological"},
+            {"foresight_top_k": 5},
+        ],
+        "multi_hop": [
+            {"enable_query_decomposition": True},
+            {"answer_style": "step_by_step"},
+            {"reflection_rounds": 1},
+            {"max_context": _bump(values, "max_context", 6)},
+            {"cue_graph_top_k": 10},
+            {"scene_top_k": 10},
+        ],
+        "counting": [
+            {"answer_style": "step_by_step"},
+            {"max_context": _bump(values, "max_context", 6)},
+            {"memory_granularity": "episode"},
+        ],
+        "inference": [
+            {"answer_style": "detailed"},
+            {"max_context": _bump(values, "max_context", 4)},
+            {"memory_granularity": "episode"},
+            {"scene_top_k": 10},
+        ],
+        "knowledge_update": [
+            {"recency_weight": 0.3, "time_decay_half_life_days": 90.0},
+            {"enable_refresher": True},
+            {"judge_retries": 1},
+        ],
         "preference": [{"structured_top_k": 10}, {"answer_style": "detailed"}],
         "single_fact": [{"answer_style": "extractive"}, {"keyword_top_k": _bump(values, "keyword_top_k", 5)}],
     }
@@ -120,20 +140,36 @@ def ranking_actions(v: dict, mass: float, reason: str) -> list[Action]:
     known = registry()
     out: list[Action] = []
     if "rerank_top_k" in known and v.get("rerank_top_k") == known["rerank_top_k"].off:
-        out.append(Action(mass * 0.8, reason + "; read the best candidates again with the cross-encoder",
-                          {"rerank_top_k": known["rerank_top_k"].default or known["rerank_top_k"].clamp(30)}))
+        out.append(
+            Action(
+                mass * 0.8,
+                reason + "; read the best candidates again with the cross-encoder",
+                {"rerank_top_k": known["rerank_top_k"].default or known["rerank_top_k"].clamp(30)},
+            )
+        )
     if "late_top_k" in known and v.get("late_top_k") == known["late_top_k"].off:
         size = max(int(v["semantic_top_k"] or 0), int(v["keyword_top_k"] or 0), int(known["late_top_k"].min or 0))
-        out.append(Action(mass * 0.7, reason + "; match each question word to its best token in every memory "
-                          "(late interaction)", {"late_top_k": known["late_top_k"].clamp(size)}))
+        out.append(
+            Action(
+                mass * 0.7,
+                reason + "; match each question word to its best token in every memory (late interaction)",
+                {"late_top_k": known["late_top_k"].clamp(size)},
+            )
+        )
     elif "late_weight" in known and float(v.get("late_weight") or 0) < float(known["late_weight"].max or 0):
-        out.append(Action(mass * 0.5, reason + "; let the late-interaction view lead the fusion",
-                          {"late_weight": _bump(v, "late_weight", 1)}))
+        out.append(
+            Action(
+                mass * 0.5,
+                reason + "; let the late-interaction view lead the fusion",
+                {"late_weight": _bump(v, "late_weight", 1)},
+            )
+        )
     for name, step, efficacy, why in (
-            ("session_prior_weight", 0.3, 0.45, "lift memories of the sessions that hold the best matches"),
-            ("neighbour_weight", 0.2, 0.4, "lift the memories next to the best matches"),
-            ("person_focus_weight", 0.1, 0.25, "lift the memories of the person the question names"),
-            ("temporal_grounding_weight", 0.2, 0.2, "lift the memories dated when the question says")):
+        ("session_prior_weight", 0.3, 0.45, "lift memories of the sessions that hold the best matches"),
+        ("neighbour_weight", 0.2, 0.4, "lift the memories next to the best matches"),
+        ("person_focus_weight", 0.1, 0.25, "lift the memories of the person the question names"),
+        ("temporal_grounding_weight", 0.2, 0.2, "lift the memories dated when the question says"),
+    ):
         if name in known and v.get(name) == known[name].mechanism_off:
             out.append(Action(mass * efficacy, f"{reason}; {why}", {name: _bump(v, name, step)}))
     return out
@@ -164,8 +200,11 @@ def _counterweights(v: dict, losing: str) -> list[dict[str, Any]]:
     (all of it at once first, then the smaller steps)."""
     options: list[dict[str, Any]]
     if losing == "adversarial":
-        options = [{"enable_answer_verification": True, "verification_style": "strict"},
-                   {"answer_style": "cautious"}, {"enable_entity_swap": True}]
+        options = [
+            {"enable_answer_verification": True, "verification_style": "strict"},
+            {"answer_style": "cautious"},
+            {"enable_entity_swap": True},
+        ]
     else:
         options = [_evidence_counterweight(v), {"max_context": _bump(v, "max_context", 2)}, _one_more_view(v)]
     return [o for o in options if o and any(v.get(k) != val for k, val in o.items())]
@@ -175,8 +214,14 @@ def trade_actions(inp: DiagnosisInput) -> list[Action]:
     """The latest tried change that was rejected because it traded one group for the other, kept
     and paired with a counterweight for the group it hurt (strongest first): a lever that helps
     answerable questions is not lost because it also answers some unanswerable ones."""
-    tried = [h for h in inp.history if h.get("decision") in (Decision.APPLIED, Decision.REVERTED) and h.get("changes")
-             and h.get("outcome_groups") and not h.get("outcome_accepted")]
+    tried = [
+        h
+        for h in inp.history
+        if h.get("decision") in (Decision.APPLIED, Decision.REVERTED)
+        and h.get("changes")
+        and h.get("outcome_groups")
+        and not h.get("outcome_accepted")
+    ]
     if not tried:
         return []
     last = tried[-1]
@@ -189,12 +234,17 @@ def trade_actions(inp: DiagnosisInput) -> list[Action]:
         if not gain or not loss or gain["diff"] < TRADE_GAIN or gain["p_gain"] >= TRADE_P or loss["diff"] >= 0:
             continue
         merged = {**inp.config, **kept}
-        reason = (f"round {last['round'] + 1}'s change ({', '.join(kept)}) gained {gaining} {gain['diff']:+.3f} "
-                  f"but lost {losing} {loss['diff']:+.3f}; keep it with a counterweight for {losing}")
+        reason = (
+            f"round {last['round'] + 1}'s change ({', '.join(kept)}) gained {gaining} {gain['diff']:+.3f} "
+            f"but lost {losing} {loss['diff']:+.3f}; keep it with a counterweight for {losing}"
+        )
         # a counterweight moves settings the kept change left alone: moving its own settings
         # further is walking a lever that already failed to cancel the loss
-        fresh = [extra for extra in _counterweights(merged, losing)
-                 if not any(k in kept for k, val in extra.items() if merged.get(k) != val)]
+        fresh = [
+            extra
+            for extra in _counterweights(merged, losing)
+            if not any(k in kept for k, val in extra.items() if merged.get(k) != val)
+        ]
         return [Action(1.0 - 0.05 * i, reason, {**kept, **extra}, bundle=True) for i, extra in enumerate(fresh)]
     return []
 
@@ -214,11 +264,17 @@ def lever_actions(inp: DiagnosisInput, rules: list[Action]) -> list[Action]:
         moves = {(k, move_direction(k, v.get(k), val)) for k, val in dim.maps_to.items() if v.get(k) != val}
         if not moves:
             continue
-        support = [a for a in rules if not a.qtype
-                   and any((k, move_direction(k, v.get(k), val)) in moves for k, val in a.changes.items())]
+        support = [
+            a
+            for a in rules
+            if not a.qtype and any((k, move_direction(k, v.get(k), val)) in moves for k, val in a.changes.items())
+        ]
         strength = sum(a.strength for a in support) if support else UNSUPPORTED_LEVER
-        why = (f"it makes the moves of {len(support)} firing rule(s) at once" if support
-               else "no rule asks for it; not tried yet")
+        why = (
+            f"it makes the moves of {len(support)} firing rule(s) at once"
+            if support
+            else "no rule asks for it; not tried yet"
+        )
         actions.append(Action(strength, f"switch on the lever {name} ({dim.description}): {why}", {name: True}))
     return actions
 
@@ -235,10 +291,17 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
     if miss >= 0.2:
         reason = f"{miss:.0%} of failures never reached the candidates (retrieval misses)"
         if v["semantic_top_k"] == 0:
-            actions.append(Action(miss_mass * 0.6, reason + "; the dense view is off", {"semantic_top_k": registry()["semantic_top_k"].default}))
+            actions.append(
+                Action(
+                    miss_mass * 0.6,
+                    reason + "; the dense view is off",
+                    {"semantic_top_k": registry()["semantic_top_k"].default},
+                )
+            )
         if v["fusion_mode"] != "rrf" and _num(v, "semantic_top_k") > 0:
-            actions.append(Action(miss_mass * 0.4, reason + "; rank fusion is robust to view score scales",
-                                  {"fusion_mode": "rrf"}))
+            actions.append(
+                Action(miss_mass * 0.4, reason + "; rank fusion is robust to view score scales", {"fusion_mode": "rrf"})
+            )
         widen = {} if budgeted else _widen_views(v)
         if widen:
             actions.append(Action(miss_mass * 0.35, reason + "; widen the views", widen))
@@ -247,80 +310,158 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
         if v["structured_top_k"] == 0:
             actions.append(Action(miss_mass * 0.3, reason + "; the structured view is off", {"structured_top_k": 5}))
         if not v["enable_entity_swap"]:
-            actions.append(Action(miss_mass * 0.25, reason + "; search again without person names",
-                                  {"enable_entity_swap": True}))
+            actions.append(
+                Action(miss_mass * 0.25, reason + "; search again without person names", {"enable_entity_swap": True})
+            )
         if not v.get("scene_top_k"):
-            actions.append(Action(miss_mass * 0.2, reason + "; search deeper inside the scenes the question matches",
-                                  {"scene_top_k": 10}))
+            actions.append(
+                Action(
+                    miss_mass * 0.2,
+                    reason + "; search deeper inside the scenes the question matches",
+                    {"scene_top_k": 10},
+                )
+            )
         if not v.get("cue_graph_top_k"):
-            actions.append(Action(miss_mass * 0.15, reason + "; follow the cues the matching memories share",
-                                  {"cue_graph_top_k": 10}))
+            actions.append(
+                Action(
+                    miss_mass * 0.15, reason + "; follow the cues the matching memories share", {"cue_graph_top_k": 10}
+                )
+            )
     gap = _share(inp, FailureClass.EXTRACTION_GAP)
     if gap >= 0.1:
         reason = f"{gap:.0%} of failures have evidence no memory covers (extraction gaps)"
         if v.get("consolidation_policy") == "eager":
-            actions.append(Action(_mass(inp, FailureClass.EXTRACTION_GAP) * 0.5, reason + "; keep raw turns retrievable and "
-                                  "consolidate only recurring topics", {"consolidation_policy": "recurrence"}))
+            actions.append(
+                Action(
+                    _mass(inp, FailureClass.EXTRACTION_GAP) * 0.5,
+                    reason + "; keep raw turns retrievable and consolidate only recurring topics",
+                    {"consolidation_policy": "recurrence"},
+                )
+            )
         if v.get("memory_granularity") == "fact":
-            actions.append(Action(_mass(inp, FailureClass.EXTRACTION_GAP) * 0.4, reason + "; route questions to raw turns or "
-                                  "episodes when facts fall short", {"memory_granularity": "routed"}))
+            actions.append(
+                Action(
+                    _mass(inp, FailureClass.EXTRACTION_GAP) * 0.4,
+                    reason + "; route questions to raw turns or episodes when facts fall short",
+                    {"memory_granularity": "routed"},
+                )
+            )
     cut = _share(inp, FailureClass.BUDGET_CUT)
     if cut >= 0.1:
         reason = f"{cut:.0%} of failures had the evidence ranked but cut by the context budget"
         own = _num(v, "context_token_budget")
         if own and (not inp.token_budget or own < inp.token_budget):  # the config's own budget is what cuts
             tokens = registry()["context_token_budget"]
-            actions.append(Action(_mass(inp, FailureClass.BUDGET_CUT) * 0.75, reason + "; raise the token budget",
-                                  {"context_token_budget": tokens.clamp(own + TOKEN_STEP)}))
+            actions.append(
+                Action(
+                    _mass(inp, FailureClass.BUDGET_CUT) * 0.75,
+                    reason + "; raise the token budget",
+                    {"context_token_budget": tokens.clamp(own + TOKEN_STEP)},
+                )
+            )
         if budgeted:
             actions += ranking_actions(v, _mass(inp, FailureClass.BUDGET_CUT), reason)
         else:
-            actions.append(Action(_mass(inp, FailureClass.BUDGET_CUT) * 0.55, reason, {"max_context": _bump(v, "max_context", 4)}))
+            actions.append(
+                Action(_mass(inp, FailureClass.BUDGET_CUT) * 0.55, reason, {"max_context": _bump(v, "max_context", 4)})
+            )
         if v["fusion_mode"] != "rrf":
-            actions.append(Action(_mass(inp, FailureClass.BUDGET_CUT) * 0.3, reason + "; rank fusion lifts what several views "
-                                  "agree on above the cut", {"fusion_mode": "rrf"}))
+            actions.append(
+                Action(
+                    _mass(inp, FailureClass.BUDGET_CUT) * 0.3,
+                    reason + "; rank fusion lifts what several views agree on above the cut",
+                    {"fusion_mode": "rrf"},
+                )
+            )
     abstain = _share(inp, FailureClass.WRONG_ABSTENTION)
     if abstain >= 0.1:
-        changes = {"answer_style": "concise"} if v["answer_style"] == "cautious" else {"max_context": _bump(v, "max_context", 2)}
+        changes = (
+            {"answer_style": "concise"}
+            if v["answer_style"] == "cautious"
+            else {"max_context": _bump(v, "max_context", 2)}
+        )
         reason = f"{abstain:.0%} of failures abstained although the evidence was in context"
         actions.append(Action(_mass(inp, FailureClass.WRONG_ABSTENTION) * 0.5, reason, changes))
         if v.get("judge_retries") == 0:
-            actions.append(Action(_mass(inp, FailureClass.WRONG_ABSTENTION) * 0.3, reason + "; let a judge retry such answers "
-                                  "from another granularity", {"judge_retries": 1}))
+            actions.append(
+                Action(
+                    _mass(inp, FailureClass.WRONG_ABSTENTION) * 0.3,
+                    reason + "; let a judge retry such answers from another granularity",
+                    {"judge_retries": 1},
+                )
+            )
     noise = _share(inp, FailureClass.ANSWER_ERROR)
     if noise >= 0.2:  # the evidence was in context and the reader still answered wrong
         reason = f"{noise:.0%} of failures had all their evidence in context and were answered wrong (reader errors)"
         if v.get("context_layout") == "list":
-            actions.append(Action(_mass(inp, FailureClass.ANSWER_ERROR) * 0.25, reason + "; show the context by session, "
-                                  "under date headers", {"context_layout": "sessions"}))
+            actions.append(
+                Action(
+                    _mass(inp, FailureClass.ANSWER_ERROR) * 0.25,
+                    reason + "; show the context by session, under date headers",
+                    {"context_layout": "sessions"},
+                )
+            )
         if v["context_order"] == "score":
-            actions.append(Action(_mass(inp, FailureClass.ANSWER_ERROR) * 0.2, reason + "; show the context in time order",
-                                  {"context_order": "chronological"}))
+            actions.append(
+                Action(
+                    _mass(inp, FailureClass.ANSWER_ERROR) * 0.2,
+                    reason + "; show the context in time order",
+                    {"context_order": "chronological"},
+                )
+            )
     if noise >= 0.3 and inp.mean_context > 14:
-        actions.append(Action(_mass(inp, FailureClass.ANSWER_ERROR) * 0.3,
-                              f"{noise:.0%} answer errors with {inp.mean_context:.0f} memories in context: too much noise",
-                              {"max_context": _bump(v, "max_context", -4)}))
+        actions.append(
+            Action(
+                _mass(inp, FailureClass.ANSWER_ERROR) * 0.3,
+                f"{noise:.0%} answer errors with {inp.mean_context:.0f} memories in context: too much noise",
+                {"max_context": _bump(v, "max_context", -4)},
+            )
+        )
     fmt = _share(inp, FailureClass.FORMAT_MISMATCH)
     if fmt >= 0.1:
-        changes = ({"answer_style": "concise"} if v["answer_style"] in ("detailed", "extractive")
-                   else {"enable_answer_verification": True, "verification_style": "multi_candidate"})
-        actions.append(Action(_mass(inp, FailureClass.FORMAT_MISMATCH) * 0.3,
-                              f"{fmt:.0%} of failures were partly right (format mismatch)", changes))
+        changes = (
+            {"answer_style": "concise"}
+            if v["answer_style"] in ("detailed", "extractive")
+            else {"enable_answer_verification": True, "verification_style": "multi_candidate"}
+        )
+        actions.append(
+            Action(
+                _mass(inp, FailureClass.FORMAT_MISMATCH) * 0.3,
+                f"{fmt:.0%} of failures were partly right (format mismatch)",
+                changes,
+            )
+        )
     halluc = _share(inp, FailureClass.HALLUCINATION)
     if halluc >= 0.1:
         reason = f"{halluc:.0%} of failures answered questions the conversation cannot answer"
         mass = _mass(inp, FailureClass.HALLUCINATION)
         if not v["enable_answer_verification"]:
-            actions.append(Action(mass * 0.5, reason + "; verify answers against the context",
-                                  {"enable_answer_verification": True, "verification_style": "strict"}))
+            actions.append(
+                Action(
+                    mass * 0.5,
+                    reason + "; verify answers against the context",
+                    {"enable_answer_verification": True, "verification_style": "strict"},
+                )
+            )
         if v["answer_style"] != "cautious":
-            actions.append(Action(mass * 0.45, reason + "; answer only when the context clearly supports it",
-                                  {"answer_style": "cautious"}))
+            actions.append(
+                Action(
+                    mass * 0.45,
+                    reason + "; answer only when the context clearly supports it",
+                    {"answer_style": "cautious"},
+                )
+            )
         if not v["enable_entity_swap"]:
-            actions.append(Action(mass * 0.3, reason + "; entity swap exposes the wrong-person premise",
-                                  {"enable_entity_swap": True}))
-    typed = [r for r in inp.by_type if r["n"] >= MIN_TYPE_N and r["f1"] is not None
-             and r["question_type"] not in NO_OVERRIDE_TYPES]
+            actions.append(
+                Action(
+                    mass * 0.3, reason + "; entity swap exposes the wrong-person premise", {"enable_entity_swap": True}
+                )
+            )
+    typed = [
+        r
+        for r in inp.by_type
+        if r["n"] >= MIN_TYPE_N and r["f1"] is not None and r["question_type"] not in NO_OVERRIDE_TYPES
+    ]
     if typed:
         total_n = sum(r["n"] for r in inp.by_type) or 1
         mean = sum(r["f1"] * r["n"] for r in typed) / sum(r["n"] for r in typed)
@@ -380,7 +521,7 @@ class RubricDiagnoser:
 
     def alternatives(self, inp: DiagnosisInput, config: Any, k: int) -> list[Proposal]:
         """The next `k` ranked actions after the strongest one."""
-        return [action_proposal(action, effective) for action, effective in viable_actions(inp)[1:k + 1]]
+        return [action_proposal(action, effective) for action, effective in viable_actions(inp)[1 : k + 1]]
 
     def observe(self, config: Any, score: float) -> None:
         return None

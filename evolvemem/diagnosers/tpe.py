@@ -4,6 +4,7 @@
 Every evaluated config is told to the study (the starting config and resumed rounds too), so
 the sampler's model is rebuilt exactly from the run store on resume; a config screened out on
 its minibatch is told its estimated score (loop/screening.py)."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -66,8 +67,9 @@ class TPEDiagnoser:
         self._close_unevaluated()
         params = config_to_trial_params(config)
         flat = optuna_distributions()
-        dists = {k: (flat[k] if k in flat else optuna.distributions.CategoricalDistribution([True, False]))
-                 for k in params}
+        dists = {
+            k: (flat[k] if k in flat else optuna.distributions.CategoricalDistribution([True, False])) for k in params
+        }
         self.study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, value=score))
 
 

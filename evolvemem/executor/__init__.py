@@ -9,6 +9,7 @@ made. Callers send large read-only values once with `share` and pass the handle 
 Items and functions must be picklable (module-level functions, dataclasses) for `ray`; results
 come back in completion order, each with its item's index, so the caller decides the order in
 which it writes them."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -27,11 +28,9 @@ class Shared(Protocol[T_co]):
     """A value sent once to wherever items run; `key` names its content (equal keys, equal values)."""
 
     @property
-    def key(self) -> str:
-        ...
+    def key(self) -> str: ...
 
-    def get(self) -> T_co:
-        ...
+    def get(self) -> T_co: ...
 
 
 class Executor(Protocol):

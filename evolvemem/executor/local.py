@@ -1,4 +1,5 @@
 """The `local` executor: every item in this process, in order (what a run did before executors)."""
+
 from __future__ import annotations
 
 from typing import Callable, Iterator, Sequence, TypeVar

@@ -11,6 +11,7 @@ Without an address a local cluster is started (`ray.init()` on 127.0.0.1, no das
 and `close()` only disconnects. A driver that already called `ray.init()` (a notebook, the
 tests) keeps its cluster. Workers see the driver's EvolveMem, Hugging Face and model-provider
 environment as of each `map` (cache folder, offline flags, API keys), set per task."""
+
 from __future__ import annotations
 
 import logging
@@ -58,8 +59,7 @@ class RayExecutor:
     name = "ray"
     remote = True
 
-    def __init__(self, address: str | None = None, workers: int | None = None,
-                 max_retries: int = DEFAULT_MAX_RETRIES):
+    def __init__(self, address: str | None = None, workers: int | None = None, max_retries: int = DEFAULT_MAX_RETRIES):
         try:
             import ray
         except ImportError:
@@ -72,8 +72,11 @@ class RayExecutor:
         if not ray.is_initialized():
             # Ray's own notices (token authentication, the instance it started) would interleave
             # with the run's output; its errors still show
-            options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
-                                       "logging_level": logging.ERROR}
+            options: dict[str, Any] = {
+                "include_dashboard": False,
+                "log_to_driver": False,
+                "logging_level": logging.ERROR,
+            }
             if address:
                 options["address"] = address
             else:  # a new cluster of this machine only, even when another one runs here
@@ -130,8 +133,10 @@ class RayExecutor:
                 raise cause from None  # our own exception, as the code that ran there raised it
             raise
         except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError) as exc:
-            raise EvolveMemError(f"a Ray task failed {self.max_retries + 1} times because its worker died "
-                                 f"({type(exc).__name__}); nothing of it was recorded, --resume runs it again") from None
+            raise EvolveMemError(
+                f"a Ray task failed {self.max_retries + 1} times because its worker died "
+                f"({type(exc).__name__}); nothing of it was recorded, --resume runs it again"
+            ) from None
 
     def close(self) -> None:
         if self._owns and self._ray.is_initialized():

@@ -13,6 +13,7 @@ Then independent model calls, each a fresh prompt that sees only what the check 
 - unanswerable questions: answered from the conversation's best retrieved context, the reply must
   decline.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -46,20 +47,24 @@ STAYS_UNANSWERABLE = "unanswerable_in_best_context"
 
 
 def _ngrams(words: Sequence[str], n: int) -> set[tuple[str, ...]]:
-    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
 
 
 def verbatim_check(candidate: Candidate, conversation: Conversation) -> CheckResult:
-    turns = {t.turn_id: normalize_answer(t.text).split() for t in conversation.turns() if t.turn_id in candidate.evidence}
+    turns = {
+        t.turn_id: normalize_answer(t.text).split() for t in conversation.turns() if t.turn_id in candidate.evidence
+    }
     question = normalize_answer(candidate.question).split()
     answer = normalize_answer(candidate.answer).split()
     for turn_id, words in turns.items():
         if _ngrams(question, VERBATIM_WORDS) & _ngrams(words, VERBATIM_WORDS):
             return CheckResult("verbatim", False, f"the question repeats {VERBATIM_WORDS}+ words of turn {turn_id}")
         if len(answer) > VERBATIM_ANSWER_WORDS and _ngrams(answer, VERBATIM_ANSWER_WORDS + 1) & _ngrams(
-                words, VERBATIM_ANSWER_WORDS + 1):
-            return CheckResult("verbatim", False, f"the answer copies more than {VERBATIM_ANSWER_WORDS} words of "
-                                                  f"turn {turn_id}")
+            words, VERBATIM_ANSWER_WORDS + 1
+        ):
+            return CheckResult(
+                "verbatim", False, f"the answer copies more than {VERBATIM_ANSWER_WORDS} words of turn {turn_id}"
+            )
     return CheckResult("verbatim", True)
 
 
@@ -100,18 +105,22 @@ class AnswerChecks:
             context = self.retrieval.context(conversation, candidate.question, qtype)
             answer = self._answer(context, candidate.question, STAYS_UNANSWERABLE)
             if answer is None:
-                return [CheckResult(STAYS_UNANSWERABLE, False, "the reply held no answer")], RejectReason.CHECK_MALFORMED
+                return [
+                    CheckResult(STAYS_UNANSWERABLE, False, "the reply held no answer")
+                ], RejectReason.CHECK_MALFORMED
             declined = is_abstention(answer, lenient=True)
-            result = CheckResult(STAYS_UNANSWERABLE, declined, "" if declined else "answered from the best context",
-                                 answer=answer)
+            result = CheckResult(
+                STAYS_UNANSWERABLE, declined, "" if declined else "answered from the best context", answer=answer
+            )
             return [result], None if declined else RejectReason.ANSWERED
         results = []
         answer = self._answer(evidence_context(conversation, candidate.evidence), candidate.question, ANSWERABLE)
         if answer is None:
             return [CheckResult(ANSWERABLE, False, "the reply held no answer")], RejectReason.CHECK_MALFORMED
         ok, f1 = matches_gold(answer, candidate.answer, self.match_f1)
-        results.append(CheckResult(ANSWERABLE, ok, "" if ok else "the evidence alone does not give the gold",
-                                   answer=answer, f1=f1))
+        results.append(
+            CheckResult(ANSWERABLE, ok, "" if ok else "the evidence alone does not give the gold", answer=answer, f1=f1)
+        )
         if not ok:
             return results, RejectReason.NOT_ANSWERABLE
         context = self.retrieval.context(conversation, candidate.question, qtype, without=candidate.evidence)
@@ -119,6 +128,9 @@ class AnswerChecks:
         if answer is None:
             return [*results, CheckResult(LEAK, False, "the reply held no answer")], RejectReason.CHECK_MALFORMED
         leaked, f1 = matches_gold(answer, candidate.answer, self.match_f1)
-        results.append(CheckResult(LEAK, not leaked, "the gold is found without the evidence turns" if leaked else "",
-                                   answer=answer, f1=f1))
+        results.append(
+            CheckResult(
+                LEAK, not leaked, "the gold is found without the evidence turns" if leaked else "", answer=answer, f1=f1
+            )
+        )
         return results, RejectReason.LEAK if leaked else None

@@ -3,6 +3,7 @@
 The retrieved context is the project's own retrieval (a Workspace over the conversations with the
 offline extractor, one memory per turn, and a retrieval config — by default the `default` preset),
 so "unanswerable against the best context" means what a tuned memory would hand a reader."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -64,14 +65,20 @@ class Retrieval:
 
     def _retrieve(self, conversation: Conversation, text: str, question_type: str):
         last = conversation.sessions[-1].timestamp
-        question = Question(question_id="label-check", conversation_id=conversation.conversation_id, text=text,
-                            category=question_type, question_type=question_type, answers=(), question_date=last)
+        question = Question(
+            question_id="label-check",
+            conversation_id=conversation.conversation_id,
+            text=text,
+            category=question_type,
+            question_type=question_type,
+            answers=(),
+            question_date=last,
+        )
         effective, _ = self._effective(question_type)
         store = base_store(effective)
         return effective, self.workspace.retriever(conversation.conversation_id, store).retrieve(question, effective)
 
-    def context(self, conversation: Conversation, text: str, question_type: str,
-                without: Sequence[str] = ()) -> str:
+    def context(self, conversation: Conversation, text: str, question_type: str, without: Sequence[str] = ()) -> str:
         """The config's context for `text`, minus memories drawn from the turns in `without`."""
         effective, result = self._retrieve(conversation, text, question_type)
         dropped = set(without)

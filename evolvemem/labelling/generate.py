@@ -4,6 +4,7 @@ Each session gets `per_session` slots; slot j of session i asks for kind
 `types[(i * per_session + j) % len(types)]`, so every kind is asked about evenly across the
 conversation. A multi-hop slot also shows a second session half the conversation away, so its
 two facts come from different times."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -39,8 +40,7 @@ def pick_sessions(conversation: Conversation, limit: int | None) -> list[int]:
     return sorted({round(i * (count - 1) / (limit - 1)) for i in range(limit)})
 
 
-def slots_for(conversation: Conversation, types: Sequence[str], per_session: int,
-              sessions: int | None) -> list[Slot]:
+def slots_for(conversation: Conversation, types: Sequence[str], per_session: int, sessions: int | None) -> list[Slot]:
     out = []
     count = len(conversation.sessions)
     for i in pick_sessions(conversation, sessions):
@@ -49,8 +49,10 @@ def slots_for(conversation: Conversation, types: Sequence[str], per_session: int
             shown = [conversation.sessions[i]]
             if LABEL_KINDS[kind].sessions > 1 and count > 1:
                 other = (i + count // 2) % count
-                shown = sorted([conversation.sessions[i], conversation.sessions[other]],
-                               key=lambda s: conversation.sessions.index(s))
+                shown = sorted(
+                    [conversation.sessions[i], conversation.sessions[other]],
+                    key=lambda s: conversation.sessions.index(s),
+                )
             out.append(Slot(conversation, tuple(shown), kind))
     return out
 
@@ -59,9 +61,14 @@ def generation_prompt(slot: Slot, avoid: Sequence[str]) -> str:
     kind = LABEL_KINDS[slot.kind]
     article = "an" if slot.kind[0] in "aeiou" else "a"
     avoid_text = "; ".join(f'"{q}"' for q in avoid[-8:]) if avoid else "(none yet)"
-    return load_prompt(GENERATE_PROMPT).render(kind_article=article, kind=slot.kind, instruction=kind.instruction,
-                                               avoid=avoid_text, example_id=_example_id(slot),
-                                               sessions="\n\n".join(session_block(s) for s in slot.sessions))
+    return load_prompt(GENERATE_PROMPT).render(
+        kind_article=article,
+        kind=slot.kind,
+        instruction=kind.instruction,
+        avoid=avoid_text,
+        example_id=_example_id(slot),
+        sessions="\n\n".join(session_block(s) for s in slot.sessions),
+    )
 
 
 def _example_id(slot: Slot) -> str:

@@ -4,6 +4,7 @@ Keyed by the content of the call (model and messages), so a run started again wi
 input replays what was already asked and asks only what is missing — whether or not the LLM
 reply cache is on. A call that failed (the server down) is not journaled: it is asked again. A
 torn last line (a kill mid-write) is skipped."""
+
 from __future__ import annotations
 
 import hashlib
@@ -45,8 +46,9 @@ class Journal:
             for line in path.read_text(encoding="utf-8").splitlines():
                 try:
                     entry = json.loads(line)
-                    self._entries[entry["key"]] = JournaledReply(entry.get("parsed"), str(entry.get("raw", "")),
-                                                                 Usage.from_dict(entry.get("usage")))
+                    self._entries[entry["key"]] = JournaledReply(
+                        entry.get("parsed"), str(entry.get("raw", "")), Usage.from_dict(entry.get("usage"))
+                    )
                 except (ValueError, KeyError, TypeError):
                     continue  # a line torn by a kill
         self.replayed = len(self._entries)
@@ -60,8 +62,10 @@ class Journal:
     def put(self, key: str, reply: JournaledReply, note: dict[str, Any]) -> None:
         """Record one outcome durably before it is used (`note` says what the call was for)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps({"key": key, **note, "parsed": reply.parsed, "raw": reply.raw,
-                           "usage": reply.usage.as_dict()}, ensure_ascii=False)
+        line = json.dumps(
+            {"key": key, **note, "parsed": reply.parsed, "raw": reply.raw, "usage": reply.usage.as_dict()},
+            ensure_ascii=False,
+        )
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(line + "\n")
             handle.flush()

@@ -4,6 +4,7 @@ A kind names the benchmark-style category a user sees in reports (`category`), t
 domain-agnostic `question_type` that per-type overrides key on, and the instruction the
 generation prompt gives the model. One table: the CLI's `--types`, the prompts and the output
 file all read it."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -22,24 +23,44 @@ class LabelKind:
     unanswerable: bool = False
 
 
-LABEL_KINDS: dict[str, LabelKind] = {kind.name: kind for kind in (
-    LabelKind("single-hop", "single_fact",
-              "a question answered by one fact stated in one turn. The answer is a short phrase "
-              "(a name, place, object, activity or number)."),
-    LabelKind("multi-hop", "multi_hop",
-              "a question that needs two facts from two different turns, one in each session shown. "
-              "Cite both turns. The answer is a short phrase.", sessions=2),
-    LabelKind("temporal", "temporal",
-              "a question about when something happened. The answer is a date, month or year worked out "
-              "from the session date (resolve words like 'yesterday' or 'last week' against it)."),
-    LabelKind("open-domain", "inference",
-              "a question that needs a small, safe inference from what was said (what someone would "
-              "probably enjoy, or why they did something). The answer is short and follows from the cited turns."),
-    LabelKind("unanswerable", "adversarial",
-              "a question about a plausible detail that was never said (about a person or thing that is "
-              f"mentioned, but a fact the conversation does not give). The answer is \"{UNANSWERABLE_ANSWER}\" "
-              "and no turn is cited.", unanswerable=True),
-)}
+LABEL_KINDS: dict[str, LabelKind] = {
+    kind.name: kind
+    for kind in (
+        LabelKind(
+            "single-hop",
+            "single_fact",
+            "a question answered by one fact stated in one turn. The answer is a short phrase "
+            "(a name, place, object, activity or number).",
+        ),
+        LabelKind(
+            "multi-hop",
+            "multi_hop",
+            "a question that needs two facts from two different turns, one in each session shown. "
+            "Cite both turns. The answer is a short phrase.",
+            sessions=2,
+        ),
+        LabelKind(
+            "temporal",
+            "temporal",
+            "a question about when something happened. The answer is a date, month or year worked out "
+            "from the session date (resolve words like 'yesterday' or 'last week' against it).",
+        ),
+        LabelKind(
+            "open-domain",
+            "inference",
+            "a question that needs a small, safe inference from what was said (what someone would "
+            "probably enjoy, or why they did something). The answer is short and follows from the cited turns.",
+        ),
+        LabelKind(
+            "unanswerable",
+            "adversarial",
+            "a question about a plausible detail that was never said (about a person or thing that is "
+            f'mentioned, but a fact the conversation does not give). The answer is "{UNANSWERABLE_ANSWER}" '
+            "and no turn is cited.",
+            unanswerable=True,
+        ),
+    )
+}
 DEFAULT_PER_SESSION = len(LABEL_KINDS)  # one candidate of each kind a session
 DEFAULT_MATCH_F1 = 0.5  # token F1 at which a check's answer matches the gold
 ADVERSARIAL_CATEGORIES = tuple(name for name, kind in LABEL_KINDS.items() if kind.unanswerable)

@@ -1,4 +1,5 @@
 """Model calls of a labelling run: journaled first, asked only when the journal lacks them."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -8,6 +8,7 @@ A name said in exactly one turn of a conversation anchors questions with one rig
   is the only place (person) that speaker named that day.
 No model checks these: every output says they are offline labels (provenance and a printed line).
 """
+
 from __future__ import annotations
 
 import re
@@ -23,7 +24,21 @@ from evolvemem.memory.offline_extract import OfflineExtractor
 OFFLINE_KINDS = ("temporal", "single-hop")
 # words the rules may take for a place that are times ("Wednesdays", "May")
 _TIME_WORDS = frozenset(WEEKDAY_NAMES) | frozenset(
-    ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"])
+    [
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    ]
+)
 
 
 def _surface(name: str, text: str) -> str:
@@ -36,8 +51,9 @@ def _names(unit: MemoryUnit, speakers: set[str]) -> list[tuple[str, str]]:
     """(name, "place" | "person") of the names a memory holds; the speakers (whole names and
     their parts) left out."""
     out = [(loc, "place") for loc in unit.locations] + [(p, "person") for p in unit.persons]
-    return [(n, k) for n, k in out
-            if n.lower() not in speakers and len(n) > 2 and n.lower().rstrip("s") not in _TIME_WORDS]
+    return [
+        (n, k) for n, k in out if n.lower() not in speakers and len(n) > 2 and n.lower().rstrip("s") not in _TIME_WORDS
+    ]
 
 
 def offline_candidates(conversation: Conversation, types: Sequence[str], per_session: int) -> list[Candidate]:
@@ -70,15 +86,28 @@ def offline_candidates(conversation: Conversation, types: Sequence[str], per_ses
             shown = _surface(name, turn.full_text)
             made = []
             if "temporal" in types:
-                made.append(Candidate(conversation.conversation_id, "temporal",
-                                      f"When did {turn.speaker} mention {shown}?", day, (turn.turn_id,),
-                                      {**generator, "rule": "date of the only turn naming it", "turn": turn.turn_id}))
+                made.append(
+                    Candidate(
+                        conversation.conversation_id,
+                        "temporal",
+                        f"When did {turn.speaker} mention {shown}?",
+                        day,
+                        (turn.turn_id,),
+                        {**generator, "rule": "date of the only turn naming it", "turn": turn.turn_id},
+                    )
+                )
             if "single-hop" in types and len(per_day[(turn.session_id, turn.speaker, kind)]) == 1:
                 asked = "Which place" if kind == "place" else "Who"
-                made.append(Candidate(conversation.conversation_id, "single-hop",
-                                      f"{asked} did {turn.speaker} mention on {day}?", shown, (turn.turn_id,),
-                                      {**generator, "rule": f"the only {kind} the speaker named that day",
-                                       "turn": turn.turn_id}))
+                made.append(
+                    Candidate(
+                        conversation.conversation_id,
+                        "single-hop",
+                        f"{asked} did {turn.speaker} mention on {day}?",
+                        shown,
+                        (turn.turn_id,),
+                        {**generator, "rule": f"the only {kind} the speaker named that day", "turn": turn.turn_id},
+                    )
+                )
             for candidate in made:
                 if count[turn.session_id] < per_session:
                     count[turn.session_id] += 1

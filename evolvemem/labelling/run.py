@@ -5,6 +5,7 @@ generator's slots session by session), so a resumed run makes the same decisions
 was never interrupted: the journal replays every call already answered. A call that fails (the
 server gone) stops the run: what is kept so far is written and the same command continues.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -86,15 +87,25 @@ class LabelSummary:
     stopped: str | None = None  # why the run stopped early
 
     def as_dict(self) -> dict[str, Any]:
-        return {"out": str(self.out), "journal": str(self.journal), "offline": self.offline,
-                "candidates": self.candidates, "kept": dict(self.kept), "kept_total": sum(self.kept.values()),
-                "rejected": dict(self.rejected),
-                "checks": {name: {"reached": n, "failed": self.failed[name],
-                                  "rejection_rate": round(self.failed[name] / n, 4)}
-                           for name, n in self.reached.items()},
-                "spent": self.spent.as_dict(), "journaled": self.journaled.as_dict(),
-                "replayed_calls": self.replayed, "carried": self.carried,
-                "dropped_conversations": self.dropped_conversations, "stopped": self.stopped}
+        return {
+            "out": str(self.out),
+            "journal": str(self.journal),
+            "offline": self.offline,
+            "candidates": self.candidates,
+            "kept": dict(self.kept),
+            "kept_total": sum(self.kept.values()),
+            "rejected": dict(self.rejected),
+            "checks": {
+                name: {"reached": n, "failed": self.failed[name], "rejection_rate": round(self.failed[name] / n, 4)}
+                for name, n in self.reached.items()
+            },
+            "spent": self.spent.as_dict(),
+            "journaled": self.journaled.as_dict(),
+            "replayed_calls": self.replayed,
+            "carried": self.carried,
+            "dropped_conversations": self.dropped_conversations,
+            "stopped": self.stopped,
+        }
 
 
 def question_id(candidate: Candidate) -> str:
@@ -104,16 +115,27 @@ def question_id(candidate: Candidate) -> str:
 
 def _record(candidate: Candidate, checks: Sequence[CheckResult], model: str) -> dict[str, Any]:
     kind = candidate.label_kind
-    return {"id": question_id(candidate), "conversation_id": candidate.conversation_id,
-            "question": candidate.question, "answer": candidate.answer, "evidence": list(candidate.evidence),
-            "category": kind.name, "question_type": kind.question_type,
-            "provenance": {"generator": candidate.generator, "model": model,
-                           "checks": [c.as_dict() for c in checks]}}
+    return {
+        "id": question_id(candidate),
+        "conversation_id": candidate.conversation_id,
+        "question": candidate.question,
+        "answer": candidate.answer,
+        "evidence": list(candidate.evidence),
+        "category": kind.name,
+        "question_type": kind.question_type,
+        "provenance": {"generator": candidate.generator, "model": model, "checks": [c.as_dict() for c in checks]},
+    }
 
 
 class _Labeller:
-    def __init__(self, dataset: Dataset, settings: LabelSettings, summary: LabelSummary,
-                 model: JournaledModel | None, checks: AnswerChecks | None):
+    def __init__(
+        self,
+        dataset: Dataset,
+        settings: LabelSettings,
+        summary: LabelSummary,
+        model: JournaledModel | None,
+        checks: AnswerChecks | None,
+    ):
         self.dataset, self.settings, self.summary = dataset, settings, summary
         self.model, self.checks = model, checks
         self.records: list[dict[str, Any]] = []
@@ -160,16 +182,27 @@ class _Labeller:
         version = load_prompt(GENERATE_PROMPT).version
         for slot in slots_for(conversation, self.settings.types, self.settings.per_session, self.settings.sessions):
             reply = self.model.ask(generation_prompt(slot, asked), purpose="generate", max_tokens=GENERATE_MAX_TOKENS)
-            generator = {"kind": "llm", "model": self.model.model, "prompt": f"{GENERATE_PROMPT}@{version}",
-                         "type": slot.kind, "sessions": [s.session_id for s in slot.sessions]}
+            generator = {
+                "kind": "llm",
+                "model": self.model.model,
+                "prompt": f"{GENERATE_PROMPT}@{version}",
+                "type": slot.kind,
+                "sessions": [s.session_id for s in slot.sessions],
+            }
             parsed = parse_candidate(reply.parsed, slot, generator)
             if isinstance(parsed, Candidate):
                 asked.append(parsed.question)
             self.judge(parsed, conversation, kept)
 
 
-def label_dataset(dataset: Dataset, settings: LabelSettings, out: Path, *, seeds: Sequence[Question] = (),
-                  progress: Progress | None = None) -> LabelSummary:
+def label_dataset(
+    dataset: Dataset,
+    settings: LabelSettings,
+    out: Path,
+    *,
+    seeds: Sequence[Question] = (),
+    progress: Progress | None = None,
+) -> LabelSummary:
     """Label `dataset`'s conversations (and `seeds`, traced queries) and write the dev set to `out`."""
     summary = LabelSummary(out=out, journal=journal_path(out), offline=settings.offline)
     model: JournaledModel | None = None
@@ -182,8 +215,13 @@ def label_dataset(dataset: Dataset, settings: LabelSettings, out: Path, *, seeds
         from evolvemem.space.config import load_config
 
         config, _clamps = load_config(settings.retrieval_config)
-        client = LLMClient(settings.model, api_base=settings.api_base, context_window=settings.context_window,
-                           cache=ResponseCache(enabled=settings.cache_enabled), **client_options_from_env())
+        client = LLMClient(
+            settings.model,
+            api_base=settings.api_base,
+            context_window=settings.context_window,
+            cache=ResponseCache(enabled=settings.cache_enabled),
+            **client_options_from_env(),
+        )
         model = JournaledModel(client, Journal(summary.journal))
         checks = AnswerChecks(model, Retrieval(dataset, config, settings.embedding_model), settings.match_f1)
     labeller = _Labeller(dataset, settings, summary, model, checks)
@@ -209,13 +247,20 @@ def label_dataset(dataset: Dataset, settings: LabelSettings, out: Path, *, seeds
     return summary
 
 
-def write_dev_set(dataset: Dataset, carried: Sequence[Question], records: list[dict[str, Any]],
-                  settings: LabelSettings, summary: LabelSummary) -> None:
+def write_dev_set(
+    dataset: Dataset,
+    carried: Sequence[Question],
+    records: list[dict[str, Any]],
+    settings: LabelSettings,
+    summary: LabelSummary,
+) -> None:
     """The custom-format file: conversations with at least one question, the input's labelled
     questions, then the kept ones (a conversation without questions would not load)."""
-    header, conversation_records, carried_records = custom_records(Dataset(dataset.name, dataset.conversations,
-                                                                           list(carried), dataset.category_names,
-                                                                           dataset.adversarial_categories))
+    header, conversation_records, carried_records = custom_records(
+        Dataset(
+            dataset.name, dataset.conversations, list(carried), dataset.category_names, dataset.adversarial_categories
+        )
+    )
     questions = carried_records + records
     asked = {q["conversation_id"] for q in questions}
     summary.dropped_conversations = [c["id"] for c in conversation_records if c["id"] not in asked]
@@ -223,7 +268,10 @@ def write_dev_set(dataset: Dataset, carried: Sequence[Question], records: list[d
     kinds = sorted({r["category"] for r in records})
     header["category_names"] = {**header["category_names"], **{k: k for k in kinds}}
     header["adversarial_categories"] = sorted(set(header["adversarial_categories"]) | set(ADVERSARIAL_CATEGORIES))
-    document = {**header, "conversations": [c for c in conversation_records if c["id"] in asked],
-                "questions": questions}
+    document = {
+        **header,
+        "conversations": [c for c in conversation_records if c["id"] in asked],
+        "questions": questions,
+    }
     summary.out.parent.mkdir(parents=True, exist_ok=True)
     summary.out.write_text(json.dumps(document, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")

@@ -2,6 +2,7 @@
 
 Importing this package does not import litellm; the first call does.
 """
+
 from evolvemem.llm.cache import ResponseCache, make_cache_key
 from evolvemem.llm.client import LLMCallFailed, LLMClient, LLMJSONError, LLMReply, scrub_secrets
 from evolvemem.llm.json_repair import parse_json_lenient

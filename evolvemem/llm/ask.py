@@ -3,6 +3,7 @@
 Mechanisms must never stop on a bad model reply: `ask_json` makes one JSON call and returns the
 parsed value or None, always with the cost actually paid (an unparseable reply that was
 re-asked is billed twice); the caller then uses its offline rule instead."""
+
 from __future__ import annotations
 
 import logging
@@ -15,8 +16,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-def ask_json(client: Any, prompt: str, *, role: str, max_tokens: int,
-             parse: Callable[[Any], T]) -> tuple[T | None, Usage]:
+def ask_json(
+    client: Any, prompt: str, *, role: str, max_tokens: int, parse: Callable[[Any], T]
+) -> tuple[T | None, Usage]:
     """One JSON completion, parsed by `parse` (which raises ValueError on an unusable reply).
 
     Returns (None, cost) when the call fails or the reply is unusable; the failure is logged."""

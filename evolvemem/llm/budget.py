@@ -6,6 +6,7 @@ note of what it left out. `fit_prompt` sends the first variant that fits the cli
 with room for the reply; when none does, the call fails with a clear message instead of being
 sent to a server that must reject it. A server that does not publish its window names it when it
 rejects a prompt; `ask_fitted` then fits the same call to that window and sends it once more."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,8 +29,9 @@ class FittedPrompt:
     estimated_tokens: int = 0
 
 
-def fit_prompt(client: LLMClient, variants: Iterable[tuple[str, str]], max_tokens: int,
-               min_reply_tokens: int | None = None) -> FittedPrompt:
+def fit_prompt(
+    client: LLMClient, variants: Iterable[tuple[str, str]], max_tokens: int, min_reply_tokens: int | None = None
+) -> FittedPrompt:
     """The first of `variants` ((what it leaves out, prompt text), fullest first) that fits with
     `max_tokens` for the reply; failing that, the shortest one with a smaller reply budget (not
     below `min_reply_tokens`)."""
@@ -47,13 +49,21 @@ def fit_prompt(client: LLMClient, variants: Iterable[tuple[str, str]], max_token
     smallest = shortest[1] if shortest else 0
     if shortest and window and min_reply_tokens and window - smallest >= min_reply_tokens:
         return FittedPrompt(shortest[0], window - smallest, (*shortest[2], "part of the reply budget"), smallest)
-    raise PromptTooLong(f"{client.model}: even the shortest prompt (~{smallest} tokens) plus {max_tokens} reply "
-                        f"tokens does not fit the context window of {window} tokens; raise the server's window "
-                        "or pass a larger --context-window", window=window or 0)
+    raise PromptTooLong(
+        f"{client.model}: even the shortest prompt (~{smallest} tokens) plus {max_tokens} reply "
+        f"tokens does not fit the context window of {window} tokens; raise the server's window "
+        "or pass a larger --context-window",
+        window=window or 0,
+    )
 
 
-def fit_ranked(client: LLMClient, render: Callable[[Sequence[Item]], str], ranked: Sequence[Item], max_tokens: int,
-               what: str = "memories") -> tuple[FittedPrompt, int]:
+def fit_ranked(
+    client: LLMClient,
+    render: Callable[[Sequence[Item]], str],
+    ranked: Sequence[Item],
+    max_tokens: int,
+    what: str = "memories",
+) -> tuple[FittedPrompt, int]:
     """The prompt over the longest prefix of `ranked` (best first) that fits the window, and that
     prefix's length: the lowest-ranked items go first. Its note says how many were left out.
     (A context shown in chronological order arrives in that order, so there the latest go first.)"""
@@ -69,8 +79,9 @@ def fit_ranked(client: LLMClient, render: Callable[[Sequence[Item]], str], ranke
     return FittedPrompt(fitted.text, fitted.max_tokens, note, fitted.estimated_tokens), kept
 
 
-def ask_fitted(client: LLMClient, fit: Callable[[], FittedPrompt], *, role: str, json_reply: bool = False,
-               temperature: float = 0.0) -> tuple[FittedPrompt, Any, LLMReply]:
+def ask_fitted(
+    client: LLMClient, fit: Callable[[], FittedPrompt], *, role: str, json_reply: bool = False, temperature: float = 0.0
+) -> tuple[FittedPrompt, Any, LLMReply]:
     """Send the prompt `fit` sizes to the client's window: (the prompt sent, the reply parsed as
     JSON — or its text —, the reply).
 
@@ -103,8 +114,9 @@ def ask_fitted(client: LLMClient, fit: Callable[[], FittedPrompt], *, role: str,
     return refitted, parsed, dataclasses.replace(reply, billed=rejected.cost + reply.as_cost())
 
 
-def _send(client: LLMClient, fitted: FittedPrompt, role: str, json_reply: bool,
-          temperature: float) -> tuple[Any, LLMReply]:
+def _send(
+    client: LLMClient, fitted: FittedPrompt, role: str, json_reply: bool, temperature: float
+) -> tuple[Any, LLMReply]:
     messages = [{"role": "user", "content": fitted.text}]
     if json_reply:
         return client.complete_json(messages, role=role, temperature=temperature, max_tokens=fitted.max_tokens)

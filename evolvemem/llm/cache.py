@@ -9,6 +9,7 @@ entry is written to a temporary file and moved into place with `os.replace`.
 
 Layout: `<root>/<key[:2]>/<key>.json`, one small JSON file per reply.
 """
+
 from __future__ import annotations
 
 import hashlib

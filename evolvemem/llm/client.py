@@ -6,6 +6,7 @@ that backoff, `Retry-After`, the cache and the usage ledger behave the same for 
 API keys are read by litellm from the environment; they are never stored here, and anything
 that looks like one is scrubbed from the errors we raise.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -72,8 +73,7 @@ class LLMCallFailed(Exception):
     `cost` is what the call used before giving up that the caller still bills (a request the server
     rejected; empty for most failures)."""
 
-    def __init__(self, message: str, *, status_code: int | None = None, attempts: int = 1,
-                 cost: Usage | None = None):
+    def __init__(self, message: str, *, status_code: int | None = None, attempts: int = 1, cost: Usage | None = None):
         super().__init__(message)
         self.status_code = status_code
         self.attempts = attempts
@@ -86,8 +86,9 @@ class PromptTooLong(LLMCallFailed):
     reached the server and is billed as one failed call; a re-fitted prompt may now fit)."""
 
     def __init__(self, message: str, *, window: int, sent: bool = False, status_code: int | None = None):
-        super().__init__(message, status_code=status_code, attempts=int(sent),
-                         cost=Usage(calls=1, failures=1) if sent else None)
+        super().__init__(
+            message, status_code=status_code, attempts=int(sent), cost=Usage(calls=1, failures=1) if sent else None
+        )
         self.window = window
         self.sent = sent
 
@@ -210,7 +211,7 @@ def _causes(exc: BaseException) -> list[BaseException]:
 
 
 def _connection_problem(exc: BaseException) -> str | None:
-    """"connection refused" / "connection failed" when no server could be reached at all (litellm
+    """ "connection refused" / "connection failed" when no server could be reached at all (litellm
     reports that as an HTTP 500 "Connection error"), None for an answer or a timeout."""
     import openai
 
@@ -218,8 +219,11 @@ def _connection_problem(exc: BaseException) -> str | None:
     if any(isinstance(e, openai.APITimeoutError) or isinstance(e, TimeoutError) for e in chain):
         return None
     texts = " ".join(str(e) for e in chain).lower()
-    if any(isinstance(e, ConnectionRefusedError) for e in chain) or "connection refused" in texts \
-            or "errno 111" in texts:
+    if (
+        any(isinstance(e, ConnectionRefusedError) for e in chain)
+        or "connection refused" in texts
+        or "errno 111" in texts
+    ):
         return "connection refused"
     if any(isinstance(e, (openai.APIConnectionError, ConnectionError)) for e in chain) or "connection error" in texts:
         return "connection failed"
@@ -327,7 +331,9 @@ class LLMClient:
     def __repr__(self) -> str:
         return f"LLMClient({self.model!r}, api_base={redact_url(self.api_base or '')!r})"
 
-    def _request_params(self, messages: list[dict], temperature: float, max_tokens: int, json_mode: bool) -> dict[str, Any]:
+    def _request_params(
+        self, messages: list[dict], temperature: float, max_tokens: int, json_mode: bool
+    ) -> dict[str, Any]:
         """Everything that determines the reply; also the cache key's content."""
         params: dict[str, Any] = {
             "model": self.model,
@@ -360,8 +366,11 @@ class LLMClient:
         tokens = estimate_tokens(messages)
         if window is not None and tokens + max_tokens > window:
             self.usage.record_failure(role)
-            raise PromptTooLong(f"{self.model} [{role}]: a prompt of ~{tokens} tokens plus {max_tokens} reply tokens "
-                                f"does not fit the context window of {window} tokens (not sent)", window=window)
+            raise PromptTooLong(
+                f"{self.model} [{role}]: a prompt of ~{tokens} tokens plus {max_tokens} reply tokens "
+                f"does not fit the context window of {window} tokens (not sent)",
+                window=window,
+            )
 
     def _learn_window(self, exc: BaseException) -> int | None:
         """A rejection that names the window teaches it to this client for the rest of the run."""
@@ -376,8 +385,10 @@ class LLMClient:
         with self._breaker_lock:
             if not self.breaker or self._failures_in_a_row < self.breaker:
                 return None
-            return (f"circuit breaker open after {self.breaker} failed calls in a row (last: {self._last_failure}); "
-                    "fix the endpoint, then resume")
+            return (
+                f"circuit breaker open after {self.breaker} failed calls in a row (last: {self._last_failure}); "
+                "fix the endpoint, then resume"
+            )
 
     def _check_breaker(self, role: str) -> None:
         why = self.breaker_open()
@@ -433,8 +444,13 @@ class LLMClient:
         attempt = 0
         while True:
             try:
-                response = litellm.completion(**params, timeout=self.timeout, num_retries=0, drop_params=True,
-                                              extra_headers={CALL_ID_HEADER: call_id})
+                response = litellm.completion(
+                    **params,
+                    timeout=self.timeout,
+                    num_retries=0,
+                    drop_params=True,
+                    extra_headers={CALL_ID_HEADER: call_id},
+                )
                 if not getattr(response, "choices", None):
                     raise NotACompletion("the reply is not a chat completion (it has no choices)")
                 break
@@ -447,15 +463,18 @@ class LLMClient:
                         self.usage.record_rejection(role, call_id)
                         raise PromptTooLong(
                             f"{self.model} [{role}] rejected a prompt of ~{estimate_tokens(messages)} tokens: its "
-                            f"context window is {learned} tokens (now used to size every prompt)", window=learned,
-                            sent=True, status_code=status,
+                            f"context window is {learned} tokens (now used to size every prompt)",
+                            window=learned,
+                            sent=True,
+                            status_code=status,
                         ) from None
                     self.usage.record_failure(role)
                     tries = "(not retryable)" if not retryable else f"after {attempt + 1} attempt(s)"
                     cause = self._cause(exc, status)
                     self._count_failure(cause)
-                    raise LLMCallFailed(f"{self.model} [{role}] failed {tries}: {cause}", status_code=status,
-                                        attempts=attempt + 1) from None
+                    raise LLMCallFailed(
+                        f"{self.model} [{role}] failed {tries}: {cause}", status_code=status, attempts=attempt + 1
+                    ) from None
                 if _is_timeout(exc):
                     # a timed-out attempt costs as much as a failed call: a server that accepts
                     # connections but never answers trips the breaker after `breaker` waits, not
@@ -465,8 +484,10 @@ class LLMClient:
                     why = self.breaker_open()
                     if why:
                         self.usage.record_failure(role)
-                        raise LLMCallFailed(f"{self.model} [{role}] stopped after {attempt + 1} timed-out attempt(s): "
-                                            f"{why}", attempts=attempt + 1) from None
+                        raise LLMCallFailed(
+                            f"{self.model} [{role}] stopped after {attempt + 1} timed-out attempt(s): {why}",
+                            attempts=attempt + 1,
+                        ) from None
                 self.usage.record_retry(role)
                 time.sleep(self.backoff_delay(attempt, _retry_after_seconds(exc)))
                 attempt += 1
@@ -475,8 +496,9 @@ class LLMClient:
                 why = self.breaker_open()
                 if why:
                     self.usage.record_failure(role)
-                    raise LLMCallFailed(f"{self.model} [{role}] stopped after {attempt} attempt(s): {why}",
-                                        attempts=attempt) from None
+                    raise LLMCallFailed(
+                        f"{self.model} [{role}] stopped after {attempt} attempt(s): {why}", attempts=attempt
+                    ) from None
 
         reply = self._reply_from(litellm, response, reply_limit(max_tokens))
         # first thing once the reply is ours: with a run's journal attached, this is the line
@@ -489,14 +511,17 @@ class LLMClient:
                 self.oversized_replies += 1
         if self.cache is not None:
             try:
-                self.cache.put(key, {
-                    "text": reply.text,
-                    "truncated": reply.truncated,
-                    "model": reply.model,
-                    "prompt_tokens": reply.prompt_tokens,
-                    "completion_tokens": reply.completion_tokens,
-                    "cost_usd": reply.cost_usd,
-                })
+                self.cache.put(
+                    key,
+                    {
+                        "text": reply.text,
+                        "truncated": reply.truncated,
+                        "model": reply.model,
+                        "prompt_tokens": reply.prompt_tokens,
+                        "completion_tokens": reply.completion_tokens,
+                        "cost_usd": reply.cost_usd,
+                    },
+                )
             except OSError:
                 pass  # a full or read-only disk costs a future cache hit, not this reply
         return reply
@@ -538,7 +563,11 @@ class LLMClient:
             return parse_json_lenient(first.text), first
         except ValueError:
             pass
-        follow_up = [*messages, {"role": "assistant", "content": first.text}, {"role": "user", "content": JSON_FOLLOW_UP}]
+        follow_up = [
+            *messages,
+            {"role": "assistant", "content": first.text},
+            {"role": "user", "content": JSON_FOLLOW_UP},
+        ]
         second = self.complete(follow_up, role=role, **kw)
         both = dataclasses.replace(second, billed=first.as_cost() + second.as_cost())
         try:

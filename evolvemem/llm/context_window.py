@@ -7,6 +7,7 @@ litellm's model table, the server itself (vLLM's `max_model_len` in /v1/models, 
 `n_ctx` in /props), or — last resort — the error of a rejected request, remembered for the
 rest of the run. Tokens are estimated conservatively from characters (no tokenizer of the
 served model is at hand), so an estimate that fits, fits."""
+
 from __future__ import annotations
 
 import json
@@ -20,7 +21,8 @@ PROBE_TIMEOUT = 2.0
 _WINDOW_KEYS = ("max_model_len", "context_length", "context_window", "n_ctx", "max_input_tokens")
 _WINDOW_IN_ERROR = re.compile(
     r"(?:context window(?: of)?|maximum context length(?: is)?|context length(?: of)?|n_ctx\D{0,10})\s*(\d{3,7})",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
 def estimate_tokens(messages: list[dict]) -> int:

@@ -3,6 +3,7 @@
 Small models echo few-shot examples: a sentence of the example, or the invented person the
 example is about. An item is "copied" when it shares a run of `RUN` words with the example, or
 names a capitalised word that only the example uses (absent from the rest of the prompt)."""
+
 from __future__ import annotations
 
 import re
@@ -16,7 +17,7 @@ def _words(text: str) -> list[str]:
 
 
 def _runs(words: list[str]) -> set[tuple[str, ...]]:
-    return {tuple(words[i:i + RUN]) for i in range(len(words) - RUN + 1)}
+    return {tuple(words[i : i + RUN]) for i in range(len(words) - RUN + 1)}
 
 
 class EchoDetector:

@@ -10,6 +10,7 @@ content — a reply cut at `"b": tr` gives the string "tr", a dangling key "", a
 keeps the last — and returns "" or {} for a reply without JSON instead of raising, which the
 client's one re-ask relies on; its strict mode refuses fenced and prose-wrapped replies instead.
 """
+
 from __future__ import annotations
 
 import json

@@ -4,6 +4,7 @@ A closed port or a dead host would otherwise surface as one failed call per ques
 memories were built. One GET of `{api_base}/models` (any HTTP answer, even 404, means a server is
 listening) turns that into one line naming the endpoint, the models behind it and the reason.
 Without an `api_base` (a hosted provider) there is nothing local to check."""
+
 from __future__ import annotations
 
 import base64

@@ -1,5 +1,6 @@
 """Thread-safe accounting of LLM usage per role (extract, answer, judge, diagnose, ...): one
 `Usage` per role, shared by every thread that calls an `LLMClient`."""
+
 from __future__ import annotations
 
 import threading
@@ -45,10 +46,14 @@ class UsageLedger:
         if sink is not None:  # outside the lock: a slow disk must not serialise the counters
             sink(role, usage, call_id)
 
-    def record_call(self, role: str, prompt_tokens: int, completion_tokens: int, cost_usd: float,
-                    call_id: str | None = None) -> None:
-        self._add(role, Usage(calls=1, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                              cost_usd=cost_usd), call_id)
+    def record_call(
+        self, role: str, prompt_tokens: int, completion_tokens: int, cost_usd: float, call_id: str | None = None
+    ) -> None:
+        self._add(
+            role,
+            Usage(calls=1, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost_usd=cost_usd),
+            call_id,
+        )
 
     def record_cache_hit(self, role: str) -> None:
         self._add(role, Usage(cache_hits=1))

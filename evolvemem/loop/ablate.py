@@ -3,6 +3,7 @@
 A mechanism is a dimension whose registry entry says which value switches it off
 (`mechanism = { off = ... }` in action_space/). Switching it off applies globally and inside
 every per-type override; each per-type override is also dropped as a whole, in turn."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,20 +37,36 @@ def ablation_variants(config: RetrievalConfig) -> list[Variant]:
         used_in = [t for t, o in data[OVERRIDES].items() if name in o and o[name] != off]
         if not used_globally and not used_in:
             continue
-        changed = {**data, name: off,
-                   OVERRIDES: {t: ({**o, name: off} if name in o else o) for t, o in data[OVERRIDES].items()}}
-        variants.append(Variant(name, parse_config(changed, source=f"ablation of {name}")[0],
-                                f"{name} = {off!r} everywhere"))
+        changed = {
+            **data,
+            name: off,
+            OVERRIDES: {t: ({**o, name: off} if name in o else o) for t, o in data[OVERRIDES].items()},
+        }
+        variants.append(
+            Variant(name, parse_config(changed, source=f"ablation of {name}")[0], f"{name} = {off!r} everywhere")
+        )
     for qtype in data[OVERRIDES]:
         changed = {**data, OVERRIDES: {t: o for t, o in data[OVERRIDES].items() if t != qtype}}
-        variants.append(Variant(f"overrides[{qtype}]", parse_config(changed, source="ablation")[0],
-                                f"drop the per-type override for {qtype}"))
+        variants.append(
+            Variant(
+                f"overrides[{qtype}]",
+                parse_config(changed, source="ablation")[0],
+                f"drop the per-type override for {qtype}",
+            )
+        )
     return variants
 
 
-def run_ablation(scorer: RoundScorer, config: RetrievalConfig, questions: list[Question], round_no: int,
-                 on_variant: Callable[[dict[str, Any]], None] | None = None, *, contexts_only: bool = False,
-                 token_cap: int | None = None) -> list[dict[str, Any]]:
+def run_ablation(
+    scorer: RoundScorer,
+    config: RetrievalConfig,
+    questions: list[Question],
+    round_no: int,
+    on_variant: Callable[[dict[str, Any]], None] | None = None,
+    *,
+    contexts_only: bool = False,
+    token_cap: int | None = None,
+) -> list[dict[str, Any]]:
     """Score `config` and every variant on `questions` the way the run measured its rounds (for an
     `evidence` run: the answer contexts alone, cut at its token budget); rows carry the deltas
     against the full config."""
@@ -57,12 +74,20 @@ def run_ablation(scorer: RoundScorer, config: RetrievalConfig, questions: list[Q
     base = None
     for variant in [Variant("full config", config, "the config as evolved"), *ablation_variants(config)]:
         phase = "ablate" if base is None else f"ablate:{variant.label}"
-        s, seconds = scorer.score_round(variant.config, questions, round_no, phase,
-                                        contexts_only=contexts_only, token_cap=token_cap)
-        row = {"mechanism": variant.label, "what": variant.what, "all_f1": s["all"], "main_f1": s["main"],
-               "adversarial_f1": s["adversarial"], "evidence_recall": s["evidence_recall"],
-               "main_evidence_recall": s.get("main_evidence_recall"),
-               "by_category": {k: v["f1"] for k, v in s["by_category"].items()}, "seconds": seconds}
+        s, seconds = scorer.score_round(
+            variant.config, questions, round_no, phase, contexts_only=contexts_only, token_cap=token_cap
+        )
+        row = {
+            "mechanism": variant.label,
+            "what": variant.what,
+            "all_f1": s["all"],
+            "main_f1": s["main"],
+            "adversarial_f1": s["adversarial"],
+            "evidence_recall": s["evidence_recall"],
+            "main_evidence_recall": s.get("main_evidence_recall"),
+            "by_category": {k: v["f1"] for k, v in s["by_category"].items()},
+            "seconds": seconds,
+        }
         if base is None:
             base = row
         for key in ("all_f1", "main_f1", "adversarial_f1", "evidence_recall", "main_evidence_recall"):

@@ -17,6 +17,7 @@ screen_alpha / (K − i + 1)) — or when it loses nothing and its rung-0 eviden
 significant at alpha / K (Bonferroni over the K rung-0 tests). Of those that pass, the one with the largest minibatch gain in the
 objective's group gets the full dev evaluation — the others are recorded as outranked — and the
 guard tests its gain at alpha / K, Holm's first step, since it is the best of K comparisons."""
+
 from __future__ import annotations
 
 import random
@@ -27,8 +28,15 @@ from evolvemem.contracts.diagnosis import DiagnosisInput, Diagnoser, Proposal
 from evolvemem.loop.guard import RoundScore
 from evolvemem.loop.ladder import RungZero
 from evolvemem.loop.paired import Comparison, judged_groups
-from evolvemem.loop.screening import (OUTRANKED, PASSED, SCREENED_OUT, Screener, ScreenVerdict, screen_verdict,
-                                      screening_enabled)
+from evolvemem.loop.screening import (
+    OUTRANKED,
+    PASSED,
+    SCREENED_OUT,
+    Screener,
+    ScreenVerdict,
+    screen_verdict,
+    screening_enabled,
+)
 from evolvemem.loop.spec import CONTEXTS_ONLY, GuardSettings, objective_group
 from evolvemem.space.config import RetrievalConfig, parse_config
 from evolvemem.space.ops import perturb
@@ -43,8 +51,10 @@ def candidates_problem(k: int, screen_fraction: float, screen_budget: int, objec
     if k == 1:
         return ""
     if objective == CONTEXTS_ONLY:
-        return ("--candidates needs an objective that answers (--objective balanced, all or main): under the "
-                "evidence objective a round costs milliseconds a question and is not screened")
+        return (
+            "--candidates needs an objective that answers (--objective balanced, all or main): under the "
+            "evidence objective a round costs milliseconds a question and is not screened"
+        )
     if not screening_enabled(screen_fraction):
         return "--candidates compares candidates on the screening minibatch: --screen-fraction must be between 0 and 1"
     if screen_budget > 1:
@@ -52,9 +62,18 @@ def candidates_problem(k: int, screen_fraction: float, screen_budget: int, objec
     return ""
 
 
-def alternative_candidates(diagnoser: Diagnoser, inp: DiagnosisInput, base: RetrievalConfig,
-                           first: RetrievalConfig, k: int, seen: set[str], check: Callable[[Proposal], None],
-                           rng: random.Random, explore_dims: int, free_dims: list[str] | None) -> list[dict[str, Any]]:
+def alternative_candidates(
+    diagnoser: Diagnoser,
+    inp: DiagnosisInput,
+    base: RetrievalConfig,
+    first: RetrievalConfig,
+    k: int,
+    seen: set[str],
+    check: Callable[[Proposal], None],
+    rng: random.Random,
+    explore_dims: int,
+    free_dims: list[str] | None,
+) -> list[dict[str, Any]]:
     """Candidates 2..k of the next round as rows {config, source, rationale} (see the module
     docstring); `check` drops and flags a proposal's changes as the loop does the first's."""
     taken = set(seen) | {first.fingerprint(), base.fingerprint()}
@@ -101,12 +120,19 @@ def gain_p(paired: dict[str, Any] | None, objective: str, min_effect: float) -> 
     if paired is None:
         return 1.0
     groups = paired["groups"]
-    return min((groups[g]["p_gain"] for g in judged_groups(objective)
-                if groups[g]["n"] and groups[g]["diff"] >= min_effect), default=1.0)
+    return min(
+        (groups[g]["p_gain"] for g in judged_groups(objective) if groups[g]["n"] and groups[g]["diff"] >= min_effect),
+        default=1.0,
+    )
 
 
-def choose_among(screener: Screener, round_no: int, candidates: list[tuple[RetrievalConfig, str]],
-                 incumbent: RoundScore, seen: set[str]) -> RetrievalConfig:
+def choose_among(
+    screener: Screener,
+    round_no: int,
+    candidates: list[tuple[RetrievalConfig, str]],
+    incumbent: RoundScore,
+    seen: set[str],
+) -> RetrievalConfig:
     """The config round `round_no` evaluates on every dev question: the best of `candidates`
     that passes (see the module docstring), or the incumbent's when none does. Every candidate
     not chosen joins `seen`."""
@@ -114,8 +140,11 @@ def choose_among(screener: Screener, round_no: int, candidates: list[tuple[Retri
     if started is not None:  # decided before an interruption: the round goes on with it
         return started
     spec = screener.spec
-    todo = [(attempt, config, source) for attempt, (config, source) in enumerate(candidates, 1)
-            if config.fingerprint() != incumbent.config.fingerprint()]
+    todo = [
+        (attempt, config, source)
+        for attempt, (config, source) in enumerate(candidates, 1)
+        if config.fingerprint() != incumbent.config.fingerprint()
+    ]
     if not todo:
         return incumbent.config
     rows = {attempt: done[attempt] for attempt, _, _ in todo if attempt in done}
@@ -141,8 +170,9 @@ def choose_among(screener: Screener, round_no: int, candidates: list[tuple[Retri
         promoted = rung0.gained(spec.guard, spec.guard.alpha / len(attempts))
         verdict = screen_verdict(comparisons[attempt], spec.objective, spec, alpha=level, evidence_gained=promoted)
         if verdict.passed and not reached and not promoted:
-            verdict = ScreenVerdict(False, f"{verdict.reason}; but Holm's step-down stopped at a smaller p-value "
-                                           "of the round's candidates")
+            verdict = ScreenVerdict(
+                False, f"{verdict.reason}; but Holm's step-down stopped at a smaller p-value of the round's candidates"
+            )
         verdicts[attempt] = verdict
     group = objective_group(spec.objective)
     passing = [a for a in climbing if verdicts[a].passed]
@@ -153,8 +183,9 @@ def choose_among(screener: Screener, round_no: int, candidates: list[tuple[Retri
         if outcome == OUTRANKED:
             verdict = ScreenVerdict(False, f"{verdict.reason}; outranked by candidate {chosen}")
         summary, seconds = scored[attempt]
-        rows[attempt] = screener.record_minibatch(row, rung0, comparisons[attempt], verdict, outcome, summary, seconds,
-                                                  alpha=levels[attempt][0])
+        rows[attempt] = screener.record_minibatch(
+            row, rung0, comparisons[attempt], verdict, outcome, summary, seconds, alpha=levels[attempt][0]
+        )
     for attempt, config, _ in todo:
         if rows[attempt]["outcome"] == PASSED:
             return config

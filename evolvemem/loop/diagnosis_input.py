@@ -4,6 +4,7 @@ Scores per category and question type with zero-score counts and deltas against 
 round, the failure taxonomy (view `question_failures`, which uses the gold evidence), the worst
 cases stratified by question type, the current config, the action space, and the history of
 earlier proposals with their true outcomes."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -22,14 +23,26 @@ def outcome_groups(paired: dict[str, Any] | str | None) -> dict[str, dict[str, f
     stored: dict[str, Any] = json.loads(paired) if isinstance(paired, str) else (paired or {})
     if not stored.get("groups"):
         return None
-    return {name: {k: round(float(stat[k]), 4) for k in ("diff", "p_gain", "p_loss")}
-            for name, stat in stored["groups"].items() if stat.get("n")}
+    return {
+        name: {k: round(float(stat[k]), 4) for k in ("diff", "p_gain", "p_loss")}
+        for name, stat in stored["groups"].items()
+        if stat.get("n")
+    }
 
 
-def build_diagnosis_input(store: RunStore, round_no: int, phase: str, config: RetrievalConfig, objective: str, score: float,
-                          previous_round: int | None, current_round: int | None = None,
-                          current_score: float | None = None, current_accepted: bool | None = None,
-                          current_paired: dict[str, Any] | None = None) -> DiagnosisInput:
+def build_diagnosis_input(
+    store: RunStore,
+    round_no: int,
+    phase: str,
+    config: RetrievalConfig,
+    objective: str,
+    score: float,
+    previous_round: int | None,
+    current_round: int | None = None,
+    current_score: float | None = None,
+    current_accepted: bool | None = None,
+    current_paired: dict[str, Any] | None = None,
+) -> DiagnosisInput:
     """`round_no` is the round diagnosed (the base of the next config: the incumbent after a
     revert); the history covers every decision before `current_round` (the latest round), so a
     change tried after the incumbent is remembered with its outcome."""
@@ -55,22 +68,37 @@ def build_diagnosis_input(store: RunStore, round_no: int, phase: str, config: Re
     history = []
     for d in earlier:
         produced = scores.get(d.round + 1)
-        history.append({
-            "round": d.round, "decision": d.decision, "reason": d.reason, "score": d.score, "delta": d.delta,
-            "changes": d.changes,
-            "outcome_delta": (round(produced - d.base_score, 4)
-                              if produced is not None and d.base_score is not None else None),
-            # did the config this change produced beat the incumbent on paired evidence?
-            "outcome_accepted": accepted.get(d.round + 1),
-            # per group: what the produced round gained or lost against the incumbent (paired)
-            "outcome_groups": outcome_groups(paired.get(d.round + 1)),
-        })
+        history.append(
+            {
+                "round": d.round,
+                "decision": d.decision,
+                "reason": d.reason,
+                "score": d.score,
+                "delta": d.delta,
+                "changes": d.changes,
+                "outcome_delta": (
+                    round(produced - d.base_score, 4) if produced is not None and d.base_score is not None else None
+                ),
+                # did the config this change produced beat the incumbent on paired evidence?
+                "outcome_accepted": accepted.get(d.round + 1),
+                # per group: what the produced round gained or lost against the incumbent (paired)
+                "outcome_groups": outcome_groups(paired.get(d.round + 1)),
+            }
+        )
     overall = seen.overall
     return DiagnosisInput(
-        round=round_no, objective=objective, score=score,
+        round=round_no,
+        objective=objective,
+        score=score,
         overall={k: (round(v, 4) if isinstance(v, float) else v) for k, v in overall.items()},
-        by_type=by_type, by_category=[dict(row) for row in seen.by_category], taxonomy=dict(seen.taxonomy),
-        taxonomy_by_type=seen.taxonomy_by_type, worst_cases=[dict(row) for row in seen.worst_cases],
-        config=config.values(), overrides=config.overrides(), history=history,
-        mean_context=float(overall.get("mean_context") or 0.0), view_credit=dict(seen.view_credit),
+        by_type=by_type,
+        by_category=[dict(row) for row in seen.by_category],
+        taxonomy=dict(seen.taxonomy),
+        taxonomy_by_type=seen.taxonomy_by_type,
+        worst_cases=[dict(row) for row in seen.worst_cases],
+        config=config.values(),
+        overrides=config.overrides(),
+        history=history,
+        mean_context=float(overall.get("mean_context") or 0.0),
+        view_credit=dict(seen.view_credit),
     )

@@ -4,6 +4,7 @@ A valid proposal (space/emerged.py decides) is written to rounds/round_NN/new_di
 joins the run's registry at once, so every diagnoser can switch it on from the next round's
 diagnosis on; switching it on is an ordinary change that the guard judges on paired evidence.
 Every proposal, materialised or refused, becomes one row of `proposed_dimensions`."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -27,13 +28,22 @@ def emerge(run_dir: Path, round_no: int, proposed: list[NewDimension]) -> list[d
             path = done  # a resumed round that already materialised it (and loaded it on resume)
         elif not item.refused:
             try:
-                path = materialise(run_dir, round_no, build_dimension(item.name, item.description, item.maps_to,
-                                                                      item.per_type))
+                path = materialise(
+                    run_dir, round_no, build_dimension(item.name, item.description, item.maps_to, item.per_type)
+                )
             except RefusedDimension as exc:
                 item.refused = str(exc)
-        rows.append({"round": round_no, "name": item.name, "description": item.description,
-                     "rationale": item.rationale, "maps_to": item.maps_to,
-                     "per_type": item.per_type if isinstance(item.per_type, bool) else None,
-                     "status": REFUSED if path is None else MATERIALISED, "reason": item.refused or None,
-                     "file": None if path is None else str(path.relative_to(run_dir))})
+        rows.append(
+            {
+                "round": round_no,
+                "name": item.name,
+                "description": item.description,
+                "rationale": item.rationale,
+                "maps_to": item.maps_to,
+                "per_type": item.per_type if isinstance(item.per_type, bool) else None,
+                "status": REFUSED if path is None else MATERIALISED,
+                "reason": item.refused or None,
+                "file": None if path is None else str(path.relative_to(run_dir)),
+            }
+        )
     return rows

@@ -11,6 +11,7 @@ A change is flagged when the diagnosis input contradicts its direction:
   group for the other together with a counterweight).
 Random and TPE keep their nature (the flags are only recorded, so the report can show how often
 each diagnoser proposed against the evidence); an LLM's flagged changes are rejected."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -35,14 +36,20 @@ def _smaller(old: Any, new: Any, off: Any) -> bool:
     return isinstance(old, (int, float)) and isinstance(new, (int, float)) and new < old
 
 
-def _contradiction(name: str, old: Any, new: Any, off: Any, dominant: str | None, inp: DiagnosisInput,
-                   right: int) -> str:
+def _contradiction(
+    name: str, old: Any, new: Any, off: Any, dominant: str | None, inp: DiagnosisInput, right: int
+) -> str:
     """Why setting `name` from `old` to `new` goes against the round's evidence ("" if it does not)."""
     view = _view_of(name)
     if _smaller(old, new, off) and dominant in MISSING_EVIDENCE and (name == CONTEXT_SIZE or view is not None):
         return f"shrinks {name} ({old} → {new}) while {dominant} is the dominant failure"
-    if view is not None and new == off and old != off and right and \
-            inp.view_credit.get(view, 0) >= CREDIT_SHARE * right:
+    if (
+        view is not None
+        and new == off
+        and old != off
+        and right
+        and inp.view_credit.get(view, 0) >= CREDIT_SHARE * right
+    ):
         return f"switches off the {view} view, which was in the context of {inp.view_credit[view]} right answers"
     return ""
 
@@ -73,8 +80,11 @@ def contradictions(proposal: Proposal, inp: DiagnosisInput) -> list[tuple[str, s
     # nothing new and sound beside the tried moves, and not a combination of them never tried
     # as a whole (the rubric's counterweight bundles are such combinations): a repeat
     if all(m[3] for m in sound) and (len(sound) <= 1 or together in inp.tried_change_sets()):
-        out += [(scope, name, f"repeats {name} → {new!r}, a move already tried without a gain")
-                for scope, name, new, repeated in moves if repeated]
+        out += [
+            (scope, name, f"repeats {name} → {new!r}, a move already tried without a gain")
+            for scope, name, new, repeated in moves
+            if repeated
+        ]
     return out
 
 

@@ -10,6 +10,7 @@ the same dev questions (evolvemem/loop/paired.py):
 - apply: otherwise the clamped proposal is applied to the base config.
 The result of a run is the incumbent: a config that beat the start on paired evidence, or the
 start itself."""
+
 from __future__ import annotations
 
 import random
@@ -100,11 +101,18 @@ def _stagnating(scores: list[RoundScore], settings: GuardSettings) -> bool:
     """The last `stagnation_rounds` rounds brought no significant gain."""
     if len(scores) <= settings.stagnation_rounds:
         return False
-    return not any(s.accepted for s in scores[-settings.stagnation_rounds:])
+    return not any(s.accepted for s in scores[-settings.stagnation_rounds :])
 
 
-def decide(scores: list[RoundScore], regression: Regression, proposal: Proposal, settings: GuardSettings,
-           rng: random.Random, seen_fingerprints: set[str], free_dims: list[str] | None = None) -> GuardDecision:
+def decide(
+    scores: list[RoundScore],
+    regression: Regression,
+    proposal: Proposal,
+    settings: GuardSettings,
+    rng: random.Random,
+    seen_fingerprints: set[str],
+    free_dims: list[str] | None = None,
+) -> GuardDecision:
     """Produce the next config from the base config, the proposal and the score history.
     Exploration perturbs only `free_dims` (default: every dimension)."""
     base = regression.base.config
@@ -124,11 +132,20 @@ def decide(scores: list[RoundScore], regression: Regression, proposal: Proposal,
             explored, changes = perturb(base, rng, settings.explore_dims, names=free_dims)
             if explored.fingerprint() not in seen_fingerprints:
                 break
-        return GuardDecision(Decision.EXPLORED, f"{why_explore}: random perturbation of {len(changes)} dimensions"
-                             + (f" (after reverting: {regression.reason})" if regression.reverted else ""),
-                             explored, changes)
+        return GuardDecision(
+            Decision.EXPLORED,
+            f"{why_explore}: random perturbation of {len(changes)} dimensions"
+            + (f" (after reverting: {regression.reason})" if regression.reverted else ""),
+            explored,
+            changes,
+        )
     changes = diff_configs(base, candidate)
     if regression.reverted:
-        return GuardDecision(Decision.REVERTED, f"{regression.reason}; the proposal is applied to the best config instead",
-                             candidate, changes, clamps)
+        return GuardDecision(
+            Decision.REVERTED,
+            f"{regression.reason}; the proposal is applied to the best config instead",
+            candidate,
+            changes,
+            clamps,
+        )
     return GuardDecision(Decision.APPLIED, proposal.rationale or "applied the proposal", candidate, changes, clamps)

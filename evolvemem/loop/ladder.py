@@ -14,6 +14,7 @@ reader does not answer worse with it, and the full dev evaluation decides (loop/
 Rung 0 is skipped, and the screening says why, when the benchmark carries no gold evidence or
 when the candidate changes only settings that act on a built context (`stage = "answer"`: answer
 style, verification, layout), which cannot move the context."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -59,8 +60,10 @@ class RungZero:
 def moves_context(incumbent: RetrievalConfig, candidate: RetrievalConfig) -> bool:
     """Whether the candidate changes a setting that shapes the context (not only answer-stage ones)."""
     known = registry()
-    return any(change.field not in known or known[change.field].stage != "answer"
-               for change in diff_configs(incumbent, candidate))
+    return any(
+        change.field not in known or known[change.field].stage != "answer"
+        for change in diff_configs(incumbent, candidate)
+    )
 
 
 def evidence_questions(dev: list[Question], adversarial_categories: tuple[str, ...] | set[str]) -> list[Question]:
@@ -72,9 +75,15 @@ def evidence_questions(dev: list[Question], adversarial_categories: tuple[str, .
 class ContextRung:
     """Rung 0 for one run: scores contexts as rounds of the store (resumable like any round)."""
 
-    def __init__(self, spec: RunSpec, store: RunStore, scorer: RoundScorer, dev: list[Question],
-                 adversarial_categories: tuple[str, ...] | set[str],
-                 on_record: ProgressFn | None = None):
+    def __init__(
+        self,
+        spec: RunSpec,
+        store: RunStore,
+        scorer: RoundScorer,
+        dev: list[Question],
+        adversarial_categories: tuple[str, ...] | set[str],
+        on_record: ProgressFn | None = None,
+    ):
         self.spec, self.store, self.scorer = spec, store, scorer
         self.questions = evidence_questions(dev, adversarial_categories)
         self.adversarial_categories = adversarial_categories
@@ -87,8 +96,9 @@ class ContextRung:
             self.scorer.score_round(config, self.questions, round_no, phase, on_record, contexts_only=True)
         return self.store.round_records(round_no, phase)
 
-    def judge(self, round_no: int, attempt: int, candidate: RetrievalConfig,
-              incumbent: RetrievalConfig, incumbent_round: int) -> RungZero:
+    def judge(
+        self, round_no: int, attempt: int, candidate: RetrievalConfig, incumbent: RetrievalConfig, incumbent_round: int
+    ) -> RungZero:
         if not self.spec.evidence_rung:
             return RungZero(False, "rung 0 off (--no-evidence-rung)", {"skipped": "off"})
         if not self.questions:
@@ -99,27 +109,45 @@ class ContextRung:
             return RungZero(False, f"rung 0 skipped: {why}", {"skipped": why})
         base = self._records(incumbent, round_no, contexts_phase(0))
         mine = self._records(candidate, round_no, contexts_phase(attempt))
-        comparison = compare(mine, base, round_no, incumbent_round, self.adversarial_categories, CONTEXTS_ONLY,
-                             seed=self.spec.seed)
+        comparison = compare(
+            mine, base, round_no, incumbent_round, self.adversarial_categories, CONTEXTS_ONLY, seed=self.spec.seed
+        )
         stat = comparison.groups["main"]
 
         def tokens(records: list[dict[str, Any]]) -> float | None:
             values = [r["context_tokens"] for r in records if r.get("context_tokens") is not None]
             return sum(values) / len(values) if values else None
 
-        evidence = {"recall": stat.candidate, "incumbent_recall": stat.incumbent, "diff": stat.diff,
-                    "ci_low": stat.ci_low, "ci_high": stat.ci_high, "p_gain": stat.p_gain, "p_loss": stat.p_loss,
-                    "n": stat.n, "tokens": tokens(mine), "incumbent_tokens": tokens(base)}
-        size = (f", context {evidence['tokens']:.0f} vs {evidence['incumbent_tokens']:.0f} tokens"
-                if evidence["tokens"] is not None and evidence["incumbent_tokens"] is not None else "")
+        evidence = {
+            "recall": stat.candidate,
+            "incumbent_recall": stat.incumbent,
+            "diff": stat.diff,
+            "ci_low": stat.ci_low,
+            "ci_high": stat.ci_high,
+            "p_gain": stat.p_gain,
+            "p_loss": stat.p_loss,
+            "n": stat.n,
+            "tokens": tokens(mine),
+            "incumbent_tokens": tokens(base),
+        }
+        size = (
+            f", context {evidence['tokens']:.0f} vs {evidence['incumbent_tokens']:.0f} tokens"
+            if evidence["tokens"] is not None and evidence["incumbent_tokens"] is not None
+            else ""
+        )
+
         def detail(p: float) -> str:
-            return (f"evidence recall {stat.diff:+.4f} [{stat.ci_low:+.4f}, {stat.ci_high:+.4f}] p={p:.3f} "
-                    f"n={stat.n} vs round {incumbent_round}{size}")
+            return (
+                f"evidence recall {stat.diff:+.4f} [{stat.ci_low:+.4f}, {stat.ci_high:+.4f}] p={p:.3f} "
+                f"n={stat.n} vs round {incumbent_round}{size}"
+            )
 
         if loses(stat, self.spec.guard):
-            return RungZero(True, f"stopped at rung 0: its contexts hold less evidence ({detail(stat.p_loss)})",
-                            evidence, stat)
+            return RungZero(
+                True, f"stopped at rung 0: its contexts hold less evidence ({detail(stat.p_loss)})", evidence, stat
+            )
         if gains(stat, self.spec.guard):
-            return RungZero(False, f"rung 0 gained: its contexts hold more evidence ({detail(stat.p_gain)})", evidence,
-                            stat)
+            return RungZero(
+                False, f"rung 0 gained: its contexts hold more evidence ({detail(stat.p_gain)})", evidence, stat
+            )
         return RungZero(False, f"rung 0 held ({detail(stat.p_loss)})", evidence, stat)

@@ -14,6 +14,7 @@ the other sign). A change becomes the new best only when it passes `accept`:
 - and in every case a majority of dev conversations are not hurt beyond the tolerance (with
   `folds`, every fold of conversations).
 Every figure is recorded with the decision so a reader can judge it."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -62,8 +63,9 @@ class Verdict:
     reason: str
 
 
-def _stat(diffs: np.ndarray, cand: np.ndarray, inc: np.ndarray, convs: np.ndarray,
-          rng: np.random.Generator) -> PairedStat:
+def _stat(
+    diffs: np.ndarray, cand: np.ndarray, inc: np.ndarray, convs: np.ndarray, rng: np.random.Generator
+) -> PairedStat:
     n = len(diffs)
     if n == 0:
         return PairedStat(0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0)
@@ -75,8 +77,15 @@ def _stat(diffs: np.ndarray, cand: np.ndarray, inc: np.ndarray, convs: np.ndarra
     # two-stage bootstrap: resample whole conversations, then questions within each one
     names = sorted(set(convs.tolist()))
     half = RESAMPLES // 2
-    within = np.stack([diffs[convs == name][rng.integers(0, int((convs == name).sum()), size=(half, int((convs == name).sum())))].sum(axis=1)
-                       for name in names], axis=1)  # (resample, conversation) -> resampled sum
+    within = np.stack(
+        [
+            diffs[convs == name][
+                rng.integers(0, int((convs == name).sum()), size=(half, int((convs == name).sum())))
+            ].sum(axis=1)
+            for name in names
+        ],
+        axis=1,
+    )  # (resample, conversation) -> resampled sum
     counts = np.array([(convs == name).sum() for name in names], dtype=float)
     picks = rng.integers(0, len(names), size=(half, len(names)))
     boot = np.take_along_axis(within, picks, axis=1).sum(axis=1) / counts[picks].sum(axis=1)
@@ -84,28 +93,41 @@ def _stat(diffs: np.ndarray, cand: np.ndarray, inc: np.ndarray, convs: np.ndarra
     return PairedStat(n, float(cand.mean()), float(inc.mean()), observed, float(low), float(high), p_gain, p_loss)
 
 
-def compare(candidate: list[dict[str, Any]], incumbent: list[dict[str, Any]], candidate_round: int, incumbent_round: int,
-            adversarial_categories: tuple[str, ...] | set[str], objective: str, folds: int = 0,
-            seed: int = 0, metric: str | None = None) -> Comparison:
+def compare(
+    candidate: list[dict[str, Any]],
+    incumbent: list[dict[str, Any]],
+    candidate_round: int,
+    incumbent_round: int,
+    adversarial_categories: tuple[str, ...] | set[str],
+    objective: str,
+    folds: int = 0,
+    seed: int = 0,
+    metric: str | None = None,
+) -> Comparison:
     """Pair two rounds' records by question on `metric` (by default the objective's: F1, or the
     context's evidence recall; records without a value or failed on either side are left out)."""
     metric = metric or objective_metric(objective)
     inc_by_id = {r["question_id"]: r for r in incumbent if not r.get("failed") and r.get(metric) is not None}
-    pairs = [(r, inc_by_id[r["question_id"]]) for r in candidate
-             if not r.get("failed") and r.get(metric) is not None and r["question_id"] in inc_by_id]
+    pairs = [
+        (r, inc_by_id[r["question_id"]])
+        for r in candidate
+        if not r.get("failed") and r.get(metric) is not None and r["question_id"] in inc_by_id
+    ]
     pairs.sort(key=lambda p: p[0]["question_id"])
     cand = np.array([c[metric] for c, _ in pairs], dtype=float)
     inc = np.array([i[metric] for _, i in pairs], dtype=float)
     convs = np.array([c["conversation_id"] for c, _ in pairs], dtype=object)
-    adversarial = np.array([str(c["category"]) in {str(a) for a in adversarial_categories} for c, _ in pairs],
-                           dtype=bool)
+    adversarial = np.array(
+        [str(c["category"]) in {str(a) for a in adversarial_categories} for c, _ in pairs], dtype=bool
+    )
     diffs = cand - inc
     rng = np.random.default_rng(seed)
     masks = {"main": ~adversarial, "adversarial": adversarial, "all": np.ones(len(pairs), dtype=bool)}
     groups = {g: _stat(diffs[m], cand[m], inc[m], convs[m], rng) for g, m in masks.items()}
     objective_mask = masks[objective_group(objective)]
-    by_conversation = {str(c): float(diffs[objective_mask & (convs == c)].mean())
-                       for c in sorted(set(convs[objective_mask].tolist()))}
+    by_conversation = {
+        str(c): float(diffs[objective_mask & (convs == c)].mean()) for c in sorted(set(convs[objective_mask].tolist()))
+    }
     by_fold: list[float] = []
     if folds > 1:
         names = list(by_conversation)
@@ -125,7 +147,9 @@ def judged_groups(objective: str) -> tuple[str, ...]:
 def gains(stat: PairedStat, settings: GuardSettings, alpha: float | None = None) -> bool:
     """A gain of at least `min_effect` with a one-sided p below `alpha` (the guard's own unless a
     caller, such as a minibatch screening, tests at another level)."""
-    return stat.n > 0 and stat.diff >= settings.min_effect and stat.p_gain < (settings.alpha if alpha is None else alpha)
+    return (
+        stat.n > 0 and stat.diff >= settings.min_effect and stat.p_gain < (settings.alpha if alpha is None else alpha)
+    )
 
 
 def loses(stat: PairedStat, settings: GuardSettings) -> bool:
@@ -154,8 +178,12 @@ def accept(comparison: Comparison, objective: str, settings: GuardSettings) -> V
 
     detail = "; ".join(describe(name) for name in ("main", "adversarial", "all") if g[name].n)
     if gaining and not losses and consistent and folds_hold:
-        return Verdict(True, False, f"significant gain on {', '.join(gaining)} vs round {comparison.incumbent_round} "
-                                    f"({detail}; {held}/{len(convs)} conversations hold)")
+        return Verdict(
+            True,
+            False,
+            f"significant gain on {', '.join(gaining)} vs round {comparison.incumbent_round} "
+            f"({detail}; {held}/{len(convs)} conversations hold)",
+        )
     why = []
     if losses:
         why.append(f"loses on {', '.join(losses)}")
@@ -165,8 +193,9 @@ def accept(comparison: Comparison, objective: str, settings: GuardSettings) -> V
         why.append(f"only {held}/{len(convs)} conversations hold")
     if not folds_hold:
         why.append("a fold loses")
-    return Verdict(False, significant_loss, f"not better than round {comparison.incumbent_round}: "
-                                           f"{', '.join(why)} ({detail})")
+    return Verdict(
+        False, significant_loss, f"not better than round {comparison.incumbent_round}: {', '.join(why)} ({detail})"
+    )
 
 
 # A judged group needs this many dev questions before the guard can accept a gain of
@@ -191,6 +220,6 @@ def questions_needed(alpha: float, target: float = DETECTABLE_TARGET) -> int:
 def _questions_to_significance(alpha: float) -> int:
     """Fewest questions that, all gaining and none losing, give a sign-flip p below `alpha`."""
     k = 1
-    while 2.0 ** -k >= alpha:
+    while 2.0**-k >= alpha:
         k += 1
     return k

@@ -1,6 +1,7 @@
 """Targeted re-extraction: when dev failures show extraction gaps (no memory covers a gold
 evidence turn), re-extract the sessions holding those turns. Topics come from dev failures
 only; memories added are versioned with the round that will first use them."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -19,8 +20,9 @@ class ReextractResult:
     cost: Usage = field(default_factory=Usage)
 
 
-def uncovered_sessions(store: RunStore, ws: Workspace, round_no: int, dev_conversations: set[str],
-                       already: set[str]) -> dict[str, set[str]]:
+def uncovered_sessions(
+    store: RunStore, ws: Workspace, round_no: int, dev_conversations: set[str], already: set[str]
+) -> dict[str, set[str]]:
     """conversation id → session ids whose dev evidence no memory covers (not re-extracted yet)."""
     out: dict[str, set[str]] = {}
     for conv_id, evidence_ids in store.failed_evidence(round_no, Phase.DEV, FailureClass.EXTRACTION_GAP):

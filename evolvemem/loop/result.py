@@ -2,6 +2,7 @@
 
 Its own module because both the runner (which fills it) and the round snapshots (which write
 `result.json` from it) need it, and neither should import the other."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -44,4 +45,6 @@ class RunResult:
     best_config_path: Path | None = None
     dev: dict[str, Any] = field(default_factory=dict)
     test: dict[str, Any] = field(default_factory=dict)
-    cost: dict[str, Any] = field(default_factory=dict)  # the rounds' evaluations against full evaluation (store/costs.py)
+    cost: dict[str, Any] = field(
+        default_factory=dict
+    )  # the rounds' evaluations against full evaluation (store/costs.py)

@@ -7,6 +7,7 @@ stored with the decision. With screening on (loop/screening.py) a round's candid
 scored on a minibatch of dev questions and evaluated in full only when it passes; otherwise the
 round keeps the incumbent. At the end the start config and the best dev config are each scored
 once on the held-out test conversations."""
+
 from __future__ import annotations
 
 import random
@@ -74,8 +75,15 @@ def objective_of(summary_or_row: dict[str, Any], objective: str) -> float:
 
 
 class EvolutionRunner:
-    def __init__(self, spec: RunSpec, store: RunStore, workspace: Workspace, scorer: RoundScorer,
-                 init_config: RetrievalConfig, hooks: Hooks | None = None):
+    def __init__(
+        self,
+        spec: RunSpec,
+        store: RunStore,
+        workspace: Workspace,
+        scorer: RoundScorer,
+        init_config: RetrievalConfig,
+        hooks: Hooks | None = None,
+    ):
         self.spec = spec
         self.store = store
         self.ws = workspace
@@ -89,23 +97,27 @@ class EvolutionRunner:
             self.test = split_dataset(dataset, "test")
         except DataError:  # one conversation: nothing is held out, and reports say so
             self.test = dataset.subset(set())
-        self.diagnoser = make_diagnoser(spec.diagnoser, seed=spec.seed, client=workspace.roles.diagnosis_client,
-                                        mode=spec.diagnosis_mode)
+        self.diagnoser = make_diagnoser(
+            spec.diagnoser, seed=spec.seed, client=workspace.roles.diagnosis_client, mode=spec.diagnosis_mode
+        )
         self.rubric = make_diagnoser("rubric", seed=spec.seed)  # the fallback of a model's diagnosis
         # the ladder (loop/ladder.py, loop/screening.py) screens candidates before a full evaluation;
         # under the evidence objective a full evaluation is itself only contexts: nothing to screen
         self.contexts_only = spec.objective == CONTEXTS_ONLY
-        self.screener = (Screener(spec, store, scorer, self.dev.questions, dataset.adversarial_categories,
-                                  self.hooks.record)
-                         if screening_enabled(spec.screen_fraction) and not self.contexts_only else None)
+        self.screener = (
+            Screener(spec, store, scorer, self.dev.questions, dataset.adversarial_categories, self.hooks.record)
+            if screening_enabled(spec.screen_fraction) and not self.contexts_only
+            else None
+        )
 
     # ---- helpers -----------------------------------------------------------------------------
     def _say(self, text: str) -> None:
         if self.hooks.message:
             self.hooks.message(text)
 
-    def _evaluate(self, config: RetrievalConfig, questions: list[Question], round_no: int,
-                  phase: str) -> tuple[dict[str, Any], float]:
+    def _evaluate(
+        self, config: RetrievalConfig, questions: list[Question], round_no: int, phase: str
+    ) -> tuple[dict[str, Any], float]:
         row = self.store.round_row(round_no, phase)
         if row and row["status"] == "done" and not (row["n_failed"] and (round_no, phase) not in self._retried):
             return round_summary(row), row["wall_seconds"] or 0.0
@@ -114,9 +126,16 @@ class EvolutionRunner:
             # again — once per process — so that every table compares evaluations of equal n
             self._retried.add((round_no, phase))
         on_record = round_progress(self.hooks.record, round_no, phase, len(questions))
-        return self.scorer.score_round(config, questions, round_no, phase, on_record, self.hooks.stage,
-                                       contexts_only=self.contexts_only,
-                                       token_cap=self.spec.context_tokens if self.contexts_only else None)
+        return self.scorer.score_round(
+            config,
+            questions,
+            round_no,
+            phase,
+            on_record,
+            self.hooks.stage,
+            contexts_only=self.contexts_only,
+            token_cap=self.spec.context_tokens if self.contexts_only else None,
+        )
 
     def _config_from_json(self, data: dict[str, Any]) -> RetrievalConfig:
         return parse_config(data, source="run store")[0]
@@ -139,13 +158,18 @@ class EvolutionRunner:
             started = time.perf_counter()
             if round_no > 0 and self.screener is not None:
                 incumbent = incumbent_of(scores)
-                config = (choose_among(self.screener, round_no, [(config, "proposal"), *screened_candidates(others)],
-                                       incumbent, seen)
-                          if others else self.screener.choose(round_no, config, incumbent, seen, self._exploration_dims()))
+                config = (
+                    choose_among(
+                        self.screener, round_no, [(config, "proposal"), *screened_candidates(others)], incumbent, seen
+                    )
+                    if others
+                    else self.screener.choose(round_no, config, incumbent, seen, self._exploration_dims())
+                )
                 for row in self.store.screenings(round_no):  # read back on resume too: told once per process
                     if row["outcome"] != PASSED:
-                        self.diagnoser.observe(self._config_from_json(row["config"]),
-                                               estimated_score(row, incumbent.score, spec.objective))
+                        self.diagnoser.observe(
+                            self._config_from_json(row["config"]), estimated_score(row, incumbent.score, spec.objective)
+                        )
             summary, eval_seconds = self._evaluate(config, self.dev.questions, round_no, Phase.DEV)
             score = objective_of(summary, spec.objective)
             decision = self.store.decision(round_no)
@@ -164,14 +188,21 @@ class EvolutionRunner:
             if decision is None:
                 decision = self._decide(round_no, scores, seen, stale, comparison, verdict)
             info = RoundDone(
-                round=round_no, dev=summary, score=score, accepted=accepted,
-                verdict=decision.get("verdict") or "", paired=decision.get("paired"),
-                decision=decision["decision"], fallback=decision.get("fallback"),
+                round=round_no,
+                dev=summary,
+                score=score,
+                accepted=accepted,
+                verdict=decision.get("verdict") or "",
+                paired=decision.get("paired"),
+                decision=decision["decision"],
+                fallback=decision.get("fallback"),
                 flags=decision.get("flags") or [],
                 emerged_used=switched_on(config.model_dump(), set(added_dimensions())),
-                reason=decision["reason"], changes=decision["changes"] or [],
+                reason=decision["reason"],
+                changes=decision["changes"] or [],
                 memories_added=decision["memories_added"] or 0,
-                seconds=time.perf_counter() - started, eval_seconds=eval_seconds,
+                seconds=time.perf_counter() - started,
+                eval_seconds=eval_seconds,
                 usage=self.store.round_usage(round_no),
                 screenings=self.store.screenings(round_no),
                 cost=next((c.as_dict() for c in round_costs(self.store) if c.round == round_no), None),
@@ -181,8 +212,10 @@ class EvolutionRunner:
                 self.hooks.round_done(info)
         best = incumbent_of(scores)
         result.best_round = best.round
-        result.dev = {"start": headline(self.store.round_row(0, Phase.DEV)),
-                      "best": headline(self.store.round_row(best.round, Phase.DEV))}
+        result.dev = {
+            "start": headline(self.store.round_row(0, Phase.DEV)),
+            "best": headline(self.store.round_row(best.round, Phase.DEV)),
+        }
         result.test = self._score_on_test(scores[0], best)
         result.cost = total_cost(round_costs(self.store))
         result.best_config_path = write_final(self.store.run_dir, best, scores[0], result)
@@ -192,49 +225,86 @@ class EvolutionRunner:
         """The paired comparison of a dev round with the incumbent, and the guard's verdict (for
         the best of K parallel candidates, at alpha / K: loop/candidates.py)."""
         spec = self.spec
-        comparison = compare(self.store.round_records(round_no, Phase.DEV), self.store.round_records(incumbent_round, Phase.DEV),
-                             round_no, incumbent_round, self.ws.dataset.adversarial_categories, spec.objective,
-                             folds=spec.guard.folds, seed=spec.seed)
+        comparison = compare(
+            self.store.round_records(round_no, Phase.DEV),
+            self.store.round_records(incumbent_round, Phase.DEV),
+            round_no,
+            incumbent_round,
+            self.ws.dataset.adversarial_categories,
+            spec.objective,
+            folds=spec.guard.folds,
+            seed=spec.seed,
+        )
         k = self._comparisons(round_no)
         verdict = accept(comparison, spec.objective, corrected(spec.guard, k))
         if k > 1:
-            verdict = replace(verdict, reason=f"{verdict.reason} (best of {k} candidates: gains tested at "
-                                              f"alpha {spec.guard.alpha:g} / {k}, Holm's first step)")
+            verdict = replace(
+                verdict,
+                reason=f"{verdict.reason} (best of {k} candidates: gains tested at "
+                f"alpha {spec.guard.alpha:g} / {k}, Holm's first step)",
+            )
         return comparison, verdict
 
     def _comparisons(self, round_no: int) -> int:
         """How many candidates the round's config was chosen among (1 unless --candidates)."""
         return max(1, len(self.store.screenings(round_no))) if self.spec.candidates > 1 else 1
 
-    def _decide(self, round_no: int, scores: list[RoundScore], seen: set[str], stale: int,
-                comparison: Comparison | None, verdict: Verdict | None) -> dict[str, Any]:
+    def _decide(
+        self,
+        round_no: int,
+        scores: list[RoundScore],
+        seen: set[str],
+        stale: int,
+        comparison: Comparison | None,
+        verdict: Verdict | None,
+    ) -> dict[str, Any]:
         spec = self.spec
         current = scores[-1]
         delta = current.score - scores[-2].score if len(scores) > 1 else None
         best = incumbent_of(scores)
         row: dict[str, Any] = {
-            "round": round_no, "score": current.score, "delta": delta, "best_round": best.round,
-            "best_score": best.score, "changes": [], "next_config": None, "reextracted_sessions": [],
-            "memories_added": 0, "base_round": current.round, "base_score": current.score,
-            "accepted": current.accepted, "significant_loss": current.significant_loss,
+            "round": round_no,
+            "score": current.score,
+            "delta": delta,
+            "best_round": best.round,
+            "best_score": best.score,
+            "changes": [],
+            "next_config": None,
+            "reextracted_sessions": [],
+            "memories_added": 0,
+            "base_round": current.round,
+            "base_score": current.score,
+            "accepted": current.accepted,
+            "significant_loss": current.significant_loss,
             "compared_with": None if comparison is None else comparison.incumbent_round,
             "verdict": "starting config" if verdict is None else verdict.reason,
             "paired": None if comparison is None else comparison.as_dict(),
-            "comparisons": self._comparisons(round_no)}
+            "comparisons": self._comparisons(round_no),
+        }
         if round_no >= spec.rounds or (spec.patience and stale >= spec.patience):
             final = round_no >= spec.rounds
-            row.update(decision=Decision.STOPPED if final else Decision.CONVERGED,
-                       reason="round limit reached" if final else f"no significant gain for {stale} rounds")
+            row.update(
+                decision=Decision.STOPPED if final else Decision.CONVERGED,
+                reason="round limit reached" if final else f"no significant gain for {stale} rounds",
+            )
             self.store.record_decision(row)
             write_round_snapshot(self.store.run_dir, round_no, current.config, row, None, None)
             return row
         regression = check_regression(scores, spec.guard, "" if verdict is None else verdict.reason)
         base = regression.base
-        inp = build_diagnosis_input(self.store, base.round, Phase.DEV, base.config, spec.objective, base.score,
-                                    previous_round=scores[-2].round if len(scores) > 1 else None,
-                                    current_round=current.round, current_score=current.score,
-                                    current_accepted=current.accepted,
-                                    current_paired=None if comparison is None else comparison.as_dict())
+        inp = build_diagnosis_input(
+            self.store,
+            base.round,
+            Phase.DEV,
+            base.config,
+            spec.objective,
+            base.score,
+            previous_round=scores[-2].round if len(scores) > 1 else None,
+            current_round=current.round,
+            current_score=current.score,
+            current_accepted=current.accepted,
+            current_paired=None if comparison is None else comparison.as_dict(),
+        )
         inp.token_budget = int(self.spec.context_tokens or 0) if self.contexts_only else 0
         free = self._free_dims()
         inp.fixed = () if free is None else tuple(name for name in registry() if name not in free)
@@ -244,13 +314,22 @@ class EvolutionRunner:
             free_dims = self._exploration_dims()
             proposal, fallback = self._checked_proposal(diagnosis, inp, base.config)
             proposed_dimensions = emerge(self.store.run_dir, round_no, diagnosis.proposal.new_dimensions)
-            self.store.record_diagnosis({
-                "round": round_no, "diagnoser": self.diagnoser.name, "input": inp.as_dict(), "prompt": diagnosis.prompt,
-                "raw_response": bounded_raw(diagnosis.raw_response), "parse_error": diagnosis.parse_error or None,
-                "proposal": diagnosis.proposal.as_dict(), "calls": diagnosis.cost.calls,
-                "prompt_tokens": diagnosis.cost.prompt_tokens, "completion_tokens": diagnosis.cost.completion_tokens,
-                "prompt_trimmed": diagnosis.trimmed,
-            }, proposed_dimensions)
+            self.store.record_diagnosis(
+                {
+                    "round": round_no,
+                    "diagnoser": self.diagnoser.name,
+                    "input": inp.as_dict(),
+                    "prompt": diagnosis.prompt,
+                    "raw_response": bounded_raw(diagnosis.raw_response),
+                    "parse_error": diagnosis.parse_error or None,
+                    "proposal": diagnosis.proposal.as_dict(),
+                    "calls": diagnosis.cost.calls,
+                    "prompt_tokens": diagnosis.cost.prompt_tokens,
+                    "completion_tokens": diagnosis.cost.completion_tokens,
+                    "prompt_trimmed": diagnosis.trimmed,
+                },
+                proposed_dimensions,
+            )
             if diagnosis.parse_error:
                 self._say(f"round {round_no}: diagnosis reply rejected in part: {diagnosis.parse_error}")
             if spec.reextract and inp.taxonomy.get("extraction_gap", 0):
@@ -264,22 +343,36 @@ class EvolutionRunner:
             decision = decide(scores, regression, proposal, spec.guard, rng, seen, free_dims)
             if spec.candidates > 1:  # the next round screens K candidates at once (loop/candidates.py)
                 row["candidates"] = alternative_candidates(
-                    self.diagnoser, inp, base.config, decision.next_config, spec.candidates, seen,
+                    self.diagnoser,
+                    inp,
+                    base.config,
+                    decision.next_config,
+                    spec.candidates,
+                    seen,
                     lambda alternative: self._check_alternative(alternative, inp),
-                    random.Random(f"candidates-{spec.seed}-{round_no}"), spec.guard.explore_dims, free_dims)
+                    random.Random(f"candidates-{spec.seed}-{round_no}"),
+                    spec.guard.explore_dims,
+                    free_dims,
+                )
         self.store.fold_usage_journal()
         if fallback:
             self._say(f"round {round_no}: {fallback}")
         row.update(flags=proposal.flags, fallback=fallback or None)
-        row.update(decision=decision.decision, reason=decision.reason, base_round=base.round,
-                   base_score=base.score, changes=[c.as_dict() for c in decision.changes],
-                   next_config=decision.next_config.model_dump())
+        row.update(
+            decision=decision.decision,
+            reason=decision.reason,
+            base_round=base.round,
+            base_score=base.score,
+            changes=[c.as_dict() for c in decision.changes],
+            next_config=decision.next_config.model_dump(),
+        )
         self.store.record_decision(row)
         write_round_snapshot(self.store.run_dir, round_no, current.config, row, inp.as_dict(), diagnosis)
         return row
 
-    def _checked_proposal(self, diagnosis: DiagnosisResult, inp: DiagnosisInput,
-                          config: RetrievalConfig) -> tuple[Proposal, str]:
+    def _checked_proposal(
+        self, diagnosis: DiagnosisResult, inp: DiagnosisInput, config: RetrievalConfig
+    ) -> tuple[Proposal, str]:
         """The proposal checked against the round's evidence (loop/evidence_check.py): flags are
         recorded for every diagnoser; a model's contradicted changes are rejected, and when a
         model's diagnosis leaves nothing to apply (a failed call, a garbled reply, only rejected
@@ -349,7 +442,18 @@ class EvolutionRunner:
             return {}
         start_summary, _ = self._evaluate(start.config, self.test.questions, 0, Phase.TEST_START)
         best_summary, _ = self._evaluate(best.config, self.test.questions, best.round, Phase.TEST_BEST)
-        held = compare(self.store.round_records(best.round, Phase.TEST_BEST), self.store.round_records(0, Phase.TEST_START),
-                       best.round, 0, self.ws.dataset.adversarial_categories, self.spec.objective, seed=self.spec.seed)
-        return {"start": headline(start_summary), "best": headline(best_summary), "paired": held.as_dict(),
-                "objective": self.spec.objective}
+        held = compare(
+            self.store.round_records(best.round, Phase.TEST_BEST),
+            self.store.round_records(0, Phase.TEST_START),
+            best.round,
+            0,
+            self.ws.dataset.adversarial_categories,
+            self.spec.objective,
+            seed=self.spec.seed,
+        )
+        return {
+            "start": headline(start_summary),
+            "best": headline(best_summary),
+            "paired": held.as_dict(),
+            "objective": self.spec.objective,
+        }

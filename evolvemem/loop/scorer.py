@@ -1,6 +1,7 @@
 """The one seam between the loop and whatever scores a config (the session's round bracket):
 one evaluation at a time (`score_round`) or several together (`score_rounds`: a round's
 candidates, which a remote executor evaluates in parallel)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -41,11 +42,18 @@ class RoundScorer(Protocol):
     context and record its evidence figures without asking the reader (rung 0, the `evidence`
     objective), each context cut at `token_cap` estimated tokens when given."""
 
-    def score_round(self, config: RetrievalConfig, questions: list[Question], round_no: int, phase: str,
-                    on_record: Callable[[dict[str, Any]], None] | None = None,
-                    on_stage: Callable[[str, int, int], None] | None = None, *,
-                    contexts_only: bool = False, token_cap: int | None = None) -> tuple[dict[str, Any], float]:
-        ...
+    def score_round(
+        self,
+        config: RetrievalConfig,
+        questions: list[Question],
+        round_no: int,
+        phase: str,
+        on_record: Callable[[dict[str, Any]], None] | None = None,
+        on_stage: Callable[[str, int, int], None] | None = None,
+        *,
+        contexts_only: bool = False,
+        token_cap: int | None = None,
+    ) -> tuple[dict[str, Any], float]: ...
 
     def score_rounds(self, jobs: list[RoundJob], on_stage: StageFn | None = None) -> list[tuple[dict[str, Any], float]]:
         """Several evaluations, each as `score_round`; (summary, wall seconds) per job."""

@@ -24,6 +24,7 @@ re-extraction changed the memories since: then the incumbent is scored again on 
 A round's screenings are rows of the run store, written once their verdict is known: a resume
 reads them back (a half-finished screening continues from its last recorded question), so the
 round picks the same candidate and nothing is asked twice."""
+
 from __future__ import annotations
 
 import random
@@ -73,8 +74,9 @@ class ScreenVerdict:
     reason: str
 
 
-def screen_verdict(comparison: Comparison, objective: str, spec: RunSpec, alpha: float | None = None,
-                   evidence_gained: bool = False) -> ScreenVerdict:
+def screen_verdict(
+    comparison: Comparison, objective: str, spec: RunSpec, alpha: float | None = None, evidence_gained: bool = False
+) -> ScreenVerdict:
     """Pass when no judged group loses (the guard's loss test) and one gains more than the margin
     with a one-sided p below `alpha` (default `screen_alpha`; lower among parallel candidates) —
     or, after a significant evidence gain at rung 0, when no judged group loses."""
@@ -84,8 +86,12 @@ def screen_verdict(comparison: Comparison, objective: str, spec: RunSpec, alpha:
     losing = [name for name in judged if loses(groups[name], spec.guard)]
     margin = spec.guard.min_effect
     gaining = [name for name in judged if gains(groups[name], spec.guard, level)]
-    detail = "; ".join(f"{name} {groups[name].diff:+.4f} [{groups[name].ci_low:+.4f}, {groups[name].ci_high:+.4f}] "
-                       f"p={groups[name].p_gain:.3f} n={groups[name].n}" for name in judged if groups[name].n)
+    detail = "; ".join(
+        f"{name} {groups[name].diff:+.4f} [{groups[name].ci_low:+.4f}, {groups[name].ci_high:+.4f}] "
+        f"p={groups[name].p_gain:.3f} n={groups[name].n}"
+        for name in judged
+        if groups[name].n
+    )
     where = f"on the minibatch vs round {comparison.incumbent_round} ({detail})"
     if losing:
         return ScreenVerdict(False, f"worse on {', '.join(losing)} {where}")
@@ -111,17 +117,24 @@ def estimated_score(row: dict[str, Any], incumbent_score: float, objective: str)
 class Screener:
     """Picks the config a round evaluates in full (see the module docstring)."""
 
-    def __init__(self, spec: RunSpec, store: RunStore, scorer: RoundScorer, dev: list[Question],
-                 adversarial_categories: tuple[str, ...] | set[str],
-                 on_record: ProgressFn | None = None):
+    def __init__(
+        self,
+        spec: RunSpec,
+        store: RunStore,
+        scorer: RoundScorer,
+        dev: list[Question],
+        adversarial_categories: tuple[str, ...] | set[str],
+        on_record: ProgressFn | None = None,
+    ):
         self.spec, self.store, self.scorer = spec, store, scorer
         self.batch = minibatch(dev, spec.screen_fraction, spec.seed)
         self.adversarial_categories = adversarial_categories
         self.rung0 = ContextRung(spec, store, scorer, dev, adversarial_categories, on_record)
         self.on_record = on_record
 
-    def choose(self, round_no: int, first: RetrievalConfig, incumbent: RoundScore, seen: set[str],
-               free_dims: list[str] | None) -> RetrievalConfig:
+    def choose(
+        self, round_no: int, first: RetrievalConfig, incumbent: RoundScore, seen: set[str], free_dims: list[str] | None
+    ) -> RetrievalConfig:
         """The config round `round_no` evaluates on every dev question: the first candidate that
         passes its screening, or the incumbent's config when none does within the budget. Every
         screened-out config is added to `seen` (never proposed again)."""
@@ -150,25 +163,32 @@ class Screener:
         started = self.store.round_row(round_no, Phase.DEV)
         return done, None if started is None else parse_config(started["config"], source="run store")[0]
 
-    def _screen(self, round_no: int, attempt: int, candidate: RetrievalConfig, source: str,
-                incumbent: RoundScore) -> dict[str, Any]:
+    def _screen(
+        self, round_no: int, attempt: int, candidate: RetrievalConfig, source: str, incumbent: RoundScore
+    ) -> dict[str, Any]:
         """The candidate up the ladder: rung 0 (its contexts' evidence), then rung 1 (the minibatch)."""
         row, rung0 = self.climb_rung0(round_no, attempt, candidate, source, incumbent)
         if rung0.stopped:
             return row
         summary, seconds = self.scorer.score_rounds([self.minibatch_job(round_no, attempt, candidate)])[0]
         comparison = self.minibatch_comparison(round_no, attempt, incumbent)
-        verdict = screen_verdict(comparison, self.spec.objective, self.spec,
-                                 evidence_gained=rung0.gained(self.spec.guard))
-        return self.record_minibatch(row, rung0, comparison, verdict, PASSED if verdict.passed else SCREENED_OUT,
-                                     summary, seconds)
+        verdict = screen_verdict(
+            comparison, self.spec.objective, self.spec, evidence_gained=rung0.gained(self.spec.guard)
+        )
+        return self.record_minibatch(
+            row, rung0, comparison, verdict, PASSED if verdict.passed else SCREENED_OUT, summary, seconds
+        )
 
-    def climb_rung0(self, round_no: int, attempt: int, candidate: RetrievalConfig, source: str,
-                    incumbent: RoundScore) -> tuple[dict[str, Any], RungZero]:
+    def climb_rung0(
+        self, round_no: int, attempt: int, candidate: RetrievalConfig, source: str, incumbent: RoundScore
+    ) -> tuple[dict[str, Any], RungZero]:
         """The screening row so far and rung 0's verdict; a candidate stopped there is recorded."""
         row = {
-            "round": round_no, "attempt": attempt, "source": source,
-            "config_fingerprint": candidate.fingerprint(), "config": candidate.model_dump(),
+            "round": round_no,
+            "attempt": attempt,
+            "source": source,
+            "config_fingerprint": candidate.fingerprint(),
+            "config": candidate.model_dump(),
             "changes": [c.as_dict() for c in diff_configs(incumbent.config, candidate)],
             "compared_with": incumbent.round,
         }
@@ -176,37 +196,74 @@ class Screener:
         if rung0.stopped:
             phase = contexts_phase(attempt)
             usage = self.store.phase_usage(round_no, phase)
-            row.update(phase=phase, outcome=SCREENED_OUT, rung=0, reason=rung0.reason, evidence=rung0.evidence,
-                       paired=None, n_questions=rung0.evidence["n"], calls=usage["calls"], tokens=usage["tokens"],
-                       wall_seconds=(self.store.round_row(round_no, phase) or {}).get("wall_seconds"))
+            row.update(
+                phase=phase,
+                outcome=SCREENED_OUT,
+                rung=0,
+                reason=rung0.reason,
+                evidence=rung0.evidence,
+                paired=None,
+                n_questions=rung0.evidence["n"],
+                calls=usage["calls"],
+                tokens=usage["tokens"],
+                wall_seconds=(self.store.round_row(round_no, phase) or {}).get("wall_seconds"),
+            )
             self.store.record_screening(row)
         return row, rung0
 
     def minibatch_job(self, round_no: int, attempt: int, candidate: RetrievalConfig) -> RoundJob:
         phase = screen_phase(attempt)
-        return RoundJob(candidate, self.batch, round_no, phase,
-                        round_progress(self.on_record, round_no, phase, len(self.batch)))
+        return RoundJob(
+            candidate, self.batch, round_no, phase, round_progress(self.on_record, round_no, phase, len(self.batch))
+        )
 
     def minibatch_comparison(self, round_no: int, attempt: int, incumbent: RoundScore) -> Comparison:
-        return compare(self.store.round_records(round_no, screen_phase(attempt)),
-                       self.store.round_records(incumbent.round, Phase.DEV), round_no, incumbent.round,
-                       self.adversarial_categories, self.spec.objective, seed=self.spec.seed)
+        return compare(
+            self.store.round_records(round_no, screen_phase(attempt)),
+            self.store.round_records(incumbent.round, Phase.DEV),
+            round_no,
+            incumbent.round,
+            self.adversarial_categories,
+            self.spec.objective,
+            seed=self.spec.seed,
+        )
 
-    def record_minibatch(self, row: dict[str, Any], rung0: RungZero, comparison: Comparison, verdict: ScreenVerdict,
-                         outcome: str, summary: dict[str, Any], seconds: float, alpha: float | None = None) -> dict[str, Any]:
+    def record_minibatch(
+        self,
+        row: dict[str, Any],
+        rung0: RungZero,
+        comparison: Comparison,
+        verdict: ScreenVerdict,
+        outcome: str,
+        summary: dict[str, Any],
+        seconds: float,
+        alpha: float | None = None,
+    ) -> dict[str, Any]:
         """Record a screening that reached rung 1 (passed on to rung 2 when `outcome` is PASSED)."""
         phase = screen_phase(row["attempt"])
         usage = self.store.phase_usage(row["round"], phase)
-        row.update(phase=phase, outcome=outcome, rung=2 if outcome == PASSED else 1,
-                   reason=f"{verdict.reason}; {rung0.reason}", evidence=rung0.evidence, paired=comparison.as_dict(),
-                   n_questions=summary["n"], main_f1=summary["main"], adversarial_f1=summary["adversarial"],
-                   all_f1=summary["all"], calls=usage["calls"], tokens=usage["tokens"], wall_seconds=seconds,
-                   alpha=self.spec.screen_alpha if alpha is None else alpha)
+        row.update(
+            phase=phase,
+            outcome=outcome,
+            rung=2 if outcome == PASSED else 1,
+            reason=f"{verdict.reason}; {rung0.reason}",
+            evidence=rung0.evidence,
+            paired=comparison.as_dict(),
+            n_questions=summary["n"],
+            main_f1=summary["main"],
+            adversarial_f1=summary["adversarial"],
+            all_f1=summary["all"],
+            calls=usage["calls"],
+            tokens=usage["tokens"],
+            wall_seconds=seconds,
+            alpha=self.spec.screen_alpha if alpha is None else alpha,
+        )
         self.store.record_screening(row)
         return row
 
-    def _explore(self, round_no: int, attempt: int, base: RetrievalConfig, seen: set[str],
-                 free_dims: list[str] | None) -> RetrievalConfig:
+    def _explore(
+        self, round_no: int, attempt: int, base: RetrievalConfig, seen: set[str], free_dims: list[str] | None
+    ) -> RetrievalConfig:
         """A random perturbation of the incumbent not evaluated or screened before (seeded by
         round and attempt, so a resume draws the same one)."""
         rng = random.Random(f"screen-{self.spec.seed}-{round_no}-{attempt}")

@@ -7,6 +7,7 @@ runs/<id>/rounds/round_03/config.toml       the config that produced round 3's s
                           new_dimensions/<name>.toml  a lever that emerged (written by space/emerged.py)
 runs/<id>/best_config.toml                  usable with --config and --init
 runs/<id>/result.json                       dev and test scores for start and best"""
+
 from __future__ import annotations
 
 import json
@@ -31,12 +32,19 @@ def round_dir(run_dir: Path, round_no: int) -> Path:
     return path
 
 
-def write_round_snapshot(run_dir: Path, round_no: int, config: RetrievalConfig, decision: dict[str, Any],
-                         diagnosis_input: dict[str, Any] | None, diagnosis: DiagnosisResult | None) -> None:
+def write_round_snapshot(
+    run_dir: Path,
+    round_no: int,
+    config: RetrievalConfig,
+    decision: dict[str, Any],
+    diagnosis_input: dict[str, Any] | None,
+    diagnosis: DiagnosisResult | None,
+) -> None:
     folder = round_dir(run_dir, round_no)
     (folder / "config.toml").write_text(
         config_to_toml(config, header=f"config evaluated in round {round_no} (fingerprint {config.fingerprint()})"),
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     _dump(folder / "decision.json", {k: v for k, v in decision.items() if k != "next_config"})
     if diagnosis_input is not None:
         _dump(folder / "diagnosis_input.json", diagnosis_input)
@@ -48,11 +56,24 @@ def write_round_snapshot(run_dir: Path, round_no: int, config: RetrievalConfig, 
 
 def write_final(run_dir: Path, best: RoundScore, start: RoundScore, result: RunResult) -> Path:
     path = Path(run_dir) / "best_config.toml"
-    path.write_text(config_to_toml(best.config, header=(
-        f"best config of run {Path(run_dir).name}: round {best.round}, dev objective {best.score:.4f}\n"
-        f"use with: evolve eval --config {path}  or  evolve run --init {run_dir}")), encoding="utf-8")
-    _dump(Path(run_dir) / "result.json", {
-        "best_round": best.round, "best_score": best.score, "start_score": start.score,
-        "dev": result.dev, "test": result.test,
-    })
+    path.write_text(
+        config_to_toml(
+            best.config,
+            header=(
+                f"best config of run {Path(run_dir).name}: round {best.round}, dev objective {best.score:.4f}\n"
+                f"use with: evolve eval --config {path}  or  evolve run --init {run_dir}"
+            ),
+        ),
+        encoding="utf-8",
+    )
+    _dump(
+        Path(run_dir) / "result.json",
+        {
+            "best_round": best.round,
+            "best_score": best.score,
+            "start_score": start.score,
+            "dev": result.dev,
+            "test": result.test,
+        },
+    )
     return path

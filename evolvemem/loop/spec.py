@@ -1,5 +1,6 @@
 """`RunSpec` and `GuardSettings`: everything that defines a run, stored in its manifest so `--resume` needs only the
 run directory."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -12,13 +13,13 @@ from evolvemem.llm.client import redact_url
 # What each objective counts as a gain (shown by the CLI's help and the report).
 OBJECTIVE_MEANING: dict[str, str] = {
     Objective.BALANCED: "a round is a gain only when answerable (main) or unanswerable (adversarial) questions gain "
-                "significantly and the other group does not lose: more abstentions bought with fewer right "
-                "answers do not count",
+    "significantly and the other group does not lose: more abstentions bought with fewer right "
+    "answers do not count",
     Objective.ALL: "a round is a gain when mean F1 over all questions gains significantly",
     Objective.MAIN: "a round is a gain when mean F1 over the answerable questions gains significantly",
     Objective.EVIDENCE: "no answer model: a round is a gain when the evidence recall of the answer context over the "
-                "answerable questions gains significantly, every context cut at the same token budget "
-                "(--context-tokens); a cheap proxy for any reader",
+    "answerable questions gains significantly, every context cut at the same token budget "
+    "(--context-tokens); a cheap proxy for any reader",
 }
 OBJECTIVES = tuple(OBJECTIVE_MEANING)
 CONTEXTS_ONLY = Objective.EVIDENCE  # the objective whose rounds hand contexts to no reader

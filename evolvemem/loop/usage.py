@@ -1,4 +1,5 @@
 """Per-round LLM accounting: the difference of two usage-ledger snapshots, as `usage` rows."""
+
 from __future__ import annotations
 
 from typing import Any

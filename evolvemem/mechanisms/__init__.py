@@ -2,6 +2,7 @@
 
 `candidate_sources()` is the one list of them: the workspace (the composition root) hands it to
 every retriever it builds. Adding a mechanism that adds a view adds one line here."""
+
 from __future__ import annotations
 
 import functools

@@ -22,6 +22,7 @@ With a model (the answer role's client) prompts/answer_judge.md decides; a faile
 reply falls back to the rules. The judge does not know the gold answer: it reads only the
 question, the context and the answer.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
@@ -60,19 +61,22 @@ def _context_terms(context: Sequence[MemoryUnit]) -> frozenset[str]:
     for unit in context:
         view = view_of(unit)
         terms |= view.stems
-        dates = [view.date_text, *(value for _, value in view.notes), *(relative_date(s.text, view.day)
-                                                                        for s in view.sentences)]
+        dates = [
+            view.date_text,
+            *(value for _, value in view.notes),
+            *(relative_date(s.text, view.day) for s in view.sentences),
+        ]
         for text in dates:
             terms |= {stem(lower) for _, lower in word_tokens(text) if lower[0].isalnum()}
     return frozenset(terms)
 
 
-def judge_by_rules(question: Question, context: Sequence[MemoryUnit], answer: str,
-                   unresolved_conflict: bool = False) -> tuple[str, str]:
+def judge_by_rules(
+    question: Question, context: Sequence[MemoryUnit], answer: str, unresolved_conflict: bool = False
+) -> tuple[str, str]:
     """(verdict, reason) by the offline rules of the module docstring."""
 
     if not answer.strip() or is_abstention(answer, lenient=True):
-
         _, persons, supports = rank_support(question.text, context)
         if persons and any(not s.person_ok and s.coverage >= OTHER_PERSON_SUPPORT for s in supports):
             return PASS, "abstained: the context answers it for another person"
@@ -96,16 +100,24 @@ def parse_verdict(parsed: Any) -> str:
     return parse_choice(parsed, "verdict", VERDICTS)
 
 
-def judge(question: Question, context: Sequence[MemoryUnit], answer: str, client: LLMClient | None = None,
-          unresolved_conflict: bool = False) -> tuple[str, str, Usage]:
+def judge(
+    question: Question,
+    context: Sequence[MemoryUnit],
+    answer: str,
+    client: LLMClient | None = None,
+    unresolved_conflict: bool = False,
+) -> tuple[str, str, Usage]:
     """(verdict, how it was reached: "rules" | "llm" | "rules-fallback", cost)."""
     rules, _ = judge_by_rules(question, context, answer, unresolved_conflict)
     if client is None:
         return rules, "rules", Usage()
 
     prompt = load_prompt("answer_judge").render(
-        question=question.text.strip(), question_date=format_question_date(question.question_date),
-        context=format_context(context), answer=answer.strip() or "(empty)")
+        question=question.text.strip(),
+        question_date=format_question_date(question.question_date),
+        context=format_context(context),
+        answer=answer.strip() or "(empty)",
+    )
     verdict, cost = ask_json(client, prompt, role="answer_judge", max_tokens=JUDGE_MAX_TOKENS, parse=parse_verdict)
     return (verdict, "llm", cost) if verdict is not None else (rules, "rules-fallback", cost)
 
@@ -122,7 +134,8 @@ class RetryJudge:
     def __init__(self, client: LLMClient | None):
         self.client = client
 
-    def verdict(self, question: Question, context: Sequence[MemoryUnit], answer: str,
-                unresolved_conflict: bool) -> tuple[str, Usage]:
+    def verdict(
+        self, question: Question, context: Sequence[MemoryUnit], answer: str, unresolved_conflict: bool
+    ) -> tuple[str, Usage]:
         verdict, _, cost = judge(question, context, answer, self.client, unresolved_conflict)
         return verdict, cost

@@ -23,6 +23,7 @@ apply to one question's context only and the shared index is never changed. A `R
 memoises each (conversation, older, newer) rewrite, so a conflict is refreshed (and paid for)
 once per run; later uses report the calls as cache hits.
 """
+
 from __future__ import annotations
 
 import functools

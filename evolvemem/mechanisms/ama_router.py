@@ -17,6 +17,7 @@ Offline the intent is read by surface rules (first match wins):
 With a model (the answer role's client) the model picks (prompts/route.md, JSON
 {"granularity": ...}); a failed or unusable reply falls back to the rules.
 """
+
 from __future__ import annotations
 
 import re
@@ -92,8 +93,9 @@ def route(question: str, client: LLMClient | None = None) -> tuple[str, str, Usa
     return (chosen, "llm", cost) if chosen is not None else (rules, "rules-fallback", cost)
 
 
-def granularity_for(question: str, effective: RetrievalConfig, client: LLMClient | None = None
-                    ) -> tuple[str, str, Usage]:
+def granularity_for(
+    question: str, effective: RetrievalConfig, client: LLMClient | None = None
+) -> tuple[str, str, Usage]:
     """The granularity one question reads under its effective config: the configured store, or
     the routed one when `memory_granularity` is "routed"."""
     setting = effective.memory_granularity

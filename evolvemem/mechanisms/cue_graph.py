@@ -7,6 +7,7 @@ replaces the fixed spreading rule by MRAgent's active reconstruction: an LLM cho
 follow (cue_graph_llm.py). The activation seeds it and fills the view behind what it kept, and is
 the whole view whenever it fails.
 """
+
 from __future__ import annotations
 
 import threading

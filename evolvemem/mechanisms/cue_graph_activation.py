@@ -17,6 +17,7 @@ costs `steps` pairs of sparse matrix-vector products over one conversation.
 The candidate source that serves this as a retrieval view is cue_graph.py; its LLM walk
 (cue_graph_llm.py) reads the same graph.
 """
+
 from __future__ import annotations
 
 import functools

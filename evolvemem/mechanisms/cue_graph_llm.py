@@ -17,6 +17,7 @@ caller then uses the offline activation alone. The cost of every call made is re
 way. Memories are shown to the model as `m<row>` (their row in this index state), which keeps
 prompts short and ids unambiguous.
 """
+
 from __future__ import annotations
 
 import re
@@ -75,7 +76,7 @@ class GraphTools:
     def cues_of(self, row: int, limit: int = CUES_PER_MEMORY) -> list[int]:
         """A memory's nodes that lead to another memory, rarest (most specific) first."""
         matrix = self.graph.to_memories
-        nodes = matrix.indices[matrix.indptr[row]:matrix.indptr[row + 1]]
+        nodes = matrix.indices[matrix.indptr[row] : matrix.indptr[row + 1]]
         nodes = nodes[self.linked[nodes] >= 2]
         return nodes[rank_order(-self.linked[nodes].astype(np.float64), nodes)][:limit].tolist()
 
@@ -86,7 +87,7 @@ class GraphTools:
         unit = self.state.memories[row]
         text = " ".join(unit.content.split())
         if len(text) > SNIPPET_CHARS:
-            text = text[:SNIPPET_CHARS - 1].rstrip() + "…"
+            text = text[: SNIPPET_CHARS - 1].rstrip() + "…"
         date = f"[{unit.timestamp:%Y-%m-%d}] " if unit.timestamp is not None else ""
         return f"m{row} {date}{text}"
 
@@ -170,7 +171,7 @@ class _Walk:
     def run(self, call: Any) -> bool:
         """Run one tool call; report its result (or why it was not run). True if it was valid."""
         if not isinstance(call, dict):
-            self.results.append(f"- {str(call)[:60]!r}: not a tool call (expected an object with \"tool\")")
+            self.results.append(f'- {str(call)[:60]!r}: not a tool call (expected an object with "tool")')
             return False
         tool = str(call.get("tool", "")).strip().lower()
         if tool == "stop":
@@ -225,8 +226,10 @@ class _Walk:
         self.followed.append(f"search({text})")
         state = self.request.state
         dense = state.embeddings @ self.request.embed([text])[0]
-        lists = [top_k("semantic", dense, SEARCH_DEPTH),
-                 top_k("keyword", self.request.keyword_scores(tokenize(text)), SEARCH_DEPTH, positive_only=True)]
+        lists = [
+            top_k("semantic", dense, SEARCH_DEPTH),
+            top_k("keyword", self.request.keyword_scores(tokenize(text)), SEARCH_DEPTH, positive_only=True),
+        ]
         rows, fused = fuse(lists, "rrf")
         scores = np.zeros(len(state.memories), dtype=np.float64)
         scores[rows] = fused
@@ -293,21 +296,31 @@ def traverse(request: Any, tools: GraphTools, activation: np.ndarray) -> Travers
     config = request.config
     steps, max_calls = config.cue_graph_steps, config.cue_graph_llm_calls
     walk = _Walk(tools, request, keep_limit=config.cue_graph_top_k)
-    walk.show("Start: the memories the question's own cues activate (offline spreading activation):",
-              activation, SEED_MEMORIES)
+    walk.show(
+        "Start: the memories the question's own cues activate (offline spreading activation):",
+        activation,
+        SEED_MEMORIES,
+    )
     prompt = load_prompt(PROMPT)
     cost = Usage()
     executed = 0
     for step in range(1, steps + 1):
         message = prompt.render(
-            question=request.question.text, step=step, steps=steps, max_calls=max_calls,
-            keep_limit=walk.keep_limit, kept="\n".join(tools.snippet(r) for r in walk.kept) or "(nothing yet)",
-            results="\n".join(walk.results), cues=walk.frontier_cues(),
-            followed="; ".join(walk.followed) or "(nothing yet)")
+            question=request.question.text,
+            step=step,
+            steps=steps,
+            max_calls=max_calls,
+            keep_limit=walk.keep_limit,
+            kept="\n".join(tools.snippet(r) for r in walk.kept) or "(nothing yet)",
+            results="\n".join(walk.results),
+            cues=walk.frontier_cues(),
+            followed="; ".join(walk.followed) or "(nothing yet)",
+        )
         failure = ""
         try:
-            parsed, reply = request.llm.complete_json([{"role": "user", "content": message}], role=ROLE,
-                                                      max_tokens=REPLY_TOKENS)
+            parsed, reply = request.llm.complete_json(
+                [{"role": "user", "content": message}], role=ROLE, max_tokens=REPLY_TOKENS
+            )
             cost = cost + reply.as_cost()
             calls, stop_after = parse_reply(parsed)
         except LLMJSONError as exc:
@@ -323,8 +336,9 @@ def traverse(request: Any, tools: GraphTools, activation: np.ndarray) -> Travers
         valid, ran = walk.run_step(calls, max_calls)
         executed += ran
         if not valid and not (stop_after or walk.stop):
-            return Traversal((), cost, step, executed,
-                             f"cue graph walk, step {step}: unusable reply: no valid tool call and no stop")
+            return Traversal(
+                (), cost, step, executed, f"cue graph walk, step {step}: unusable reply: no valid tool call and no stop"
+            )
         if stop_after or walk.stop or len(walk.kept) >= walk.keep_limit:
             return Traversal(tuple(walk.kept), cost, step, executed)
     return Traversal(tuple(walk.kept), cost, steps, executed)
@@ -338,7 +352,7 @@ def kept_first(label: str, kept: Sequence[int], activation: np.ndarray, k: int) 
     rows = list(dict.fromkeys(kept))[:k]
     taken = set(rows)
     fill = top_k(label, activation, k + len(rows), positive_only=True)
-    extra = [(r, s) for r, s in zip(fill.rows.tolist(), fill.scores.tolist()) if r not in taken][:k - len(rows)]
+    extra = [(r, s) for r, s in zip(fill.rows.tolist(), fill.scores.tolist()) if r not in taken][: k - len(rows)]
     top = extra[0][1] if extra else 1.0
     scores = [1.0 + (len(rows) - i) / len(rows) for i in range(len(rows))] + [s / top for _, s in extra]
     return ViewHits(label, np.array(rows + [r for r, _ in extra], dtype=np.int64), np.array(scores, dtype=np.float64))

@@ -20,6 +20,7 @@ Items are found once per index state, lazily, in the source's cache:
 On LoCoMo every question is dated at the conversation's last session, so only the plans of
 the last weeks survive the filter: there the mechanism is mostly a "what is current" view.
 """
+
 from __future__ import annotations
 
 import calendar
@@ -48,14 +49,18 @@ _UNIT_DAYS = {"day": 1, "week": 7, "month": 31, "year": 365}
 # (first month, last month) of each season, northern hemisphere; winter runs into the next year
 _SEASONS = {"spring": (3, 5), "summer": (6, 8), "autumn": (9, 11), "fall": (9, 11), "winter": (12, 2)}
 
-_MONTH = (r"(Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sept?(?:ember)?|"
-          r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)")  # capitalised, so the verb "may" is no month
+_MONTH = (
+    r"(Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sept?(?:ember)?|"
+    r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
+)  # capitalised, so the verb "may" is no month
 _COUNT = r"(\d{1,3}|a couple of|couple of|a few|few|several|an?|one|two|three|four|five|six|seven|eight|nine|ten)"
 _UNIT = r"(day|week|month|year)s?"
 PLAN_CUE = re.compile(
     r"\b(?:will|won't|shall|(?<!was )(?<!were )going to|gonna|plan(?:s|ning|ned)? (?:to|on)|intend(?:s|ing)? to|"
     r"hop(?:e|es|ing) to|aim(?:s|ing)? to|about to|expect(?:s|ing)? to|looking forward to|can't wait to|"
-    r"scheduled|upcoming|until|till|for now|temporarily|currently|at the moment|these days)\b|'ll\b", re.I)
+    r"scheduled|upcoming|until|till|for now|temporarily|currently|at the moment|these days)\b|'ll\b",
+    re.I,
+)
 _SPEAKER = re.compile(r"^\s*(?:\[[^\]]{1,40}\]\s*)?(?:([A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,3}):\s+)?")
 _NOTES = re.compile(r"\s*\([^()]*=[^()]*\)\s*$")  # a trailing "(next week = ...)" note of the offline extractor
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -85,6 +90,7 @@ def _month_after(day: date, months: int) -> tuple[int, int]:
 def _nearest(day: date, month: int, number: int | None, year: str | None) -> date | None:
     """`number` `month` in `year`, or without a year the occurrence nearest to `day` (so a
     date a few weeks back stays in the past); a month without a day means its last day."""
+
     def build(y: int) -> date | None:
         try:
             return _end_of_month(y, month) if number is None else date(y, month, number)
@@ -136,8 +142,11 @@ _FIXED = {"tonight": 0, "later today": 0, "tomorrow": 1, "the day after tomorrow
 # (pattern, resolver, ambiguous): an ambiguous expression ("this week", "on Friday", "for two
 # years") also reads as the past, so it sets the end of a plan but does not make one by itself.
 _EXPRESSIONS: tuple[tuple[re.Pattern, Any, bool], ...] = (
-    (re.compile(r"\b(the day after tomorrow|tomorrow|tonight|later today)\b", re.I),
-     lambda m, day: day + timedelta(days=_FIXED[m.group(1).lower()]), False),
+    (
+        re.compile(r"\b(the day after tomorrow|tomorrow|tonight|later today)\b", re.I),
+        lambda m, day: day + timedelta(days=_FIXED[m.group(1).lower()]),
+        False,
+    ),
     (re.compile(r"\b(next|this coming|later this) (weekend|week|month|year)\b", re.I), _this_or_next, False),
     (re.compile(r"\b(this) (weekend|week|month|year)\b", re.I), _this_or_next, True),
     (re.compile(r"\b(next|coming) (spring|summer|autumn|fall|winter)\b", re.I), _season, False),
@@ -147,12 +156,21 @@ _EXPRESSIONS: tuple[tuple[re.Pattern, Any, bool], ...] = (
     (re.compile(rf"\b(?:in|within|for the next|over the next|in the next) {_COUNT} {_UNIT}\b", re.I), _span, False),
     (re.compile(rf"\b{_COUNT} {_UNIT} from now\b", re.I), _span, False),
     (re.compile(rf"\bfor {_COUNT} {_UNIT}\b", re.I), _span, True),
-    (re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?(?: of)? {_MONTH}\.?(?:,? (\d{{4}}))?\b"),
-     lambda m, day: _nearest(day, MONTHS[m.group(2).lower()], int(m.group(1)), m.group(3)), False),
-    (re.compile(rf"\b{_MONTH}\.? (\d{{1,2}})(?:st|nd|rd|th)?\b(?:,? (\d{{4}}))?"),
-     lambda m, day: _nearest(day, MONTHS[m.group(1).lower()], int(m.group(2)), m.group(3)), False),
-    (re.compile(rf"\b(?i:in|by|until|till|through|before) {_MONTH}\b(?! \d)"),
-     lambda m, day: _nearest(day, MONTHS[m.group(1).lower()], None, None), False),
+    (
+        re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?(?: of)? {_MONTH}\.?(?:,? (\d{{4}}))?\b"),
+        lambda m, day: _nearest(day, MONTHS[m.group(2).lower()], int(m.group(1)), m.group(3)),
+        False,
+    ),
+    (
+        re.compile(rf"\b{_MONTH}\.? (\d{{1,2}})(?:st|nd|rd|th)?\b(?:,? (\d{{4}}))?"),
+        lambda m, day: _nearest(day, MONTHS[m.group(1).lower()], int(m.group(2)), m.group(3)),
+        False,
+    ),
+    (
+        re.compile(rf"\b(?i:in|by|until|till|through|before) {_MONTH}\b(?! \d)"),
+        lambda m, day: _nearest(day, MONTHS[m.group(1).lower()], None, None),
+        False,
+    ),
     (re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b"), lambda m, day: _iso_parts(m), False),
 )
 
@@ -167,8 +185,12 @@ def _iso_parts(m: re.Match) -> date | None:
 def horizon_end(text: str, day: date, ambiguous: bool = True) -> date | None:
     """The latest day on or after `day` that a time expression in `text` names (None: none).
     `ambiguous=False` ignores expressions that may as well point back in time."""
-    ends = [resolve(m, day) for pattern, resolve, vague in _EXPRESSIONS if ambiguous or not vague
-            for m in pattern.finditer(text)]
+    ends = [
+        resolve(m, day)
+        for pattern, resolve, vague in _EXPRESSIONS
+        if ambiguous or not vague
+        for m in pattern.finditer(text)
+    ]
     future = [e for e in ends if e is not None and e >= day]
     return max(future) if future else None
 
@@ -191,14 +213,18 @@ def rule_item(content: str, row: int, when: datetime | None) -> ForesightItem | 
     if not picked:
         return None
     joined = " ".join(picked)
-    return ForesightItem(f"{speaker}: {joined}" if speaker else joined, row, day,
-                         horizon_end(joined, day) if day is not None else None)
+    return ForesightItem(
+        f"{speaker}: {joined}" if speaker else joined, row, day, horizon_end(joined, day) if day is not None else None
+    )
 
 
 def rule_items(memories: Sequence[Any], rows: Sequence[int] | None = None) -> list[ForesightItem]:
     """The rules' items of every memory (or of the memories at `rows`)."""
-    return [item for row in (range(len(memories)) if rows is None else rows)
-            if (item := rule_item(memories[row].content, row, memories[row].timestamp)) is not None]
+    return [
+        item
+        for row in (range(len(memories)) if rows is None else rows)
+        if (item := rule_item(memories[row].content, row, memories[row].timestamp)) is not None
+    ]
 
 
 # ------------------------------------------------------------------------------------ LLM
@@ -247,10 +273,17 @@ def llm_items(memories: Sequence[Any], client: Any) -> tuple[list[ForesightItem]
 
     def one(rows: list[int]) -> tuple[list[ForesightItem], Usage, bool]:
         days = [memories[r].timestamp.date() if memories[r].timestamp else None for r in rows]
-        listed = "\n".join(f"[{n}] ({d.isoformat() if d else 'undated'}) {memories[r].content}"
-                           for n, (r, d) in enumerate(zip(rows, days), start=1))
-        items, cost = ask_json(client, prompt.render(memories=listed), role="foresight", max_tokens=LLM_MAX_TOKENS,
-                               parse=lambda parsed: parse_foresight(parsed, rows, days))
+        listed = "\n".join(
+            f"[{n}] ({d.isoformat() if d else 'undated'}) {memories[r].content}"
+            for n, (r, d) in enumerate(zip(rows, days), start=1)
+        )
+        items, cost = ask_json(
+            client,
+            prompt.render(memories=listed),
+            role="foresight",
+            max_tokens=LLM_MAX_TOKENS,
+            parse=lambda parsed: parse_foresight(parsed, rows, days),
+        )
         if items is None:
             return rule_items(memories, rows), cost, True
         return items, cost, False
@@ -303,19 +336,26 @@ class ForesightIndex:
         return ~(self.starts > today) & ~(ends < today)  # NaN bounds never exclude
 
 
-def build_index(items: Sequence[ForesightItem], embed: Any, cost: Usage = Usage(),
-                fallbacks: int = 0) -> ForesightIndex:
+def build_index(
+    items: Sequence[ForesightItem], embed: Any, cost: Usage = Usage(), fallbacks: int = 0
+) -> ForesightIndex:
     from evolvemem.memory.nlp import tokenize
     from evolvemem.retrieval.index import KeywordIndex
 
     texts = [item.text for item in items]
     rows = np.array([i.row for i in items], dtype=np.int64)
     vectors = np.asarray(embed(texts), dtype=np.float32) if texts else np.zeros((0, 0), np.float32)
-    return ForesightIndex(tuple(items), rows,
-                          np.array([_day_number(i.valid_from) for i in items], dtype=np.float64),
-                          np.array([_day_number(i.valid_until) for i in items], dtype=np.float64),
-                          vectors, KeywordIndex.build([tokenize(t) for t in texts]), cost, fallbacks,
-                          one_per_row=len(np.unique(rows)) == len(rows))
+    return ForesightIndex(
+        tuple(items),
+        rows,
+        np.array([_day_number(i.valid_from) for i in items], dtype=np.float64),
+        np.array([_day_number(i.valid_until) for i in items], dtype=np.float64),
+        vectors,
+        KeywordIndex.build([tokenize(t) for t in texts]),
+        cost,
+        fallbacks,
+        one_per_row=len(np.unique(rows)) == len(rows),
+    )
 
 
 # ------------------------------------------------------------------------------------ source

@@ -39,6 +39,7 @@ LLM variant (`scene_llm` and the retriever has a model; otherwise everything abo
 
 Foresight items (EverMemOS's time-bounded predictions) are their own source: foresight.py.
 """
+
 from __future__ import annotations
 
 import threading
@@ -79,7 +80,7 @@ class Groups:
 
     def members(self, group: int) -> np.ndarray:
         end = self.starts[group + 1] if group + 1 < len(self.starts) else len(self.rows)
-        return self.rows[self.starts[group]:end]
+        return self.rows[self.starts[group] : end]
 
 
 @dataclass(frozen=True)
@@ -176,8 +177,9 @@ def rank_fusion(dense: np.ndarray, keyword: np.ndarray, config: Any) -> np.ndarr
     return scores
 
 
-def scene_select(scenes: Groups, episodes: Groups, scores: np.ndarray, top_n: int, top_k: int
-                 ) -> tuple[np.ndarray, np.ndarray]:
+def scene_select(
+    scenes: Groups, episodes: Groups, scores: np.ndarray, top_n: int, top_k: int
+) -> tuple[np.ndarray, np.ndarray]:
     """The best `top_k` memories (rows, scores) of the `top_n` scenes with the best member.
 
     In the pool a memory scores its own fusion score plus EPISODE_CONTEXT times the best score
@@ -214,8 +216,9 @@ def episode_date(state: Any, rows: np.ndarray) -> str | None:
     return format_day(min(stamps)) if stamps else None
 
 
-def narrate_episodes(state: Any, episodes: Episodes, client: Any,
-                     embed: Callable[[Sequence[str]], np.ndarray]) -> tuple[Episodes, list[str], Usage]:
+def narrate_episodes(
+    state: Any, episodes: Episodes, client: Any, embed: Callable[[Sequence[str]], np.ndarray]
+) -> tuple[Episodes, list[str], Usage]:
     """Every episode's narrative (concurrently, NARRATION_WORKERS at a time) and the episodes
     with the narratives' embeddings as their vectors."""
     from evolvemem.memory.narrative import narrate_episode
@@ -252,7 +255,9 @@ def parse_sufficiency(parsed: Any) -> tuple[bool, list[str]]:
     return verdict, queries[:MAX_LLM_REWRITES]
 
 
-def judge_sufficiency(client: Any, question: str, memories: Sequence[str]) -> tuple[tuple[bool, list[str]] | None, Usage]:
+def judge_sufficiency(
+    client: Any, question: str, memories: Sequence[str]
+) -> tuple[tuple[bool, list[str]] | None, Usage]:
     """The model's sufficiency verdict and rewrites, or None (with the cost paid) when unusable."""
     from evolvemem.llm.ask import ask_json
     from evolvemem.prompts import load_prompt
@@ -293,8 +298,9 @@ class SceneSource:
         rounds = min(config.scene_sufficiency_rounds, MAX_SUFFICIENCY_ROUNDS)
         if rounds > 0 and len(rows):
             if client is not None:
-                view, judged = self._llm_rewrite_view(request, cache, client, episodes.groups, scenes,
-                                                      (rows, picked), rounds)
+                view, judged = self._llm_rewrite_view(
+                    request, cache, client, episodes.groups, scenes, (rows, picked), rounds
+                )
                 cost = cost + judged
                 views.extend([view] if view is not None else [])
             elif float(state.embeddings[rows[0]] @ request.query_vector) < SUFFICIENT_COSINE:
@@ -316,8 +322,9 @@ class SceneSource:
             entry = cache.get(key)
             if entry is None:
                 state = request.state
-                entry = cache[key] = _Narrated(*narrate_episodes(state, self._episodes(state, cache), client,
-                                                                 request.embed))
+                entry = cache[key] = _Narrated(
+                    *narrate_episodes(state, self._episodes(state, cache), client, request.embed)
+                )
             cost, entry.reported = (Usage() if entry.reported else entry.cost), True
         return entry.episodes, cost
 
@@ -348,8 +355,9 @@ class SceneSource:
         return self._fixed_rewrites(request, cache) + ([f"{request.question.text} {' '.join(extra)}"] if extra else [])
 
     @staticmethod
-    def _search(request: Any, episodes: Groups, scenes: Groups, queries: Sequence[str]
-                ) -> list[tuple[np.ndarray, np.ndarray, float]]:
+    def _search(
+        request: Any, episodes: Groups, scenes: Groups, queries: Sequence[str]
+    ) -> list[tuple[np.ndarray, np.ndarray, float]]:
         """Scene-guided search of each query: (rows, scores, cosine of its best row with the query)."""
         from evolvemem.memory.nlp import tokenize
 
@@ -361,15 +369,17 @@ class SceneSource:
             out.append((rows, picked, float(state.embeddings[rows[0]] @ vector) if len(rows) else -np.inf))
         return out
 
-    def _rewrite_view(self, request: Any, cache: dict, episodes: Groups, scenes: Groups, rows: np.ndarray,
-                      rounds: int) -> ViewHits:
+    def _rewrite_view(
+        self, request: Any, cache: dict, episodes: Groups, scenes: Groups, rows: np.ndarray, rounds: int
+    ) -> ViewHits:
         config = request.config
         searched: set[str] = {request.question.text}
         found: list[tuple[np.ndarray, np.ndarray]] = []
         top_row = int(rows[0])
         for _ in range(rounds):
-            queries = [q for q in dict.fromkeys(self._offline_rewrites(request, cache, scenes, top_row))
-                       if q not in searched]
+            queries = [
+                q for q in dict.fromkeys(self._offline_rewrites(request, cache, scenes, top_row)) if q not in searched
+            ]
             if not queries:
                 break
             searched.update(queries)
@@ -382,10 +392,18 @@ class SceneSource:
                 break
             top_row = best_row
         merged = merge_max("scene_rewrite", found)
-        return ViewHits("scene_rewrite", merged.rows[:config.scene_top_k], merged.scores[:config.scene_top_k])
+        return ViewHits("scene_rewrite", merged.rows[: config.scene_top_k], merged.scores[: config.scene_top_k])
 
-    def _llm_rewrite_view(self, request: Any, cache: dict, client: Any, episodes: Groups, scenes: Groups,
-                          first: tuple[np.ndarray, np.ndarray], rounds: int) -> tuple[ViewHits | None, Usage]:
+    def _llm_rewrite_view(
+        self,
+        request: Any,
+        cache: dict,
+        client: Any,
+        episodes: Groups,
+        scenes: Groups,
+        first: tuple[np.ndarray, np.ndarray],
+        rounds: int,
+    ) -> tuple[ViewHits | None, Usage]:
         """Up to `rounds` model verdicts on the best pooled memories; each "not sufficient" has
         its rewrites searched, and the next verdict reads what they found first, then the
         original pool. A round whose reply is unusable uses the offline rule (best cosine,
@@ -412,7 +430,7 @@ class SceneSource:
         if not found:
             return None, cost
         merged = merge_max("scene_rewrite", found)
-        return ViewHits("scene_rewrite", merged.rows[:config.scene_top_k], merged.scores[:config.scene_top_k]), cost
+        return ViewHits("scene_rewrite", merged.rows[: config.scene_top_k], merged.scores[: config.scene_top_k]), cost
 
 
 SOURCE = SceneSource()

@@ -5,6 +5,7 @@ with Jaccard >= t must share a token among the rarest |A| - ceil(t·|A|) + 1 tok
 only pairs sharing a rare token are ever compared. That keeps ~600 units far below a second
 without approximate hashing, and gives the same answer as comparing every pair.
 """
+
 from __future__ import annotations
 
 import math
@@ -120,8 +121,7 @@ def decay_importance(
     overdue = np.maximum(0.0, np.floor(ages) - grace_days)
     decayed = np.where(overdue > 0, np.minimum(current, np.maximum(floor, current - per_day * overdue)), current)
     return [
-        u if new == old else u.evolve(importance=round(float(new), 6))
-        for u, new, old in zip(units, decayed, current)
+        u if new == old else u.evolve(importance=round(float(new), 6)) for u, new, old in zip(units, decayed, current)
     ]
 
 

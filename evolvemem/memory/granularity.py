@@ -15,6 +15,7 @@ dates resolved in notes; with an extraction model, a third-person narrative writ
 `narrative.narrate_episode`. A segment whose narration failed keeps the digest and is reported
 in `failed_turns`, so the memory cache does not freeze the fallback.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -43,8 +44,9 @@ MAX_SEGMENT = 8  # turns per segment at most: a long single-topic run is still s
 NARRATION_CONCURRENCY = 8  # narratives written at once with a model
 
 
-def topic_segments(vectors: np.ndarray, *, cut_std: float = CUT_STD, min_len: int = MIN_SEGMENT,
-                   max_len: int = MAX_SEGMENT) -> list[list[int]]:
+def topic_segments(
+    vectors: np.ndarray, *, cut_std: float = CUT_STD, min_len: int = MIN_SEGMENT, max_len: int = MAX_SEGMENT
+) -> list[list[int]]:
     """Positions 0..n-1 of time-ordered unit vectors, cut into runs at topic shifts.
 
     A cut falls between neighbours whose cosine is below mean − cut_std · std of all neighbour
@@ -89,7 +91,6 @@ class EpisodeExtractor:
         self.name = "episode-llm" if client is not None else "episode"
         extra = [str(getattr(embedder, "model_name", ""))]  # segmentation depends on the embedder
         if client is not None:
-
             extra.append(load_prompt("episode").version)
         self.version = "episode-" + _rules_version(*extra)
         self.failed_turns: dict[str, set[str]] = {}
@@ -104,13 +105,12 @@ class EpisodeExtractor:
         out: list[list[Turn]] = []
         start = 0
         for turns in sessions:
-            session_vectors = vectors[start:start + len(turns)]
+            session_vectors = vectors[start : start + len(turns)]
             start += len(turns)
             out.extend([turns[i] for i in run] for run in topic_segments(session_vectors))
         return out
 
-    def extract(self, conversation: Conversation,
-                turn_ids: set[str] | None = None) -> tuple[list[MemoryUnit], Usage]:
+    def extract(self, conversation: Conversation, turn_ids: set[str] | None = None) -> tuple[list[MemoryUnit], Usage]:
         self.failed_turns.pop(conversation.conversation_id, None)
         speakers = tuple(conversation.speakers)
         units: list[MemoryUnit] = []
@@ -137,8 +137,9 @@ class EpisodeExtractor:
         return units, cost
 
 
-def episode_unit(conversation_id: str, segment: Sequence[Turn], text: str, when: Any,
-                 speakers: tuple[str, ...]) -> MemoryUnit:
+def episode_unit(
+    conversation_id: str, segment: Sequence[Turn], text: str, when: Any, speakers: tuple[str, ...]
+) -> MemoryUnit:
     """One episode memory: its text, annotated, traced to every turn of its segment."""
     found = nlp.annotate(text, known_persons=speakers)
     in_segment = tuple(dict.fromkeys(t.speaker.lower() for t in segment))

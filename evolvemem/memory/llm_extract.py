@@ -7,6 +7,7 @@ After each window a keyword coverage check looks for turns whose content words a
 memory and re-extracts just those turns (one extra call per window at most). Whatever succeeds
 is kept; turns that could not be extracted are reported in `failed_turns`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -35,8 +36,15 @@ FOCUS_NOTE = (
     "\nA first pass wrote no memory for most of what these turns say. Write memories for every fact, "
     "event, name, number and date in them.\n"
 )
-_TYPE_ALIASES = {"event": "episodic", "fact": "semantic", "plan": "episodic", "opinion": "preference",
-                 "like": "preference", "project": "project_state", "state": "project_state"}
+_TYPE_ALIASES = {
+    "event": "episodic",
+    "fact": "semantic",
+    "plan": "episodic",
+    "opinion": "preference",
+    "like": "preference",
+    "project": "project_state",
+    "state": "project_state",
+}
 _NOT_CONTENT = frozenset(
     "yesterday today tomorrow tonight week weekend month year years ago last next recently soon later "
     "really think know feel guess glad happy thing things stuff something anything everything sounds "
@@ -79,7 +87,8 @@ def turn_keywords(turn: Turn, speakers: Sequence[str]) -> set[str]:
     "yesterday" as a date and drops "really"."""
     names = {s.lower() for s in speakers}
     return {
-        w[:5] for w in nlp.tokenize(turn.full_text)
+        w[:5]
+        for w in nlp.tokenize(turn.full_text)
         if (len(w) >= 4 or w.isdigit()) and w not in names and w not in _NOT_CONTENT
     }
 
@@ -103,7 +112,9 @@ class LLMExtractor:
         prompt_name: str = "extract",
     ):
         if window < 1 or sub_window < 1 or not 0 <= overlap < window:
-            raise ValueError(f"need window >= 1, sub_window >= 1 and 0 <= overlap < window (got {window}, {sub_window}, {overlap})")
+            raise ValueError(
+                f"need window >= 1, sub_window >= 1 and 0 <= overlap < window (got {window}, {sub_window}, {overlap})"
+            )
         self.client = client
         self.window, self.overlap, self.sub_window = window, overlap, sub_window
         self.max_tokens = max_tokens
@@ -124,7 +135,7 @@ class LLMExtractor:
     def extract(self, conversation: Conversation, turn_ids: set[str] | None = None) -> tuple[list[MemoryUnit], Usage]:
         turns = conversation.turns()
         positions = [i for i, t in enumerate(turns) if turn_ids is None or t.turn_id in turn_ids]
-        windows = [positions[i:i + self.window] for i in range(0, len(positions), self.window)]
+        windows = [positions[i : i + self.window] for i in range(0, len(positions), self.window)]
         with ThreadPoolExecutor(max_workers=min(self.max_workers, max(1, len(windows)))) as pool:
             outcomes = list(pool.map(lambda w: self._extract_window(conversation, turns, w), windows))
         units: list[MemoryUnit] = []
@@ -140,12 +151,15 @@ class LLMExtractor:
                     units.append(unit)
         self.failed_turns[conversation.conversation_id] = failed
         if failed:
-            log.warning("%s: %d turns of %s could not be extracted", self.name, len(failed), conversation.conversation_id)
+            log.warning(
+                "%s: %d turns of %s could not be extracted", self.name, len(failed), conversation.conversation_id
+            )
         units += self._offline_for_orphans(conversation, [turns[i] for i in positions], units)
         return units, cost
 
-    def _offline_for_orphans(self, conversation: Conversation, targets: Sequence[Turn],
-                             units: Sequence[MemoryUnit]) -> list[MemoryUnit]:
+    def _offline_for_orphans(
+        self, conversation: Conversation, targets: Sequence[Turn], units: Sequence[MemoryUnit]
+    ) -> list[MemoryUnit]:
         """Turns no model memory cites (failed windows, or replies whose memories all cited turns that
         do not exist, as a small model copying the prompt's example does) are not lost: each becomes
         the offline memory of that turn, and `offline_turns` counts them."""
@@ -154,8 +168,13 @@ class LLMExtractor:
         self.offline_turns[conversation.conversation_id] = orphans
         if not orphans:
             return []
-        log.warning("%s: %d of %d turns of %s have no usable memory from the model; kept as one offline memory "
-                    "per turn", self.name, len(orphans), len(targets), conversation.conversation_id)
+        log.warning(
+            "%s: %d of %d turns of %s have no usable memory from the model; kept as one offline memory per turn",
+            self.name,
+            len(orphans),
+            len(targets),
+            conversation.conversation_id,
+        )
         fallback, _ = self._offline.extract(conversation, orphans)
         return fallback
 
@@ -180,18 +199,24 @@ class LLMExtractor:
                 return outcome
             log.info("window at %s failed (%s); splitting into %d-turn pieces", targets[0].turn_id, exc, size)
             for start in range(0, len(positions), size):
-                piece = positions[start:start + size]
+                piece = positions[start : start + size]
                 piece_turns = [turns[i] for i in piece]
                 try:
                     self._call_with_retries(conversation, piece_turns, self._context_for(turns, piece), outcome)
                 except _WindowFailed as piece_exc:
-                    log.warning("turns %s..%s could not be extracted: %s", piece_turns[0].turn_id,
-                                piece_turns[-1].turn_id, piece_exc)
+                    log.warning(
+                        "turns %s..%s could not be extracted: %s",
+                        piece_turns[0].turn_id,
+                        piece_turns[-1].turn_id,
+                        piece_exc,
+                    )
                     outcome.failed.update(t.turn_id for t in piece_turns)
         self._recover_uncovered(conversation, turns, positions, outcome)
         return outcome
 
-    def uncovered_turns(self, targets: Sequence[Turn], units: Sequence[MemoryUnit], speakers: Sequence[str]) -> list[Turn]:
+    def uncovered_turns(
+        self, targets: Sequence[Turn], units: Sequence[MemoryUnit], speakers: Sequence[str]
+    ) -> list[Turn]:
         """Turns with at least `min_turn_keywords` content words of which fewer than
         `min_keyword_coverage` appear in the memories drawn from that turn (none cited: none covered).
 
@@ -210,7 +235,9 @@ class LLMExtractor:
                 missing.append(turn)
         return missing
 
-    def _recover_uncovered(self, conversation: Conversation, turns: list[Turn], positions: list[int], outcome: _Outcome) -> None:
+    def _recover_uncovered(
+        self, conversation: Conversation, turns: list[Turn], positions: list[int], outcome: _Outcome
+    ) -> None:
         """One extra call for the window's turns that no memory covers (failed turns excluded)."""
         targets = [turns[i] for i in positions if turns[i].turn_id not in outcome.failed]
         missing = self.uncovered_turns(targets, outcome.units, conversation.speakers)
@@ -224,7 +251,9 @@ class LLMExtractor:
             log.info("coverage re-extraction of %d turns failed: %s", len(missing), exc)
 
     # ------------------------------------------------------------------------------ calls
-    def _call_with_retries(self, conversation: Conversation, targets: list[Turn], context: list[Turn], outcome: _Outcome) -> None:
+    def _call_with_retries(
+        self, conversation: Conversation, targets: list[Turn], context: list[Turn], outcome: _Outcome
+    ) -> None:
         """Up to `attempts` tries with growing waits; an overflow or an unusable reply is re-raised at
         once for splitting (retrying either would repeat it)."""
         for attempt in range(self.attempts):
@@ -236,7 +265,9 @@ class LLMExtractor:
                     raise
                 time.sleep(self.retry_wait * (2**attempt))
 
-    def _call(self, conversation: Conversation, targets: list[Turn], context: list[Turn], outcome: _Outcome, focus: str = "") -> None:
+    def _call(
+        self, conversation: Conversation, targets: list[Turn], context: list[Turn], outcome: _Outcome, focus: str = ""
+    ) -> None:
         text = self.prompt.render(
             speakers=", ".join(conversation.speakers) or "(unknown)",
             context="\n".join(format_turn(t) for t in context) or "(none)",
@@ -248,16 +279,19 @@ class LLMExtractor:
             # floor); a prompt that leaves less is split into smaller windows instead.
             budget = min(self.max_tokens, REPLY_TOKENS_BASE + REPLY_TOKENS_PER_TURN * len(targets))
             _, parsed, reply = ask_fitted(
-                self.client, lambda: fit_prompt(self.client, [("", text)], budget,
-                                                min_reply_tokens=min(budget, MIN_REPLY_TOKENS)),
-                role=ROLE, json_reply=True)
+                self.client,
+                lambda: fit_prompt(self.client, [("", text)], budget, min_reply_tokens=min(budget, MIN_REPLY_TOKENS)),
+                role=ROLE,
+                json_reply=True,
+            )
         except LLMJSONError as exc:
             outcome.cost = outcome.cost + exc.reply.as_cost()
             raise _WindowFailed(str(exc), unusable_reply=True) from None
         except LLMCallFailed as exc:
             outcome.cost = outcome.cost + exc.cost  # a rejected request reached the server
             overflow = isinstance(exc, PromptTooLong) or (
-                exc.status_code in (400, 413) and bool(_OVERFLOW_RE.search(str(exc))))
+                exc.status_code in (400, 413) and bool(_OVERFLOW_RE.search(str(exc)))
+            )
             raise _WindowFailed(str(exc), overflow=overflow or "ContextWindowExceeded" in str(exc)) from None
         outcome.cost = outcome.cost + reply.as_cost()
         items = parsed.get("memories") if isinstance(parsed, dict) else parsed
@@ -273,8 +307,15 @@ class LLMExtractor:
         return memory_from_item(item, conversation, allowed)
 
 
-def memory_from_item(item: Any, conversation: Conversation, allowed: dict[str, Turn], *, salt: str = "",
-                     memory_type: str | None = None, sources: tuple[str, ...] = ()) -> MemoryUnit | None:
+def memory_from_item(
+    item: Any,
+    conversation: Conversation,
+    allowed: dict[str, Turn],
+    *,
+    salt: str = "",
+    memory_type: str | None = None,
+    sources: tuple[str, ...] = (),
+) -> MemoryUnit | None:
     """A memory from one item of a model's reply, or None when it has no content or no source
     among `allowed` (the turns the model was shown). `sources`, when given, replaces the item's
     own (a reply about one known turn); `memory_type` replaces the item's type."""

@@ -8,6 +8,7 @@ and the episode store (AMA) keeps it as a retrievable unit.
 The model is asked through `evolvemem.llm.ask.ask_json`: a bad reply falls back to the dated
 digest (the offline form), with the cost still counted.
 """
+
 from __future__ import annotations
 
 import re

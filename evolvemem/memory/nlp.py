@@ -4,6 +4,7 @@ No model: a regex tokenizer, a handful of word tables and a small gazetteer, fas
 on every turn of a benchmark in well under a second. Both the memory side and the query side go
 through `annotate`, and every value is lowercased, so the two sides match by plain equality.
 """
+
 from __future__ import annotations
 
 import re
@@ -36,7 +37,8 @@ STOPWORDS = _words(
     we'll we're we've were weren't what what's when when's where where's which while who who's whom whose why
     why's will with won't would wouldn't yeah yes yet you you'd you'll you're you've your yours yourself
     yourselves hey hi hello wow thanks thank lol haha hmm um uh yep nope gotta wanna kinda like well
-    definitely totally absolutely actually pretty quite great good nice cool awesome amazing""")
+    definitely totally absolutely actually pretty quite great good nice cool awesome amazing"""
+)
 
 MONTHS = frozenset(dates.MONTHS)  # names and abbreviations
 WEEKDAYS = frozenset(dates.WEEKDAY_NAMES) | _words("mon tue tues wed thu thur thurs fri sat")
@@ -46,13 +48,15 @@ WEEKDAYS = frozenset(dates.WEEKDAY_NAMES) | _words("mon tue tues wed thu thur th
 _NOT_A_NAME = _words(
     """i mom dad mum mommy daddy grandma grandpa god lord sir madam mr mrs ms dr miss aunt uncle bro dude
     omg btw lmao ugh yay aww congrats congratulations cheers sorry please sounds same good great thanks
-    yesterday today tomorrow tonight last next this that these those anyway anyways also totally""")
+    yesterday today tomorrow tonight last next this that these those anyway anyways also totally"""
+)
 DEMONYMS_AND_LANGUAGES = _words(
     """english spanish french german italian portuguese dutch swedish norwegian danish finnish polish russian
     ukrainian greek turkish arabic hebrew persian hindi urdu bengali chinese mandarin cantonese japanese
     korean thai vietnamese indonesian filipino tagalog swahili american canadian mexican brazilian
     argentinian british irish scottish welsh australian african asian european latin latino latina
-    christian muslim jewish buddhist hindu catholic""")
+    christian muslim jewish buddhist hindu catholic"""
+)
 HOLIDAYS = _words(
     """christmas easter halloween thanksgiving hanukkah diwali ramadan eid passover kwanzaa
     valentine's valentines"""
@@ -63,7 +67,8 @@ _PLACE_HEADS = _words(
     canyon falls forest desert coast county city town village square bridge airport station harbor harbour
     museum gallery library zoo garden gardens center centre hall stadium arena theater theatre cafe restaurant
     hotel resort mall market church temple mosque cathedral hospital clinic school college university academy
-    institute campus""")
+    institute campus"""
+)
 _ORG_HEADS = _words(
     """club team band company corp inc ltd group society association foundation festival parade conference
     summit show series league championship cup tournament award awards prize day week month program
@@ -117,9 +122,11 @@ _GAZETTEER_CASE_SENSITIVE = frozenset({"us", "la"})
 
 _LOCATION_PREPOSITIONS = _words("at in from near visited visiting visit around across")
 # "to" marks a place only after a verb of motion ("moved to Woodhaven", not "said to Tomasz").
-_MOTION_WORDS = _words("go goes going gone went move moves moving moved travel traveled travelled traveling "
-                       "travelling trip trips fly flew flying drive drove driving road way back return returned "
-                       "returning relocate relocated headed heading")
+_MOTION_WORDS = _words(
+    "go goes going gone went move moves moving moved travel traveled travelled traveling "
+    "travelling trip trips fly flew flying drive drove driving road way back return returned "
+    "returning relocate relocated headed heading"
+)
 
 UNITS = (
     r"years?|yrs?|months?|weeks?|days?|hours?|hrs?|minutes?|mins?|seconds?|km|kilometers?|kilometres?|miles?|"
@@ -129,42 +136,75 @@ UNITS = (
 
 # topic -> trigger words (their plurals match too, see `_plural_forms`).
 TOPIC_TRIGGERS: dict[str, frozenset[str]] = {
-    "family": _words("family mother father mom dad mum parent parents son daughter kid kids child children "
-                     "brother sister sibling grandma grandpa grandmother grandfather aunt uncle cousin niece "
-                     "nephew husband wife baby adopt adoption adopted"),
-    "relationships": _words("friend friendship boyfriend girlfriend partner dating date marriage married "
-                            "wedding divorce breakup crush love relationship engaged engagement fiance fiancee"),
-    "work": _words("work job career boss colleague coworker office promotion salary hired interview "
-                   "business startup company manager client meeting project deadline shift employer"),
-    "education": _words("school college university class course degree study studying exam student teacher "
-                        "professor lecture homework graduate graduation thesis research scholarship"),
-    "health": _words("health doctor hospital sick ill illness injury surgery therapy therapist medicine "
-                     "diet workout mental anxiety depression stress recovery diagnosis pain sleep clinic"),
-    "travel": _words("travel trip vacation holiday flight fly flew airport hotel abroad visit visited tour "
-                     "journey road camping camp hike hiking beach passport backpacking cruise"),
-    "hobby": _words("hobby hobbies craft crafts knitting pottery gardening garden reading book novel "
-                    "photography collecting puzzle puzzles chess baking woodworking sewing fishing"),
+    "family": _words(
+        "family mother father mom dad mum parent parents son daughter kid kids child children "
+        "brother sister sibling grandma grandpa grandmother grandfather aunt uncle cousin niece "
+        "nephew husband wife baby adopt adoption adopted"
+    ),
+    "relationships": _words(
+        "friend friendship boyfriend girlfriend partner dating date marriage married "
+        "wedding divorce breakup crush love relationship engaged engagement fiance fiancee"
+    ),
+    "work": _words(
+        "work job career boss colleague coworker office promotion salary hired interview "
+        "business startup company manager client meeting project deadline shift employer"
+    ),
+    "education": _words(
+        "school college university class course degree study studying exam student teacher "
+        "professor lecture homework graduate graduation thesis research scholarship"
+    ),
+    "health": _words(
+        "health doctor hospital sick ill illness injury surgery therapy therapist medicine "
+        "diet workout mental anxiety depression stress recovery diagnosis pain sleep clinic"
+    ),
+    "travel": _words(
+        "travel trip vacation holiday flight fly flew airport hotel abroad visit visited tour "
+        "journey road camping camp hike hiking beach passport backpacking cruise"
+    ),
+    "hobby": _words(
+        "hobby hobbies craft crafts knitting pottery gardening garden reading book novel "
+        "photography collecting puzzle puzzles chess baking woodworking sewing fishing"
+    ),
     "pets": _words("pet pets dog dogs puppy cat cats kitten bird fish hamster rabbit horse vet"),
-    "food": _words("food cook cooking recipe bake baking dinner lunch breakfast restaurant meal cake pizza "
-                   "pasta coffee tea vegan vegetarian chef dish cuisine snack"),
-    "music": _words("music song songs sing singing singer band concert guitar piano violin drum drums album "
-                    "musician playlist choir melody"),
-    "sports": _words("sport sports football soccer basketball baseball tennis golf swim swimming run running "
-                     "marathon race cycling bike yoga gym match team coach game surfing skiing climbing"),
-    "art": _words("art artist paint painting paintings drawing draw sketch sculpture museum gallery "
-                  "exhibition poetry poem writing write novel film movie theater theatre dance dancing"),
-    "finance": _words("money finance budget savings save invest investment stock stocks loan mortgage rent "
-                      "debt bank bill bills income tax taxes price expensive cheap afford"),
-    "events": _words("party birthday celebration celebrate festival parade conference event events ceremony "
-                     "anniversary holiday christmas thanksgiving halloween easter reunion fundraiser"),
-    "community": _words("volunteer volunteering charity community activism activist protest support group "
-                        "nonprofit church mentor mentoring donation donate campaign"),
-    "home": _words("home house apartment move moved moving neighborhood neighbourhood renovation roommate "
-                   "furniture kitchen garden yard"),
-    "technology": _words("computer phone app software code coding programming website internet online game "
-                         "gaming video laptop ai robot"),
-    "nature": _words("nature outdoors forest mountain mountains lake river ocean sea sunset hike hiking park "
-                     "camping trees flowers wildlife"),
+    "food": _words(
+        "food cook cooking recipe bake baking dinner lunch breakfast restaurant meal cake pizza "
+        "pasta coffee tea vegan vegetarian chef dish cuisine snack"
+    ),
+    "music": _words(
+        "music song songs sing singing singer band concert guitar piano violin drum drums album "
+        "musician playlist choir melody"
+    ),
+    "sports": _words(
+        "sport sports football soccer basketball baseball tennis golf swim swimming run running "
+        "marathon race cycling bike yoga gym match team coach game surfing skiing climbing"
+    ),
+    "art": _words(
+        "art artist paint painting paintings drawing draw sketch sculpture museum gallery "
+        "exhibition poetry poem writing write novel film movie theater theatre dance dancing"
+    ),
+    "finance": _words(
+        "money finance budget savings save invest investment stock stocks loan mortgage rent "
+        "debt bank bill bills income tax taxes price expensive cheap afford"
+    ),
+    "events": _words(
+        "party birthday celebration celebrate festival parade conference event events ceremony "
+        "anniversary holiday christmas thanksgiving halloween easter reunion fundraiser"
+    ),
+    "community": _words(
+        "volunteer volunteering charity community activism activist protest support group "
+        "nonprofit church mentor mentoring donation donate campaign"
+    ),
+    "home": _words(
+        "home house apartment move moved moving neighborhood neighbourhood renovation roommate "
+        "furniture kitchen garden yard"
+    ),
+    "technology": _words(
+        "computer phone app software code coding programming website internet online game gaming video laptop ai robot"
+    ),
+    "nature": _words(
+        "nature outdoors forest mountain mountains lake river ocean sea sunset hike hiking park "
+        "camping trees flowers wildlife"
+    ),
 }
 
 # ---------------------------------------------------------------------------------------- regexes
@@ -174,7 +214,7 @@ _CAP_TOKEN_RE = re.compile(r"[A-Z][A-Za-z'’\-]*")
 _PREV_WORDS_RE = re.compile(r"(?:([A-Za-z]+)[^A-Za-z]+)?([A-Za-z]+)[^A-Za-z]*$")
 _DIGIT_RE = re.compile(r"\d")
 _WORD_CONTINUES = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_'’-")
-_SENTENCE_BREAK = frozenset(".!?:;\n\"“”([]")
+_SENTENCE_BREAK = frozenset('.!?:;\n"“”([]')
 _QUOTED_RE = re.compile(r"[\"“]([A-Z0-9][^\"“”]{1,59}?)[.,!?]?[\"”]")
 _NUMBER_UNIT_RE = re.compile(rf"\b(\d+(?:[.,]\d+)?)\s?({UNITS})\b", re.I)
 _YEAR_RE = re.compile(r"\b(19\d\d|20\d\d)s?\b")
@@ -220,7 +260,11 @@ class Annotations:
 
 def tokenize(text: str) -> list[str]:
     """Lowercase word tokens with stopwords and possessive endings removed (keywords, Jaccard)."""
-    return [w for w in _WORD_RE.findall(text.lower().replace("’", "'")) if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
+    return [
+        w
+        for w in _WORD_RE.findall(text.lower().replace("’", "'"))
+        if w not in STOPWORDS and (len(w) > 1 or w.isdigit())
+    ]
 
 
 def annotate(text: str, known_persons: Collection[str] = (), max_keywords: int = 8) -> Annotations:
@@ -362,8 +406,10 @@ def _capitalised_phrases(text: str) -> list[tuple[str, bool, bool]]:
     while i < n:
         tok, low, initial, start, end = flagged[i]
         possessive = low != tok.lower()
-        if not _is_name_word(low) or (initial and low not in mid_caps and not possessive) or (
-            tok.isupper() and len(tok) > 5
+        if (
+            not _is_name_word(low)
+            or (initial and low not in mid_caps and not possessive)
+            or (tok.isupper() and len(tok) > 5)
         ):
             i += 1
             continue
@@ -404,7 +450,7 @@ def _gazetteer_places(text: str, words: list[str]) -> list[str]:
         sizes = _GAZETTEER_BY_FIRST_WORD.get(words[i])
         if sizes:
             for size in sizes:
-                phrase = " ".join(words[i:i + size]) if size > 1 else words[i]
+                phrase = " ".join(words[i : i + size]) if size > 1 else words[i]
                 if phrase in GAZETTEER:
                     if phrase in _GAZETTEER_CASE_SENSITIVE and not re.search(rf"\b{phrase.upper()}\b", text):
                         continue

@@ -5,6 +5,7 @@ in front, a shared photo as its caption, and simple relative dates ("yesterday",
 resolved to absolute ones in a trailing note, because temporal questions are asked about dates
 the conversation only implies. Type, importance and annotations come from surface rules.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -19,29 +20,53 @@ from evolvemem.contracts.memory import MemoryUnit, make_memory_id
 from evolvemem.contracts.usage import Usage
 
 WEEKDAYS = WEEKDAY_NAMES
-NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "couple of": 2, "a couple of": 2, "three": 3, "four": 4,
-                 "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
+NUMBER_WORDS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "couple of": 2,
+    "a couple of": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+}
 
 _AGO_RE = re.compile(
     r"\b(\d{1,2}|a couple of|couple of|an?|one|two|three|four|five|six|seven|eight|nine|ten)\s+"
-    r"(day|week|month|year)s?\s+ago\b", re.I)
+    r"(day|week|month|year)s?\s+ago\b",
+    re.I,
+)
 _LAST_WEEKDAY_RE = re.compile(rf"\b(last|next|this past|this coming)\s+({'|'.join(WEEKDAYS)})\b", re.I)
 _RELATIVE_RE = re.compile(
     r"\b(the day before yesterday|yesterday|last night|tomorrow|last weekend|next weekend|last week|next week|"
-    r"last month|next month|last year|next year|this year)\b", re.I)
+    r"last month|next month|last year|next year|this year)\b",
+    re.I,
+)
 
-_PREFERENCE_WORDS = frozenset("love loves loved adore adores favorite favourite favorites favourites prefer prefers "
-                               "preferred enjoy enjoys enjoyed".split())
+_PREFERENCE_WORDS = frozenset(
+    "love loves loved adore adores favorite favourite favorites favourites prefer prefers "
+    "preferred enjoy enjoys enjoyed".split()
+)
 _LIKE_SUBJECTS = frozenset("i we he she they".split())
 _FIRST_PERSON = frozenset("i we my our i'm i've i'll we're we've we'll".split())
-_EVENT_WORDS = frozenset("went got made took began bought saw met won ran gave found felt started joined finished "
-                         "decided adopted moved visited going gonna planning plan will".split())
+_EVENT_WORDS = frozenset(
+    "went got made took began bought saw met won ran gave found felt started joined finished "
+    "decided adopted moved visited going gonna planning plan will".split()
+)
 _TEXT_WORD_RE = re.compile(r"[a-z']+")
 # every relative-date pattern contains one of these; texts without any skip the regexes
 _RELATIVE_HINTS = ("yesterday", "tomorrow", "last", "next", "ago", "this year", "past", "coming")
 _GREETING_RE = re.compile(
     r"^\W*(hey|hi|hello|thanks|thank you|bye|goodbye|see you|take care|good (morning|night|evening)|"
-    r"wow|cool|nice|awesome|great|congrats|congratulations|yeah|yes|no|ok|okay|sure|lol|haha)\b", re.I)
+    r"wow|cool|nice|awesome|great|congrats|congratulations|yeah|yes|no|ok|okay|sure|lol|haha)\b",
+    re.I,
+)
 
 
 def _rules_version() -> str:
@@ -54,7 +79,7 @@ def _rules_version() -> str:
 
 
 def month_name(year: int, month: int) -> str:
-    """"June 2023" (the day dropped from `format_day`, so both spell months the same way)."""
+    """ "June 2023" (the day dropped from `format_day`, so both spell months the same way)."""
     return format_day(datetime(year, month, 1)).split(" ", 1)[1]
 
 
@@ -127,7 +152,7 @@ def resolve_relative_dates(text: str, day: datetime) -> list[str]:
 
 
 def memory_type_of(words: list[str]) -> str:
-    """"preference" for turns that state a liking (love, favorite, prefer, enjoy, "I like"), else episodic."""
+    """ "preference" for turns that state a liking (love, favorite, prefer, enjoy, "I like"), else episodic."""
     if _PREFERENCE_WORDS.intersection(words):
         return "preference"
     for i, word in enumerate(words[1:], start=1):

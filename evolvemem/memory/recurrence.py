@@ -22,6 +22,7 @@ episode. An episode's text is written when it is formed; turns merged later reac
 facts and as sources. An LLM failure falls back to the offline variant for that cluster or turn
 and is recorded; the build never fails because of the model.
 """
+
 from __future__ import annotations
 
 import logging
@@ -81,8 +82,9 @@ class RecurrencePlan:
     pending: list[int]  # turns never consolidated (raw units only)
 
 
-def plan_recurrence(vectors: np.ndarray, merge_sim: float = MERGE_SIM, theta_sim: float = THETA_SIM,
-                    theta_count: int = THETA_COUNT) -> RecurrencePlan:
+def plan_recurrence(
+    vectors: np.ndarray, merge_sim: float = MERGE_SIM, theta_sim: float = THETA_SIM, theta_count: int = THETA_COUNT
+) -> RecurrencePlan:
     """The merge / consolidate / wait decision for each turn, in order, from unit-length vectors."""
     n = len(vectors)
     if n == 0:
@@ -94,9 +96,9 @@ def plan_recurrence(vectors: np.ndarray, merge_sim: float = MERGE_SIM, theta_sim
     episodes: list[PlannedEpisode] = []
     for i in range(n):
         if i % PLAN_BLOCK == 0:  # cosines with all earlier turns, a block of rows at a time (bounded memory)
-            block = vectors[i:i + PLAN_BLOCK] @ vectors[:i + PLAN_BLOCK].T
+            block = vectors[i : i + PLAN_BLOCK] @ vectors[: i + PLAN_BLOCK].T
         if episodes:
-            sims = centroids[:len(episodes)] @ vectors[i]
+            sims = centroids[: len(episodes)] @ vectors[i]
             best = int(np.argmax(sims))
             if sims[best] > merge_sim:
                 episodes[best].merged.append(i)
@@ -162,8 +164,9 @@ def _fact_tokens(unit: MemoryUnit) -> set[str]:
     return set(nlp.tokenize(unit.content))
 
 
-def novel_facts(candidates: Sequence[MemoryUnit], held: Sequence[MemoryUnit],
-                threshold: float = FACT_NOVELTY) -> list[MemoryUnit]:
+def novel_facts(
+    candidates: Sequence[MemoryUnit], held: Sequence[MemoryUnit], threshold: float = FACT_NOVELTY
+) -> list[MemoryUnit]:
     """The candidates whose token Jaccard with every held fact (and every earlier new one) is below `threshold`."""
     kept: list[MemoryUnit] = []
     seen = [_fact_tokens(u) for u in held]
@@ -196,12 +199,22 @@ class RecurrenceExtractor:
     `client` is an `LLMClient` (evolvemem/llm/client.py) or None for the offline variant.
     `stats[conversation_id]` and `failures[conversation_id]` describe the last extraction."""
 
-    def __init__(self, embedder: Any, client: Any = None, *, merge_sim: float = MERGE_SIM,
-                 theta_sim: float = THETA_SIM, theta_count: int = THETA_COUNT, max_workers: int = 4,
-                 episode_max_tokens: int = 2048, refine_max_tokens: int = 512):
+    def __init__(
+        self,
+        embedder: Any,
+        client: Any = None,
+        *,
+        merge_sim: float = MERGE_SIM,
+        theta_sim: float = THETA_SIM,
+        theta_count: int = THETA_COUNT,
+        max_workers: int = 4,
+        episode_max_tokens: int = 2048,
+        refine_max_tokens: int = 512,
+    ):
         if not (0 < theta_sim <= 1 and 0 < merge_sim <= 1 and theta_count >= 1):
-            raise ValueError(f"need 0 < theta_sim, merge_sim <= 1 and theta_count >= 1 "
-                             f"(got {theta_sim}, {merge_sim}, {theta_count})")
+            raise ValueError(
+                f"need 0 < theta_sim, merge_sim <= 1 and theta_count >= 1 (got {theta_sim}, {merge_sim}, {theta_count})"
+            )
         self.embedder = embedder
         self.client = client
         self.merge_sim, self.theta_sim, self.theta_count = merge_sim, theta_sim, theta_count
@@ -213,9 +226,11 @@ class RecurrenceExtractor:
         self.model = str(client.model) if client is not None else ""
         self.name = f"recurrence-llm:{self.model}" if client is not None else "recurrence-offline"
         embedding_model = getattr(embedder, "model_name", type(embedder).__name__)
-        self.version = (f"m{merge_sim:g}-s{theta_sim:g}-c{theta_count}-n{FACT_NOVELTY:g}-d{DIGEST_WORDS}"
-                        f"-{self.episode_prompt.version}-{self.refine_prompt.version}-{self.offline.version}"
-                        f"-{embedding_model}-{RAW_VERSION}")
+        self.version = (
+            f"m{merge_sim:g}-s{theta_sim:g}-c{theta_count}-n{FACT_NOVELTY:g}-d{DIGEST_WORDS}"
+            f"-{self.episode_prompt.version}-{self.refine_prompt.version}-{self.offline.version}"
+            f"-{embedding_model}-{RAW_VERSION}"
+        )
         self.stats: dict[str, RecurrenceStats] = {}
         self.failures: dict[str, list[str]] = {}
         self._lock = threading.Lock()
@@ -236,10 +251,13 @@ class RecurrenceExtractor:
 
         units = raw_units(conversation, turn_ids)
         seen = {u.content for u in units}
-        stats = RecurrenceStats(turns=len(turns), episodes=len(episodes),
-                                turns_consolidated=sum(len(e.positions) for e in plan.episodes),
-                                merges=sum(len(e.merged) for e in plan.episodes),
-                                extraction_calls=len(episodes))
+        stats = RecurrenceStats(
+            turns=len(turns),
+            episodes=len(episodes),
+            turns_consolidated=sum(len(e.positions) for e in plan.episodes),
+            merges=sum(len(e.merged) for e in plan.episodes),
+            extraction_calls=len(episodes),
+        )
         cost = Usage()
         failures: list[str] = []
         for planned, outcome in zip(plan.episodes, outcomes):
@@ -261,8 +279,12 @@ class RecurrenceExtractor:
             self.stats[conversation.conversation_id] = stats
             self.failures[conversation.conversation_id] = failures
         if failures:
-            log.warning("%s: %d model calls for %s failed; their offline variant was used",
-                        self.name, len(failures), conversation.conversation_id)
+            log.warning(
+                "%s: %d model calls for %s failed; their offline variant was used",
+                self.name,
+                len(failures),
+                conversation.conversation_id,
+            )
         return units, cost
 
     # ------------------------------------------------------------------------------ one episode
@@ -283,8 +305,9 @@ class RecurrenceExtractor:
             outcome.facts.extend(self._refine(conversation, speakers, outcome.facts, turn, outcome))
         return outcome
 
-    def _refine(self, conversation: Conversation, speakers: str, held: list[MemoryUnit], turn: Turn,
-                outcome: _EpisodeOutcome) -> list[MemoryUnit]:
+    def _refine(
+        self, conversation: Conversation, speakers: str, held: list[MemoryUnit], turn: Turn, outcome: _EpisodeOutcome
+    ) -> list[MemoryUnit]:
         """The facts of `turn` the episode does not hold yet."""
         outcome.refinement_calls += 1
         listed = "\n".join(f"{i}. {u.content}" for i, u in enumerate(held, start=1)) or "(none)"
@@ -293,7 +316,11 @@ class RecurrenceExtractor:
             reply = self._ask(prompt, self.refine_max_tokens, outcome)
             items = self._items(reply, "facts", outcome) if reply is not None else None
             if items is not None:
-                found = [u for item in items if (u := self._fact_unit(item, conversation, {turn.turn_id: turn}, turn)) is not None]
+                found = [
+                    u
+                    for item in items
+                    if (u := self._fact_unit(item, conversation, {turn.turn_id: turn}, turn)) is not None
+                ]
                 return novel_facts(found, held)
         else:
             outcome.prompt_words += _words(prompt)
@@ -305,8 +332,9 @@ class RecurrenceExtractor:
         from evolvemem.llm.client import LLMCallFailed, LLMJSONError
 
         try:
-            parsed, reply = self.client.complete_json([{"role": "user", "content": prompt}], role=ROLE,
-                                                      temperature=0.0, max_tokens=max_tokens)
+            parsed, reply = self.client.complete_json(
+                [{"role": "user", "content": prompt}], role=ROLE, temperature=0.0, max_tokens=max_tokens
+            )
         except LLMCallFailed as exc:
             if isinstance(exc, LLMJSONError):
                 outcome.cost = outcome.cost + exc.reply.as_cost()
@@ -326,8 +354,9 @@ class RecurrenceExtractor:
             return None
         return items
 
-    def _parse_episode(self, parsed: Any, conversation: Conversation, cluster: list[Turn],
-                       outcome: _EpisodeOutcome) -> tuple[str, list[MemoryUnit]] | None:
+    def _parse_episode(
+        self, parsed: Any, conversation: Conversation, cluster: list[Turn], outcome: _EpisodeOutcome
+    ) -> tuple[str, list[MemoryUnit]] | None:
         items = self._items(parsed, "facts", outcome)
         text = str(parsed.get("episode") or "").strip() if isinstance(parsed, dict) else ""
         if items is None:
@@ -340,12 +369,19 @@ class RecurrenceExtractor:
         return text, facts
 
     # ------------------------------------------------------------------------------ units
-    def _fact_unit(self, item: Any, conversation: Conversation, allowed: dict[str, Turn],
-                   default_turn: Turn | None = None) -> MemoryUnit | None:
+    def _fact_unit(
+        self, item: Any, conversation: Conversation, allowed: dict[str, Turn], default_turn: Turn | None = None
+    ) -> MemoryUnit | None:
         """A semantic unit from one reply item (a refinement's facts all come from its one new
         turn, `default_turn`)."""
-        return memory_from_item(item, conversation, allowed, salt="recurrence-fact", memory_type="semantic",
-                                sources=(default_turn.turn_id,) if default_turn is not None else ())
+        return memory_from_item(
+            item,
+            conversation,
+            allowed,
+            salt="recurrence-fact",
+            memory_type="semantic",
+            sources=(default_turn.turn_id,) if default_turn is not None else (),
+        )
 
     def _offline_fact(self, conversation: Conversation, turn: Turn) -> MemoryUnit:
         unit = self.offline.memory_for_turn(conversation.conversation_id, turn, tuple(conversation.speakers))
@@ -363,8 +399,11 @@ class RecurrenceExtractor:
             source_turn_ids=sources,
             timestamp=first.timestamp,
             importance=0.6,
-            persons=found.persons, locations=found.locations, entities=found.entities,
-            topics=found.topics, keywords=found.keywords,
+            persons=found.persons,
+            locations=found.locations,
+            entities=found.entities,
+            topics=found.topics,
+            keywords=found.keywords,
         )
 
 

@@ -5,6 +5,7 @@ its prompt/rules version. Any edit to a turn, a prompt or a rule therefore misse
 re-extracts; nothing is ever invalidated by hand. Files live under `cache_dir()/memories/` as
 JSON and are written atomically (temp file, then rename), so a crash never leaves half a file.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -37,8 +38,14 @@ def conversation_hash(conversation: Conversation) -> str:
     digest = hashlib.sha256()
     digest.update(json.dumps(list(conversation.speakers)).encode("utf-8"))
     for turn in conversation.turns():
-        record = [turn.turn_id, turn.speaker, turn.text, turn.image_caption, turn.session_id,
-                  turn.timestamp.isoformat() if turn.timestamp else None]
+        record = [
+            turn.turn_id,
+            turn.speaker,
+            turn.text,
+            turn.image_caption,
+            turn.session_id,
+            turn.timestamp.isoformat() if turn.timestamp else None,
+        ]
         digest.update(json.dumps(record, ensure_ascii=False).encode("utf-8"))
     return digest.hexdigest()[:24]
 

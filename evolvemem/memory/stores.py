@@ -12,6 +12,7 @@ factory named in STORE_BUILDERS (called with the extraction model's client and t
 encoder), so the memory cache (keyed by the builder's name and version) and the indexes treat it
 exactly like the fact store. Which stores a config reads is declared by the modules owning the
 settings (evolvemem/answering/stores.py); the session builds them before evaluating."""
+
 from __future__ import annotations
 
 import importlib
@@ -80,8 +81,11 @@ def raw_unit(conversation_id: str, turn: Turn, speakers: tuple[str, ...] = ()) -
 def raw_units(conversation: Conversation, turn_ids: set[str] | None = None) -> list[MemoryUnit]:
     """One raw unit per turn (or per turn in `turn_ids`), in conversation order."""
     speakers = tuple(conversation.speakers)
-    return [raw_unit(conversation.conversation_id, turn, speakers) for turn in conversation.turns()
-            if turn_ids is None or turn.turn_id in turn_ids]
+    return [
+        raw_unit(conversation.conversation_id, turn, speakers)
+        for turn in conversation.turns()
+        if turn_ids is None or turn.turn_id in turn_ids
+    ]
 
 
 class RawTurnExtractor:

@@ -3,6 +3,7 @@
 The page (html.py) and the PNG (png.py) only format what is here, so what a report says is
 always what the store holds. Works for `evolve run` directories (phase 'dev' plus the test
 phases), `evolve eval` (one round, phase 'eval') and `evolve transfer` (phase 'transfer')."""
+
 from __future__ import annotations
 
 import json
@@ -236,29 +237,45 @@ def _models_text(models: Any) -> str:
 
 def _header(run_dir: Path, manifest: dict, objective: str) -> list[tuple[str, str]]:
     spec = manifest.get("spec") or {}
-    rows = [("run", run_dir.name), ("kind", str(manifest.get("kind", "?"))),
-            ("benchmark", str(manifest.get("benchmark", "?")))]
-    optional = [("data", manifest.get("data_source")), ("data hash", manifest.get("data_hash")),
-                ("split", manifest.get("split")), ("config", manifest.get("config_source")),
-                ("source run", manifest.get("source_run"))]
+    rows = [
+        ("run", run_dir.name),
+        ("kind", str(manifest.get("kind", "?"))),
+        ("benchmark", str(manifest.get("benchmark", "?"))),
+    ]
+    optional = [
+        ("data", manifest.get("data_source")),
+        ("data hash", manifest.get("data_hash")),
+        ("split", manifest.get("split")),
+        ("config", manifest.get("config_source")),
+        ("source run", manifest.get("source_run")),
+    ]
     rows += [(k, str(v)) for k, v in optional if v not in (None, "")]
     rows.append(("models", _models_text(manifest.get("models"))))
     if manifest.get("embedding_model") or spec.get("embedding_model"):
         rows.append(("embedding model", str(manifest.get("embedding_model") or spec.get("embedding_model"))))
     if manifest.get("rerank_model") or spec.get("rerank_model"):
         rows.append(("rerank model", str(manifest.get("rerank_model") or spec.get("rerank_model"))))
-    rows += [("diagnoser", str(manifest.get("diagnoser", "-"))), ("seed", str(manifest.get("seed", "-"))),
-             ("dev objective", f"{objective}: {OBJECTIVE_MEANING.get(objective, '')}" if spec else "-"),
-             ("adversarial protocol", str(manifest.get("adversarial_protocol") or spec.get("protocol") or "official")),
-             ("evolvemem version", str(manifest.get("version", "-"))), ("command", str(manifest.get("command", "-")))]
+    rows += [
+        ("diagnoser", str(manifest.get("diagnoser", "-"))),
+        ("seed", str(manifest.get("seed", "-"))),
+        ("dev objective", f"{objective}: {OBJECTIVE_MEANING.get(objective, '')}" if spec else "-"),
+        ("adversarial protocol", str(manifest.get("adversarial_protocol") or spec.get("protocol") or "official")),
+        ("evolvemem version", str(manifest.get("version", "-"))),
+        ("command", str(manifest.get("command", "-"))),
+    ]
     if spec.get("guard"):
         g = spec["guard"]
         folds = f", every one of {g['folds']} folds must hold" if (g.get("folds") or 0) > 1 else ""
-        rows.append(("guard", f"paired tests at alpha {g.get('alpha')}, smallest gain {g.get('min_effect')}, largest "
-                              f"loss {g.get('max_loss')}, a majority of conversations must hold{folds}; revert on a "
-                              f"significant loss or a fall of more than {g.get('revert_threshold')}; explore after "
-                              f"{g.get('stagnation_rounds')} rounds without a significant gain "
-                              f"({g.get('explore_dims')} dimensions); patience {spec.get('patience')}"))
+        rows.append(
+            (
+                "guard",
+                f"paired tests at alpha {g.get('alpha')}, smallest gain {g.get('min_effect')}, largest "
+                f"loss {g.get('max_loss')}, a majority of conversations must hold{folds}; revert on a "
+                f"significant loss or a fall of more than {g.get('revert_threshold')}; explore after "
+                f"{g.get('stagnation_rounds')} rounds without a significant gain "
+                f"({g.get('explore_dims')} dimensions); patience {spec.get('patience')}",
+            )
+        )
     return rows
 
 
@@ -293,36 +310,65 @@ def _best_vs_start(rounds: list[RoundView], best_round: int | None, store: RunSt
     return [c.as_dict() for c in diff_configs(start, best)]
 
 
-def _round_view(row: dict[str, Any], score: float | None, previous: float | None, counts: dict[str, int],
-                d: dict[str, Any], diag: dict[str, Any], usage: PhaseUsage, run_dir: Path, levers: set[str]) -> RoundView:
+def _round_view(
+    row: dict[str, Any],
+    score: float | None,
+    previous: float | None,
+    counts: dict[str, int],
+    d: dict[str, Any],
+    diag: dict[str, Any],
+    usage: PhaseUsage,
+    run_dir: Path,
+    levers: set[str],
+) -> RoundView:
     """One evaluated round as the report shows it: its scores, failures, usage, decision and diagnosis."""
     proposal = diag.get("proposal") or {}
     folder = run_dir / "rounds" / f"round_{row['round']:02d}"
     return RoundView(
-        round=row["round"], status=row["status"], score=score, all_f1=row["all_f1"], main_f1=row["main_f1"],
-        adversarial_f1=row["adversarial_f1"], evidence_recall=row["evidence_recall"],
-        main_evidence_recall=row.get("main_evidence_recall"), context_tokens=row.get("context_tokens"),
-        n_questions=row["n_questions"] or 0, n_failed=row["n_failed"] or 0, wall_seconds=row["wall_seconds"],
-        by_category=row["by_category"] or {}, failures={k: v for k, v in counts.items() if k != "correct"},
+        round=row["round"],
+        status=row["status"],
+        score=score,
+        all_f1=row["all_f1"],
+        main_f1=row["main_f1"],
+        adversarial_f1=row["adversarial_f1"],
+        evidence_recall=row["evidence_recall"],
+        main_evidence_recall=row.get("main_evidence_recall"),
+        context_tokens=row.get("context_tokens"),
+        n_questions=row["n_questions"] or 0,
+        n_failed=row["n_failed"] or 0,
+        wall_seconds=row["wall_seconds"],
+        by_category=row["by_category"] or {},
+        failures={k: v for k, v in counts.items() if k != "correct"},
         n_correct=counts.get("correct", 0),
         usage=usage,
-        decision=d.get("decision"), reason=d.get("reason") or "",
-        delta=d["delta"] if d.get("delta") is not None else (
-            None if previous is None or score is None else score - previous),
-        best_so_far=d.get("best_score"), changes=d.get("changes") or [],
-        reextracted_sessions=list(d.get("reextracted_sessions") or []), memories_added=d.get("memories_added") or 0,
-        diagnoser=diag.get("diagnoser") or "", rationale=str(proposal.get("rationale") or ""),
-        proposed=_proposal_changes(proposal), rejected=[str(x) for x in proposal.get("rejected") or []],
+        decision=d.get("decision"),
+        reason=d.get("reason") or "",
+        delta=d["delta"]
+        if d.get("delta") is not None
+        else (None if previous is None or score is None else score - previous),
+        best_so_far=d.get("best_score"),
+        changes=d.get("changes") or [],
+        reextracted_sessions=list(d.get("reextracted_sessions") or []),
+        memories_added=d.get("memories_added") or 0,
+        diagnoser=diag.get("diagnoser") or "",
+        rationale=str(proposal.get("rationale") or ""),
+        proposed=_proposal_changes(proposal),
+        rejected=[str(x) for x in proposal.get("rejected") or []],
         missing_topics=[str(x) for x in proposal.get("missing_topics") or []],
         parse_error=diag.get("parse_error") or "",
         files=[f"rounds/{folder.name}/{name}" for name in SNAPSHOT_FILES if (folder / name).is_file()],
-        accepted=d.get("accepted"), significant_loss=d.get("significant_loss"),
-        compared_with=d.get("compared_with"), verdict=d.get("verdict") or "",
-        paired=comparison_from_json(d.get("paired")), flags=_texts(d.get("flags")),
+        accepted=d.get("accepted"),
+        significant_loss=d.get("significant_loss"),
+        compared_with=d.get("compared_with"),
+        verdict=d.get("verdict") or "",
+        paired=comparison_from_json(d.get("paired")),
+        flags=_texts(d.get("flags")),
         # stores before the diagnosis kept its own flags: the decision's are the diagnoser's unless it fell back
-        diagnoser_flags=_texts(proposal["flags"] if "flags" in proposal else (
-            None if d.get("fallback") else d.get("flags"))),
-        fallback=d.get("fallback") or "", emerged_used=switched_on(row["config"] or {}, levers),
+        diagnoser_flags=_texts(
+            proposal["flags"] if "flags" in proposal else (None if d.get("fallback") else d.get("flags"))
+        ),
+        fallback=d.get("fallback") or "",
+        emerged_used=switched_on(row["config"] or {}, levers),
     )
 
 
@@ -357,9 +403,17 @@ def gather(store: RunStore) -> ReportData:
         by_cat = row["by_category"] or {}
         for key, cat in by_cat.items():
             categories.setdefault(key, category_label(key, (cat or {}).get("name")))
-        view = _round_view(row, score, previous, failures.get(number, {}), decisions.get(number) or {},
-                           diagnoses.get(number) or {}, usage.get((number, row["phase"]))
-                           or PhaseUsage(_usage_label(number, phase), number, phase), run_dir, levers)
+        view = _round_view(
+            row,
+            score,
+            previous,
+            failures.get(number, {}),
+            decisions.get(number) or {},
+            diagnoses.get(number) or {},
+            usage.get((number, row["phase"])) or PhaseUsage(_usage_label(number, phase), number, phase),
+            run_dir,
+            levers,
+        )
         rounds.append(view)
         previous = score if score is not None else previous
 
@@ -377,30 +431,49 @@ def gather(store: RunStore) -> ReportData:
             if r is None or number is None:
                 continue
             test = finals_rows.get(f"test_{which}")
-            finals.append(FinalScore(which, number, _scores(r.__dict__ | {"n": r.n_questions}),
-                                     None if test is None else _scores(test | {"n": test["n_questions"]})))
+            finals.append(
+                FinalScore(
+                    which,
+                    number,
+                    _scores(r.__dict__ | {"n": r.n_questions}),
+                    None if test is None else _scores(test | {"n": test["n_questions"]}),
+                )
+            )
 
     sorted_categories = sorted(categories.items(), key=lambda kv: (not kv[0].isdigit(), kv[0].zfill(8)))
-    test_flips = flipped_questions(store, ("test_start", finals[0].round), ("test_best", finals[1].round)) \
-        if len(finals) == 2 and finals[0].test and finals[1].test else []
+    test_flips = (
+        flipped_questions(store, ("test_start", finals[0].round), ("test_best", finals[1].round))
+        if len(finals) == 2 and finals[0].test and finals[1].test
+        else []
+    )
     ablation, ablation_round = _ablation(store)
     setup = [u for key, u in sorted(usage.items()) if key[0] < 0]
     later = [u for key, u in sorted(usage.items()) if key[0] >= 0 and key[1] != phase]
     costs = round_costs(store) if phase == "dev" else []
     return ReportData(
-        run_dir=run_dir, run_id=run_dir.name, kind=str(manifest.get("kind", "run")), phase=phase, objective=objective,
+        run_dir=run_dir,
+        run_id=run_dir.name,
+        kind=str(manifest.get("kind", "run")),
+        phase=phase,
+        objective=objective,
         diagnoser=str(spec.get("diagnoser") or manifest.get("diagnoser") or ""),
         guard=GuardSettings.from_dict(spec.get("guard") or {}),
-        header=_header(run_dir, manifest, objective), rounds=rounds,
+        header=_header(run_dir, manifest, objective),
+        rounds=rounds,
         categories=sorted_categories,
-        failure_classes=classes, best_round=best_round,
-        usage=setup + [r.usage for r in rounds] + later, finals=finals,
+        failure_classes=classes,
+        best_round=best_round,
+        usage=setup + [r.usage for r in rounds] + later,
+        finals=finals,
         best_vs_start=_best_vs_start(rounds, best_round, store, phase),
         proposed_dimensions=[d.as_row() for d in sorted(store.proposed_dimensions(), key=lambda d: (d.round, d.name))],
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         category_scores=_category_scores(rounds, finals, sorted_categories, finals_rows),
-        test_flips=test_flips, ablation=ablation, ablation_round=ablation_round,
-        costs=[c.as_dict() for c in costs], cost_total=total_cost(costs) if costs else {},
+        test_flips=test_flips,
+        ablation=ablation,
+        ablation_round=ablation_round,
+        costs=[c.as_dict() for c in costs],
+        cost_total=total_cost(costs) if costs else {},
         screenings=store.screenings() if phase == "dev" else [],
     )
 
@@ -410,8 +483,9 @@ def flipped_questions(store: RunStore, a: tuple[str, int], b: tuple[str, int]) -
     return store.flipped_questions(a, b)
 
 
-def _category_scores(rounds: list[RoundView], finals: list[FinalScore], categories: list[tuple[str, str]],
-                     test_rows: dict[str, dict]) -> list[CategoryScores]:
+def _category_scores(
+    rounds: list[RoundView], finals: list[FinalScore], categories: list[tuple[str, str]], test_rows: dict[str, dict]
+) -> list[CategoryScores]:
     """Per category: start and best F1 on dev (their rounds) and on test (the two test scorings)."""
     by = {f.which: f for f in finals}
     if "start" not in by or "best" not in by:
@@ -420,16 +494,24 @@ def _category_scores(rounds: list[RoundView], finals: list[FinalScore], categori
 
     def f1(cats: dict | None, key: str) -> float | None:
         return ((cats or {}).get(key) or {}).get("f1")
+
     test_cats = {which: (test_rows.get(f"test_{which}") or {}).get("by_category") or {} for which in ("start", "best")}
     keys = dict(categories)
     for key, cat in test_cats["start"].items():
         keys.setdefault(key, category_label(key, (cat or {}).get("name")))
-    return [CategoryScores(key, label,
-                           (f1(dev["start"].by_category if dev["start"] else None, key),
-                            f1(dev["best"].by_category if dev["best"] else None, key)),
-                           (f1(test_cats["start"], key), f1(test_cats["best"], key)),
-                           ((test_cats["start"].get(key) or {}).get("n")))
-            for key, label in keys.items()]
+    return [
+        CategoryScores(
+            key,
+            label,
+            (
+                f1(dev["start"].by_category if dev["start"] else None, key),
+                f1(dev["best"].by_category if dev["best"] else None, key),
+            ),
+            (f1(test_cats["start"], key), f1(test_cats["best"], key)),
+            ((test_cats["start"].get(key) or {}).get("n")),
+        )
+        for key, label in keys.items()
+    ]
 
 
 def _ablation(store: RunStore) -> tuple[list[AblationRow], int | None]:
@@ -445,11 +527,22 @@ def _ablation(store: RunStore) -> tuple[list[AblationRow], int | None]:
         if full is None or row is full or row[key] is None or full[key] is None:
             return None
         return row[key] - full[key]
+
     ordered = ([full] if full else []) + [r for r in rows if r is not full]
-    return [AblationRow("full config" if r is full else r["phase"].removeprefix("ablate:"), r["n_questions"] or 0,
-                        r["all_f1"], r["main_f1"],
-                        r["adversarial_f1"], r["evidence_recall"], delta(r, "all_f1"), delta(r, "main_f1"),
-                        delta(r, "adversarial_f1")) for r in ordered], latest
+    return [
+        AblationRow(
+            "full config" if r is full else r["phase"].removeprefix("ablate:"),
+            r["n_questions"] or 0,
+            r["all_f1"],
+            r["main_f1"],
+            r["adversarial_f1"],
+            r["evidence_recall"],
+            delta(r, "all_f1"),
+            delta(r, "main_f1"),
+            delta(r, "adversarial_f1"),
+        )
+        for r in ordered
+    ], latest
 
 
 def _texts(raw: object) -> list[str]:
@@ -468,15 +561,32 @@ def comparison_from_json(raw: object) -> Comparison | None:
         return None
     try:
         fields = PairedStat.__dataclass_fields__
-        groups = {name: PairedStat(**{k: stat[k] for k in fields}) for name, stat in (raw.get("groups") or {}).items()
-                  if name in GROUPS}
-        return Comparison(int(raw["candidate_round"]), int(raw["incumbent_round"]), groups,
-                          {str(k): float(v) for k, v in (raw.get("by_conversation") or {}).items()},
-                          [float(x) for x in raw.get("by_fold") or []])
+        groups = {
+            name: PairedStat(**{k: stat[k] for k in fields})
+            for name, stat in (raw.get("groups") or {}).items()
+            if name in GROUPS
+        }
+        return Comparison(
+            int(raw["candidate_round"]),
+            int(raw["incumbent_round"]),
+            groups,
+            {str(k): float(v) for k, v in (raw.get("by_conversation") or {}).items()},
+            [float(x) for x in raw.get("by_fold") or []],
+        )
     except (KeyError, TypeError, ValueError):
         return None
 
 
 def _scores(row: dict) -> dict[str, Any]:
-    return {k: row.get(k) for k in ("all_f1", "main_f1", "adversarial_f1", "evidence_recall", "main_evidence_recall",
-                                    "context_tokens", "n")}
+    return {
+        k: row.get(k)
+        for k in (
+            "all_f1",
+            "main_f1",
+            "adversarial_f1",
+            "evidence_recall",
+            "main_evidence_recall",
+            "context_tokens",
+            "n",
+        )
+    }

@@ -3,6 +3,7 @@
 Every section and chart has a stable id (`trajectory`, `categories`, `failures`, `round-3`,
 `usage`, `dev-vs-test`, `ablation`, `proposed-dimensions`, ...) so people can link to them and tests can
 find them; round articles carry their numbers as data attributes."""
+
 from __future__ import annotations
 
 import json
@@ -65,13 +66,19 @@ def table(headers: Iterable[str], rows: Iterable[Iterable[str]], cls: str = "", 
     """Cells are already-escaped HTML; numeric-looking columns are right-aligned by CSS class `num`."""
     grid = [list(row) for row in rows]
     first = grid[0] if grid else []
-    head = "".join(f'<th class="num">{h}</th>' if i < len(first) and first[i].startswith('<td class="num')
-                   else f"<th>{h}</th>" for i, h in enumerate(headers))
-    body = "".join("<tr>" + "".join(cell if cell.startswith("<td") else f"<td>{cell}</td>" for cell in row) + "</tr>"
-                   for row in grid)
+    head = "".join(
+        f'<th class="num">{h}</th>' if i < len(first) and first[i].startswith('<td class="num') else f"<th>{h}</th>"
+        for i, h in enumerate(headers)
+    )
+    body = "".join(
+        "<tr>" + "".join(cell if cell.startswith("<td") else f"<td>{cell}</td>" for cell in row) + "</tr>"
+        for row in grid
+    )
     ident = f' id="{table_id}"' if table_id else ""
-    return (f'<div class="table-wrap"><table class="{cls}"{ident}><thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table></div>")
+    return (
+        f'<div class="table-wrap"><table class="{cls}"{ident}><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table></div>"
+    )
 
 
 def num(text: str, cls: str = "") -> str:
@@ -85,8 +92,13 @@ def changes_table(changes: list[dict], with_old: bool = True) -> str:
         where = "all questions" if scope == "global" else f"type <code>{escape(scope)}</code>"
         new = f"<code>{escape(value_text(c.get('new')))}</code>"
         if with_old:
-            rows.append([f"<code>{escape(c['field'])}</code>", where,
-                         f"<code>{escape(value_text(c.get('old')))}</code> → {new}"])
+            rows.append(
+                [
+                    f"<code>{escape(c['field'])}</code>",
+                    where,
+                    f"<code>{escape(value_text(c.get('old')))}</code> → {new}",
+                ]
+            )
         else:
             rows.append([f"<code>{escape(c['field'])}</code>", where, new])
     return table(["dimension", "scope", "old → new" if with_old else "value"], rows, cls="changes")
@@ -107,48 +119,94 @@ def trajectory_chart(data: ReportData) -> str:
     """The headline score with the guard's decisions as markers, both groups' dev F1 as thinner lines
     (a balanced run judges them apart), and the held-out test scores of the start and best configs."""
     rounds = [r for r in data.rounds if r.score is not None]
-    series = [svg.Series(f"dev {name} F1", svg.GROUP_COLORS[group], [(r.round, getattr(r, f"{group}_f1")) for r in rounds],
-                         width=1.6) for group, name in GROUP_NAMES.items()]
+    series = [
+        svg.Series(
+            f"dev {name} F1", svg.GROUP_COLORS[group], [(r.round, getattr(r, f"{group}_f1")) for r in rounds], width=1.6
+        )
+        for group, name in GROUP_NAMES.items()
+    ]
     series = [s for s in series if any(y is not None for _, y in s.points)]
     if any(r.best_so_far is not None for r in rounds):
-        series.append(svg.Series("best so far", svg.BEST_SO_FAR_COLOR,
-                                 [(r.round, r.best_so_far) for r in rounds], dashed=True, step=True, dots=False))
-    series.append(svg.Series(data.score_label, svg.OBJECTIVE_COLOR, [(r.round, r.score) for r in rounds],
-                             width=2.5, dots=False))
+        series.append(
+            svg.Series(
+                "best so far",
+                svg.BEST_SO_FAR_COLOR,
+                [(r.round, r.best_so_far) for r in rounds],
+                dashed=True,
+                step=True,
+                dots=False,
+            )
+        )
+    series.append(
+        svg.Series(data.score_label, svg.OBJECTIVE_COLOR, [(r.round, r.score) for r in rounds], width=2.5, dots=False)
+    )
     markers = []
     tests = _test_scores(data)
     for number, test in sorted(tests.items()):
         for group in GROUP_NAMES:
             value = test.get(f"{group}_f1")
             if value is not None:
-                markers.append(svg.Marker(number, value, svg.GROUP_COLORS[group], radius=4.5, shape="diamond",
-                                          tooltip=f"test {group} F1 of round {number}'s config: {value:.4f} "
-                                                  "(held out, scored once)"))
+                markers.append(
+                    svg.Marker(
+                        number,
+                        value,
+                        svg.GROUP_COLORS[group],
+                        radius=4.5,
+                        shape="diamond",
+                        tooltip=f"test {group} F1 of round {number}'s config: {value:.4f} (held out, scored once)",
+                    )
+                )
     for r in rounds:
         if r.score is None:
             continue
         kind = r.decision or "pending"
         change = "; ".join(f"{c['field']} {value_text(c.get('old'))}→{value_text(c.get('new'))}" for c in r.changes[:3])
-        tip = (f"round {r.round}: dev {f4(r.score)} {signed(r.delta)} (main {f3(r.main_f1)}, adversarial "
-               f"{f3(r.adversarial_f1)}) — {kind}" + (f": {change}" if change else ""))
+        tip = (
+            f"round {r.round}: dev {f4(r.score)} {signed(r.delta)} (main {f3(r.main_f1)}, adversarial "
+            f"{f3(r.adversarial_f1)}) — {kind}" + (f": {change}" if change else "")
+        )
         best = r.round == data.best_round
-        markers.append(svg.Marker(r.round, r.score, svg.decision_color(kind),
-                                  tooltip=tip, href=f"#round-{r.round}", ring=svg.BEST_RING_COLOR if best else "",
-                                  label=f"best {f4(r.score)}" if best else ""))
+        markers.append(
+            svg.Marker(
+                r.round,
+                r.score,
+                svg.decision_color(kind),
+                tooltip=tip,
+                href=f"#round-{r.round}",
+                ring=svg.BEST_RING_COLOR if best else "",
+                label=f"best {f4(r.score)}" if best else "",
+            )
+        )
     seen = [r.decision or "pending" for r in rounds]
     kinds = [k for k in svg.DECISION_COLORS if k in seen] + sorted(set(seen) - set(svg.DECISION_COLORS))
     legend = [svg.LegendItem(s.name, s.color, "dashed" if s.dashed else "line") for s in reversed(series)]
-    legend += [svg.LegendItem(f"test {group} F1", svg.GROUP_COLORS[group], "diamond") for group in GROUP_NAMES
-               if any(m.shape == "diamond" and m.color == svg.GROUP_COLORS[group] for m in markers)]
-    legend += [svg.LegendItem(next_step_text(k) if k not in ("start", "pending") else k, svg.decision_color(k), "dot")
-               for k in kinds]
+    legend += [
+        svg.LegendItem(f"test {group} F1", svg.GROUP_COLORS[group], "diamond")
+        for group in GROUP_NAMES
+        if any(m.shape == "diamond" and m.color == svg.GROUP_COLORS[group] for m in markers)
+    ]
+    legend += [
+        svg.LegendItem(next_step_text(k) if k not in ("start", "pending") else k, svg.decision_color(k), "dot")
+        for k in kinds
+    ]
     legend.append(svg.LegendItem("best round (the guard's)", svg.BEST_RING_COLOR, "ring"))
     values = [y for s in series for _, y in s.points if y is not None] + [m.y for m in markers]
-    title = (f"{data.score_label} per round" if data.metric == "evidence_recall"
-             else f"{data.score_label} per round, with main and adversarial F1")
-    return svg.line_chart("trajectory-chart", title, series,
-                          _x_ticks(rounds), markers=markers, legend=legend, y_range=svg.auto_range(values),
-                          y_label=data.metric_label, height=360)
+    title = (
+        f"{data.score_label} per round"
+        if data.metric == "evidence_recall"
+        else f"{data.score_label} per round, with main and adversarial F1"
+    )
+    return svg.line_chart(
+        "trajectory-chart",
+        title,
+        series,
+        _x_ticks(rounds),
+        markers=markers,
+        legend=legend,
+        y_range=svg.auto_range(values),
+        y_label=data.metric_label,
+        height=360,
+    )
 
 
 def _last(points: list[tuple[float, float | None]]) -> float | None:
@@ -160,18 +218,43 @@ def categories_chart(data: ReportData) -> str:
     title = f"{label_text} per category and round"
     if len(data.rounds) == 1:
         r = data.rounds[0]
-        stack = svg.BarStack(label_text, svg.OBJECTIVE_COLOR,
-                             [float((r.by_category.get(k) or {}).get(metric) or 0.0) for k, _ in data.categories],
-                             [f"{label_text} {f3((r.by_category.get(k) or {}).get(metric))} "
-                              f"(n={(r.by_category.get(k) or {}).get('n')})" for k, _ in data.categories])
-        return svg.bar_chart("categories-chart", title, [lab for _, lab in data.categories], [stack], y_max=1.0,
-                             y_label=label_text, y_format=lambda v: f"{v:.2f}", height=320)
-    series = [svg.Series(label, svg.series_color(i),
-                         [(r.round, (r.by_category.get(key) or {}).get(metric)) for r in data.rounds])
-              for i, (key, label) in enumerate(data.categories)]
+        stack = svg.BarStack(
+            label_text,
+            svg.OBJECTIVE_COLOR,
+            [float((r.by_category.get(k) or {}).get(metric) or 0.0) for k, _ in data.categories],
+            [
+                f"{label_text} {f3((r.by_category.get(k) or {}).get(metric))} "
+                f"(n={(r.by_category.get(k) or {}).get('n')})"
+                for k, _ in data.categories
+            ],
+        )
+        return svg.bar_chart(
+            "categories-chart",
+            title,
+            [lab for _, lab in data.categories],
+            [stack],
+            y_max=1.0,
+            y_label=label_text,
+            y_format=lambda v: f"{v:.2f}",
+            height=320,
+        )
+    series = [
+        svg.Series(
+            label, svg.series_color(i), [(r.round, (r.by_category.get(key) or {}).get(metric)) for r in data.rounds]
+        )
+        for i, (key, label) in enumerate(data.categories)
+    ]
     legend = [svg.LegendItem(f"{s.name} {f3(_last(s.points))}", s.color) for s in series]
-    return svg.line_chart("categories-chart", title, series, _x_ticks(data.rounds), legend=legend,
-                          y_range=(0.0, 1.0), y_label=label_text, height=320)
+    return svg.line_chart(
+        "categories-chart",
+        title,
+        series,
+        _x_ticks(data.rounds),
+        legend=legend,
+        y_range=(0.0, 1.0),
+        y_label=label_text,
+        height=320,
+    )
 
 
 def failures_chart(data: ReportData) -> str:
@@ -183,12 +266,22 @@ def failures_chart(data: ReportData) -> str:
             wrong = sum(r.failures.values())
             n = r.failures.get(c, 0)
             tips.append(f"{c}: {n} of {wrong} wrong answers ({n / wrong:.0%})" if wrong else f"{c}: 0")
-        stacks.append(svg.BarStack(c, svg.FAILURE_COLORS.get(c, "#9ca3af"),
-                                   [float(r.failures.get(c, 0)) for r in data.rounds], tips))
+        stacks.append(
+            svg.BarStack(
+                c, svg.FAILURE_COLORS.get(c, "#9ca3af"), [float(r.failures.get(c, 0)) for r in data.rounds], tips
+            )
+        )
     legend = [svg.LegendItem(s.name.replace("_", " "), s.color, "box") for s in reversed(stacks)]
-    return svg.bar_chart("failures-chart", "wrong answers per round by failure class",
-                         [str(r.round) for r in data.rounds], stacks, legend=legend, x_label="round",
-                         y_label="wrong answers", height=320)
+    return svg.bar_chart(
+        "failures-chart",
+        "wrong answers per round by failure class",
+        [str(r.round) for r in data.rounds],
+        stacks,
+        legend=legend,
+        x_label="round",
+        y_label="wrong answers",
+        height=320,
+    )
 
 
 # ---- sections -------------------------------------------------------------------------------
@@ -211,23 +304,25 @@ def how_to_read(data: ReportData) -> str:
             "questions, so each question gives one difference; a round becomes the new best only when the difference "
             "is significant (sign-flip permutation p-value, 95% interval resampled by conversation) and a majority of "
             f"conversations hold. The objective of this run is <strong>{escape(data.objective)}</strong>: "
-            f"{escape(data.objective_meaning)}. Section <a href=\"#decisions\">decisions</a> lists every verdict "
+            f'{escape(data.objective_meaning)}. Section <a href="#decisions">decisions</a> lists every verdict '
             "with both groups; ⚑ marks a proposal that the round's own failures contradict.</p>"
             "<p>The best round is chosen on dev only. Its config and the starting config are then scored once on the "
-            "held-out <strong>test</strong> conversations (section <a href=\"#dev-vs-test\">dev vs test</a>): that is "
+            'held-out <strong>test</strong> conversations (section <a href="#dev-vs-test">dev vs test</a>): that is '
             "the honest estimate of the gain. <strong>F1</strong> is token overlap with the gold answer (official LoCoMo "
             "scoring); <strong>main</strong> leaves adversarial (unanswerable) questions out; <strong>evidence "
             "recall</strong> is the share of gold evidence turns that reached the answer context. Failure classes come "
             "from the gold evidence: an <em>extraction gap</em> means no memory covers the evidence, a <em>retrieval "
             "miss</em> that no view ranked it, a <em>budget cut</em> that it was ranked but cut by "
-            "<code>max_context</code>; the others are answering problems.</p>")
+            "<code>max_context</code>; the others are answering problems.</p>"
+        )
     else:
         body = (
             f"<p>This directory holds a single evaluation (<code>evolve {escape(data.kind)}</code>): one config scored "
             "on one set of questions, so there is one round and no guard decisions. <strong>F1</strong> is token "
             "overlap with the gold answer; <strong>main</strong> leaves adversarial questions out; <strong>evidence "
             "recall</strong> is the share of gold evidence turns that reached the answer context. The failure classes "
-            "say why wrong answers went wrong, using the gold evidence.</p>")
+            "say why wrong answers went wrong, using the gold evidence.</p>"
+        )
     return f'<section id="how-to-read" class="card intro"><h2>How to read this report</h2>{body}</section>'
 
 
@@ -237,43 +332,75 @@ def summary_cards(data: ReportData) -> str:
     best = next((f for f in data.finals if f.which == "best"), None)
     if start and best:
         # the headline: both groups and all, held-out test first (dev is where the loop chose)
-        headline = ((("main_evidence_recall", "evidence recall (answerable)"), ("evidence_recall", "evidence recall (all)"),
-                     ("context_tokens", "context tokens")) if data.metric == "evidence_recall" else
-                    (("main_f1", "main F1 (answerable)"), ("adversarial_f1", "adversarial F1"), ("all_f1", "all F1")))
+        headline = (
+            (
+                ("main_evidence_recall", "evidence recall (answerable)"),
+                ("evidence_recall", "evidence recall (all)"),
+                ("context_tokens", "context tokens"),
+            )
+            if data.metric == "evidence_recall"
+            else (("main_f1", "main F1 (answerable)"), ("adversarial_f1", "adversarial F1"), ("all_f1", "all F1"))
+        )
         for key, label in headline:
             digits = 0 if key == "context_tokens" else 4
-            value = (lambda v: "–" if v is None else f"{v:.{digits}f}")
+            value = lambda v: "–" if v is None else f"{v:.{digits}f}"
             dev = f"dev {value(start.dev.get(key))} → {value(best.dev.get(key))} (round {start.round} → {best.round})"
             if start.test and best.test:
                 a, b = start.test.get(key), best.test.get(key)
                 delta = signed(b - a, digits) if a is not None and b is not None else "–"
                 cards.append((f"test {label}", f"{value(a)} → {value(b)}", f"held out: {delta}; {dev}"))
             else:
-                cards.append((f"dev {label}", f"{value(start.dev.get(key))} → {value(best.dev.get(key))}",
-                              "test not scored: the run has not finished"))
+                cards.append(
+                    (
+                        f"dev {label}",
+                        f"{value(start.dev.get(key))} → {value(best.dev.get(key))}",
+                        "test not scored: the run has not finished",
+                    )
+                )
         judged = data.judged
         flagged = sum(c.flagged for c in data.flag_counts())
-        cards.append(("paired decisions", f"{sum(bool(r.accepted) for r in judged)} of {len(judged)} accepted",
-                      (f"objective {data.objective}; {flagged} proposal(s) flagged ⚑, "
-                       f"{sum(bool(r.fallback) for r in data.rounds)} rubric fallback(s)")))
-        cards.append(("rounds", str(len(data.rounds)), f"{sum(r.decision == 'reverted' for r in data.rounds)} reverted, "
-                                                      f"{sum(r.decision == 'explored' for r in data.rounds)} explored"))
+        cards.append(
+            (
+                "paired decisions",
+                f"{sum(bool(r.accepted) for r in judged)} of {len(judged)} accepted",
+                (
+                    f"objective {data.objective}; {flagged} proposal(s) flagged ⚑, "
+                    f"{sum(bool(r.fallback) for r in data.rounds)} rubric fallback(s)"
+                ),
+            )
+        )
+        cards.append(
+            (
+                "rounds",
+                str(len(data.rounds)),
+                f"{sum(r.decision == 'reverted' for r in data.rounds)} reverted, "
+                f"{sum(r.decision == 'explored' for r in data.rounds)} explored",
+            )
+        )
     elif data.rounds:
         r = data.rounds[0]
-        cards += [("all F1", f4(r.all_f1), f"{count(r.n_questions)} questions"), ("main F1", f4(r.main_f1), "non-adversarial"),
-                  ("adversarial F1", f4(r.adversarial_f1), "unanswerable questions"),
-                  ("evidence recall", f3(r.evidence_recall), "gold evidence in context")]
+        cards += [
+            ("all F1", f4(r.all_f1), f"{count(r.n_questions)} questions"),
+            ("main F1", f4(r.main_f1), "non-adversarial"),
+            ("adversarial F1", f4(r.adversarial_f1), "unanswerable questions"),
+            ("evidence recall", f3(r.evidence_recall), "gold evidence in context"),
+        ]
     calls = sum(u.usage.calls for u in data.usage)
     tokens = sum(u.usage.tokens for u in data.usage)
     cards.append(("LLM calls", count(calls), f"{count(tokens)} tokens" if calls else "offline roles"))
-    html = "".join(f'<div class="stat"><div class="stat-label">{escape(a)}</div><div class="stat-value">{escape(b)}</div>'
-                   f'<div class="stat-note">{escape(c)}</div></div>' for a, b, c in cards)
+    html = "".join(
+        f'<div class="stat"><div class="stat-label">{escape(a)}</div><div class="stat-value">{escape(b)}</div>'
+        f'<div class="stat-note">{escape(c)}</div></div>'
+        for a, b, c in cards
+    )
     return f'<section id="summary" class="stats">{html}</section>'
 
 
 def run_header(data: ReportData) -> str:
-    rows = "".join(f"<dt>{escape(k)}</dt><dd>{'<code>' + escape(v) + '</code>' if k == 'command' else escape(v)}</dd>"
-                   for k, v in data.header)
+    rows = "".join(
+        f"<dt>{escape(k)}</dt><dd>{'<code>' + escape(v) + '</code>' if k == 'command' else escape(v)}</dd>"
+        for k, v in data.header
+    )
     return f'<section id="run" class="card"><h2>Run</h2><dl class="meta">{rows}</dl></section>'
 
 
@@ -287,44 +414,71 @@ def trajectory_section(data: ReportData) -> str:
     for r in data.rounds:
         best = ' class="best-row"' if r.round == data.best_round else ""
         test = tests.get(r.round)
-        rows.append([f'<td{best}><a href="#round-{r.round}">{r.round}</a></td>', num(f4(r.score), "score"),
-                     num(signed(r.delta), "delta"), num(f3(r.main_f1)), num(f3(r.adversarial_f1)),
-                     num(f3(r.evidence_recall)), num(count(r.n_questions))]
-                    + ([num(f3(test.get("main_f1")) if test else ""), num(f3(test.get("adversarial_f1")) if test else "")]
-                       if tests else [])
-                    + ([badge(r.decision)] if decided else []))
+        rows.append(
+            [
+                f'<td{best}><a href="#round-{r.round}">{r.round}</a></td>',
+                num(f4(r.score), "score"),
+                num(signed(r.delta), "delta"),
+                num(f3(r.main_f1)),
+                num(f3(r.adversarial_f1)),
+                num(f3(r.evidence_recall)),
+                num(count(r.n_questions)),
+            ]
+            + (
+                [num(f3(test.get("main_f1")) if test else ""), num(f3(test.get("adversarial_f1")) if test else "")]
+                if tests
+                else []
+            )
+            + ([badge(r.decision)] if decided else [])
+        )
     if sum(r.score is not None for r in data.rounds) < 2:
         chart = '<p class="note">Only one round was scored: there is no trajectory to draw.</p>'
         lead = ""
     else:
         chart = f"<figure>{trajectory_chart(data)}</figure>"
-        lead = (f'<p class="lead">The {escape(data.score_label)} of every round (thick line) with its two groups: '
-                "<strong>main</strong> (answerable questions) and <strong>adversarial</strong> (unanswerable ones, "
-                "where abstaining is right). Marker colour = the guard's decision after that round (click a marker "
-                "for the round); the ringed marker is the best round"
-                + ("; hollow diamonds are the held-out test scores of the start and best configs, scored once"
-                   if tests else "") + ".</p>")
-    return (f'<section id="trajectory" class="card"><h2>Score trajectory</h2>{lead}{chart}'
-            f'{table(headers, rows, "numbers", "rounds-table")}</section>')
+        lead = (
+            f'<p class="lead">The {escape(data.score_label)} of every round (thick line) with its two groups: '
+            "<strong>main</strong> (answerable questions) and <strong>adversarial</strong> (unanswerable ones, "
+            "where abstaining is right). Marker colour = the guard's decision after that round (click a marker "
+            "for the round); the ringed marker is the best round"
+            + (
+                "; hollow diamonds are the held-out test scores of the start and best configs, scored once"
+                if tests
+                else ""
+            )
+            + ".</p>"
+        )
+    return (
+        f'<section id="trajectory" class="card"><h2>Score trajectory</h2>{lead}{chart}'
+        f"{table(headers, rows, 'numbers', 'rounds-table')}</section>"
+    )
 
 
 def categories_and_failures(data: ReportData) -> str:
     cats = data.categories
-    cat_rows = [[f'<a href="#round-{r.round}">{r.round}</a>'] +
-                [heat_cell((r.by_category.get(k) or {}).get(data.metric)) for k, _ in cats] for r in data.rounds]
+    cat_rows = [
+        [f'<a href="#round-{r.round}">{r.round}</a>']
+        + [heat_cell((r.by_category.get(k) or {}).get(data.metric)) for k, _ in cats]
+        for r in data.rounds
+    ]
     n_row = ["n"] + [num(count(max((r.by_category.get(k) or {}).get("n") or 0 for r in data.rounds))) for k, _ in cats]
     present = [c for c in data.failure_classes if any(r.failures.get(c) for r in data.rounds)]
     fail_headers = ["round"] + [escape(c.replace("_", " ")) for c in present] + ["wrong", "correct"]
-    fail_rows = [[f'<a href="#round-{r.round}">{r.round}</a>'] + [num(count(r.failures.get(c))) for c in present]
-                 + [num(count(sum(r.failures.values()))), num(count(r.n_correct))] for r in data.rounds]
+    fail_rows = [
+        [f'<a href="#round-{r.round}">{r.round}</a>']
+        + [num(count(r.failures.get(c))) for c in present]
+        + [num(count(sum(r.failures.values()))), num(count(r.n_correct))]
+        for r in data.rounds
+    ]
     return (
         f'<section id="categories" class="card"><h2>{data.metric_label} per category</h2><figure>{categories_chart(data)}</figure>'
-        f'{table(["round"] + [escape(lab) for _, lab in cats], cat_rows + [n_row], "numbers", "categories-table")}</section>'
+        f"{table(['round'] + [escape(lab) for _, lab in cats], cat_rows + [n_row], 'numbers', 'categories-table')}</section>"
         f'<section id="failures" class="card"><h2>Why answers fail</h2>'
         f'<p class="lead">Wrong answers (F1 &lt; 0.5) of each round by failure class, from the gold evidence '
-        f'(SQL view <code>question_failures</code>).</p><figure>{failures_chart(data)}</figure>'
-        f'{table(fail_headers, fail_rows, "numbers", "failures-table")}'
-        f'</section>')
+        f"(SQL view <code>question_failures</code>).</p><figure>{failures_chart(data)}</figure>"
+        f"{table(fail_headers, fail_rows, 'numbers', 'failures-table')}"
+        f"</section>"
+    )
 
 
 def _failure_bar(r: RoundView, classes: list[str]) -> str:
@@ -332,27 +486,42 @@ def _failure_bar(r: RoundView, classes: list[str]) -> str:
     total = wrong + r.n_correct
     if not total:
         return ""
-    segs = [f'<span style="width:{r.n_correct / total * 100:.2f}%;background:#d1fae5" title="correct: {r.n_correct}"></span>']
-    segs += [f'<span style="width:{r.failures[c] / total * 100:.2f}%;background:{svg.FAILURE_COLORS.get(c, "#9ca3af")}" '
-             f'title="{escape(c)}: {r.failures[c]}"></span>' for c in classes if r.failures.get(c)]
-    chips = "".join(f'<span class="chip"><i style="background:{svg.FAILURE_COLORS.get(c, "#9ca3af")}"></i>'
-                    f'{escape(c.replace("_", " "))} {r.failures[c]}</span>' for c in classes if r.failures.get(c))
-    return (f'<div class="fbar">{"".join(segs)}</div><p class="small">{r.n_correct} correct · {wrong} wrong</p>'
-            f'<div class="chips">{chips}</div>')
+    segs = [
+        f'<span style="width:{r.n_correct / total * 100:.2f}%;background:#d1fae5" title="correct: {r.n_correct}"></span>'
+    ]
+    segs += [
+        f'<span style="width:{r.failures[c] / total * 100:.2f}%;background:{svg.FAILURE_COLORS.get(c, "#9ca3af")}" '
+        f'title="{escape(c)}: {r.failures[c]}"></span>'
+        for c in classes
+        if r.failures.get(c)
+    ]
+    chips = "".join(
+        f'<span class="chip"><i style="background:{svg.FAILURE_COLORS.get(c, "#9ca3af")}"></i>'
+        f"{escape(c.replace('_', ' '))} {r.failures[c]}</span>"
+        for c in classes
+        if r.failures.get(c)
+    )
+    return (
+        f'<div class="fbar">{"".join(segs)}</div><p class="small">{r.n_correct} correct · {wrong} wrong</p>'
+        f'<div class="chips">{chips}</div>'
+    )
 
 
 def _why(r: RoundView) -> list[str]:
     """The guard's reason and the diagnoser's rationale (once, when the guard just applied the proposal)."""
     parts = []
     if r.diagnoser and r.rationale and r.rationale == r.reason:
-        parts.append(f"<p><strong>Why:</strong> {escape(r.reason)} <span class=\"small\">(diagnoser "
-                     f"{escape(r.diagnoser)}; the guard {escape(r.decision or 'kept')} its proposal)</span></p>")
+        parts.append(
+            f'<p><strong>Why:</strong> {escape(r.reason)} <span class="small">(diagnoser '
+            f"{escape(r.diagnoser)}; the guard {escape(r.decision or 'kept')} its proposal)</span></p>"
+        )
         return parts
     if r.decision:
         parts.append(f"<p><strong>Guard:</strong> {escape(r.reason or r.decision)}</p>")
     if r.diagnoser:
-        parts.append(f"<p><strong>Diagnoser ({escape(r.diagnoser)}):</strong> "
-                     f"{escape(r.rationale or 'no rationale given')}</p>")
+        parts.append(
+            f"<p><strong>Diagnoser ({escape(r.diagnoser)}):</strong> {escape(r.rationale or 'no rationale given')}</p>"
+        )
     return parts
 
 
@@ -360,26 +529,48 @@ def round_article(data: ReportData, r: RoundView, base: str) -> str:
     is_best = r.round == data.best_round
     star = '<span class="best-tag">best round</span>' if is_best else ""
     decision = badge(r.decision) if data.kind == "run" else ""
-    lever = (f'<span class="emerged-tag" title="switched on levers that emerged in this run">✦ emerged: '
-             f'{escape(", ".join(r.emerged_used))}</span>' if r.emerged_used else "")
-    head = (f'<h3>Round {r.round} <span class="score">{escape(data.score_label)} {f4(r.score)}</span> '
-            f'<span class="delta">{signed(r.delta)}</span> {decision} {star} {lever}</h3>')
-    cells = [("main", f3(r.main_f1)), ("adversarial", f3(r.adversarial_f1)), ("all", f3(r.all_f1)),
-             ("evidence recall", f3(r.evidence_recall)), ("questions", count(r.n_questions)),
-             ("time", "–" if r.wall_seconds is None else f"{r.wall_seconds:.1f} s"), ("calls", count(r.usage.usage.calls))]
+    lever = (
+        f'<span class="emerged-tag" title="switched on levers that emerged in this run">✦ emerged: '
+        f"{escape(', '.join(r.emerged_used))}</span>"
+        if r.emerged_used
+        else ""
+    )
+    head = (
+        f'<h3>Round {r.round} <span class="score">{escape(data.score_label)} {f4(r.score)}</span> '
+        f'<span class="delta">{signed(r.delta)}</span> {decision} {star} {lever}</h3>'
+    )
+    cells = [
+        ("main", f3(r.main_f1)),
+        ("adversarial", f3(r.adversarial_f1)),
+        ("all", f3(r.all_f1)),
+        ("evidence recall", f3(r.evidence_recall)),
+        ("questions", count(r.n_questions)),
+        ("time", "–" if r.wall_seconds is None else f"{r.wall_seconds:.1f} s"),
+        ("calls", count(r.usage.usage.calls)),
+    ]
     if r.n_failed:
         cells.append(("failed", count(r.n_failed)))
-    metrics = '<div class="minis">' + "".join(f'<div class="mini"><span>{escape(k)}</span><b>{escape(v)}</b></div>'
-                                              for k, v in cells) + "</div>"
+    metrics = (
+        '<div class="minis">'
+        + "".join(f'<div class="mini"><span>{escape(k)}</span><b>{escape(v)}</b></div>' for k, v in cells)
+        + "</div>"
+    )
     left = [metrics, _failure_bar(r, data.failure_classes)]
     if r.status != "done":
         left.append('<p class="warn">This round did not finish (resume the run to complete it).</p>')
     right = []  # first how this round fared against the incumbent, then what the guard and diagnoser did next
     if r.paired is not None:
-        outcome = ("significant gain: the new best" if r.accepted else
-                   "a significant loss" if r.significant_loss else "no significant gain")
-        right.append(f"<p><strong>Paired vs round {r.paired.incumbent_round}:</strong> {outcome}</p>"
-                     + paired_groups_table(data, r))
+        outcome = (
+            "significant gain: the new best"
+            if r.accepted
+            else "a significant loss"
+            if r.significant_loss
+            else "no significant gain"
+        )
+        right.append(
+            f"<p><strong>Paired vs round {r.paired.incumbent_round}:</strong> {outcome}</p>"
+            + paired_groups_table(data, r)
+        )
         if r.verdict and r.verdict not in r.reason:
             right.append(f'<p class="small">Verdict: {escape(r.verdict)}</p>')
     right += _why(r)
@@ -389,28 +580,38 @@ def round_article(data: ReportData, r: RoundView, base: str) -> str:
     applied = {(c["field"], c.get("scope", "global"), value_text(c.get("new"))) for c in r.changes}
     asked = {(c["field"], c.get("scope", "global"), value_text(c.get("new"))) for c in r.proposed}
     if r.proposed and asked != applied:
-        right.append('<p class="small">The diagnoser asked for (not applied as is):</p>' + changes_table(r.proposed, False))
+        right.append(
+            '<p class="small">The diagnoser asked for (not applied as is):</p>' + changes_table(r.proposed, False)
+        )
     if r.parse_error:
         right.append(f'<p class="warn">Diagnosis reply rejected in part: {escape(r.parse_error)}</p>')
     if r.rejected:
         right.append('<p class="small">Rejected: ' + "; ".join(escape(x) for x in r.rejected) + "</p>")
     if r.missing_topics:
-        right.append('<p class="small">Missing topics named: ' + ", ".join(escape(x) for x in r.missing_topics) + "</p>")
+        right.append(
+            '<p class="small">Missing topics named: ' + ", ".join(escape(x) for x in r.missing_topics) + "</p>"
+        )
     if r.changes:
         right.append(f"<p><strong>Config changes for round {r.round + 1}:</strong></p>" + changes_table(r.changes))
     elif r.decision:
         right.append('<p class="small">No config change after this round.</p>')
     if r.reextracted_sessions or r.memories_added:
-        right.append(f"<p>Re-extracted {len(r.reextracted_sessions)} session(s) with extraction gaps; "
-                     f"{r.memories_added} memories added (versioned with round {r.round + 1}).</p>")
+        right.append(
+            f"<p>Re-extracted {len(r.reextracted_sessions)} session(s) with extraction gaps; "
+            f"{r.memories_added} memories added (versioned with round {r.round + 1}).</p>"
+        )
     if r.files:
         links = " · ".join(f'<a href="{escape(base + f)}">{escape(Path(f).name)}</a>' for f in r.files)
         right.append(f'<p class="files">Files: {links}</p>')
-    attrs = (f'id="round-{r.round}" class="round{" best" if is_best else ""}" data-round="{r.round}" '
-             f'data-score="{"" if r.score is None else f"{r.score:.6f}"}" data-decision="{escape(r.decision or "")}" '
-             f'data-changes="{len(r.changes)}" data-emerged="{escape(",".join(r.emerged_used))}"')
-    return (f'<article {attrs}>{head}<div class="round-body"><div>{"".join(left)}</div>'
-            f'<div>{"".join(right)}</div></div></article>')
+    attrs = (
+        f'id="round-{r.round}" class="round{" best" if is_best else ""}" data-round="{r.round}" '
+        f'data-score="{"" if r.score is None else f"{r.score:.6f}"}" data-decision="{escape(r.decision or "")}" '
+        f'data-changes="{len(r.changes)}" data-emerged="{escape(",".join(r.emerged_used))}"'
+    )
+    return (
+        f'<article {attrs}>{head}<div class="round-body"><div>{"".join(left)}</div>'
+        f"<div>{''.join(right)}</div></div></article>"
+    )
 
 
 def paired_cell(stat: PairedStat | None) -> str:
@@ -433,13 +634,27 @@ def paired_groups_table(data: ReportData, r: RoundView) -> str:
     for name in GROUPS:
         stat = r.group(name)
         if stat is not None:
-            rows.append([escape(name), num(count(stat.n)), num(f3(stat.incumbent)), num(f3(stat.candidate)),
-                         num(escape(paired_cell(stat)))])
+            rows.append(
+                [
+                    escape(name),
+                    num(count(stat.n)),
+                    num(f3(stat.incumbent)),
+                    num(f3(stat.candidate)),
+                    num(escape(paired_cell(stat))),
+                ]
+            )
     held, total = data.held(r)
     note = f'<p class="small">{held} of {total} dev conversations hold.</p>' if total else ""
     incumbent = r.paired.incumbent_round if r.paired else r.compared_with
-    return table(("group", "n", f"round {incumbent}", f"round {r.round}", "difference [95%] p"), rows,
-                 "numbers paired", f"paired-{r.round}") + note
+    return (
+        table(
+            ("group", "n", f"round {incumbent}", f"round {r.round}", "difference [95%] p"),
+            rows,
+            "numbers paired",
+            f"paired-{r.round}",
+        )
+        + note
+    )
 
 
 def _verdict(r: RoundView) -> str:
@@ -459,8 +674,11 @@ def _flag_lists(r: RoundView) -> list[str]:
             continue
         items = '<ul class="flags">' + "".join(f"<li>{escape(x)}</li>" for x in flags) + "</ul>"
         head = f"{escape(title)} ({len(flags)})"
-        out.append(f'<p class="warn">{head}:</p>{items}' if len(flags) <= 3 else
-                   f'<details class="flags"><summary class="warn">{head}</summary>{items}</details>')
+        out.append(
+            f'<p class="warn">{head}:</p>{items}'
+            if len(flags) <= 3
+            else f'<details class="flags"><summary class="warn">{head}</summary>{items}</details>'
+        )
     return out
 
 
@@ -469,7 +687,7 @@ def _flags_cell(r: RoundView) -> str:
     parts = []
     for who, flags in (("", r.diagnoser_flags), ("rubric: ", r.flags if r.fallback else [])):
         if flags:
-            more = (f' <a href="#round-{r.round}">+{len(flags) - 1} more</a>' if len(flags) > 1 else "")
+            more = f' <a href="#round-{r.round}">+{len(flags) - 1} more</a>' if len(flags) > 1 else ""
             parts.append(f"⚑ {escape(who + flags[0])}{more}")
     return "<br>".join(parts)
 
@@ -480,18 +698,33 @@ def _summary_list(data: ReportData) -> str:
     accepted = [r for r in judged if r.accepted]
     losses = sum(bool(r.significant_loss) for r in judged)
     rounds_text = ", ".join(f'<a href="#round-{r.round}">{r.round}</a>' for r in accepted)
-    lines = [f"<strong>{len(accepted)} of {len(judged)}</strong> judged round(s) accepted as a significant gain"
-             + (f" (round {rounds_text})" if accepted else "") + f"; {losses} significant loss(es)."]
+    lines = [
+        f"<strong>{len(accepted)} of {len(judged)}</strong> judged round(s) accepted as a significant gain"
+        + (f" (round {rounds_text})" if accepted else "")
+        + f"; {losses} significant loss(es)."
+    ]
     counts = data.flag_counts()
     if counts:
-        lines.append("Proposals against the round's own evidence (⚑): " + "; ".join(
-            f"<strong>{escape(c.proposer)}</strong> {c.flagged} of {c.proposals} ({c.flags} flag(s))" for c in counts)
-            + ".")
+        lines.append(
+            "Proposals against the round's own evidence (⚑): "
+            + "; ".join(
+                f"<strong>{escape(c.proposer)}</strong> {c.flagged} of {c.proposals} ({c.flags} flag(s))"
+                for c in counts
+            )
+            + "."
+        )
     fallbacks = [r for r in data.rounds if r.fallback]
     diagnosed = sum(bool(r.diagnoser) for r in data.rounds)
-    lines.append(f"<strong>{len(fallbacks)}</strong> of {diagnosed} diagnos{'i' if diagnosed == 1 else 'e'}s fell back "
-                 "to the rubric's best action" + (" (round " + ", ".join(
-                     f'<a href="#round-{r.round}">{r.round}</a>' for r in fallbacks) + ")" if fallbacks else "") + ".")
+    lines.append(
+        f"<strong>{len(fallbacks)}</strong> of {diagnosed} diagnos{'i' if diagnosed == 1 else 'e'}s fell back "
+        "to the rubric's best action"
+        + (
+            " (round " + ", ".join(f'<a href="#round-{r.round}">{r.round}</a>' for r in fallbacks) + ")"
+            if fallbacks
+            else ""
+        )
+        + "."
+    )
     return '<ul class="summary">' + "".join(f"<li>{line}</li>" for line in lines) + "</ul>"
 
 
@@ -499,8 +732,10 @@ def decisions_section(data: ReportData) -> str:
     """Every round's paired verdict against its incumbent with both groups, the proposals the evidence
     contradicts and the rubric fallbacks; then the per-conversation differences of the accepted rounds."""
     if data.kind != "run" or not any(r.decision for r in data.rounds):
-        return ('<section id="decisions" class="card"><h2>Decisions, paired</h2><p class="note">Not applicable: '
-                "no round of this directory was judged against another.</p></section>")
+        return (
+            '<section id="decisions" class="card"><h2>Decisions, paired</h2><p class="note">Not applicable: '
+            "no round of this directory was judged against another.</p></section>"
+        )
     rows = []
     for r in data.rounds:
         if not r.decision:
@@ -509,10 +744,19 @@ def decisions_section(data: ReportData) -> str:
         verdict = _verdict(r)
         cls = {"gain": "up", "loss": "down"}.get(verdict, "")
         incumbent = r.paired.incumbent_round if r.paired else r.compared_with
-        rows.append([f'<a href="#round-{r.round}">{r.round}</a>', num("–" if incumbent is None else str(incumbent)),
-                     f'<td class="{cls}">{escape(verdict)}</td>', _two_line(paired_cell(r.group("main"))),
-                     _two_line(paired_cell(r.group("adversarial"))), num(f"{held}/{total}" if total else "–"),
-                     badge(r.decision), _flags_cell(r), escape(r.fallback) or "–"])
+        rows.append(
+            [
+                f'<a href="#round-{r.round}">{r.round}</a>',
+                num("–" if incumbent is None else str(incumbent)),
+                f'<td class="{cls}">{escape(verdict)}</td>',
+                _two_line(paired_cell(r.group("main"))),
+                _two_line(paired_cell(r.group("adversarial"))),
+                num(f"{held}/{total}" if total else "–"),
+                badge(r.decision),
+                _flags_cell(r),
+                escape(r.fallback) or "–",
+            ]
+        )
     # the paired figure is the one the run was judged on: an evidence run compares recall, not F1
     unit = "recall" if data.metric == "evidence_recall" else "F1"
     group_headers = (f"main {unit} Δ [95%] p", f"adversarial {unit} Δ [95%] p")
@@ -521,56 +765,123 @@ def decisions_section(data: ReportData) -> str:
     accepted = [r for r in data.judged if r.accepted and r.paired and r.paired.by_conversation]
     if accepted:
         names = sorted({c for r in accepted if r.paired for c in r.paired.by_conversation})
-        cells = [[f'<a href="#round-{r.round}">{r.round}</a>', num(str(r.paired.incumbent_round))]
-                 + [num(signed(r.paired.by_conversation.get(c), 3), "down" if (r.paired.by_conversation.get(c) or 0)
-                        < -tolerance else "") if c in r.paired.by_conversation else num("–") for c in names]
-                 for r in accepted if r.paired]
-        metric = "F1 over all questions" if objective_column(data.objective) == "all_f1" else objective_label(data.objective)
-        per_conv = (f"<p class=\"small\">Accepted rounds per dev conversation: mean difference in {metric} against the "
-                    f"incumbent (a conversation holds when it loses less than {tolerance:g}).</p>"
-                    + table(["round", "vs", *map(escape, names)], cells, "numbers compact", "decisions-by-conversation"))
-    return (f'<section id="decisions" class="card"><h2>Decisions, paired</h2><p class="lead">Objective '
-            f"<strong>{escape(data.objective)}</strong>: {escape(data.objective_meaning)}. Each round is compared "
-            "with the incumbent (the best round so far) on the same dev questions: the mean difference per group, "
-            f"its 95% interval (conversations resampled) and one-sided p-value; alpha {data.guard.alpha:g}, smallest "
-            f"gain {data.guard.min_effect:g}.</p>{_summary_list(data)}"
-            + table(("round", "vs round", "verdict", *group_headers, "conversations hold",
-                     "guard: next round", "⚑ proposal vs evidence", "rubric fallback"), rows, "numbers", "decisions-table")
-            + per_conv + "</section>")
+        cells = [
+            [f'<a href="#round-{r.round}">{r.round}</a>', num(str(r.paired.incumbent_round))]
+            + [
+                num(
+                    signed(r.paired.by_conversation.get(c), 3),
+                    "down" if (r.paired.by_conversation.get(c) or 0) < -tolerance else "",
+                )
+                if c in r.paired.by_conversation
+                else num("–")
+                for c in names
+            ]
+            for r in accepted
+            if r.paired
+        ]
+        metric = (
+            "F1 over all questions" if objective_column(data.objective) == "all_f1" else objective_label(data.objective)
+        )
+        per_conv = (
+            f'<p class="small">Accepted rounds per dev conversation: mean difference in {metric} against the '
+            f"incumbent (a conversation holds when it loses less than {tolerance:g}).</p>"
+            + table(["round", "vs", *map(escape, names)], cells, "numbers compact", "decisions-by-conversation")
+        )
+    return (
+        f'<section id="decisions" class="card"><h2>Decisions, paired</h2><p class="lead">Objective '
+        f"<strong>{escape(data.objective)}</strong>: {escape(data.objective_meaning)}. Each round is compared "
+        "with the incumbent (the best round so far) on the same dev questions: the mean difference per group, "
+        f"its 95% interval (conversations resampled) and one-sided p-value; alpha {data.guard.alpha:g}, smallest "
+        f"gain {data.guard.min_effect:g}.</p>{_summary_list(data)}"
+        + table(
+            (
+                "round",
+                "vs round",
+                "verdict",
+                *group_headers,
+                "conversations hold",
+                "guard: next round",
+                "⚑ proposal vs evidence",
+                "rubric fallback",
+            ),
+            rows,
+            "numbers",
+            "decisions-table",
+        )
+        + per_conv
+        + "</section>"
+    )
 
 
 def rounds_section(data: ReportData, base: str) -> str:
     body = "".join(round_article(data, r, base) for r in data.rounds) or "<p>No round was evaluated.</p>"
-    return (f'<section id="rounds" class="card"><h2>Round by round</h2><p class="lead">What each round scored, why the '
-            f'guard decided as it did, the diagnoser\'s rationale, and the config changes the next round evaluated.</p>'
-            f"{body}</section>")
+    return (
+        f'<section id="rounds" class="card"><h2>Round by round</h2><p class="lead">What each round scored, why the '
+        f"guard decided as it did, the diagnoser's rationale, and the config changes the next round evaluated.</p>"
+        f"{body}</section>"
+    )
 
 
-USAGE_HEADERS = ("stage", "calls", "cache hits", "failed", "prompt tokens", "completion tokens", "cost",
-                 "calls per role", "eval time")
+USAGE_HEADERS = (
+    "stage",
+    "calls",
+    "cache hits",
+    "failed",
+    "prompt tokens",
+    "completion tokens",
+    "cost",
+    "calls per role",
+    "eval time",
+)
 
 
 def usage_section(data: ReportData) -> str:
     def row(label: str, u: Usage, by_role: dict[str, int], wall: float | None) -> list[str]:
         roles = ", ".join(f"{k} {v}" for k, v in sorted(by_role.items()) if v) or "–"
-        return [escape(label), num(count(u.calls)), num(count(u.cache_hits)), num(count(u.failures)),
-                num(count(u.prompt_tokens)), num(count(u.completion_tokens)), num(f"${u.cost_usd:.4f}"),
-                escape(roles), num("–" if wall is None else f"{wall:.1f} s")]
+        return [
+            escape(label),
+            num(count(u.calls)),
+            num(count(u.cache_hits)),
+            num(count(u.failures)),
+            num(count(u.prompt_tokens)),
+            num(count(u.completion_tokens)),
+            num(f"${u.cost_usd:.4f}"),
+            escape(roles),
+            num("–" if wall is None else f"{wall:.1f} s"),
+        ]
+
     walls = {r.round: r.wall_seconds for r in data.rounds}
-    rows = [row(u.label, u.usage, u.calls_by_role, walls.get(u.round) if u.phase == data.phase and u.round >= 0
-                else None) for u in data.usage]
+    rows = [
+        row(u.label, u.usage, u.calls_by_role, walls.get(u.round) if u.phase == data.phase and u.round >= 0 else None)
+        for u in data.usage
+    ]
     total = sum((u.usage for u in data.usage), Usage())
     rows.append(row("total", total, {}, sum(w or 0 for w in walls.values())))
-    note = ("" if total.calls or total.cache_hits else
-            '<p class="note">Every role ran offline: no LLM calls, tokens or cost.</p>')
-    return (f'<section id="usage" class="card"><h2>Calls, tokens and cost</h2>{note}'
-            f'{table(USAGE_HEADERS, rows, "numbers with-total", "usage-table")}'
-            f"</section>")
+    note = (
+        ""
+        if total.calls or total.cache_hits
+        else '<p class="note">Every role ran offline: no LLM calls, tokens or cost.</p>'
+    )
+    return (
+        f'<section id="usage" class="card"><h2>Calls, tokens and cost</h2>{note}'
+        f"{table(USAGE_HEADERS, rows, 'numbers with-total', 'usage-table')}"
+        f"</section>"
+    )
 
 
-COST_HEADERS = ("round", "answered", "reused: context", "reused: config", "screened (minibatch questions)",
-                "screenings (out)", "calls", "cache hits", "tokens", "full evaluation: questions / ~calls",
-                "cost vs full evaluation")
+COST_HEADERS = (
+    "round",
+    "answered",
+    "reused: context",
+    "reused: config",
+    "screened (minibatch questions)",
+    "screenings (out)",
+    "calls",
+    "cache hits",
+    "tokens",
+    "full evaluation: questions / ~calls",
+    "cost vs full evaluation",
+)
 
 
 def cost_section(data: ReportData) -> str:
@@ -584,23 +895,40 @@ def cost_section(data: ReportData) -> str:
 
     def row(label: str, c: dict) -> list[str]:
         full = f"{count(c['full_questions'])} / {'–' if not c['full_calls'] else count(round(c['full_calls']))}"
-        return [escape(label), num(count(c["scored"])), num(count(c["reused_context"])), num(count(c["reused_config"])),
-                num(count(c["screened"])), num(f"{c['screenings']} ({c['screened_out']})"), num(count(c["calls"])),
-                num(count(c["cache_hits"])), num(count(c["tokens"])), num(full), num(ratio(c))]
+        return [
+            escape(label),
+            num(count(c["scored"])),
+            num(count(c["reused_context"])),
+            num(count(c["reused_config"])),
+            num(count(c["screened"])),
+            num(f"{c['screenings']} ({c['screened_out']})"),
+            num(count(c["calls"])),
+            num(count(c["cache_hits"])),
+            num(count(c["tokens"])),
+            num(full),
+            num(ratio(c)),
+        ]
+
     rows = [row(f"round {c['round']}", c) for c in data.costs] + [row("total", data.cost_total)]
-    screened = "".join(f"<li>round {s['round']}, screening {s['attempt']} ({escape(str(s['source']))}, "
-                       f"{count(s['n_questions'])} questions, {count(s['calls'])} calls): "
-                       f"<b>{escape(str(s['outcome']).replace('_', ' '))}</b>{escape(rung_text(s))} — {escape(str(s['reason']))}</li>"
-                       for s in data.screenings)
-    lead = ('<p class="lead">What the rounds paid against full evaluation (every dev question answered once per '
-            "round). Answers are reused when a question's context and answer settings were answered before "
-            "(context) or its effective config was scored before (config); candidates are screened on a "
-            "stratified minibatch first and only those that pass get the full dev evaluation. The ratio is "
-            "calls against the full evaluation's (estimated at the run's calls per answered question), or "
-            "answered questions when the run makes no calls.</p>")
-    return (f'<section id="cost" class="card"><h2>Cost vs full evaluation</h2>{lead}'
-            f'{table(COST_HEADERS, rows, "numbers with-total", "cost-table")}'
-            f'{"<ul>" + screened + "</ul>" if screened else ""}</section>')
+    screened = "".join(
+        f"<li>round {s['round']}, screening {s['attempt']} ({escape(str(s['source']))}, "
+        f"{count(s['n_questions'])} questions, {count(s['calls'])} calls): "
+        f"<b>{escape(str(s['outcome']).replace('_', ' '))}</b>{escape(rung_text(s))} — {escape(str(s['reason']))}</li>"
+        for s in data.screenings
+    )
+    lead = (
+        '<p class="lead">What the rounds paid against full evaluation (every dev question answered once per '
+        "round). Answers are reused when a question's context and answer settings were answered before "
+        "(context) or its effective config was scored before (config); candidates are screened on a "
+        "stratified minibatch first and only those that pass get the full dev evaluation. The ratio is "
+        "calls against the full evaluation's (estimated at the run's calls per answered question), or "
+        "answered questions when the run makes no calls.</p>"
+    )
+    return (
+        f'<section id="cost" class="card"><h2>Cost vs full evaluation</h2>{lead}'
+        f"{table(COST_HEADERS, rows, 'numbers with-total', 'cost-table')}"
+        f"{'<ul>' + screened + '</ul>' if screened else ''}</section>"
+    )
 
 
 def start_best_cells(start: float | None, best: float | None) -> list[str]:
@@ -612,8 +940,10 @@ def start_best_cells(start: float | None, best: float | None) -> list[str]:
 
 def dev_test_section(data: ReportData, base: str) -> str:
     if not data.finals:
-        return ('<section id="dev-vs-test" class="card"><h2>Dev vs test</h2><p class="note">Not applicable: '
-                "this directory holds one evaluation, not an evolution run.</p></section>")
+        return (
+            '<section id="dev-vs-test" class="card"><h2>Dev vs test</h2><p class="note">Not applicable: '
+            "this directory holds one evaluation, not an evolution run.</p></section>"
+        )
     by = {f.which: f for f in data.finals}
     start, best = by.get("start"), by.get("best")
     if start is None or best is None:
@@ -622,37 +952,72 @@ def dev_test_section(data: ReportData, base: str) -> str:
     def cells(a: dict | None, b: dict | None, key: str) -> list[str]:
         return start_best_cells((a or {}).get(key), (b or {}).get(key))
 
-    metrics = (("all_f1", "all F1"), ("main_f1", "main F1 (non-adversarial)"), ("adversarial_f1", "adversarial F1"),
-               ("evidence_recall", "evidence recall"))
-    rows = "".join(f"<tr><td>{label}</td>{''.join(cells(start.dev, best.dev, k) + cells(start.test, best.test, k))}</tr>"
-                   for k, label in metrics)
+    metrics = (
+        ("all_f1", "all F1"),
+        ("main_f1", "main F1 (non-adversarial)"),
+        ("adversarial_f1", "adversarial F1"),
+        ("evidence_recall", "evidence recall"),
+    )
+    rows = "".join(
+        f"<tr><td>{label}</td>{''.join(cells(start.dev, best.dev, k) + cells(start.test, best.test, k))}</tr>"
+        for k, label in metrics
+    )
     n_dev, n_test = start.dev.get("n"), (start.test or {}).get("n")
-    head = (f'<thead><tr><th></th><th colspan="3" class="group">dev ({count(n_dev)} questions, evolved on)</th>'
-            f'<th colspan="3" class="group">test ({count(n_test)} questions, held out)</th></tr>'
-            f'<tr><th>metric</th>' + f'<th class="num">start (round {start.round})</th>'
-            f'<th class="num">best (round {best.round})</th><th class="num">Δ</th>' * 2 + "</tr></thead>")
-    pending = "" if all(f.test for f in data.finals) else \
-        '<p class="warn">The run has not finished: test scores are missing (resume it).</p>'
-    link = (f' (<a href="{escape(base)}best_config.toml">best_config.toml</a>)'
-            if (data.run_dir / "best_config.toml").is_file() else "")
-    changes = (f"<p>The best config{link} differs from the start in {len(data.best_vs_start)} value(s):</p>"
-               + changes_table(data.best_vs_start)) if data.best_vs_start else \
-        f'<p class="small">The best config{link} is the starting config.</p>'
-    return (f'<section id="dev-vs-test" class="card"><h2>Dev vs test</h2><p class="lead">The best config is chosen on '
-            f"dev and scored once on held-out test conversations, so the dev gain can be checked on unseen data."
-            f'</p>{pending}<div class="table-wrap"><table class="numbers dev-test" id="dev-test-table">{head}'
-            f"<tbody>{rows}</tbody></table></div>{changes}{_category_table(data, start, best)}{_flips(data)}</section>")
+    head = (
+        f'<thead><tr><th></th><th colspan="3" class="group">dev ({count(n_dev)} questions, evolved on)</th>'
+        f'<th colspan="3" class="group">test ({count(n_test)} questions, held out)</th></tr>'
+        f"<tr><th>metric</th>" + f'<th class="num">start (round {start.round})</th>'
+        f'<th class="num">best (round {best.round})</th><th class="num">Δ</th>' * 2 + "</tr></thead>"
+    )
+    pending = (
+        ""
+        if all(f.test for f in data.finals)
+        else '<p class="warn">The run has not finished: test scores are missing (resume it).</p>'
+    )
+    link = (
+        f' (<a href="{escape(base)}best_config.toml">best_config.toml</a>)'
+        if (data.run_dir / "best_config.toml").is_file()
+        else ""
+    )
+    changes = (
+        (
+            f"<p>The best config{link} differs from the start in {len(data.best_vs_start)} value(s):</p>"
+            + changes_table(data.best_vs_start)
+        )
+        if data.best_vs_start
+        else f'<p class="small">The best config{link} is the starting config.</p>'
+    )
+    return (
+        f'<section id="dev-vs-test" class="card"><h2>Dev vs test</h2><p class="lead">The best config is chosen on '
+        f"dev and scored once on held-out test conversations, so the dev gain can be checked on unseen data."
+        f'</p>{pending}<div class="table-wrap"><table class="numbers dev-test" id="dev-test-table">{head}'
+        f"<tbody>{rows}</tbody></table></div>{changes}{_category_table(data, start, best)}{_flips(data)}</section>"
+    )
 
 
 def _category_table(data: ReportData, start: FinalScore, best: FinalScore) -> str:
     if not data.category_scores:
         return ""
 
-    rows = [[escape(c.label)] + start_best_cells(*c.dev) + start_best_cells(*c.test) + [num(count(c.n_test))]
-            for c in data.category_scores]
-    return ("<h3>F1 per category, start vs best</h3>"
-            + table(["category", f"dev start (r{start.round})", f"dev best (r{best.round})", "dev Δ",
-                     "test start", "test best", "test Δ", "test n"], rows, "numbers", "category-test-table"))
+    rows = [
+        [escape(c.label)] + start_best_cells(*c.dev) + start_best_cells(*c.test) + [num(count(c.n_test))]
+        for c in data.category_scores
+    ]
+    return "<h3>F1 per category, start vs best</h3>" + table(
+        [
+            "category",
+            f"dev start (r{start.round})",
+            f"dev best (r{best.round})",
+            "dev Δ",
+            "test start",
+            "test best",
+            "test Δ",
+            "test n",
+        ],
+        rows,
+        "numbers",
+        "category-test-table",
+    )
 
 
 def _flips(data: ReportData) -> str:
@@ -661,27 +1026,60 @@ def _flips(data: ReportData) -> str:
     fixed = [f for f in data.test_flips if f.flip == "fixed"]
     broken = [f for f in data.test_flips if f.flip == "broken"]
     shown = fixed[:3] + broken[:3]
-    rows = [[escape(f.flip), escape(f.question_type), escape(f.question), escape(f.gold), escape(f.prediction_a),
-             escape(f.prediction_b), escape(f.failure_a if f.flip == "fixed" else f.failure_b)] for f in shown]
-    return (f"<h3>Questions that flipped on test</h3><p>{len(fixed)} held-out question(s) became right under the best "
-            f"config and {len(broken)} became wrong (right = F1 ≥ {RIGHT_F1}); the largest changes of each:</p>"
-            + table(["flip", "type", "question", "gold", "start", "best", "why (failure class)"], rows,
-                    table_id="flips-table"))
+    rows = [
+        [
+            escape(f.flip),
+            escape(f.question_type),
+            escape(f.question),
+            escape(f.gold),
+            escape(f.prediction_a),
+            escape(f.prediction_b),
+            escape(f.failure_a if f.flip == "fixed" else f.failure_b),
+        ]
+        for f in shown
+    ]
+    return (
+        f"<h3>Questions that flipped on test</h3><p>{len(fixed)} held-out question(s) became right under the best "
+        f"config and {len(broken)} became wrong (right = F1 ≥ {RIGHT_F1}); the largest changes of each:</p>"
+        + table(
+            ["flip", "type", "question", "gold", "start", "best", "why (failure class)"], rows, table_id="flips-table"
+        )
+    )
 
 
 def ablation_section(data: ReportData) -> str:
     if not data.ablation:
-        return ('<section id="ablation" class="card"><h2>Ablation</h2><p class="note">Not run. '
-                "<code>evolve ablate RUN</code> re-scores the best config with each mechanism it uses switched off "
-                "in turn; this section then shows the table.</p></section>")
-    rows = [[escape(r.label), num(f4(r.all_f1)), num(signed(r.delta_all)), num(f4(r.main_f1)), num(signed(r.delta_main)),
-             num(f4(r.adversarial_f1)), num(signed(r.delta_adversarial)), num(f3(r.evidence_recall)),
-             num(count(r.n_questions))] for r in data.ablation]
-    return (f'<section id="ablation" class="card"><h2>Ablation</h2><p class="lead">The best config (round '
-            f"{data.ablation_round}) with each mechanism it uses switched off in turn (and each per-type override "
-            f"dropped), from <code>evolve ablate</code>; Δ is against the full config on the same questions.</p>"
-            + table(["variant", "all F1", "Δ all", "main F1", "Δ main", "adv. F1", "Δ adv.", "evid. recall", "n"], rows,
-                    "numbers", "ablation-table") + "</section>")
+        return (
+            '<section id="ablation" class="card"><h2>Ablation</h2><p class="note">Not run. '
+            "<code>evolve ablate RUN</code> re-scores the best config with each mechanism it uses switched off "
+            "in turn; this section then shows the table.</p></section>"
+        )
+    rows = [
+        [
+            escape(r.label),
+            num(f4(r.all_f1)),
+            num(signed(r.delta_all)),
+            num(f4(r.main_f1)),
+            num(signed(r.delta_main)),
+            num(f4(r.adversarial_f1)),
+            num(signed(r.delta_adversarial)),
+            num(f3(r.evidence_recall)),
+            num(count(r.n_questions)),
+        ]
+        for r in data.ablation
+    ]
+    return (
+        f'<section id="ablation" class="card"><h2>Ablation</h2><p class="lead">The best config (round '
+        f"{data.ablation_round}) with each mechanism it uses switched off in turn (and each per-type override "
+        f"dropped), from <code>evolve ablate</code>; Δ is against the full config on the same questions.</p>"
+        + table(
+            ["variant", "all F1", "Δ all", "main F1", "Δ main", "adv. F1", "Δ adv.", "evid. recall", "n"],
+            rows,
+            "numbers",
+            "ablation-table",
+        )
+        + "</section>"
+    )
 
 
 def _bundle_or_reason(row: dict) -> str:
@@ -694,15 +1092,27 @@ def proposed_section(data: ReportData) -> str:
     if not data.proposed_dimensions:
         body = '<p class="note">The diagnoser proposed no new dimensions.</p>'
     else:
-        body = ('<p class="lead">Levers the diagnoser asked for that the action space does not have. A valid one '
-                "(a bundle of existing settings) is materialised as a file of the run and can be switched on from "
-                "the next round on, judged by the guard like any change; an invalid one is refused, with the "
-                "reason.</p>"
-                + table(["round", "name", "status", "bundle / reason", "description", "rationale"],
-                        [[f'<a href="#round-{d["round"]}">{d["round"]}</a>', f"<code>{escape(str(d['name']))}</code>",
-                          escape(str(d.get("status") or "recorded")), _bundle_or_reason(d),
-                          escape(str(d["description"] or "")), escape(str(d["rationale"] or ""))]
-                         for d in data.proposed_dimensions], table_id="proposed-table"))
+        body = (
+            '<p class="lead">Levers the diagnoser asked for that the action space does not have. A valid one '
+            "(a bundle of existing settings) is materialised as a file of the run and can be switched on from "
+            "the next round on, judged by the guard like any change; an invalid one is refused, with the "
+            "reason.</p>"
+            + table(
+                ["round", "name", "status", "bundle / reason", "description", "rationale"],
+                [
+                    [
+                        f'<a href="#round-{d["round"]}">{d["round"]}</a>',
+                        f"<code>{escape(str(d['name']))}</code>",
+                        escape(str(d.get("status") or "recorded")),
+                        _bundle_or_reason(d),
+                        escape(str(d["description"] or "")),
+                        escape(str(d["rationale"] or "")),
+                    ]
+                    for d in data.proposed_dimensions
+                ],
+                table_id="proposed-table",
+            )
+        )
     return f'<section id="proposed-dimensions" class="card"><h2>Proposed new dimensions</h2>{body}</section>'
 
 
@@ -775,11 +1185,23 @@ def render_html(data: ReportData, out_dir: Path | None = None) -> str:
     """The whole page. Links to round snapshot files are made relative to `out_dir` (the report's folder)."""
     base = os.path.relpath(data.run_dir, out_dir) if out_dir is not None else str(data.run_dir)
     base = "" if base == "." else base.rstrip("/") + "/"
-    nav = "".join(f'<a href="#{i}">{t}</a>' for i, t in (
-        ("how-to-read", "how to read"), ("run", "run"), ("trajectory", "trajectory"), ("dev-vs-test", "dev vs test"),
-        ("decisions", "decisions"),
-        ("categories", "categories"), ("failures", "failures"), ("rounds", "rounds"), ("usage", "usage"), ("cost", "cost"),
-        ("ablation", "ablation"), ("proposed-dimensions", "proposed dimensions")))
+    nav = "".join(
+        f'<a href="#{i}">{t}</a>'
+        for i, t in (
+            ("how-to-read", "how to read"),
+            ("run", "run"),
+            ("trajectory", "trajectory"),
+            ("dev-vs-test", "dev vs test"),
+            ("decisions", "decisions"),
+            ("categories", "categories"),
+            ("failures", "failures"),
+            ("rounds", "rounds"),
+            ("usage", "usage"),
+            ("cost", "cost"),
+            ("ablation", "ablation"),
+            ("proposed-dimensions", "proposed dimensions"),
+        )
+    )
     bench = next((v for k, v in data.header if k == "benchmark"), "?")
     title = f"evolvemem report · {data.run_id}"
     return (
@@ -792,5 +1214,6 @@ def render_html(data: ReportData, out_dir: Path | None = None) -> str:
         f"{summary_cards(data)}{how_to_read(data)}{run_header(data)}{trajectory_section(data)}"
         f"{dev_test_section(data, base)}{decisions_section(data)}{categories_and_failures(data)}{rounds_section(data, base)}"
         f"{usage_section(data)}{cost_section(data)}{ablation_section(data)}{proposed_section(data)}"
-        f'<footer>Generated by <code>evolve report</code> from <code>{escape(str(data.run_dir))}/run.duckdb</code>. '
-        f"Every number on this page is read from that file.</footer></main></body></html>\n")
+        f"<footer>Generated by <code>evolve report</code> from <code>{escape(str(data.run_dir))}/run.duckdb</code>. "
+        f"Every number on this page is read from that file.</footer></main></body></html>\n"
+    )

@@ -1,6 +1,7 @@
 """A PNG of the trajectory (dev objective with decision markers) and the per-category F1, for
 slides and READMEs. matplotlib is an optional extra (`pip install evolvemem[report]`); it is
 imported here only, with the Agg backend, so the HTML report never depends on it."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,13 +35,20 @@ def write_png(data: ReportData, path: Path) -> Path:
     judged on (F1, or evidence recall for an evidence run). Raises PngUnavailable without matplotlib."""
     plt = _pyplot()
     rounds = [r for r in data.rounds if r.score is not None]
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7.5), dpi=120, sharex=True,
-                                      gridspec_kw={"height_ratios": [3, 2]})
+    fig, (top, bottom) = plt.subplots(
+        2, 1, figsize=(10, 7.5), dpi=120, sharex=True, gridspec_kw={"height_ratios": [3, 2]}
+    )
     try:
         xs = [r.round for r in rounds]
         if any(r.best_so_far is not None for r in rounds):
-            top.step(xs, [r.best_so_far for r in rounds], where="post", linestyle="--",
-                     color=svg.BEST_SO_FAR_COLOR, label="best so far")
+            top.step(
+                xs,
+                [r.best_so_far for r in rounds],
+                where="post",
+                linestyle="--",
+                color=svg.BEST_SO_FAR_COLOR,
+                label="best so far",
+            )
         for group, name in GROUP_NAMES.items():
             points = [(r.round, getattr(r, f"{group}_f1")) for r in rounds]
             points = [(x, y) for x, y in points if y is not None]
@@ -51,21 +59,52 @@ def write_png(data: ReportData, path: Path) -> Path:
             points = [(x, t.get(f"{group}_f1")) for x, t in tests]
             points = [(x, y) for x, y in points if y is not None]
             if points:
-                top.scatter(*zip(*points), s=60, marker="D", facecolors="white", edgecolors=color, linewidths=1.8,
-                            zorder=3, label=f"test {group} F1")
+                top.scatter(
+                    *zip(*points),
+                    s=60,
+                    marker="D",
+                    facecolors="white",
+                    edgecolors=color,
+                    linewidths=1.8,
+                    zorder=3,
+                    label=f"test {group} F1",
+                )
         top.plot(xs, [r.score for r in rounds], color=svg.OBJECTIVE_COLOR, linewidth=2.2, label=data.score_label)
         seen: set[str] = set()
         for r in rounds:
             kind = r.decision or ("pending" if data.kind == "run" else "evaluated")
             color = svg.decision_color(kind)
-            top.scatter([r.round], [r.score], s=70, color=color, edgecolors="white", zorder=3,
-                        label=None if kind in seen else (next_step_text(kind) if r.decision else kind))
+            top.scatter(
+                [r.round],
+                [r.score],
+                s=70,
+                color=color,
+                edgecolors="white",
+                zorder=3,
+                label=None if kind in seen else (next_step_text(kind) if r.decision else kind),
+            )
             seen.add(kind)
             if r.round == data.best_round:
-                top.scatter([r.round], [r.score], s=260, facecolors="none", edgecolors=svg.BEST_RING_COLOR,
-                            linewidths=2.5, zorder=4, label="best round (the guard's)")
-                top.annotate(f"best {r.score:.4f}", (r.round, r.score), textcoords="offset points", xytext=(0, 14),
-                             ha="center", color="#92400e", fontsize=9, fontweight="bold")
+                top.scatter(
+                    [r.round],
+                    [r.score],
+                    s=260,
+                    facecolors="none",
+                    edgecolors=svg.BEST_RING_COLOR,
+                    linewidths=2.5,
+                    zorder=4,
+                    label="best round (the guard's)",
+                )
+                top.annotate(
+                    f"best {r.score:.4f}",
+                    (r.round, r.score),
+                    textcoords="offset points",
+                    xytext=(0, 14),
+                    ha="center",
+                    color="#92400e",
+                    fontsize=9,
+                    fontweight="bold",
+                )
         top.margins(x=0.05, y=0.18)
         top.set_ylabel(data.metric_label)
         with_groups = "" if data.metric == "evidence_recall" else ", with main and adversarial F1"
@@ -84,8 +123,15 @@ def write_png(data: ReportData, path: Path) -> Path:
         if bottom.get_legend_handles_labels()[0]:  # no category scored: no empty legend (and no warning)
             bottom.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False, fontsize=9)
         else:
-            bottom.text(0.5, 0.5, "no per-category scores", ha="center", va="center", transform=bottom.transAxes,
-                        color="#6b7280")
+            bottom.text(
+                0.5,
+                0.5,
+                "no per-category scores",
+                ha="center",
+                va="center",
+                transform=bottom.transAxes,
+                color="#6b7280",
+            )
         bottom.set_xticks([r.round for r in data.rounds])
         for ax in (top, bottom):
             ax.spines[["top", "right"]].set_visible(False)
@@ -93,9 +139,11 @@ def write_png(data: ReportData, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         # the figure in words, for screen readers and for anyone checking what a PNG plots
         best = data.round(data.best_round) if data.best_round is not None else None
-        described = (f"{top.get_title(loc='left')}. y axis: {top.get_ylabel()}; lower panel: {bottom.get_ylabel()}. "
-                     + (f"Best round (the guard's): {best.round}, {data.score_label} {best.score:.4f}."
-                        if best is not None and best.score is not None else "No best round."))
+        described = f"{top.get_title(loc='left')}. y axis: {top.get_ylabel()}; lower panel: {bottom.get_ylabel()}. " + (
+            f"Best round (the guard's): {best.round}, {data.score_label} {best.score:.4f}."
+            if best is not None and best.score is not None
+            else "No best round."
+        )
         fig.savefig(path, metadata={"Title": f"{data.run_id} trajectory", "Description": described})
     finally:
         plt.close(fig)

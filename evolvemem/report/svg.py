@@ -3,6 +3,7 @@
 Written by hand so a report opens offline in any browser with no script, no font download and
 no plotting library. Hover text uses SVG `<title>` elements; a marker may link to an anchor of
 the page. The colour tables here are the only ones: the HTML page and the PNG export use them too."""
+
 from __future__ import annotations
 
 from evolvemem.contracts.vocab import Decision, FailureClass
@@ -38,8 +39,18 @@ FAILURE_COLORS: dict[str, str] = {
 }
 
 # Categorical palette for per-category lines (cycled when there are more categories).
-SERIES_COLORS: tuple[str, ...] = ("#2563eb", "#ea580c", "#16a34a", "#9333ea", "#0891b2", "#c026d3",
-                                  "#ca8a04", "#475569", "#e11d48", "#0d9488")
+SERIES_COLORS: tuple[str, ...] = (
+    "#2563eb",
+    "#ea580c",
+    "#16a34a",
+    "#9333ea",
+    "#0891b2",
+    "#c026d3",
+    "#ca8a04",
+    "#475569",
+    "#e11d48",
+    "#0d9488",
+)
 
 OBJECTIVE_COLOR = "#1d4ed8"
 # The two groups a balanced objective judges apart: answerable (main) and unanswerable (adversarial).
@@ -133,8 +144,9 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     return ticks
 
 
-def auto_range(values: Sequence[float], floor: float | None = 0.0, ceil: float | None = 1.0,
-               min_span: float = 0.02) -> tuple[float, float]:
+def auto_range(
+    values: Sequence[float], floor: float | None = 0.0, ceil: float | None = 1.0, min_span: float = 0.02
+) -> tuple[float, float]:
     """A y range around the data with a little padding, clipped to [floor, ceil] when given."""
     if not values:
         return (floor or 0.0, ceil if ceil is not None else 1.0)
@@ -158,10 +170,13 @@ def _fmt_tick(value: float, step: float) -> str:
     return f"{value:.{decimals}f}"
 
 
-def _text(x: float, y: float, content: str, anchor: str = "start", size: int = 12, color: str = "#374151",
-          extra: str = "") -> str:
-    return (f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" font-size="{size}" fill="{color}"{extra}>'
-            f"{escape(content)}</text>")
+def _text(
+    x: float, y: float, content: str, anchor: str = "start", size: int = 12, color: str = "#374151", extra: str = ""
+) -> str:
+    return (
+        f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" font-size="{size}" fill="{color}"{extra}>'
+        f"{escape(content)}</text>"
+    )
 
 
 def _legend(items: Sequence[LegendItem], x: float, y: float) -> str:
@@ -170,11 +185,14 @@ def _legend(items: Sequence[LegendItem], x: float, y: float) -> str:
         cy = y + i * 20
         if item.kind in ("line", "dashed"):
             dash = ' stroke-dasharray="5 3"' if item.kind == "dashed" else ""
-            parts.append(f'<line x1="{x:.1f}" y1="{cy:.1f}" x2="{x + 18:.1f}" y2="{cy:.1f}" stroke="{item.color}" '
-                         f'stroke-width="2.5"{dash}/>')
+            parts.append(
+                f'<line x1="{x:.1f}" y1="{cy:.1f}" x2="{x + 18:.1f}" y2="{cy:.1f}" stroke="{item.color}" '
+                f'stroke-width="2.5"{dash}/>'
+            )
         elif item.kind == "ring":
-            parts.append(f'<circle cx="{x + 9:.1f}" cy="{cy:.1f}" r="6" fill="none" stroke="{item.color}" '
-                         f'stroke-width="3"/>')
+            parts.append(
+                f'<circle cx="{x + 9:.1f}" cy="{cy:.1f}" r="6" fill="none" stroke="{item.color}" stroke-width="3"/>'
+            )
         elif item.kind == "dot":
             parts.append(f'<circle cx="{x + 9:.1f}" cy="{cy:.1f}" r="5" fill="{item.color}"/>')
         elif item.kind == "diamond":
@@ -189,33 +207,46 @@ def _legend_width(items: Sequence[LegendItem]) -> float:
     return 0.0 if not items else 40 + CHAR_WIDTH * max(len(i.label) for i in items)
 
 
-def _axes(frame: Frame, y_ticks: Sequence[float], x_ticks: Sequence[tuple[float, str]], x_label: str,
-          y_label: str, y_format: Callable[[float], str]) -> str:
+def _axes(
+    frame: Frame,
+    y_ticks: Sequence[float],
+    x_ticks: Sequence[tuple[float, str]],
+    x_label: str,
+    y_label: str,
+    y_format: Callable[[float], str],
+) -> str:
     parts = []
     for tick in y_ticks:
         py = frame.py(tick)
-        parts.append(f'<line x1="{frame.left:.1f}" y1="{py:.1f}" x2="{frame.left + frame.width:.1f}" y2="{py:.1f}" '
-                     f'stroke="#e5e7eb" stroke-width="1"/>')
+        parts.append(
+            f'<line x1="{frame.left:.1f}" y1="{py:.1f}" x2="{frame.left + frame.width:.1f}" y2="{py:.1f}" '
+            f'stroke="#e5e7eb" stroke-width="1"/>'
+        )
         parts.append(_text(frame.left - 8, py + 4, y_format(tick), anchor="end", size=11, color="#6b7280"))
     bottom = frame.top + frame.height
-    parts.append(f'<line x1="{frame.left:.1f}" y1="{bottom:.1f}" x2="{frame.left + frame.width:.1f}" y2="{bottom:.1f}" '
-                 f'stroke="#9ca3af" stroke-width="1"/>')
+    parts.append(
+        f'<line x1="{frame.left:.1f}" y1="{bottom:.1f}" x2="{frame.left + frame.width:.1f}" y2="{bottom:.1f}" '
+        f'stroke="#9ca3af" stroke-width="1"/>'
+    )
     for x, label in x_ticks:
         parts.append(_text(frame.px(x), bottom + 17, label, anchor="middle", size=11, color="#6b7280"))
     if x_label:
         parts.append(_text(frame.left + frame.width / 2, bottom + 36, x_label, anchor="middle", color="#4b5563"))
     if y_label:
         cx, cy = 16, frame.top + frame.height / 2
-        parts.append(_text(cx, cy, y_label, anchor="middle", color="#4b5563",
-                           extra=f' transform="rotate(-90 {cx} {cy:.1f})"'))
+        parts.append(
+            _text(cx, cy, y_label, anchor="middle", color="#4b5563", extra=f' transform="rotate(-90 {cx} {cy:.1f})"')
+        )
     return f'<g class="axes">{"".join(parts)}</g>'
 
 
 def _svg_open(chart_id: str, width: float, height: float, title: str) -> str:
-    return (f'<svg id="{escape(chart_id)}" class="chart" xmlns="http://www.w3.org/2000/svg" role="img" '
-            f'viewBox="0 0 {width:.0f} {height:.0f}" width="{width:.0f}" height="{height:.0f}" '
-            f'aria-labelledby="{escape(chart_id)}-title" {FONT}>'
-            f'<title id="{escape(chart_id)}-title">{escape(title)}</title>')
+    return (
+        f'<svg id="{escape(chart_id)}" class="chart" xmlns="http://www.w3.org/2000/svg" role="img" '
+        f'viewBox="0 0 {width:.0f} {height:.0f}" width="{width:.0f}" height="{height:.0f}" '
+        f'aria-labelledby="{escape(chart_id)}-title" {FONT}>'
+        f'<title id="{escape(chart_id)}-title">{escape(title)}</title>'
+    )
 
 
 def _polyline(frame: Frame, series: Series) -> str:
@@ -237,44 +268,67 @@ def _polyline(frame: Frame, series: Series) -> str:
                 coords.append((px, coords[-1][1]))
             coords.append((px, py))
         d = "M" + " L".join(f"{px:.1f},{py:.1f}" for px, py in coords)
-        parts.append(f'<path d="{d}" fill="none" stroke="{series.color}" stroke-width="{series.width}" '
-                     f'stroke-linejoin="round"{dash}><title>{escape(series.name)}</title></path>')
+        parts.append(
+            f'<path d="{d}" fill="none" stroke="{series.color}" stroke-width="{series.width}" '
+            f'stroke-linejoin="round"{dash}><title>{escape(series.name)}</title></path>'
+        )
     if series.dots:
         for x, y in series.points:
             if y is not None:
-                parts.append(f'<circle cx="{frame.px(x):.1f}" cy="{frame.py(y):.1f}" r="3" fill="{series.color}">'
-                             f'<title>{escape(series.name)}: {y:.3f}</title></circle>')
+                parts.append(
+                    f'<circle cx="{frame.px(x):.1f}" cy="{frame.py(y):.1f}" r="3" fill="{series.color}">'
+                    f"<title>{escape(series.name)}: {y:.3f}</title></circle>"
+                )
     return f'<g class="series" data-series="{escape(series.name)}">{"".join(parts)}</g>'
 
 
 def _diamond(cx: float, cy: float, r: float, color: str) -> str:
-    return (f'<path d="M{cx:.1f},{cy - r:.1f} L{cx + r:.1f},{cy:.1f} L{cx:.1f},{cy + r:.1f} L{cx - r:.1f},{cy:.1f} Z" '
-            f'fill="#fff" stroke="{color}" stroke-width="2.2"/>')
+    return (
+        f'<path d="M{cx:.1f},{cy - r:.1f} L{cx + r:.1f},{cy:.1f} L{cx:.1f},{cy + r:.1f} L{cx - r:.1f},{cy:.1f} Z" '
+        f'fill="#fff" stroke="{color}" stroke-width="2.2"/>'
+    )
 
 
 def _marker(frame: Frame, m: Marker) -> str:
     cx, cy = frame.px(m.x), frame.py(m.y)
     parts = []
     if m.ring:
-        parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{m.radius + 5:.1f}" fill="none" stroke="{m.ring}" '
-                     f'stroke-width="3"/>')
+        parts.append(
+            f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{m.radius + 5:.1f}" fill="none" stroke="{m.ring}" '
+            f'stroke-width="3"/>'
+        )
     if m.shape == "diamond":
         parts.append(_diamond(cx, cy, m.radius + 1, m.color))
     else:
-        parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{m.radius:.1f}" fill="{m.color}" stroke="#fff" '
-                     f'stroke-width="1.5"/>')
+        parts.append(
+            f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{m.radius:.1f}" fill="{m.color}" stroke="#fff" '
+            f'stroke-width="1.5"/>'
+        )
     if m.label:
-        parts.append(_text(cx, cy - m.radius - 10, m.label, anchor="middle", size=11, color="#92400e",
-                           extra=' font-weight="600"'))
+        parts.append(
+            _text(
+                cx, cy - m.radius - 10, m.label, anchor="middle", size=11, color="#92400e", extra=' font-weight="600"'
+            )
+        )
     body = "".join(parts) + (f"<title>{escape(m.tooltip)}</title>" if m.tooltip else "")
     group = f'<g class="marker">{body}</g>'
     return f'<a href="{escape(m.href)}">{group}</a>' if m.href else group
 
 
-def line_chart(chart_id: str, title: str, series: Sequence[Series], x_ticks: Sequence[tuple[float, str]],
-               markers: Sequence[Marker] = (), legend: Sequence[LegendItem] = (), y_range: tuple[float, float] | None = None,
-               x_label: str = "round", y_label: str = "", width: float = 820, height: float = 320,
-               y_format: Callable[[float], str] | None = None) -> str:
+def line_chart(
+    chart_id: str,
+    title: str,
+    series: Sequence[Series],
+    x_ticks: Sequence[tuple[float, str]],
+    markers: Sequence[Marker] = (),
+    legend: Sequence[LegendItem] = (),
+    y_range: tuple[float, float] | None = None,
+    x_label: str = "round",
+    y_label: str = "",
+    width: float = 820,
+    height: float = 320,
+    y_format: Callable[[float], str] | None = None,
+) -> str:
     """Lines over integer-like x values (rounds), with optional linked markers and a legend on the right."""
     xs = [x for s in series for x, _ in s.points] + [m.x for m in markers] + [x for x, _ in x_ticks]
     ys = [y for s in series for _, y in s.points if y is not None] + [m.y for m in markers]
@@ -285,10 +339,20 @@ def line_chart(chart_id: str, title: str, series: Sequence[Series], x_ticks: Seq
     legend_w = _legend_width(legend)
     x_lo, x_hi = (min(xs), max(xs)) if xs else (0.0, 1.0)
     pad = 0.35 if x_hi > x_lo else 0.0
-    frame = Frame(left=62, top=28, width=width - 62 - 24 - legend_w, height=height - 28 - 52,
-                  x_lo=x_lo - pad, x_hi=x_hi + pad, y_lo=lo, y_hi=hi)
-    parts = [_svg_open(chart_id, width, height, title),
-             _axes(frame, ticks, x_ticks, x_label, y_label, y_format or (lambda v: _fmt_tick(v, step)))]
+    frame = Frame(
+        left=62,
+        top=28,
+        width=width - 62 - 24 - legend_w,
+        height=height - 28 - 52,
+        x_lo=x_lo - pad,
+        x_hi=x_hi + pad,
+        y_lo=lo,
+        y_hi=hi,
+    )
+    parts = [
+        _svg_open(chart_id, width, height, title),
+        _axes(frame, ticks, x_ticks, x_label, y_label, y_format or (lambda v: _fmt_tick(v, step))),
+    ]
     parts.extend(_polyline(frame, s) for s in series)
     parts.extend(_marker(frame, m) for m in markers)
     if legend:
@@ -307,10 +371,20 @@ class BarStack:
     tooltips: list[str] = field(default_factory=list)
 
 
-def bar_chart(chart_id: str, title: str, x_labels: Sequence[str], stacks: Sequence[BarStack],
-              legend: Sequence[LegendItem] = (), y_max: float | None = None, x_label: str = "",
-              y_label: str = "", width: float = 820, height: float = 320,
-              y_format: Callable[[float], str] | None = None, totals: bool = True) -> str:
+def bar_chart(
+    chart_id: str,
+    title: str,
+    x_labels: Sequence[str],
+    stacks: Sequence[BarStack],
+    legend: Sequence[LegendItem] = (),
+    y_max: float | None = None,
+    x_label: str = "",
+    y_label: str = "",
+    width: float = 820,
+    height: float = 320,
+    y_format: Callable[[float], str] | None = None,
+    totals: bool = True,
+) -> str:
     """Bars (stacked when there are several stacks), one per x label, with the total above each bar."""
     n = len(x_labels)
     sums = [sum(s.values[i] for s in stacks) for i in range(n)]
@@ -318,11 +392,21 @@ def bar_chart(chart_id: str, title: str, x_labels: Sequence[str], stacks: Sequen
     ticks = nice_ticks(0.0, top)
     step = ticks[1] - ticks[0] if len(ticks) > 1 else 1.0
     legend_w = _legend_width(legend)
-    frame = Frame(left=62, top=28, width=width - 62 - 24 - legend_w, height=height - 28 - 52,
-                  x_lo=-0.5, x_hi=max(n - 0.5, 0.5), y_lo=0.0, y_hi=ticks[-1])
+    frame = Frame(
+        left=62,
+        top=28,
+        width=width - 62 - 24 - legend_w,
+        height=height - 28 - 52,
+        x_lo=-0.5,
+        x_hi=max(n - 0.5, 0.5),
+        y_lo=0.0,
+        y_hi=ticks[-1],
+    )
     fmt = y_format or (lambda v: _fmt_tick(v, step))
-    parts = [_svg_open(chart_id, width, height, title),
-             _axes(frame, ticks, [(i, lab) for i, lab in enumerate(x_labels)], x_label, y_label, fmt)]
+    parts = [
+        _svg_open(chart_id, width, height, title),
+        _axes(frame, ticks, [(i, lab) for i, lab in enumerate(x_labels)], x_label, y_label, fmt),
+    ]
     bar_w = min(56.0, frame.width / max(n, 1) * 0.6)
     for i in range(n):
         base = 0.0
@@ -333,13 +417,23 @@ def bar_chart(chart_id: str, title: str, x_labels: Sequence[str], stacks: Sequen
                 continue
             y0, y1 = frame.py(base), frame.py(base + value)
             tip = stack.tooltips[i] if i < len(stack.tooltips) and stack.tooltips[i] else f"{stack.name}: {value:g}"
-            parts.append(f'<rect x="{cx - bar_w / 2:.1f}" y="{y1:.1f}" width="{bar_w:.1f}" height="{max(y0 - y1, 0.5):.1f}" '
-                         f'fill="{stack.color}" data-x="{escape(x_labels[i])}" data-layer="{escape(stack.name)}" data-value="{value:g}">'
-                         f"<title>{escape(x_labels[i])} · {escape(tip)}</title></rect>")
+            parts.append(
+                f'<rect x="{cx - bar_w / 2:.1f}" y="{y1:.1f}" width="{bar_w:.1f}" height="{max(y0 - y1, 0.5):.1f}" '
+                f'fill="{stack.color}" data-x="{escape(x_labels[i])}" data-layer="{escape(stack.name)}" data-value="{value:g}">'
+                f"<title>{escape(x_labels[i])} · {escape(tip)}</title></rect>"
+            )
             base += value
         if totals:
-            parts.append(_text(cx, frame.py(base) - 6, fmt(sums[i]) if y_format else f"{sums[i]:g}", anchor="middle",
-                               size=11, color="#374151"))
+            parts.append(
+                _text(
+                    cx,
+                    frame.py(base) - 6,
+                    fmt(sums[i]) if y_format else f"{sums[i]:g}",
+                    anchor="middle",
+                    size=11,
+                    color="#374151",
+                )
+            )
     if legend:
         parts.append(_legend(legend, frame.left + frame.width + 24, frame.top + 6))
     parts.append("</svg>")

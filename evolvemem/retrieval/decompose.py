@@ -9,6 +9,7 @@ Two implementations of the `Decomposer` role:
 - `LLMDecomposer` asks a model (prompts/decompose.md) for a JSON list. When the call fails it
   falls back to `[question]` and records the failure, so retrieval goes on without it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -22,8 +23,10 @@ from evolvemem.prompts import load_prompt
 
 log = logging.getLogger(__name__)
 
-_WH_OR_AUX = (r"(?:what|where|when|who|whom|whose|which|why|how|did|does|do|is|are|was|were|has|have|had|"
-              r"will|would|can|could|should)")
+_WH_OR_AUX = (
+    r"(?:what|where|when|who|whom|whose|which|why|how|did|does|do|is|are|was|were|has|have|had|"
+    r"will|would|can|could|should)"
+)
 _CLAUSE_BREAK = re.compile(rf"\s*;\s*|,?\s+(?:and|but|while|or)\s+(?={_WH_OR_AUX}\b)|,\s+(?={_WH_OR_AUX}\b)", re.I)
 _POSSESSIVE_CHAIN = re.compile(r"\b([A-Z][\w-]*(?:\s+[A-Z][\w-]*)?|\w+)['’]s((?:\s+[\w-]+['’]s)+)\s+([\w-]+)")
 _COMPARATIVE = re.compile(r"^(?P<left>.+?)\s+than\s+(?P<right>.+?)[?.!]*$", re.I)
@@ -37,7 +40,8 @@ _WORD = re.compile(r"[A-Za-z0-9]+")
 _FUNCTION_WORDS = frozenset(
     "a an the and or but of to in on at for with from by about is are was were be been do does did has have had "
     "what where when who whom whose which why how will would can could should she he they it her his their its "
-    "both each all".split())
+    "both each all".split()
+)
 _MAX_ITEM_WORDS = 4  # list items longer than this are clauses, not items
 
 
@@ -57,7 +61,7 @@ def _useful(parts: list[str]) -> list[str]:
 
 
 def _possessive_chain(question: str) -> list[str]:
-    """"Priya's sister's city" -> ["Priya's sister", "sister's city"]: one hop per pair."""
+    """ "Priya's sister's city" -> ["Priya's sister", "sister's city"]: one hop per pair."""
     match = _POSSESSIVE_CHAIN.search(question)
     if not match:
         return []
@@ -72,7 +76,7 @@ def _clauses(question: str) -> list[str]:
 
 
 def _comparison(question: str) -> list[str]:
-    """"Is Priya taller than Tomasz?" -> ["Is Priya taller", "Is Tomasz taller"]."""
+    """ "Is Priya taller than Tomasz?" -> ["Is Priya taller", "Is Tomasz taller"]."""
     match = _COMPARATIVE.match(question.strip())
     if not match:
         return []
@@ -84,7 +88,7 @@ def _comparison(question: str) -> list[str]:
 
 
 def _choice(question: str) -> list[str]:
-    """"Which did Priya visit first, Lisbon or Porto?" -> the stem with each option."""
+    """ "Which did Priya visit first, Lisbon or Porto?" -> the stem with each option."""
     match = _CHOICE.match(question.strip())
     if not match:
         return []
@@ -93,14 +97,14 @@ def _choice(question: str) -> list[str]:
 
 
 def _coordination(question: str) -> list[str]:
-    """"both A and B", two names "A and B", or a trailing list "A, B and C": one sub-query per item."""
+    """ "both A and B", two names "A and B", or a trailing list "A, B and C": one sub-query per item."""
     text = _TRAILING.sub("", question.strip())
     for pattern in (_BOTH, _NAME_PAIR):
         match = pattern.search(text)
         if match:
             a, b = match.group("a"), match.group("b")
             if len(a.split()) <= _MAX_ITEM_WORDS:
-                before, after = text[:match.start()], text[match.end():]
+                before, after = text[: match.start()], text[match.end() :]
                 return _useful([f"{before}{a}{after}", f"{before}{b}{after}"])
     items = [p for p in _LIST_SPLIT.split(text) if p]
     rest = items[1:]
@@ -127,7 +131,7 @@ class RuleDecomposer:
         for rule in _RULES:
             parts = rule(question)
             if parts:
-                return parts[:max(1, max_sub_queries)], Usage()
+                return parts[: max(1, max_sub_queries)], Usage()
         return [question], Usage()
 
 

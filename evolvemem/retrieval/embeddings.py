@@ -7,6 +7,7 @@ small shards are compacted into one when the cache is opened, so loading ~10k ve
 milliseconds. Only texts missing from the cache reach the model, and the model itself (and
 torch) is imported only when the first such text appears.
 """
+
 from __future__ import annotations
 
 import os
@@ -153,8 +154,14 @@ class Embedder:
     Thread-safe: one lock guards the cache and the model; concurrent callers asking for the
     same new text embed it once."""
 
-    def __init__(self, model_name: str = DEFAULT_EMBEDDING_MODEL, *, batch_size: int = 64,
-                 device: str = "cpu", cache_root: Path | None = None):
+    def __init__(
+        self,
+        model_name: str = DEFAULT_EMBEDDING_MODEL,
+        *,
+        batch_size: int = 64,
+        device: str = "cpu",
+        cache_root: Path | None = None,
+    ):
         self.model_name = model_name
         self.batch_size = batch_size
         self.device = device
@@ -202,8 +209,11 @@ class Embedder:
 
             return SentenceTransformer(str(bundled or self.model_name), device=self.device)
 
-        return load_torch_model(build, f"embedding model {self.model_name!r}",
-                                "cannot be loaded (not cached locally and no download possible?)")
+        return load_torch_model(
+            build,
+            f"embedding model {self.model_name!r}",
+            "cannot be loaded (not cached locally and no download possible?)",
+        )
 
     @property
     def dimension(self) -> int:
@@ -234,8 +244,11 @@ class Embedder:
 
     def _embed_and_store(self, missing: dict[bytes, str]) -> None:
         vectors = self.model.encode(
-            list(missing.values()), batch_size=self.batch_size, convert_to_numpy=True,
-            normalize_embeddings=True, show_progress_bar=False,
+            list(missing.values()),
+            batch_size=self.batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
         ).astype(np.float32, copy=False)
         keys = np.array(list(missing), dtype=_KEY_DTYPE)
         self._cache.write(keys, vectors)

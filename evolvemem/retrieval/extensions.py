@@ -7,6 +7,7 @@ private to (source, index state): build per-conversation structures there once, 
 dropped when re-extraction changes the index. The composition root hands the retriever its
 sources (`evolvemem.mechanisms.candidate_sources()`, passed by the workspace): retrieval never
 loads a mechanism by name. Its dimensions live in action_space/ like every other."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from evolvemem.llm.client import LLMClient
     from evolvemem.retrieval.index import IndexState
     from evolvemem.space.config import RetrievalConfig
+
 
 @dataclass(frozen=True)
 class ViewRequest:
@@ -44,4 +46,3 @@ class CandidateSource(Protocol):
     def enabled(self, config: RetrievalConfig) -> bool: ...
 
     def hits(self, request: ViewRequest, cache: dict) -> tuple[list[ViewHits], Usage]: ...
-

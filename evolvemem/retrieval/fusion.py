@@ -6,6 +6,7 @@ beyond plain numbers, so the math can be checked by hand (see tests/test_retriev
 Ties are always broken by row order (the earlier memory first), so a ranking is a pure
 function of its inputs.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -122,8 +123,16 @@ def recency(timestamp_days: np.ndarray, question_day: float | None, half_life_da
     return np.nan_to_num(out, nan=0.0)
 
 
-def final_scores(fused: np.ndarray, importance: np.ndarray, recency_values: np.ndarray, reinforcement: np.ndarray,
-                 importance_weight: float, recency_weight: float, reinforcement_weight: float) -> np.ndarray:
+def final_scores(
+    fused: np.ndarray,
+    importance: np.ndarray,
+    recency_values: np.ndarray,
+    reinforcement: np.ndarray,
+    importance_weight: float,
+    recency_weight: float,
+    reinforcement_weight: float,
+) -> np.ndarray:
     """Paper Eq. 1: fused relevance + weighted importance, recency and reinforcement."""
-    return (fused + importance_weight * importance + recency_weight * recency_values
-            + reinforcement_weight * reinforcement)
+    return (
+        fused + importance_weight * importance + recency_weight * recency_values + reinforcement_weight * reinforcement
+    )

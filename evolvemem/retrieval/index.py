@@ -9,6 +9,7 @@ or the model, old rows keep their vectors and tokens, and only the small BM25 an
 matrices are rebuilt. The whole state is swapped in one assignment, so a concurrent reader sees
 either the old index or the new one, never a mix.
 """
+
 from __future__ import annotations
 
 import math
@@ -47,7 +48,6 @@ def memory_terms(unit: MemoryUnit, known_persons: Collection[str] = ()) -> list[
     content, so the structured view does not go silent on them."""
     terms = [*unit.persons, *unit.locations, *unit.entities]
     if not terms:
-
         found = annotate(unit.content, known_persons)
         terms = [*found.persons, *found.locations, *found.entities]
     return list(dict.fromkeys(t.strip().lower() for t in terms if t and t.strip()))
@@ -128,7 +128,7 @@ class _Structured:
         for term in dict.fromkeys(terms):
             col = self.vocab.get(term)
             if col is not None:
-                out[indices[indptr[col]:indptr[col + 1]]] += self.idf[col]
+                out[indices[indptr[col] : indptr[col + 1]]] += self.idf[col]
         return out
 
     def counts(self, terms: Sequence[str], n_rows: int) -> np.ndarray:
@@ -138,7 +138,7 @@ class _Structured:
         for term in dict.fromkeys(terms):
             col = self.vocab.get(term)
             if col is not None:
-                out[indices[indptr[col]:indptr[col + 1]]] += 1.0
+                out[indices[indptr[col] : indptr[col + 1]]] += 1.0
         return out
 
 
@@ -168,13 +168,17 @@ class ConversationIndex:
 
     # ------------------------------------------------------------------------------ building
     @classmethod
-    def build(cls, memories: Sequence[MemoryUnit], embedder: Any,
-              known_persons: Collection[str] = ()) -> "ConversationIndex":
+    def build(
+        cls, memories: Sequence[MemoryUnit], embedder: Any, known_persons: Collection[str] = ()
+    ) -> "ConversationIndex":
         """Index `memories` (one conversation). Embeddings come from `embedder` (cached by content)."""
         units = _unique(memories, {})
-        vectors = embedder.encode([u.content for u in units]) if units else np.zeros((0, embedder.dimension), np.float32)
-        state = _assemble(units, vectors, [memory_tokens(u) for u in units],
-                          [memory_terms(u, known_persons) for u in units])
+        vectors = (
+            embedder.encode([u.content for u in units]) if units else np.zeros((0, embedder.dimension), np.float32)
+        )
+        state = _assemble(
+            units, vectors, [memory_tokens(u) for u in units], [memory_terms(u, known_persons) for u in units]
+        )
         return cls(state, embedder, known_persons)
 
     def add(self, memories: Sequence[MemoryUnit]) -> int:
@@ -224,8 +228,9 @@ def _unique(memories: Sequence[MemoryUnit], seen: dict[str, int]) -> list[Memory
     return out
 
 
-def _assemble(units: Sequence[MemoryUnit], vectors: np.ndarray, token_lists: Sequence[list[str]],
-              term_lists: Sequence[list[str]]) -> IndexState:
+def _assemble(
+    units: Sequence[MemoryUnit], vectors: np.ndarray, token_lists: Sequence[list[str]], term_lists: Sequence[list[str]]
+) -> IndexState:
     units = tuple(units)
     return IndexState(
         memories=units,

@@ -11,6 +11,7 @@ question is a memory-bound matrix-vector product; scoring a batch of questions a
 (`LateIndex.scores`) turns it into one matrix product, which is how the retriever's `prepare`
 calls it.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -26,10 +27,14 @@ class LateIndex:
     def __init__(self, token_vectors: Sequence[np.ndarray], dimension: int):
         lengths = np.array([max(len(v), 1) for v in token_vectors], np.int64)
         blocks = [v if len(v) else np.zeros((1, dimension), np.float32) for v in token_vectors]
-        self.flat = np.ascontiguousarray(np.concatenate(blocks), dtype=np.float32) if blocks \
+        self.flat = (
+            np.ascontiguousarray(np.concatenate(blocks), dtype=np.float32)
+            if blocks
             else np.zeros((0, dimension), np.float32)
-        self.starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64) if len(lengths) \
-            else np.zeros(0, np.int64)
+        )
+        self.starts = (
+            np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64) if len(lengths) else np.zeros(0, np.int64)
+        )
         self.n_memories = len(token_vectors)
 
     def scores(self, queries: Sequence[np.ndarray]) -> list[np.ndarray]:

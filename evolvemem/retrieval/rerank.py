@@ -11,6 +11,7 @@ Any sentence-transformers `CrossEncoder` a user has works (`--rerank-model PATH_
 model is loaded on first use and its scores are memoised by (question, memory text), so a
 question asked again in a later round with the same candidates costs nothing.
 """
+
 from __future__ import annotations
 
 import threading
@@ -44,8 +45,11 @@ class CrossEncoderReranker:
 
             return CrossEncoder(self.model_name, device=self.device)
 
-        return load_torch_model(build, f"rerank model {self.model_name!r}", "cannot be loaded as a cross-encoder "
-                                "(a local folder, or a name cached on this machine)")
+        return load_torch_model(
+            build,
+            f"rerank model {self.model_name!r}",
+            "cannot be loaded as a cross-encoder (a local folder, or a name cached on this machine)",
+        )
 
     def check(self) -> None:
         """Load the model now, so a wrong path fails when a run starts, not mid-round."""
@@ -60,16 +64,19 @@ class CrossEncoderReranker:
             if todo:
                 if self._model is None:
                     self._model = self._load()
-                found = self._model.predict([(question, t) for t in todo], batch_size=BATCH,
-                                            show_progress_bar=False, convert_to_numpy=True)
+                found = self._model.predict(
+                    [(question, t) for t in todo], batch_size=BATCH, show_progress_bar=False, convert_to_numpy=True
+                )
                 for text, score in zip(todo, np.asarray(found, np.float64).reshape(-1).tolist()):
                     self._scores[(question, text)] = score
                 self.pairs_scored += len(todo)
             return np.array([self._scores[(question, t)] for t in texts], np.float64)
 
 
-NO_RERANKER = ("the config turns on the cross-encoder rerank (rerank_top_k > 0) but no cross-encoder was given: "
-               "pass --rerank-model PATH_OR_NAME, or set rerank_top_k = 0")
+NO_RERANKER = (
+    "the config turns on the cross-encoder rerank (rerank_top_k > 0) but no cross-encoder was given: "
+    "pass --rerank-model PATH_OR_NAME, or set rerank_top_k = 0"
+)
 
 
 def reranks(config: RetrievalConfig) -> bool:

@@ -21,6 +21,7 @@ resolved) and is a pure function of (index, question, config): question-side wor
 embeddings, decompositions) is memoised by text, and `prepare` does it for a batch up front so
 the per-question path is only vector arithmetic.
 """
+
 from __future__ import annotations
 
 import threading
@@ -108,8 +109,10 @@ class _StateExtras:
     def __init__(self, state: IndexState):
         self.state = state
         sessions: dict[str, int] = {}
-        self.session = np.array([sessions.setdefault(m.session_id or f"\0{row}", len(sessions))
-                                 for row, m in enumerate(state.memories)], np.int64)
+        self.session = np.array(
+            [sessions.setdefault(m.session_id or f"\0{row}", len(sessions)) for row, m in enumerate(state.memories)],
+            np.int64,
+        )
         self.n_sessions = len(sessions)
         self.min_tokens = min((memory_tokens(m) for m in state.memories), default=1)
         self.late: LateIndex | None = None
@@ -134,9 +137,16 @@ class _Decomposition:
 class Retriever:
     """Retrieval over one conversation's index. Thread-safe; all caches are keyed by text."""
 
-    def __init__(self, index: ConversationIndex, embedder: Any, decomposer: Any = None,
-                 known_persons: Collection[str] = (), llm: Any = None,
-                 reranker: CrossEncoderReranker | None = None, sources: Sequence[CandidateSource] = ()):
+    def __init__(
+        self,
+        index: ConversationIndex,
+        embedder: Any,
+        decomposer: Any = None,
+        known_persons: Collection[str] = (),
+        llm: Any = None,
+        reranker: CrossEncoderReranker | None = None,
+        sources: Sequence[CandidateSource] = (),
+    ):
         self.index = index
         self.sources = tuple(sources)  # mechanisms adding candidate views, handed in by the composition root
         self.reranker = reranker  # the cross-encoder of `rerank_top_k`, if the user gave one
@@ -214,8 +224,12 @@ class Retriever:
             if info.stripped and info.stripped != question.text:
                 texts.append(info.stripped)
             effective = config.for_type(question.question_type) if config is not None else None
-            if effective is not None and decompose and self.decomposer is not None and \
-                    effective.enable_query_decomposition:
+            if (
+                effective is not None
+                and decompose
+                and self.decomposer is not None
+                and effective.enable_query_decomposition
+            ):
                 texts.extend(self._decomposition(question.text, effective.max_sub_queries).sub_queries)
             if effective is not None and effective.late_top_k > 0:
                 late.append(question.text)
@@ -238,8 +252,10 @@ class Retriever:
                 return
             if extras.late is None:
                 tokens = self.embedder.tokens
-                extras.late = LateIndex(tokens.of_memories([m.content for m in extras.state.memories]),
-                                        int(extras.state.embeddings.shape[1]))
+                extras.late = LateIndex(
+                    tokens.of_memories([m.content for m in extras.state.memories]),
+                    int(extras.state.embeddings.shape[1]),
+                )
             queries = self.embedder.tokens.of_queries(todo)
             extras.late_scores.update(zip(todo, extras.late.scores(queries)))
 
@@ -263,23 +279,37 @@ class Retriever:
         depth = self._depth(extras, config)
         views: list[ViewHits] = []
         if config.semantic_top_k > 0:
-            views.append(top_k("semantic", state.embeddings @ query_vector, depth(config.semantic_top_k),
-                               config.semantic_weight))
+            views.append(
+                top_k("semantic", state.embeddings @ query_vector, depth(config.semantic_top_k), config.semantic_weight)
+            )
         if config.keyword_top_k > 0:
-            views.append(self._keyword_view("keyword", state, info.tokens, depth(config.keyword_top_k),
-                                            config.keyword_weight))
+            views.append(
+                self._keyword_view("keyword", state, info.tokens, depth(config.keyword_top_k), config.keyword_weight)
+            )
         if config.structured_top_k > 0 and info.terms:
             scores = state.structured.scores(info.terms, len(state.memories))
-            views.append(top_k("structured", scores, depth(config.structured_top_k), config.structured_weight,
-                               positive_only=True))
+            views.append(
+                top_k(
+                    "structured", scores, depth(config.structured_top_k), config.structured_weight, positive_only=True
+                )
+            )
         if config.late_top_k > 0:
             views.append(top_k("late", self._late_scores(extras, text), depth(config.late_top_k), config.late_weight))
         if config.enable_entity_swap and info.stripped and info.stripped != text:
             swapped = self._analyse(info.stripped)
-            views.append(top_k("swap_semantic", state.embeddings @ self._vector(info.stripped),
-                               config.entity_swap_semantic_top_k, config.semantic_weight))
-            views.append(self._keyword_view("swap_keyword", state, swapped.tokens,
-                                            config.entity_swap_keyword_top_k, config.keyword_weight))
+            views.append(
+                top_k(
+                    "swap_semantic",
+                    state.embeddings @ self._vector(info.stripped),
+                    config.entity_swap_semantic_top_k,
+                    config.semantic_weight,
+                )
+            )
+            views.append(
+                self._keyword_view(
+                    "swap_keyword", state, swapped.tokens, config.entity_swap_keyword_top_k, config.keyword_weight
+                )
+            )
         sub_queries: tuple[str, ...] = ()
         cost = Usage()
         if config.enable_query_decomposition and self.decomposer is not None:
@@ -289,8 +319,9 @@ class Retriever:
                 views.append(self._sub_query_view(state, sub_queries, config))
         for source in self.sources:
             if source.enabled(config):
-                extra, extra_cost = source.hits(self._request(state, question, info, query_vector, config),
-                                                self._source_cache(source.name, state))
+                extra, extra_cost = source.hits(
+                    self._request(state, question, info, query_vector, config), self._source_cache(source.name, state)
+                )
                 views.extend(extra)
                 cost = cost + extra_cost
 
@@ -299,16 +330,20 @@ class Retriever:
         if config.reflection_rounds > 0 and len(rows):
             views, rows, fused = self._reflect(state, info, query_vector, views, rows, fused, question_day, config)
         span = question_span(text, question.question_date) if config.temporal_grounding_weight else None
-        final = (fused + self._ranking_terms(state, rows, config, question_day, info.terms)
-                 + self._context_terms(extras, rows, fused, config, info.persons, span))
+        final = (
+            fused
+            + self._ranking_terms(state, rows, config, question_day, info.terms)
+            + self._context_terms(extras, rows, fused, config, info.persons, span)
+        )
         order = rank_order(final, rows)
         rows, final = rows[order], final[order]
         if config.rerank_top_k > 0 and len(rows):
             rows, final, views = self._rerank(state, text, rows, final, views, config)
         return self._assemble(state, rows, final, views, config, sub_queries, cost)
 
-    def _rerank(self, state: IndexState, text: str, rows: np.ndarray, final: np.ndarray,
-                views: list[ViewHits], config: Any) -> tuple[np.ndarray, np.ndarray, list[ViewHits]]:
+    def _rerank(
+        self, state: IndexState, text: str, rows: np.ndarray, final: np.ndarray, views: list[ViewHits], config: Any
+    ) -> tuple[np.ndarray, np.ndarray, list[ViewHits]]:
         """The first `rerank_top_k` ranked rows reordered by the cross-encoder's blend
         (retrieval/rerank.py); its own order is kept as the `rerank` view."""
         if self.reranker is None:
@@ -332,8 +367,15 @@ class Retriever:
         floor = -(-budget // max(extras.min_tokens, 1)) if budget else 0
         return lambda k: max(k, floor)
 
-    def _context_terms(self, extras: _StateExtras, rows: np.ndarray, fused: np.ndarray, config: Any,
-                       persons: Sequence[str], span: tuple[float, float] | None = None) -> np.ndarray:
+    def _context_terms(
+        self,
+        extras: _StateExtras,
+        rows: np.ndarray,
+        fused: np.ndarray,
+        config: Any,
+        persons: Sequence[str],
+        span: tuple[float, float] | None = None,
+    ) -> np.ndarray:
         """Terms that reorder candidates by where they sit, added to the fused score:
 
         - session prior: the best fused score among the candidates of the memory's session
@@ -367,8 +409,9 @@ class Retriever:
             out += config.temporal_grounding_weight * ((days >= span[0]) & (days <= span[1]))
         return out
 
-    def _request(self, state: IndexState, question: Question, info: _QueryInfo, vector: np.ndarray,
-                 config: Any) -> ViewRequest:
+    def _request(
+        self, state: IndexState, question: Question, info: _QueryInfo, vector: np.ndarray, config: Any
+    ) -> ViewRequest:
         def keyword_scores(tokens: Sequence[str]) -> np.ndarray:
             return state.keyword.scores(state.keyword.token_ids(tokens), len(state.memories))
 
@@ -391,24 +434,43 @@ class Retriever:
         return top_k(label, state.keyword.scores(ids, len(state.memories)), k, weight, positive_only=True)
 
     @staticmethod
-    def _ranking_terms(state: IndexState, rows: np.ndarray, config: Any, question_day: float,
-                       query_terms: Sequence[str] = ()) -> np.ndarray:
+    def _ranking_terms(
+        state: IndexState, rows: np.ndarray, config: Any, question_day: float, query_terms: Sequence[str] = ()
+    ) -> np.ndarray:
         """Importance, recency and reinforcement terms of the candidate rows.
 
         Reinforcement is the memory's stored reinforcement plus +0.05 per entity it shares with
         this query, capped at 0.30 — computed per query, so retrieval stays a pure function and
         one question never changes the ranking of another."""
-        rec = (recency(state.timestamp_days[rows], question_day, config.time_decay_half_life_days)
-               if config.recency_weight else np.zeros(len(rows)))
+        rec = (
+            recency(state.timestamp_days[rows], question_day, config.time_decay_half_life_days)
+            if config.recency_weight
+            else np.zeros(len(rows))
+        )
         reinforcement = state.reinforcement[rows]
         if config.reinforcement_weight and query_terms:
             shared = state.structured.counts(query_terms, len(state.memories))[rows]
             reinforcement = reinforcement + np.minimum(REINFORCEMENT_STEP * shared, REINFORCEMENT_CAP)
-        return final_scores(np.zeros(len(rows)), state.importance[rows], rec, reinforcement,
-                            config.importance_weight, config.recency_weight, config.reinforcement_weight)
+        return final_scores(
+            np.zeros(len(rows)),
+            state.importance[rows],
+            rec,
+            reinforcement,
+            config.importance_weight,
+            config.recency_weight,
+            config.reinforcement_weight,
+        )
 
-    def _semantic_keyword(self, state: IndexState, vector: np.ndarray | None, tokens: Sequence[str],
-                          k_semantic: int, k_keyword: int, k_keep: int, config: Any) -> tuple[np.ndarray, np.ndarray]:
+    def _semantic_keyword(
+        self,
+        state: IndexState,
+        vector: np.ndarray | None,
+        tokens: Sequence[str],
+        k_semantic: int,
+        k_keyword: int,
+        k_keep: int,
+        config: Any,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Semantic + keyword hits of one derived query, fused; the best `k_keep` as (rows, score)."""
         parts = []
         if vector is not None and k_semantic > 0:
@@ -422,13 +484,23 @@ class Retriever:
     def _sub_query_view(self, state: IndexState, sub_queries: Sequence[str], config: Any) -> ViewHits:
         k = config.decomposition_merge_top_k
         self._embed(sub_queries)
-        lists = [self._semantic_keyword(state, self._vector(s), self._analyse(s).tokens, k, k, k, config)
-                 for s in sub_queries]
+        lists = [
+            self._semantic_keyword(state, self._vector(s), self._analyse(s).tokens, k, k, k, config)
+            for s in sub_queries
+        ]
         return merge_max("sub_query", lists)
 
-    def _reflect(self, state: IndexState, info: _QueryInfo, query_vector: np.ndarray, views: list[ViewHits],
-                 rows: np.ndarray, fused: np.ndarray, question_day: float, config: Any
-                 ) -> tuple[list[ViewHits], np.ndarray, np.ndarray]:
+    def _reflect(
+        self,
+        state: IndexState,
+        info: _QueryInfo,
+        query_vector: np.ndarray,
+        views: list[ViewHits],
+        rows: np.ndarray,
+        fused: np.ndarray,
+        question_day: float,
+        config: Any,
+    ) -> tuple[list[ViewHits], np.ndarray, np.ndarray]:
         """Follow-up retrieval: the query plus what its current best memories are about."""
         keyword = state.keyword
         tokens = list(info.tokens)
@@ -445,8 +517,11 @@ class Retriever:
             tokens += [keyword.id_to_token[t] for t in new_terms]
             centroid = query_vector + state.embeddings[seeds].mean(axis=0)
             centroid = (centroid / max(float(np.linalg.norm(centroid)), 1e-12)).astype(np.float32)
-            found.append(self._semantic_keyword(state, centroid, tokens, config.semantic_top_k,
-                                                config.keyword_top_k, k_keep, config))
+            found.append(
+                self._semantic_keyword(
+                    state, centroid, tokens, config.semantic_top_k, config.keyword_top_k, k_keep, config
+                )
+            )
             reflection = merge_max("reflection", found)
             views = [v for v in views if v.label != "reflection"] + [reflection]
             rows, fused = fuse(views, config.fusion_mode, config.rrf_k)
@@ -465,8 +540,16 @@ class Retriever:
         order = rank_order(shared * keyword.token_idf[ids], ids)[:REFLECTION_TERMS]
         return ids[order].tolist()
 
-    def _assemble(self, state: IndexState, rows: np.ndarray, scores: np.ndarray, views: Sequence[ViewHits],
-                  config: Any, sub_queries: tuple[str, ...], cost: Usage) -> RetrievalResult:
+    def _assemble(
+        self,
+        state: IndexState,
+        rows: np.ndarray,
+        scores: np.ndarray,
+        views: Sequence[ViewHits],
+        config: Any,
+        sub_queries: tuple[str, ...],
+        cost: Usage,
+    ) -> RetrievalResult:
         view_ranks = [(v.label, v.ranks()) for v in views if len(v)]
         items = []
         for rank, (row, score) in enumerate(zip(rows.tolist(), scores.tolist()), start=1):

@@ -15,6 +15,7 @@ reaches TELL_LATER_DAYS past its end. Phrases read, in this order of precedence:
   "N days / weeks / months / years ago" (a unit's width around that point).
 A question without a date phrase, or without a date of its own where one is needed, has no span.
 """
+
 from __future__ import annotations
 
 import calendar
@@ -32,11 +33,24 @@ _MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH}\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+
 _MONTH_YEAR = re.compile(rf"\b{_MONTH}\.?,?\s+(?:of\s+)?(\d{{4}})\b", re.I)
 _MONTH_ALONE = re.compile(rf"\b(?:in|during|since|by|of|last|early|late|mid)[\s-]+{_MONTH}\b", re.I)
 _YEAR = re.compile(r"\b(?:in|during|of|since)\s+((?:19|20)\d{2})\b", re.I)
-_AGO = re.compile(r"\b(\d{1,2}|a|an|one|two|three|four|five|six|seven|eight|nine|ten)\s+(day|week|month|year)s?\s+ago\b",
-                  re.I)
+_AGO = re.compile(
+    r"\b(\d{1,2}|a|an|one|two|three|four|five|six|seven|eight|nine|ten)\s+(day|week|month|year)s?\s+ago\b", re.I
+)
 _LAST = re.compile(r"\b(yesterday|last\s+(?:week(?:end)?|month|year))\b", re.I)
-_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-            "eight": 8, "nine": 9, "ten": 10}
+_NUMBERS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+}
 _UNIT_DAYS = {"day": 1.0, "week": 7.0, "month": 30.44, "year": 365.25}
 
 
@@ -48,8 +62,11 @@ def _span(text: str, asked: datetime | None) -> tuple[datetime, datetime] | None
     for pattern, day_first in ((_DAY_MONTH_YEAR, True), (_MONTH_DAY_YEAR, False)):
         found = pattern.search(text)
         if found:
-            day, month, year = (found.group(1), found.group(2), found.group(3)) if day_first \
+            day, month, year = (
+                (found.group(1), found.group(2), found.group(3))
+                if day_first
                 else (found.group(2), found.group(1), found.group(3))
+            )
             try:
                 start = datetime(int(year), MONTHS[month.lower()[:3]], int(day))
             except (ValueError, KeyError):

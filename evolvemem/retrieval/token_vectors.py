@@ -13,6 +13,7 @@ What is kept of a text:
 - a question keeps only its content pieces (no specials, punctuation or stopwords): "what",
   "did" and "?" match every memory equally well and only blur the comparison.
 """
+
 from __future__ import annotations
 
 import os
@@ -97,7 +98,7 @@ class TokenVectors:
         special = set(model.tokenizer.all_special_ids)
         out = []
         for text, vectors in zip(texts, outputs):
-            ids = model.tokenizer(text, truncation=True, max_length=model.max_seq_length)["input_ids"][:len(vectors)]
+            ids = model.tokenizer(text, truncation=True, max_length=model.max_seq_length)["input_ids"][: len(vectors)]
             pieces = model.tokenizer.convert_ids_to_tokens(ids)
             keep = np.array([i not in special and content_piece(p, stopwords) for i, p in zip(ids, pieces)], bool)
             if not keep.any():
@@ -111,8 +112,13 @@ class TokenVectors:
     def _forward(self, texts: list[str]) -> list[np.ndarray]:
         model = self._embedder.model
         with self._embedder.model_lock:
-            tensors = model.encode(texts, output_value="token_embeddings", batch_size=self._embedder.batch_size,
-                                   convert_to_numpy=False, show_progress_bar=False)
+            tensors = model.encode(
+                texts,
+                output_value="token_embeddings",
+                batch_size=self._embedder.batch_size,
+                convert_to_numpy=False,
+                show_progress_bar=False,
+            )
         return [t.detach().cpu().numpy().astype(np.float32) for t in tensors]
 
     def _memory_tokens(self, vectors: np.ndarray) -> np.ndarray:
@@ -140,9 +146,11 @@ class TokenVectors:
 
     def _write(self, keys: list[bytes], vectors: list[np.ndarray]) -> None:
         stem = uuid.uuid4().hex
-        arrays = (("vectors", np.concatenate(vectors) if vectors else np.zeros((0, 1), np.float16)),
-                  ("lengths", np.array([len(v) for v in vectors], np.int64)),
-                  ("keys", np.array(keys, dtype=_KEY_DTYPE)))  # keys last: their presence marks a whole shard
+        arrays = (
+            ("vectors", np.concatenate(vectors) if vectors else np.zeros((0, 1), np.float16)),
+            ("lengths", np.array([len(v) for v in vectors], np.int64)),
+            ("keys", np.array(keys, dtype=_KEY_DTYPE)),
+        )  # keys last: their presence marks a whole shard
         for name, array in arrays:
             final = self.folder / f"{stem}.{name}.npy"
             tmp = self.folder / f".{stem}.{name}.npy.tmp"

@@ -5,6 +5,7 @@ Each style is a prompt file `prompts/answer_<style>.md` with `$question`, `$ques
 after the client's retries becomes `AnswerResult(failed=True)`: the evaluator records it as
 failed instead of scoring it as wrong, and one bad call never stops a run.
 """
+
 from __future__ import annotations
 
 import re
@@ -51,8 +52,17 @@ def context_token_share(client: LLMClient | None) -> int:
     is known, else ASSUMED_WINDOW) minus the longest answer prompt's own text (every style's
     template with an empty context; the question itself is short) and the default reply budget."""
     window = (client.context_window() if client is not None else None) or ASSUMED_WINDOW
-    template = max(estimate_tokens([{"role": "user", "content": load_prompt(f"answer_{style}").render(
-        question="", question_date="unknown", context="")}]) for style in ANSWER_STYLES)
+    template = max(
+        estimate_tokens(
+            [
+                {
+                    "role": "user",
+                    "content": load_prompt(f"answer_{style}").render(question="", question_date="unknown", context=""),
+                }
+            ]
+        )
+        for style in ANSWER_STYLES
+    )
     return max(1, window - template - _DEFAULT_MAX_TOKENS)
 
 
@@ -86,11 +96,16 @@ class LLMAnswerer:
         self.temperature = temperature
         self.name = f"llm:{client.model}"
 
-    def answer(self, question: Question, context: Sequence[MemoryUnit], style: str,
-               layout: str = "list") -> AnswerResult:
+    def answer(
+        self, question: Question, context: Sequence[MemoryUnit], style: str, layout: str = "list"
+    ) -> AnswerResult:
         def fit() -> FittedPrompt:
-            return fit_ranked(self.client, lambda kept: render_answer_prompt(style, question, kept, layout), context,
-                              _MAX_TOKENS.get(style, _DEFAULT_MAX_TOKENS))[0]
+            return fit_ranked(
+                self.client,
+                lambda kept: render_answer_prompt(style, question, kept, layout),
+                context,
+                _MAX_TOKENS.get(style, _DEFAULT_MAX_TOKENS),
+            )[0]
 
         try:
             fitted, _, reply = ask_fitted(self.client, fit, role="answer", temperature=self.temperature)

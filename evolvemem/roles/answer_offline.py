@@ -7,6 +7,7 @@ the question's form: a date for "when", a number for "how many", Yes/No, a name 
 place for "where", else the sentence compressed to the words that answer. It abstains when
 support is weak or when the supporting memory is about somebody else.
 """
+
 from __future__ import annotations
 
 import re
@@ -43,8 +44,17 @@ from evolvemem.roles.reader_support import (
 )
 from evolvemem.space.registry import registry
 
-__all__ = ["STYLES", "OfflineAnswerer", "analyse_question", "compress", "count_answer", "rank_support",
-           "relative_date", "shape_answer", "well_formed"]
+__all__ = [
+    "STYLES",
+    "OfflineAnswerer",
+    "analyse_question",
+    "compress",
+    "count_answer",
+    "rank_support",
+    "relative_date",
+    "shape_answer",
+    "well_formed",
+]
 
 STYLES: tuple[str, ...] = registry()["answer_style"].choices
 _CONCISE_WORDS = 4
@@ -68,9 +78,16 @@ def _clauses(tokens: Sequence[tuple[str, str]]) -> list[list[int]]:
 def _answer_words(tokens: Sequence[tuple[str, str]], clause: list[int], skip: frozenset[str]) -> list[int]:
     """Words of a clause that could answer: not the question's words, not stopwords, fillers
     or relative-time words; a glue word ("and", "of") is kept between two kept words."""
-    keep = [i for i in clause if tokens[i][1] not in skip and tokens[i][0].lower() not in STOPWORDS
-            and tokens[i][0].lower() not in FILLERS and tokens[i][0].lower() not in TIME_WORDS
-            and tokens[i][0].lower() not in WEEKDAYS and tokens[i][0].lower() not in MONTHS]
+    keep = [
+        i
+        for i in clause
+        if tokens[i][1] not in skip
+        and tokens[i][0].lower() not in STOPWORDS
+        and tokens[i][0].lower() not in FILLERS
+        and tokens[i][0].lower() not in TIME_WORDS
+        and tokens[i][0].lower() not in WEEKDAYS
+        and tokens[i][0].lower() not in MONTHS
+    ]
     kept = set(keep)
     glue = [i for i in clause if tokens[i][0].lower() in GLUE and i - 1 in kept and i + 1 in kept]
     return sorted(kept | set(glue))
@@ -109,17 +126,18 @@ def compress(sentence: Sentence, skip: frozenset[str], max_words: int, proper: f
         hits = [i for i in clauses[k] if tokens[i][1] in skip]
 
         def closeness(a: int) -> float:
-            window = words[a:a + max_words]
+            window = words[a : a + max_words]
             distance = sum(min(abs(i - h) for h in hits) for i in window) if hits else a
             return distance - 2.0 * sum(_named(tokens[i][0], i, proper) for i in window)
 
         start = min(range(len(words) - max_words + 1), key=closeness)
-        words = words[start:start + max_words]
+        words = words[start : start + max_words]
         while words and tokens[words[-1]][0].lower() in GLUE:
             words.pop()
     # A capital that only marks the start of the sentence is not part of the answer.
-    return " ".join(tokens[i][0].lower() if i == 0 and tokens[i][0].lower() not in proper else tokens[i][0]
-                    for i in words)
+    return " ".join(
+        tokens[i][0].lower() if i == 0 and tokens[i][0].lower() not in proper else tokens[i][0] for i in words
+    )
 
 
 def relative_date(text: str, day: date | None) -> str:
@@ -171,9 +189,16 @@ def _who_answer(support: Support, form: QuestionForm) -> str:
     word ("sister"), else the speaker when they speak of themselves."""
     excluded = {n.lower() for n in form.names} | {loc.lower() for loc in support.view.locations}
     tokens = support.sentence.tokens
-    names = [w for i, (w, _) in enumerate(tokens)
-             if w[:1].isupper() and w.lower() not in STOPWORDS and w.lower() not in excluded
-             and (i > 0 or w.lower() in support.view.proper) and w.lower() not in MONTHS and w.lower() not in WEEKDAYS]
+    names = [
+        w
+        for i, (w, _) in enumerate(tokens)
+        if w[:1].isupper()
+        and w.lower() not in STOPWORDS
+        and w.lower() not in excluded
+        and (i > 0 or w.lower() in support.view.proper)
+        and w.lower() not in MONTHS
+        and w.lower() not in WEEKDAYS
+    ]
     names = [re.sub(r"['’]s$", "", n) for n in names]
     if names:
         return " ".join(dict.fromkeys(names))
@@ -187,7 +212,9 @@ def _who_answer(support: Support, form: QuestionForm) -> str:
     return ""
 
 
-_NAMED = re.compile(r"\b(?:named|called|name is|name's|names are)\s+((?:[\"'“]?[A-Z][\w'-]*[\"'”]?)(?:\s+(?:and\s+)?[A-Z][\w'-]*)*)")
+_NAMED = re.compile(
+    r"\b(?:named|called|name is|name's|names are)\s+((?:[\"'“]?[A-Z][\w'-]*[\"'”]?)(?:\s+(?:and\s+)?[A-Z][\w'-]*)*)"
+)
 
 
 def _name_answer(support: Support, skip: frozenset[str]) -> str:
@@ -197,14 +224,25 @@ def _name_answer(support: Support, skip: frozenset[str]) -> str:
     if found:
         return found.group(1).strip("\"'“”")
     tokens = support.sentence.tokens
-    names = [w for i, (w, s) in enumerate(tokens)
-             if i > 0 and w[:1].isupper() and s not in skip and w.lower() not in STOPWORDS
-             and w.lower() not in MONTHS and w.lower() not in WEEKDAYS]
+    names = [
+        w
+        for i, (w, s) in enumerate(tokens)
+        if i > 0
+        and w[:1].isupper()
+        and s not in skip
+        and w.lower() not in STOPWORDS
+        and w.lower() not in MONTHS
+        and w.lower() not in WEEKDAYS
+    ]
     return names[0] if names else ""
 
 
-_PLACE = re.compile(r"\b(?:in|at|to|from|near|visited|around|into)\s+((?:the\s+)?[A-Z][\w'-]*(?:\s+(?:of\s+)?[A-Z][\w'-]*)*)")
-_COMMON_PLACE = re.compile(r"\b(?:in|at|to|near|into)\s+((?:the|a|an|my|our|his|her|their)\s+[a-z][\w'-]*(?:\s+[a-z][\w'-]*)?)")
+_PLACE = re.compile(
+    r"\b(?:in|at|to|from|near|visited|around|into)\s+((?:the\s+)?[A-Z][\w'-]*(?:\s+(?:of\s+)?[A-Z][\w'-]*)*)"
+)
+_COMMON_PLACE = re.compile(
+    r"\b(?:in|at|to|near|into)\s+((?:the|a|an|my|our|his|her|their)\s+[a-z][\w'-]*(?:\s+[a-z][\w'-]*)?)"
+)
 
 
 def _where_answer(support: Support, form: QuestionForm) -> str:
@@ -228,7 +266,7 @@ def _why_answer(support: Support, skip: frozenset[str]) -> str:
     match = re.search(r"\b(because|since|so that|in order to|as a way to|to help)\b(.*)", text, re.I)
     if match:
         clause = sentence_of(match.group(2).strip(" ,.!"))
-        return " ".join(w for w, _ in clause.tokens[:_PHRASE_WORDS + 4] if w[0].isalnum())
+        return " ".join(w for w, _ in clause.tokens[: _PHRASE_WORDS + 4] if w[0].isalnum())
     return compress(support.sentence, skip, _PHRASE_WORDS, support.view.proper)
 
 
@@ -261,7 +299,10 @@ def well_formed(answer: str, kind: str) -> bool:
     if kind == "who":
         return name_like or any(w.lower() in RELATIONS for w in words)
     if kind == "where":
-        return name_like or (len(words) <= 5 and answer.lower().startswith(("the ", "a ", "an ", "my ", "our ", "his ", "her ", "their ")))
+        return name_like or (
+            len(words) <= 5
+            and answer.lower().startswith(("the ", "a ", "an ", "my ", "our ", "his ", "her ", "their "))
+        )
     return bool(words)
 
 
@@ -319,14 +360,17 @@ class OfflineAnswerer:
         base = self.cautious_threshold if style == "cautious" else self.threshold
         return max(base, self.yesno_threshold) if form.kind == "yesno" else base
 
-    def answer(self, question: Question, context: Sequence[MemoryUnit], style: str,
-               layout: str = "list") -> AnswerResult:
+    def answer(
+        self, question: Question, context: Sequence[MemoryUnit], style: str, layout: str = "list"
+    ) -> AnswerResult:
         if style not in STYLES:
             raise ValueError(f"unknown answer style {style!r} (known: {', '.join(STYLES)})")
         form, persons, supports = rank_support(question.text, context, prefer_time=style == "temporal")
         return self.answer_from(form, persons, supports, style)
 
-    def answer_from(self, form: QuestionForm, persons: tuple[str, ...], supports: Sequence[Support], style: str) -> AnswerResult:
+    def answer_from(
+        self, form: QuestionForm, persons: tuple[str, ...], supports: Sequence[Support], style: str
+    ) -> AnswerResult:
         """Shape an answer from already-scored supports (the verifier reuses this)."""
         threshold = self.threshold_for(style, form)
         eligible = [s for s in supports if s.person_ok]
@@ -348,7 +392,9 @@ class OfflineAnswerer:
             text = str(sum(1 for s in eligible if s.coverage >= threshold))
         return AnswerResult(text, notes=notes)
 
-    def _combine(self, form: QuestionForm, persons: tuple[str, ...], eligible: Sequence[Support], threshold: float) -> str:
+    def _combine(
+        self, form: QuestionForm, persons: tuple[str, ...], eligible: Sequence[Support], threshold: float
+    ) -> str:
         """step_by_step: join the answers of the top 2-3 supporting memories (multi-hop, lists)."""
         floor = max(threshold, 0.6 * eligible[0].coverage)
         strong = [s for s in eligible[:3] if s.coverage >= floor]

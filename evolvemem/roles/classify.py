@@ -3,6 +3,7 @@
 Rules (`evolvemem.qtypes.classify_question`) run offline at load time; with `--classify-model`
 an LLM re-classifies exactly those rule-typed questions (never a benchmark's own labels), so
 per-type overrides transfer to a new domain. A failed or invalid reply keeps the rule's type."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -47,6 +48,13 @@ def reclassify(dataset: Dataset, classifier: Any) -> tuple[Dataset, int, Usage]:
         changed += int(qtype != q.question_type)
         category = qtype if q.category == q.question_type else q.category  # a defaulted category follows
         questions.append(replace(q, question_type=qtype, category=category, type_source="llm"))
-    out = Dataset(dataset.name, dataset.conversations, questions, dataset.category_names,
-                  dataset.adversarial_categories, dataset.source, dataset.content_hash)
+    out = Dataset(
+        dataset.name,
+        dataset.conversations,
+        questions,
+        dataset.category_names,
+        dataset.adversarial_categories,
+        dataset.source,
+        dataset.content_hash,
+    )
     return out, changed, cost

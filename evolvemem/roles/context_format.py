@@ -9,6 +9,7 @@ Tomasz: ..."`) are taken apart into the turns they quote, so each turn keeps its
 Keeping both directions and the date vocabulary here means the layout is known in exactly one
 place.
 """
+
 from __future__ import annotations
 
 import functools
@@ -32,7 +33,10 @@ _MONTH_RE = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july
 # Explicit date expressions, most specific first. Each yields (day, month, year) parts.
 _DATE_PATTERNS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = (
     (re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b"), ("year", "month_num", "day")),
-    (re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH_RE})\.?,?\s+(\d{{4}})\b", re.I), ("day", "month", "year")),
+    (
+        re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH_RE})\.?,?\s+(\d{{4}})\b", re.I),
+        ("day", "month", "year"),
+    ),
     (re.compile(rf"\b({_MONTH_RE})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.I), ("month", "day", "year")),
     (re.compile(rf"\b({_MONTH_RE})\.?,?\s+(?:of\s+)?(\d{{4}})\b", re.I), ("month", "year")),
     (re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH_RE})\b", re.I), ("day", "month")),
@@ -57,7 +61,7 @@ class DateMention:
 
     @property
     def canonical(self) -> str:
-        """"7 May 2023", "May 2023", "2023" — the LoCoMo gold style, no zero padding."""
+        """ "7 May 2023", "May 2023", "2023" — the LoCoMo gold style, no zero padding."""
         parts = []
         if self.day and self.month:
             parts.append(str(self.day))
@@ -123,12 +127,12 @@ def parse_memory_text(content: str) -> MemoryText:
     match = _DATE_LABEL.match(rest)
     if match and find_dates(match.group(1)):
         label = match.group(1).strip()
-        rest = rest[match.end():]
+        rest = rest[match.end() :]
     speaker = None
     match = _SPEAKER.match(rest)
     if match:
         speaker = match.group(1)
-        rest = rest[match.end():]
+        rest = rest[match.end() :]
     return _memory_text(label, speaker, rest)
 
 
@@ -169,7 +173,7 @@ def quoted_turns(content: str, persons: tuple[str, ...]) -> tuple[MemoryText, ..
         if dated[index]:
             label = match.group(1).strip()
         end = begins[index + 1] if index + 1 < len(starts) else len(content)
-        said = content[match.end():end].strip().rstrip("|").strip()
+        said = content[match.end() : end].strip().rstrip("|").strip()
         turns.append(_memory_text(label, match.group(2), said))
     return tuple(turns)
 

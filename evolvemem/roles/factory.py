@@ -1,13 +1,13 @@
 """Build the roles for a run from model settings: `offline` implementations when no model is
 configured for a role, litellm-backed ones otherwise. The engine only sees the Protocols."""
+
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from evolvemem.contracts.roles import (AnswerJudge, Answerer, Decomposer, Extractor, QuestionClassifier,
-                                       Verifier)
+from evolvemem.contracts.roles import AnswerJudge, Answerer, Decomposer, Extractor, QuestionClassifier, Verifier
 from evolvemem.contracts.usage import Usage
 from evolvemem.errors import ConfigError
 from evolvemem.llm.cache import ResponseCache
@@ -142,10 +142,14 @@ def build_roles(settings: ModelSettings, cache_enabled: bool = True) -> Roles:
     def client_for(role: str) -> LLMClient:
         model = settings.for_role(role)
         if model not in clients:
-            clients[model] = LLMClient(model, api_base=settings.api_base, usage=ledger,
-                                       context_window=settings.context_window,
-                                       cache=ResponseCache(enabled=cache_enabled),
-                                       **client_options_from_env())
+            clients[model] = LLMClient(
+                model,
+                api_base=settings.api_base,
+                usage=ledger,
+                context_window=settings.context_window,
+                cache=ResponseCache(enabled=cache_enabled),
+                **client_options_from_env(),
+            )
         return clients[model]
 
     extractor: Extractor
@@ -166,5 +170,16 @@ def build_roles(settings: ModelSettings, cache_enabled: bool = True) -> Roles:
     classifier = None
     if settings.for_role("classify") != OFFLINE:
         classifier = LLMQuestionClassifier(client_for("classify"))
-    return Roles(extractor, decomposer, answerer, verifier, judge, settings, diagnosis_client,
-                 ledger if clients else None, clients, classifier, cache_enabled)
+    return Roles(
+        extractor,
+        decomposer,
+        answerer,
+        verifier,
+        judge,
+        settings,
+        diagnosis_client,
+        ledger if clients else None,
+        clients,
+        classifier,
+        cache_enabled,
+    )

@@ -9,6 +9,7 @@ about the person asked?" is answered for the turn that holds the sentence, not f
 the digest names. Memory views are cached by content: the same memories recur across questions
 and rounds.
 """
+
 from __future__ import annotations
 
 import functools
@@ -20,11 +21,30 @@ from typing import Sequence
 
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.roles.context_format import (
-    MONTHS, DateMention, MemoryText, date_label_text, find_dates, memory_date_text, parse_memory_text, quoted_turns,
+    MONTHS,
+    DateMention,
+    MemoryText,
+    date_label_text,
+    find_dates,
+    memory_date_text,
+    parse_memory_text,
+    quoted_turns,
 )
 from evolvemem.roles.reader_lexicon import (
-    ALIKE_WEIGHT, AUXILIARIES, CAPTION_WORDS, DURATION, FIRST_PERSON, FREQUENCY, NUMBER_WORDS, QUESTION_FILLERS,
-    SECOND_PERSON, STOPWORDS, WEEKDAYS, alike, stem, word_tokens,
+    ALIKE_WEIGHT,
+    AUXILIARIES,
+    CAPTION_WORDS,
+    DURATION,
+    FIRST_PERSON,
+    FREQUENCY,
+    NUMBER_WORDS,
+    QUESTION_FILLERS,
+    SECOND_PERSON,
+    STOPWORDS,
+    WEEKDAYS,
+    alike,
+    stem,
+    word_tokens,
 )
 
 RANK_WEIGHT = 0.04
@@ -57,7 +77,10 @@ _FORM_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bhow (many|much|old)\b|\bnumber of\b", re.I), "count"),
     (re.compile(r"^\s*(who|whom|whose)\b|\b(with|by|from|for) whom\b", re.I), "who"),
     (re.compile(r"\bname(s|d)?\b|\bcalled\b", re.I), "name"),
-    (re.compile(r"^\s*where\b|\b(what|which) (city|country|state|town|place|location|restaurant|park)\b", re.I), "where"),
+    (
+        re.compile(r"^\s*where\b|\b(what|which) (city|country|state|town|place|location|restaurant|park)\b", re.I),
+        "where",
+    ),
     (re.compile(r"^\s*why\b", re.I), "why"),
     (re.compile(rf"^\s*({'|'.join(AUXILIARIES)})\b", re.I), "yesno"),
 )
@@ -69,13 +92,18 @@ def analyse_question(text: str) -> QuestionForm:
     kind = next((k for pattern, k in _FORM_RULES if pattern.search(text)), "phrase")
     dates = tuple(find_dates(text))
     for mention in reversed(dates):
-        text = text[:mention.start] + " " + text[mention.start + len(mention.text):]
+        text = text[: mention.start] + " " + text[mention.start + len(mention.text) :]
     terms: list[str] = []
     names: list[str] = []
     for index, (surface, lower) in enumerate(word_tokens(text)):
         bare = re.sub(r"['’]s$", "", surface)
-        if index > 0 and bare[:1].isupper() and lower not in STOPWORDS and bare.lower() not in MONTHS \
-                and bare.lower() not in WEEKDAYS:
+        if (
+            index > 0
+            and bare[:1].isupper()
+            and lower not in STOPWORDS
+            and bare.lower() not in MONTHS
+            and bare.lower() not in WEEKDAYS
+        ):
             names.append(bare)
             continue
         if not lower[0].isalnum() or lower in STOPWORDS or lower in QUESTION_FILLERS:
@@ -126,7 +154,9 @@ class MemoryView:
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[\"'A-Z0-9\[])|\s*\[(?=shares )|\]\s*")
 _VOCATIVE = re.compile(
     r"(?:^|[,.!?;:]\s*|\b(?:hey|hi|hello|thanks|thank you|congrats|congratulations|wow|yeah|oh|sorry|dear|bye|yes|no)\s*,?\s+)"
-    r"([A-Z][\w'-]*)\s*(?=[,!.?;:]|$)", re.I)
+    r"([A-Z][\w'-]*)\s*(?=[,!.?;:]|$)",
+    re.I,
+)
 
 
 def sentence_of(text: str) -> Sentence:
@@ -138,8 +168,9 @@ def sentence_of(text: str) -> Sentence:
     lowers = {lower for _, lower in words}
     caption = text.lower().startswith("shares a photo")
     stems = frozenset(s for _, s in tokens) | (CAPTION_WORDS if caption else frozenset())
-    return Sentence(text, tokens, stems, named, addressed,
-                    bool(lowers & SECOND_PERSON), bool(lowers & FIRST_PERSON), caption)
+    return Sentence(
+        text, tokens, stems, named, addressed, bool(lowers & SECOND_PERSON), bool(lowers & FIRST_PERSON), caption
+    )
 
 
 def _day_of(date_text: str) -> date | None:
@@ -159,30 +190,54 @@ def _turn_view(parsed: MemoryText, persons: tuple[str, ...], locations: tuple[st
         people |= {part.lower() for part in parsed.speaker.split()}
     addressed = frozenset().union(*(s.addressed for s in sentences))
     proper = {p.lower() for p in persons} | {p.lower() for p in locations}
-    proper |= {re.sub(r"['’]s$", "", w).lower() for s in sentences for w, _ in s.tokens[1:]
-               if w[:1].isupper() and w.lower() not in STOPWORDS}
+    proper |= {
+        re.sub(r"['’]s$", "", w).lower()
+        for s in sentences
+        for w, _ in s.tokens[1:]
+        if w[:1].isupper() and w.lower() not in STOPWORDS
+    }
     if parsed.speaker:
         proper |= {part.lower() for part in parsed.speaker.split()}
-    return MemoryView(parsed.speaker, sentences, stems, frozenset(people), addressed, frozenset(proper), parsed.notes,
-                      date_text, locations, _day_of(date_text))
+    return MemoryView(
+        parsed.speaker,
+        sentences,
+        stems,
+        frozenset(people),
+        addressed,
+        frozenset(proper),
+        parsed.notes,
+        date_text,
+        locations,
+        _day_of(date_text),
+    )
 
 
 @functools.lru_cache(maxsize=65536)
-def _memory_view(content: str, persons: tuple[str, ...], locations: tuple[str, ...], date_text: str,
-                 one_turn: bool) -> MemoryView:
+def _memory_view(
+    content: str, persons: tuple[str, ...], locations: tuple[str, ...], date_text: str, one_turn: bool
+) -> MemoryView:
     """A memory's view. A memory from one turn has one speaker and is read whole; a digest of
     several turns gets one view per quoted turn (dated by its own label, else the memory's
     date) and, as a whole, no speaker and everything its turns hold."""
     turns = () if one_turn else quoted_turns(content, persons)
     if not turns:
         return _turn_view(parse_memory_text(content), persons, locations, date_text)
-    parts = tuple(_turn_view(t, persons, locations, date_label_text(t.date_label) if t.date_label else date_text)
-                  for t in turns)
+    parts = tuple(
+        _turn_view(t, persons, locations, date_label_text(t.date_label) if t.date_label else date_text) for t in turns
+    )
     return MemoryView(
-        None, tuple(s for part in parts for s in part.sentences), frozenset().union(*(v.stems for v in parts)),
-        frozenset().union(*(v.people for v in parts)), frozenset().union(*(v.addressed for v in parts)),
-        frozenset().union(*(v.proper for v in parts)), tuple(n for part in parts for n in part.notes),
-        date_text, locations, _day_of(date_text), parts)
+        None,
+        tuple(s for part in parts for s in part.sentences),
+        frozenset().union(*(v.stems for v in parts)),
+        frozenset().union(*(v.people for v in parts)),
+        frozenset().union(*(v.addressed for v in parts)),
+        frozenset().union(*(v.proper for v in parts)),
+        tuple(n for part in parts for n in part.notes),
+        date_text,
+        locations,
+        _day_of(date_text),
+        parts,
+    )
 
 
 def _about(view: MemoryView, sentence: Sentence, persons: Sequence[str]) -> bool:
@@ -206,8 +261,9 @@ def _about(view: MemoryView, sentence: Sentence, persons: Sequence[str]) -> bool
 
 
 def view_of(unit: MemoryUnit) -> MemoryView:
-    return _memory_view(unit.content, unit.persons, unit.locations, memory_date_text(unit),
-                        len(unit.source_turn_ids) == 1)
+    return _memory_view(
+        unit.content, unit.persons, unit.locations, memory_date_text(unit), len(unit.source_turn_ids) == 1
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -265,8 +321,9 @@ def _date_matches(day: date | None, mentions: Sequence[DateMention]) -> bool:
 _DATE_TERM = "@date"
 
 
-def rank_support(question_text: str, context: Sequence[MemoryUnit], *, prefer_time: bool = False,
-                 rank_weight: float = RANK_WEIGHT) -> tuple[QuestionForm, tuple[str, ...], list[Support]]:
+def rank_support(
+    question_text: str, context: Sequence[MemoryUnit], *, prefer_time: bool = False, rank_weight: float = RANK_WEIGHT
+) -> tuple[QuestionForm, tuple[str, ...], list[Support]]:
     """Score every memory in the context; returns the question form, the question's persons
     and one `Support` per memory, best first. A digest's sentences are scored within their
     turns (`MemoryView.parts`), each turn checked for the person like a one-turn memory.
@@ -284,8 +341,12 @@ def rank_support(question_text: str, context: Sequence[MemoryUnit], *, prefer_ti
     form = analyse_question(question_text)
     views = [view_of(unit) for unit in context]
     known_people = frozenset().union(*(v.people for v in views)) if views else frozenset()
-    persons = tuple(n for n in form.names if (n.lower() in known_people and _is_person_somewhere(n, context, views))
-                    or not any(stem(n.lower()) in v.stems for v in views))
+    persons = tuple(
+        n
+        for n in form.names
+        if (n.lower() in known_people and _is_person_somewhere(n, context, views))
+        or not any(stem(n.lower()) in v.stems for v in views)
+    )
     other_names = [stem(n.lower()) for n in form.names if n not in persons]
     terms = tuple(dict.fromkeys(form.terms + tuple(other_names)))
     dated = [[_date_matches(part.day, form.dates) if form.dates else False for part in v.parts] for v in views]
@@ -306,7 +367,9 @@ def rank_support(question_text: str, context: Sequence[MemoryUnit], *, prefer_ti
             for sentence in part.sentences:
                 about = _about(part, sentence, persons)
                 if total:
-                    cover = (sum(w * _found(t, sentence.stems, related) for t, w in weights.items()) + date_weight) / total
+                    cover = (
+                        sum(w * _found(t, sentence.stems, related) for t, w in weights.items()) + date_weight
+                    ) / total
                     coverage = 0.75 * cover + 0.25 * memory_cover
                 else:
                     coverage = float(about)
@@ -337,7 +400,8 @@ def _is_person_somewhere(name: str, context: Sequence[MemoryUnit], views: list[M
     location/entity (unannotated text)."""
     lower = name.lower()
     for unit, view in zip(context, views):
-        if any(part.speaker and lower in part.speaker.lower().split() for part in view.parts) \
-                or any(lower == p.lower() for p in unit.persons):
+        if any(part.speaker and lower in part.speaker.lower().split() for part in view.parts) or any(
+            lower == p.lower() for p in unit.persons
+        ):
             return True
     return not any(lower in (x.lower() for x in unit.locations + unit.entities) for unit in context)

@@ -8,6 +8,7 @@ model with prompts/verify_<style>.md and a JSON reply.
 The returned `AnswerResult.cost` is the verification's own cost only: the evaluator adds it to
 the answer's cost, so the answer's cost must not be counted again here.
 """
+
 from __future__ import annotations
 
 import functools
@@ -51,7 +52,8 @@ def _check_style(style: str) -> None:
 def answer_terms(answer: str) -> frozenset[str]:
     """Stems of an answer's content words (month names count: "May" in a date is content)."""
     return frozenset(
-        stem(lower) for surface, lower in word_tokens(answer)
+        stem(lower)
+        for surface, lower in word_tokens(answer)
         if surface[0].isalnum() and ((lower not in STOPWORDS and lower not in FILLERS) or lower in MONTHS)
     )
 
@@ -82,13 +84,16 @@ class OfflineVerifier:
 
     name = "offline"
 
-    def __init__(self, answerer: OfflineAnswerer | None = None, *, support_margin: float = 0.1,
-                 min_grounding: float = 0.5) -> None:
+    def __init__(
+        self, answerer: OfflineAnswerer | None = None, *, support_margin: float = 0.1, min_grounding: float = 0.5
+    ) -> None:
         self.answerer = answerer or OfflineAnswerer()
         self.support_margin = support_margin  # strict asks for this much more support than answering
         self.min_grounding = min_grounding
 
-    def verify(self, question: Question, context: Sequence[MemoryUnit], answer: AnswerResult, style: str) -> AnswerResult:
+    def verify(
+        self, question: Question, context: Sequence[MemoryUnit], answer: AnswerResult, style: str
+    ) -> AnswerResult:
         _check_style(style)
         if answer.failed or is_abstention(answer.text):
             return AnswerResult(answer.text, notes={**answer.notes, "verified": "kept"})
@@ -102,12 +107,14 @@ class OfflineVerifier:
     def _strict(self, answer: AnswerResult, kind: str, eligible: Sequence[Support], floor: float) -> AnswerResult:
         backed = [s for s in eligible if s.coverage >= floor and grounding(answer.text, s, kind) >= self.min_grounding]
         if backed:
-            return AnswerResult(answer.text, notes={**answer.notes, "verified": "kept",
-                                                    "verified_by": backed[0].unit.memory_id})
+            return AnswerResult(
+                answer.text, notes={**answer.notes, "verified": "kept", "verified_by": backed[0].unit.memory_id}
+            )
         return AnswerResult(ABSTENTION, notes={**answer.notes, "verified": "abstained", "original": answer.text})
 
-    def _multi_candidate(self, answer: AnswerResult, form: Any, persons: tuple[str, ...],
-                         eligible: Sequence[Support], floor: float) -> AnswerResult:
+    def _multi_candidate(
+        self, answer: AnswerResult, form: Any, persons: tuple[str, ...], eligible: Sequence[Support], floor: float
+    ) -> AnswerResult:
         """Candidates: the original answer and the reader's answer from each of the top three
         supporting memories. Each is scored by its best (question support × grounding) over
         the supporting memories (part by part for a list, less when it is not of the shape the
@@ -129,8 +136,9 @@ class OfflineVerifier:
         if best_score < floor:
             return AnswerResult(ABSTENTION, notes={**answer.notes, "verified": "abstained", "original": answer.text})
         verdict = "kept" if best == answer.text else "replaced"
-        return AnswerResult(best, notes={**answer.notes, "verified": verdict, "original": answer.text,
-                                         "candidates": candidates})
+        return AnswerResult(
+            best, notes={**answer.notes, "verified": verdict, "original": answer.text, "candidates": candidates}
+        )
 
 
 def _candidate_support(candidate: str, kind: str, eligible: Sequence[Support]) -> float:
@@ -152,39 +160,61 @@ class LLMVerifier:
         self.client = client
         self.name = f"llm:{client.model}"
 
-    def verify(self, question: Question, context: Sequence[MemoryUnit], answer: AnswerResult, style: str) -> AnswerResult:
+    def verify(
+        self, question: Question, context: Sequence[MemoryUnit], answer: AnswerResult, style: str
+    ) -> AnswerResult:
         _check_style(style)
         if answer.failed:
             return answer
 
         def render(kept: Sequence[MemoryUnit]) -> str:
             return load_prompt(f"verify_{style}").render(
-                question=question.text.strip(), question_date=format_question_date(question.question_date),
-                context=format_context(kept), answer=answer.text.strip() or "(empty)")
+                question=question.text.strip(),
+                question_date=format_question_date(question.question_date),
+                context=format_context(kept),
+                answer=answer.text.strip() or "(empty)",
+            )
 
         try:
-            fitted, parsed, reply = ask_fitted(self.client, lambda: fit_ranked(self.client, render, context,
-                                                                                _VERIFY_REPLY_TOKENS)[0],
-                                               role="verify", json_reply=True)
+            fitted, parsed, reply = ask_fitted(
+                self.client,
+                lambda: fit_ranked(self.client, render, context, _VERIFY_REPLY_TOKENS)[0],
+                role="verify",
+                json_reply=True,
+            )
         except LLMJSONError as exc:
-            return AnswerResult(answer.text, cost=exc.reply.as_cost(),
-                                notes={**answer.notes, "verified": "error", "verify_error": str(exc)})
+            return AnswerResult(
+                answer.text,
+                cost=exc.reply.as_cost(),
+                notes={**answer.notes, "verified": "error", "verify_error": str(exc)},
+            )
         except LLMCallFailed as exc:
-            return AnswerResult(answer.text, cost=exc.cost,
-                                notes={**answer.notes, "verified": "error", "verify_error": str(exc)})
+            return AnswerResult(
+                answer.text, cost=exc.cost, notes={**answer.notes, "verified": "error", "verify_error": str(exc)}
+            )
         if fitted.trimmed:
-            answer = AnswerResult(answer.text, answer.cost, answer.failed, answer.error,
-                                  {**answer.notes, "trimmed": [*answer.trimmed(),
-                                                               *(f"verification: {t}" for t in fitted.trimmed)]})
+            answer = AnswerResult(
+                answer.text,
+                answer.cost,
+                answer.failed,
+                answer.error,
+                {**answer.notes, "trimmed": [*answer.trimmed(), *(f"verification: {t}" for t in fitted.trimmed)]},
+            )
         chosen = _chosen_answer(parsed, style, answer.text)
         cost = reply.as_cost()
         if chosen is None:
-            return AnswerResult(answer.text, cost=cost, notes={**answer.notes, "verified": "error",
-                                                              "verify_error": "reply has no usable answer"})
+            return AnswerResult(
+                answer.text,
+                cost=cost,
+                notes={**answer.notes, "verified": "error", "verify_error": "reply has no usable answer"},
+            )
         if is_abstention(chosen):
             chosen = ABSTENTION
-        verdict = "kept" if chosen.strip().lower() == answer.text.strip().lower() else (
-            "abstained" if chosen == ABSTENTION else "replaced")
+        verdict = (
+            "kept"
+            if chosen.strip().lower() == answer.text.strip().lower()
+            else ("abstained" if chosen == ABSTENTION else "replaced")
+        )
         notes = {**answer.notes, "verified": verdict, "original": answer.text}
         if style == "multi_candidate" and isinstance(parsed, dict):
             notes["candidates"] = parsed.get("candidates")

@@ -6,6 +6,7 @@ the reference evaluation category by category (`scoring.locomo.score_locomo`); t
 adversarial questions. The official protocol is the default; "paper" is opt-in and must be
 reported under its name.
 """
+
 from __future__ import annotations
 
 from evolvemem.data.models import Question
@@ -13,7 +14,18 @@ from evolvemem.errors import DataError
 from evolvemem.scoring.aggregate import group_scores, summarise
 from evolvemem.scoring.locomo import PROTOCOLS, check_protocol
 from evolvemem.scoring.text_scores import abstention_scores, text_scores, with_choices
-from evolvemem.scoring.metrics import ABSTENTION_PHRASES, answer_tokens, bleu1, choice_index, evidence_recall, exact_match, is_abstention, mc_accuracy, normalize_answer, token_f1
+from evolvemem.scoring.metrics import (
+    ABSTENTION_PHRASES,
+    answer_tokens,
+    bleu1,
+    choice_index,
+    evidence_recall,
+    exact_match,
+    is_abstention,
+    mc_accuracy,
+    normalize_answer,
+    token_f1,
+)
 
 __all__ = [
     "ABSTENTION_PHRASES",

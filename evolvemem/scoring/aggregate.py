@@ -30,6 +30,7 @@ The result is a plain JSON-ready dict (the run store and the CLI read it as such
 where a group is {"n", "n_failed", "f1", "bleu1", "exact_match", "mc_accuracy",
 "evidence_recall", "n_evidence"}.
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterable, Mapping

@@ -4,6 +4,7 @@ An opt-in scoring protocol (the official LoCoMo scorer stays the default). The j
 on wording and date formats and strict on the fact itself; see prompts/judge.md. A judge call
 that fails yields `None`, so the caller can record "not judged" instead of scoring it wrong.
 """
+
 from __future__ import annotations
 
 import re

@@ -13,6 +13,7 @@ Category ids are LoCoMo's own ("1".."5"):
   (the reply that fits the *other* speaker), so the protocol rewards falling for it; it exists
   only to reproduce the paper's figures.
 """
+
 from __future__ import annotations
 
 from evolvemem.data.models import Question

@@ -9,6 +9,7 @@ scores comparable across benchmarks and with published LoCoMo numbers.
 NLTK takes about a second to import, so the stemmer is built on first use; stems and token lists
 are memoised because gold answers are scored again every round.
 """
+
 from __future__ import annotations
 
 import math
@@ -188,9 +189,7 @@ def mc_accuracy(prediction: str, choices: Sequence[str], correct_choice: str) ->
 # --- retrieval --------------------------------------------------------------------------------
 
 
-def evidence_recall(
-    gold_evidence: Iterable[str], context_turn_ids: Iterable[str | Iterable[str]]
-) -> float | None:
+def evidence_recall(gold_evidence: Iterable[str], context_turn_ids: Iterable[str | Iterable[str]]) -> float | None:
     """Share of the gold evidence turns that some context memory was extracted from.
 
     `context_turn_ids` is one entry per context memory — its source turn ids (a single id string

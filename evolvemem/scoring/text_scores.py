@@ -1,4 +1,5 @@
 """The text metrics of one prediction against gold answers, shared by every benchmark's scorer."""
+
 from __future__ import annotations
 
 from evolvemem.data.models import Question

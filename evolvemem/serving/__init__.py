@@ -1,4 +1,5 @@
 """Serving an evolved config: the `Memory` library verb, its HTTP API and MCP tools, and traces."""
+
 from evolvemem.serving.memory import DEFAULT_NAMESPACE, Memory
 
 __all__ = ["DEFAULT_NAMESPACE", "Memory"]

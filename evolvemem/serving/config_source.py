@@ -5,6 +5,7 @@ serving that run's best config answers with the same roles unless told otherwise
 changes when the source's files change, so a server can swap a newly evolved config in without
 a restart.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -53,8 +54,13 @@ def _from_run(run_dir: Path) -> LoadedConfig:
     config, clamps = parse_config(row["config"], source=f"{run_dir} round {best}")
     models = spec.get("models") if isinstance(spec, dict) else None
     settings = ModelSettings(**models) if isinstance(models, dict) else None
-    return LoadedConfig(config, f"{run_dir} round {best}", settings, tuple(str(c) for c in clamps),
-                        spec.get("rerank_model") if isinstance(spec, dict) else None)
+    return LoadedConfig(
+        config,
+        f"{run_dir} round {best}",
+        settings,
+        tuple(str(c) for c in clamps),
+        spec.get("rerank_model") if isinstance(spec, dict) else None,
+    )
 
 
 def source_signature(spec: str | Path) -> tuple:

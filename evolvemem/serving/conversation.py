@@ -5,6 +5,7 @@ retrieval see a user's turns exactly as they would see the same conversation in 
 (sessions in the order they first appeared, turns in the order they were added, a session dated
 by its first dated turn, speakers in order of speaking).
 """
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -21,8 +22,14 @@ DEFAULT_SESSION = "session-1"
 
 def to_turn(stored: StoredTurn, session_date: datetime | None) -> Turn:
     at = parse_iso_datetime(stored.at) if stored.at else None
-    return Turn(turn_id=stored.turn_id, speaker=stored.speaker, text=stored.text, session_id=stored.session_id,
-                timestamp=at or session_date, image_caption=stored.image_caption)
+    return Turn(
+        turn_id=stored.turn_id,
+        speaker=stored.speaker,
+        text=stored.text,
+        session_id=stored.session_id,
+        timestamp=at or session_date,
+        image_caption=stored.image_caption,
+    )
 
 
 def build_conversation(conversation_id: str, turns: Sequence[StoredTurn]) -> Conversation:
@@ -39,8 +46,9 @@ def build_conversation(conversation_id: str, turns: Sequence[StoredTurn]) -> Con
     return Conversation(conversation_id, tuple(sessions), tuple(speakers))
 
 
-def new_turns(existing: Sequence[StoredTurn], turns: Sequence[TurnIn], session: str | None,
-              at: datetime | None) -> tuple[list[StoredTurn], list[str]]:
+def new_turns(
+    existing: Sequence[StoredTurn], turns: Sequence[TurnIn], session: str | None, at: datetime | None
+) -> tuple[list[StoredTurn], list[str]]:
     """The turns of an add as they will be stored, and the given ids already stored (skipped).
 
     A turn's session is its own, else the add's, else the user's last session (the first one
@@ -69,6 +77,9 @@ def new_turns(existing: Sequence[StoredTurn], turns: Sequence[TurnIn], session: 
         if not turn.text.strip() and not turn.image_caption:
             raise EvolveMemError(f"turn {turn_id!r}: empty text")
         taken.add(turn_id)
-        out.append(StoredTurn(turn_id, session_id, turn.speaker, turn.text, turn.image_caption,
-                              when.isoformat() if when else None))
+        out.append(
+            StoredTurn(
+                turn_id, session_id, turn.speaker, turn.text, turn.image_caption, when.isoformat() if when else None
+            )
+        )
     return out, skipped

@@ -10,6 +10,7 @@ additions a server needs:
   vectors are not written to the on-disk cache (a server would leave a file per query there);
   the last QUERY_CACHE of them are kept in memory, shared by every user.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -127,8 +128,13 @@ class ServingEmbedder:
             try:
                 model = self.inner.model
                 with self.inner._lock:  # the model is shared with content embedding
-                    encoded = model.encode(texts, batch_size=MAX_QUERY_BATCH, convert_to_numpy=True,
-                                           normalize_embeddings=True, show_progress_bar=False)
+                    encoded = model.encode(
+                        texts,
+                        batch_size=MAX_QUERY_BATCH,
+                        convert_to_numpy=True,
+                        normalize_embeddings=True,
+                        show_progress_bar=False,
+                    )
                 by_text = dict(zip(texts, np.asarray(encoded, dtype=np.float32)))
                 self.query_batches += 1
                 self.queries_embedded += len(texts)

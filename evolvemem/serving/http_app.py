@@ -4,6 +4,7 @@ Every error is `{"error": "<one message>"}` with a 4xx status for anything the c
 every response carries the config's hash (`config_hash` in bodies, the `X-Evolvemem-Config`
 header on all). The user named in a request lives in the namespace of the request's key.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -26,8 +27,18 @@ from evolvemem.serving.http_guards import ASGIApp, BodyLimit, InFlightLimit, Mes
 from evolvemem.serving.keys import KeyRing
 from evolvemem.serving.memory import Memory
 from evolvemem.serving.metrics import Metrics, MetricsMiddleware
-from evolvemem.serving.models import (MAX_LIMIT, MAX_NAME, MAX_TEXT, MAX_TURNS, AddResult, AnswerResult,
-                                      ContextResult, ForgetResult, SearchResult, TurnIn)
+from evolvemem.serving.models import (
+    MAX_LIMIT,
+    MAX_NAME,
+    MAX_TEXT,
+    MAX_TURNS,
+    AddResult,
+    AnswerResult,
+    ContextResult,
+    ForgetResult,
+    SearchResult,
+    TurnIn,
+)
 
 log = logging.getLogger("evolvemem.serve")
 QuestionType = Literal[QUESTION_TYPES]  # type: ignore[valid-type]
@@ -40,8 +51,9 @@ class AddRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     user: str = Field(min_length=1, max_length=MAX_NAME)
     turns: list[TurnIn] = Field(min_length=1, max_length=MAX_TURNS)
-    session: Optional[str] = Field(None, min_length=1, max_length=MAX_NAME,
-                                   description="Session of turns that name none.")
+    session: Optional[str] = Field(
+        None, min_length=1, max_length=MAX_NAME, description="Session of turns that name none."
+    )
     at: Optional[datetime] = Field(None, description="Date of turns that give none (ISO 8601).")
 
 
@@ -50,13 +62,15 @@ class QueryRequest(BaseModel):
     user: str = Field(min_length=1, max_length=MAX_NAME)
     query: str = Field(min_length=1, max_length=MAX_TEXT, pattern=r"\S")
     question_type: Optional[QuestionType] = Field(  # type: ignore[valid-type]
-        None, description="Selects the config's per-type overrides; default: classified from the query.")
+        None, description="Selects the config's per-type overrides; default: classified from the query."
+    )
     at: Optional[datetime] = Field(None, description="When it is asked; default: the user's last session.")
 
 
 class SearchRequest(QueryRequest):
-    limit: Optional[int] = Field(None, ge=1, le=MAX_LIMIT,
-                                 description="Top candidates to return; default: the ones the context holds.")
+    limit: Optional[int] = Field(
+        None, ge=1, le=MAX_LIMIT, description="Top candidates to return; default: the ones the context holds."
+    )
 
 
 class Health(BaseModel):
@@ -87,8 +101,10 @@ class ConfigHeader:
 
         async def stamped(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []),
-                                                  (CONFIG_HEADER, self.memory.config_hash.encode())]}
+                message = {
+                    **message,
+                    "headers": [*message.get("headers", []), (CONFIG_HEADER, self.memory.config_hash.encode())],
+                }
             await send(message)
 
         await self.app(scope, receive, stamped)
@@ -116,8 +132,9 @@ class ConfigWatcher:
         try:
             old, new = self.memory.config_hash, self.memory.use_config(self.spec)
         except EvolveMemError as exc:
-            log.warning("config %s changed but does not load (%s); still serving %s", self.spec, exc,
-                        self.memory.config_hash)
+            log.warning(
+                "config %s changed but does not load (%s); still serving %s", self.spec, exc, self.memory.config_hash
+            )
             return False
         if new != old:
             log.warning("config swapped: %s -> %s (%s)", old, new, self.memory.config_source)
@@ -131,22 +148,45 @@ class ConfigWatcher:
         self._stop.set()
 
 
-def create_app(memory: Memory, keys: KeyRing, *, max_body_bytes: int = DEFAULT_MAX_BODY,
-               max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, watcher: ConfigWatcher | None = None,
-               with_mcp: bool = True, host: str = "127.0.0.1") -> ASGIApp:
+def create_app(
+    memory: Memory,
+    keys: KeyRing,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    watcher: ConfigWatcher | None = None,
+    with_mcp: bool = True,
+    host: str = "127.0.0.1",
+) -> ASGIApp:
     """The served ASGI app: the API behind its guards (outermost first: metrics, in-flight bound,
     body limit, config header)."""
     metrics = Metrics()
     slots: list[InFlightLimit] = []
-    api = build_api(memory, keys, max_body_bytes=max_body_bytes, watcher=watcher, with_mcp=with_mcp, host=host,
-                    metrics=metrics, in_flight=lambda: slots[0].in_flight if slots else 0)
+    api = build_api(
+        memory,
+        keys,
+        max_body_bytes=max_body_bytes,
+        watcher=watcher,
+        with_mcp=with_mcp,
+        host=host,
+        metrics=metrics,
+        in_flight=lambda: slots[0].in_flight if slots else 0,
+    )
     slots.append(InFlightLimit(BodyLimit(ConfigHeader(cast(ASGIApp, api), memory), max_body_bytes), max_in_flight))
     return MetricsMiddleware(slots[0], metrics)
 
 
-def build_api(memory: Memory, keys: KeyRing, *, max_body_bytes: int = DEFAULT_MAX_BODY,
-              watcher: ConfigWatcher | None = None, with_mcp: bool = True, host: str = "127.0.0.1",
-              metrics: Metrics | None = None, in_flight: Callable[[], int] = lambda: 0) -> FastAPI:
+def build_api(
+    memory: Memory,
+    keys: KeyRing,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY,
+    watcher: ConfigWatcher | None = None,
+    with_mcp: bool = True,
+    host: str = "127.0.0.1",
+    metrics: Metrics | None = None,
+    in_flight: Callable[[], int] = lambda: 0,
+) -> FastAPI:
     """The FastAPI app: routes, the error shape and, `with_mcp`, the MCP endpoint at /mcp."""
     bearer = HTTPBearer(auto_error=False, description="An API key from EVOLVEMEM_API_KEYS (none: open namespace).")
     mcp_server = None
@@ -170,10 +210,14 @@ def build_api(memory: Memory, keys: KeyRing, *, max_body_bytes: int = DEFAULT_MA
                 watcher.stop()
             memory.traces.flush()
 
-    app = FastAPI(title="evolvemem memory", version="1", lifespan=lifespan,
-                  description="The memory an evolvemem run tuned, served: add a user's turns, search them, get the "
-                              "exact context the evolved config hands a reader, or an answer. Every response names "
-                              "the config's hash.")
+    app = FastAPI(
+        title="evolvemem memory",
+        version="1",
+        lifespan=lifespan,
+        description="The memory an evolvemem run tuned, served: add a user's turns, search them, get the "
+        "exact context the evolved config hands a reader, or an answer. Every response names "
+        "the config's hash.",
+    )
     app.state.memory = memory
     app.state.watcher = watcher
 
@@ -181,8 +225,11 @@ def build_api(memory: Memory, keys: KeyRing, *, max_body_bytes: int = DEFAULT_MA
         header = f"Bearer {credentials.credentials}" if credentials is not None else None
         found = keys.namespace(header)
         if found is None:
-            raise HTTPException(401, "missing or unknown API key (send Authorization: Bearer KEY)",
-                                headers={"WWW-Authenticate": "Bearer"})
+            raise HTTPException(
+                401,
+                "missing or unknown API key (send Authorization: Bearer KEY)",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
         return found
 
     @app.exception_handler(RequestValidationError)
@@ -210,11 +257,16 @@ def build_api(memory: Memory, keys: KeyRing, *, max_body_bytes: int = DEFAULT_MA
 
     @app.post("/v1/search", response_model=SearchResult, responses=ERRORS, summary="Ranked memories for a query")
     def search(body: SearchRequest, ns: str = Depends(namespace)) -> SearchResult:
-        return memory.search(body.user, body.query, limit=body.limit, question_type=body.question_type, at=body.at,
-                             namespace=ns)
+        return memory.search(
+            body.user, body.query, limit=body.limit, question_type=body.question_type, at=body.at, namespace=ns
+        )
 
-    @app.post("/v1/context", response_model=ContextResult, responses=ERRORS,
-              summary="The exact context the config hands a reader")
+    @app.post(
+        "/v1/context",
+        response_model=ContextResult,
+        responses=ERRORS,
+        summary="The exact context the config hands a reader",
+    )
     def context(body: QueryRequest, ns: str = Depends(namespace)) -> ContextResult:
         return memory.context(body.user, body.query, question_type=body.question_type, at=body.at, namespace=ns)
 
@@ -222,33 +274,48 @@ def build_api(memory: Memory, keys: KeyRing, *, max_body_bytes: int = DEFAULT_MA
     def answer(body: QueryRequest, ns: str = Depends(namespace)) -> AnswerResult:
         return memory.answer(body.user, body.query, question_type=body.question_type, at=body.at, namespace=ns)
 
-    @app.delete("/v1/users/{user}", response_model=ForgetResult, responses=ERRORS,
-                summary="Forget a user, or some of its turns")
-    def forget(user: str = Path(min_length=1, max_length=MAX_NAME),
-               session: Optional[str] = Query(None, min_length=1, max_length=MAX_NAME),
-               turn_id: Optional[list[str]] = Query(None, max_length=MAX_TURNS),
-               ns: str = Depends(namespace)) -> ForgetResult:
+    @app.delete(
+        "/v1/users/{user}", response_model=ForgetResult, responses=ERRORS, summary="Forget a user, or some of its turns"
+    )
+    def forget(
+        user: str = Path(min_length=1, max_length=MAX_NAME),
+        session: Optional[str] = Query(None, min_length=1, max_length=MAX_NAME),
+        turn_id: Optional[list[str]] = Query(None, max_length=MAX_TURNS),
+        ns: str = Depends(namespace),
+    ) -> ForgetResult:
         return memory.forget(user, turn_ids=turn_id, session=session, namespace=ns)
 
     @app.get("/health", response_model=Health, summary="Liveness and the config served")
     def health() -> Health:
-        return Health(status="ok", config_hash=memory.config_hash, config_source=memory.config_source,
-                      namespaces="open" if keys.open else "keys")
+        return Health(
+            status="ok",
+            config_hash=memory.config_hash,
+            config_source=memory.config_source,
+            namespaces="open" if keys.open else "keys",
+        )
 
     counted = metrics or Metrics()
 
     @app.get("/metrics", response_class=PlainTextResponse, summary="Prometheus metrics")
     def metrics_text() -> str:
         loaded = memory.loaded_users()
-        gauges = {"users_loaded": float(len(loaded)), "memories_indexed": float(sum(loaded.values())),
-                  "requests_in_flight": float(in_flight()),
-                  "query_embeddings_total": float(memory.embedder.queries_embedded),
-                  "query_embedding_batches_total": float(memory.embedder.query_batches)}
+        gauges = {
+            "users_loaded": float(len(loaded)),
+            "memories_indexed": float(sum(loaded.values())),
+            "requests_in_flight": float(in_flight()),
+            "query_embeddings_total": float(memory.embedder.queries_embedded),
+            "query_embedding_batches_total": float(memory.embedder.query_batches),
+        }
         return counted.render(gauges, {"config_hash": memory.config_hash})
 
     if mcp_server is not None:
-        mcp_app = mcp_server.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, json_response=True,
-                                                 host=host, max_request_body_size=max_body_bytes)
+        mcp_app = mcp_server.streamable_http_app(
+            streamable_http_path="/mcp",
+            stateless_http=True,
+            json_response=True,
+            host=host,
+            max_request_body_size=max_body_bytes,
+        )
         for route in mcp_app.routes:
             app.router.routes.append(_keyed(route, keys))
 

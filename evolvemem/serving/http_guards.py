@@ -3,6 +3,7 @@
 Both answer with the API's JSON error shape, `{"error": "<one message>"}`, before the request
 reaches a route, so an oversized body is never read whole and a burst never queues without end.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,13 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 async def send_error(send: Send, status: int, message: str, headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
     body = json.dumps({"error": message}).encode("utf-8")
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            *headers]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -85,8 +90,9 @@ class InFlightLimit:
             await self.app(scope, receive, send)
             return
         if self.in_flight >= self.limit:  # one event loop: the check and the increment cannot interleave
-            await send_error(send, 503, f"server busy: {self.limit} requests in flight; retry shortly",
-                             ((b"retry-after", b"1"),))
+            await send_error(
+                send, 503, f"server busy: {self.limit} requests in flight; retry shortly", ((b"retry-after", b"1"),)
+            )
             return
         self.in_flight += 1
         try:

@@ -4,6 +4,7 @@ Keys come from `EVOLVEMEM_API_KEYS` (comma-separated) or a file (one per line). 
 namespace is a hash of it: the store holds the hash, never the key, and two keys never share a
 user. With no keys the server has one open namespace and must listen on loopback only.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -41,7 +42,7 @@ class KeyRing:
             return DEFAULT_NAMESPACE
         if not authorization or not authorization.startswith("Bearer "):
             return None
-        given = hashlib.sha256(authorization[len("Bearer "):].strip().encode("utf-8")).digest()
+        given = hashlib.sha256(authorization[len("Bearer ") :].strip().encode("utf-8")).digest()
         found = None
         for namespace, digest in self.digests:
             if hmac.compare_digest(given, digest):
@@ -71,5 +72,7 @@ def keys_from(file: str | None = None) -> KeyRing:
 def check_exposure(ring: KeyRing, host: str) -> None:
     """An open namespace is served on loopback only."""
     if ring.open and host not in LOOPBACK:
-        raise EvolveMemError(f"no API keys are set ({KEYS_ENV}); without keys the memory is open to anyone who can "
-                             f"connect, so it is served on 127.0.0.1 only, not {host}")
+        raise EvolveMemError(
+            f"no API keys are set ({KEYS_ENV}); without keys the memory is open to anyone who can "
+            f"connect, so it is served on 127.0.0.1 only, not {host}"
+        )

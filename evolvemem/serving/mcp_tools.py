@@ -4,6 +4,7 @@ The same `Memory` verbs as the HTTP API, so an MCP client gets the same contexts
 (`evolve mcp`) the caller is the local process and uses the open namespace; over streamable HTTP
 (`/mcp` on `evolve serve`) the bearer key of the request picks the namespace, as for the JSON API.
 """
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -17,9 +18,11 @@ from evolvemem.serving.models import AddResult, AnswerResult, ForgetResult, Sear
 
 NamespaceFn = Callable[[Mapping[str, str] | None], str | None]
 
-INSTRUCTIONS = ("Long-term memory of conversations, retrieved with a config tuned by evolvemem. Call `remember` "
-                "with new turns of a conversation, `recall` for the memories relevant to a question, `answer` for "
-                "an answer read from them, `forget` to delete a user's memories.")
+INSTRUCTIONS = (
+    "Long-term memory of conversations, retrieved with a config tuned by evolvemem. Call `remember` "
+    "with new turns of a conversation, `recall` for the memories relevant to a question, `answer` for "
+    "an answer read from them, `forget` to delete a user's memories."
+)
 
 
 def open_namespace(_headers: Mapping[str, str] | None) -> str:
@@ -41,8 +44,9 @@ def build_mcp_server(memory: Memory, namespace: NamespaceFn = open_namespace) ->
         return found
 
     @server.tool()
-    def remember(user: str, turns: list[TurnIn], ctx: Context, session: str | None = None,
-                 at: datetime | None = None) -> AddResult:
+    def remember(
+        user: str, turns: list[TurnIn], ctx: Context, session: str | None = None, at: datetime | None = None
+    ) -> AddResult:
         """Store new turns of `user`'s conversation (speaker, text; optional at, session, id)."""
         return memory.add(user, turns, session=session, at=at, namespace=resolve(ctx))
 

@@ -12,6 +12,7 @@ conversation evaluated from a file.
 Users live in namespaces (an API key each, when served); a user's state is rebuilt only when its
 own turns change, and a reader never waits for a writer: the new state is swapped in whole.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -39,8 +40,7 @@ from evolvemem.roles.context_format import format_context
 from evolvemem.serving.config_source import LoadedConfig, load_serving_config
 from evolvemem.serving.conversation import build_conversation, new_turns
 from evolvemem.serving.embedding import ServingEmbedder
-from evolvemem.serving.models import (AddResult, AnswerResult, ContextResult, ForgetResult, Hit, SearchResult,
-                                      TurnIn)
+from evolvemem.serving.models import AddResult, AnswerResult, ContextResult, ForgetResult, Hit, SearchResult, TurnIn
 from evolvemem.serving.store import MemoryStore, StoredTurn, TraceRow, utcnow
 from evolvemem.serving.traces import TraceBuffer
 from evolvemem.workspace import Workspace
@@ -98,8 +98,14 @@ class Memory:
     """A memory store opened with a retrieval config. Use `Memory.open(...)`; close it (or use
     it as a context manager) to flush traces and release the store's write lock."""
 
-    def __init__(self, store: MemoryStore, loaded: LoadedConfig, roles: Roles, embedder: ServingEmbedder,
-                 config_spec: str | None = None):
+    def __init__(
+        self,
+        store: MemoryStore,
+        loaded: LoadedConfig,
+        roles: Roles,
+        embedder: ServingEmbedder,
+        config_spec: str | None = None,
+    ):
         self.store = store
         self.roles = roles
         self.embedder = embedder
@@ -115,9 +121,16 @@ class Memory:
 
     # ---- opening --------------------------------------------------------------------------------
     @classmethod
-    def open(cls, store: str | Path, config: str | Path = "default", *, models: ModelSettings | None = None,
-             embedding_model: str | None = None, rerank_model: str | None = None,
-             cache_enabled: bool = True) -> Memory:
+    def open(
+        cls,
+        store: str | Path,
+        config: str | Path = "default",
+        *,
+        models: ModelSettings | None = None,
+        embedding_model: str | None = None,
+        rerank_model: str | None = None,
+        cache_enabled: bool = True,
+    ) -> Memory:
         """Open (or create) the store file `store` with `config`: a preset name, a config file or
         a run directory (its best round; the run's models unless `models` is given). Without
         models the roles are offline: rule-based extraction, the extractive reader. `rerank_model`
@@ -190,11 +203,16 @@ class Memory:
 
     def _extractor_key(self, conversation: Conversation) -> str:
         extractor = self.roles.extractor
-        return json.dumps([str(extractor.name), str(getattr(extractor, "model", "") or ""), str(extractor.version),
-                           list(conversation.speakers)])
+        return json.dumps(
+            [
+                str(extractor.name),
+                str(getattr(extractor, "model", "") or ""),
+                str(extractor.version),
+                list(conversation.speakers),
+            ]
+        )
 
-    def _workspace(self, conversation: Conversation, units: Sequence[MemoryUnit],
-                   vectors: dict[str, Any]) -> Workspace:
+    def _workspace(self, conversation: Conversation, units: Sequence[MemoryUnit], vectors: dict[str, Any]) -> Workspace:
         dataset = Dataset(DATASET_NAME, {conversation.conversation_id: conversation}, [])
         ws = Workspace(dataset, self.roles, embedder=cast("Embedder", self.embedder), reranker=self.reranker)
         with self.embedder.supplying(dict(vectors)):
@@ -233,8 +251,15 @@ class Memory:
         return state
 
     # ---- writing ------------------------------------------------------------------------------------
-    def add(self, user: str, turns: TurnsIn, *, session: str | None = None, at: datetime | str | None = None,
-            namespace: str = DEFAULT_NAMESPACE) -> AddResult:
+    def add(
+        self,
+        user: str,
+        turns: TurnsIn,
+        *,
+        session: str | None = None,
+        at: datetime | str | None = None,
+        namespace: str = DEFAULT_NAMESPACE,
+    ) -> AddResult:
         """Remember `turns` (TurnIn, or dicts: {"speaker", "text"} or chat {"role", "content"}) for
         `user`. Returns the stored turn ids; a given id already stored is skipped (retries are safe).
         Once this returns, the add is on disk."""
@@ -265,14 +290,24 @@ class Memory:
             state = _UserState(conversation, tuple(all_turns), tuple(units), extractor_key, ws)
             stored = old.vectors if old else {}
             new_vectors = {h: v for h, v in state.vectors.items() if h not in stored}
-            added_units = units[len(old.units):] if appended and old is not None else units
+            added_units = units[len(old.units) :] if appended and old is not None else units
             self.store.commit_add(namespace, user, fresh, added_units, extractor_key, not appended, model, new_vectors)
             self._states[key] = state
-        return AddResult(turn_ids=[t.turn_id for t in fresh], skipped=skipped, memories=self._count(state),
-                         config_hash=self.config_hash)
+        return AddResult(
+            turn_ids=[t.turn_id for t in fresh],
+            skipped=skipped,
+            memories=self._count(state),
+            config_hash=self.config_hash,
+        )
 
-    def forget(self, user: str, *, turn_ids: Sequence[str] | None = None, session: str | None = None,
-               namespace: str = DEFAULT_NAMESPACE) -> ForgetResult:
+    def forget(
+        self,
+        user: str,
+        *,
+        turn_ids: Sequence[str] | None = None,
+        session: str | None = None,
+        namespace: str = DEFAULT_NAMESPACE,
+    ) -> ForgetResult:
         """Forget a user (everything, traces included), or some of its turns (by id or session):
         the memories of the remaining turns are extracted again."""
         key = (namespace, user)
@@ -284,8 +319,11 @@ class Memory:
                 count = self.store.forget(namespace, user, None)
                 self._states.pop(key, None)
                 return ForgetResult(forgotten_turns=count, config_hash=self.config_hash)
-            gone = {t.turn_id for t in state.turns
-                    if (turn_ids is not None and t.turn_id in set(turn_ids)) or (session and t.session_id == session)}
+            gone = {
+                t.turn_id
+                for t in state.turns
+                if (turn_ids is not None and t.turn_id in set(turn_ids)) or (session and t.session_id == session)
+            }
             kept = [t for t in state.turns if t.turn_id not in gone]
             if not kept:
                 count = self.store.forget(namespace, user, None)
@@ -295,8 +333,15 @@ class Memory:
             units = self._extract(conversation, None)
             ws = self._workspace(conversation, units, state.vectors)
             new_state = _UserState(conversation, tuple(kept), tuple(units), self._extractor_key(conversation), ws)
-            count = self.store.forget(namespace, user, sorted(gone), units, new_state.extractor_key,
-                                      self.embedder.model_name, new_state.vectors)
+            count = self.store.forget(
+                namespace,
+                user,
+                sorted(gone),
+                units,
+                new_state.extractor_key,
+                self.embedder.model_name,
+                new_state.vectors,
+            )
             self._states[key] = new_state
         return ForgetResult(forgotten_turns=count, config_hash=self.config_hash)
 
@@ -312,8 +357,9 @@ class Memory:
                 state = self._state(namespace, user)
         return state
 
-    def _retrieve(self, namespace: str, user: str, query: str, question_type: str | None,
-                  at: datetime | None) -> _Retrieved | None:
+    def _retrieve(
+        self, namespace: str, user: str, query: str, question_type: str | None, at: datetime | None
+    ) -> _Retrieved | None:
         """Route, retrieve and (when the config refreshes) refresh: the first context of the answer path."""
         state = self._reading_state(namespace, user, query)
         if state is None:
@@ -341,53 +387,107 @@ class Memory:
             raise EvolveMemError(f"question_type {question_type!r} is not one of {', '.join(QUESTION_TYPES)}")
         qtype = question_type or classify_question(query)
         digest = hashlib.sha256(query.encode("utf-8")).hexdigest()[:16]
-        return Question(question_id=f"q-{digest}", conversation_id=state.conversation.conversation_id, text=query,
-                        category=qtype, question_type=qtype, answers=(),
-                        question_date=at or state.conversation.sessions[-1].timestamp,
-                        type_source="benchmark" if question_type else "rules")
+        return Question(
+            question_id=f"q-{digest}",
+            conversation_id=state.conversation.conversation_id,
+            text=query,
+            category=qtype,
+            question_type=qtype,
+            answers=(),
+            question_date=at or state.conversation.sessions[-1].timestamp,
+            type_source="benchmark" if question_type else "rules",
+        )
 
-    def search(self, user: str, query: str, *, limit: int | None = None, question_type: str | None = None,
-               at: datetime | None = None, namespace: str = DEFAULT_NAMESPACE) -> SearchResult:
+    def search(
+        self,
+        user: str,
+        query: str,
+        *,
+        limit: int | None = None,
+        question_type: str | None = None,
+        at: datetime | None = None,
+        namespace: str = DEFAULT_NAMESPACE,
+    ) -> SearchResult:
         """Ranked memories for `query`: by default the ones the context holds (the config's
         `max_context` and token budget), with `limit` the top `limit` candidates by rank."""
         started = time.perf_counter()
         found = self._retrieve(namespace, user, query, question_type, at)
         if found is None:
-            return SearchResult(hits=[], question_type=question_type or classify_question(query),
-                                config_hash=self.config_hash)
+            return SearchResult(
+                hits=[], question_type=question_type or classify_question(query), config_hash=self.config_hash
+            )
         in_context = {item.memory.memory_id for item in found.result.items}
         ranked = sorted((*found.result.items, *found.result.cut), key=lambda item: item.rank)
         chosen = ranked[:limit] if limit is not None else [i for i in ranked if i.memory.memory_id in in_context]
         hits = [_hit(item, item.memory.memory_id in in_context) for item in chosen]
-        self._trace("search", namespace, found, [h.memory_id for h in hits],
-                    [t for h in hits for t in h.turn_ids], started, None)
+        self._trace(
+            "search",
+            namespace,
+            found,
+            [h.memory_id for h in hits],
+            [t for h in hits for t in h.turn_ids],
+            started,
+            None,
+        )
         return SearchResult(hits=hits, question_type=found.question.question_type, config_hash=found.config_hash)
 
-    def context(self, user: str, query: str, *, question_type: str | None = None, at: datetime | None = None,
-                namespace: str = DEFAULT_NAMESPACE) -> ContextResult:
+    def context(
+        self,
+        user: str,
+        query: str,
+        *,
+        question_type: str | None = None,
+        at: datetime | None = None,
+        namespace: str = DEFAULT_NAMESPACE,
+    ) -> ContextResult:
         """The exact context text (and its estimated tokens) the config hands a reader for `query`."""
         started = time.perf_counter()
         found = self._retrieve(namespace, user, query, question_type, at)
         if found is None:
-            return ContextResult(context=format_context([]), tokens=0, memory_ids=[], turn_ids=[],
-                                 question_type=question_type or classify_question(query), config_hash=self.config_hash)
+            return ContextResult(
+                context=format_context([]),
+                tokens=0,
+                memory_ids=[],
+                turn_ids=[],
+                question_type=question_type or classify_question(query),
+                config_hash=self.config_hash,
+            )
         ids = [m.memory_id for m in found.context]
         turns = [t for m in found.context for t in m.source_turn_ids]
         self._trace("context", namespace, found, ids, turns, started, None)
-        return ContextResult(context=format_context(found.context, found.effective.context_layout),
-                             tokens=context_tokens(found.context), memory_ids=ids, turn_ids=turns,
-                             question_type=found.question.question_type, config_hash=found.config_hash)
+        return ContextResult(
+            context=format_context(found.context, found.effective.context_layout),
+            tokens=context_tokens(found.context),
+            memory_ids=ids,
+            turn_ids=turns,
+            question_type=found.question.question_type,
+            config_hash=found.config_hash,
+        )
 
-    def answer(self, user: str, query: str, *, question_type: str | None = None, at: datetime | None = None,
-               namespace: str = DEFAULT_NAMESPACE) -> AnswerResult:
+    def answer(
+        self,
+        user: str,
+        query: str,
+        *,
+        question_type: str | None = None,
+        at: datetime | None = None,
+        namespace: str = DEFAULT_NAMESPACE,
+    ) -> AnswerResult:
         """Answer through the answer path: the answer role (the offline reader without a model),
         verification and judge retries as the config says."""
         started = time.perf_counter()
         state = self._reading_state(namespace, user, query)
         if state is None:
-            return AnswerResult(answer="", failed=True, error=f"no memories for user {user!r}",
-                                context=format_context([]), memory_ids=[], turn_ids=[],
-                                question_type=question_type or classify_question(query), config_hash=self.config_hash)
+            return AnswerResult(
+                answer="",
+                failed=True,
+                error=f"no memories for user {user!r}",
+                context=format_context([]),
+                memory_ids=[],
+                turn_ids=[],
+                question_type=question_type or classify_question(query),
+                config_hash=self.config_hash,
+            )
         effective_of, config_hash = self._current
         question = self._question(state, query, question_type, at)
         effective, _ = effective_of(question.question_type)
@@ -397,21 +497,63 @@ class Memory:
         final = trace.final
         ids = [m.memory_id for m in final.context]
         turns = [t for m in final.context for t in m.source_turn_ids]
-        result = AnswerResult(answer=final.answer.text, failed=final.answer.failed, error=final.answer.error or None,
-                              context=format_context(final.context, effective.context_layout), memory_ids=ids,
-                              turn_ids=turns, question_type=question.question_type, config_hash=config_hash)
-        self.traces.add(TraceRow(uuid.uuid4().hex, namespace, state.conversation.conversation_id, "answer",
-                                 question.text, question.question_type, _iso(question.question_date),
-                                 result.config_hash, tuple(ids), tuple(turns),
-                                 (time.perf_counter() - started) * 1000, result.answer, utcnow()))
+        result = AnswerResult(
+            answer=final.answer.text,
+            failed=final.answer.failed,
+            error=final.answer.error or None,
+            context=format_context(final.context, effective.context_layout),
+            memory_ids=ids,
+            turn_ids=turns,
+            question_type=question.question_type,
+            config_hash=config_hash,
+        )
+        self.traces.add(
+            TraceRow(
+                uuid.uuid4().hex,
+                namespace,
+                state.conversation.conversation_id,
+                "answer",
+                question.text,
+                question.question_type,
+                _iso(question.question_date),
+                result.config_hash,
+                tuple(ids),
+                tuple(turns),
+                (time.perf_counter() - started) * 1000,
+                result.answer,
+                utcnow(),
+            )
+        )
         return result
 
-    def _trace(self, kind: str, namespace: str, found: _Retrieved, ids: list[str], turns: list[str],
-               started: float, answer: str | None) -> None:
+    def _trace(
+        self,
+        kind: str,
+        namespace: str,
+        found: _Retrieved,
+        ids: list[str],
+        turns: list[str],
+        started: float,
+        answer: str | None,
+    ) -> None:
         question = found.question
-        self.traces.add(TraceRow(uuid.uuid4().hex, namespace, question.conversation_id, kind, question.text,
-                                 question.question_type, _iso(question.question_date), found.config_hash,
-                                 tuple(ids), tuple(turns), (time.perf_counter() - started) * 1000, answer, utcnow()))
+        self.traces.add(
+            TraceRow(
+                uuid.uuid4().hex,
+                namespace,
+                question.conversation_id,
+                kind,
+                question.text,
+                question.question_type,
+                _iso(question.question_date),
+                found.config_hash,
+                tuple(ids),
+                tuple(turns),
+                (time.perf_counter() - started) * 1000,
+                answer,
+                utcnow(),
+            )
+        )
 
     def memories(self, user: str, namespace: str = DEFAULT_NAMESPACE) -> list[MemoryUnit]:
         """The user's memories as indexed (after consolidation)."""
@@ -474,15 +616,23 @@ def parse_date(text: str) -> datetime:
 
 def _appends(conversation: Conversation, fresh: Sequence[StoredTurn]) -> bool:
     """Whether the new turns are the last turns of the conversation (then only they are extracted)."""
-    tail = [t.turn_id for t in conversation.turns()][-len(fresh):]
+    tail = [t.turn_id for t in conversation.turns()][-len(fresh) :]
     return tail == [t.turn_id for t in fresh]
 
 
 def _hit(item: RetrievedItem, in_context: bool) -> Hit:
     memory = item.memory
-    return Hit(memory_id=memory.memory_id, text=memory.content, turn_ids=list(memory.source_turn_ids),
-               session=memory.session_id, session_date=_iso(memory.timestamp), score=float(item.score),
-               rank=item.rank, views=dict(item.views), in_context=in_context)
+    return Hit(
+        memory_id=memory.memory_id,
+        text=memory.content,
+        turn_ids=list(memory.source_turn_ids),
+        session=memory.session_id,
+        session_date=_iso(memory.timestamp),
+        score=float(item.score),
+        rank=item.rank,
+        views=dict(item.views),
+        in_context=in_context,
+    )
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -492,4 +642,3 @@ def _iso(value: datetime | None) -> str | None:
 def check_name(what: str, value: str) -> None:
     if not isinstance(value, str) or not value.strip() or len(value) > 200:
         raise EvolveMemError(f"{what} must be a non-empty name of at most 200 characters")
-

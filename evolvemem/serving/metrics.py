@@ -3,6 +3,7 @@
 Counted per route and status, with a latency histogram per route; the memory adds gauges of its
 own (users loaded, memories indexed, the config's hash).
 """
+
 from __future__ import annotations
 
 import bisect

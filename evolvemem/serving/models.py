@@ -4,6 +4,7 @@ Pydantic models, so the library, the HTTP API (its OpenAPI schema) and the MCP t
 typed contract. Limits on sizes live here too: a request the models accept is one the memory can
 take.
 """
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -16,6 +17,7 @@ MAX_NAME = 200  # characters of a user, speaker, session or turn id
 MAX_TURNS = 1_000  # turns in one add
 MAX_LIMIT = 200  # hits one search may ask for
 
+
 class TurnIn(BaseModel):
     """One utterance to remember. A chat message (`{"role": ..., "content": ...}`) is accepted
     too: its role is the speaker."""
@@ -25,11 +27,19 @@ class TurnIn(BaseModel):
     speaker: str = Field(min_length=1, max_length=MAX_NAME, description="Who said it (a name, or a chat role).")
     text: str = Field(max_length=MAX_TEXT, description="What was said.")
     at: datetime | None = Field(None, description="When (ISO 8601); default: the session's date, else none.")
-    session: str | None = Field(None, min_length=1, max_length=MAX_NAME,
-                                description="Session id; default: the add's session, else the user's last one.")
-    id: str | None = Field(None, min_length=1, max_length=MAX_NAME,
-                           description="Turn id, unique per user; a turn whose id is already stored is skipped "
-                                       "(safe retries). Default: <session>:<n>.")
+    session: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_NAME,
+        description="Session id; default: the add's session, else the user's last one.",
+    )
+    id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_NAME,
+        description="Turn id, unique per user; a turn whose id is already stored is skipped "
+        "(safe retries). Default: <session>:<n>.",
+    )
     image_caption: str | None = Field(None, max_length=MAX_TEXT, description="Caption of an image shared with it.")
 
     @model_validator(mode="before")

@@ -9,6 +9,7 @@ reopen embeds nothing), and the traces of served searches and answers.
 An add is one transaction: turns, memories and vectors are committed together before the add is
 acknowledged, so a crash leaves every acknowledged add whole and an unacknowledged one absent.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,19 +30,47 @@ FORMAT_VERSION = "1"
 
 _V, _BIG = "VARCHAR", "BIGINT"
 # `said_at` is kept as the ISO text it was given, so a time zone (or its absence) survives a reopen
-TURNS: tuple[Column, ...] = (("ns", _V), ("user_id", _V), ("seq", _BIG), ("turn_id", _V), ("session_id", _V),
-                             ("speaker", _V), ("text", _V), ("image_caption", _V), ("said_at", _V),
-                             ("added_at", "TIMESTAMP"))
-UNITS: tuple[Column, ...] = (("ns", _V), ("user_id", _V), ("position", _BIG), ("extractor", _V),
-                             ("content_hash", _V), ("unit", "JSON"))
+TURNS: tuple[Column, ...] = (
+    ("ns", _V),
+    ("user_id", _V),
+    ("seq", _BIG),
+    ("turn_id", _V),
+    ("session_id", _V),
+    ("speaker", _V),
+    ("text", _V),
+    ("image_caption", _V),
+    ("said_at", _V),
+    ("added_at", "TIMESTAMP"),
+)
+UNITS: tuple[Column, ...] = (
+    ("ns", _V),
+    ("user_id", _V),
+    ("position", _BIG),
+    ("extractor", _V),
+    ("content_hash", _V),
+    ("unit", "JSON"),
+)
 VECTORS: tuple[Column, ...] = (("model", _V), ("content_hash", _V), ("vector", "BLOB"))
-TRACES: tuple[Column, ...] = (("trace_id", _V), ("ns", _V), ("user_id", _V), ("kind", _V), ("query", _V),
-                              ("question_type", _V), ("question_date", _V), ("config_hash", _V),
-                              ("memory_ids", "JSON"), ("turn_ids", "JSON"), ("latency_ms", "DOUBLE"),
-                              ("answer", _V), ("traced_at", "TIMESTAMP"))
+TRACES: tuple[Column, ...] = (
+    ("trace_id", _V),
+    ("ns", _V),
+    ("user_id", _V),
+    ("kind", _V),
+    ("query", _V),
+    ("question_type", _V),
+    ("question_date", _V),
+    ("config_hash", _V),
+    ("memory_ids", "JSON"),
+    ("turn_ids", "JSON"),
+    ("latency_ms", "DOUBLE"),
+    ("answer", _V),
+    ("traced_at", "TIMESTAMP"),
+)
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
-    create_table("turns", TURNS), create_table("units", UNITS), create_table("vectors", VECTORS),
+    create_table("turns", TURNS),
+    create_table("units", UNITS),
+    create_table("vectors", VECTORS),
     create_table("traces", TRACES),
 )
 
@@ -100,8 +129,10 @@ class MemoryStore:
             self.con = duckdb.connect(str(self.path))
         except duckdb.IOException as exc:
             if "lock" in str(exc).lower():
-                raise StoreLockedError(f"{self.path}: the memory store is open for writing in another process "
-                                       "(one writer per store); stop it or use another store file") from None
+                raise StoreLockedError(
+                    f"{self.path}: the memory store is open for writing in another process "
+                    "(one writer per store); stop it or use another store file"
+                ) from None
             raise EvolveMemError(f"{self.path}: cannot open memory store ({str(exc).splitlines()[0]})") from None
         except duckdb.Error as exc:
             raise EvolveMemError(f"{self.path}: not a memory store ({str(exc).splitlines()[0]})") from None
@@ -124,8 +155,9 @@ class MemoryStore:
     # ---- reads --------------------------------------------------------------------------------
     def users(self, ns: str) -> list[str]:
         with self._lock:
-            rows = self.con.execute("SELECT user_id, min(seq) FROM turns WHERE ns = ? GROUP BY user_id "
-                                    "ORDER BY user_id", [ns]).fetchall()
+            rows = self.con.execute(
+                "SELECT user_id, min(seq) FROM turns WHERE ns = ? GROUP BY user_id ORDER BY user_id", [ns]
+            ).fetchall()
         return [r[0] for r in rows]
 
     def namespaces(self) -> list[str]:
@@ -136,14 +168,17 @@ class MemoryStore:
         with self._lock:
             rows = self.con.execute(
                 "SELECT turn_id, session_id, speaker, text, image_caption, said_at FROM turns "
-                "WHERE ns = ? AND user_id = ? ORDER BY seq", [ns, user]).fetchall()
+                "WHERE ns = ? AND user_id = ? ORDER BY seq",
+                [ns, user],
+            ).fetchall()
         return [StoredTurn(*row) for row in rows]
 
     def units(self, ns: str, user: str) -> tuple[list[MemoryUnit], set[str]]:
         """The user's extracted memories in order, and the extractor keys they were made with."""
         with self._lock:
-            rows = self.con.execute("SELECT extractor, unit FROM units WHERE ns = ? AND user_id = ? ORDER BY position",
-                                    [ns, user]).fetchall()
+            rows = self.con.execute(
+                "SELECT extractor, unit FROM units WHERE ns = ? AND user_id = ? ORDER BY position", [ns, user]
+            ).fetchall()
         return [unit_from_dict(json.loads(r[1])) for r in rows], {r[0] for r in rows}
 
     def vectors(self, model: str, hashes: Iterable[str]) -> dict[str, np.ndarray]:
@@ -151,15 +186,19 @@ class MemoryStore:
         if not wanted:
             return {}
         with self._lock:
-            rows = self.con.execute("SELECT content_hash, vector FROM vectors WHERE model = ? AND content_hash "
-                                    "IN (SELECT unnest(?::VARCHAR[]))", [model, wanted]).fetchall()
+            rows = self.con.execute(
+                "SELECT content_hash, vector FROM vectors WHERE model = ? AND content_hash "
+                "IN (SELECT unnest(?::VARCHAR[]))",
+                [model, wanted],
+            ).fetchall()
         return {h: np.frombuffer(blob, dtype=np.float32) for h, blob in rows}
 
     def counts(self) -> dict[str, int]:
         with self._lock:
             one = self.con.execute(
                 "SELECT (SELECT count(*) FROM turns), (SELECT count(*) FROM units), "
-                "(SELECT count(*) FROM vectors), (SELECT count(*) FROM traces)").fetchone()
+                "(SELECT count(*) FROM vectors), (SELECT count(*) FROM traces)"
+            ).fetchone()
         assert one is not None
         return dict(zip(("turns", "memories", "vectors", "traces"), one))
 
@@ -171,37 +210,78 @@ class MemoryStore:
         if user is not None:
             where.append("user_id = ?")
             params.append(user)
-        sql = ("SELECT trace_id, ns, user_id, kind, query, question_type, question_date, config_hash, memory_ids, "
-               "turn_ids, latency_ms, answer, traced_at FROM traces" + (f" WHERE {' AND '.join(where)}" if where else "")
-               + " ORDER BY traced_at, trace_id")
+        sql = (
+            "SELECT trace_id, ns, user_id, kind, query, question_type, question_date, config_hash, memory_ids, "
+            "turn_ids, latency_ms, answer, traced_at FROM traces"
+            + (f" WHERE {' AND '.join(where)}" if where else "")
+            + " ORDER BY traced_at, trace_id"
+        )
         with self._lock:
             rows = self.con.execute(sql, params).fetchall()
-        return [TraceRow(trace_id=r[0], ns=r[1], user_id=r[2], kind=r[3], query=r[4], question_type=r[5],
-                         question_date=r[6], config_hash=r[7], memory_ids=tuple(json.loads(r[8])),
-                         turn_ids=tuple(json.loads(r[9])), latency_ms=r[10], answer=r[11], at=r[12]) for r in rows]
+        return [
+            TraceRow(
+                trace_id=r[0],
+                ns=r[1],
+                user_id=r[2],
+                kind=r[3],
+                query=r[4],
+                question_type=r[5],
+                question_date=r[6],
+                config_hash=r[7],
+                memory_ids=tuple(json.loads(r[8])),
+                turn_ids=tuple(json.loads(r[9])),
+                latency_ms=r[10],
+                answer=r[11],
+                at=r[12],
+            )
+            for r in rows
+        ]
 
     # ---- writes -------------------------------------------------------------------------------
     def _transaction(self) -> "_Transaction":
         return _Transaction(self)
 
-    def commit_add(self, ns: str, user: str, turns: Sequence[StoredTurn], units: Sequence[MemoryUnit],
-                   extractor_key: str, replace_units: bool, model: str, vectors: dict[str, np.ndarray]) -> None:
+    def commit_add(
+        self,
+        ns: str,
+        user: str,
+        turns: Sequence[StoredTurn],
+        units: Sequence[MemoryUnit],
+        extractor_key: str,
+        replace_units: bool,
+        model: str,
+        vectors: dict[str, np.ndarray],
+    ) -> None:
         """One add, atomically: new turns, the user's memories (all of them when `replace_units`,
         else appended), and the vectors of contents not stored yet."""
         with self._lock, self._transaction():
-            first = self.con.execute("SELECT coalesce(max(seq), -1) + 1 FROM turns WHERE ns = ? AND user_id = ?",
-                                     [ns, user]).fetchone()
+            first = self.con.execute(
+                "SELECT coalesce(max(seq), -1) + 1 FROM turns WHERE ns = ? AND user_id = ?", [ns, user]
+            ).fetchone()
             start = first[0] if first else 0
             now = utcnow()
             if turns:
-                insert_columns(self.con, "turns", TURNS,
-                               [(ns, user, start + i, t.turn_id, t.session_id, t.speaker, t.text, t.image_caption,
-                                 t.at, now) for i, t in enumerate(turns)])
+                insert_columns(
+                    self.con,
+                    "turns",
+                    TURNS,
+                    [
+                        (ns, user, start + i, t.turn_id, t.session_id, t.speaker, t.text, t.image_caption, t.at, now)
+                        for i, t in enumerate(turns)
+                    ],
+                )
             self._write_units(ns, user, units, extractor_key, replace_units)
             self._write_vectors(model, vectors)
 
-    def replace_units(self, ns: str, user: str, units: Sequence[MemoryUnit], extractor_key: str, model: str,
-                      vectors: dict[str, np.ndarray]) -> None:
+    def replace_units(
+        self,
+        ns: str,
+        user: str,
+        units: Sequence[MemoryUnit],
+        extractor_key: str,
+        model: str,
+        vectors: dict[str, np.ndarray],
+    ) -> None:
         """Re-extracted memories of a user (its extractor or its speakers changed)."""
         with self._lock, self._transaction():
             self._write_units(ns, user, units, extractor_key, True)
@@ -212,41 +292,80 @@ class MemoryStore:
             self.con.execute("DELETE FROM units WHERE ns = ? AND user_id = ?", [ns, user])
             start = 0
         else:
-            first = self.con.execute("SELECT coalesce(max(position), -1) + 1 FROM units WHERE ns = ? AND user_id = ?",
-                                     [ns, user]).fetchone()
+            first = self.con.execute(
+                "SELECT coalesce(max(position), -1) + 1 FROM units WHERE ns = ? AND user_id = ?", [ns, user]
+            ).fetchone()
             start = first[0] if first else 0
         if units:
-            insert_columns(self.con, "units", UNITS,
-                           [(ns, user, start + i, extractor_key, u.content_hash,
-                             json.dumps(unit_to_dict(u), ensure_ascii=False)) for i, u in enumerate(units)])
+            insert_columns(
+                self.con,
+                "units",
+                UNITS,
+                [
+                    (
+                        ns,
+                        user,
+                        start + i,
+                        extractor_key,
+                        u.content_hash,
+                        json.dumps(unit_to_dict(u), ensure_ascii=False),
+                    )
+                    for i, u in enumerate(units)
+                ],
+            )
 
     def _write_vectors(self, model: str, vectors: dict[str, np.ndarray]) -> None:
         if not vectors:
             return
-        known = {r[0] for r in self.con.execute(
-            "SELECT content_hash FROM vectors WHERE model = ? AND content_hash IN (SELECT unnest(?::VARCHAR[]))",
-            [model, sorted(vectors)]).fetchall()}
-        insert_columns(self.con, "vectors", VECTORS,
-                       [(model, h, np.ascontiguousarray(v, dtype=np.float32).tobytes())
-                        for h, v in vectors.items() if h not in known])
+        known = {
+            r[0]
+            for r in self.con.execute(
+                "SELECT content_hash FROM vectors WHERE model = ? AND content_hash IN (SELECT unnest(?::VARCHAR[]))",
+                [model, sorted(vectors)],
+            ).fetchall()
+        }
+        insert_columns(
+            self.con,
+            "vectors",
+            VECTORS,
+            [
+                (model, h, np.ascontiguousarray(v, dtype=np.float32).tobytes())
+                for h, v in vectors.items()
+                if h not in known
+            ],
+        )
 
-    def forget(self, ns: str, user: str, turn_ids: Sequence[str] | None, units: Sequence[MemoryUnit] = (),
-               extractor_key: str = "", model: str = "", vectors: dict[str, np.ndarray] | None = None) -> int:
+    def forget(
+        self,
+        ns: str,
+        user: str,
+        turn_ids: Sequence[str] | None,
+        units: Sequence[MemoryUnit] = (),
+        extractor_key: str = "",
+        model: str = "",
+        vectors: dict[str, np.ndarray] | None = None,
+    ) -> int:
         """Delete all of a user's turns, memories and traces (`turn_ids` None), or some turns, the
         user's memories then being `units` (extracted again from the turns left). Vectors that no
         memory refers to any more go too. Returns the turns deleted."""
         with self._lock, self._transaction():
             if turn_ids is None:
-                found = self.con.execute("SELECT count(*) FROM turns WHERE ns = ? AND user_id = ?",
-                                         [ns, user]).fetchone()
+                found = self.con.execute(
+                    "SELECT count(*) FROM turns WHERE ns = ? AND user_id = ?", [ns, user]
+                ).fetchone()
                 for table in ("turns", "units", "traces"):
                     self.con.execute(f"DELETE FROM {table} WHERE ns = ? AND user_id = ?", [ns, user])
             else:
                 params = [ns, user, list(turn_ids)]
-                found = self.con.execute("SELECT count(*) FROM turns WHERE ns = ? AND user_id = ? AND turn_id IN "
-                                         "(SELECT unnest(?::VARCHAR[]))", params).fetchone()
-                self.con.execute("DELETE FROM turns WHERE ns = ? AND user_id = ? AND turn_id IN "
-                                 "(SELECT unnest(?::VARCHAR[]))", params)
+                found = self.con.execute(
+                    "SELECT count(*) FROM turns WHERE ns = ? AND user_id = ? AND turn_id IN "
+                    "(SELECT unnest(?::VARCHAR[]))",
+                    params,
+                ).fetchone()
+                self.con.execute(
+                    "DELETE FROM turns WHERE ns = ? AND user_id = ? AND turn_id IN (SELECT unnest(?::VARCHAR[]))",
+                    params,
+                )
                 self._write_units(ns, user, units, extractor_key, True)
                 self._write_vectors(model, vectors or {})
             self.con.execute("DELETE FROM vectors WHERE content_hash NOT IN (SELECT content_hash FROM units)")
@@ -256,10 +375,29 @@ class MemoryStore:
         if not rows:
             return
         with self._lock, self._transaction():
-            insert_columns(self.con, "traces", TRACES,
-                           [(r.trace_id, r.ns, r.user_id, r.kind, r.query, r.question_type, r.question_date,
-                             r.config_hash, json.dumps(list(r.memory_ids)), json.dumps(list(r.turn_ids)),
-                             r.latency_ms, r.answer, r.at) for r in rows])
+            insert_columns(
+                self.con,
+                "traces",
+                TRACES,
+                [
+                    (
+                        r.trace_id,
+                        r.ns,
+                        r.user_id,
+                        r.kind,
+                        r.query,
+                        r.question_type,
+                        r.question_date,
+                        r.config_hash,
+                        json.dumps(list(r.memory_ids)),
+                        json.dumps(list(r.turn_ids)),
+                        r.latency_ms,
+                        r.answer,
+                        r.at,
+                    )
+                    for r in rows
+                ],
+            )
 
 
 class _Transaction:

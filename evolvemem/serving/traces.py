@@ -5,6 +5,7 @@ reaches the store within `FLUSH_SECONDS`, soon after `FLUSH_ROWS` traces are buf
 memory closes. The writing is always the flush thread's: a search never waits for it. `export_dataset` writes the stored conversations with the traced queries as questions
 in the custom benchmark format, with no gold answer yet: label them, then `evolve run` on them.
 """
+
 from __future__ import annotations
 
 import threading
@@ -65,18 +66,30 @@ def trace_question(row: TraceRow, conversation_id: str) -> tuple[Question, dict[
     """A traced query as an unlabelled question, and what was served for it."""
     from evolvemem.data.dates import parse_iso_datetime
 
-    question = Question(question_id=f"trace-{row.trace_id}", conversation_id=conversation_id, text=row.query,
-                        category=row.question_type, question_type=row.question_type, answers=(),
-                        question_date=parse_iso_datetime(row.question_date) if row.question_date else None)
-    served = {"served_kind": row.kind, "served_turn_ids": list(row.turn_ids), "served_config_hash": row.config_hash,
-              "served_latency_ms": round(row.latency_ms, 3), "served_at": row.at.isoformat()}
+    question = Question(
+        question_id=f"trace-{row.trace_id}",
+        conversation_id=conversation_id,
+        text=row.query,
+        category=row.question_type,
+        question_type=row.question_type,
+        answers=(),
+        question_date=parse_iso_datetime(row.question_date) if row.question_date else None,
+    )
+    served = {
+        "served_kind": row.kind,
+        "served_turn_ids": list(row.turn_ids),
+        "served_config_hash": row.config_hash,
+        "served_latency_ms": round(row.latency_ms, 3),
+        "served_at": row.at.isoformat(),
+    }
     if row.answer is not None:
         served["served_answer"] = row.answer
     return question, served
 
 
-def export_dataset(memory: Memory, namespace: str, users: Sequence[str], *, with_traces: bool,
-                   name: str = "evolvemem-traces") -> dict:
+def export_dataset(
+    memory: Memory, namespace: str, users: Sequence[str], *, with_traces: bool, name: str = "evolvemem-traces"
+) -> dict:
     """Users' conversations (and, `with_traces`, their traced queries) as one custom-format document.
     A question's `answer` is an empty list until someone labels it; the loader reads the extra
     `served_*` fields as notes and ignores them."""

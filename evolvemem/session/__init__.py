@@ -4,6 +4,7 @@
 inspection; the rest turns what a user typed into validated inputs. The CLI imports this package
 inside its commands (its defaults live in cli/defaults.py), so `evolve --help` does not import the
 engine."""
+
 from __future__ import annotations
 
 from evolvemem.answering.evaluate import ANSWER_THREAD_PREFIX

@@ -1,4 +1,5 @@
 """Turning what a user typed into validated inputs: model settings, configs, datasets."""
+
 from __future__ import annotations
 
 import os
@@ -17,13 +18,27 @@ from evolvemem.space.emerged import load_run_dimensions
 BEST_CONFIG = "best_config.toml"
 
 
-def model_settings(model: str | None = None, extract_model: str | None = None, answer_model: str | None = None,
-                   diagnosis_model: str | None = None, judge_model: str | None = None, api_base: str | None = None,
-                   classify_model: str | None = None, context_window: int | None = None) -> ModelSettings:
+def model_settings(
+    model: str | None = None,
+    extract_model: str | None = None,
+    answer_model: str | None = None,
+    diagnosis_model: str | None = None,
+    judge_model: str | None = None,
+    api_base: str | None = None,
+    classify_model: str | None = None,
+    context_window: int | None = None,
+) -> ModelSettings:
     """Per-role models; `model` (or EVOLVEMEM_MODEL) is every role's default."""
-    return ModelSettings(model=model or os.environ.get("EVOLVEMEM_MODEL"), extract_model=extract_model,
-                         answer_model=answer_model, diagnosis_model=diagnosis_model, judge_model=judge_model,
-                         api_base=api_base, classify_model=classify_model, context_window=context_window)
+    return ModelSettings(
+        model=model or os.environ.get("EVOLVEMEM_MODEL"),
+        extract_model=extract_model,
+        answer_model=answer_model,
+        diagnosis_model=diagnosis_model,
+        judge_model=judge_model,
+        api_base=api_base,
+        classify_model=classify_model,
+        context_window=context_window,
+    )
 
 
 def load_config_reporting(reporter: Reporter, name_or_path: str) -> RetrievalConfig:
@@ -82,18 +97,26 @@ def small_dev_warning(dataset: Dataset, dev_ids: list[str], objective: str, alph
     dev = set(dev_ids)
     questions = [q for q in dataset.questions if q.conversation_id in dev]
     adversarial = set(dataset.adversarial_categories)
-    sizes = {"main": sum(q.category not in adversarial and (objective != CONTEXTS_ONLY or bool(q.evidence))
-                         for q in questions),
-             "adversarial": sum(q.category in adversarial for q in questions), "all": len(questions)}
+    sizes = {
+        "main": sum(
+            q.category not in adversarial and (objective != CONTEXTS_ONLY or bool(q.evidence)) for q in questions
+        ),
+        "adversarial": sum(q.category in adversarial for q in questions),
+        "all": len(questions),
+    }
     judged = judged_groups(objective)
     gain = min(smallest_detectable_gain(sizes[g], alpha, min_effect) for g in judged)
     if gain <= DETECTABLE_TARGET:
         return ""
-    groups = ", ".join(f"{sizes[g]} {'answerable' if g == 'main' else 'unanswerable' if g == 'adversarial' else 'in all'}"
-                       for g in judged)
+    groups = ", ".join(
+        f"{sizes[g]} {'answerable' if g == 'main' else 'unanswerable' if g == 'adversarial' else 'in all'}"
+        for g in judged
+    )
     floor = "no gain at all" if gain == float("inf") else f"no mean gain below {gain:.2f}"
-    return (f"the dev split is too small for the guard to detect a gain: {len(questions)} dev questions in "
-            f"{len(dev)} conversation(s) ({groups}); at --alpha {alpha:g} it can accept {floor} on the "
-            f"{objective} objective, even when every other answer stays the same. A gain of {DETECTABLE_TARGET:g} "
-            f"needs at least {questions_needed(alpha)} dev questions in a judged group "
-            "(docs/guides/custom-data.md#how-much-data)")
+    return (
+        f"the dev split is too small for the guard to detect a gain: {len(questions)} dev questions in "
+        f"{len(dev)} conversation(s) ({groups}); at --alpha {alpha:g} it can accept {floor} on the "
+        f"{objective} objective, even when every other answer stays the same. A gain of {DETECTABLE_TARGET:g} "
+        f"needs at least {questions_needed(alpha)} dev questions in a judged group "
+        "(docs/guides/custom-data.md#how-much-data)"
+    )

@@ -1,6 +1,7 @@
 """What a session tells the person waiting: one-line messages and progress bars.
 
 The CLI's `UI` is a Reporter; library callers, benchmarks and tests may use `QuietReporter`."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager

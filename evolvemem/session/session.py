@@ -6,6 +6,7 @@ which resumes itself when pointed at the same directory) and `Session.open_ablat
 evaluation goes through `score_round`, the one round bracket: begin the round → build the memory
 stores the config reads → evaluate → usage rows → finish the round. The CLI parses options and
 renders; benchmarks and tests call these same verbs."""
+
 from __future__ import annotations
 
 import sys
@@ -49,7 +50,6 @@ from evolvemem.store.usage_journal import JOURNAL_NAME
 from evolvemem.workspace import Workspace
 
 
-
 def resolved_data_path(data: str | None, dataset: Dataset) -> str | None:
     """The absolute path of the data file a run reads (None for a benchmark without a file)."""
     for candidate in (data, dataset.source):
@@ -85,8 +85,9 @@ def take_over_unstarted(run_dir: Path, reporter: Reporter) -> None:
     with RunStore(run_dir) as store:
         unstarted = store.is_unstarted()
     if not unstarted:
-        raise EvolveMemError(f"{run_dir} already holds a run; use --resume {run_dir} to continue it "
-                             "or pick another --out")
+        raise EvolveMemError(
+            f"{run_dir} already holds a run; use --resume {run_dir} to continue it or pick another --out"
+        )
     for name in (DB_NAME, DB_NAME + ".wal", JOURNAL_NAME):
         (run_dir / name).unlink(missing_ok=True)
     reporter.info(f"[dim]{run_dir} held a run stopped before its first round: starting it afresh[/dim]")
@@ -102,8 +103,17 @@ class EvalResult:
 class Session:
     """A run store and the workspace its rounds are scored in; close it (or use `with`)."""
 
-    def __init__(self, store: RunStore, workspace: Workspace, reporter: Reporter, *, protocol: str,
-                 concurrency: int, context_reuse: bool = True, executor: Executor | None = None):
+    def __init__(
+        self,
+        store: RunStore,
+        workspace: Workspace,
+        reporter: Reporter,
+        *,
+        protocol: str,
+        concurrency: int,
+        context_reuse: bool = True,
+        executor: Executor | None = None,
+    ):
         self.store = store
         self.workspace = workspace
         self.reporter = reporter
@@ -160,9 +170,18 @@ class Session:
         return self.store.failure_causes()
 
     # ---- the round bracket -------------------------------------------------------------------
-    def score_round(self, config: RetrievalConfig, questions: list[Question], round_no: int, phase: str,
-                    on_record: RecordFn | None = None, on_stage: StageFn | None = None, *,
-                    contexts_only: bool = False, token_cap: int | None = None) -> tuple[dict, float]:
+    def score_round(
+        self,
+        config: RetrievalConfig,
+        questions: list[Question],
+        round_no: int,
+        phase: str,
+        on_record: RecordFn | None = None,
+        on_stage: StageFn | None = None,
+        *,
+        contexts_only: bool = False,
+        token_cap: int | None = None,
+    ) -> tuple[dict, float]:
         """Score `config` on `questions` as (round, phase): builds the memory stores it reads
         (`on_stage` reports their progress), resumes a half-finished evaluation (failed questions
         are asked again), records usage, returns (summary, wall seconds). `contexts_only`: record
@@ -181,8 +200,17 @@ class Session:
             started = time.perf_counter()
             batch = [jobs[i] for i in sharded]
             todos = [self._begin(job, on_stage) for job in batch]
-            outcomes = evaluate_sharded(self.executor, self.store, self.workspace, batch, todos, reuse=self.reuse,
-                                        memo=self.answers, protocol=self.protocol, concurrency=self.concurrency)
+            outcomes = evaluate_sharded(
+                self.executor,
+                self.store,
+                self.workspace,
+                batch,
+                todos,
+                reuse=self.reuse,
+                memo=self.answers,
+                protocol=self.protocol,
+                concurrency=self.concurrency,
+            )
             setup = max(0.0, time.perf_counter() - started - max(o.seconds for o in outcomes))
             for i, job, outcome in zip(sharded, batch, outcomes):
                 scored[i] = self._finish(job, setup + outcome.seconds, outcome.stopped)
@@ -219,12 +247,30 @@ class Session:
 
         with store.journal.phase(round_no, phase):
             if job.contexts_only:
-                evaluate_contexts(ws, job.config, todo, round_no=round_no, phase=phase, token_cap=job.token_cap,
-                                  on_record=job.on_record, sink=record)
+                evaluate_contexts(
+                    ws,
+                    job.config,
+                    todo,
+                    round_no=round_no,
+                    phase=phase,
+                    token_cap=job.token_cap,
+                    on_record=job.on_record,
+                    sink=record,
+                )
             else:
-                evaluate(ws, job.config, todo, round_no=round_no, phase=phase, concurrency=self.concurrency,
-                         protocol=self.protocol, on_record=job.on_record, sink=record, reuse=self.reuse,
-                         memo=self.answers)
+                evaluate(
+                    ws,
+                    job.config,
+                    todo,
+                    round_no=round_no,
+                    phase=phase,
+                    concurrency=self.concurrency,
+                    protocol=self.protocol,
+                    on_record=job.on_record,
+                    sink=record,
+                    reuse=self.reuse,
+                    memo=self.answers,
+                )
         store.fold_usage_journal()
         return self._finish(job, time.perf_counter() - started, ws.roles.stopped_model())
 
@@ -238,19 +284,25 @@ class Session:
             raise EvolveMemError(f"round {round_no} ({phase}) stopped: {stopped}")
         if job.questions and not any(not r["failed"] for r in records):
             cause, n = (store.failure_causes(round_no, phase) or [("no reason recorded", len(job.questions))])[0]
-            raise EvolveMemError(f"round {round_no} ({phase}): every one of its {len(records)} questions failed; "
-                                 f"{n} with: {cause}")
+            raise EvolveMemError(
+                f"round {round_no} ({phase}): every one of its {len(records)} questions failed; {n} with: {cause}"
+            )
         if not job.contexts_only:  # a record without an answer is no answer to reuse
             remember(self.reuse, records)
-        summary = summarise(records, adversarial_categories=ds.adversarial_categories,
-                            category_names=ds.category_names)
+        summary = summarise(records, adversarial_categories=ds.adversarial_categories, category_names=ds.category_names)
         store.finish_round(round_no, phase, summary, seconds)
         return summary, seconds
 
     # ---- evolve run --------------------------------------------------------------------------
     @classmethod
-    def create(cls, spec: RunSpec, run_dir: Path, init_config: RetrievalConfig,
-               reporter: Reporter | None = None, executor: Executor | None = None) -> Session:
+    def create(
+        cls,
+        spec: RunSpec,
+        run_dir: Path,
+        init_config: RetrievalConfig,
+        reporter: Reporter | None = None,
+        executor: Executor | None = None,
+    ) -> Session:
         """A new run: checks the inputs, writes the manifest, opens the workspace; its evaluations
         run on `executor` (default: in this process)."""
         reporter = reporter or QuietReporter()
@@ -266,8 +318,10 @@ class Session:
         # everything is checked before the run directory exists: a bad input leaves nothing behind
         dev_ids, test_ids = split_ids(dataset.conversations)
         if not test_ids:
-            reporter.warn(f"{dataset.name} has one conversation: nothing is held out, the run evolves on it "
-                          "and reports no test score")
+            reporter.warn(
+                f"{dataset.name} has one conversation: nothing is held out, the run evolves on it "
+                "and reports no test score"
+            )
         too_small = small_dev_warning(dataset, dev_ids, spec.objective, spec.guard.alpha, spec.guard.min_effect)
         if too_small:
             reporter.warn(too_small)
@@ -275,19 +329,36 @@ class Session:
         spec.data = resolved_data_path(spec.data, dataset)
         run_dir.mkdir(parents=True, exist_ok=True)
         start = begin_run_dimensions(run_dir, init_config.model_dump())  # levers an --init RUN config uses
-        store = RunStore.create(run_dir, {
-            "kind": "run", "spec": spec.as_dict(), "init_config": start,
-            "benchmark": spec.benchmark, "data_source": dataset.source, "data_hash": dataset.content_hash,
-            "models": settings.as_dict(), "diagnoser": spec.diagnoser, "seed": spec.seed,
-            "version": __version__, "command": command_line(),
-            "dev_conversations": dev_ids, "test_conversations": test_ids,
-        })
+        store = RunStore.create(
+            run_dir,
+            {
+                "kind": "run",
+                "spec": spec.as_dict(),
+                "init_config": start,
+                "benchmark": spec.benchmark,
+                "data_source": dataset.source,
+                "data_hash": dataset.content_hash,
+                "models": settings.as_dict(),
+                "diagnoser": spec.diagnoser,
+                "seed": spec.seed,
+                "version": __version__,
+                "command": command_line(),
+                "dev_conversations": dev_ids,
+                "test_conversations": test_ids,
+            },
+        )
         return cls._open_run(store, dataset, spec, reporter, executor)
 
     @classmethod
-    def resume(cls, run: str | Path, reporter: Reporter | None = None, rounds: int | None = None,
-               data: str | None = None, api_base: str | None = None, executor: Executor | None = None
-               ) -> Session:
+    def resume(
+        cls,
+        run: str | Path,
+        reporter: Reporter | None = None,
+        rounds: int | None = None,
+        data: str | None = None,
+        api_base: str | None = None,
+        executor: Executor | None = None,
+    ) -> Session:
         """Continue a run from its directory alone (a higher `rounds` extends a finished run; `data`
         relocates its data file, which must hold the same content; `api_base` is the same model's
         server at a new address, e.g. a local server restarted on another port)."""
@@ -298,8 +369,10 @@ class Session:
         if "spec" not in manifest:
             if manifest.get("kind") not in (None, "run"):
                 raise EvolveMemError(f"{run}: not an evolve run (an `evolve {manifest['kind']}` directory)")
-            raise EvolveMemError(f"{run}: the run was stopped before it began (its manifest holds no spec); start it "
-                                 f"again with the same options and --out {run}: the directory is reused")
+            raise EvolveMemError(
+                f"{run}: the run was stopped before it began (its manifest holds no spec); start it "
+                f"again with the same options and --out {run}: the directory is reused"
+            )
         use_run_dimensions(run_dir)  # the levers that emerged before the interruption
         spec = RunSpec.from_dict(manifest["spec"])
         if rounds is not None:
@@ -307,16 +380,20 @@ class Session:
         if api_base is not None:
             spec.models = {**spec.models, "api_base": api_base}
         elif "***@" in str(spec.models.get("api_base") or ""):
-            raise EvolveMemError(f"{run}: its --api-base held credentials, which are not stored; pass the URL again: "
-                                 f"evolve run --resume {run} --api-base URL")
+            raise EvolveMemError(
+                f"{run}: its --api-base held credentials, which are not stored; pass the URL again: "
+                f"evolve run --resume {run} --api-base URL"
+            )
         # older manifests recorded a file read through the environment only as its source
         source = manifest.get("data_source")
         recorded = spec.data or (source if source and Path(source).is_file() else None)
         dataset = load_benchmark(spec.benchmark, data or recorded)
         if manifest.get("data_hash") and manifest["data_hash"] != dataset.content_hash:
             what = f"--data {data}" if data else "the data file"
-            raise EvolveMemError(f"{run_dir}: {what} differs from the one the run started with (hash "
-                                 f"{dataset.content_hash} ≠ {manifest['data_hash']})")
+            raise EvolveMemError(
+                f"{run_dir}: {what} differs from the one the run started with (hash "
+                f"{dataset.content_hash} ≠ {manifest['data_hash']})"
+            )
         spec.data = resolved_data_path(data or recorded, dataset)
         store = RunStore(run_dir)
         store.set_manifest({"spec": spec.as_dict()})
@@ -324,22 +401,38 @@ class Session:
         return cls._open_run(store, dataset, spec, reporter, executor)
 
     @classmethod
-    def _open_run(cls, store: RunStore, dataset: Dataset, spec: RunSpec, reporter: Reporter,
-                  executor: Executor | None) -> Session:
+    def _open_run(
+        cls, store: RunStore, dataset: Dataset, spec: RunSpec, reporter: Reporter, executor: Executor | None
+    ) -> Session:
         try:
             settings = ModelSettings(**spec.models)
             announce_models(reporter, settings)
-            workspace = open_workspace(reporter, dataset, settings, cache_enabled=spec.cache_enabled,
-                                       embedding_model=spec.embedding_model, rerank_model=spec.rerank_model,
-                                       usage_sink=store.journal.append)
-            session = cls(store, workspace, reporter, protocol=spec.protocol, concurrency=spec.concurrency,
-                          context_reuse=spec.context_reuse, executor=executor)
+            workspace = open_workspace(
+                reporter,
+                dataset,
+                settings,
+                cache_enabled=spec.cache_enabled,
+                embedding_model=spec.embedding_model,
+                rerank_model=spec.rerank_model,
+                usage_sink=store.journal.append,
+            )
+            session = cls(
+                store,
+                workspace,
+                reporter,
+                protocol=spec.protocol,
+                concurrency=spec.concurrency,
+                context_reuse=spec.context_reuse,
+                executor=executor,
+            )
             if spec.objective == CONTEXTS_ONLY and spec.context_tokens is None:
                 # fixed once, in the manifest: every round's contexts are cut at the same budget
                 spec.context_tokens = context_token_share(workspace.roles.mechanism_client)
                 store.set_manifest({"spec": spec.as_dict()})
-                reporter.info(f"[dim]evidence objective: contexts cut at {spec.context_tokens} tokens "
-                              "(the answer model's window share; --context-tokens sets it)[/dim]")
+                reporter.info(
+                    f"[dim]evidence objective: contexts cut at {spec.context_tokens} tokens "
+                    "(the answer model's window share; --context-tokens sets it)[/dim]"
+                )
             session.spec = spec
             if not store.has_memories():
                 store.record_memories(memory_rows(workspace))
@@ -366,12 +459,26 @@ class Session:
 
     # ---- evolve eval / transfer --------------------------------------------------------------
     @classmethod
-    def open_eval(cls, *, run_dir: Path, benchmark: str, data: str | None, split: str, config: RetrievalConfig,
-                  config_source: str, settings: ModelSettings, protocol: str = "official", concurrency: int = 8,
-                  embedding_model: str | None = None, rerank_model: str | None = None,
-                  cache_enabled: bool = True, kind: str = "eval",
-                  source_run: str | None = None, reporter: Reporter | None = None,
-                  executor: Executor | None = None) -> Session:
+    def open_eval(
+        cls,
+        *,
+        run_dir: Path,
+        benchmark: str,
+        data: str | None,
+        split: str,
+        config: RetrievalConfig,
+        config_source: str,
+        settings: ModelSettings,
+        protocol: str = "official",
+        concurrency: int = 8,
+        embedding_model: str | None = None,
+        rerank_model: str | None = None,
+        cache_enabled: bool = True,
+        kind: str = "eval",
+        source_run: str | None = None,
+        reporter: Reporter | None = None,
+        executor: Executor | None = None,
+    ) -> Session:
         """A one-round evaluation directory; an existing one is resumed when it scored the same
         config on the same questions in the same way (its failed questions are asked again)."""
         reporter = reporter or QuietReporter()
@@ -385,15 +492,31 @@ class Session:
         store = RunStore(run_dir)
         try:
             _check_resumable(reporter, store, config, full.content_hash, split, protocol)
-            store.set_manifest({
-                "kind": kind, "source_run": source_run, "benchmark": benchmark, "data_source": full.source,
-                "data_hash": full.content_hash, "split": split, "models": settings.as_dict(),
-                "adversarial_protocol": protocol, "config_source": config_source, "command": command_line(),
-                "embedding_model": embedding_model or "default", "rerank_model": rerank_model,
-            })
-            workspace = open_workspace(reporter, dataset, settings, cache_enabled=cache_enabled,
-                                       embedding_model=embedding_model, rerank_model=rerank_model,
-                                       usage_sink=store.journal.append)
+            store.set_manifest(
+                {
+                    "kind": kind,
+                    "source_run": source_run,
+                    "benchmark": benchmark,
+                    "data_source": full.source,
+                    "data_hash": full.content_hash,
+                    "split": split,
+                    "models": settings.as_dict(),
+                    "adversarial_protocol": protocol,
+                    "config_source": config_source,
+                    "command": command_line(),
+                    "embedding_model": embedding_model or "default",
+                    "rerank_model": rerank_model,
+                }
+            )
+            workspace = open_workspace(
+                reporter,
+                dataset,
+                settings,
+                cache_enabled=cache_enabled,
+                embedding_model=embedding_model,
+                rerank_model=rerank_model,
+                usage_sink=store.journal.append,
+            )
             check_rerank(config, workspace)
             session = cls(store, workspace, reporter, protocol=protocol, concurrency=concurrency, executor=executor)
             if not store.has_memories():
@@ -403,12 +526,18 @@ class Session:
             raise
         return session
 
-    def evaluate_once(self, config: RetrievalConfig, config_source: str, on_record: RecordFn | None = None,
-                      on_stage: StageFn | None = None) -> EvalResult:
+    def evaluate_once(
+        self,
+        config: RetrievalConfig,
+        config_source: str,
+        on_record: RecordFn | None = None,
+        on_stage: StageFn | None = None,
+    ) -> EvalResult:
         """Round 0 of an eval directory, and its config.toml."""
         summary, seconds = self.score_round(config, self.dataset.questions, 0, "eval", on_record, on_stage)
         (self.run_dir / "config.toml").write_text(
-            config_to_toml(config, header=f"evolvemem config (from {config_source})"), encoding="utf-8")
+            config_to_toml(config, header=f"evolvemem config (from {config_source})"), encoding="utf-8"
+        )
         return EvalResult(self.run_dir, summary, seconds)
 
     def compare_with_baseline(self, baseline: RetrievalConfig) -> tuple[dict, Comparison]:
@@ -421,7 +550,9 @@ class Session:
 
     # ---- evolve ablate -----------------------------------------------------------------------
     @classmethod
-    def open_ablation(cls, run: str, split: str, reporter: Reporter | None = None) -> tuple[Session, RetrievalConfig, int]:
+    def open_ablation(
+        cls, run: str, split: str, reporter: Reporter | None = None
+    ) -> tuple[Session, RetrievalConfig, int]:
         """A finished run reopened to re-score its best config: (session, best config, best round)."""
         reporter = reporter or QuietReporter()
         best_path = best_config_path(run)
@@ -436,9 +567,15 @@ class Session:
             best_round = store.best_round()
             config = load_config(str(best_path))[0]
             dataset = load_benchmark(spec.benchmark, spec.data)
-            workspace = open_workspace(reporter, dataset, ModelSettings(**spec.models),
-                                       cache_enabled=spec.cache_enabled, embedding_model=spec.embedding_model,
-                                       rerank_model=spec.rerank_model, usage_sink=store.journal.append)
+            workspace = open_workspace(
+                reporter,
+                dataset,
+                ModelSettings(**spec.models),
+                cache_enabled=spec.cache_enabled,
+                embedding_model=spec.embedding_model,
+                rerank_model=spec.rerank_model,
+                usage_sink=store.journal.append,
+            )
             session = cls(store, workspace, reporter, protocol=spec.protocol, concurrency=spec.concurrency)
             session.spec = spec
         except BaseException:
@@ -446,34 +583,51 @@ class Session:
             raise
         return session, config, best_round
 
-    def ablate(self, config: RetrievalConfig, split: str, round_no: int,
-               on_variant: Callable[[dict], None] | None = None) -> list[dict]:
+    def ablate(
+        self, config: RetrievalConfig, split: str, round_no: int, on_variant: Callable[[dict], None] | None = None
+    ) -> list[dict]:
         questions = split_dataset(self.dataset, split).questions
         spec = self.spec
         contexts_only = spec is not None and spec.objective == CONTEXTS_ONLY
-        return run_ablation(self, config, questions, round_no, on_variant, contexts_only=contexts_only,
-                            token_cap=spec.context_tokens if contexts_only and spec is not None else None)
+        return run_ablation(
+            self,
+            config,
+            questions,
+            round_no,
+            on_variant,
+            contexts_only=contexts_only,
+            token_cap=spec.context_tokens if contexts_only and spec is not None else None,
+        )
 
 
-def _check_resumable(reporter: Reporter, store: RunStore, config: RetrievalConfig, data_hash: str, split: str,
-                     protocol: str) -> None:
+def _check_resumable(
+    reporter: Reporter, store: RunStore, config: RetrievalConfig, data_hash: str, split: str, protocol: str
+) -> None:
     """A second eval into the same directory resumes the first; it must therefore score the same
     config on the same questions in the same way."""
     existing = store.round_row(0, "eval")
     if existing is None:
         return
     manifest = store.manifest()
-    differences = [name for name, old, new in (
-        ("config", existing["config_fingerprint"], config.fingerprint()),
-        ("data", manifest.get("data_hash"), data_hash),
-        ("split", manifest.get("split"), split),
-        ("adversarial protocol", manifest.get("adversarial_protocol"), protocol),
-    ) if old != new]
+    differences = [
+        name
+        for name, old, new in (
+            ("config", existing["config_fingerprint"], config.fingerprint()),
+            ("data", manifest.get("data_hash"), data_hash),
+            ("split", manifest.get("split"), split),
+            ("adversarial protocol", manifest.get("adversarial_protocol"), protocol),
+        )
+        if old != new
+    ]
     if differences:
-        raise EvolveMemError(f"{store.run_dir} holds an eval with another {', '.join(differences)}; "
-                             "repeat its options to resume it, or pick another --out")
+        raise EvolveMemError(
+            f"{store.run_dir} holds an eval with another {', '.join(differences)}; "
+            "repeat its options to resume it, or pick another --out"
+        )
     done = len(store.finished_question_ids(0, "eval"))
-    reporter.info(f"[dim]resuming {store.run_dir}: {done} questions already answered; failed ones are asked again[/dim]")
+    reporter.info(
+        f"[dim]resuming {store.run_dir}: {done} questions already answered; failed ones are asked again[/dim]"
+    )
 
 
 def compare_rounds(store: RunStore, a: int, b: int, objective: str = "balanced") -> Comparison:

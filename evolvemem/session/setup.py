@@ -1,5 +1,6 @@
 """Everything a command that answers questions needs first: roles, question types, memories
 and indexes, opened once per session and shared by every round."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -25,8 +26,10 @@ def announce_models(reporter: Reporter, settings: ModelSettings, diagnoses: bool
     """Which roles use which model; `diagnoses` is False for commands that score without evolving."""
     if settings.is_offline():
         roles = "rule-based extraction, extractive reader" + (", rubric diagnosis" if diagnoses else "")
-        reporter.info(f"[dim]No model configured: using the offline roles ({roles}). Pass --model <litellm model> "
-                      "to use an LLM.[/dim]")
+        reporter.info(
+            f"[dim]No model configured: using the offline roles ({roles}). Pass --model <litellm model> "
+            "to use an LLM.[/dim]"
+        )
     else:
         shown = {role: model for role, model in settings.as_dict().items() if diagnoses or role != "diagnose"}
         roles = ", ".join(f"{role}={model}" for role, model in shown.items())
@@ -42,13 +45,22 @@ def check_endpoint(settings: ModelSettings) -> None:
     problem = endpoint_problem(settings.api_base, timeout)
     if problem:
         models = sorted({m for m in settings.as_dict().values() if m != "offline"})
-        raise EvolveMemError(f"the model endpoint {redact_url(settings.api_base)} ({', '.join(models)}) does not "
-                             f"answer: {scrub_secrets(problem)}; start the server or fix --api-base")
+        raise EvolveMemError(
+            f"the model endpoint {redact_url(settings.api_base)} ({', '.join(models)}) does not "
+            f"answer: {scrub_secrets(problem)}; start the server or fix --api-base"
+        )
 
 
-def open_workspace(reporter: Reporter, dataset: Dataset, settings: ModelSettings, *, cache_enabled: bool,
-                   embedding_model: str | None, rerank_model: str | None = None,
-                   usage_sink: UsageSink | None = None) -> Workspace:
+def open_workspace(
+    reporter: Reporter,
+    dataset: Dataset,
+    settings: ModelSettings,
+    *,
+    cache_enabled: bool,
+    embedding_model: str | None,
+    rerank_model: str | None = None,
+    usage_sink: UsageSink | None = None,
+) -> Workspace:
     """Roles for `settings`, the questions re-typed if --classify-model asks, then memories and
     indexes (and the cross-encoder loaded, so a wrong --rerank-model fails before any work).
     `usage_sink` (a run's usage journal) gets each LLM call's usage as it returns, from the first
@@ -59,7 +71,9 @@ def open_workspace(reporter: Reporter, dataset: Dataset, settings: ModelSettings
         roles.ledger.attach(usage_sink)
     if roles.classifier is not None:
         dataset, changed, cost = reclassify(dataset, roles.classifier)
-        reporter.info(f"[dim]question types: the LLM re-typed {changed} rule-typed questions ({cost.calls} calls)[/dim]")
+        reporter.info(
+            f"[dim]question types: the LLM re-typed {changed} rule-typed questions ({cost.calls} calls)[/dim]"
+        )
     reranker = CrossEncoderReranker(rerank_model) if rerank_model else None
     if reranker is not None:
         reranker.check()
@@ -67,9 +81,11 @@ def open_workspace(reporter: Reporter, dataset: Dataset, settings: ModelSettings
     workspace = Workspace(dataset, roles, embedding_model, reranker=reranker)
     with reporter.progress() as bars:
         stats = workspace.build(progress=bars.stage)
-    reporter.info(f"[dim]{stats.memories} memories in {len(dataset.conversations)} conversations "
-                  f"({stats.conversations_from_cache} from cache); extraction {stats.extraction_seconds:.1f}s, "
-                  f"indexing {stats.index_seconds:.1f}s[/dim]")
+    reporter.info(
+        f"[dim]{stats.memories} memories in {len(dataset.conversations)} conversations "
+        f"({stats.conversations_from_cache} from cache); extraction {stats.extraction_seconds:.1f}s, "
+        f"indexing {stats.index_seconds:.1f}s[/dim]"
+    )
     return workspace
 
 
@@ -80,8 +96,14 @@ def check_rerank(config: RetrievalConfig, workspace: Workspace) -> None:
         raise EvolveMemError(NO_RERANKER)
 
 
-def evaluate_config(ws: Workspace, config: RetrievalConfig, questions: list[Question], *, concurrency: int = 8,
-                    protocol: str = "official") -> EvalOutcome:
+def evaluate_config(
+    ws: Workspace,
+    config: RetrievalConfig,
+    questions: list[Question],
+    *,
+    concurrency: int = 8,
+    protocol: str = "official",
+) -> EvalOutcome:
     """Score `config` on `questions` without a run store (benchmarks, notebooks): builds the
     memory stores it reads, then evaluates."""
     ws.ensure_stores(stores_needed(config))

@@ -6,6 +6,7 @@ The driver copies the records of an unchanged effective config itself (config-le
 and their usage to the run store as shards come back: the store has one writer, and a driver
 killed mid-batch loses only the shards in flight and its last unwritten batch (a resume asks
 those questions again)."""
+
 from __future__ import annotations
 
 import time
@@ -68,9 +69,18 @@ class _Writer:
         self.records, self.usage, self.flushed = [], defaultdict(dict), time.perf_counter()
 
 
-def evaluate_sharded(executor: Executor, store: RunStore, ws: Workspace, jobs: list[RoundJob],
-                     todos: list[list[Question]], *, reuse: dict[ReuseKey, dict], memo: AnswerMemo | None,
-                     protocol: str, concurrency: int) -> list[ShardedOutcome]:
+def evaluate_sharded(
+    executor: Executor,
+    store: RunStore,
+    ws: Workspace,
+    jobs: list[RoundJob],
+    todos: list[list[Question]],
+    *,
+    reuse: dict[ReuseKey, dict],
+    memo: AnswerMemo | None,
+    protocol: str,
+    concurrency: int,
+) -> list[ShardedOutcome]:
     """Evaluate `todos[i]` under `jobs[i]` for every i at once; returns one outcome per job.
 
     As one after another in process, a question a job of the batch shares with an earlier one
@@ -79,9 +89,13 @@ def evaluate_sharded(executor: Executor, store: RunStore, ws: Workspace, jobs: l
     same context another candidate gives in the same batch is asked twice, since both are asked
     at once (in process the second would be reused by context)."""
     started = time.perf_counter()
-    setup = WorkerSetup(ws.roles.settings, ws.roles.cache_enabled, ws.embedder.model_name,
-                        tuple(added_dimensions().values()),
-                        ws.reranker.model_name if ws.reranker is not None else None)
+    setup = WorkerSetup(
+        ws.roles.settings,
+        ws.roles.cache_enabled,
+        ws.embedder.model_name,
+        tuple(added_dimensions().values()),
+        ws.reranker.model_name if ws.reranker is not None else None,
+    )
     shared_memo = executor.share(memo.entries(), f"memo-{uuid.uuid4().hex}") if memo is not None else None
     outcomes = [ShardedOutcome() for _ in jobs]
     writer = _Writer(store)
@@ -115,8 +129,20 @@ def evaluate_sharded(executor: Executor, store: RunStore, ws: Workspace, jobs: l
             config = job.config.model_dump()
             for group in by_conversation(mine):
                 pack = pack_conversation(ws, group[0].conversation_id)
-                tasks.append(ShardTask(index, setup, executor.share(pack, pack.key), config, tuple(group),
-                                       job.round_no, job.phase, protocol, concurrency, shared_memo))
+                tasks.append(
+                    ShardTask(
+                        index,
+                        setup,
+                        executor.share(pack, pack.key),
+                        config,
+                        tuple(group),
+                        job.round_no,
+                        job.phase,
+                        protocol,
+                        concurrency,
+                        shared_memo,
+                    )
+                )
         tasks.sort(key=lambda task: -len(task.questions))  # the longest shards start first
         unanswered: list[list[Question]] = [[] for _ in jobs]
         for _, result in executor.map(run_shard, tasks, cpus=shard_cpus(ws.roles)):

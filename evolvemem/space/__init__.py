@@ -1,4 +1,5 @@
 """The action space: dimensions declared in `action_space/*.toml` and everything generated from them."""
+
 from evolvemem.space.config import (
     ClampReport,
     RetrievalConfig,

@@ -3,6 +3,7 @@
 Parsing is strict about names and types (an unknown field or a wrong type is an error naming
 it) and lenient about ranges (an out-of-range value is clamped and the clamp is reported).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -37,15 +38,24 @@ class ClampReport:
         return f"{self.field}{where}: {self.given!r} is outside the safe range, clamped to {self.used!r}"
 
 
-def _clean_values(raw: dict[str, Any], dims: dict[str, Dimension], source: str, scope: str,
-                  clamps: list[ClampReport] | None, per_type_only: bool) -> dict[str, Any]:
+def _clean_values(
+    raw: dict[str, Any],
+    dims: dict[str, Dimension],
+    source: str,
+    scope: str,
+    clamps: list[ClampReport] | None,
+    per_type_only: bool,
+) -> dict[str, Any]:
     cleaned = {}
     for key, value in raw.items():
         dim = dims.get(key)
         if dim is None:
-            raise ConfigError(f"{source}: unknown config field {key!r}" + (f" in override for {scope}" if scope != "global" else "")
-                              + " (a lever that emerged in a run needs its definition: an [emerged_dimensions] table in "
-                                "the config file, or the run's dimension files)")
+            raise ConfigError(
+                f"{source}: unknown config field {key!r}"
+                + (f" in override for {scope}" if scope != "global" else "")
+                + " (a lever that emerged in a run needs its definition: an [emerged_dimensions] table in "
+                "the config file, or the run's dimension files)"
+            )
         if per_type_only and not dim.per_type:
             raise ConfigError(f"{source}: {key!r} cannot be overridden per question type")
         try:
@@ -75,7 +85,9 @@ def _clean(raw: Any, source: str, clamps: list[ClampReport] | None) -> dict[str,
     overrides = {}
     for qtype, settings in overrides_raw.items():
         if qtype not in QUESTION_TYPES:
-            raise ConfigError(f"{source}: unknown question type {qtype!r} in {OVERRIDES} (known: {', '.join(QUESTION_TYPES)})")
+            raise ConfigError(
+                f"{source}: unknown question type {qtype!r} in {OVERRIDES} (known: {', '.join(QUESTION_TYPES)})"
+            )
         if not isinstance(settings, dict):
             raise ConfigError(f"{source}: override for {qtype} must be a mapping")
         values = _clean_values(settings, dims, source, qtype, clamps, per_type_only=True)
@@ -140,13 +152,17 @@ class _ConfigBase(BaseModel):
         def capped(own: Any) -> int:
             return min(int(own), cap) if own else cap
 
-        overrides = {qtype: ({**values, budget: capped(values[budget])} if budget in values else dict(values))
-                     for qtype, values in getattr(self, OVERRIDES).items()}
-        return cast("RetrievalConfig", self.model_copy(
-            update={budget: capped(getattr(self, budget)), OVERRIDES: overrides}))
+        overrides = {
+            qtype: ({**values, budget: capped(values[budget])} if budget in values else dict(values))
+            for qtype, values in getattr(self, OVERRIDES).items()
+        }
+        return cast(
+            "RetrievalConfig", self.model_copy(update={budget: capped(getattr(self, budget)), OVERRIDES: overrides})
+        )
 
-    def with_changes(self, changes: dict[str, Any], question_type: str | None = None
-                     ) -> tuple[RetrievalConfig, list[ClampReport]]:
+    def with_changes(
+        self, changes: dict[str, Any], question_type: str | None = None
+    ) -> tuple[RetrievalConfig, list[ClampReport]]:
         """A new config with `changes` applied globally or to one type's override (clamped)."""
         data = self.model_dump()
         if question_type is None:
@@ -187,6 +203,7 @@ def _build_model() -> type[_ConfigBase]:
 
 
 if TYPE_CHECKING:
+
     class RetrievalConfig(_ConfigBase):
         """The static face of the generated model: one attribute per registry dimension."""
 

@@ -7,6 +7,7 @@ Where they live:
     runs/<id>/inherited_dimensions/<name>.toml             came with the run's starting config
 A config file that uses one carries its definition in an `[emerged_dimensions.<name>]` table
 (`config_to_toml` writes it, `load_config` reads it), so the file alone can be evaluated."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -78,8 +79,10 @@ def build_dimension(name: object, description: object, maps_to: object, per_type
     dims = registry()
     groups = {d.group for d in dims.values()}
     if text in dims or text in RESERVED_NAMES or text in groups:
-        raise RefusedDimension(f"name clash: {text!r} is already "
-                               + ("a dimension" if text in dims else "a group" if text in groups else "reserved"))
+        raise RefusedDimension(
+            f"name clash: {text!r} is already "
+            + ("a dimension" if text in dims else "a group" if text in groups else "reserved")
+        )
     about = " ".join(str(description or "").split())
     if not about:
         raise RefusedDimension("no description: say what the lever does")
@@ -92,11 +95,18 @@ def build_dimension(name: object, description: object, maps_to: object, per_type
     for other in dims.values():
         if other.maps_to and dict(other.maps_to) == members:
             raise RefusedDimension(f"duplicate of the existing bundle {other.name!r}")
-    spec = {"type": "bool", "default": False, "group": EMERGED_GROUP, "per_type": per_type,
-            "needs_model": any(dims[k].needs_model for k in members),
-            "model_calls": any(dims[k].model_calls for k in members),
-            "needs_reranker": any(dims[k].needs_reranker for k in members), "mechanism": {"off": False},
-            "description": about[:MAX_DESCRIPTION], "maps_to": members}
+    spec = {
+        "type": "bool",
+        "default": False,
+        "group": EMERGED_GROUP,
+        "per_type": per_type,
+        "needs_model": any(dims[k].needs_model for k in members),
+        "model_calls": any(dims[k].model_calls for k in members),
+        "needs_reranker": any(dims[k].needs_reranker for k in members),
+        "mechanism": {"off": False},
+        "description": about[:MAX_DESCRIPTION],
+        "maps_to": members,
+    }
     return dimension_from_table(Path(f"{text}.toml"), text, spec)
 
 
@@ -120,8 +130,11 @@ def dimensions_from_tables(tables: object, where: str) -> list[Dimension]:
     for name, spec in tables.items():
         if not isinstance(spec, dict):
             raise ConfigError(f"{where}: [{EMBEDDED_SECTION}.{name}] must be a table")
-        dims.append(check_definition(dimension_from_table(Path(where), str(name), spec),
-                                     f"{where}: [{EMBEDDED_SECTION}.{name}]"))
+        dims.append(
+            check_definition(
+                dimension_from_table(Path(where), str(name), spec), f"{where}: [{EMBEDDED_SECTION}.{name}]"
+            )
+        )
     return dims
 
 
@@ -129,8 +142,9 @@ def embedded_toml(names: list[str]) -> str:
     """The `[emerged_dimensions.<name>]` tables of the added dimensions among `names`."""
     dims = registry()
     base = base_registry()
-    return "\n".join(dimension_to_toml(dims[n], f"{EMBEDDED_SECTION}.{n}") for n in names
-                     if n in dims and n not in base)
+    return "\n".join(
+        dimension_to_toml(dims[n], f"{EMBEDDED_SECTION}.{n}") for n in names if n in dims and n not in base
+    )
 
 
 # ---- a run's files ------------------------------------------------------------------------
@@ -147,8 +161,11 @@ def _write(folder: Path, dim: Dimension, header: str) -> Path:
 
 def materialise(run_dir: Path, round_no: int, dim: Dimension) -> Path:
     """Write a lever that emerged from round `round_no`'s diagnosis and add it to the registry."""
-    path = _write(round_dimensions_dir(run_dir, round_no), dim,
-                  f"emerged from the diagnosis of round {round_no}; switch it on with {dim.name} = true")
+    path = _write(
+        round_dimensions_dir(run_dir, round_no),
+        dim,
+        f"emerged from the diagnosis of round {round_no}; switch it on with {dim.name} = true",
+    )
     add_dimensions([dim])
     return path
 
@@ -211,8 +228,9 @@ def begin_run_dimensions(run_dir: Path, start: dict[str, Any]) -> dict[str, Any]
     kept = {k: v for k, v in start.items() if k not in unused}
     overrides = start.get("per_category_overrides")
     if isinstance(overrides, dict):
-        kept["per_category_overrides"] = {t: {k: v for k, v in o.items() if k not in unused}
-                                          for t, o in overrides.items() if isinstance(o, dict)}
+        kept["per_category_overrides"] = {
+            t: {k: v for k, v in o.items() if k not in unused} for t, o in overrides.items() if isinstance(o, dict)
+        }
     return kept
 
 

@@ -1,4 +1,5 @@
 """Operations on configs generated from the registry: diff, perturbation, Optuna, prompt text."""
+
 from __future__ import annotations
 
 import random
@@ -58,7 +59,9 @@ def sample_value(dim: Dimension, rng: random.Random, current: Any = None) -> Any
     return value
 
 
-def perturb(config: Any, rng: random.Random, n_dims: int = 3, names: list[str] | None = None) -> tuple[Any, list[Change]]:
+def perturb(
+    config: Any, rng: random.Random, n_dims: int = 3, names: list[str] | None = None
+) -> tuple[Any, list[Change]]:
     """Change `n_dims` randomly chosen global dimensions to random values within their ranges."""
     dims = registry()
     pool = names or list(dims)

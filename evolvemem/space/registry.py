@@ -1,4 +1,5 @@
 """Load the action-space dimensions from `action_space/*.toml` (the one place they are defined)."""
+
 from __future__ import annotations
 
 import functools
@@ -138,8 +139,24 @@ def dimension_from_table(path: Path, name: str, spec: dict[str, Any]) -> Dimensi
     where = f"{path.name}: [{name}]"
     if not isinstance(spec, dict):
         raise ConfigError(f"{where} must be a table")
-    known = {"type", "min", "max", "off", "optional", "choices", "default", "per_type", "description", "group",
-             "maps_to", "mechanism", "needs_model", "model_calls", "needs_reranker", "stage"}
+    known = {
+        "type",
+        "min",
+        "max",
+        "off",
+        "optional",
+        "choices",
+        "default",
+        "per_type",
+        "description",
+        "group",
+        "maps_to",
+        "mechanism",
+        "needs_model",
+        "model_calls",
+        "needs_reranker",
+        "stage",
+    }
     unknown = set(spec) - known
     if unknown:
         raise ConfigError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
@@ -212,8 +229,12 @@ def dimension_to_toml(dim: Dimension, table: str | None = None) -> str:
         lines.append("optional = true")
     if dim.choices:
         lines.append(f"choices = [{', '.join(toml_value(c) for c in dim.choices)}]")
-    lines += [f"default = {toml_value(dim.default)}", f"group = {toml_value(dim.group)}",
-              f"per_type = {toml_value(dim.per_type)}", f"needs_model = {toml_value(dim.needs_model)}"]
+    lines += [
+        f"default = {toml_value(dim.default)}",
+        f"group = {toml_value(dim.group)}",
+        f"per_type = {toml_value(dim.per_type)}",
+        f"needs_model = {toml_value(dim.needs_model)}",
+    ]
     if dim.model_calls:
         lines.append("model_calls = true")
     if dim.needs_reranker:
@@ -258,8 +279,10 @@ def add_dimensions(dims: "list[Dimension] | tuple[Dimension, ...]") -> None:
     for dim in dims:
         existing = known.get(dim.name) or _added.get(dim.name)
         if existing is not None and existing != dim:
-            raise ConfigError(f"dimension {dim.name!r} is already defined differently "
-                              f"({'in action_space/' if dim.name in base_registry() else 'by another run or config'})")
+            raise ConfigError(
+                f"dimension {dim.name!r} is already defined differently "
+                f"({'in action_space/' if dim.name in base_registry() else 'by another run or config'})"
+            )
         if existing is None:
             _added[dim.name] = dim
             _merged.clear()
@@ -294,6 +317,8 @@ def expand_dimension_names(names: "list[str] | tuple[str, ...]") -> list[str]:
         elif name in groups:
             wanted.update(n for n, d in dims.items() if d.group == name)
         elif name:
-            raise ConfigError(f"unknown dimension or group {name!r} (groups: {', '.join(sorted(groups))}; "
-                              "`evolve space` lists the dimensions)")
+            raise ConfigError(
+                f"unknown dimension or group {name!r} (groups: {', '.join(sorted(groups))}; "
+                "`evolve space` lists the dimensions)"
+            )
     return [n for n in dims if n in wanted]

@@ -4,6 +4,7 @@ Why: `executemany` binds and runs the INSERT once per row — about 4 ms a row o
 while one statement that unnests one list parameter per column inserts a batch of hundreds in
 milliseconds (256 trace rows: 1,034 ms vs 16 ms, measured when this module was written). Every
 store of the project writes its batches through `insert_columns`."""
+
 from __future__ import annotations
 
 from typing import Any, Sequence

@@ -8,6 +8,7 @@ reuse: every dev question answered once per round, priced at the round's own con
 freshly answered question took, counting those the LLM cache answered (a verifying or decomposing
 config costs several a question, a plain one one; a run-wide average would misprice both) — and their
 tokens at the round's tokens per call. A round that answered nothing takes the run's rate."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -50,7 +51,7 @@ class RoundCost:
 
 
 def vs_full_text(cost: dict[str, Any] | RoundCost | None) -> str:
-    """"0.31× (250/800 q, 3 reused by context)": calls against a full evaluation's when the run
+    """ "0.31× (250/800 q, 3 reused by context)": calls against a full evaluation's when the run
     makes calls, answered questions otherwise."""
     if cost is None:
         return "-"
@@ -68,7 +69,9 @@ def vs_full_text(cost: dict[str, Any] | RoundCost | None) -> str:
 
 def round_costs(store: RunStore) -> list[RoundCost]:
     """One `RoundCost` per round that evaluated something, in round order."""
-    records = {r["round"]: r for r in store.query(f"""
+    records = {
+        r["round"]: r
+        for r in store.query(f"""
         SELECT round, count(*) AS questions,
                count(*) FILTER (WHERE {FRESH}) AS scored,
                count(*) FILTER (WHERE reused = 'context') AS reused_context,
@@ -78,29 +81,51 @@ def round_costs(store: RunStore) -> list[RoundCost]:
                coalesce(sum(calls) FILTER (WHERE {FRESH}), 0) AS fresh_calls,
                coalesce(sum(coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0)) FILTER (WHERE {FRESH}), 0)
                    AS fresh_tokens
-        FROM question_records WHERE {EVAL_PHASES} GROUP BY round""")}
-    usage = {r["round"]: r for r in store.query(f"""
+        FROM question_records WHERE {EVAL_PHASES} GROUP BY round""")
+    }
+    usage = {
+        r["round"]: r
+        for r in store.query(f"""
         SELECT round, coalesce(sum(calls), 0) AS calls, coalesce(sum(cache_hits), 0) AS cache_hits,
                coalesce(sum(prompt_tokens), 0) + coalesce(sum(completion_tokens), 0) AS tokens
-        FROM usage WHERE {EVAL_PHASES} GROUP BY round""")}
-    screens = {r["round"]: r for r in store.query("""
+        FROM usage WHERE {EVAL_PHASES} GROUP BY round""")
+    }
+    screens = {
+        r["round"]: r
+        for r in store.query("""
         SELECT round, count(*) AS screenings, count(*) FILTER (WHERE outcome = 'screened_out') AS screened_out
-        FROM screenings GROUP BY round""")}
-    n_dev = int(store.query("SELECT count(DISTINCT question_id) AS n FROM question_records WHERE phase = ?", [Phase.DEV])[0]["n"] or 0)
+        FROM screenings GROUP BY round""")
+    }
+    n_dev = int(
+        store.query("SELECT count(DISTINCT question_id) AS n FROM question_records WHERE phase = ?", [Phase.DEV])[0][
+            "n"
+        ]
+        or 0
+    )
     run_rate = _price([*records.values()])
     out = []
     for round_no in sorted(records):
         r, u, s = records[round_no], usage.get(round_no, {}), screens.get(round_no, {})
         calls_per_question, tokens_per_call = _price([r]) if r["scored"] else run_rate
         tokens_per_call = tokens_per_call or run_rate[1]  # every call came from the cache: the run's tokens
-        out.append(RoundCost(
-            round=round_no, questions=int(r["questions"]), scored=int(r["scored"]),
-            reused_context=int(r["reused_context"]), reused_config=int(r["reused_config"]),
-            screened=int(r["screened"]), screenings=int(s.get("screenings") or 0),
-            screened_out=int(s.get("screened_out") or 0), calls=int(u.get("calls") or 0),
-            cache_hits=int(u.get("cache_hits") or 0), tokens=int(u.get("tokens") or 0),
-            full_questions=n_dev, full_calls=n_dev * calls_per_question,
-            full_tokens=n_dev * calls_per_question * tokens_per_call))
+        out.append(
+            RoundCost(
+                round=round_no,
+                questions=int(r["questions"]),
+                scored=int(r["scored"]),
+                reused_context=int(r["reused_context"]),
+                reused_config=int(r["reused_config"]),
+                screened=int(r["screened"]),
+                screenings=int(s.get("screenings") or 0),
+                screened_out=int(s.get("screened_out") or 0),
+                calls=int(u.get("calls") or 0),
+                cache_hits=int(u.get("cache_hits") or 0),
+                tokens=int(u.get("tokens") or 0),
+                full_questions=n_dev,
+                full_calls=n_dev * calls_per_question,
+                full_tokens=n_dev * calls_per_question * tokens_per_call,
+            )
+        )
     return out
 
 
@@ -116,8 +141,21 @@ def _price(rows: list[dict[str, Any]]) -> tuple[float, float]:
 
 def total_cost(costs: list[RoundCost]) -> dict[str, Any]:
     """The run's rounds summed, with the same ratios."""
-    keys = ("questions", "scored", "reused_context", "reused_config", "screened", "screenings", "screened_out",
-            "calls", "cache_hits", "tokens", "full_questions", "full_calls", "full_tokens")
+    keys = (
+        "questions",
+        "scored",
+        "reused_context",
+        "reused_config",
+        "screened",
+        "screenings",
+        "screened_out",
+        "calls",
+        "cache_hits",
+        "tokens",
+        "full_questions",
+        "full_calls",
+        "full_tokens",
+    )
     total = {k: sum(getattr(c, k) for c in costs) for k in keys}
     total["question_ratio"] = total["scored"] / total["full_questions"] if total["full_questions"] else None
     total["call_ratio"] = total["calls"] / total["full_calls"] if total["full_calls"] else None

@@ -1,5 +1,6 @@
 """The run store's typed readers: every query the report, the inspection commands and the diagnosis
 input need, returning the frozen rows of store/rows.py. `RunStore` (run_store.py) inherits them."""
+
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -34,8 +35,12 @@ class RunReads:
         """The evaluations of the given phases, by round."""
         marks = ", ".join("?" for _ in phases)
         status = " AND status = 'done'" if done_only else ""
-        return [RoundSummary.from_row(r) for r in self.query(
-            f"SELECT * FROM rounds WHERE phase IN ({marks}){status} ORDER BY round, phase", list(phases))]
+        return [
+            RoundSummary.from_row(r)
+            for r in self.query(
+                f"SELECT * FROM rounds WHERE phase IN ({marks}){status} ORDER BY round, phase", list(phases)
+            )
+        ]
 
     def phases_present(self) -> set[str]:
         return {r["phase"] for r in self.query("SELECT DISTINCT phase FROM rounds")}
@@ -50,9 +55,12 @@ class RunReads:
 
     def decision_history(self, through: int) -> list[HistoryRow]:
         """Decisions up to round `through`, oldest first, with scores rounded as the diagnosis input shows them."""
-        rows = self.query("""SELECT round, decision, reason, round(score, 4) AS score, round(delta, 4) AS delta,
+        rows = self.query(
+            """SELECT round, decision, reason, round(score, 4) AS score, round(delta, 4) AS delta,
                                     changes, base_score, accepted, paired
-                             FROM decisions WHERE round <= ? ORDER BY round""", [through])
+                             FROM decisions WHERE round <= ? ORDER BY round""",
+            [through],
+        )
         return [HistoryRow(**r) for r in rows]
 
     def usage_by_round(self) -> dict[int, RoundUsage]:
@@ -62,24 +70,43 @@ class RunReads:
                                     coalesce(sum(completion_tokens), 0) AS completion_tokens,
                                     coalesce(sum(cost_usd), 0) AS cost_usd
                              FROM usage GROUP BY round""")
-        return {r["round"]: RoundUsage(int(r["round"]), int(r["calls"]), int(r["cache_hits"]), int(r["prompt_tokens"]),
-                                       int(r["completion_tokens"]), float(r["cost_usd"])) for r in rows}
+        return {
+            r["round"]: RoundUsage(
+                int(r["round"]),
+                int(r["calls"]),
+                int(r["cache_hits"]),
+                int(r["prompt_tokens"]),
+                int(r["completion_tokens"]),
+                float(r["cost_usd"]),
+            )
+            for r in rows
+        }
 
     def proposed_dimensions(self) -> list[ProposedDimension]:
-        return [ProposedDimension.from_row(r) for r in self.query(
-            """SELECT round, name, description, rationale, maps_to, status, reason, file
-               FROM proposed_dimensions ORDER BY round""")]
+        return [
+            ProposedDimension.from_row(r)
+            for r in self.query(
+                """SELECT round, name, description, rationale, maps_to, status, reason, file
+               FROM proposed_dimensions ORDER BY round"""
+            )
+        ]
 
     def ablation_rounds(self) -> list[RoundSummary]:
         """Finished `evolve ablate` evaluations (phase "ablate" and "ablate:<variant>"), in the order run."""
-        return [RoundSummary.from_row(r) for r in self.query(
-            """SELECT * FROM rounds WHERE (phase = 'ablate' OR phase LIKE 'ablate:%') AND status = 'done'
-               ORDER BY round, started_at""")]
+        return [
+            RoundSummary.from_row(r)
+            for r in self.query(
+                """SELECT * FROM rounds WHERE (phase = 'ablate' OR phase LIKE 'ablate:%') AND status = 'done'
+               ORDER BY round, started_at"""
+            )
+        ]
 
     def diagnosis_summaries(self) -> dict[int, DiagnosisSummary]:
         """Each round's diagnoser, proposal and parse error, by round."""
-        return {r["round"]: DiagnosisSummary.from_row(r) for r in self.query(
-            "SELECT round, diagnoser, proposal, parse_error FROM diagnoses ORDER BY round")}
+        return {
+            r["round"]: DiagnosisSummary.from_row(r)
+            for r in self.query("SELECT round, diagnoser, proposal, parse_error FROM diagnoses ORDER BY round")
+        }
 
     def usage_by_role(self) -> list[RoleUsage]:
         """Usage per (round, phase, role), in that order."""
@@ -92,15 +119,19 @@ class RunReads:
     def failure_counts(self, phase: str) -> dict[int, dict[str, int]]:
         """round -> failure class (and `correct`) -> questions, over one phase's evaluations."""
         out: dict[int, dict[str, int]] = {}
-        for row in self.query("""SELECT round, failure, count(*) AS n FROM question_failures
-                                 WHERE phase = ? GROUP BY round, failure""", [phase]):
+        for row in self.query(
+            """SELECT round, failure, count(*) AS n FROM question_failures
+                                 WHERE phase = ? GROUP BY round, failure""",
+            [phase],
+        ):
             out.setdefault(row["round"], {})[row["failure"]] = row["n"]
         return out
 
     def flipped_questions(self, a: tuple[str, int], b: tuple[str, int]) -> list[FlippedQuestion]:
         """Questions right under (phase, round) `a` and wrong under `b`, or the reverse ("right" as the
         `question_failures` view says: F1 >= RIGHT_F1), fixed ones first, largest F1 change first."""
-        rows = self.query("""
+        rows = self.query(
+            """
             SELECT fa.question_id, fa.question_type, fa.question, fa.gold,
                    fa.prediction AS prediction_a, fb.prediction AS prediction_b, fa.f1 AS f1_a, fb.f1 AS f1_b,
                    fa.failure AS failure_a, fb.failure AS failure_b,
@@ -109,59 +140,99 @@ class RunReads:
             WHERE fa.phase = ? AND fa.round = ? AND fb.phase = ? AND fb.round = ?
               AND (fa.failure = ?) <> (fb.failure = ?)
             ORDER BY flip DESC, abs(coalesce(fb.f1, 0) - coalesce(fa.f1, 0)) DESC, fa.question_type, fa.question_id""",
-                          [FailureClass.CORRECT, a[0], a[1], b[0], b[1], FailureClass.CORRECT, FailureClass.CORRECT])
+            [FailureClass.CORRECT, a[0], a[1], b[0], b[1], FailureClass.CORRECT, FailureClass.CORRECT],
+        )
         return [FlippedQuestion(**row) for row in rows]
 
     def failed_evidence(self, round_no: int, phase: str, failure: str) -> list[tuple[str, tuple[str, ...]]]:
         """(conversation id, gold evidence ids) of each question of one evaluation that failed as `failure`."""
-        rows = self.query("""SELECT conversation_id, evidence_ids FROM question_failures
-                             WHERE round = ? AND phase = ? AND failure = ?""", [round_no, phase, failure])
+        rows = self.query(
+            """SELECT conversation_id, evidence_ids FROM question_failures
+                             WHERE round = ? AND phase = ? AND failure = ?""",
+            [round_no, phase, failure],
+        )
         return [(r["conversation_id"], tuple(r["evidence_ids"] or ())) for r in rows]
 
     # ---- one evaluation's records, as the diagnosis input reads them -------------------------
     def type_f1(self, round_no: int, phase: str) -> dict[str, float | None]:
         """Mean F1 per question type of one evaluation (failed questions left out)."""
-        return {r["question_type"]: r["f1"] for r in self.query(
-            """SELECT question_type, avg(f1) AS f1 FROM question_records
-               WHERE round = ? AND phase = ? AND NOT failed GROUP BY question_type""", [round_no, phase])}
+        return {
+            r["question_type"]: r["f1"]
+            for r in self.query(
+                """SELECT question_type, avg(f1) AS f1 FROM question_records
+               WHERE round = ? AND phase = ? AND NOT failed GROUP BY question_type""",
+                [round_no, phase],
+            )
+        }
 
     def round_breakdown(self, round_no: int, phase: str, worst_per_type: int) -> RoundBreakdown:
         """Scores per type and category, the failure taxonomy, the worst cases per type and the
         views that reached right answers, of one evaluation (failed questions left out of scores)."""
         q, params = self.query, [round_no, phase]
-        overall = q("""SELECT count(*) AS n, avg(f1) AS f1, avg(evidence_recall) AS evidence_recall,
+        overall = q(
+            """SELECT count(*) AS n, avg(f1) AS f1, avg(evidence_recall) AS evidence_recall,
                               sum(CASE WHEN f1 = 0 THEN 1 ELSE 0 END) AS zero_f1, avg(len(context_ids)) AS mean_context
-                       FROM question_records WHERE round = ? AND phase = ? AND NOT failed""", params)[0]
-        by_type = q("""SELECT question_type, count(*) AS n, round(avg(f1), 4) AS f1,
+                       FROM question_records WHERE round = ? AND phase = ? AND NOT failed""",
+            params,
+        )[0]
+        by_type = q(
+            """SELECT question_type, count(*) AS n, round(avg(f1), 4) AS f1,
                               round(avg(evidence_recall), 4) AS evidence_recall,
                               sum(CASE WHEN f1 = 0 THEN 1 ELSE 0 END) AS zero_f1,
                               round(avg(CASE WHEN abstained THEN 1.0 ELSE 0.0 END), 4) AS abstain_rate
                        FROM question_records WHERE round = ? AND phase = ? AND NOT failed
-                       GROUP BY question_type ORDER BY question_type""", params)
-        by_category = q("""SELECT category, count(*) AS n, round(avg(f1), 4) AS f1,
+                       GROUP BY question_type ORDER BY question_type""",
+            params,
+        )
+        by_category = q(
+            """SELECT category, count(*) AS n, round(avg(f1), 4) AS f1,
                                   sum(CASE WHEN f1 = 0 THEN 1 ELSE 0 END) AS zero_f1
                            FROM question_records WHERE round = ? AND phase = ? AND NOT failed
-                           GROUP BY category ORDER BY category""", params)
-        taxonomy = {r["failure"]: r["n"] for r in q(
-            """SELECT failure, count(*) AS n FROM question_failures
-               WHERE round = ? AND phase = ? GROUP BY failure""", params)}
+                           GROUP BY category ORDER BY category""",
+            params,
+        )
+        taxonomy = {
+            r["failure"]: r["n"]
+            for r in q(
+                """SELECT failure, count(*) AS n FROM question_failures
+               WHERE round = ? AND phase = ? GROUP BY failure""",
+                params,
+            )
+        }
         taxonomy_by_type: dict[str, dict[str, int]] = {}
-        for r in q("""SELECT question_type, failure, count(*) AS n FROM question_failures
+        for r in q(
+            """SELECT question_type, failure, count(*) AS n FROM question_failures
                       WHERE round = ? AND phase = ? AND failure NOT IN (?, ?)
-                      GROUP BY question_type, failure""", [*params, *_NOT_WRONG]):
+                      GROUP BY question_type, failure""",
+            [*params, *_NOT_WRONG],
+        ):
             taxonomy_by_type.setdefault(r["question_type"], {})[r["failure"]] = r["n"]
-        worst = q(f"""SELECT question_type, category, question, gold, prediction, round(f1, 3) AS f1, failure,
+        worst = q(
+            f"""SELECT question_type, category, question, gold, prediction, round(f1, 3) AS f1, failure,
                              evidence_ids, context_ids[1:5] AS context_ids, context_views[1:5] AS context_views
                       FROM (SELECT *, row_number() OVER (PARTITION BY question_type ORDER BY f1, question_id) AS rk
                             FROM question_failures WHERE round = ? AND phase = ? AND failure NOT IN (?, ?))
-                      WHERE rk <= {int(worst_per_type)} ORDER BY question_type, rk""", [*params, *_NOT_WRONG])
-        view_credit = {r["view"]: r["n"] for r in q(
-            f"""SELECT split_part(label, ':', 1) AS view, count(DISTINCT question_id) AS n
+                      WHERE rk <= {int(worst_per_type)} ORDER BY question_type, rk""",
+            [*params, *_NOT_WRONG],
+        )
+        view_credit = {
+            r["view"]: r["n"]
+            for r in q(
+                f"""SELECT split_part(label, ':', 1) AS view, count(DISTINCT question_id) AS n
                 FROM (SELECT question_id, unnest(string_split(memory_views, '|')) AS label
                       FROM (SELECT question_id, unnest(context_views) AS memory_views FROM question_records
                             WHERE round = ? AND phase = ? AND NOT failed AND f1 >= {RIGHT_F1}
                               AND question_type <> 'adversarial'))
-                GROUP BY view""", params)}
-        return RoundBreakdown(overall=overall, by_type=tuple(by_type), by_category=tuple(by_category),
-                              taxonomy=taxonomy, taxonomy_by_type=taxonomy_by_type, worst_cases=tuple(worst),
-                              view_credit=view_credit)
+                GROUP BY view""",
+                params,
+            )
+        }
+        return RoundBreakdown(
+            overall=overall,
+            by_type=tuple(by_type),
+            by_category=tuple(by_category),
+            taxonomy=taxonomy,
+            taxonomy_by_type=taxonomy_by_type,
+            worst_cases=tuple(worst),
+            view_credit=view_credit,
+        )

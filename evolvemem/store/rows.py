@@ -2,6 +2,7 @@
 
 A reader hands these to the report, `evolve runs / show / diff` and the diagnosis input, so none of
 them writes SQL or guesses at a column's name."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, fields

@@ -3,6 +3,7 @@
 Rows are inserted column-wise (one `unnest` statement per batch), which is ~100x faster than
 `executemany`. DuckDB holds a file lock while a read-write connection is open, so two
 processes cannot write one run at once; we turn its error into a clear one-line message."""
+
 from __future__ import annotations
 
 import json
@@ -118,8 +119,10 @@ class RunStore(RunReads):
         known = environment_problem(exc)
         if known and "damaged" not in known:  # a full disk, a read-only directory
             return EvolveMemError(f"{self.path}: {known}")
-        return EvolveMemError(f"{self.path}: the run store cannot be read ({first[:200]}); it is damaged (a copy cut "
-                              "short?) — restore it from a copy, or start again with another --out")
+        return EvolveMemError(
+            f"{self.path}: the run store cannot be read ({first[:200]}); it is damaged (a copy cut "
+            "short?) — restore it from a copy, or start again with another --out"
+        )
 
     @classmethod
     def create(cls, run_dir: str | Path, manifest: dict[str, Any]) -> "RunStore":
@@ -145,8 +148,10 @@ class RunStore(RunReads):
 
     def _schema_behind(self) -> bool:
         """Whether this file lacks a table or column of the current schema."""
-        have = {(t, c) for t, c in self.con.execute(
-            "SELECT table_name, column_name FROM information_schema.columns").fetchall()}
+        have = {
+            (t, c)
+            for t, c in self.con.execute("SELECT table_name, column_name FROM information_schema.columns").fetchall()
+        }
         return any((table, name) not in have for table, columns in TABLES.items() for name, _, _ in columns)
 
     def _upgrade_schema(self) -> None:
@@ -166,8 +171,12 @@ class RunStore(RunReads):
         """A run made by an older version lacks columns added since: add them (NULL for old
         rows) so it can still be resumed, shown and compared."""
         for table, columns in TABLES.items():
-            have = {row[0] for row in self.con.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]).fetchall()}
+            have = {
+                row[0]
+                for row in self.con.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]
+                ).fetchall()
+            }
             for name, sql_type, _ in columns:
                 if name not in have:
                     self.con.execute(f"ALTER TABLE {table} ADD COLUMN {name} {sql_type}")
@@ -197,8 +206,10 @@ class RunStore(RunReads):
                 return con
             except (OSError, duckdb.Error):
                 continue
-        raise RunLockedError(f"{self.run_dir}: the run is being written by another process and no consistent "
-                             "copy could be read; try again in a moment")
+        raise RunLockedError(
+            f"{self.run_dir}: the run is being written by another process and no consistent "
+            "copy could be read; try again in a moment"
+        )
 
     def _copy(self, duckdb: Any, prefix: str) -> Any:
         """A writable connection to a fresh copy of the file (and its write-ahead log, replayed)."""
@@ -252,17 +263,19 @@ class RunStore(RunReads):
         (round, phase, role) totals: usage is recorded as it happens, batch by batch, and the table
         keeps one row per (round, phase, role)."""
         rows = list(rows)
-        counters = [name for name, sql_type, _ in TABLES["usage"]
-                    if name not in ("round", "phase", "role")]
+        counters = [name for name, sql_type, _ in TABLES["usage"] if name not in ("round", "phase", "role")]
         new = []
         for row in rows:
             key = [row["round"], row["phase"], row["role"]]
-            found = self.con.execute("SELECT count(*) FROM usage WHERE round = ? AND phase = ? AND role = ?",
-                                     key).fetchone()
+            found = self.con.execute(
+                "SELECT count(*) FROM usage WHERE round = ? AND phase = ? AND role = ?", key
+            ).fetchone()
             if found and found[0]:
                 assignments = ", ".join(f"{c} = coalesce({c}, 0) + ?" for c in counters)
-                self.con.execute(f"UPDATE usage SET {assignments} WHERE round = ? AND phase = ? AND role = ?",
-                                 [row.get(c) or 0 for c in counters] + key)
+                self.con.execute(
+                    f"UPDATE usage SET {assignments} WHERE round = ? AND phase = ? AND role = ?",
+                    [row.get(c) or 0 for c in counters] + key,
+                )
             else:
                 new.append(row)
         self._insert("usage", new)
@@ -321,8 +334,11 @@ class RunStore(RunReads):
 
     def reextracted_sessions(self) -> set[str]:
         """Every session a round already re-extracted (never twice)."""
-        return {s for r in self.query("SELECT reextracted_sessions FROM decisions")
-                for s in (r["reextracted_sessions"] or [])}
+        return {
+            s
+            for r in self.query("SELECT reextracted_sessions FROM decisions")
+            for s in (r["reextracted_sessions"] or [])
+        }
 
     def has_memories(self) -> bool:
         return bool(self.query("SELECT 1 FROM memories LIMIT 1"))
@@ -333,9 +349,12 @@ class RunStore(RunReads):
 
     def round_usage(self, round_no: int) -> dict[str, Any]:
         """Calls, cache hits and tokens of one round, over every phase and role."""
-        return self.query("""SELECT sum(calls) AS calls, sum(cache_hits) AS cache_hits,
+        return self.query(
+            """SELECT sum(calls) AS calls, sum(cache_hits) AS cache_hits,
                                     sum(prompt_tokens) + sum(completion_tokens) AS tokens
-                             FROM usage WHERE round = ?""", [round_no])[0]
+                             FROM usage WHERE round = ?""",
+            [round_no],
+        )[0]
 
     def scored_records(self) -> list[dict[str, Any]]:
         """Every record that was scored (not failed), oldest round first: what a resumed run
@@ -350,15 +369,19 @@ class RunStore(RunReads):
 
     def phase_usage(self, round_no: int, phase: str) -> dict[str, Any]:
         """Calls and tokens of one (round, phase), over every role."""
-        row = self.query("""SELECT coalesce(sum(calls), 0) AS calls,
+        row = self.query(
+            """SELECT coalesce(sum(calls), 0) AS calls,
                                    coalesce(sum(prompt_tokens) + sum(completion_tokens), 0) AS tokens
-                            FROM usage WHERE round = ? AND phase = ?""", [round_no, phase])[0]
+                            FROM usage WHERE round = ? AND phase = ?""",
+            [round_no, phase],
+        )[0]
         return {"calls": int(row["calls"]), "tokens": int(row["tokens"])}
 
     def round_records(self, round_no: int, phase: str) -> list[dict[str, Any]]:
         """Every record of one evaluation, in question-id order."""
-        return self.query("SELECT * FROM question_records WHERE round = ? AND phase = ? ORDER BY question_id",
-                          [round_no, phase])
+        return self.query(
+            "SELECT * FROM question_records WHERE round = ? AND phase = ? ORDER BY question_id", [round_no, phase]
+        )
 
     def query(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
         """Run a read query and return rows as dicts (JSON columns come back as parsed values);
@@ -392,7 +415,8 @@ class RunStore(RunReads):
         """Whether nothing was evaluated yet (no round, no question record): a directory left by a
         command stopped during its setup, which a new run may take over."""
         return not self.query("SELECT 1 FROM rounds LIMIT 1") and not self.query(
-            "SELECT 1 FROM question_records LIMIT 1")
+            "SELECT 1 FROM question_records LIMIT 1"
+        )
 
     def manifest(self) -> dict[str, Any]:
         return {row["key"]: row["value"] for row in self.query("SELECT key, value FROM manifest")}
@@ -403,10 +427,19 @@ class RunStore(RunReads):
         existing = self.query("SELECT status FROM rounds WHERE round = ? AND phase = ?", [round_no, phase])
         if existing:
             return
-        self._insert("rounds", [{
-            "round": round_no, "phase": phase, "config_fingerprint": config.fingerprint(),
-            "config": config.model_dump(), "status": "running", "started_at": _utcnow(),
-        }])
+        self._insert(
+            "rounds",
+            [
+                {
+                    "round": round_no,
+                    "phase": phase,
+                    "config_fingerprint": config.fingerprint(),
+                    "config": config.model_dump(),
+                    "status": "running",
+                    "started_at": _utcnow(),
+                }
+            ],
+        )
 
     def finish_round(self, round_no: int, phase: str, summary: dict[str, Any], wall_seconds: float) -> None:
         self.con.execute(
@@ -414,9 +447,21 @@ class RunStore(RunReads):
                adversarial_f1 = ?, all_f1 = ?, evidence_recall = ?, main_evidence_recall = ?,
                context_tokens = ?, by_category = ?::JSON, wall_seconds = ?, finished_at = ?
                WHERE round = ? AND phase = ?""",
-            [summary["n"], summary["n_failed"], summary["main"], summary["adversarial"], summary["all"],
-             summary["evidence_recall"], summary.get("main_evidence_recall"), summary.get("context_tokens"),
-             _jsonable(summary["by_category"]), wall_seconds, _utcnow(), round_no, phase],
+            [
+                summary["n"],
+                summary["n_failed"],
+                summary["main"],
+                summary["adversarial"],
+                summary["all"],
+                summary["evidence_recall"],
+                summary.get("main_evidence_recall"),
+                summary.get("context_tokens"),
+                _jsonable(summary["by_category"]),
+                wall_seconds,
+                _utcnow(),
+                round_no,
+                phase,
+            ],
         )
 
     def round_row(self, round_no: int, phase: str) -> dict[str, Any] | None:
@@ -459,8 +504,9 @@ class RunStore(RunReads):
             params.append(phase)
         rows = self.con.execute(
             f"""SELECT left(split_part(coalesce(error, 'no reason recorded'), chr(10), 1), 200) AS cause, count(*) AS n
-                FROM question_records WHERE {' AND '.join(where)} GROUP BY cause ORDER BY n DESC, cause""",
-            params).fetchall()
+                FROM question_records WHERE {" AND ".join(where)} GROUP BY cause ORDER BY n DESC, cause""",
+            params,
+        ).fetchall()
         return [(r[0], int(r[1])) for r in rows]
 
     def drop_failed(self, round_no: int, phase: str) -> None:
@@ -470,10 +516,17 @@ class RunStore(RunReads):
 
 def round_summary(row: dict[str, Any]) -> dict[str, Any]:
     """A `rounds` row in the shape `evaluate` summaries have (so a finished round is read back)."""
-    return {"n": row["n_questions"], "n_failed": row["n_failed"], "main": row["main_f1"],
-            "adversarial": row["adversarial_f1"], "all": row["all_f1"], "evidence_recall": row["evidence_recall"],
-            "main_evidence_recall": row.get("main_evidence_recall"), "context_tokens": row.get("context_tokens"),
-            "by_category": row["by_category"] or {}}
+    return {
+        "n": row["n_questions"],
+        "n_failed": row["n_failed"],
+        "main": row["main_f1"],
+        "adversarial": row["adversarial_f1"],
+        "all": row["all_f1"],
+        "evidence_recall": row["evidence_recall"],
+        "main_evidence_recall": row.get("main_evidence_recall"),
+        "context_tokens": row.get("context_tokens"),
+        "by_category": row["by_category"] or {},
+    }
 
 
 def headline(summary_or_row: dict[str, Any] | None) -> dict[str, Any]:
@@ -481,6 +534,13 @@ def headline(summary_or_row: dict[str, Any] | None) -> dict[str, Any]:
     if not summary_or_row:
         return {}
     s = summary_or_row if "main" in summary_or_row else round_summary(summary_or_row)
-    return {"main_f1": s["main"], "adversarial_f1": s["adversarial"], "all_f1": s["all"],
-            "evidence_recall": s["evidence_recall"], "main_evidence_recall": s.get("main_evidence_recall"),
-            "context_tokens": s.get("context_tokens"), "n": s["n"], "n_failed": s["n_failed"]}
+    return {
+        "main_f1": s["main"],
+        "adversarial_f1": s["adversarial"],
+        "all_f1": s["all"],
+        "evidence_recall": s["evidence_recall"],
+        "main_evidence_recall": s.get("main_evidence_recall"),
+        "context_tokens": s.get("context_tokens"),
+        "n": s["n"],
+        "n_failed": s["n_failed"],
+    }

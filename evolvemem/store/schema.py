@@ -3,6 +3,7 @@
 Each table is (column, DuckDB type, description); `create_statements()` and the docs' run-store
 reference (docs/reference/run-store.md, by `python docs/gen_reference.py`) are generated from this
 one definition (`question_records` from the `QuestionRecord` contract)."""
+
 from __future__ import annotations
 
 from evolvemem.contracts.records import RIGHT_F1, record_columns
@@ -17,7 +18,11 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
     ],
     "rounds": [
         ("round", "INTEGER", "round number (0 = starting config); `evolve eval` writes round 0"),
-        ("phase", "VARCHAR", "dev, screen1.. (minibatch screenings), contexts1.. (rung 0: contexts only), test_start, test_best, eval or transfer"),
+        (
+            "phase",
+            "VARCHAR",
+            "dev, screen1.. (minibatch screenings), contexts1.. (rung 0: contexts only), test_start, test_best, eval or transfer",
+        ),
         ("config_fingerprint", "VARCHAR", "hash of the config that produced this round's score"),
         ("config", "JSON", "that config, in full"),
         ("status", "VARCHAR", "running or done"),
@@ -27,7 +32,11 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
         ("adversarial_f1", "DOUBLE", "mean F1 over adversarial questions"),
         ("all_f1", "DOUBLE", "mean F1 over all questions"),
         ("evidence_recall", "DOUBLE", "mean evidence recall over questions with gold evidence"),
-        ("main_evidence_recall", "DOUBLE", "mean evidence recall over the answerable questions (the `evidence` objective)"),
+        (
+            "main_evidence_recall",
+            "DOUBLE",
+            "mean evidence recall over the answerable questions (the `evidence` objective)",
+        ),
         ("context_tokens", "DOUBLE", "mean estimated tokens of the answer context"),
         ("by_category", "JSON", "per-category n, F1, BLEU-1, evidence recall"),
         ("wall_seconds", "DOUBLE", "wall time of the evaluation"),
@@ -78,7 +87,11 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
     ],
     "decisions": [
         ("round", "INTEGER", "round whose score the guard judged"),
-        ("decision", "VARCHAR", "applied, reverted, explored, stopped (round limit) or converged (no new best for --patience rounds)"),
+        (
+            "decision",
+            "VARCHAR",
+            "applied, reverted, explored, stopped (round limit) or converged (no new best for --patience rounds)",
+        ),
         ("reason", "VARCHAR", "why, in words"),
         ("score", "DOUBLE", "this round's dev objective"),
         ("delta", "DOUBLE", "change against the previous round"),
@@ -94,24 +107,60 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
         ("significant_loss", "BOOLEAN", "this round was worse than the incumbent (the next config reverts)"),
         ("compared_with", "INTEGER", "the incumbent round the paired comparison was made against"),
         ("verdict", "VARCHAR", "the paired verdict in words: per-group difference, 95% interval, p-value"),
-        ("flags", "JSON", "changes of the applied proposal that the round's own evidence contradicts (loop/evidence_check.py)"),
+        (
+            "flags",
+            "JSON",
+            "changes of the applied proposal that the round's own evidence contradicts (loop/evidence_check.py)",
+        ),
         ("fallback", "VARCHAR", "why a model's diagnosis was replaced by the rubric's best action, when it was"),
-        ("paired", "JSON", "per group (main, adversarial, all): n, means, difference, interval, one-sided p-values; per-conversation and per-fold differences"),
-        ("candidates", "JSON", "with --candidates K: the further configs the next round screens beside next_config, each with its source and rationale"),
-        ("comparisons", "INTEGER", "candidates this round's config was chosen among (1 unless --candidates): its gain was tested at alpha / comparisons, Holm's first step"),
+        (
+            "paired",
+            "JSON",
+            "per group (main, adversarial, all): n, means, difference, interval, one-sided p-values; per-conversation and per-fold differences",
+        ),
+        (
+            "candidates",
+            "JSON",
+            "with --candidates K: the further configs the next round screens beside next_config, each with its source and rationale",
+        ),
+        (
+            "comparisons",
+            "INTEGER",
+            "candidates this round's config was chosen among (1 unless --candidates): its gain was tested at alpha / comparisons, Holm's first step",
+        ),
     ],
     "screenings": [
         ("round", "INTEGER", "round whose candidate was screened"),
-        ("attempt", "INTEGER", "1 = the round's proposed config, 2.. = explorations after a screened-out one, or the round's further candidates (--candidates)"),
+        (
+            "attempt",
+            "INTEGER",
+            "1 = the round's proposed config, 2.. = explorations after a screened-out one, or the round's further candidates (--candidates)",
+        ),
         ("phase", "VARCHAR", "its minibatch evaluation in `rounds` / `question_records` (screen1, screen2, ...)"),
-        ("source", "VARCHAR", "proposal (the guard's next config), exploration (drawn after a screened-out candidate, or to fill the round's candidates) or alternative (a further proposal of the diagnoser, --candidates)"),
+        (
+            "source",
+            "VARCHAR",
+            "proposal (the guard's next config), exploration (drawn after a screened-out candidate, or to fill the round's candidates) or alternative (a further proposal of the diagnoser, --candidates)",
+        ),
         ("config_fingerprint", "VARCHAR", "hash of the screened config"),
         ("config", "JSON", "the screened config, in full"),
         ("changes", "JSON", "its changes against the incumbent"),
         ("compared_with", "INTEGER", "the incumbent round it was compared with, paired, on the minibatch"),
-        ("outcome", "VARCHAR", "passed (evaluated on every dev question), screened_out, or outranked (passed, but another of the round's candidates gained more on the minibatch)"),
-        ("rung", "INTEGER", "the ladder rung the candidate stopped at: 0 (its contexts' evidence recall), 1 (the paired minibatch), 2 (passed on to the full dev evaluation)"),
-        ("evidence", "JSON", "rung 0: the paired evidence recall of its contexts vs the incumbent's on the answerable dev questions, and their sizes in tokens; or why rung 0 was skipped"),
+        (
+            "outcome",
+            "VARCHAR",
+            "passed (evaluated on every dev question), screened_out, or outranked (passed, but another of the round's candidates gained more on the minibatch)",
+        ),
+        (
+            "rung",
+            "INTEGER",
+            "the ladder rung the candidate stopped at: 0 (its contexts' evidence recall), 1 (the paired minibatch), 2 (passed on to the full dev evaluation)",
+        ),
+        (
+            "evidence",
+            "JSON",
+            "rung 0: the paired evidence recall of its contexts vs the incumbent's on the answerable dev questions, and their sizes in tokens; or why rung 0 was skipped",
+        ),
         ("reason", "VARCHAR", "the verdict in words: per-group minibatch difference and interval"),
         ("paired", "JSON", "the paired comparison on the minibatch (as in decisions.paired)"),
         ("n_questions", "INTEGER", "minibatch questions scored"),
@@ -121,7 +170,11 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
         ("calls", "INTEGER", "LLM calls the screening made"),
         ("tokens", "BIGINT", "tokens the screening used"),
         ("wall_seconds", "DOUBLE", "wall time of the screening"),
-        ("alpha", "DOUBLE", "the one-sided level its minibatch gain was tested at: --screen-alpha, or its Holm step-down level among the round's candidates (--candidates)"),
+        (
+            "alpha",
+            "DOUBLE",
+            "the one-sided level its minibatch gain was tested at: --screen-alpha, or its Holm step-down level among the round's candidates (--candidates)",
+        ),
     ],
     "proposed_dimensions": [
         ("round", "INTEGER", "round whose diagnosis proposed it"),
@@ -131,8 +184,16 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
         ("maps_to", "JSON", "the bundle of existing settings it switches on"),
         ("per_type", "BOOLEAN", "whether it may be switched on for one question type"),
         ("status", "VARCHAR", "materialised (a lever of the run from the next round on) or refused"),
-        ("reason", "VARCHAR", "why it was refused (unknown dimension, out-of-range value, duplicate bundle, name clash, copied example, ...)"),
-        ("file", "VARCHAR", "its definition, relative to the run directory (rounds/round_NN/new_dimensions/<name>.toml)"),
+        (
+            "reason",
+            "VARCHAR",
+            "why it was refused (unknown dimension, out-of-range value, duplicate bundle, name clash, copied example, ...)",
+        ),
+        (
+            "file",
+            "VARCHAR",
+            "its definition, relative to the run directory (rounds/round_NN/new_dimensions/<name>.toml)",
+        ),
     ],
 }
 
@@ -168,4 +229,3 @@ def create_statements() -> list[str]:
         statements.append(f"CREATE TABLE IF NOT EXISTS {table} ({cols})")
     statements.append(FAILURE_VIEW)
     return statements
-

@@ -15,6 +15,7 @@ A line names its evaluation (the journal's current phase, set by whoever bracket
 setup, a round's phase, a diagnosis), its role, the non-zero usage counters, and for a call the
 id the client sent with it (`X-Evolvemem-Call-Id`), so a call can be matched with a server's log.
 """
+
 from __future__ import annotations
 
 import json

@@ -5,8 +5,16 @@
 - `packs`        `ConversationPack`: one conversation packed for another process, and unpacked there
 - `memory_rows`  the memories as run-store rows, and back on resume
 """
+
 from evolvemem.workspace.core import ProgressFn, SetupStats, Workspace, consolidated
 from evolvemem.workspace.packs import ConversationPack, pack_conversation, workspace_from_pack
 
-__all__ = ["ConversationPack", "ProgressFn", "SetupStats", "Workspace", "consolidated", "pack_conversation",
-           "workspace_from_pack"]
+__all__ = [
+    "ConversationPack",
+    "ProgressFn",
+    "SetupStats",
+    "Workspace",
+    "consolidated",
+    "pack_conversation",
+    "workspace_from_pack",
+]

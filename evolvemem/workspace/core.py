@@ -7,6 +7,7 @@ conversation's index without touching the others.
 The `fact` store (the run's extractor) is built up front; other stores (evolvemem/memory/stores.py:
 raw turns, episodes, RecMem's recurrence store) only when a config first needs them, and then
 cached on disk like the fact store."""
+
 from __future__ import annotations
 
 import threading
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-
 @dataclass
 class SetupStats:
     extraction_seconds: float = 0.0
@@ -54,8 +54,14 @@ def consolidated(units: list[MemoryUnit], conversation: Conversation) -> list[Me
 class Workspace:
     """Memories, indexes and retrievers for the conversations of one dataset."""
 
-    def __init__(self, dataset: Dataset, roles: Roles, embedding_model: str | None = None,
-                 embedder: Embedder | None = None, reranker: CrossEncoderReranker | None = None) -> None:
+    def __init__(
+        self,
+        dataset: Dataset,
+        roles: Roles,
+        embedding_model: str | None = None,
+        embedder: Embedder | None = None,
+        reranker: CrossEncoderReranker | None = None,
+    ) -> None:
         self.dataset = dataset
         self.roles = roles
         self.embedder = embedder or Embedder(embedding_model or DEFAULT_EMBEDDING_MODEL)
@@ -101,18 +107,27 @@ class Workspace:
 
     def retriever_over(self, conversation_id: str, units: list[MemoryUnit]) -> Retriever:
         conv = self.dataset.conversations[conversation_id]
-        return self.retriever_on(conversation_id, ConversationIndex.build(units, self.embedder,
-                                                                           known_persons=conv.speakers))
+        return self.retriever_on(
+            conversation_id, ConversationIndex.build(units, self.embedder, known_persons=conv.speakers)
+        )
 
     def retriever_on(self, conversation_id: str, index: ConversationIndex) -> Retriever:
         conv = self.dataset.conversations[conversation_id]
-        return Retriever(index, self.embedder, decomposer=self.roles.decomposer, known_persons=conv.speakers,
-                         llm=self.roles.mechanism_client, reranker=self.reranker, sources=candidate_sources())
+        return Retriever(
+            index,
+            self.embedder,
+            decomposer=self.roles.decomposer,
+            known_persons=conv.speakers,
+            llm=self.roles.mechanism_client,
+            reranker=self.reranker,
+            sources=candidate_sources(),
+        )
 
     def index_conversation(self, conversation_id: str, index: ConversationIndex | None = None) -> None:
         units = self.memories[conversation_id]
-        retriever = (self.retriever_over(conversation_id, units) if index is None
-                     else self.retriever_on(conversation_id, index))
+        retriever = (
+            self.retriever_over(conversation_id, units) if index is None else self.retriever_on(conversation_id, index)
+        )
         self.indexes[conversation_id] = retriever.index
         self.retrievers[conversation_id] = retriever
         self.covered_turns[conversation_id] = {t for u in units for t in u.source_turn_ids}
@@ -175,16 +190,19 @@ class Workspace:
 
     def raw_unit_by_turn(self, conversation_id: str) -> dict[str, MemoryUnit]:
         """turn id → its raw unit (the raw store never changes once built)."""
+
         def make() -> dict[str, MemoryUnit]:
             found: dict[str, MemoryUnit] = {}
             for unit in self.store_memories(conversation_id, RAW):
                 for turn_id in unit.source_turn_ids:
                     found.setdefault(turn_id, unit)
             return found
+
         return self.memo(f"raw-by-turn:{conversation_id}", make)
 
     def turn_neighbours(self, conversation_id: str) -> dict[str, tuple[str, ...]]:
         """turn id → the turns just before and after it in its session."""
+
         def make() -> dict[str, tuple[str, ...]]:
             found: dict[str, tuple[str, ...]] = {}
             for session in self.dataset.conversations[conversation_id].sessions:
@@ -192,4 +210,5 @@ class Workspace:
                 for i, turn_id in enumerate(ids):
                     found[turn_id] = tuple(ids[j] for j in (i - 1, i + 1) if 0 <= j < len(ids))
             return found
+
         return self.memo(f"neighbours:{conversation_id}", make)

@@ -1,4 +1,5 @@
 """A workspace's memories as rows of the run store's `memories` table, and back (resume)."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -17,8 +18,9 @@ def memory_rows(ws: Workspace, units: list[MemoryUnit] | None = None) -> list[di
     columns are MemoryUnit field names, so the schema alone decides what is stored."""
     if units is None:
         units = [m for ms in ws.memories.values() for m in ms]
-    return [{c: (list(v) if isinstance(v, tuple) else v) for c in MEMORY_COLUMNS for v in [getattr(m, c)]}
-            for m in units]
+    return [
+        {c: (list(v) if isinstance(v, tuple) else v) for c in MEMORY_COLUMNS for v in [getattr(m, c)]} for m in units
+    ]
 
 
 def restore_added(ws: Workspace, rows: list[dict[str, Any]]) -> int:

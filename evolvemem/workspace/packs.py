@@ -1,4 +1,5 @@
 """One conversation of a workspace, packed for another process (a Ray worker) and unpacked there."""
+
 from __future__ import annotations
 
 import hashlib
@@ -29,18 +30,31 @@ class ConversationPack:
 
 def pack_conversation(ws: Workspace, conversation_id: str) -> ConversationPack:
     """Conversation `conversation_id` with its memories and every store built so far."""
-    stores = {name: (tuple(units), retriever.index.state)
-              for name, units, retriever in ws.stores.of_conversation(conversation_id)}
+    stores = {
+        name: (tuple(units), retriever.index.state)
+        for name, units, retriever in ws.stores.of_conversation(conversation_id)
+    }
     dataset = ws.dataset.subset({conversation_id})
-    digest = hashlib.sha256(repr((ws.dataset.content_hash, conversation_id, ws.memory_version(conversation_id),
-                                  sorted(stores), ws.embedder.model_name,
-                                  [(q.question_id, q.question_type) for q in dataset.questions])).encode())
-    return ConversationPack(digest.hexdigest()[:24], dataset, tuple(ws.memories[conversation_id]),
-                            ws.indexes[conversation_id].state, stores)
+    digest = hashlib.sha256(
+        repr(
+            (
+                ws.dataset.content_hash,
+                conversation_id,
+                ws.memory_version(conversation_id),
+                sorted(stores),
+                ws.embedder.model_name,
+                [(q.question_id, q.question_type) for q in dataset.questions],
+            )
+        ).encode()
+    )
+    return ConversationPack(
+        digest.hexdigest()[:24], dataset, tuple(ws.memories[conversation_id]), ws.indexes[conversation_id].state, stores
+    )
 
 
-def workspace_from_pack(pack: ConversationPack, roles: Roles, embedder: Embedder,
-                        reranker: CrossEncoderReranker | None = None) -> Workspace:
+def workspace_from_pack(
+    pack: ConversationPack, roles: Roles, embedder: Embedder, reranker: CrossEncoderReranker | None = None
+) -> Workspace:
     """A workspace of the pack's one conversation, its indexes as the pack holds them (the
     embedder embeds questions: one per process reads its on-disk cache once)."""
     ws = Workspace(pack.dataset, roles, embedder=embedder, reranker=reranker)

@@ -1,6 +1,7 @@
 """The memory stores of a workspace beside its `fact` store (memory/stores.py: raw turns, episodes,
 RecMem's recurrence store): each built for every conversation the first time a config needs it,
 loaded from the memory cache when it can be, and never changed afterwards."""
+
 from __future__ import annotations
 
 import threading
@@ -60,8 +61,9 @@ class MemoryStores:
         try:
             return self._built[(store, conversation_id)]
         except KeyError:
-            raise RuntimeError(f"memory store {store!r} of {conversation_id} was not built; "
-                               "call ensure_stores first") from None
+            raise RuntimeError(
+                f"memory store {store!r} of {conversation_id} was not built; call ensure_stores first"
+            ) from None
 
     def retriever(self, conversation_id: str, store: str) -> Retriever:
         return self._entry(conversation_id, store)[1]
@@ -74,5 +76,8 @@ class MemoryStores:
 
     def of_conversation(self, conversation_id: str) -> list[tuple[str, list[MemoryUnit], Retriever]]:
         """(store, memories, retriever) of every store built for one conversation, by store name."""
-        return [(name, units, retriever) for (name, conv_id), (units, retriever, _) in sorted(self._built.items())
-                if conv_id == conversation_id]
+        return [
+            (name, units, retriever)
+            for (name, conv_id), (units, retriever, _) in sorted(self._built.items())
+            if conv_id == conversation_id
+        ]
