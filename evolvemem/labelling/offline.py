@@ -16,29 +16,14 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from evolvemem.contracts.memory import MemoryUnit
-from evolvemem.data.dates import WEEKDAY_NAMES, format_day
+from evolvemem.data.dates import MONTH_NAMES, WEEKDAY_NAMES, format_day
 from evolvemem.data.models import Conversation
 from evolvemem.labelling.kinds import Candidate
 from evolvemem.memory.offline_extract import OfflineExtractor
 
 OFFLINE_KINDS = ("temporal", "single-hop")
 # words the rules may take for a place that are times ("Wednesdays", "May")
-_TIME_WORDS = frozenset(WEEKDAY_NAMES) | frozenset(
-    [
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-    ]
-)
+_TIME_WORDS = frozenset(WEEKDAY_NAMES) | frozenset(MONTH_NAMES)
 
 
 def _surface(name: str, text: str) -> str:

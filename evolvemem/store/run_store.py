@@ -1,6 +1,6 @@
 """Open, lock, write and read a run's DuckDB file (`<run_dir>/run.duckdb`).
 
-Rows are inserted column-wise (one `unnest` statement per batch), which is ~100x faster than
+Rows are inserted column-wise (store/columnar.py: one `unnest` statement per batch), ~100x faster than
 `executemany`. DuckDB holds a file lock while a read-write connection is open, so two
 processes cannot write one run at once; we turn its error into a clear one-line message."""
 
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence, TypeVar
 from evolvemem.store.reads import RunReads
 from evolvemem.contracts.vocab import Phase
 from evolvemem.errors import EvolveMemError
+from evolvemem.store.columnar import insert_columns
 from evolvemem.store.schema import SCHEMA_VERSION, TABLES, create_statements
 from evolvemem.store.usage_journal import JOURNAL_NAME, UsageJournal, usage_rows_of
 
@@ -61,6 +62,11 @@ def _utcnow() -> datetime:
 
 def _jsonable(value: Any) -> Any:
     return json.dumps(value, default=str, sort_keys=True)
+
+
+def _json_text(value: Any) -> str | None:
+    """A JSON cell as the text `insert_columns` takes (text already JSON passes as it is)."""
+    return None if value is None else (value if isinstance(value, str) else _jsonable(value))
 
 
 class RunStore(RunReads):
@@ -239,20 +245,12 @@ class RunStore(RunReads):
         unknown = set().union(*rows) - {name for name, _, _ in columns}
         if unknown:
             raise KeyError(f"{table}: unknown column(s) {sorted(unknown)}")
-        selects, params = [], []
-        for name, sql_type, _ in columns:
-            values = [row.get(name) for row in rows]
-            if sql_type == "JSON":
-                values = [None if v is None else (v if isinstance(v, str) else _jsonable(v)) for v in values]
-                selects.append("unnest(?::VARCHAR[])::JSON")
-            else:
-                if sql_type.endswith("[]"):
-                    values = [None if v is None else list(v) for v in values]
-                selects.append(f"unnest(?::{sql_type}[])")
-            params.append(values)
-        names = ", ".join(name for name, _, _ in columns)
-        self.con.execute(f"INSERT INTO {table} ({names}) SELECT {', '.join(selects)}", params)
-        return len(rows)
+        spec = [(name, sql_type) for name, sql_type, _ in columns]
+        cells = [
+            tuple(_json_text(row.get(name)) if sql_type == "JSON" else row.get(name) for name, sql_type in spec)
+            for row in rows
+        ]
+        return insert_columns(self.con, table, spec, cells)
 
     def record_questions(self, records: Iterable[dict[str, Any]]) -> int:
         """Question records (`QuestionRecord.as_row()` plus the round and phase), in one batch."""
