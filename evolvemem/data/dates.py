@@ -26,6 +26,23 @@ MONTH_NAMES = (
     "december",
 )
 WEEKDAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+# counts said in words ("two weeks ago", "a couple of days")
+NUMBER_WORDS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "couple of": 2,
+    "a couple of": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+}
 # month name or abbreviation -> month number
 MONTHS = {
     **{name: number for number, name in enumerate(MONTH_NAMES, start=1)},

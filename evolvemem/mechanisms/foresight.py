@@ -34,7 +34,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from evolvemem.data.dates import MONTHS
-from evolvemem.memory.offline_extract import NUMBER_WORDS, WEEKDAYS
+from evolvemem.data.dates import NUMBER_WORDS
+from evolvemem.memory.offline_extract import WEEKDAYS
 from evolvemem.retrieval.fusion import ViewHits, merge_max, rank_order
 from evolvemem.contracts.usage import Usage
 

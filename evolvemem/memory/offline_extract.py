@@ -13,29 +13,13 @@ import re
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from evolvemem.data.dates import WEEKDAY_NAMES, format_day
+from evolvemem.data.dates import NUMBER_WORDS, WEEKDAY_NAMES, format_day
 from evolvemem.data.models import Conversation, Turn
 from evolvemem.memory import nlp
 from evolvemem.contracts.memory import MemoryUnit, make_memory_id
 from evolvemem.contracts.usage import Usage
 
 WEEKDAYS = WEEKDAY_NAMES
-NUMBER_WORDS = {
-    "a": 1,
-    "an": 1,
-    "one": 1,
-    "two": 2,
-    "couple of": 2,
-    "a couple of": 2,
-    "three": 3,
-    "four": 4,
-    "five": 5,
-    "six": 6,
-    "seven": 7,
-    "eight": 8,
-    "nine": 9,
-    "ten": 10,
-}
 
 _AGO_RE = re.compile(
     r"\b(\d{1,2}|a couple of|couple of|an?|one|two|three|four|five|six|seven|eight|nine|ten)\s+"

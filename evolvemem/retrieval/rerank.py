@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from evolvemem.errors import ConfigError
 from evolvemem.retrieval.embeddings import load_torch_model
 
 if TYPE_CHECKING:
@@ -82,6 +83,22 @@ NO_RERANKER = (
 def reranks(config: RetrievalConfig) -> bool:
     """Whether `config` or one of its per-type overrides turns the rerank stage on."""
     return config.rerank_top_k > 0 or any(int(o.get("rerank_top_k") or 0) > 0 for o in config.overrides().values())
+
+
+def require_reranker(config: RetrievalConfig, reranker: CrossEncoderReranker | None) -> None:
+    """Refuse in one line a config that reranks when there is no cross-encoder: its figures (or a
+    served context) would silently lack the stage. The one check every entry point makes."""
+    if reranker is None and reranks(config):
+        raise ConfigError(NO_RERANKER)
+
+
+def load_reranker(model: str | None) -> CrossEncoderReranker | None:
+    """The cross-encoder `model` names, loaded now so a wrong one fails before any work (None: none)."""
+    if not model:
+        return None
+    reranker = CrossEncoderReranker(model)
+    reranker.check()
+    return reranker
 
 
 def blended_order(model_scores: np.ndarray, weight: float) -> np.ndarray:

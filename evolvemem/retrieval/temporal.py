@@ -22,7 +22,7 @@ import calendar
 import re
 from datetime import datetime, timedelta
 
-from evolvemem.data.dates import MONTHS
+from evolvemem.data.dates import MONTHS, NUMBER_WORDS
 from evolvemem.retrieval.index import to_days
 
 TELL_LATER_DAYS = 31.0  # a span reaches this far past its end: events are told after they happen
@@ -37,20 +37,6 @@ _AGO = re.compile(
     r"\b(\d{1,2}|a|an|one|two|three|four|five|six|seven|eight|nine|ten)\s+(day|week|month|year)s?\s+ago\b", re.I
 )
 _LAST = re.compile(r"\b(yesterday|last\s+(?:week(?:end)?|month|year))\b", re.I)
-_NUMBERS = {
-    "a": 1,
-    "an": 1,
-    "one": 1,
-    "two": 2,
-    "three": 3,
-    "four": 4,
-    "five": 5,
-    "six": 6,
-    "seven": 7,
-    "eight": 8,
-    "nine": 9,
-    "ten": 10,
-}
 _UNIT_DAYS = {"day": 1.0, "week": 7.0, "month": 30.44, "year": 365.25}
 
 
@@ -88,7 +74,7 @@ def _span(text: str, asked: datetime | None) -> tuple[datetime, datetime] | None
         return None
     found = _AGO.search(text)
     if found:
-        count = int(found.group(1)) if found.group(1).isdigit() else _NUMBERS[found.group(1).lower()]
+        count = int(found.group(1)) if found.group(1).isdigit() else NUMBER_WORDS[found.group(1).lower()]
         unit = _UNIT_DAYS[found.group(2).lower()]
         point = asked - timedelta(days=count * unit)
         return point - timedelta(days=unit), point + timedelta(days=unit)

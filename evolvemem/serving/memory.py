@@ -34,7 +34,7 @@ from evolvemem.errors import EvolveMemError
 from evolvemem.mechanisms.ama_refresh import asks_current_state
 from evolvemem.mechanisms.ama_router import FACT
 from evolvemem.qtypes import QUESTION_TYPES, classify_question
-from evolvemem.retrieval.rerank import NO_RERANKER, CrossEncoderReranker, reranks
+from evolvemem.retrieval.rerank import CrossEncoderReranker, load_reranker, require_reranker
 from evolvemem.retrieval.retriever import RetrievalResult, RetrievedItem, context_tokens
 from evolvemem.roles.context_format import format_context
 from evolvemem.serving.config_source import LoadedConfig, load_serving_config
@@ -82,18 +82,6 @@ class _Retrieved:
     context: tuple[MemoryUnit, ...]  # what the reader gets (refreshed when the config refreshes)
 
 
-def rerank_reader(model: str | None, config: RetrievalConfig) -> CrossEncoderReranker | None:
-    """The cross-encoder for `model`, loaded now so a wrong one fails at open; a config that
-    reranks without one is refused in one line."""
-    if not model:
-        if reranks(config):
-            raise EvolveMemError(NO_RERANKER)
-        return None
-    reranker = CrossEncoderReranker(model)
-    reranker.check()
-    return reranker
-
-
 class Memory:
     """A memory store opened with a retrieval config. Use `Memory.open(...)`; close it (or use
     it as a context manager) to flush traces and release the store's write lock."""
@@ -105,11 +93,12 @@ class Memory:
         roles: Roles,
         embedder: ServingEmbedder,
         config_spec: str | None = None,
+        reranker: CrossEncoderReranker | None = None,
     ):
         self.store = store
         self.roles = roles
         self.embedder = embedder
-        self.reranker: CrossEncoderReranker | None = None  # the rerank stage's cross-encoder, if any
+        self.reranker = reranker  # the rerank stage's cross-encoder, if any
         self.config_spec = config_spec
         self._config = loaded
         self._hash = loaded.config.fingerprint()
@@ -144,13 +133,12 @@ class Memory:
         opened = MemoryStore(store)
         try:
             embedder = ServingEmbedder(Embedder(embedding_model or DEFAULT_EMBEDDING_MODEL))
-            reranker = rerank_reader(rerank_model or loaded.rerank_model, loaded.config)
+            reranker = load_reranker(rerank_model or loaded.rerank_model)
+            require_reranker(loaded.config, reranker)
         except BaseException:
             opened.close()
             raise
-        memory = cls(opened, loaded, roles, embedder, str(config))
-        memory.reranker = reranker
-        return memory
+        return cls(opened, loaded, roles, embedder, str(config), reranker)
 
     def close(self) -> None:
         self.traces.close()
@@ -185,8 +173,7 @@ class Memory:
         """Swap in another config (a newly evolved one) without reopening; returns its hash.
         Memories stay: extraction does not depend on the retrieval config."""
         loaded = config if isinstance(config, LoadedConfig) else load_serving_config(config)
-        if reranks(loaded.config) and self.reranker is None:
-            raise EvolveMemError(NO_RERANKER)
+        require_reranker(loaded.config, self.reranker)
         effective, config_hash = EffectiveConfigs(loaded.config), loaded.config.fingerprint()
         # readers take (effective, hash) from one tuple: they see the old pair or the new one
         self._config, self._hash = loaded, config_hash

@@ -41,7 +41,8 @@ from evolvemem.scoring.aggregate import summarise
 from evolvemem.scoring.locomo import check_protocol
 from evolvemem.session.inputs import best_config_path, manifest_start_config, small_dev_warning
 from evolvemem.session.reporter import QuietReporter, Reporter
-from evolvemem.session.setup import announce_models, check_endpoint, check_rerank, open_workspace
+from evolvemem.retrieval.rerank import require_reranker
+from evolvemem.session.setup import announce_models, check_endpoint, open_workspace
 from evolvemem.session.sharded import evaluate_sharded
 from evolvemem.space.config import RetrievalConfig, config_to_toml, load_config
 from evolvemem.space.emerged import begin_run_dimensions, use_run_dimensions
@@ -453,7 +454,7 @@ class Session:
     def run(self, hooks: Hooks | None = None) -> RunResult:
         """Rounds 0..N (continuing from the store), then start and best scored once on test."""
         start = self.init_config()
-        check_rerank(start, self.workspace)
+        require_reranker(start, self.workspace.reranker)
         runner = EvolutionRunner(self.spec, self.store, self.workspace, self, start, hooks)
         return runner.run()
 
@@ -517,7 +518,7 @@ class Session:
                 rerank_model=rerank_model,
                 usage_sink=store.journal.append,
             )
-            check_rerank(config, workspace)
+            require_reranker(config, workspace.reranker)
             session = cls(store, workspace, reporter, protocol=protocol, concurrency=concurrency, executor=executor)
             if not store.has_memories():
                 store.record_memories(memory_rows(workspace))

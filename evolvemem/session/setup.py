@@ -12,7 +12,7 @@ from evolvemem.errors import EvolveMemError
 from evolvemem.llm.client import redact_url, scrub_secrets
 from evolvemem.llm.preflight import PREFLIGHT_TIMEOUT, endpoint_problem
 from evolvemem.llm.usage import UsageSink
-from evolvemem.retrieval.rerank import NO_RERANKER, CrossEncoderReranker, reranks
+from evolvemem.retrieval.rerank import load_reranker
 from evolvemem.roles.classify import reclassify
 from evolvemem.roles.factory import ModelSettings, build_roles, client_options_from_env
 from evolvemem.session.reporter import Reporter
@@ -74,9 +74,8 @@ def open_workspace(
         reporter.info(
             f"[dim]question types: the LLM re-typed {changed} rule-typed questions ({cost.calls} calls)[/dim]"
         )
-    reranker = CrossEncoderReranker(rerank_model) if rerank_model else None
+    reranker = load_reranker(rerank_model)
     if reranker is not None:
-        reranker.check()
         reporter.info(f"[dim]rerank stage: cross-encoder {rerank_model}[/dim]")
     workspace = Workspace(dataset, roles, embedding_model, reranker=reranker)
     with reporter.progress() as bars:
@@ -87,13 +86,6 @@ def open_workspace(
         f"indexing {stats.index_seconds:.1f}s[/dim]"
     )
     return workspace
-
-
-def check_rerank(config: RetrievalConfig, workspace: Workspace) -> None:
-    """Fail in one line when `config` (or one of its per-type overrides) turns the cross-encoder
-    stage on and the workspace has no cross-encoder: its figures would silently lack the stage."""
-    if reranks(config) and workspace.reranker is None:
-        raise EvolveMemError(NO_RERANKER)
 
 
 def evaluate_config(
