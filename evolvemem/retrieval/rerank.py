@@ -8,13 +8,15 @@ and mixes them with `rerank_weight` (1 = the cross-encoder's order alone). Only 
 never pulls in a memory retrieval did not rank near the top.
 
 Any sentence-transformers `CrossEncoder` a user has works (`--rerank-model PATH_OR_NAME`). The
-model is loaded on first use and its scores are memoised by (question, memory text), so a
-question asked again in a later round with the same candidates costs nothing.
+model is loaded on first use and its scores are memoised by (question, memory text) — the
+MEMO_PAIRS most recently used — so a question asked again in a later round with the same
+candidates costs nothing.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 
 RANK_K = 60.0  # the reciprocal-rank constant of the blend (the usual RRF value)
 BATCH = 32
+MEMO_PAIRS = 200_000  # (question, memory) scores kept; a run's rounds fit, a server's memory stays bounded
 
 
 class CrossEncoderReranker:
@@ -36,7 +39,7 @@ class CrossEncoderReranker:
         self.model_name = model
         self.device = device
         self._model: Any = None
-        self._scores: dict[tuple[str, str], float] = {}
+        self._scores: OrderedDict[tuple[str, str], float] = OrderedDict()  # least recently used first
         self._lock = threading.Lock()
         self.pairs_scored = 0  # pairs that reached the model (memo misses), for reports
 
@@ -71,7 +74,12 @@ class CrossEncoderReranker:
                 for text, score in zip(todo, np.asarray(found, np.float64).reshape(-1).tolist()):
                     self._scores[(question, text)] = score
                 self.pairs_scored += len(todo)
-            return np.array([self._scores[(question, t)] for t in texts], np.float64)
+            out = np.array([self._scores[(question, t)] for t in texts], np.float64)
+            for text in texts:
+                self._scores.move_to_end((question, text))
+            while len(self._scores) > MEMO_PAIRS:  # a server sees new questions for ever
+                self._scores.popitem(last=False)
+            return out
 
 
 NO_RERANKER = (
