@@ -38,6 +38,7 @@ from evolvemem.retrieval.extensions import CandidateSource, ViewRequest
 from evolvemem.retrieval.fusion import ViewHits, final_scores, fuse, merge_max, rank_order, recency, top_k
 from evolvemem.retrieval.index import ConversationIndex, IndexState, to_days
 from evolvemem.retrieval.late_interaction import LateIndex
+from evolvemem.retrieval.memo import BoundedMemo
 from evolvemem.retrieval.rerank import NO_RERANKER, CrossEncoderReranker, blended_order
 from evolvemem.retrieval.temporal import question_span
 from evolvemem.contracts.usage import Usage
@@ -116,7 +117,7 @@ class _StateExtras:
         self.n_sessions = len(sessions)
         self.min_tokens = min((memory_tokens(m) for m in state.memories), default=1)
         self.late: LateIndex | None = None
-        self.late_scores: dict[str, np.ndarray] = {}
+        self.late_scores: BoundedMemo[str, np.ndarray] = BoundedMemo()
         self.persons: dict[str, np.ndarray] = {}
 
     def person_mask(self, person: str) -> np.ndarray:
@@ -154,8 +155,8 @@ class Retriever:
         self.embedder = embedder
         self.decomposer = decomposer
         self.known_persons = tuple(known_persons)
-        self._queries: dict[str, _QueryInfo] = {}
-        self._vectors: dict[str, np.ndarray] = {}
+        self._queries: BoundedMemo[str, _QueryInfo] = BoundedMemo()
+        self._vectors: BoundedMemo[str, np.ndarray] = BoundedMemo()
         self._decompositions: dict[tuple[str, int], _Decomposition] = {}
         self._lock = threading.Lock()
         self._source_caches: dict[tuple[str, int], tuple[IndexState, dict]] = {}
