@@ -9,20 +9,20 @@ never pulls in a memory retrieval did not rank near the top.
 
 Any sentence-transformers `CrossEncoder` a user has works (`--rerank-model PATH_OR_NAME`). The
 model is loaded on first use and its scores are memoised by (question, memory text) — the
-MEMO_PAIRS most recently used — so a question asked again in a later round with the same
+latest MEMO_PAIRS (retrieval/memo.py) — so a question asked again in a later round with the same
 candidates costs nothing.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from evolvemem.errors import ConfigError
 from evolvemem.retrieval.embeddings import load_torch_model
+from evolvemem.retrieval.memo import BoundedMemo
 
 if TYPE_CHECKING:
     from evolvemem.space.config import RetrievalConfig
@@ -39,7 +39,7 @@ class CrossEncoderReranker:
         self.model_name = model
         self.device = device
         self._model: Any = None
-        self._scores: OrderedDict[tuple[str, str], float] = OrderedDict()  # least recently used first
+        self._scores: BoundedMemo[tuple[str, str], float] = BoundedMemo(MEMO_PAIRS)
         self._lock = threading.Lock()
         self.pairs_scored = 0  # pairs that reached the model (memo misses), for reports
 
@@ -74,12 +74,7 @@ class CrossEncoderReranker:
                 for text, score in zip(todo, np.asarray(found, np.float64).reshape(-1).tolist()):
                     self._scores[(question, text)] = score
                 self.pairs_scored += len(todo)
-            out = np.array([self._scores[(question, t)] for t in texts], np.float64)
-            for text in texts:
-                self._scores.move_to_end((question, text))
-            while len(self._scores) > MEMO_PAIRS:  # a server sees new questions for ever
-                self._scores.popitem(last=False)
-            return out
+            return np.array([self._scores[(question, t)] for t in texts], np.float64)
 
 
 NO_RERANKER = (
