@@ -50,14 +50,14 @@ def top_k(label: str, scores: np.ndarray, k: int, weight: float = 1.0, positive_
     n = len(scores)
     if k <= 0 or n == 0:
         return ViewHits(label, np.zeros(0, np.int64), np.zeros(0, np.float64), weight)
-    if k < n:
-        threshold = np.partition(scores, n - k)[n - k]
-        rows = np.flatnonzero(scores >= threshold)
-    else:
-        rows = np.arange(n)
-    if positive_only:
-        rows = rows[scores[rows] > 0]
-    picked = scores[rows]
+    # a sparse view (BM25, entity overlap, a graph's activation) is mostly zeros: with
+    # `positive_only` the partition runs over its matches alone, which selects the same rows
+    rows = np.flatnonzero(scores > 0) if positive_only else np.arange(n)
+    picked = scores[rows] if positive_only else scores
+    if k < len(rows):
+        threshold = np.partition(picked, len(rows) - k)[len(rows) - k]
+        keep = np.flatnonzero(picked >= threshold)
+        rows, picked = rows[keep], picked[keep]
     order = np.argsort(-picked, kind="stable")[:k]  # rows are ascending, so stable = ties by row
     return ViewHits(label, rows[order], picked[order].astype(np.float64), weight)
 
@@ -83,15 +83,20 @@ def fuse(views: Sequence[ViewHits], mode: str, rrf_k: int = 60) -> tuple[np.ndar
     present = [v for v in views if len(v)]
     if not present:
         return np.zeros(0, np.int64), np.zeros(0, np.float64)
-    rows = np.unique(np.concatenate([v.rows for v in present]))
-    fused = np.zeros(len(rows), dtype=np.float64)
+    # accumulated over every row a view can name (a conversation's few hundred memories): cheaper
+    # than sorting the union of the lists, and each row's terms are added in the same view order
+    size = max(int(v.rows.max()) for v in present) + 1
+    total = np.zeros(size, dtype=np.float64)
+    named = np.zeros(size, dtype=bool)
     for view in present:
-        where = np.searchsorted(rows, view.rows)
+        named[view.rows] = True
         if mode == "rrf":
-            fused[where] += view.weight / (rrf_k + np.arange(1, len(view) + 1, dtype=np.float64))
+            total[view.rows] += view.weight / (rrf_k + np.arange(1, len(view) + 1, dtype=np.float64))
         else:
             weight = view.weight if mode == "weighted_sum" else 1.0
-            fused[where] += weight * min_max(view.scores)
+            total[view.rows] += weight * min_max(view.scores)
+    rows = np.flatnonzero(named)
+    fused = total[rows]
     top = fused.max()
     if top > 0:
         fused /= top

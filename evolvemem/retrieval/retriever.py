@@ -328,14 +328,11 @@ class Retriever:
 
         rows, fused = fuse(views, config.fusion_mode, config.rrf_k)
         question_day = to_days(question.question_date)
+        terms = self._ranking_terms(state, config, question_day, info.terms)
         if config.reflection_rounds > 0 and len(rows):
-            views, rows, fused = self._reflect(state, info, query_vector, views, rows, fused, question_day, config)
+            views, rows, fused = self._reflect(state, info, query_vector, views, rows, fused, terms, config)
         span = question_span(text, question.question_date) if config.temporal_grounding_weight else None
-        final = (
-            fused
-            + self._ranking_terms(state, rows, config, question_day, info.terms)
-            + self._context_terms(extras, rows, fused, config, info.persons, span)
-        )
+        final = fused + terms[rows] + self._context_terms(extras, rows, fused, config, info.persons, span)
         order = rank_order(final, rows)
         rows, final = rows[order], final[order]
         if config.rerank_top_k > 0 and len(rows):
@@ -436,25 +433,27 @@ class Retriever:
 
     @staticmethod
     def _ranking_terms(
-        state: IndexState, rows: np.ndarray, config: Any, question_day: float, query_terms: Sequence[str] = ()
+        state: IndexState, config: Any, question_day: float, query_terms: Sequence[str] = ()
     ) -> np.ndarray:
-        """Importance, recency and reinforcement terms of the candidate rows.
+        """Importance, recency and reinforcement terms of every memory (once per question: the
+        follow-up rounds and the final ranking index it by their candidate rows).
 
         Reinforcement is the memory's stored reinforcement plus +0.05 per entity it shares with
         this query, capped at 0.30 — computed per query, so retrieval stays a pure function and
         one question never changes the ranking of another."""
+        n = len(state.memories)
         rec = (
-            recency(state.timestamp_days[rows], question_day, config.time_decay_half_life_days)
+            recency(state.timestamp_days, question_day, config.time_decay_half_life_days)
             if config.recency_weight
-            else np.zeros(len(rows))
+            else np.zeros(n)
         )
-        reinforcement = state.reinforcement[rows]
+        reinforcement = state.reinforcement
         if config.reinforcement_weight and query_terms:
-            shared = state.structured.counts(query_terms, len(state.memories))[rows]
+            shared = state.structured.counts(query_terms, n)
             reinforcement = reinforcement + np.minimum(REINFORCEMENT_STEP * shared, REINFORCEMENT_CAP)
         return final_scores(
-            np.zeros(len(rows)),
-            state.importance[rows],
+            np.zeros(n),
+            state.importance,
             rec,
             reinforcement,
             config.importance_weight,
@@ -499,7 +498,7 @@ class Retriever:
         views: list[ViewHits],
         rows: np.ndarray,
         fused: np.ndarray,
-        question_day: float,
+        terms: np.ndarray,
         config: Any,
     ) -> tuple[list[ViewHits], np.ndarray, np.ndarray]:
         """Follow-up retrieval: the query plus what its current best memories are about."""
@@ -509,7 +508,7 @@ class Retriever:
         k_keep = max(config.semantic_top_k, config.keyword_top_k)
         found: list[tuple[np.ndarray, np.ndarray]] = []
         for _ in range(config.reflection_rounds if k_keep else 0):
-            current = fused + self._ranking_terms(state, rows, config, question_day, info.terms)
+            current = fused + terms[rows]
             seeds = rows[rank_order(current, rows)[:REFLECTION_SEEDS]]
             new_terms = self._salient_terms(state, seeds, query_ids)
             if not new_terms:
@@ -536,7 +535,8 @@ class Retriever:
         if not len(seeds) or not len(keyword.token_idf):
             return []
         ids, shared = np.unique(np.concatenate([keyword.doc_token_ids[s] for s in seeds.tolist()]), return_counts=True)
-        keep = (keyword.token_df[ids] >= 2) & ~np.isin(ids, np.fromiter(exclude, np.int64, len(exclude)))
+        fresh = np.fromiter((i not in exclude for i in ids.tolist()), bool, len(ids))  # a few dozen ids
+        keep = (keyword.token_df[ids] >= 2) & fresh
         ids, shared = ids[keep], shared[keep]
         order = rank_order(shared * keyword.token_idf[ids], ids)[:REFLECTION_TERMS]
         return ids[order].tolist()
@@ -551,11 +551,18 @@ class Retriever:
         sub_queries: tuple[str, ...],
         cost: Usage,
     ) -> RetrievalResult:
-        view_ranks = [(v.label, v.ranks()) for v in views if len(v)]
-        items = []
-        for rank, (row, score) in enumerate(zip(rows.tolist(), scores.tolist()), start=1):
-            labels = {label: ranks[row] for label, ranks in view_ranks if row in ranks}
-            items.append(RetrievedItem(state.memories[row], score, rank, labels))
+        row_list = rows.tolist()
+        labels: dict[int, dict[str, int]] = {row: {} for row in row_list}
+        for view in views:  # one pass over each view (labels in view order, as the views came)
+            for rank, row in enumerate(view.rows.tolist(), start=1):
+                of_row = labels.get(row)
+                if of_row is not None:
+                    of_row[view.label] = rank
+        memories = state.memories
+        items = [
+            RetrievedItem(memories[row], score, rank, labels[row])
+            for rank, (row, score) in enumerate(zip(row_list, scores.tolist()), start=1)
+        ]
         keep = within_budget(items, config.max_context, config.context_token_budget)
         context, cut = items[:keep], items[keep:]
         if config.context_order == "chronological":
