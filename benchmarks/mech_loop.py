@@ -33,10 +33,10 @@ CORE_GROUPS = ("views", "fusion", "ranking", "augmentation", "answering")
 
 def mechanism_groups() -> list[str]:
     """Groups outside the core whose dimensions include a mechanism switch."""
-    from evolvemem.space.registry import registry
+    from evolvemem.space.action_space import files_space
 
     groups: list[str] = []
-    for dim in registry().values():
+    for dim in files_space().dimensions():
         if dim.group not in CORE_GROUPS and dim.mechanism_off is not None and dim.group not in groups:
             groups.append(dim.group)
     return groups
@@ -98,10 +98,9 @@ def per_category(run_dir: Path) -> tuple[dict[str, tuple[float, float, int]], di
 def mechanism_settings(run_dir: Path, groups: list[str]) -> str:
     """The mechanism dimensions the best config sets away from their off value (global or per type)."""
     from evolvemem.space.config import load_config
-    from evolvemem.space.registry import registry
 
-    dims = registry()
     config = load_config(str(run_dir / "best_config.toml"))[0]
+    dims = config.space
     used = []
     for scope, values in [("global", config.values()), *config.overrides().items()]:
         for name, value in values.items():

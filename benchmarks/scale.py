@@ -330,12 +330,13 @@ def candidates_run(data: Path, out: Path, rounds: int, k: int, api_base: str, ex
     """A `rounds`-round run answered by the fake model, K candidates a round; what rounds 1..N
     screened and how long they took (round 0 and the held-out test scoring left out)."""
     from benchmarks.cost import MODEL
-    from evolvemem.space.registry import expand_dimension_names, registry
+    from evolvemem.space.action_space import files_space
 
     # every candidate costs one answer call a question: the settings that add calls (judge retries,
     # routing, decomposition, reflection, verification; model-only mechanisms) stay at the start's
     # values — the fake reader can neither judge, decompose nor verify, so they would only add calls
-    frozen = expand_dimension_names([*CALL_ADDING_GROUPS, *(n for n, d in registry().items() if d.needs_model)])
+    space = files_space()
+    frozen = space.expand([*CALL_ADDING_GROUPS, *(n for n, d in space.items() if d.needs_model)])
     spec = RunSpec(
         benchmark="locomo",
         data=str(data),

@@ -4,7 +4,7 @@ r"""The docs' reference pages, generated from the code, and the mkdocs hook that
     python docs/gen_reference.py --check    exit 1 naming every reference page that is out of date
 
 The pages are read off the code, never typed: the `evolve` typer app (every command, argument and
-option, and the EVOLVEMEM_LLM_* variables), the action-space registry (`action_space/*.toml` and its
+option, and the EVOLVEMEM_LLM_* variables), the action space (`action_space/*.toml` and its
 presets), the run store's tables (`evolvemem/store/schema.py`), the prompt files (`prompts/*.md`) and the
 OpenAPI schema of `evolve serve` (`evolvemem/serving/http_app.py`).
 
@@ -255,13 +255,13 @@ def env_rows() -> list[tuple[str, ...]]:
 
 
 # ----------------------------------------------------------------------------- the action space
-def base_dimensions() -> dict[str, Any]:
+def base_dimensions() -> Any:
     """The action-space files' dimensions only (not EVOLVEMEM_ACTION_SPACE folders or a run's levers)."""
-    from evolvemem.space.registry import base_registry
+    from evolvemem.space.action_space import files_space
 
     extra = os.environ.pop("EVOLVEMEM_ACTION_SPACE", None)
     try:
-        return base_registry()
+        return files_space()
     finally:
         if extra is not None:
             os.environ["EVOLVEMEM_ACTION_SPACE"] = extra
@@ -285,21 +285,23 @@ def dimension_notes(dim: Any) -> str:
 
 
 def dimension_range(dim: Any) -> str:
-    if dim.kind == "bool":
-        return "`true` | `false`"
-    if dim.kind == "enum":
+    from evolvemem.space.dimensions import EnumDimension, NumericDimension
+
+    if isinstance(dim, EnumDimension):
         return " | ".join(f"`{c}`" for c in dim.choices)
-    return f"`{dim.min:g}` – `{dim.max:g}`"
+    if isinstance(dim, NumericDimension):
+        return f"`{dim.min:g}` – `{dim.max:g}`"
+    return "`true` | `false`"
 
 
 def action_space_page() -> str:
     from evolvemem.paths import action_space_dir
     from evolvemem.space.config import load_config, preset_names
-    from evolvemem.space.registry import STAGES
+    from evolvemem.space.dimensions import STAGES
 
     dims = base_dimensions()
     groups: dict[str, list[Any]] = {}
-    for dim in dims.values():
+    for dim in dims.dimensions():
         groups.setdefault(dim.group, []).append(dim)
     files = {
         g: sorted(p.name for p in action_space_dir().glob("*.toml") if p.stem.lstrip("0123456789_") == g)
@@ -614,14 +616,14 @@ def resolve(kind: str, args: str) -> str:
     if args.strip() not in dims:
         raise ValueError(f"unknown dimension {args.strip()!r}")
     dim = dims[args.strip()]
-    if kind == "range":
-        if dim.kind not in ("int", "float"):
-            raise ValueError(f"{dim.name} is {dim.kind}: it has choices, not a range")
-        return f"{dim.min:g}–{dim.max:g}"
-    if kind == "choices":
-        if dim.kind != "enum":
-            raise ValueError(f"{dim.name} is {dim.kind}: it has no choices")
-        return " / ".join(dim.choices)
+    try:
+        if kind == "range":
+            numeric = dims.numeric(dim.name)
+            return f"{numeric.min:g}–{numeric.max:g}"
+        if kind == "choices":
+            return " / ".join(dims.enum(dim.name).choices)
+    except TypeError as exc:
+        raise ValueError(str(exc)) from None
     return plain(dim.default)
 
 

@@ -110,14 +110,3 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         terminalreporter.write_line(
             f"NOTE: the real_llm tests (llama.cpp + Qwen2.5 0.5B) were skipped - {reason}. CI runs them.", yellow=True
         )
-
-
-@pytest.fixture(autouse=True)
-def base_action_space():
-    """Levers a test's run materialised (or a config it loaded carried) join the process-wide
-    registry: every test starts and ends with the action-space files' dimensions only."""
-    from evolvemem.space.registry import forget_added_dimensions
-
-    forget_added_dimensions()
-    yield
-    forget_added_dimensions()

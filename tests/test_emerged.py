@@ -14,22 +14,27 @@ from evolvemem.diagnosers.rubric import RubricDiagnoser
 from evolvemem.errors import ConfigError
 from evolvemem.loop.emergence import emerge
 from evolvemem.loop.evidence_check import flag_proposal
+from evolvemem.space.action_space import files_space
 from evolvemem.space.config import config_to_toml, load_config
 from evolvemem.space.emerged import (
     RefusedDimension,
     build_dimension,
     materialise,
     read_run_dimensions,
-    use_run_dimensions,
+    run_space,
 )
 from evolvemem.space.ops import action_space_text, perturb, suggest_config
-from evolvemem.space.registry import add_dimensions, base_registry, forget_added_dimensions, registry
 
 WIDE = {"semantic_top_k": 12, "keyword_top_k": 12}
 
 
-def lever(name: str = "wide_views", maps_to: dict | None = None, per_type: bool = False):
-    return build_dimension(name, "Both views a little wider.", dict(maps_to or WIDE), per_type)
+def lever(name: str = "wide_views", maps_to: dict | None = None, per_type: bool = False, space=None):
+    return build_dimension(space or files_space(), name, "Both views a little wider.", dict(maps_to or WIDE), per_type)
+
+
+def with_levers(*levers):
+    """The files' space plus `levers` (what a run's space is after they emerged)."""
+    return files_space().with_dimensions(levers)
 
 
 @pytest.mark.parametrize(
@@ -56,17 +61,18 @@ def lever(name: str = "wide_views", maps_to: dict | None = None, per_type: bool 
 )
 def test_an_invalid_bundle_is_refused_with_the_reason(name, maps_to, per_type, why) -> None:
     with pytest.raises(RefusedDimension, match=why.replace("(", r"\(").replace(")", r"\)")):
-        build_dimension(name, "A lever.", maps_to, per_type)
+        build_dimension(files_space(), name, "A lever.", maps_to, per_type)
 
 
 def test_a_duplicate_bundle_a_bundle_of_bundles_and_no_description_are_refused() -> None:
-    add_dimensions([lever()])
+    space = with_levers(lever())
     with pytest.raises(RefusedDimension, match="duplicate of the existing bundle 'wide_views'"):
-        build_dimension("same_views", "The same.", {"keyword_top_k": 12, "semantic_top_k": 12})
+        build_dimension(space, "same_views", "The same.", {"keyword_top_k": 12, "semantic_top_k": 12})
     with pytest.raises(RefusedDimension, match="may not switch another bundle"):
-        build_dimension("nested", "Nested.", {"wide_views": True, "max_context": 10})
+        build_dimension(space, "nested", "Nested.", {"wide_views": True, "max_context": 10})
     with pytest.raises(RefusedDimension, match="no description"):
-        build_dimension("quiet_one", "  ", {"max_context": 10, "keyword_top_k": 8})
+        build_dimension(space, "quiet_one", "  ", {"max_context": 10, "keyword_top_k": 8})
+    assert build_dimension(files_space(), "same_views", "The same.", {"keyword_top_k": 12, "semantic_top_k": 12})
 
 
 def test_a_valid_bundle_is_a_bool_lever_equal_to_its_file(tmp_path: Path) -> None:
@@ -74,19 +80,18 @@ def test_a_valid_bundle_is_a_bool_lever_equal_to_its_file(tmp_path: Path) -> Non
     assert dim.kind == "bool" and dim.default is False and dim.group == "emerged" and dim.mechanism_off is False
     assert dim.needs_model  # a member only acts with a model: so does the lever (offline runs leave it alone)
     assert dim.model_calls  # a member can ask the model again: so can the lever (explorations leave it alone)
-    path = materialise(tmp_path, 3, dim)
+    space, path = materialise(tmp_path, 3, dim, files_space())
     assert path == tmp_path / "rounds" / "round_03" / "new_dimensions" / "wide_views.toml"
-    assert registry()["wide_views"] == dim and "wide_views" not in base_registry()
+    assert space["wide_views"] == dim and space.added() == (dim,) and "wide_views" not in files_space()
     assert read_run_dimensions(tmp_path) == [dim]
-    forget_added_dimensions()
-    assert "wide_views" not in registry()
-    assert use_run_dimensions(tmp_path) == [dim] and registry()["wide_views"] == dim
-    assert "- wide_views (bool: true | false; default False)" in action_space_text()
-    assert "true sets scene_top_k=10, max_context=16, cue_graph_mode='llm'" in action_space_text()
+    assert run_space(tmp_path) == space  # what another process reads from the run's files
+    assert "- wide_views (bool: true | false; default False)" in action_space_text(space)
+    assert "true sets scene_top_k=10, max_context=16, cue_graph_mode='llm'" in action_space_text(space)
+    assert "wide_views" not in action_space_text(files_space())
 
 
 def test_a_damaged_lever_file_is_a_clear_error(tmp_path: Path) -> None:
-    materialise(tmp_path, 1, lever())
+    materialise(tmp_path, 1, lever(), files_space())
     path = tmp_path / "rounds" / "round_01" / "new_dimensions" / "wide_views.toml"
     path.write_text(path.read_text().replace("semantic_top_k = 12", "semantic_top_k = 400"))
     with pytest.raises(ConfigError, match="wide_views.toml: out-of-range value for semantic_top_k"):
@@ -94,9 +99,11 @@ def test_a_damaged_lever_file_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_a_config_that_uses_a_lever_carries_its_definition(tmp_path: Path) -> None:
-    add_dimensions([lever()])
-    weak = load_config("weak")[0]
-    assert weak.values()["wide_views"] is False  # a config made before the lever reads it at its default
+    space = with_levers(lever())
+    before = load_config("weak")[0]
+    assert "wide_views" not in before.values()
+    weak = load_config("weak", space=space)[0]
+    assert weak.values()["wide_views"] is False and weak.fingerprint() == before.fingerprint()
     on, _ = weak.with_changes({"wide_views": True})
     off, _ = weak.with_changes({"wide_views": False})
     assert off.fingerprint() == weak.fingerprint() != on.fingerprint()
@@ -107,29 +114,31 @@ def test_a_config_that_uses_a_lever_carries_its_definition(tmp_path: Path) -> No
     path.write_text(config_to_toml(on))
     assert "[emerged_dimensions.wide_views]" in path.read_text()
 
-    forget_added_dimensions()  # another process: only the file
-    loaded, clamps = load_config(path)
+    loaded, clamps = load_config(path)  # only the file: the files' space plus what it embeds
     assert not clamps and loaded.fingerprint() == on.fingerprint() and loaded.for_type(None).keyword_top_k == 12
+    assert loaded.space == space and "wide_views" not in files_space()
 
     bare = tmp_path / "bare.toml"
     bare.write_text("wide_views = true\n")
-    forget_added_dimensions()
     with pytest.raises(ConfigError, match="unknown config field 'wide_views'.*emerged_dimensions"):
         load_config(bare)
+    assert load_config(bare, space=space)[0].values()["wide_views"] is True
     other = tmp_path / "other.toml"
     other.write_text(path.read_text().replace("keyword_top_k = 12 }", "keyword_top_k = 20 }"))
-    load_config(path)
+    assert load_config(other)[0].for_type(None).keyword_top_k == 20  # alone, its own definition
     with pytest.raises(ConfigError, match="'wide_views' is already defined differently"):
-        load_config(other)
+        load_config(other, space=loaded.space)  # read with another lever of the same name
 
 
 def test_a_per_type_lever_changes_only_the_type_it_is_switched_on_for() -> None:
-    add_dimensions([lever("deep_multi_hop", {"cue_graph_top_k": 10, "max_context": 20}, per_type=True)])
-    config, _ = load_config("default")[0].with_changes({"deep_multi_hop": True}, question_type="multi_hop")
+    space = with_levers(lever("deep_multi_hop", {"cue_graph_top_k": 10, "max_context": 20}, per_type=True))
+    config, _ = load_config("default", space=space)[0].with_changes({"deep_multi_hop": True}, question_type="multi_hop")
     assert config.for_type("multi_hop").cue_graph_top_k == 10 and config.for_type("multi_hop").max_context == 20
     assert config.for_type("temporal").cue_graph_top_k == 0
-    proposal = proposal_from_raw({"overrides": {"temporal": {"deep_multi_hop": True}}})
+    proposal = proposal_from_raw({"overrides": {"temporal": {"deep_multi_hop": True}}}, space)
     assert proposal.overrides == {"temporal": {"deep_multi_hop": True}}
+    unknown = proposal_from_raw({"overrides": {"temporal": {"deep_multi_hop": True}}}, files_space())
+    assert not unknown.overrides and unknown.new_dimensions[0].refused == UNKNOWN_SETTING
 
 
 def test_the_reply_format_carries_a_definition_and_unknown_settings_are_refused() -> None:
@@ -147,7 +156,8 @@ def test_the_reply_format_carries_a_definition_and_unknown_settings_are_refused(
                 "just text",
                 {"name": "odd", "maps_to": ["max_context"]},
             ],
-        }
+        },
+        files_space(),
     )
     unknown, first, text, odd = proposal.new_dimensions
     assert (first.name, first.maps_to, first.per_type, first.refused) == ("wide_views", WIDE, False, "")
@@ -163,7 +173,8 @@ def test_emergence_materialises_valid_proposals_once_and_records_every_refusal(t
         NewDimension("per_type_junk", "x", "", {"max_context": 10, "keyword_top_k": 8}, per_type="yes"),
         NewDimension("score", refused=UNKNOWN_SETTING),
     ]
-    rows = emerge(tmp_path, 2, proposed)
+    space, rows = emerge(tmp_path, 2, proposed, files_space())
+    assert [d.name for d in space.added()] == ["wide_views"]
     assert [(r["name"], r["status"]) for r in rows] == [
         ("wide_views", "materialised"),
         ("wide_twice", "refused"),
@@ -173,7 +184,8 @@ def test_emergence_materialises_valid_proposals_once_and_records_every_refusal(t
     assert rows[0]["file"] == "rounds/round_02/new_dimensions/wide_views.toml" and rows[0]["reason"] is None
     assert "duplicate" in rows[1]["reason"] and "per_type must be true or false" in rows[2]["reason"]
     # a resumed round (its lever loaded from the file) asks again: the same lever, not a name clash
-    again = emerge(tmp_path, 2, [NewDimension("wide_views", "Both views wider.", "misses", dict(WIDE))])
+    same, again = emerge(tmp_path, 2, [NewDimension("wide_views", "Both views wider.", "misses", dict(WIDE))], space)
+    assert same is space
     assert again[0]["status"] == "materialised"
     assert len(list(tmp_path.glob("rounds/*/new_dimensions/*.toml"))) == 1
 
@@ -200,7 +212,7 @@ def test_the_rubric_switches_on_a_lever_that_makes_the_moves_its_rules_ask_for()
     misses = {"retrieval_miss": 12, "correct": 10, "answer_error": 2}
     before = RubricDiagnoser().diagnose(diagnosis_input(weak, misses), weak).proposal
     assert "wide_views" not in before.changes
-    add_dimensions([lever()])  # dense view on and keyword view wider: two firing rules at once
+    weak = weak.with_space(with_levers(lever()))  # dense view on and keyword view wider: two firing rules at once
     after = RubricDiagnoser().diagnose(diagnosis_input(weak, misses), weak).proposal
     assert after.changes == {"wide_views": True} and "switch on the lever wide_views" in after.rationale
     # a lever no rule asks for is tried last, and never once it is on
@@ -209,8 +221,7 @@ def test_the_rubric_switches_on_a_lever_that_makes_the_moves_its_rules_ask_for()
 
 
 def test_random_tpe_and_exploration_sample_a_lever_too() -> None:
-    add_dimensions([lever()])
-    base = load_config("default")[0]
+    base = load_config("default", space=with_levers(lever()))[0]
     assert any(perturb(base, random.Random(seed), 3)[0].values()["wide_views"] for seed in range(40))
     assert any(
         RandomDiagnoser(seed).diagnose(diagnosis_input(base, {}), base).proposal.changes.get("wide_views")
@@ -224,10 +235,11 @@ def test_random_tpe_and_exploration_sample_a_lever_too() -> None:
 
 
 def test_switching_on_a_lever_is_checked_against_the_evidence_like_its_settings() -> None:
-    add_dimensions([lever("tight_views", {"max_context": 6, "keyword_top_k": 5})])
-    config = load_config("default")[0]
-    proposal = proposal_from_raw({"changes": {"tight_views": True}})
-    flags = flag_proposal(proposal, diagnosis_input(config, {"retrieval_miss": 12, "correct": 5}), reject=True)
+    space = with_levers(lever("tight_views", {"max_context": 6, "keyword_top_k": 5}))
+    config = load_config("default", space=space)[0]
+    proposal = proposal_from_raw({"changes": {"tight_views": True}}, space)
+    inp = diagnosis_input(config, {"retrieval_miss": 12, "correct": 5})
+    flags = flag_proposal(proposal, inp, space, reject=True)
     assert flags and "switches on tight_views, which shrinks max_context (12 → 6)" in flags[0]
     assert proposal.changes == {} and proposal.rejected
 
@@ -236,8 +248,7 @@ def test_ablation_switches_a_lever_off_like_any_mechanism() -> None:
     from evolvemem.loop.ablate import ablation_variants
 
     before = load_config("default")[0]  # made before the lever existed
-    add_dimensions([lever()])
-    on, _ = before.with_changes({"wide_views": True})
+    on, _ = before.with_space(with_levers(lever())).with_changes({"wide_views": True})
     variants = {v.label: v for v in ablation_variants(on)}
     assert variants["wide_views"].config.values()["wide_views"] is False
     assert "wide_views" not in {v.label for v in ablation_variants(before)}
@@ -246,16 +257,16 @@ def test_ablation_switches_a_lever_off_like_any_mechanism() -> None:
 def test_a_new_run_inherits_the_levers_its_start_switches_on_and_nothing_else(tmp_path: Path) -> None:
     from evolvemem.space.emerged import begin_run_dimensions
 
-    add_dimensions([lever(), lever("story_mode", {"context_order": "chronological", "answer_style": "detailed"})])
-    start, _ = load_config("weak")[0].with_changes({"story_mode": True})
-    stored = begin_run_dimensions(tmp_path, start.model_dump())
+    loaded = with_levers(lever(), lever("story_mode", {"context_order": "chronological", "answer_style": "detailed"}))
+    start, _ = load_config("weak", space=loaded)[0].with_changes({"story_mode": True})
+    space, stored = begin_run_dimensions(tmp_path, start.model_dump(), start.space)
     assert [p.name for p in (tmp_path / "inherited_dimensions").iterdir()] == ["story_mode.toml"]
-    assert "wide_views" not in registry() and "wide_views" not in stored and stored["story_mode"] is True
-    forget_added_dimensions()
-    use_run_dimensions(tmp_path)  # what a resume does
+    assert [d.name for d in space.added()] == ["story_mode"]
+    assert "wide_views" not in space and "wide_views" not in stored and stored["story_mode"] is True
+    assert run_space(tmp_path) == space  # what a resume reads
     from evolvemem.space.config import parse_config
 
-    assert parse_config(stored)[0].for_type(None).context_order == "chronological"
+    assert parse_config(stored, space=space)[0].for_type(None).context_order == "chronological"
 
 
 def test_a_lever_defined_and_switched_on_in_one_reply_waits_for_the_next_round() -> None:
@@ -263,7 +274,8 @@ def test_a_lever_defined_and_switched_on_in_one_reply_waits_for_the_next_round()
         {
             "changes": {"wide_views": True, "max_context": 14},
             "new_dimensions": [{"name": "wide_views", "description": "wider", "maps_to": WIDE}],
-        }
+        },
+        files_space(),
     )
     assert proposal.changes == {"max_context": 14}
     assert [(d.name, d.refused) for d in proposal.new_dimensions] == [("wide_views", "")]

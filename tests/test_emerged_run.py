@@ -1,6 +1,6 @@
 """A lever that emerges from a diagnosis, end to end through the real CLI: the fake server's
 scripted diagnosis proposes a valid bundle and invalid ones; the valid one is materialised in the
-run, joins the registry from the next round on, is switched on, judged by the guard on paired
+run, joins the run's action space from the next round on, is switched on, judged by the guard on paired
 evidence, survives a resume, travels with the best config to `evolve eval --config`, `evolve
 transfer` and `--init RUN`, and is marked by `evolve space --run`, `show`, `diff` and the report."""
 
@@ -12,7 +12,7 @@ import threading
 import tomllib
 from pathlib import Path
 
-from evolvemem.space.registry import forget_added_dimensions, registry
+from evolvemem.space.action_space import files_space
 from tests.fake_llm_server import FakeLLMServer, wants_json
 from tests.test_llm_pipeline import (  # noqa: F401 - new_cache and seed_cache are fixtures
     MODEL,
@@ -129,8 +129,7 @@ def test_a_proposed_bundle_emerges_is_switched_on_guarded_resumed_and_travels(tm
         # the guard accepts any gain here: this test is about the lever's path, not the statistics
         run(server, out, "--rounds", "2", "--init", "weak", "--alpha", "0.5", "--min-effect", "0")
         diagnoses = [b for b in server.requests if wants_json(b) and "Your reply" in first_user_message(b)]
-        # resume in a fresh process state: the run's levers are read from its files
-        forget_added_dimensions()
+        # resume: the run's levers are read from its files (nothing of the first command stays in the process)
         resumed = run(server, out, "--resume", str(out), "--rounds", "3")
     # evolve run's own round table marks the rounds whose config used the lever
     marked = {line.split("│")[1].strip() for line in resumed.output.splitlines() if line.count("│") > 3}
@@ -176,7 +175,6 @@ def test_a_proposed_bundle_emerges_is_switched_on_guarded_resumed_and_travels(tm
     assert f"{LEVER} = true" in best and f"[emerged_dimensions.{LEVER}]" in best
 
     # `evolve eval --config` on the file alone and `evolve transfer` score it identically
-    forget_added_dimensions()
     evaluated = evolve(
         "eval",
         "--benchmark",
@@ -191,7 +189,6 @@ def test_a_proposed_bundle_emerges_is_switched_on_guarded_resumed_and_travels(tm
         "--json",
     )
     assert evaluated.exit_code == 0, evaluated.output
-    forget_added_dimensions()
     transferred = evolve(
         "transfer",
         str(out),
@@ -213,7 +210,6 @@ def test_a_proposed_bundle_emerges_is_switched_on_guarded_resumed_and_travels(tm
     assert eval_config[LEVER] is True
 
     # a new run started from this one carries the lever and resumes with it
-    forget_added_dimensions()
     second = tmp_path / "second"
     with FakeLLMServer(
         scripted([{"analysis": "keep", "changes": {"answer_style": "detailed"}, "rationale": "r"}])
@@ -221,31 +217,26 @@ def test_a_proposed_bundle_emerges_is_switched_on_guarded_resumed_and_travels(tm
         run(server, second, "--rounds", "0", "--init", str(out))
         assert (second / "inherited_dimensions" / f"{LEVER}.toml").is_file()
         assert configs(second)[0][LEVER] is True
-        forget_added_dimensions()
         run(server, second, "--resume", str(second), "--rounds", "1")
     assert configs(second)[1][LEVER] is True
 
     # `evolve space --run` lists base + emerged; show, diff and the report mark the rounds that used it
-    forget_added_dimensions()
-    base_count = len(registry())
+    base_count = len(files_space())
     listed = evolve("space", "--run", str(out), "--json")
     dims = {d["name"]: d for d in json.loads(listed.stdout)["dimensions"]}
     assert len(dims) == base_count + 1 and dims[LEVER]["emerged"] and dims[LEVER]["maps_to"] == BUNDLE
     plain = evolve("space", "--run", str(out))
     assert re.search(rf"{base_count} base \+ 1 emerged", plain.stdout) and "semantic_top_k = 20" in plain.stdout
-    forget_added_dimensions()
     shown = evolve("show", str(out), "--json")
     used = {r["round"]: r["emerged_used"] for r in json.loads(shown.stdout.strip().splitlines()[-1])["rounds"]}
     assert used[0] == [] and used[1] == [] and used[2] == [LEVER]
     text = evolve("show", str(out)).stdout
     assert f"round 2 ✦ used emerged lever(s): {LEVER}" in text and "materialised" in text and "refused" in text
-    forget_added_dimensions()
     diffed = evolve("diff", str(out), "1", "2", "--json")
     assert diffed.exit_code == 0, diffed.output
     payload = json.loads(diffed.stdout.strip().splitlines()[-1])
     assert payload["emerged_used"] == {"1": [], "2": [LEVER]}
     assert [c["field"] for c in payload["config_changes"]] == [LEVER]
-    forget_added_dimensions()
     reported = evolve("report", str(out), "--no-png", "--json")
     assert reported.exit_code == 0, reported.output
     html = (out / "report.html").read_text()

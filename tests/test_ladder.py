@@ -24,7 +24,7 @@ from evolvemem.retrieval.retriever import RetrievedItem, memory_tokens, within_b
 from evolvemem.roles.answer_llm import context_token_share
 from evolvemem.roles.context_format import format_context
 from evolvemem.space.config import load_config
-from evolvemem.space.registry import registry
+from evolvemem.space.action_space import files_space
 from tests.fake_llm_server import FakeLLMServer
 from tests.test_llm_pipeline import MODEL, evolve, make_responder, new_cache, query, seed_cache  # noqa: F401 (fixtures)
 from tests.test_loop_units import make_input
@@ -238,7 +238,7 @@ def test_the_token_budget_cuts_the_ranked_context_and_keeps_at_least_one() -> No
     assert within_budget(items, 5, each * 3) == 3
     assert within_budget(items, 2, each * 3) == 3  # with a token budget the item cap does not cut below it
     assert within_budget(items, 5, 1) == 1
-    dim = registry()["context_token_budget"]
+    dim = files_space()["context_token_budget"]
     assert dim.off == 0 and dim.default == 0
 
 
@@ -254,7 +254,7 @@ def test_the_session_layout_groups_memories_under_dated_headers_in_time_order() 
     assert second.startswith("Session of 9 May 2023:")
     assert second.index("Tomasz: I sold") < second.index("Priya: The kiln")  # context order inside a session
     assert format_context(context) == format_context(context, "list")
-    assert registry()["context_layout"].choices == ("list", "sessions")
+    assert files_space()["context_layout"].choices == ("list", "sessions")
 
 
 def test_paired_comparisons_can_pair_on_evidence_recall() -> None:
@@ -273,7 +273,7 @@ def test_the_rubric_targets_reader_errors_with_the_context_format_and_budget_cut
     reader_errors = make_input({"answer_error": 40, "correct": 60})
     assert RubricDiagnoser().diagnose(reader_errors, weak).proposal.changes == {"context_layout": "sessions"}
     # answering offline, the layout is fixed (it needs a model): the next lever, time order
-    reader_errors.fixed = tuple(name for name, dim in registry().items() if dim.needs_model or dim.needs_reranker)
+    reader_errors.fixed = tuple(name for name, dim in files_space().items() if dim.needs_model or dim.needs_reranker)
     assert RubricDiagnoser().diagnose(reader_errors, weak).proposal.changes == {"context_order": "chronological"}
     budgeted = weak.with_changes({"context_token_budget": 400})[0]
     cut = make_input({"budget_cut": 50, "correct": 50}, config=budgeted)

@@ -12,10 +12,10 @@ from evolvemem.loop.guard import RoundScore, check_regression, decide
 from evolvemem.loop.spec import GuardSettings
 from evolvemem.contracts.diagnosis import Proposal, proposal_from_raw
 from evolvemem.space.config import RetrievalConfig, load_config
-from evolvemem.space.registry import registry
+from evolvemem.space.action_space import files_space
 
 
-WITHOUT_CROSS_ENCODER = tuple(name for name, dim in registry().items() if dim.needs_reranker)
+WITHOUT_CROSS_ENCODER = tuple(name for name, dim in files_space().items() if dim.needs_reranker)
 
 
 def make_input(taxonomy, by_type=None, config=None, history=None, mean_context=8.0) -> DiagnosisInput:
@@ -47,7 +47,8 @@ def test_proposal_validation_clamps_rejects_and_keeps_new_dimensions():
             "missing_topics": ["pets"],
             "rationale": "why not",
             "new_dimensions": [{"name": "cue_graph", "description": "walk a cue graph", "rationale": "multi-hop"}],
-        }
+        },
+        files_space(),
     )
     assert p.changes == {"max_context": 200, "semantic_top_k": 12}
     assert p.overrides == {"temporal": {"answer_style": "temporal"}}
@@ -55,7 +56,7 @@ def test_proposal_validation_clamps_rejects_and_keeps_new_dimensions():
     assert any("fusion_mode" in r for r in p.rejected)
     assert any("rrf_k cannot be overridden" in r for r in p.rejected)
     assert any("nonsense" in r for r in p.rejected)
-    assert proposal_from_raw("garbage").is_empty and proposal_from_raw("garbage").rejected
+    assert proposal_from_raw("garbage", files_space()).is_empty and proposal_from_raw("garbage", files_space()).rejected
 
 
 def test_guard_reverts_on_a_paired_loss_and_builds_on_the_incumbent():
@@ -158,7 +159,7 @@ def test_rubric_skips_changes_that_failed_before():
     inp = make_input({"budget_cut": 50, "retrieval_miss": 30}, history=history)
     p = RubricDiagnoser().diagnose(inp, load_config("weak")[0]).proposal
     assert p.changes != {"max_context": 12} and not p.is_empty
-    assert candidate_actions(make_input({})) == []
+    assert candidate_actions(make_input({}), files_space()) == []
 
 
 def test_random_and_tpe_propose_valid_changes():

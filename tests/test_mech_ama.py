@@ -29,7 +29,7 @@ from evolvemem.roles.factory import ModelSettings, build_roles
 from evolvemem.contracts.roles import AnswerResult
 from evolvemem.contracts.usage import Usage
 from evolvemem.space.config import load_config
-from evolvemem.space.registry import registry
+from evolvemem.space.action_space import files_space
 from evolvemem.store import RunStore
 from evolvemem.workspace import Workspace
 from tests.fake_llm_server import (  # noqa: F401 - fake_llm is a fixture
@@ -144,7 +144,7 @@ def paid(cost: Usage) -> tuple[int, int]:
 
 # ----------------------------------------------------------------------------- the registry
 def test_dimensions_are_declared_as_mechanisms_and_off_by_default():
-    dims = registry()
+    dims = files_space()
     assert dims["memory_granularity"].choices == ("fact", "raw", "episode", "routed")
     assert dims["memory_granularity"].mechanism_off == "fact" and dims["memory_granularity"].per_type
     assert (dims["judge_retries"].min, dims["judge_retries"].max, dims["judge_retries"].mechanism_off) == (1, 2, 0)

@@ -237,9 +237,9 @@ def test_store_builder_uses_the_extract_role(embedder: Embedder) -> None:
 def test_consolidation_policy_dimension_selects_the_store() -> None:
     from evolvemem.answering.stores import base_store, stores_needed
     from evolvemem.space.config import load_config
-    from evolvemem.space.registry import registry
+    from evolvemem.space.action_space import files_space
 
-    dim = registry()["consolidation_policy"]
+    dim = files_space()["consolidation_policy"]
     assert (dim.choices, dim.default, dim.per_type, dim.mechanism_off) == (
         ("eager", "recurrence"),
         "eager",

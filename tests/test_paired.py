@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from evolvemem.space.config import RetrievalConfig
+
 import random
 
 from evolvemem.loop.paired import accept, compare
+from evolvemem.space.action_space import files_space
 from evolvemem.loop.spec import GuardSettings
 
 ADV = ("5",)
@@ -114,14 +117,17 @@ def test_shrinking_the_context_while_budget_cuts_dominate_is_flagged_and_rejecte
 
     inp = _input({"budget_cut": 120, "retrieval_miss": 40, "answer_error": 30})
     recorded = Proposal(changes={"max_context": 6, "answer_style": "concise"})
-    flags = flag_proposal(recorded, inp, reject=False)
+    flags = flag_proposal(recorded, inp, files_space(), reject=False)
     assert len(flags) == 1 and "shrinks max_context" in flags[0] and "budget_cut" in flags[0]
     assert recorded.changes == {"max_context": 6, "answer_style": "concise"}  # random/tpe: recorded only
     rejected = Proposal(changes={"max_context": 6, "answer_style": "concise"})
-    flag_proposal(rejected, inp, reject=True)
+    flag_proposal(rejected, inp, files_space(), reject=True)
     assert rejected.changes == {"answer_style": "concise"} and "max_context (global): rejected" in rejected.rejected[0]
     # the same change is fine when answers, not retrieval, fail
-    assert flag_proposal(Proposal(changes={"max_context": 6}), _input({"answer_error": 200}), reject=True) == []
+    assert (
+        flag_proposal(Proposal(changes={"max_context": 6}), _input({"answer_error": 200}), files_space(), reject=True)
+        == []
+    )
 
 
 def test_switching_off_the_view_that_found_the_evidence_and_repeating_a_failed_move_are_flagged():
@@ -139,7 +145,7 @@ def test_switching_off_the_view_that_found_the_evidence_and_repeating_a_failed_m
     ]
     inp = _input({"answer_error": 50}, history, view_credit={"semantic": 90, "keyword": 40})
     p = Proposal(changes={"semantic_top_k": 0, "rrf_k": 20})
-    flags = flag_proposal(p, inp, reject=True)
+    flags = flag_proposal(p, inp, files_space(), reject=True)
     assert any("switches off the semantic view" in f for f in flags)
     assert any("repeats rrf_k" in f for f in flags) and p.is_empty
 
@@ -172,23 +178,26 @@ def test_the_rubric_keeps_a_change_that_traded_groups_together_with_a_counterwei
     # more context helped answerable questions but answered unanswerable ones: keep it, verify answers
     inp = _input({"retrieval_miss": 100, "hallucination": 40}, [_traded("keyword_top_k", 10, 20, 0.012, -0.06)])
     inp.config["enable_answer_verification"] = False
-    proposal = RubricDiagnoser().diagnose(inp, None).proposal
+    proposal = RubricDiagnoser().diagnose(inp, RetrievalConfig()).proposal
     assert proposal.changes == {"keyword_top_k": 20, "enable_answer_verification": True}  # strict already in effect
     assert "counterweight for adversarial" in proposal.rationale
-    assert flag_proposal(proposal, inp, reject=True) == [] and "keyword_top_k" in proposal.changes  # a new experiment
+    assert (
+        flag_proposal(proposal, inp, files_space(), reject=True) == [] and "keyword_top_k" in proposal.changes
+    )  # a new experiment
     # alone, the tried move is still a repeat
     assert any(
-        "repeats keyword_top_k" in f for f in flag_proposal(Proposal(changes={"keyword_top_k": 20}), inp, reject=False)
+        "repeats keyword_top_k" in f
+        for f in flag_proposal(Proposal(changes={"keyword_top_k": 20}), inp, files_space(), reject=False)
     )
     # the other way round: abstaining more lost answerable questions, so give the reader more evidence
     inp = _input({"retrieval_miss": 100}, [_traded("answer_style", "concise", "cautious", -0.02, 0.1)])
-    proposal = RubricDiagnoser().diagnose(inp, None).proposal
+    proposal = RubricDiagnoser().diagnose(inp, RetrievalConfig()).proposal
     assert (
         proposal.changes["answer_style"] == "cautious" and proposal.changes["max_context"] > inp.config["max_context"]
     )
     # a gain that is not significant is no trade: the rubric's usual rules decide
     inp = _input({"retrieval_miss": 100}, [_traded("keyword_top_k", 10, 20, 0.012, -0.06, p_gain=0.4)])
-    assert "counterweight" not in RubricDiagnoser().diagnose(inp, None).proposal.rationale
+    assert "counterweight" not in RubricDiagnoser().diagnose(inp, RetrievalConfig()).proposal.rationale
 
 
 def test_a_counterweight_for_answerable_questions_gives_back_all_their_evidence_at_once_and_is_judged_whole():
@@ -214,7 +223,7 @@ def test_a_counterweight_for_answerable_questions_gives_back_all_their_evidence_
     ]
     traded = _traded("enable_answer_verification", False, True, -0.02, 0.15)
     traded["round"] = 2
-    proposal = RubricDiagnoser().diagnose(weak_input(failed_alone + [traded]), None).proposal
+    proposal = RubricDiagnoser().diagnose(weak_input(failed_alone + [traded]), RetrievalConfig()).proposal
     assert proposal.changes == {
         "enable_answer_verification": True,
         "semantic_top_k": 10,
@@ -230,7 +239,7 @@ def test_a_counterweight_for_answerable_questions_gives_back_all_their_evidence_
         "outcome_accepted": False,
         "changes": [{"field": k, "old": None, "new": val, "scope": "global"} for k, val in proposal.changes.items()],
     }
-    again = RubricDiagnoser().diagnose(weak_input(failed_alone + [traded, tried]), None).proposal
+    again = RubricDiagnoser().diagnose(weak_input(failed_alone + [traded, tried]), RetrievalConfig()).proposal
     assert again.changes and again.changes != proposal.changes
 
 
@@ -247,9 +256,9 @@ def test_a_counterweight_does_not_walk_further_along_the_settings_the_kept_chang
     ]
     # (the dense view is on and the budget is at its maximum: nothing fresh is left, so the
     # rubric's usual rules decide)
-    assert trade_actions(_input({"retrieval_miss": 100}, [bundle])) == []
+    assert trade_actions(_input({"retrieval_miss": 100}, [bundle]), files_space()) == []
     single = _traded("enable_answer_verification", False, True, -0.02, 0.14)
-    widened = trade_actions(_input({"retrieval_miss": 100}, [single]))
+    widened = trade_actions(_input({"retrieval_miss": 100}, [single]), files_space())
     assert widened and widened[0].changes["keyword_top_k"] > 10  # alone, verification gets the wider view
 
 
@@ -270,9 +279,12 @@ def test_moves_that_failed_alone_are_a_new_experiment_together_but_not_twice():
 
     alone = [tried({"keyword_top_k": 20}, 0), tried({"answer_style": "cautious"}, 1)]
     both = {"keyword_top_k": 20, "answer_style": "cautious"}
-    assert flag_proposal(Proposal(changes=dict(both)), _input({"answer_error": 50}, alone), reject=True) == []
+    assert (
+        flag_proposal(Proposal(changes=dict(both)), _input({"answer_error": 50}, alone), files_space(), reject=True)
+        == []
+    )
     again = Proposal(changes=dict(both))
-    flags = flag_proposal(again, _input({"answer_error": 50}, alone + [tried(both, 2)]), reject=True)
+    flags = flag_proposal(again, _input({"answer_error": 50}, alone + [tried(both, 2)]), files_space(), reject=True)
     assert len(flags) == 2 and all("a move already tried without a gain" in f for f in flags) and again.is_empty
 
 
@@ -295,7 +307,7 @@ def test_retrieval_misses_widen_the_views_with_a_context_that_carries_the_extra_
             "changes": [{"field": "semantic_top_k", "old": 0, "new": 10, "scope": "global"}],
         }
     ]
-    proposal = RubricDiagnoser().diagnose(inp, None).proposal
+    proposal = RubricDiagnoser().diagnose(inp, RetrievalConfig()).proposal
     assert "widen the views" in proposal.rationale
     # 15 + 10 candidates now ranked: the budget of 8 grows by one step, or the reader sees no new one
     assert proposal.changes == {"semantic_top_k": 15, "keyword_top_k": 10, "max_context": 12}
@@ -311,14 +323,14 @@ def test_retrieval_misses_widen_the_views_with_a_context_that_carries_the_extra_
             ],
         }
     )
-    assert "widen the views" not in RubricDiagnoser().diagnose(inp, None).proposal.rationale
+    assert "widen the views" not in RubricDiagnoser().diagnose(inp, RetrievalConfig()).proposal.rationale
 
 
 def test_switching_a_lever_on_is_a_different_move_from_turning_it_up():
     from evolvemem.contracts.diagnosis import move_direction
 
-    assert move_direction("semantic_top_k", 0, 10) == "on"
-    assert move_direction("semantic_top_k", 10, 15) == "up"
-    assert move_direction("semantic_top_k", 10, 0) == "off"
-    assert move_direction("max_context", 12, 8) == "down"  # no off value: only up and down
-    assert move_direction("answer_style", "concise", "cautious") == repr("cautious")
+    assert move_direction("semantic_top_k", 0, 10, files_space()) == "on"
+    assert move_direction("semantic_top_k", 10, 15, files_space()) == "up"
+    assert move_direction("semantic_top_k", 10, 0, files_space()) == "off"
+    assert move_direction("max_context", 12, 8, files_space()) == "down"  # no off value: only up and down
+    assert move_direction("answer_style", "concise", "cautious", files_space()) == repr("cautious")

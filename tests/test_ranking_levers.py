@@ -7,6 +7,8 @@ over small invented conversations; the CLI test runs the real `evolve` entry poi
 
 from __future__ import annotations
 
+from evolvemem.space.config import RetrievalConfig
+
 import json
 import subprocess
 import sys
@@ -23,7 +25,7 @@ from evolvemem.retrieval.late_interaction import LateIndex
 from evolvemem.retrieval.retriever import Retriever, context_tokens
 from evolvemem.retrieval.token_vectors import TokenVectors, content_piece
 from evolvemem.space.config import load_config
-from evolvemem.space.registry import registry
+from evolvemem.space.action_space import files_space
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_retrieval import SPEAKERS, TEXTS, config, contents, memories, memory, question  # noqa: E402
@@ -256,15 +258,15 @@ def diagnosis_input(token_budget: int, **values) -> DiagnosisInput:
         overrides={},
         token_budget=token_budget,
     )
-    inp.fixed = tuple(name for name, dim in registry().items() if dim.needs_reranker)  # a run without one
+    inp.fixed = tuple(name for name, dim in files_space().items() if dim.needs_reranker)  # a run without one
     return inp
 
 
 def test_rubric_proposes_ranking_moves_when_a_token_budget_cuts():
     rubric = RubricDiagnoser()
-    first = rubric.diagnose(diagnosis_input(1500), None).proposal
+    first = rubric.diagnose(diagnosis_input(1500), RetrievalConfig()).proposal
     assert set(first.changes) == {"late_top_k"}  # not wider views or more items: they fit no better
-    later = rubric.diagnose(diagnosis_input(1500, late_top_k=10), None).proposal.changes
+    later = rubric.diagnose(diagnosis_input(1500, late_top_k=10), RetrievalConfig()).proposal.changes
     assert later.get("late_weight", 0) > 1.0
     # weighting it up brought no gain: the next order moves are the ranking terms, each on its own
     failed = [
@@ -278,14 +280,17 @@ def test_rubric_proposes_ranking_moves_when_a_token_budget_cuts():
     ]
     inp = diagnosis_input(1500, late_top_k=10)
     inp.history = failed
-    moves = [p.changes for p in [rubric.diagnose(inp, None).proposal, *rubric.alternatives(inp, None, 3)]]
+    moves = [
+        p.changes
+        for p in [rubric.diagnose(inp, RetrievalConfig()).proposal, *rubric.alternatives(inp, RetrievalConfig(), 3)]
+    ]
     assert moves[:4] == [
         {"session_prior_weight": 0.3},
         {"neighbour_weight": 0.2},
         {"person_focus_weight": 0.1},
         {"temporal_grounding_weight": 0.2},
     ]
-    unbudgeted = rubric.diagnose(diagnosis_input(0), None).proposal.changes
+    unbudgeted = rubric.diagnose(diagnosis_input(0), RetrievalConfig()).proposal.changes
     assert "max_context" in unbudgeted  # without a budget the item cap is what cuts
 
 

@@ -3,7 +3,7 @@
 many local setups run it. A small real model ignores formats, copies examples and contradicts its
 evidence; these tests assert what must hold with any model: no failed question, every record
 scored and billed, no request larger than the window, malformed replies recovered, proposals
-valid per the registry, caps on calls respected. A recording proxy between evolvemem and the
+valid in the run's action space, caps on calls respected. A recording proxy between evolvemem and the
 server shows which prompts reached the model.
 
 CI builds the server and fetches the model (.ci/run); there (CI=true) these tests fail loudly
@@ -21,7 +21,8 @@ import pytest
 from benchmarks.local_llm_server import LocalModelUnavailable, LocalServer, serve
 from evolvemem.prompts import load_prompt
 from evolvemem.space.config import parse_config
-from evolvemem.space.registry import registry
+from evolvemem.space.emerged import run_space
+from evolvemem.space.action_space import files_space
 from tests.conftest import require_dev_data, skip_or_fail
 from tests.recording_proxy import Exchange, RecordingProxy
 from tests.test_llm_pipeline import evolve, query
@@ -245,7 +246,8 @@ def test_an_llm_diagnosed_run_applies_only_valid_evidence_consistent_changes(
         next_config = (
             row["next_config"] if isinstance(row["next_config"], dict) else json.loads(row["next_config"] or "{}")
         )
-        _, clamped = parse_config(next_config, source="next_config")  # valid per the registry: raises otherwise
+        # valid in the run's space (the files' dimensions and its levers): raises otherwise
+        _, clamped = parse_config(next_config, source="next_config", space=run_space(out))
         assert not clamped, clamped
         flags = json.loads(row["flags"]) if isinstance(row["flags"], str) else (row["flags"] or [])
         if row["decision"] == "applied" and not row["fallback"]:
@@ -337,7 +339,7 @@ def test_every_mechanism_llm_variant_runs_on_the_real_model(server, proxy, fresh
     reached = {name for name, line in first_lines.items() if any(line in e.prompt for e in exchanges)}
     assert reached >= {"route", "answer_judge", "episode", "foresight", "cue_traverse"}, reached
     rows = assert_scored_and_billed(tmp_path / "ev")
-    walk_cap = registry()["cue_graph_llm_calls"].max
+    walk_cap = files_space()["cue_graph_llm_calls"].max
     for row in rows:
         assert row["route"] in ("llm", "rules-fallback")
         assert row["retries"] <= 1 and len(row["judge_verdicts"]) <= 1
@@ -352,7 +354,6 @@ def test_whatever_new_dimension_the_model_proposes_is_materialised_validly_or_re
     puts in new_dimensions, or names as an unknown setting, ends as a valid lever file of the run
     or as a refusal that says why. Answers are offline so the test costs only the diagnoses."""
     from evolvemem.space.emerged import read_run_dimensions
-    from evolvemem.space.registry import forget_added_dimensions
 
     out = tmp_path / "run"
     result = evolve(
@@ -380,7 +381,6 @@ def test_whatever_new_dimension_the_model_proposes_is_materialised_validly_or_re
     assert_every_request_fit(exchanges)
     assert any("## New levers" in json.dumps(e.body) for e in exchanges), "the model never read the lever format"
     rows = query(out, "SELECT * FROM proposed_dimensions ORDER BY round, name")
-    forget_added_dimensions()
     levers = {d.name: d for d in read_run_dimensions(out)}  # every file is a valid bool bundle: raises otherwise
     for row in rows:
         assert row["status"] in ("materialised", "refused"), row

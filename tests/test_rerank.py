@@ -8,6 +8,8 @@ which is what makes the tests sharp: the stage must follow whatever the model sa
 
 from __future__ import annotations
 
+from evolvemem.space.config import RetrievalConfig
+
 import json
 import subprocess
 import sys
@@ -24,7 +26,7 @@ from evolvemem.retrieval.index import ConversationIndex
 from evolvemem.retrieval.rerank import CrossEncoderReranker, blended_order
 from evolvemem.retrieval.retriever import Retriever
 from evolvemem.space.config import load_config
-from evolvemem.space.registry import registry
+from evolvemem.space.action_space import files_space
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_retrieval import SPEAKERS, TEXTS, config, contents, memories, question  # noqa: E402
@@ -85,7 +87,7 @@ def test_the_stage_reorders_the_top_candidates_by_the_cross_encoder(tiny_cross_e
     reranking = Retriever(plain.index, embedder, known_persons=SPEAKERS, reranker=reranker)
     everything = dict(max_context=len(TEXTS), context_order="score")
     before = contents(plain.retrieve(question(QUERY), config(**everything)))
-    k = int(registry()["rerank_top_k"].min or 0)  # the fewest candidates the stage reads
+    k = int(files_space()["rerank_top_k"].min or 0)  # the fewest candidates the stage reads
     result = reranking.retrieve(question(QUERY), config(**everything, rerank_top_k=k, rerank_weight=1.0))
     after = contents(result)
 
@@ -173,9 +175,9 @@ def diagnosis_input(fixed: tuple[str, ...]) -> DiagnosisInput:
 
 def test_the_rubric_reaches_for_the_cross_encoder_only_when_the_run_has_one():
     rubric = RubricDiagnoser()
-    with_model = rubric.diagnose(diagnosis_input(()), None).proposal.changes
+    with_model = rubric.diagnose(diagnosis_input(()), RetrievalConfig()).proposal.changes
     assert set(with_model) == {"rerank_top_k"} and with_model["rerank_top_k"] > 0
-    without = rubric.diagnose(diagnosis_input(("rerank_top_k", "rerank_weight")), None).proposal.changes
+    without = rubric.diagnose(diagnosis_input(("rerank_top_k", "rerank_weight")), RetrievalConfig()).proposal.changes
     assert "rerank_top_k" not in without and set(without) == {"late_top_k"}
 
 

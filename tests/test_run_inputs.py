@@ -286,12 +286,12 @@ def test_a_server_that_accepts_but_never_completes_is_stopped_by_the_breaker(
 
 
 def test_space_piped_lists_every_dimension_whole_with_defaults_as_written_in_a_config() -> None:
-    from evolvemem.space.registry import registry
+    from evolvemem.space.action_space import files_space
 
     listed = evolve("space").output
-    dims = registry()
+    dims = files_space()
     assert listed.count("\n    ") == len(dims)
-    for dim in dims.values():
+    for dim in dims.dimensions():
         assert dim.description in listed  # nothing cut when piped
     assert "default rrf;" in listed and "'rrf'" not in listed and "default None" not in listed
     assert "default true" in listed or "default false" in listed

@@ -321,14 +321,14 @@ def test_screening_passes_a_gain_and_stops_no_gain_or_a_loss() -> None:
     assert not worse.passed and "worse on main" in worse.reason
 
 
-def test_the_context_key_reads_the_answer_stage_settings_from_the_registry() -> None:
+def test_the_context_key_reads_the_answer_stage_settings_from_the_files_space() -> None:
     from evolvemem.answering.context_reuse import context_key
     from evolvemem.contracts.memory import MemoryUnit
     from evolvemem.space.config import load_config
-    from evolvemem.space.registry import answer_stage_dimensions, registry
+    from evolvemem.space.action_space import files_space
 
-    assert set(answer_stage_dimensions()) == {n for n, d in registry().items() if d.stage == "answer"}
-    assert "answer_style" in answer_stage_dimensions() and "max_context" not in answer_stage_dimensions()
+    assert set(files_space().answer_stage()) == {n for n, d in files_space().items() if d.stage == "answer"}
+    assert "answer_style" in files_space().answer_stage() and "max_context" not in files_space().answer_stage()
     config = load_config("default")[0]
     memories = [
         MemoryUnit("c:m1", "c", "[3 March 2021] Ines: I adopted a grey cat."),
@@ -336,7 +336,7 @@ def test_the_context_key_reads_the_answer_stage_settings_from_the_registry() -> 
     ]
     key = context_key("q1", memories, config)
     assert context_key("q1", memories, config.with_changes({"rrf_k": 99})[0]) == key  # a retrieval setting
-    other_style = next(c for c in registry()["answer_style"].choices if c != config.answer_style)
+    other_style = next(c for c in files_space()["answer_style"].choices if c != config.answer_style)
     assert context_key("q1", memories, config.with_changes({"answer_style": other_style})[0]) != key
     assert context_key("q1", memories[::-1], config) != key  # the order is part of the context
     edited = [memories[0].evolve(content="[3 March 2021] Ines: I adopted a black cat."), memories[1]]
@@ -387,7 +387,7 @@ def test_tpe_learns_the_minibatch_estimate_of_every_screened_out_config(tmp_path
 def test_with_a_model_answering_explorations_never_switch_on_a_setting_that_asks_it_again(tmp_path: Path) -> None:
     """An exploration is a random gamble: with a model answering, one that draws an LLM walk, a
     decomposition or a verification pass would cost its minibatch several calls a question."""
-    from evolvemem.space.registry import registry
+    from evolvemem.space.action_space import files_space
 
     run = tmp_path / "run"
     with FakeLLMServer(make_responder(SCREENED_OUT_PROPOSAL)) as server:
@@ -400,7 +400,7 @@ def test_with_a_model_answering_explorations_never_switch_on_a_setting_that_asks
     explorations = query(run, "SELECT changes FROM screenings WHERE source = 'exploration'")
     drawn = {change["field"] for row in explorations for change in row["changes"]}
     assert len(explorations) >= 3 and len(drawn) >= 8  # the draws cover much of the space...
-    costly = {name for name, dim in registry().items() if dim.model_calls}
+    costly = {name for name, dim in files_space().items() if dim.model_calls}
     assert costly and not drawn & costly  # ...but none of the settings that ask the model again
 
 

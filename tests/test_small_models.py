@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from evolvemem.space.registry import registry
+from evolvemem.space.action_space import files_space
 from tests.fake_llm_server import FakeLLMServer, wants_json
 from tests.test_llm_pipeline import (  # noqa: F401 - new_cache and seed_cache are fixtures
     MODEL,
@@ -172,7 +172,7 @@ def test_menu_mode_with_a_bad_choice_falls_back_to_the_rubric(tmp_path: Path) ->
 
 def test_model_only_settings_follow_the_answer_side_model(tmp_path: Path) -> None:
     """Only the diagnosis has a model: settings that ask the answer model are never changed."""
-    name, dim = next((n, d) for n, d in sorted(registry().items()) if d.needs_model and d.kind in ("enum", "bool"))
+    name, dim = next((n, d) for n, d in sorted(files_space().items()) if d.needs_model and d.kind in ("enum", "bool"))
     value = (not dim.default) if dim.kind == "bool" else next(c for c in dim.choices if c != dim.default)
     with FakeLLMServer(responder(json.dumps({"changes": {name: value, "semantic_top_k": 10}}))) as server:
         run(server, tmp_path / "run")
@@ -184,7 +184,7 @@ def test_model_only_settings_follow_the_answer_side_model(tmp_path: Path) -> Non
 def test_answer_and_verification_prompts_leave_out_the_lowest_ranked_memories_to_fit(tmp_path: Path) -> None:
     config = tmp_path / "wide.toml"
     config.write_text(
-        f"max_context = {registry()['max_context'].max}\nenable_answer_verification = true\n"
+        f"max_context = {files_space()['max_context'].max}\nenable_answer_verification = true\n"
         'verification_style = "strict"\n',
         encoding="utf-8",
     )

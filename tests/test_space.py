@@ -1,4 +1,4 @@
-"""The action space: registry, generated config, strict parsing, clamping, diff, perturbation, Optuna."""
+"""The action space: its dimensions, the generated config, strict parsing, clamping, diff, perturbation, Optuna."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from evolvemem.space.ops import (
     perturb,
     suggest_config,
 )
-from evolvemem.space.registry import registry
+from evolvemem.space.action_space import files_space
 
 PAPER_DIMENSIONS = {
     "semantic_top_k",
@@ -46,7 +46,7 @@ PAPER_DIMENSIONS = {
 
 
 def test_registry_has_every_paper_dimension_with_ranges():
-    dims = registry()
+    dims = files_space()
     assert PAPER_DIMENSIONS <= set(dims)
     assert (dims["semantic_top_k"].min, dims["semantic_top_k"].max, dims["semantic_top_k"].off) == (3, 200, 0)
     assert (dims["max_context"].min, dims["max_context"].max) == (6, 200)
@@ -56,12 +56,12 @@ def test_registry_has_every_paper_dimension_with_ranges():
     assert len(dims["answer_style"].choices) == 6
     assert dims["verification_style"].choices == ("strict", "multi_candidate")
     assert dims["reflection_rounds"].max == 3
-    for dim in dims.values():
+    for dim in dims.dimensions():
         assert dim.description and dim.group
 
 
-def test_model_fields_are_generated_from_the_registry():
-    assert set(RetrievalConfig.model_fields) == set(registry()) | {"per_category_overrides"}
+def test_model_fields_are_generated_from_the_files_space():
+    assert set(RetrievalConfig.model_fields) == set(files_space()) | {"per_category_overrides"}
     schema = RetrievalConfig.model_json_schema()
     assert schema["properties"]["max_context"]["minimum"] == 6
     assert schema["properties"]["fusion_mode"]["enum"] == ["sum", "weighted_sum", "rrf"]
@@ -154,7 +154,7 @@ def test_perturbation_stays_in_range_and_is_seeded():
     one, changes = perturb(base, random.Random(3), n_dims=4)
     two, _ = perturb(base, random.Random(3), n_dims=4)
     assert one == two and 1 <= len(changes) <= 4
-    dims = registry()
+    dims = files_space()
     for _ in range(50):
         cfg, _ = perturb(base, random.Random(_), n_dims=6)
         for name, value in cfg.values().items():
@@ -163,7 +163,7 @@ def test_perturbation_stays_in_range_and_is_seeded():
                 assert d.min <= value <= d.max
 
 
-def test_optuna_sampling_covers_the_registry():
+def test_optuna_sampling_covers_the_files_space():
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -172,12 +172,12 @@ def test_optuna_sampling_covers_the_registry():
     cfg = suggest_config(trial)
     assert isinstance(cfg, RetrievalConfig)
     params = config_to_trial_params(cfg)
-    assert set(optuna_distributions()) >= {k for k in params if not k.endswith("__on")}
+    assert set(optuna_distributions(cfg.space)) >= {k for k in params if not k.endswith("__on")}
 
 
-def test_prompt_text_is_generated_from_the_registry():
-    text = action_space_text()
-    for name, dim in registry().items():
+def test_prompt_text_is_generated_from_the_files_space():
+    text = action_space_text(files_space())
+    for name, dim in files_space().items():
         assert name in text
     assert "3..30 (or 0 = off)" in text and "(or null = off)" in text
 
@@ -195,8 +195,8 @@ def test_a_new_dimension_file_needs_no_code(tmp_path):
     )
     script = (
         "from evolvemem.space.config import parse_config\n"
-        "from evolvemem.space.registry import registry\n"
-        "assert registry()['wide_recall'].group == 'extra'\n"
+        "from evolvemem.space.action_space import files_space\n"
+        "assert files_space()['wide_recall'].group == 'extra'\n"
         "cfg, _ = parse_config({'per_category_overrides': {'multi_hop': {'wide_recall': 'true'}}})\n"
         "print(cfg.for_type('multi_hop').semantic_top_k, cfg.for_type('temporal').semantic_top_k)\n"
     )
@@ -215,7 +215,7 @@ def test_every_choice_the_registry_offers_has_an_implementation():
     from evolvemem.prompts import load_prompt
     from evolvemem.retrieval.fusion import ViewHits, fuse
 
-    dims = registry()
+    dims = files_space()
     for style in dims["answer_style"].choices:
         assert load_prompt(f"answer_{style}").render(question="q", question_date="", context="c")
     for style in dims["verification_style"].choices:
@@ -224,3 +224,79 @@ def test_every_choice_the_registry_offers_has_an_implementation():
     for mode in dims["fusion_mode"].choices:
         rows, scores = fuse(hits, mode)
         assert rows.tolist() == [0, 2] and scores.max() == 1.0
+
+
+def test_each_kind_of_dimension_is_a_class_picked_by_its_type(tmp_path):
+    from evolvemem.space.dimensions import (
+        BoolDimension,
+        EnumDimension,
+        FloatDimension,
+        IntDimension,
+        dimension_from_table,
+        dimension_to_toml,
+    )
+    import tomllib
+
+    dims = files_space()
+    assert isinstance(dims["semantic_top_k"], IntDimension) and isinstance(dims["keyword_weight"], FloatDimension)
+    assert isinstance(dims["fusion_mode"], EnumDimension) and isinstance(dims["enable_entity_swap"], BoolDimension)
+    assert [dims[n].kind for n in ("semantic_top_k", "keyword_weight", "fusion_mode", "enable_entity_swap")] == [
+        "int",
+        "float",
+        "enum",
+        "bool",
+    ]
+    views = dims["semantic_top_k"]
+    assert views.coerce("12") == 12 and views.clamp(900) == 200 and views.clamp(0) == 0  # 0 is its off value
+    with pytest.raises(ValueError, match="whole number"):
+        views.coerce(2.5)
+    assert dims["keyword_weight"].clamp(9) == 2.5 and isinstance(dims["keyword_weight"].clamp(1), float)
+    assert (
+        dims["enable_entity_swap"].coerce("yes") is True and dims["enable_entity_swap"].range_text() == "true | false"
+    )
+    with pytest.raises(ValueError, match="expected one of sum, weighted_sum, rrf"):
+        dims["fusion_mode"].coerce("max")
+    rng = random.Random(5)
+    assert all(dims["fusion_mode"].sample(rng, "rrf") in ("sum", "weighted_sum") for _ in range(20))
+    # the TOML a run writes for a lever reads back into an equal dimension of the same class
+    for name in ("semantic_top_k", "keyword_weight", "fusion_mode", "time_decay_half_life_days"):
+        table = tomllib.loads(dimension_to_toml(dims[name]))[name]
+        assert dimension_from_table(tmp_path / "x.toml", name, {**table, "group": dims[name].group}) == dims[name]
+    with pytest.raises(ConfigError, match="type must be one of int, float, bool, enum"):
+        dimension_from_table(tmp_path / "x.toml", "odd", {"type": "text", "default": "a", "description": "d"})
+    with pytest.raises(ConfigError, match="numeric dimensions need min and max"):
+        dimension_from_table(tmp_path / "x.toml", "odd", {"type": "int", "default": 1, "description": "d"})
+
+
+def test_a_space_with_more_levers_is_a_new_value_and_the_files_space_is_unchanged():
+    from evolvemem.space.dimensions import BoolDimension
+
+    files = files_space()
+    lever = BoolDimension(
+        name="wide_pair",
+        default=False,
+        group="emerged",
+        description="Both text views wider.",
+        maps_to={"semantic_top_k": 25, "keyword_top_k": 25},
+    )
+    grown = files.with_dimensions([lever])
+    assert grown is not files and "wide_pair" in grown and "wide_pair" not in files_space()
+    assert grown.added() == (lever,) and files.added() == () and grown.base_names == files.base_names
+    assert grown.with_dimensions([lever]) is grown  # the same definition again adds nothing
+    assert grown.expand(["emerged", "max_context"]) == ["max_context", "wide_pair"]
+    with pytest.raises(ConfigError, match="unknown dimension or group 'nope'"):
+        grown.expand(["nope"])
+    other = BoolDimension(name="wide_pair", default=False, group="emerged", description="Something else.")
+    with pytest.raises(ConfigError, match="'wide_pair' is already defined differently"):
+        grown.with_dimensions([other])
+    with pytest.raises(ConfigError, match="'max_context' is already defined differently .in action_space/"):
+        files.with_dimensions([BoolDimension(name="max_context", default=False, group="x", description="d")])
+    # a config knows the space it was parsed with, and every config made from it keeps it
+    config, _ = parse_config({"wide_pair": True}, space=grown)
+    assert config.space is grown and config.for_type("temporal").semantic_top_k == 25
+    assert config.with_changes({"max_context": 20})[0].space is grown and config.with_token_cap(500).space is grown
+    with pytest.raises(ConfigError, match="unknown config field 'wide_pair'"):
+        parse_config({"wide_pair": True})  # the files' space alone does not know it
+    plain = load_config("weak")[0]
+    assert plain.space == files and plain.with_space(grown).values()["wide_pair"] is False
+    assert plain.with_space(grown).fingerprint() == plain.fingerprint()  # a lever at its default changes nothing

@@ -16,7 +16,7 @@ from evolvemem.answering.stores import base_store, stores_needed
 from evolvemem.memory.stores import raw_units, store_extractor
 from evolvemem.roles.factory import ModelSettings, build_roles
 from evolvemem.space.config import load_config
-from evolvemem.space.registry import expand_dimension_names, registry
+from evolvemem.space.action_space import files_space
 from evolvemem.workspace import Workspace
 
 
@@ -88,12 +88,12 @@ def test_a_store_is_built_once_when_first_needed_and_retrieves_its_own_units(syn
 
 
 def test_dimension_groups_expand_and_unknown_names_are_refused():
-    dims = registry()
-    scenes = expand_dimension_names(["scenes"])
+    dims = files_space()
+    scenes = files_space().expand(["scenes"])
     assert scenes and all(dims[n].group == "scenes" for n in scenes)
-    assert expand_dimension_names(["max_context", "scenes"]) == [n for n in dims if n == "max_context" or n in scenes]
+    assert files_space().expand(["max_context", "scenes"]) == [n for n in dims if n == "max_context" or n in scenes]
     with pytest.raises(ConfigError, match="unknown dimension or group 'nope'"):
-        expand_dimension_names(["nope"])
+        files_space().expand(["nope"])
 
 
 def test_dropping_frozen_fields_removes_them_everywhere_and_says_why():
@@ -108,7 +108,7 @@ def test_dropping_frozen_fields_removes_them_everywhere_and_says_why():
 
 
 def test_a_run_never_changes_frozen_dimensions(tmp_path):
-    frozen = expand_dimension_names(["views", "answering"])
+    frozen = files_space().expand(["views", "answering"])
     out = tmp_path / "frozen"
     result = CliRunner().invoke(
         app,
@@ -147,10 +147,10 @@ def test_a_run_never_changes_frozen_dimensions(tmp_path):
 
 
 def test_offline_runs_leave_model_only_dimensions_alone(tmp_path):
-    dims = registry()
+    dims = files_space()
     model_only = {n for n, d in dims.items() if d.needs_model and d.group == "cue_graph"}
     assert model_only, "the cue graph's LLM mode is declared needs_model"
-    others = sorted({d.group for d in dims.values()} - {"cue_graph"})
+    others = sorted(dims.groups() - {"cue_graph"})
     result = CliRunner().invoke(
         app,
         [

@@ -2,7 +2,7 @@
 
 Retrieval costs well under a millisecond per question; the answer model is the cost. A config
 change that leaves a question's answer context as it was (the same memories, in the same order,
-with the same text) and agrees on the settings that act on a built context (the registry's
+with the same text) and agrees on the settings that act on a built context (the action space's
 `stage = "answer"` dimensions: the answer prompt and its check) gets the same answer, so the
 answer path asks this memo before it asks the answer role, whatever else in the config changed.
 
@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.contracts.roles import AnswerResult
-from evolvemem.space.registry import answer_stage_dimensions
 
 if TYPE_CHECKING:
     from evolvemem.space.config import RetrievalConfig
@@ -35,8 +34,8 @@ def _memory_text(memory: MemoryUnit) -> str:
 
 def context_key(question_id: str, context: Sequence[MemoryUnit], effective: RetrievalConfig) -> str:
     """The key of one answer step: the question, its ordered context (ids and text) and the
-    effective config's answer-stage settings (taken from the registry, not listed here)."""
-    settings = ";".join(f"{name}={getattr(effective, name)!r}" for name in answer_stage_dimensions())
+    effective config's answer-stage settings (taken from its action space, not listed here)."""
+    settings = ";".join(f"{name}={getattr(effective, name)!r}" for name in effective.space.answer_stage())
     digest = hashlib.sha256()
     for part in (question_id, settings, *(_memory_text(m) for m in context)):
         digest.update(part.encode("utf-8"))

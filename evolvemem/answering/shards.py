@@ -29,8 +29,9 @@ from evolvemem.paths import cache_dir
 from evolvemem.retrieval.embeddings import DEFAULT_EMBEDDING_MODEL, Embedder
 from evolvemem.retrieval.rerank import CrossEncoderReranker
 from evolvemem.roles.factory import ModelSettings, Roles, build_roles
+from evolvemem.space.action_space import files_space
 from evolvemem.space.config import parse_config
-from evolvemem.space.registry import Dimension, add_dimensions, added_dimensions, forget_added_dimensions
+from evolvemem.space.dimensions import Dimension
 from evolvemem.workspace import ConversationPack, Workspace, workspace_from_pack
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ class ShardTask:
     job: int  # which evaluation of the driver's batch
     setup: WorkerSetup
     pack: Shared[ConversationPack]
-    config: dict  # RetrievalConfig.model_dump(), parsed on the worker once its levers are known
+    config: dict  # RetrievalConfig.model_dump(), parsed on the worker in the space its setup carries
     questions: tuple[Question, ...]
     round_no: int
     phase: str
@@ -138,10 +139,8 @@ def worker_workspace(setup: WorkerSetup, pack: Shared[ConversationPack]) -> tupl
 def run_shard(task: ShardTask) -> ShardResult:
     """Evaluate one shard in this (worker) process; nothing is written here."""
     started = time.perf_counter()
-    if tuple(added_dimensions().values()) != task.setup.dimensions:  # a worker serves any run
-        forget_added_dimensions()
-        add_dimensions(task.setup.dimensions)
-    config = parse_config(task.config, source="shard")[0]
+    space = files_space().with_dimensions(task.setup.dimensions)  # a worker serves any run
+    config = parse_config(task.config, source="shard", space=space)[0]
     ws, setup_seconds = worker_workspace(task.setup, task.pack)
     ws.ensure_stores(stores_needed(config))  # the pack normally holds them all (the driver built them)
     shipped = task.memo.get() if task.memo is not None else None

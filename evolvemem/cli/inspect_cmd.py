@@ -16,7 +16,7 @@ from evolvemem.cli.ui import UI, fmt, paired_table
 from evolvemem.errors import EvolveMemError
 from evolvemem.loop.guard import next_step_text
 from evolvemem.report import RIGHT_F1, flipped_questions
-from evolvemem.space.emerged import load_run_dimensions, read_run_dimensions, switched_on
+from evolvemem.space.emerged import read_run_dimensions, run_space, switched_on
 
 if TYPE_CHECKING:
     from evolvemem.store.rows import DecisionRow, RoundUsage
@@ -364,7 +364,8 @@ def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
     from evolvemem.space.ops import diff_configs
 
     with open_run(run) as store:
-        levers = {d.name for d in load_run_dimensions(store.run_dir)}  # its configs may use them
+        space = run_space(store.run_dir)  # its configs may use its levers
+        levers = {d.name for d in space.added()}
         cfg = {r.round: r.as_row() for r in store.round_summaries((Phase.DEV, Phase.EVAL)) if r.round in (a, b)}
         for r in (a, b):
             if r not in cfg:
@@ -373,8 +374,8 @@ def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
         paired = compare_rounds(store, a, b, objective)
         phase = {r["round"]: r["phase"] for r in cfg.values()}
         flips = [asdict(f) for f in flipped_questions(store, (phase[a], a), (phase[b], b))]
-    old = parse_config(cfg[a]["config"], source=f"round {a}")[0]
-    new = parse_config(cfg[b]["config"], source=f"round {b}")[0]
+    old = parse_config(cfg[a]["config"], source=f"round {a}", space=space)[0]
+    new = parse_config(cfg[b]["config"], source=f"round {b}", space=space)[0]
     changes = [c.as_dict() for c in diff_configs(old, new)]
     cats = sorted(set(cfg[a]["by_category"] or {}) | set(cfg[b]["by_category"] or {}))
     metric = objective_metric(objective)  # F1, or the contexts' evidence recall of an evidence run

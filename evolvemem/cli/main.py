@@ -13,7 +13,7 @@ from evolvemem.cli.ui import UI
 from evolvemem.labelling.kinds import DEFAULT_MATCH_F1, DEFAULT_PER_SESSION
 
 if TYPE_CHECKING:
-    from evolvemem.space.registry import Dimension
+    from evolvemem.space.dimensions import Dimension
 from evolvemem.cli.defaults import BENCHMARK_HELP, GUARD_DEFAULTS, RUN_DEFAULTS
 
 app = typer.Typer(
@@ -157,19 +157,20 @@ def space(
     from rich.markup import escape
     from rich.table import Table
 
+    from evolvemem.space.action_space import files_space
     from evolvemem.space.config import RetrievalConfig
-    from evolvemem.space.registry import base_registry, registry
+    from evolvemem.space.dimensions import EnumDimension, NumericDimension
 
     ui = UI(json_mode=json_out)
     title = "Action space"
+    dims = files_space()
     if run_dir:
         from evolvemem.session import open_run
-        from evolvemem.space.emerged import use_run_dimensions
+        from evolvemem.space.emerged import run_space
 
         with open_run(run_dir) as store:
-            emerged = use_run_dimensions(store.run_dir)
-        title += f" of {run_dir}: {len(base_registry())} base + {len(emerged)} emerged"
-    dims = registry()
+            dims = run_space(store.run_dir)
+        title += f" of {run_dir}: {len(dims.base_names)} base + {len(dims.added())} emerged"
     title += f" ({len(dims)} dimensions)"
     if json_out:
         ui.emit_json(
@@ -179,18 +180,18 @@ def space(
                         "name": d.name,
                         "type": d.kind,
                         "group": d.group,
-                        "min": d.min,
-                        "max": d.max,
+                        "min": d.min if isinstance(d, NumericDimension) else None,
+                        "max": d.max if isinstance(d, NumericDimension) else None,
                         "off": d.off,
                         "optional": d.optional,
-                        "choices": list(d.choices),
+                        "choices": list(d.choices) if isinstance(d, EnumDimension) else [],
                         "default": d.default,
                         "per_type": d.per_type,
                         "description": d.description,
                         "maps_to": dict(d.maps_to),
-                        "emerged": d.name not in base_registry(),
+                        "emerged": dims.is_added(d.name),
                     }
-                    for d in dims.values()
+                    for d in dims.dimensions()
                 ],
                 "schema": RetrievalConfig.model_json_schema(),
             }
@@ -199,7 +200,7 @@ def space(
     if not ui.console.is_terminal or ui.console.width < WIDE_TABLE_COLUMNS:
         # piped or narrow: one block per dimension, nothing cut
         ui.console.print(title, markup=False)
-        for d in dims.values():
+        for d in dims.dimensions():
             per_type = "; per type" if d.per_type else ""
             ui.console.print(
                 f"{d.group} · {d.name} ({d.kind}, {d.range_text()}; default {value_text(d.default)}{per_type})",
@@ -212,7 +213,7 @@ def space(
     for col in ("group", "dimension", "type", "range / choices", "default", "per type"):
         table.add_column(col, no_wrap=True)
     table.add_column("description", overflow="fold", min_width=30)
-    for d in dims.values():
+    for d in dims.dimensions():
         table.add_row(
             d.group,
             d.name,
@@ -473,7 +474,7 @@ def run(
         open_executor,
         resolve_init,
     )
-    from evolvemem.space.registry import expand_dimension_names
+    from evolvemem.space.action_space import files_space
 
     started = time.perf_counter()
     ui = UI(json_mode=json_out, quiet=quiet)
@@ -503,7 +504,7 @@ def run(
         chosen = entry.name
         if entry.modes and diagnosis_mode not in entry.modes:
             raise EvolveMemError(f"--diagnosis-mode must be {' or '.join(entry.modes)}, not {diagnosis_mode!r}")
-        frozen = expand_dimension_names([n for item in freeze or [] for n in item.split(",")])
+        frozen = files_space().expand([n for item in freeze or [] for n in item.split(",")])
         if screen_fraction is None:  # K candidates are compared on the minibatch, offline too
             answered = settings.for_role("answer") != "offline" or candidates > 1
             screen_fraction = RUN_DEFAULTS.screen_fraction if answered else 0.0

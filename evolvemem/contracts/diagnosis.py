@@ -1,7 +1,7 @@
 """What a diagnoser reads and returns: `DiagnosisInput`, `Proposal`, `DiagnosisResult`, `Diagnoser`.
 
-A proposal is validated against the action-space registry: a value that fails validation is
-dropped with a reason (never applied, never a crash); a dimension the registry does not know is
+A proposal is validated against the run's action space: a value that fails validation is
+dropped with a reason (never applied, never a crash); a dimension the space does not know is
 recorded as a proposed new dimension (refused: it has no definition). A definition in
 `new_dimensions` (name, description, maps_to) can become a lever of the run (space/emerged.py)."""
 
@@ -14,21 +14,21 @@ from evolvemem.contracts.vocab import Decision, FailureClass
 from evolvemem.contracts.records import FAILURE_CLASSES
 from evolvemem.contracts.usage import Usage
 from evolvemem.qtypes import QUESTION_TYPES
-from evolvemem.space.registry import registry
+from evolvemem.space.action_space import ActionSpace
 
 if TYPE_CHECKING:
     from evolvemem.space.config import ClampReport, RetrievalConfig
 
-# A value of one dimension of the action space, as a proposal carries it (clamped by the registry).
+# A value of one dimension of the action space, as a proposal carries it (clamped to its range).
 ConfigValue = Union[bool, int, float, str]
 
 
-def move_direction(name: str, old: Any, new: Any) -> str:
+def move_direction(name: str, old: Any, new: Any, space: ActionSpace) -> str:
     """What kind of move a change was: 'on' / 'off' for a dimension leaving or reaching its off
     value, 'up' / 'down' for other numbers, the new value otherwise. Switching a view on and
     widening it are different levers: a dense view that brought no significant gain when switched
     on says nothing about giving it more candidates once it is on."""
-    dim = registry().get(name)
+    dim = space.get(name)
     off = dim.off if dim is not None else None
     if off is not None and old != new and not isinstance(new, bool):
         if old == off:
@@ -76,10 +76,11 @@ class DiagnosisInput:
         top = max(counts, key=lambda c: counts[c], default=None)
         return top if top is not None and counts[top] > 0 else None
 
-    def failed_moves(self) -> set[tuple[str, str, str]]:
+    def failed_moves(self, space: ActionSpace) -> set[tuple[str, str, str]]:
         """(scope, field, direction) moves whose round brought no gain (not accepted on paired
         evidence; for runs without paired verdicts: a dev score that did not rise): trying
-        them again is walking the same lever while the score stays flat."""
+        them again is walking the same lever while the score stays flat. `space` tells what
+        switches a field off."""
         bad = set()
         for item in self.history:
             outcome = item.get("outcome_delta")
@@ -94,7 +95,7 @@ class DiagnosisInput:
                     (
                         change.get("scope", "global"),
                         change["field"],
-                        move_direction(change["field"], old, change["new"]),
+                        move_direction(change["field"], old, change["new"], space),
                     )
                 )
         return bad
@@ -162,7 +163,7 @@ class Proposal:
         self.overrides = {q: s for q, s in self.overrides.items() if s}
 
     def apply_to(self, config: RetrievalConfig) -> tuple[RetrievalConfig, list[ClampReport]]:
-        """The config with this proposal applied (values clamped by the registry)."""
+        """The config with this proposal applied (values clamped by the config's space)."""
         clamps: list[ClampReport] = []
         new, c = config.with_changes(self.changes)
         clamps += c
@@ -173,13 +174,15 @@ class Proposal:
 
 
 UNKNOWN_SETTING = (
-    "unknown dimension: a setting the registry does not have; a new lever needs a definition "
+    "unknown dimension: a setting the action space does not have; a new lever needs a definition "
     "in new_dimensions (name, description, maps_to)"
 )
 
 
-def _check_value(name: str, value: object, per_type: bool, rejected: list[str]) -> tuple[bool, ConfigValue]:
-    dim = registry()[name]
+def _check_value(
+    space: ActionSpace, name: str, value: object, per_type: bool, rejected: list[str]
+) -> tuple[bool, ConfigValue]:
+    dim = space[name]
     if per_type and not dim.per_type:
         rejected.append(f"{name} cannot be overridden per question type")
         return False, False
@@ -190,13 +193,13 @@ def _check_value(name: str, value: object, per_type: bool, rejected: list[str]) 
         return False, False
 
 
-def proposal_from_raw(raw: Any) -> Proposal:
-    """Build a validated Proposal from a diagnoser's JSON-like output."""
+def proposal_from_raw(raw: Any, space: ActionSpace) -> Proposal:
+    """Build a Proposal from a diagnoser's JSON-like output, validated against `space`."""
     proposal = Proposal()
     if not isinstance(raw, dict):
         proposal.rejected.append("the reply is not a JSON object")
         return proposal
-    dims = registry()
+    dims = space
     changes = raw.get("changes") or {}
     if isinstance(changes, list):  # tolerate [{"field":..,"value":..}]
         changes = {c.get("field") or c.get("name"): c.get("value") for c in changes if isinstance(c, dict)}
@@ -209,7 +212,7 @@ def proposal_from_raw(raw: Any) -> Proposal:
                 NewDimension(str(name), "", f"proposed value {value!r}", refused=UNKNOWN_SETTING)
             )
             continue
-        ok, clean = _check_value(name, value, False, proposal.rejected)
+        ok, clean = _check_value(dims, name, value, False, proposal.rejected)
         if ok:
             proposal.changes[name] = clean
     overrides = raw.get("overrides") or raw.get("per_category_overrides") or {}
@@ -227,7 +230,7 @@ def proposal_from_raw(raw: Any) -> Proposal:
                         NewDimension(str(name), "", f"proposed for {qtype}: {value!r}", refused=UNKNOWN_SETTING)
                     )
                     continue
-                ok, clean = _check_value(name, value, True, proposal.rejected)
+                ok, clean = _check_value(dims, name, value, True, proposal.rejected)
                 if ok:
                     proposal.overrides.setdefault(qtype, {})[name] = clean
     items = raw.get("new_dimensions") or []

@@ -2,7 +2,7 @@
 of the rubric's ranked candidates (`menu` mode, prompts/diagnose_menu.md).
 
 The prompt is sized to the model's window (least useful parts dropped first, noted in the
-record); the reply is parsed as JSON with repair, every value validated against the registry,
+record); the reply is parsed as JSON with repair, every value validated against the config's space,
 and anything copied from the prompt's example dropped. A garbled reply yields an empty proposal
 and a logged reason, never a crash (the loop then falls back to the rubric)."""
 
@@ -28,6 +28,8 @@ from evolvemem.llm.echo import EchoDetector
 from evolvemem.prompts import load_prompt
 from evolvemem.qtypes import LABEL_ONLY_TYPES as NO_OVERRIDE_TYPES
 from evolvemem.qtypes import QUESTION_TYPES
+from evolvemem.space.action_space import ActionSpace
+from evolvemem.space.config import RetrievalConfig
 from evolvemem.space.ops import action_space_text
 
 
@@ -73,7 +75,7 @@ def _one_per_type(cases: list[dict]) -> list[dict]:
     return list(first.values())
 
 
-def diagnosis_variants(inp: DiagnosisInput) -> Iterator[tuple[str, str]]:
+def diagnosis_variants(inp: DiagnosisInput, space: ActionSpace) -> Iterator[tuple[str, str]]:
     """The free-form prompt, then ever shorter versions with what each leaves out (llm/budget.py):
     older history, extra worst cases, the settings' descriptions, then all history and cases."""
     steps = [
@@ -87,7 +89,7 @@ def diagnosis_variants(inp: DiagnosisInput) -> Iterator[tuple[str, str]]:
         yield (
             note,
             load_prompt("diagnose").render(
-                action_space=action_space_text(brief=brief),
+                action_space=action_space_text(space, brief=brief),
                 question_types=", ".join(QUESTION_TYPES),
                 round=inp.round,
                 config=_compact(inp.config),
@@ -153,7 +155,7 @@ def menu_choice(parsed: Any, size: int) -> tuple[int | None, str]:
     return choice, ""
 
 
-def proposal_from_menu(parsed: Any, actions: list[tuple[Action, dict[str, Any]]]) -> Proposal:
+def proposal_from_menu(parsed: Any, actions: list[tuple[Action, dict[str, Any]]], space: ActionSpace) -> Proposal:
     """The chosen candidate with the model's adjustments (only to its own settings, validated)."""
     choice, why = menu_choice(parsed, len(actions))
     if choice is None:
@@ -163,7 +165,9 @@ def proposal_from_menu(parsed: Any, actions: list[tuple[Action, dict[str, Any]]]
     adjust: dict[str, Any] = raw_adjust if isinstance(raw_adjust, dict) else {}
     rejected = [f"adjust {k}: not a setting of candidate {choice}" for k in adjust if k not in changes]
     wanted = {k: v for k, v in adjust.items() if k in changes}
-    checked = proposal_from_raw({"changes": wanted} if not action.qtype else {"overrides": {action.qtype: wanted}})
+    checked = proposal_from_raw(
+        {"changes": wanted} if not action.qtype else {"overrides": {action.qtype: wanted}}, space
+    )
     clean = checked.changes if not action.qtype else checked.overrides.get(action.qtype, {})
     why = str(parsed.get("why") or "")[:500]
     proposal = action_proposal(
@@ -187,17 +191,18 @@ class LLMDiagnoser:
         self.mode = mode
         self._menu_left: list[tuple[Action, dict[str, Any]]] | None = None  # the menu after this round's pick
 
-    def diagnose(self, inp: DiagnosisInput, config: Any) -> DiagnosisResult:
+    def diagnose(self, inp: DiagnosisInput, config: RetrievalConfig) -> DiagnosisResult:
         self._menu_left = None
+        space = config.space
         if self.mode == "menu":
-            return self._from_menu(inp, viable_actions(inp)[:MENU_SIZE])
+            return self._from_menu(inp, viable_actions(inp, space)[:MENU_SIZE], space)
         fitted, parsed, reply, error, cost = self._ask(
-            lambda: fit_prompt(self.client, diagnosis_variants(inp), MAX_REPLY_TOKENS, MIN_REPLY_TOKENS)
+            lambda: fit_prompt(self.client, diagnosis_variants(inp, space), MAX_REPLY_TOKENS, MIN_REPLY_TOKENS)
         )
         prompt, trimmed = (fitted.text, list(fitted.trimmed)) if fitted else ("", [])
         if reply is None:
             return DiagnosisResult(Proposal(), prompt, "", error, cost, trimmed)
-        proposal = proposal_from_raw(parsed) if not error else Proposal()
+        proposal = proposal_from_raw(parsed, space) if not error else Proposal()
         for qtype in NO_OVERRIDE_TYPES:
             if proposal.overrides.pop(qtype, None) is not None:
                 proposal.rejected.append(f"overrides for {qtype} are not allowed (they would use the label)")
@@ -205,20 +210,22 @@ class LLMDiagnoser:
         error = error or "; ".join(proposal.rejected)
         return DiagnosisResult(proposal, prompt, reply.text, error, cost, trimmed)
 
-    def alternatives(self, inp: DiagnosisInput, config: Any, k: int) -> list[Proposal]:
+    def alternatives(self, inp: DiagnosisInput, config: RetrievalConfig, k: int) -> list[Proposal]:
         """`k` further picks from the rubric's menu, one short call each, every candidate already
         picked this round taken out of the menu first."""
         if self._menu_left is None:
-            self._menu_left = viable_actions(inp)[:MENU_SIZE]
+            self._menu_left = viable_actions(inp, config.space)[:MENU_SIZE]
         picked = []
         for _ in range(k):
-            result = self._from_menu(inp, self._menu_left)
+            result = self._from_menu(inp, self._menu_left, config.space)
             if result.proposal.is_empty:
                 break
             picked.append(result.proposal)
         return picked
 
-    def _from_menu(self, inp: DiagnosisInput, actions: list[tuple[Action, dict[str, Any]]]) -> DiagnosisResult:
+    def _from_menu(
+        self, inp: DiagnosisInput, actions: list[tuple[Action, dict[str, Any]]], space: ActionSpace
+    ) -> DiagnosisResult:
         if not actions:
             return DiagnosisResult(Proposal(rationale="no candidate change is left to choose from"))
         prompt = load_prompt("diagnose_menu").render(
@@ -231,7 +238,7 @@ class LLMDiagnoser:
         _, parsed, reply, error, cost = self._ask(lambda: fit_prompt(self.client, [("", prompt)], MENU_REPLY_TOKENS))
         if reply is None:
             return DiagnosisResult(Proposal(), prompt, "", error, cost)
-        proposal = proposal_from_menu(parsed, actions) if not error else Proposal()
+        proposal = proposal_from_menu(parsed, actions, space) if not error else Proposal()
         choice, _ = menu_choice(parsed, len(actions)) if not error else (None, "")
         self._menu_left = [entry for i, entry in enumerate(actions, 1) if i != choice]
         return DiagnosisResult(proposal, prompt, reply.text, error or "; ".join(proposal.rejected), cost)

@@ -1,4 +1,4 @@
-"""`random`: a random perturbation of a few dimensions within the registry's ranges (the
+"""`random`: a random perturbation of a few dimensions within their ranges in the config's space (the
 paper's ablation baseline). Deterministic per (seed, round) so a resumed run proposes the same."""
 
 from __future__ import annotations

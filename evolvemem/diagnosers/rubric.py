@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any, Mapping
 from evolvemem.contracts.vocab import Decision, FailureClass
 from evolvemem.contracts.diagnosis import DiagnosisInput, DiagnosisResult, Proposal, change_key, move_direction
 from evolvemem.qtypes import LABEL_ONLY_TYPES as NO_OVERRIDE_TYPES
-from evolvemem.space.registry import registry
+from evolvemem.space.action_space import ActionSpace
 
 if TYPE_CHECKING:
     from evolvemem.llm.client import LLMClient
+    from evolvemem.space.config import RetrievalConfig
 
 MIN_TYPE_N = 8
 TOKEN_STEP = 400  # a token budget that cuts evidence grows by this much
@@ -40,9 +41,9 @@ class Action:
     bundle: bool = False
 
 
-def _bump(config: dict, name: str, step: float) -> Any:
-    """`name` moved by `step` within its registry range (switched on at its default when off)."""
-    return registry()[name].step(config[name], step)
+def _bump(space: ActionSpace, config: dict, name: str, step: float) -> Any:
+    """`name` moved by `step` within its range (switched on at its default when off)."""
+    return space[name].step(config[name], step)
 
 
 def _num(config: Mapping[str, object], name: str) -> float:
@@ -63,7 +64,7 @@ def _mass(inp: DiagnosisInput, cls: str) -> float:
     return inp.taxonomy.get(cls, 0) / n if n else 0.0
 
 
-def _type_actions(qtype: str, f1: float, mean: float, share: float, values: dict) -> list[Action]:
+def _type_actions(space: ActionSpace, qtype: str, f1: float, mean: float, share: float, values: dict) -> list[Action]:
     """Per-type overrides that keep the other types as they are; strength = the F1 gap times
     the type's share of the questions (a small type lagging far can gain little overall)."""
     gap = mean - f1
@@ -80,18 +81,18 @@ def _type_actions(qtype: str, f1: float, mean: float, share: float, values: dict
             {"enable_query_decomposition": True},
             {"answer_style": "step_by_step"},
             {"reflection_rounds": 1},
-            {"max_context": _bump(values, "max_context", 6)},
+            {"max_context": _bump(space, values, "max_context", 6)},
             {"cue_graph_top_k": 10},
             {"scene_top_k": 10},
         ],
         "counting": [
             {"answer_style": "step_by_step"},
-            {"max_context": _bump(values, "max_context", 6)},
+            {"max_context": _bump(space, values, "max_context", 6)},
             {"memory_granularity": "episode"},
         ],
         "inference": [
             {"answer_style": "detailed"},
-            {"max_context": _bump(values, "max_context", 4)},
+            {"max_context": _bump(space, values, "max_context", 4)},
             {"memory_granularity": "episode"},
             {"scene_top_k": 10},
         ],
@@ -101,7 +102,7 @@ def _type_actions(qtype: str, f1: float, mean: float, share: float, values: dict
             {"judge_retries": 1},
         ],
         "preference": [{"structured_top_k": 10}, {"answer_style": "detailed"}],
-        "single_fact": [{"answer_style": "extractive"}, {"keyword_top_k": _bump(values, "keyword_top_k", 5)}],
+        "single_fact": [{"answer_style": "extractive"}, {"keyword_top_k": _bump(space, values, "keyword_top_k", 5)}],
     }
     return [Action(strength * (1 - 0.05 * i), reason, changes, qtype) for i, changes in enumerate(menu.get(qtype, []))]
 
@@ -109,35 +110,35 @@ def _type_actions(qtype: str, f1: float, mean: float, share: float, values: dict
 VIEW_SIZES = ("semantic_top_k", "keyword_top_k", "structured_top_k")
 
 
-def _one_more_view(v: dict) -> dict[str, Any]:
+def _one_more_view(space: ActionSpace, v: dict) -> dict[str, Any]:
     """More candidates for the reader: the dense view when it is off, else a wider keyword view."""
-    dense = registry()["semantic_top_k"]
+    dense = space["semantic_top_k"]
     if v["semantic_top_k"] == dense.off:
         return {"semantic_top_k": dense.default}
-    return {"keyword_top_k": _bump(v, "keyword_top_k", 5)}
+    return {"keyword_top_k": _bump(space, v, "keyword_top_k", 5)}
 
 
-def _widen_views(v: dict) -> dict[str, Any]:
+def _widen_views(space: ActionSpace, v: dict) -> dict[str, Any]:
     """One step more candidates from each view that is on, and a context budget grown towards
     what the views now rank (one budget step at most): extra candidates that the budget cuts
     before the reader sees them change nothing it reads."""
-    out = {k: _bump(v, k, 5) for k in ("semantic_top_k", "keyword_top_k") if v[k] != registry()[k].off}
+    out = {k: _bump(space, v, k, 5) for k in ("semantic_top_k", "keyword_top_k") if v[k] != space[k].off}
     out = {k: val for k, val in out.items() if val != v[k]}
     if out:
         candidates = sum({**v, **out}[k] or 0 for k in VIEW_SIZES)
         if candidates > v["max_context"]:
-            out["max_context"] = min(candidates, _bump(v, "max_context", 4))
+            out["max_context"] = min(candidates, _bump(space, v, "max_context", 4))
     return out
 
 
-def ranking_actions(v: dict, mass: float, reason: str) -> list[Action]:
+def ranking_actions(space: ActionSpace, v: dict, mass: float, reason: str) -> list[Action]:
     """Moves that change the *order* of what fits a token budget (the budget alone decides how
     much fits, so wider views or a larger item cap change nothing below it): the late-interaction
     view, then weighting it up, the session prior, the neighbour term, the person focus and the
     temporal grounding — each off until a round shows it earns its place. With a cross-encoder
     (a run without one keeps its settings fixed, so the move is skipped), reading the top
     candidates again comes first."""
-    known = registry()
+    known = space
     out: list[Action] = []
     if "rerank_top_k" in known and v.get("rerank_top_k") == known["rerank_top_k"].off:
         out.append(
@@ -148,7 +149,7 @@ def ranking_actions(v: dict, mass: float, reason: str) -> list[Action]:
             )
         )
     if "late_top_k" in known and v.get("late_top_k") == known["late_top_k"].off:
-        size = max(int(v["semantic_top_k"] or 0), int(v["keyword_top_k"] or 0), int(known["late_top_k"].min or 0))
+        size = max(int(v["semantic_top_k"] or 0), int(v["keyword_top_k"] or 0), int(known.numeric("late_top_k").min))
         out.append(
             Action(
                 mass * 0.7,
@@ -156,12 +157,12 @@ def ranking_actions(v: dict, mass: float, reason: str) -> list[Action]:
                 {"late_top_k": known["late_top_k"].clamp(size)},
             )
         )
-    elif "late_weight" in known and float(v.get("late_weight") or 0) < float(known["late_weight"].max or 0):
+    elif "late_weight" in known and float(v.get("late_weight") or 0) < float(known.numeric("late_weight").max):
         out.append(
             Action(
                 mass * 0.5,
                 reason + "; let the late-interaction view lead the fusion",
-                {"late_weight": _bump(v, "late_weight", 1)},
+                {"late_weight": _bump(space, v, "late_weight", 1)},
             )
         )
     for name, step, efficacy, why in (
@@ -171,29 +172,29 @@ def ranking_actions(v: dict, mass: float, reason: str) -> list[Action]:
         ("temporal_grounding_weight", 0.2, 0.2, "lift the memories dated when the question says"),
     ):
         if name in known and v.get(name) == known[name].mechanism_off:
-            out.append(Action(mass * efficacy, f"{reason}; {why}", {name: _bump(v, name, step)}))
+            out.append(Action(mass * efficacy, f"{reason}; {why}", {name: _bump(space, v, name, step)}))
     return out
 
 
-def _evidence_counterweight(v: dict) -> dict[str, Any]:
+def _evidence_counterweight(space: ActionSpace, v: dict) -> dict[str, Any]:
     """Everything that gives answerable questions their evidence back, at once: one more view of
     the memories (the dense one when it is off, else a wider keyword view), a context budget that
     holds every candidate the views now return (a budget already full of them would cut the new
     ones), and — when answers are gated (verified, or cautious) — a judge that lets a withdrawn
     answer retry from another source. Each alone moves answerable F1 by less than the loss it
     must cancel; a counterweight is judged as one experiment."""
-    known = registry()
-    out = _one_more_view(v)
+    known = space
+    out = _one_more_view(space, v)
     candidates = sum({**v, **out}[k] or 0 for k in VIEW_SIZES)
     if candidates > v["max_context"]:
         out["max_context"] = known["max_context"].clamp(candidates)
     gated = v["enable_answer_verification"] or v["answer_style"] == "cautious"
     if gated and "judge_retries" in known and v.get("judge_retries") == known["judge_retries"].off:
-        out["judge_retries"] = known["judge_retries"].min
+        out["judge_retries"] = known.numeric("judge_retries").min
     return out
 
 
-def _counterweights(v: dict, losing: str) -> list[dict[str, Any]]:
+def _counterweights(space: ActionSpace, v: dict, losing: str) -> list[dict[str, Any]]:
     """Changes that protect the group a tried change hurt. Unanswerable questions lose when more
     context makes the reader answer them: check answers against the context, or answer only what it
     supports. Answerable questions lose when the reader abstains or misses: give it more evidence
@@ -206,11 +207,15 @@ def _counterweights(v: dict, losing: str) -> list[dict[str, Any]]:
             {"enable_entity_swap": True},
         ]
     else:
-        options = [_evidence_counterweight(v), {"max_context": _bump(v, "max_context", 2)}, _one_more_view(v)]
+        options = [
+            _evidence_counterweight(space, v),
+            {"max_context": _bump(space, v, "max_context", 2)},
+            _one_more_view(space, v),
+        ]
     return [o for o in options if o and any(v.get(k) != val for k, val in o.items())]
 
 
-def trade_actions(inp: DiagnosisInput) -> list[Action]:
+def trade_actions(inp: DiagnosisInput, space: ActionSpace) -> list[Action]:
     """The latest tried change that was rejected because it traded one group for the other, kept
     and paired with a counterweight for the group it hurt (strongest first): a lever that helps
     answerable questions is not lost because it also answers some unanswerable ones."""
@@ -242,7 +247,7 @@ def trade_actions(inp: DiagnosisInput) -> list[Action]:
         # further is walking a lever that already failed to cancel the loss
         fresh = [
             extra
-            for extra in _counterweights(merged, losing)
+            for extra in _counterweights(space, merged, losing)
             if not any(k in kept for k, val in extra.items() if merged.get(k) != val)
         ]
         return [Action(1.0 - 0.05 * i, reason, {**kept, **extra}, bundle=True) for i, extra in enumerate(fresh)]
@@ -252,22 +257,23 @@ def trade_actions(inp: DiagnosisInput) -> list[Action]:
 UNSUPPORTED_LEVER = 0.001  # a lever no firing rule asks for is still tried once, after every rule
 
 
-def lever_actions(inp: DiagnosisInput, rules: list[Action]) -> list[Action]:
+def lever_actions(inp: DiagnosisInput, rules: list[Action], space: ActionSpace) -> list[Action]:
     """Switch on a bundle lever (a `maps_to` dimension, e.g. one that emerged in this run) that is
     off: as strong as the firing rules whose moves it makes (several moves at once is why it was
     proposed); one that no rule asks for comes last."""
     v = inp.config
     actions = []
-    for name, dim in registry().items():
+    for name, dim in space.items():
         if not dim.maps_to or v.get(name):
             continue
-        moves = {(k, move_direction(k, v.get(k), val)) for k, val in dim.maps_to.items() if v.get(k) != val}
+        moves = {(k, move_direction(k, v.get(k), val, space)) for k, val in dim.maps_to.items() if v.get(k) != val}
         if not moves:
             continue
         support = [
             a
             for a in rules
-            if not a.qtype and any((k, move_direction(k, v.get(k), val)) in moves for k, val in a.changes.items())
+            if not a.qtype
+            and any((k, move_direction(k, v.get(k), val, space)) in moves for k, val in a.changes.items())
         ]
         strength = sum(a.strength for a in support) if support else UNSUPPORTED_LEVER
         why = (
@@ -279,11 +285,11 @@ def lever_actions(inp: DiagnosisInput, rules: list[Action]) -> list[Action]:
     return actions
 
 
-def candidate_actions(inp: DiagnosisInput) -> list[Action]:
-    """Every rule that fires, strongest first. Strength estimates the share of all questions
-    the action could recover (failure mass times a rough efficacy)."""
+def candidate_actions(inp: DiagnosisInput, space: ActionSpace) -> list[Action]:
+    """Every rule of `space`'s settings that fires, strongest first. Strength estimates the share
+    of all questions the action could recover (failure mass times a rough efficacy)."""
     v = inp.config
-    actions: list[Action] = trade_actions(inp)
+    actions: list[Action] = trade_actions(inp, space)
     # a token budget cuts the contexts: more candidates or items change nothing below it, their order does
     budgeted = bool(inp.token_budget or v.get("context_token_budget"))
     miss = _share(inp, FailureClass.RETRIEVAL_MISS) + _share(inp, FailureClass.EXTRACTION_GAP) * 0.5
@@ -295,18 +301,18 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
                 Action(
                     miss_mass * 0.6,
                     reason + "; the dense view is off",
-                    {"semantic_top_k": registry()["semantic_top_k"].default},
+                    {"semantic_top_k": space["semantic_top_k"].default},
                 )
             )
         if v["fusion_mode"] != "rrf" and _num(v, "semantic_top_k") > 0:
             actions.append(
                 Action(miss_mass * 0.4, reason + "; rank fusion is robust to view score scales", {"fusion_mode": "rrf"})
             )
-        widen = {} if budgeted else _widen_views(v)
+        widen = {} if budgeted else _widen_views(space, v)
         if widen:
             actions.append(Action(miss_mass * 0.35, reason + "; widen the views", widen))
         if budgeted:
-            actions += ranking_actions(v, miss_mass, reason)
+            actions += ranking_actions(space, v, miss_mass, reason)
         if v["structured_top_k"] == 0:
             actions.append(Action(miss_mass * 0.3, reason + "; the structured view is off", {"structured_top_k": 5}))
         if not v["enable_entity_swap"]:
@@ -351,7 +357,7 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
         reason = f"{cut:.0%} of failures had the evidence ranked but cut by the context budget"
         own = _num(v, "context_token_budget")
         if own and (not inp.token_budget or own < inp.token_budget):  # the config's own budget is what cuts
-            tokens = registry()["context_token_budget"]
+            tokens = space["context_token_budget"]
             actions.append(
                 Action(
                     _mass(inp, FailureClass.BUDGET_CUT) * 0.75,
@@ -360,10 +366,14 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
                 )
             )
         if budgeted:
-            actions += ranking_actions(v, _mass(inp, FailureClass.BUDGET_CUT), reason)
+            actions += ranking_actions(space, v, _mass(inp, FailureClass.BUDGET_CUT), reason)
         else:
             actions.append(
-                Action(_mass(inp, FailureClass.BUDGET_CUT) * 0.55, reason, {"max_context": _bump(v, "max_context", 4)})
+                Action(
+                    _mass(inp, FailureClass.BUDGET_CUT) * 0.55,
+                    reason,
+                    {"max_context": _bump(space, v, "max_context", 4)},
+                )
             )
         if v["fusion_mode"] != "rrf":
             actions.append(
@@ -378,7 +388,7 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
         changes = (
             {"answer_style": "concise"}
             if v["answer_style"] == "cautious"
-            else {"max_context": _bump(v, "max_context", 2)}
+            else {"max_context": _bump(space, v, "max_context", 2)}
         )
         reason = f"{abstain:.0%} of failures abstained although the evidence was in context"
         actions.append(Action(_mass(inp, FailureClass.WRONG_ABSTENTION) * 0.5, reason, changes))
@@ -414,7 +424,7 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
             Action(
                 _mass(inp, FailureClass.ANSWER_ERROR) * 0.3,
                 f"{noise:.0%} answer errors with {inp.mean_context:.0f} memories in context: too much noise",
-                {"max_context": _bump(v, "max_context", -4)},
+                {"max_context": _bump(space, v, "max_context", -4)},
             )
         )
     fmt = _share(inp, FailureClass.FORMAT_MISMATCH)
@@ -468,22 +478,22 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
         for row in sorted(typed, key=lambda r: r["f1"]):
             if row["f1"] < mean - LAG_MARGIN:
                 merged = {**v, **inp.overrides.get(row["question_type"], {})}
-                actions.extend(_type_actions(row["question_type"], row["f1"], mean, row["n"] / total_n, merged))
-    actions += lever_actions(inp, actions)
-    known = registry()
+                actions.extend(_type_actions(space, row["question_type"], row["f1"], mean, row["n"] / total_n, merged))
+    actions += lever_actions(inp, actions, space)
+    known = space
     # mechanism actions name dimensions that an action space without that mechanism lacks
     return sorted((a for a in actions if all(k in known for k in a.changes)), key=lambda a: -a.strength)
 
 
-def viable_actions(inp: DiagnosisInput) -> list[tuple[Action, dict[str, Any]]]:
+def viable_actions(inp: DiagnosisInput, space: ActionSpace) -> list[tuple[Action, dict[str, Any]]]:
     """Every rule that fires, strongest first, with the changes it would still make (settings
     already in effect left out), skipping moves already tried without a gain (for a bundle: the
     same bundle already tried)."""
-    bad = inp.failed_moves()
+    bad = inp.failed_moves(space)
     tried = inp.tried_change_sets()
     fixed = set(inp.fixed)
     out = []
-    for action in candidate_actions(inp):
+    for action in candidate_actions(inp, space):
         if fixed & set(action.changes):  # the run would drop the change: a wasted round
             continue
         scope = action.qtype or "global"
@@ -496,7 +506,7 @@ def viable_actions(inp: DiagnosisInput) -> list[tuple[Action, dict[str, Any]]]:
         if action.bundle:
             if frozenset(change_key(scope, k, val) for k, val in effective.items()) in tried:
                 continue
-        elif any((scope, k, move_direction(k, before.get(k), val)) in bad for k, val in effective.items()):
+        elif any((scope, k, move_direction(k, before.get(k), val, space)) in bad for k, val in effective.items()):
             continue
         out.append((action, effective))
     return out
@@ -514,14 +524,15 @@ def action_proposal(action: Action, changes: dict[str, Any], rationale: str | No
 class RubricDiagnoser:
     name = "rubric"
 
-    def diagnose(self, inp: DiagnosisInput, config: Any) -> DiagnosisResult:
-        for action, effective in viable_actions(inp):
+    def diagnose(self, inp: DiagnosisInput, config: RetrievalConfig) -> DiagnosisResult:
+        for action, effective in viable_actions(inp, config.space):
             return DiagnosisResult(action_proposal(action, effective))
         return DiagnosisResult(Proposal(rationale="no rubric rule fires that was not already tried"))
 
-    def alternatives(self, inp: DiagnosisInput, config: Any, k: int) -> list[Proposal]:
+    def alternatives(self, inp: DiagnosisInput, config: RetrievalConfig, k: int) -> list[Proposal]:
         """The next `k` ranked actions after the strongest one."""
-        return [action_proposal(action, effective) for action, effective in viable_actions(inp)[1 : k + 1]]
+        ranked = viable_actions(inp, config.space)
+        return [action_proposal(action, effective) for action, effective in ranked[1 : k + 1]]
 
     def observe(self, config: Any, score: float) -> None:
         return None

@@ -1,4 +1,4 @@
-"""`tpe`: Optuna's TPE sampler over the same registry, one trial per round via ask/tell (with
+"""`tpe`: Optuna's TPE sampler over the config's action space, one trial per round via ask/tell (with
 `--candidates K`, K trials asked together under the constant-liar strategy).
 
 Every evaluated config is told to the study (the starting config and resumed rounds too), so
@@ -66,7 +66,7 @@ class TPEDiagnoser:
             return
         self._close_unevaluated()
         params = config_to_trial_params(config)
-        flat = optuna_distributions()
+        flat = optuna_distributions(config.space)
         dists = {
             k: (flat[k] if k in flat else optuna.distributions.CategoricalDistribution([True, False])) for k in params
         }

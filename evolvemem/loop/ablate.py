@@ -1,6 +1,6 @@
 """Ablation: re-score a config with each enabled mechanism switched off in turn.
 
-A mechanism is a dimension whose registry entry says which value switches it off
+A mechanism is a dimension whose definition says which value switches it off
 (`mechanism = { off = ... }` in action_space/). Switching it off applies globally and inside
 every per-type override; each per-type override is also dropped as a whole, in turn."""
 
@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, Callable
 from evolvemem.data.models import Question
 
 from evolvemem.space.config import OVERRIDES, RetrievalConfig, parse_config
-from evolvemem.space.registry import registry
 
 if TYPE_CHECKING:
     from evolvemem.loop.scorer import RoundScorer
@@ -29,7 +28,8 @@ def ablation_variants(config: RetrievalConfig) -> list[Variant]:
     """One variant per enabled mechanism and per per-type override."""
     variants = []
     data = {**config.values(), OVERRIDES: config.overrides()}  # values(): levers added at run time too
-    for name, dim in registry().items():
+    space = config.space
+    for name, dim in space.items():
         if dim.mechanism_off is None:
             continue
         off = dim.mechanism_off
@@ -43,14 +43,18 @@ def ablation_variants(config: RetrievalConfig) -> list[Variant]:
             OVERRIDES: {t: ({**o, name: off} if name in o else o) for t, o in data[OVERRIDES].items()},
         }
         variants.append(
-            Variant(name, parse_config(changed, source=f"ablation of {name}")[0], f"{name} = {off!r} everywhere")
+            Variant(
+                name,
+                parse_config(changed, source=f"ablation of {name}", space=space)[0],
+                f"{name} = {off!r} everywhere",
+            )
         )
     for qtype in data[OVERRIDES]:
         changed = {**data, OVERRIDES: {t: o for t, o in data[OVERRIDES].items() if t != qtype}}
         variants.append(
             Variant(
                 f"overrides[{qtype}]",
-                parse_config(changed, source="ablation")[0],
+                parse_config(changed, source="ablation", space=space)[0],
                 f"drop the per-type override for {qtype}",
             )
         )

@@ -38,6 +38,7 @@ from evolvemem.loop.screening import (
     screening_enabled,
 )
 from evolvemem.loop.spec import CONTEXTS_ONLY, GuardSettings, objective_group
+from evolvemem.space.action_space import ActionSpace
 from evolvemem.space.config import RetrievalConfig, parse_config
 from evolvemem.space.ops import perturb
 
@@ -136,7 +137,7 @@ def choose_among(
     """The config round `round_no` evaluates on every dev question: the best of `candidates`
     that passes (see the module docstring), or the incumbent's when none does. Every candidate
     not chosen joins `seen`."""
-    done, started = screener.resume(round_no, seen)
+    done, started = screener.resume(round_no, seen, candidates[0][0].space)
     if started is not None:  # decided before an interruption: the round goes on with it
         return started
     spec = screener.spec
@@ -193,6 +194,6 @@ def choose_among(
     return incumbent.config
 
 
-def screened_candidates(rows: list[dict[str, Any]] | None) -> list[tuple[RetrievalConfig, str]]:
-    """The further candidates a decision recorded, as configs with their sources."""
-    return [(parse_config(row["config"], source="run store")[0], row["source"]) for row in rows or []]
+def screened_candidates(rows: list[dict[str, Any]] | None, space: ActionSpace) -> list[tuple[RetrievalConfig, str]]:
+    """The further candidates a decision recorded, as configs of the run's `space` with their sources."""
+    return [(parse_config(row["config"], source="run store", space=space)[0], row["source"]) for row in rows or []]

@@ -1,8 +1,8 @@
 """Turn the new dimensions a diagnosis proposed into levers of the run, or record why not.
 
 A valid proposal (space/emerged.py decides) is written to rounds/round_NN/new_dimensions/ and
-joins the run's registry at once, so every diagnoser can switch it on from the next round's
-diagnosis on; switching it on is an ordinary change that the guard judges on paired evidence.
+joins the run's action space at once (`emerge` returns the grown space, which the runner keeps),
+so every diagnoser can switch it on from the next round's diagnosis on; switching it on is an ordinary change that the guard judges on paired evidence.
 Every proposal, materialised or refused, becomes one row of `proposed_dimensions`."""
 
 from __future__ import annotations
@@ -12,14 +12,17 @@ from typing import Any
 from pathlib import Path
 
 from evolvemem.contracts.diagnosis import NewDimension
+from evolvemem.space.action_space import ActionSpace
 from evolvemem.space.emerged import RefusedDimension, build_dimension, materialise, round_dimensions_dir
 
 MATERIALISED, REFUSED = "materialised", "refused"
 
 
-def emerge(run_dir: Path, round_no: int, proposed: list[NewDimension]) -> list[dict[str, Any]]:
-    """Materialise the valid proposals of round `round_no`; returns the `proposed_dimensions`
-    rows (status and reason for each)."""
+def emerge(
+    run_dir: Path, round_no: int, proposed: list[NewDimension], space: ActionSpace
+) -> tuple[ActionSpace, list[dict[str, Any]]]:
+    """Materialise the valid proposals of round `round_no` as levers of `space`; returns the space
+    with them and the `proposed_dimensions` rows (status and reason for each)."""
     rows = []
     for item in proposed:
         path: Path | None = None
@@ -28,9 +31,8 @@ def emerge(run_dir: Path, round_no: int, proposed: list[NewDimension]) -> list[d
             path = done  # a resumed round that already materialised it (and loaded it on resume)
         elif not item.refused:
             try:
-                path = materialise(
-                    run_dir, round_no, build_dimension(item.name, item.description, item.maps_to, item.per_type)
-                )
+                lever = build_dimension(space, item.name, item.description, item.maps_to, item.per_type)
+                space, path = materialise(run_dir, round_no, lever, space)
             except RefusedDimension as exc:
                 item.refused = str(exc)
         rows.append(
@@ -46,4 +48,4 @@ def emerge(run_dir: Path, round_no: int, proposed: list[NewDimension]) -> list[d
                 "file": None if path is None else str(path.relative_to(run_dir)),
             }
         )
-    return rows
+    return space, rows

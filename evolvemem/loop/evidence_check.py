@@ -18,7 +18,7 @@ from typing import Any
 
 from evolvemem.contracts.vocab import FailureClass
 from evolvemem.contracts.diagnosis import DiagnosisInput, Proposal, change_key, move_direction
-from evolvemem.space.registry import registry
+from evolvemem.space.action_space import ActionSpace
 
 MISSING_EVIDENCE = (FailureClass.RETRIEVAL_MISS, FailureClass.BUDGET_CUT)  # failures where less context cannot help
 CONTEXT_SIZE = "max_context"
@@ -54,11 +54,12 @@ def _contradiction(
     return ""
 
 
-def contradictions(proposal: Proposal, inp: DiagnosisInput) -> list[tuple[str, str, str]]:
-    """(scope, field, why) for every change of `proposal` that the round's evidence contradicts."""
-    dims = registry()
+def contradictions(proposal: Proposal, inp: DiagnosisInput, space: ActionSpace) -> list[tuple[str, str, str]]:
+    """(scope, field, why) for every change of `proposal` (settings of `space`) that the round's
+    evidence contradicts."""
+    dims = space
     dominant = inp.dominant_failure()
-    failed = inp.failed_moves()
+    failed = inp.failed_moves(space)
     right = max(inp.view_credit.values(), default=0)
     out = []
     moves = []
@@ -73,7 +74,7 @@ def contradictions(proposal: Proposal, inp: DiagnosisInput) -> list[tuple[str, s
                 if why:
                     out.append((scope, name, why if member == name else f"switches on {name}, which {why}"))
                     break
-            moves.append((scope, name, new, (scope, name, move_direction(name, old, new)) in failed))
+            moves.append((scope, name, new, (scope, name, move_direction(name, old, new, space)) in failed))
     contradicted = {(scope, name) for scope, name, _ in out}
     sound = [m for m in moves if (m[0], m[1]) not in contradicted]
     together = frozenset(change_key(scope, name, new) for scope, name, new, _ in sound)
@@ -88,10 +89,10 @@ def contradictions(proposal: Proposal, inp: DiagnosisInput) -> list[tuple[str, s
     return out
 
 
-def flag_proposal(proposal: Proposal, inp: DiagnosisInput, reject: bool) -> list[str]:
+def flag_proposal(proposal: Proposal, inp: DiagnosisInput, space: ActionSpace, reject: bool) -> list[str]:
     """Record the contradictions on the proposal (`flags`); with `reject`, also drop those
     changes (listed in `rejected` with the reason). Returns the flags."""
-    found = contradictions(proposal, inp)
+    found = contradictions(proposal, inp, space)
     proposal.flags = [f"{name} ({scope}): {why}" for scope, name, why in found]
     if reject:
         for scope, name, why in found:

@@ -28,7 +28,6 @@ from evolvemem.loop.scorer import ProgressFn, RoundScorer, round_progress
 from evolvemem.loop.spec import CONTEXTS_ONLY, GuardSettings, RunSpec
 from evolvemem.space.config import RetrievalConfig
 from evolvemem.space.ops import diff_configs
-from evolvemem.space.registry import registry
 from evolvemem.store.run_store import RunStore
 
 # contexts_phase(0): the incumbent's contexts; contexts_phase(1..): each screening's candidate
@@ -59,7 +58,7 @@ class RungZero:
 
 def moves_context(incumbent: RetrievalConfig, candidate: RetrievalConfig) -> bool:
     """Whether the candidate changes a setting that shapes the context (not only answer-stage ones)."""
-    known = registry()
+    known = candidate.space
     return any(
         change.field not in known or known[change.field].stage != "answer"
         for change in diff_configs(incumbent, candidate)

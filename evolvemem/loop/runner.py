@@ -35,9 +35,9 @@ from evolvemem.loop.screening import PASSED, Screener, estimated_score, screenin
 from evolvemem.loop.snapshots import write_final, write_round_snapshot
 from evolvemem.loop.scorer import ProgressFn, RoundScorer, round_progress
 from evolvemem.loop.spec import CONTEXTS_ONLY, RunSpec, objective_column
+from evolvemem.space.action_space import ActionSpace
 from evolvemem.space.config import RetrievalConfig, parse_config
 from evolvemem.space.emerged import switched_on
-from evolvemem.space.registry import added_dimensions, registry
 from evolvemem.store.costs import round_costs, total_cost
 from evolvemem.store.run_store import RunStore, headline, round_summary
 from evolvemem.workspace import Workspace
@@ -90,6 +90,9 @@ class EvolutionRunner:
         self.scorer = scorer
         dataset: Dataset = workspace.dataset
         self.init_config = init_config
+        # the run's action space: the files' dimensions and the run's levers; replaced (never
+        # changed in place) when a lever emerges from a diagnosis
+        self.space: ActionSpace = init_config.space
         self.hooks = hooks or Hooks()
         self._retried: set[tuple[int, str]] = set()  # finished evaluations whose failed questions were asked again
         self.dev = split_dataset(dataset, "dev")
@@ -138,7 +141,7 @@ class EvolutionRunner:
         )
 
     def _config_from_json(self, data: dict[str, Any]) -> RetrievalConfig:
-        return parse_config(data, source="run store")[0]
+        return parse_config(data, source="run store", space=self.space)[0]
 
     # ---- the loop ----------------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -160,7 +163,11 @@ class EvolutionRunner:
                 incumbent = incumbent_of(scores)
                 config = (
                     choose_among(
-                        self.screener, round_no, [(config, "proposal"), *screened_candidates(others)], incumbent, seen
+                        self.screener,
+                        round_no,
+                        [(config, "proposal"), *screened_candidates(others, self.space)],
+                        incumbent,
+                        seen,
                     )
                     if others
                     else self.screener.choose(round_no, config, incumbent, seen, self._exploration_dims())
@@ -197,7 +204,7 @@ class EvolutionRunner:
                 decision=decision["decision"],
                 fallback=decision.get("fallback"),
                 flags=decision.get("flags") or [],
-                emerged_used=switched_on(config.model_dump(), set(added_dimensions())),
+                emerged_used=switched_on(config.model_dump(), {d.name for d in config.space.added()}),
                 reason=decision["reason"],
                 changes=decision["changes"] or [],
                 memories_added=decision["memories_added"] or 0,
@@ -307,13 +314,16 @@ class EvolutionRunner:
         )
         inp.token_budget = int(self.spec.context_tokens or 0) if self.contexts_only else 0
         free = self._free_dims()
-        inp.fixed = () if free is None else tuple(name for name in registry() if name not in free)
+        inp.fixed = () if free is None else tuple(name for name in self.space if name not in free)
         with self.store.journal.phase(round_no, "diagnose"):  # the diagnosis's calls, re-extraction's too
             diagnosis = self.diagnoser.diagnose(inp, base.config)
             self._drop_fixed(diagnosis.proposal)
             free_dims = self._exploration_dims()
             proposal, fallback = self._checked_proposal(diagnosis, inp, base.config)
-            proposed_dimensions = emerge(self.store.run_dir, round_no, diagnosis.proposal.new_dimensions)
+            grown, proposed_dimensions = emerge(
+                self.store.run_dir, round_no, diagnosis.proposal.new_dimensions, self.space
+            )
+            self._grow(grown, scores)
             self.store.record_diagnosis(
                 {
                     "round": round_no,
@@ -370,6 +380,16 @@ class EvolutionRunner:
         write_round_snapshot(self.store.run_dir, round_no, current.config, row, inp.as_dict(), diagnosis)
         return row
 
+    def _grow(self, space: ActionSpace, scores: list[RoundScore]) -> None:
+        """A lever emerged: the run's space from now on is `space`, and the configs the run keeps
+        (every round's) are read in it, so the guard's next config and an exploration may use
+        the new lever (at its default it changes no config's fingerprint)."""
+        if space is self.space:
+            return
+        self.space = space
+        for kept in scores:
+            kept.config = kept.config.with_space(space)
+
     def _checked_proposal(
         self, diagnosis: DiagnosisResult, inp: DiagnosisInput, config: RetrievalConfig
     ) -> tuple[Proposal, str]:
@@ -380,13 +400,13 @@ class EvolutionRunner:
         worse than the rubric. Returns the proposal to apply and why it fell back ("" if not)."""
         proposal = diagnosis.proposal
         from_model = DIAGNOSERS[self.diagnoser.name].needs_model
-        flag_proposal(proposal, inp, reject=from_model)
+        flag_proposal(proposal, inp, config.space, reject=from_model)
         if not from_model or not proposal.is_empty:
             return proposal, ""
         why = diagnosis.parse_error or "; ".join(proposal.rejected) or "the model proposed no change"
         fallback = self.rubric.diagnose(inp, config).proposal
         self._drop_fixed(fallback)
-        flag_proposal(fallback, inp, reject=False)
+        flag_proposal(fallback, inp, config.space, reject=False)
         fallback.rationale = f"rubric fallback: {fallback.rationale}"
         return fallback, f"the {self.diagnoser.name} diagnosis left nothing to apply ({why[:300]}); rubric fallback"
 
@@ -394,26 +414,26 @@ class EvolutionRunner:
         """A further candidate's proposal checked as the first one is: fixed settings dropped, a
         model's changes that the round's evidence contradicts rejected (others flagged)."""
         self._drop_fixed(proposal)
-        flag_proposal(proposal, inp, reject=DIAGNOSERS[self.diagnoser.name].needs_model)
+        flag_proposal(proposal, inp, self.space, reject=DIAGNOSERS[self.diagnoser.name].needs_model)
 
     def _model_only(self) -> set[str]:
         """Settings that only act through an answer-side model: none while a model answers, the
         `needs_model` ones when the roles answer offline (changing them would change nothing)."""
         if self.ws.roles.mechanism_client is not None:
             return set()
-        return {name for name, dim in registry().items() if dim.needs_model}
+        return {name for name, dim in self.space.items() if dim.needs_model}
 
     def _needs_reranker(self) -> set[str]:
         """Cross-encoder settings, when this run has no cross-encoder (they would change nothing)."""
         if self.ws.reranker is not None:
             return set()
-        return {name for name, dim in registry().items() if dim.needs_reranker}
+        return {name for name, dim in self.space.items() if dim.needs_reranker}
 
     def _free_dims(self) -> list[str] | None:
         """The dimensions this run may change (None: all): not --freeze'd, and not model-only
         settings when the roles answer offline."""
         fixed = set(self.spec.frozen) | self._model_only() | self._needs_reranker()
-        return [name for name in registry() if name not in fixed] if fixed else None
+        return [name for name in self.space if name not in fixed] if fixed else None
 
     def _exploration_dims(self) -> list[str] | None:
         """The dimensions a random exploration may draw (None: all): the free ones, less — while a
@@ -423,7 +443,7 @@ class EvolutionRunner:
         free = self._free_dims()
         if self.ws.roles.mechanism_client is None:
             return free
-        return [name for name in (free or list(registry())) if not registry()[name].model_calls]
+        return [name for name in (free or list(self.space)) if not self.space[name].model_calls]
 
     def _drop_fixed(self, proposal: Proposal) -> None:
         """Drop changes to dimensions this run keeps fixed (--freeze; model-only settings when the

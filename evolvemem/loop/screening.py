@@ -39,6 +39,7 @@ from evolvemem.loop.ladder import ContextRung, RungZero
 from evolvemem.loop.scorer import ProgressFn, RoundJob, RoundScorer, round_progress
 from evolvemem.loop.paired import Comparison, compare, gains, judged_groups, loses
 from evolvemem.loop.spec import RunSpec, objective_group
+from evolvemem.space.action_space import ActionSpace
 from evolvemem.space.config import RetrievalConfig, parse_config
 from evolvemem.space.ops import diff_configs, perturb
 from evolvemem.store.run_store import RunStore
@@ -138,7 +139,7 @@ class Screener:
         """The config round `round_no` evaluates on every dev question: the first candidate that
         passes its screening, or the incumbent's config when none does within the budget. Every
         screened-out config is added to `seen` (never proposed again)."""
-        done, started = self.resume(round_no, seen)
+        done, started = self.resume(round_no, seen, first.space)
         if started is not None:  # decided before an interruption: the round goes on with it
             return started
         candidate, source = first, "proposal"
@@ -153,15 +154,18 @@ class Screener:
                 candidate, source = self._explore(round_no, attempt, incumbent.config, seen, free_dims), "exploration"
         return incumbent.config
 
-    def resume(self, round_no: int, seen: set[str]) -> tuple[dict[int, dict[str, Any]], RetrievalConfig | None]:
+    def resume(
+        self, round_no: int, seen: set[str], space: ActionSpace
+    ) -> tuple[dict[int, dict[str, Any]], RetrievalConfig | None]:
         """The round's screenings recorded so far, by attempt (the configs they screened out join
-        `seen`), and the config of its full evaluation if one had begun (None otherwise)."""
+        `seen`), and the config of its full evaluation if one had begun (None otherwise), read in
+        the run's `space`."""
         done = {row["attempt"]: row for row in self.store.screenings(round_no)}
         for row in done.values():
             if row["outcome"] != PASSED:
                 seen.add(row["config_fingerprint"])
         started = self.store.round_row(round_no, Phase.DEV)
-        return done, None if started is None else parse_config(started["config"], source="run store")[0]
+        return done, None if started is None else parse_config(started["config"], source="run store", space=space)[0]
 
     def _screen(
         self, round_no: int, attempt: int, candidate: RetrievalConfig, source: str, incumbent: RoundScore

@@ -28,7 +28,7 @@ from evolvemem.contracts.usage import Usage
 from evolvemem.data.models import Question
 from evolvemem.llm.ask import ask_json, parse_choice
 from evolvemem.prompts import load_prompt
-from evolvemem.space.registry import registry
+from evolvemem.space.action_space import files_space
 
 if TYPE_CHECKING:
     from evolvemem.llm.client import LLMClient
@@ -38,7 +38,7 @@ FACT, RAW, EPISODE = StoreKind.FACT, StoreKind.RAW, StoreKind.EPISODE
 ROUTED = "routed"  # memory_granularity: each question's intent picks the store
 OWNS = ("memory_granularity",)
 # the stores a question can be routed to: every choice of memory_granularity but "routed"
-GRANULARITIES = tuple(c for c in registry()["memory_granularity"].choices if c != ROUTED)
+GRANULARITIES = tuple(c for c in files_space().enum("memory_granularity").choices if c != ROUTED)
 ROUTE_MAX_TOKENS = 60
 
 _NAME = r"[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)?"

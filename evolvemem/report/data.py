@@ -17,7 +17,8 @@ from evolvemem.contracts.usage import Usage
 from evolvemem.contracts.vocab import EVALUATED_PHASES
 from evolvemem.loop.paired import GROUPS, Comparison, PairedStat
 from evolvemem.loop.spec import OBJECTIVE_MEANING, GuardSettings, objective_column, objective_label, objective_metric
-from evolvemem.space.emerged import load_run_dimensions, switched_on
+from evolvemem.space.action_space import ActionSpace
+from evolvemem.space.emerged import run_space, switched_on
 from evolvemem.store.costs import round_costs, total_cost
 from evolvemem.store.rows import FlippedQuestion
 
@@ -296,7 +297,9 @@ def _usage_label(round_no: int, phase: str) -> str:
     return f"round {round_no}"
 
 
-def _best_vs_start(rounds: list[RoundView], best_round: int | None, store: RunStore, phase: str) -> list[dict]:
+def _best_vs_start(
+    rounds: list[RoundView], best_round: int | None, store: RunStore, phase: str, space: ActionSpace
+) -> list[dict]:
     if best_round is None or not rounds or best_round == rounds[0].round:
         return []
     from evolvemem.space.config import parse_config
@@ -305,8 +308,8 @@ def _best_vs_start(rounds: list[RoundView], best_round: int | None, store: RunSt
     configs = {r.round: r.config for r in store.round_summaries((phase,)) if r.round in (rounds[0].round, best_round)}
     if len(configs) < 2:
         return []
-    start = parse_config(configs[rounds[0].round], source=f"round {rounds[0].round}")[0]
-    best = parse_config(configs[best_round], source=f"round {best_round}")[0]
+    start = parse_config(configs[rounds[0].round], source=f"round {rounds[0].round}", space=space)[0]
+    best = parse_config(configs[best_round], source=f"round {best_round}", space=space)[0]
     return [c.as_dict() for c in diff_configs(start, best)]
 
 
@@ -382,7 +385,8 @@ def gather(store: RunStore) -> ReportData:
     present = store.phases_present()
     phase = next((p for p in EVALUATED_PHASES if p in present), "dev")
 
-    levers = {d.name for d in load_run_dimensions(run_dir)}  # the run's configs may use them
+    space = run_space(run_dir)  # the run's configs may use its levers
+    levers = {d.name for d in space.added()}
     round_rows = [s.as_row() for s in store.round_summaries((phase,))]
     decisions = {n: asdict(d) for n, d in store.decisions().items()}
     diagnoses = {n: asdict(d) for n, d in store.diagnosis_summaries().items()}
@@ -465,7 +469,7 @@ def gather(store: RunStore) -> ReportData:
         best_round=best_round,
         usage=setup + [r.usage for r in rounds] + later,
         finals=finals,
-        best_vs_start=_best_vs_start(rounds, best_round, store, phase),
+        best_vs_start=_best_vs_start(rounds, best_round, store, phase, space),
         proposed_dimensions=[d.as_row() for d in sorted(store.proposed_dimensions(), key=lambda d: (d.round, d.name))],
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         category_scores=_category_scores(rounds, finals, sorted_categories, finals_rows),

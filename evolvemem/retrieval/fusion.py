@@ -14,9 +14,9 @@ from typing import Sequence
 
 import numpy as np
 
-from evolvemem.space.registry import registry
+from evolvemem.space.action_space import files_space
 
-FUSION_MODES: tuple[str, ...] = registry()["fusion_mode"].choices
+FUSION_MODES: tuple[str, ...] = files_space().enum("fusion_mode").choices
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,9 @@ from evolvemem.roles.context_format import (
     format_question_date,
 )
 from evolvemem.scoring.metrics import is_abstention
-from evolvemem.space.registry import registry
+from evolvemem.space.action_space import files_space
 
-ANSWER_STYLES: tuple[str, ...] = registry()["answer_style"].choices
+ANSWER_STYLES: tuple[str, ...] = files_space().enum("answer_style").choices
 # Reasoning needs room; the other styles want a phrase or two.
 _MAX_TOKENS = {"step_by_step": 700, "detailed": 200}
 _DEFAULT_MAX_TOKENS = 120

@@ -42,7 +42,7 @@ from evolvemem.roles.reader_support import (
     rank_support,
     sentence_of,
 )
-from evolvemem.space.registry import registry
+from evolvemem.space.action_space import files_space
 
 __all__ = [
     "STYLES",
@@ -56,7 +56,7 @@ __all__ = [
     "well_formed",
 ]
 
-STYLES: tuple[str, ...] = registry()["answer_style"].choices
+STYLES: tuple[str, ...] = files_space().enum("answer_style").choices
 _CONCISE_WORDS = 4
 _PHRASE_WORDS = 8
 

@@ -36,9 +36,9 @@ from evolvemem.roles.context_format import (
 from evolvemem.roles.reader_lexicon import FILLERS, STOPWORDS, stem, word_tokens
 from evolvemem.roles.reader_support import Support, rank_support
 from evolvemem.scoring.metrics import is_abstention
-from evolvemem.space.registry import registry
+from evolvemem.space.action_space import files_space
 
-VERIFICATION_STYLES: tuple[str, ...] = registry()["verification_style"].choices
+VERIFICATION_STYLES: tuple[str, ...] = files_space().enum("verification_style").choices
 _CANDIDATE_MEMORIES = 3
 _VERIFY_REPLY_TOKENS = 400
 

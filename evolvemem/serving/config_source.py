@@ -39,19 +39,19 @@ def load_serving_config(spec: str | Path) -> LoadedConfig:
 
 
 def _from_run(run_dir: Path) -> LoadedConfig:
-    from evolvemem.space.emerged import load_run_dimensions
+    from evolvemem.space.emerged import run_space
     from evolvemem.store.run_store import DB_NAME, RunStore
 
     if not (run_dir / DB_NAME).is_file():
         raise ConfigError(f"{run_dir}: a directory but not a run (no {DB_NAME})")
-    load_run_dimensions(run_dir)  # levers that emerged in the run
+    space = run_space(run_dir)  # with the levers that emerged in the run
     with RunStore(run_dir, read_only=True) as store:
         best = store.best_round()
         row = store.round_row(best, Phase.TEST_BEST) or store.round_row(best, Phase.DEV)
         spec = store.manifest().get("spec") or {}
     if row is None:
         raise ConfigError(f"{run_dir}: the run has no scored round yet")
-    config, clamps = parse_config(row["config"], source=f"{run_dir} round {best}")
+    config, clamps = parse_config(row["config"], source=f"{run_dir} round {best}", space=space)
     models = spec.get("models") if isinstance(spec, dict) else None
     settings = ModelSettings(**models) if isinstance(models, dict) else None
     return LoadedConfig(

@@ -1,4 +1,4 @@
-"""The library's verbs, and the only thing the CLI imports besides the registry and rendering.
+"""The library's verbs, and the only thing the CLI imports besides the action space and rendering.
 
 `Session` creates, resumes and scores runs (session.py); `open_run` opens one read-only for
 inspection; the rest turns what a user typed into validated inputs. The CLI imports this package

@@ -12,8 +12,9 @@ from evolvemem.errors import EvolveMemError
 from evolvemem.roles.factory import ModelSettings
 from evolvemem.session.reporter import Reporter
 from evolvemem.store.run_store import RunStore
+from evolvemem.space.action_space import ActionSpace
 from evolvemem.space.config import RetrievalConfig, load_config, parse_config
-from evolvemem.space.emerged import load_run_dimensions
+from evolvemem.space.emerged import run_space
 
 BEST_CONFIG = "best_config.toml"
 
@@ -57,18 +58,19 @@ def best_config_path(run_dir: str | Path) -> Path:
     return path
 
 
-def manifest_start_config(manifest: dict, run_dir: str | Path) -> RetrievalConfig:
-    """The config a run started from (its round 0), as its manifest holds it."""
+def manifest_start_config(manifest: dict, run_dir: str | Path, space: ActionSpace) -> RetrievalConfig:
+    """The config a run started from (its round 0), as its manifest holds it, in the run's `space`."""
     if "init_config" not in manifest:
         raise EvolveMemError(f"{run_dir}: not an evolve run (no starting config in its manifest)")
-    return parse_config(manifest["init_config"], source=f"{run_dir} manifest")[0]
+    return parse_config(manifest["init_config"], source=f"{run_dir} manifest", space=space)[0]
 
 
 def start_config(run_dir: str | Path) -> RetrievalConfig:
-    """The starting config of a finished run, read from its directory."""
-    load_run_dimensions(Path(run_dir))  # a start from another run's config names its levers
+    """The starting config of a finished run, read from its directory (in the run's space: a
+    start from another run's config names its levers)."""
+    space = run_space(Path(run_dir))
     with RunStore(Path(run_dir), read_only=True) as store:
-        return manifest_start_config(store.manifest(), run_dir)
+        return manifest_start_config(store.manifest(), run_dir, space)
 
 
 def run_rerank_model(run_dir: str | Path) -> str | None:

@@ -44,8 +44,9 @@ from evolvemem.session.reporter import QuietReporter, Reporter
 from evolvemem.retrieval.rerank import require_reranker
 from evolvemem.session.setup import announce_models, check_endpoint, open_workspace
 from evolvemem.session.sharded import evaluate_sharded
+from evolvemem.space.action_space import ActionSpace, files_space
 from evolvemem.space.config import RetrievalConfig, config_to_toml, load_config
-from evolvemem.space.emerged import begin_run_dimensions, use_run_dimensions
+from evolvemem.space.emerged import begin_run_dimensions, run_space
 from evolvemem.store.run_store import DB_NAME, RunStore
 from evolvemem.store.usage_journal import JOURNAL_NAME
 from evolvemem.workspace import Workspace
@@ -123,6 +124,9 @@ class Session:
         self.executor: Executor = executor or LocalExecutor()
         self.protocol = protocol
         self.concurrency = concurrency
+        # a run's action space (the files' dimensions and its levers): `_open_run` reads it from
+        # the run's files, the runner replaces it as levers emerge
+        self.space: ActionSpace = files_space()
         # what this run already paid for, reused by later evaluations (and refilled on resume):
         # whole records of an identical effective config, answers to an identical context
         self.reuse: dict[ReuseKey, dict] = {}
@@ -329,7 +333,8 @@ class Session:
         # resume must not depend on the shell: the manifest holds the resolved data file
         spec.data = resolved_data_path(spec.data, dataset)
         run_dir.mkdir(parents=True, exist_ok=True)
-        start = begin_run_dimensions(run_dir, init_config.model_dump())  # levers an --init RUN config uses
+        # the levers an --init RUN config uses become the run's own
+        space, start = begin_run_dimensions(run_dir, init_config.model_dump(), init_config.space)
         store = RunStore.create(
             run_dir,
             {
@@ -348,7 +353,7 @@ class Session:
                 "test_conversations": test_ids,
             },
         )
-        return cls._open_run(store, dataset, spec, reporter, executor)
+        return cls._open_run(store, dataset, spec, reporter, executor, space)
 
     @classmethod
     def resume(
@@ -374,7 +379,7 @@ class Session:
                 f"{run}: the run was stopped before it began (its manifest holds no spec); start it "
                 f"again with the same options and --out {run}: the directory is reused"
             )
-        use_run_dimensions(run_dir)  # the levers that emerged before the interruption
+        space = run_space(run_dir)  # the levers that emerged before the interruption
         spec = RunSpec.from_dict(manifest["spec"])
         if rounds is not None:
             spec.rounds = rounds
@@ -399,11 +404,17 @@ class Session:
         store = RunStore(run_dir)
         store.set_manifest({"spec": spec.as_dict()})
         store.extend_rounds(spec.rounds)
-        return cls._open_run(store, dataset, spec, reporter, executor)
+        return cls._open_run(store, dataset, spec, reporter, executor, space)
 
     @classmethod
     def _open_run(
-        cls, store: RunStore, dataset: Dataset, spec: RunSpec, reporter: Reporter, executor: Executor | None
+        cls,
+        store: RunStore,
+        dataset: Dataset,
+        spec: RunSpec,
+        reporter: Reporter,
+        executor: Executor | None,
+        space: ActionSpace,
     ) -> Session:
         try:
             settings = ModelSettings(**spec.models)
@@ -435,6 +446,7 @@ class Session:
                     "(the answer model's window share; --context-tokens sets it)[/dim]"
                 )
             session.spec = spec
+            session.space = space
             if not store.has_memories():
                 store.record_memories(memory_rows(workspace))
             else:
@@ -449,14 +461,17 @@ class Session:
     spec: RunSpec
 
     def init_config(self) -> RetrievalConfig:
-        return manifest_start_config(self.store.manifest(), self.run_dir)
+        return manifest_start_config(self.store.manifest(), self.run_dir, self.space)
 
     def run(self, hooks: Hooks | None = None) -> RunResult:
         """Rounds 0..N (continuing from the store), then start and best scored once on test."""
         start = self.init_config()
         require_reranker(start, self.workspace.reranker)
         runner = EvolutionRunner(self.spec, self.store, self.workspace, self, start, hooks)
-        return runner.run()
+        try:
+            return runner.run()
+        finally:
+            self.space = runner.space  # with the levers that emerged
 
     # ---- evolve eval / transfer --------------------------------------------------------------
     @classmethod

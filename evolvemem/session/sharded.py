@@ -22,7 +22,7 @@ from evolvemem.data.models import Question
 from evolvemem.executor import Executor
 from evolvemem.loop.scorer import RoundJob
 from evolvemem.loop.usage import usage_rows
-from evolvemem.space.registry import added_dimensions
+from evolvemem.space.action_space import files_space
 from evolvemem.store.run_store import RunStore
 from evolvemem.workspace import Workspace, pack_conversation
 
@@ -89,11 +89,14 @@ def evaluate_sharded(
     same context another candidate gives in the same batch is asked twice, since both are asked
     at once (in process the second would be reused by context)."""
     started = time.perf_counter()
+    space = files_space()
+    for job in jobs:  # the levers of every config of the batch (one run's: each space holds the one before)
+        space = space.with_dimensions(job.config.space.added())
     setup = WorkerSetup(
         ws.roles.settings,
         ws.roles.cache_enabled,
         ws.embedder.model_name,
-        tuple(added_dimensions().values()),
+        space.added(),
         ws.reranker.model_name if ws.reranker is not None else None,
     )
     shared_memo = executor.share(memo.entries(), f"memo-{uuid.uuid4().hex}") if memo is not None else None

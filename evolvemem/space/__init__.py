@@ -1,5 +1,6 @@
 """The action space: dimensions declared in `action_space/*.toml` and everything generated from them."""
 
+from evolvemem.space.action_space import ActionSpace, files_space
 from evolvemem.space.config import (
     ClampReport,
     RetrievalConfig,
@@ -7,14 +8,27 @@ from evolvemem.space.config import (
     load_config,
     parse_config,
 )
-from evolvemem.space.registry import Dimension, registry
+from evolvemem.space.dimensions import (
+    BoolDimension,
+    Dimension,
+    EnumDimension,
+    FloatDimension,
+    IntDimension,
+    NumericDimension,
+)
 
 __all__ = [
+    "ActionSpace",
+    "BoolDimension",
     "ClampReport",
     "Dimension",
+    "EnumDimension",
+    "FloatDimension",
+    "IntDimension",
+    "NumericDimension",
     "RetrievalConfig",
     "config_to_toml",
+    "files_space",
     "load_config",
     "parse_config",
-    "registry",
 ]

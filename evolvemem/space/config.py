@@ -1,7 +1,10 @@
-"""`RetrievalConfig`: a frozen pydantic model generated from the registry, plus strict parsing.
+"""`RetrievalConfig`: a frozen pydantic model generated from the action-space files, plus strict parsing.
 
 Parsing is strict about names and types (an unknown field or a wrong type is an error naming
 it) and lenient about ranges (an out-of-range value is clamped and the clamp is reported).
+A config carries the `ActionSpace` it was parsed with (`config.space`): a lever that emerged in a
+run is one of its values (a pydantic extra, having no field of its own) only in that space, and
+every config made from it (`with_changes`, `for_type`, `with_token_cap`) keeps it.
 """
 
 from __future__ import annotations
@@ -11,15 +14,25 @@ import json
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Optional, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    create_model,
+    model_validator,
+)
 
 from evolvemem.errors import ConfigError
 from evolvemem.paths import action_space_dir
 from evolvemem.qtypes import QUESTION_TYPES
+from evolvemem.space.action_space import ActionSpace, files_space
+from evolvemem.space.dimensions import Dimension, NumericDimension, toml_value
 from evolvemem.space.emerged import EMBEDDED_SECTION, dimensions_from_tables, embedded_toml
-from evolvemem.space.registry import Dimension, add_dimensions, added_dimensions, registry, toml_value
 
 OVERRIDES = "per_category_overrides"
 
@@ -40,7 +53,7 @@ class ClampReport:
 
 def _clean_values(
     raw: dict[str, Any],
-    dims: dict[str, Dimension],
+    dims: ActionSpace,
     source: str,
     scope: str,
     clamps: list[ClampReport] | None,
@@ -69,16 +82,15 @@ def _clean_values(
     return cleaned
 
 
-def _clean(raw: Any, source: str, clamps: list[ClampReport] | None) -> dict[str, Any]:
+def _clean(raw: Any, source: str, clamps: list[ClampReport] | None, dims: ActionSpace) -> dict[str, Any]:
     if isinstance(raw, BaseModel):
         return raw.model_dump()
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: a config must be a mapping of field names to values")
-    dims = registry()
     flat = {k: v for k, v in raw.items() if k != OVERRIDES}
     cleaned = _clean_values(flat, dims, source, "global", clamps, per_type_only=False)
-    for name, dim in added_dimensions().items():  # a lever added at run time has no field default
-        cleaned.setdefault(name, dim.default)
+    for dim in dims.added():  # a lever added at run time has no field default
+        cleaned.setdefault(dim.name, dim.default)
     overrides_raw = raw.get(OVERRIDES) or {}
     if not isinstance(overrides_raw, dict):
         raise ConfigError(f"{source}: {OVERRIDES} must map question types to settings")
@@ -97,34 +109,51 @@ def _clean(raw: Any, source: str, clamps: list[ClampReport] | None) -> dict[str,
     return cleaned
 
 
+def _space_of(info: ValidationInfo | None) -> ActionSpace:
+    """The space a validation was asked to use (`parse_config` passes it), else the files'."""
+    context = info.context if info is not None else None
+    space = context.get("space") if isinstance(context, dict) else None
+    return space if isinstance(space, ActionSpace) else files_space()
+
+
 class _ConfigBase(BaseModel):
-    # levers added to the registry at run time (space/emerged.py) have no field of their own:
-    # they are kept as extra values, which `_clean` validated against the registry like any field
+    # levers a run added to its space (space/emerged.py) have no field of their own: they are
+    # kept as extra values, which `_clean` validated against the config's space like any field
     model_config = ConfigDict(extra="allow", frozen=True)
+    _space: ActionSpace = PrivateAttr(default_factory=files_space)
 
     @model_validator(mode="before")
     @classmethod
-    def _coerce_and_clamp(cls, data: Any) -> Any:
-        return _clean(data, "config", None) if isinstance(data, dict) else data
+    def _coerce_and_clamp(cls, data: Any, info: ValidationInfo) -> Any:
+        return _clean(data, "config", None, _space_of(info)) if isinstance(data, dict) else data
+
+    @classmethod
+    def _in_space(cls, cleaned: dict[str, Any], space: ActionSpace) -> RetrievalConfig:
+        """A config of validated values that knows `space`."""
+        config = cls.model_validate(cleaned, context={"space": space})
+        config._space = space
+        return cast("RetrievalConfig", config)
 
     # ---- behaviour shared by every generated config -----------------------------------------
+    @property
+    def space(self) -> ActionSpace:
+        """The action space this config was parsed with (the files' plus the run's levers)."""
+        return self._space
+
     def fingerprint(self) -> str:
         """Stable short hash of every value: equal configs, equal fingerprints."""
         data = self.model_dump()
-        dims = registry()
+        dims = self._space
         for name in self.model_extra or {}:  # an added lever at its default changes nothing
-            if name in dims and data[name] == dims[name].default:
+            dim = dims.get(name)
+            if dim is not None and data[name] == dim.default:
                 del data[name]
         blob = json.dumps(data, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def values(self) -> dict[str, Any]:
-        """Global values without the overrides; a lever added to the registry after this config
-        was made reads as its default."""
-        values = {k: v for k, v in self.model_dump().items() if k != OVERRIDES}
-        for name, dim in added_dimensions().items():
-            values.setdefault(name, dim.default)
-        return values
+        """Global values without the overrides (the space's added levers included)."""
+        return {k: v for k, v in self.model_dump().items() if k != OVERRIDES}
 
     def overrides(self) -> dict[str, dict[str, Any]]:
         return {k: dict(v) for k, v in getattr(self, OVERRIDES).items()}
@@ -134,12 +163,12 @@ class _ConfigBase(BaseModel):
         then the settings of any enabled `maps_to` dimension. Has no overrides of its own."""
         values = self.values()
         values.update(getattr(self, OVERRIDES).get(question_type or "", {}))
-        dims = registry()
+        dims = self._space
         for name, dim in dims.items():
             if dim.maps_to and values.get(name):
                 values.update(_clean_values(dim.maps_to, dims, f"maps_to of {name}", "global", None, False))
         values[OVERRIDES] = {}
-        return cast("RetrievalConfig", type(self).model_validate(values))
+        return self._in_space(values, dims)
 
     def with_token_cap(self, cap: int | None) -> RetrievalConfig:
         """This config with every context cut at `cap` estimated tokens at most (its own budget
@@ -171,30 +200,25 @@ class _ConfigBase(BaseModel):
             merged = dict(data[OVERRIDES].get(question_type, {}))
             merged.update(changes)
             data[OVERRIDES] = {**data[OVERRIDES], question_type: merged}
-        return parse_config(data, source="proposal")
+        return parse_config(data, source="proposal", space=self._space)
+
+    def with_space(self, space: ActionSpace) -> RetrievalConfig:
+        """The same values in a larger space (a lever emerged since this config was made): the
+        new levers read as their defaults, so the fingerprint stays."""
+        return parse_config(self.model_dump(), source="config", space=space)[0]
 
 
 def _field_for(dim: Dimension) -> tuple[Any, Any]:
-    if dim.kind == "bool":
-        annotation: Any = bool
-    elif dim.kind == "enum":
-        annotation = Literal[tuple(dim.choices)]
-    elif dim.kind == "int":
-        annotation = int
-    else:
-        annotation = float
-    if dim.optional:
-        annotation = Optional[annotation]
     extra: dict[str, Any] = {"group": dim.group, "per_type": dim.per_type}
-    if dim.min is not None:
+    if isinstance(dim, NumericDimension):
         extra.update(minimum=dim.min, maximum=dim.max)
     if dim.off is not None:
         extra["off_value"] = dim.off
-    return (annotation, Field(default=dim.default, description=dim.description, json_schema_extra=extra))
+    return (dim.annotation(), Field(default=dim.default, description=dim.description, json_schema_extra=extra))
 
 
 def _build_model() -> type[_ConfigBase]:
-    fields: dict[str, Any] = {name: _field_for(dim) for name, dim in registry().items()}
+    fields: dict[str, Any] = {name: _field_for(dim) for name, dim in files_space().items()}
     fields[OVERRIDES] = (
         dict[str, dict[str, Any]],
         Field(default_factory=dict, description="Per-question-type overrides: {type: {field: value}}."),
@@ -205,19 +229,23 @@ def _build_model() -> type[_ConfigBase]:
 if TYPE_CHECKING:
 
     class RetrievalConfig(_ConfigBase):
-        """The static face of the generated model: one attribute per registry dimension."""
+        """The static face of the generated model: one attribute per action-space dimension."""
 
         def __getattr__(self, name: str) -> Any: ...
 else:
     RetrievalConfig = _build_model()
 
 
-def parse_config(raw: Any, source: str = "config") -> tuple[RetrievalConfig, list[ClampReport]]:
-    """Validate a raw mapping into a `RetrievalConfig`, returning it with the clamps applied."""
+def parse_config(
+    raw: Any, source: str = "config", space: ActionSpace | None = None
+) -> tuple[RetrievalConfig, list[ClampReport]]:
+    """Validate a raw mapping into a `RetrievalConfig` of `space` (default: the files'), returning
+    it with the clamps applied."""
+    space = space or files_space()
     clamps: list[ClampReport] = []
-    cleaned = _clean(raw, source, clamps)
+    cleaned = _clean(raw, source, clamps, space)
     try:
-        return RetrievalConfig.model_validate(cleaned), clamps
+        return RetrievalConfig._in_space(cleaned, space), clamps
     except ValidationError as exc:  # pragma: no cover - _clean already checked every field
         first = exc.errors()[0]
         raise ConfigError(f"{source}: field {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
@@ -232,10 +260,14 @@ def _toml_setting(value: Any) -> str:
     return '"off"' if value is None else toml_value(value)
 
 
-def load_config(name_or_path: str | Path) -> tuple[RetrievalConfig, list[ClampReport]]:
-    """Load a config from a preset name (`weak`, `default`) or a TOML/JSON file.
+def load_config(
+    name_or_path: str | Path, space: ActionSpace | None = None
+) -> tuple[RetrievalConfig, list[ClampReport]]:
+    """Load a config from a preset name (`weak`, `default`) or a TOML/JSON file, in `space`
+    (default: the files') plus the levers the file embeds.
 
     A run's exported config (`best_config.toml`) loads the same way."""
+    space = space or files_space()
     text = str(name_or_path)
     preset = action_space_dir() / "presets" / f"{text}.toml"
     path = preset if ("/" not in text and preset.is_file()) else Path(text)
@@ -252,8 +284,8 @@ def load_config(name_or_path: str | Path) -> tuple[RetrievalConfig, list[ClampRe
         raw = raw["config"]  # snapshots wrap the config with metadata
     if isinstance(raw, dict) and EMBEDDED_SECTION in raw:  # levers that emerged in a run travel with it
         raw = dict(raw)
-        add_dimensions(dimensions_from_tables(raw.pop(EMBEDDED_SECTION), str(path)))
-    return parse_config(raw, source=str(path))
+        space = space.with_dimensions(dimensions_from_tables(raw.pop(EMBEDDED_SECTION), str(path), space))
+    return parse_config(raw, source=str(path), space=space)
 
 
 def config_to_toml(config: RetrievalConfig, header: str = "") -> str:
@@ -262,7 +294,7 @@ def config_to_toml(config: RetrievalConfig, header: str = "") -> str:
     as "off" where leaving it out would mean something else (a per-type override would inherit the
     global value). A lever that emerged in a run is written with its definition, so the file is
     readable on its own."""
-    dims = registry()
+    dims = config.space
     lines = [f"# {line}" for line in header.splitlines()] if header else []
     for key, value in config.values().items():
         dim = dims.get(key)
@@ -275,7 +307,7 @@ def config_to_toml(config: RetrievalConfig, header: str = "") -> str:
         lines.append(f"[{OVERRIDES}.{qtype}]")
         for key, value in settings.items():
             lines.append(f"{key} = {_toml_setting(value)}")
-    definitions = embedded_toml(list(config.values()))
+    definitions = embedded_toml(dims, list(config.values()))
     if definitions:
         lines += ["", definitions.rstrip("\n")]
     return "\n".join(lines) + "\n"

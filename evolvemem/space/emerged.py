@@ -1,12 +1,15 @@
 """Dimensions that emerge from a run's diagnoses: a new bool lever that switches on a bundle of
 existing settings (`maps_to`), checked as strictly as any change, written as a file in the
-action-space format and part of the run's registry from the next round on.
+action-space format and part of the run's space from the next round on.
 
 Where they live:
     runs/<id>/rounds/round_NN/new_dimensions/<name>.toml   emerged from round NN's diagnosis
     runs/<id>/inherited_dimensions/<name>.toml             came with the run's starting config
 A config file that uses one carries its definition in an `[emerged_dimensions.<name>]` table
-(`config_to_toml` writes it, `load_config` reads it), so the file alone can be evaluated."""
+(`config_to_toml` writes it, `load_config` reads it), so the file alone can be evaluated.
+
+Nothing here changes a space in place: reading a run's levers, starting a run and materialising a
+lever each return the `ActionSpace` to use from then on."""
 
 from __future__ import annotations
 
@@ -17,16 +20,8 @@ import tomllib
 from pathlib import Path
 
 from evolvemem.errors import ConfigError
-from evolvemem.space.registry import (
-    Dimension,
-    add_dimensions,
-    added_dimensions,
-    base_registry,
-    dimension_from_table,
-    dimension_to_toml,
-    forget_added_dimensions,
-    registry,
-)
+from evolvemem.space.action_space import ActionSpace, files_space
+from evolvemem.space.dimensions import BoolDimension, Dimension, dimension_from_table, dimension_to_toml
 
 EMERGED_GROUP = "emerged"
 EMBEDDED_SECTION = "emerged_dimensions"  # the table of a config file that carries definitions
@@ -43,13 +38,12 @@ class RefusedDimension(ValueError):
     """A proposed dimension that cannot become a lever; the message says why."""
 
 
-def _checked_members(maps_to: object, per_type: bool) -> dict[str, SettingValue]:
-    """The bundle's settings validated by the registry's own rules: every member known, not a
+def _checked_members(maps_to: object, per_type: bool, dims: ActionSpace) -> dict[str, SettingValue]:
+    """The bundle's settings validated by the space's own rules: every member known, not a
     bundle itself, its value of the right type and inside the range (never clamped: a proposal
     that needs clamping is refused)."""
     if not isinstance(maps_to, dict) or not maps_to:
         raise RefusedDimension("empty bundle: maps_to names no existing setting")
-    dims = registry()
     clean: dict[str, SettingValue] = {}
     for key, value in maps_to.items():
         dim = dims.get(str(key))
@@ -69,15 +63,17 @@ def _checked_members(maps_to: object, per_type: bool) -> dict[str, SettingValue]
     return clean
 
 
-def build_dimension(name: object, description: object, maps_to: object, per_type: object = False) -> Dimension:
-    """A proposed lever as a registry Dimension, or RefusedDimension saying why not: a bad or
+def build_dimension(
+    space: ActionSpace, name: object, description: object, maps_to: object, per_type: object = False
+) -> Dimension:
+    """A proposed lever of `space` as a Dimension, or RefusedDimension saying why not: a bad or
     clashing name, no description, an empty bundle, an unknown member, a value out of range, a
     single setting (that is the setting itself) or the same bundle as an existing lever."""
     text = str(name or "").strip()
     if not NAME_PATTERN.match(text):
         raise RefusedDimension(f"bad name {text!r}: use 3-48 lower-case letters, digits and _, starting with a letter")
-    dims = registry()
-    groups = {d.group for d in dims.values()}
+    dims = space
+    groups = dims.groups()
     if text in dims or text in RESERVED_NAMES or text in groups:
         raise RefusedDimension(
             f"name clash: {text!r} is already "
@@ -88,11 +84,11 @@ def build_dimension(name: object, description: object, maps_to: object, per_type
         raise RefusedDimension("no description: say what the lever does")
     if not isinstance(per_type, bool):
         raise RefusedDimension(f"per_type must be true or false, got {per_type!r}")
-    members = _checked_members(maps_to, per_type)
+    members = _checked_members(maps_to, per_type, dims)
     if len(members) < 2:
         only = next(iter(members))
         raise RefusedDimension(f"a bundle of one setting is {only} itself: propose it as a change instead")
-    for other in dims.values():
+    for other in dims.dimensions():
         if other.maps_to and dict(other.maps_to) == members:
             raise RefusedDimension(f"duplicate of the existing bundle {other.name!r}")
     spec = {
@@ -110,20 +106,20 @@ def build_dimension(name: object, description: object, maps_to: object, per_type
     return dimension_from_table(Path(f"{text}.toml"), text, spec)
 
 
-def check_definition(dim: Dimension, where: str) -> Dimension:
-    """A definition read back from a file is a bool bundle of valid settings (a hand-edited or
-    damaged file is a ConfigError naming it)."""
-    if dim.kind != "bool" or not dim.maps_to:
+def check_definition(dim: Dimension, where: str, space: ActionSpace) -> Dimension:
+    """A definition read back from a file is a bool bundle of valid settings of `space` (a
+    hand-edited or damaged file is a ConfigError naming it)."""
+    if not isinstance(dim, BoolDimension) or not dim.maps_to:
         raise ConfigError(f"{where}: an emerged dimension must be a bool with maps_to")
     try:
-        _checked_members(dim.maps_to, dim.per_type)
+        _checked_members(dim.maps_to, dim.per_type, space)
     except RefusedDimension as exc:
         raise ConfigError(f"{where}: {exc}") from None
     return dim
 
 
-def dimensions_from_tables(tables: object, where: str) -> list[Dimension]:
-    """Definitions embedded in a config file (`[emerged_dimensions.<name>]`), checked."""
+def dimensions_from_tables(tables: object, where: str, space: ActionSpace) -> list[Dimension]:
+    """Definitions embedded in a config file (`[emerged_dimensions.<name>]`), checked against `space`."""
     if not isinstance(tables, dict):
         raise ConfigError(f"{where}: {EMBEDDED_SECTION} must be a table of dimensions")
     dims = []
@@ -132,19 +128,15 @@ def dimensions_from_tables(tables: object, where: str) -> list[Dimension]:
             raise ConfigError(f"{where}: [{EMBEDDED_SECTION}.{name}] must be a table")
         dims.append(
             check_definition(
-                dimension_from_table(Path(where), str(name), spec), f"{where}: [{EMBEDDED_SECTION}.{name}]"
+                dimension_from_table(Path(where), str(name), spec), f"{where}: [{EMBEDDED_SECTION}.{name}]", space
             )
         )
     return dims
 
 
-def embedded_toml(names: list[str]) -> str:
-    """The `[emerged_dimensions.<name>]` tables of the added dimensions among `names`."""
-    dims = registry()
-    base = base_registry()
-    return "\n".join(
-        dimension_to_toml(dims[n], f"{EMBEDDED_SECTION}.{n}") for n in names if n in dims and n not in base
-    )
+def embedded_toml(space: ActionSpace, names: list[str]) -> str:
+    """The `[emerged_dimensions.<name>]` tables of `space`'s added dimensions among `names`."""
+    return "\n".join(dimension_to_toml(space[n], f"{EMBEDDED_SECTION}.{n}") for n in names if space.is_added(n))
 
 
 # ---- a run's files ------------------------------------------------------------------------
@@ -159,15 +151,16 @@ def _write(folder: Path, dim: Dimension, header: str) -> Path:
     return path
 
 
-def materialise(run_dir: Path, round_no: int, dim: Dimension) -> Path:
-    """Write a lever that emerged from round `round_no`'s diagnosis and add it to the registry."""
+def materialise(run_dir: Path, round_no: int, dim: Dimension, space: ActionSpace) -> tuple[ActionSpace, Path]:
+    """Write a lever that emerged from round `round_no`'s diagnosis; returns `space` with it, and
+    the file."""
+    grown = space.with_dimensions([dim])  # a clash is an error before anything is written
     path = _write(
         round_dimensions_dir(run_dir, round_no),
         dim,
         f"emerged from the diagnosis of round {round_no}; switch it on with {dim.name} = true",
     )
-    add_dimensions([dim])
-    return path
+    return grown, path
 
 
 def inherit(run_dir: Path, dims: list[Dimension]) -> list[Path]:
@@ -187,9 +180,11 @@ def run_dimension_files(run_dir: Path) -> list[Path]:
     return sorted((run_dir / INHERITED).glob("*.toml")) + emerged
 
 
-def read_run_dimensions(run_dir: Path) -> list[Dimension]:
-    """A run's inherited and emerged levers, read from its files (each checked)."""
-    dims = []
+def read_run_dimensions(run_dir: Path, space: ActionSpace | None = None) -> list[Dimension]:
+    """A run's inherited and emerged levers, read from its files (each checked against the files'
+    space and the levers before it)."""
+    space = space or files_space()
+    dims: list[Dimension] = []
     for path in run_dimension_files(run_dir):
         try:
             tables = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -198,32 +193,29 @@ def read_run_dimensions(run_dir: Path) -> list[Dimension]:
         for name, spec in tables.items():
             if not isinstance(spec, dict):
                 raise ConfigError(f"{path}: [{name}] must be a table")
-            dims.append(check_definition(dimension_from_table(path, name, spec), str(path)))
+            dim = check_definition(dimension_from_table(path, name, spec), str(path), space)
+            space = space.with_dimensions([dim])
+            dims.append(dim)
     return dims
 
 
-def load_run_dimensions(run_dir: Path) -> list[Dimension]:
-    """Add a run's levers to the registry (so its configs can be read); returns them."""
-    dims = read_run_dimensions(run_dir)
-    add_dimensions(dims)
-    return dims
+def run_space(run_dir: Path, space: ActionSpace | None = None) -> ActionSpace:
+    """The space of one run: `space` (default: the action-space files') plus that run's levers."""
+    base = space or files_space()
+    return base.with_dimensions(read_run_dimensions(run_dir, base))
 
 
-def use_run_dimensions(run_dir: Path) -> list[Dimension]:
-    """The registry of one run: the action-space files plus that run's levers, nothing else."""
-    forget_added_dimensions()
-    return load_run_dimensions(run_dir)
-
-
-def begin_run_dimensions(run_dir: Path, start: dict[str, Any]) -> dict[str, Any]:
-    """A new run's registry: the action-space files plus the added levers its starting config (as
-    stored) switches on, written to the run's inherited_dimensions/ so that a resume, a transfer or
-    an --init from this run reads that config again. Returns the starting config to store: without
-    the added levers it leaves off (a lever loaded but unused does not become part of the run)."""
-    added = added_dimensions()
+def begin_run_dimensions(
+    run_dir: Path, start: dict[str, Any], space: ActionSpace
+) -> tuple[ActionSpace, dict[str, Any]]:
+    """A new run's space: the action-space files plus the added levers of `space` (the starting
+    config's) that its starting config (as stored) switches on, written to the run's
+    inherited_dimensions/ so that a resume, a transfer or an --init from this run reads that config
+    again. Returns that space and the starting config to store: without the added levers it leaves
+    off (a lever loaded but unused does not become part of the run)."""
+    added = {dim.name: dim for dim in space.added()}
     used = set(switched_on(start, set(added)))
     inherit(run_dir, [added[name] for name in sorted(used)])
-    use_run_dimensions(run_dir)
     unused = set(added) - used
     kept = {k: v for k, v in start.items() if k not in unused}
     overrides = start.get("per_category_overrides")
@@ -231,7 +223,7 @@ def begin_run_dimensions(run_dir: Path, start: dict[str, Any]) -> dict[str, Any]
         kept["per_category_overrides"] = {
             t: {k: v for k, v in o.items() if k not in unused} for t, o in overrides.items() if isinstance(o, dict)
         }
-    return kept
+    return run_space(run_dir), kept
 
 
 def switched_on(config: dict[str, Any], names: set[str]) -> list[str]:

@@ -1,4 +1,4 @@
-"""Operations on configs generated from the registry: diff, perturbation, Optuna, prompt text."""
+"""Operations on configs and their action space: diff, perturbation, Optuna, prompt text."""
 
 from __future__ import annotations
 
@@ -6,8 +6,16 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from evolvemem.space.action_space import ActionSpace
 from evolvemem.space.config import OVERRIDES, RetrievalConfig, parse_config
-from evolvemem.space.registry import Dimension, registry
+from evolvemem.space.dimensions import (
+    BoolDimension,
+    Dimension,
+    EnumDimension,
+    FloatDimension,
+    IntDimension,
+    NumericDimension,
+)
 
 
 @dataclass(frozen=True)
@@ -27,9 +35,15 @@ class Change:
         return {"field": self.field, "old": self.old, "new": self.new, "scope": self.scope}
 
 
-def diff_configs(old: Any, new: Any) -> list[Change]:
-    """Every global value and every per-type override value that differs."""
-    changes = [Change(k, v, new.values()[k]) for k, v in old.values().items() if new.values()[k] != v]
+def diff_configs(old: RetrievalConfig, new: RetrievalConfig) -> list[Change]:
+    """Every global value and every per-type override value that differs (a lever only one of the
+    two spaces has reads as its default in the other)."""
+    levers = (*old.space.added(), *new.space.added())
+    before, after = old.values(), new.values()
+    for dim in levers:
+        before.setdefault(dim.name, dim.default)
+        after.setdefault(dim.name, dim.default)
+    changes = [Change(k, v, after[k]) for k, v in before.items() if after[k] != v]
     old_o, new_o = old.overrides(), new.overrides()
     for qtype in sorted(set(old_o) | set(new_o)):
         a, b = old_o.get(qtype, {}), new_o.get(qtype, {})
@@ -39,86 +53,68 @@ def diff_configs(old: Any, new: Any) -> list[Change]:
     return changes
 
 
-def sample_value(dim: Dimension, rng: random.Random, current: Any = None) -> Any:
-    """A random value of one dimension, different from `current` where the space allows."""
-    value: Any = current
-    low, high = float(dim.min or 0), float(dim.max or 0)  # numeric dimensions always have both
-    for _ in range(8):
-        if dim.kind == "bool":
-            value = rng.random() < 0.5
-        elif dim.kind == "enum":
-            value = rng.choice(dim.choices)
-        elif (dim.off is not None or dim.optional) and rng.random() < 0.2:
-            value = None if dim.optional else dim.off
-        elif dim.kind == "int":
-            value = rng.randint(int(low), int(high))
-        else:
-            value = round(rng.uniform(low, high), 3)
-        if value != current:
-            return value
-    return value
-
-
 def perturb(
-    config: Any, rng: random.Random, n_dims: int = 3, names: list[str] | None = None
-) -> tuple[Any, list[Change]]:
-    """Change `n_dims` randomly chosen global dimensions to random values within their ranges."""
-    dims = registry()
+    config: RetrievalConfig, rng: random.Random, n_dims: int = 3, names: list[str] | None = None
+) -> tuple[RetrievalConfig, list[Change]]:
+    """Change `n_dims` randomly chosen global dimensions of the config's space to random values
+    within their ranges."""
+    dims = config.space
     pool = names or list(dims)
     chosen = rng.sample(pool, k=min(n_dims, len(pool)))
     values = config.values()
-    updates = {name: sample_value(dims[name], rng, values[name]) for name in chosen}
+    updates = {name: dims[name].sample(rng, values[name]) for name in chosen}
     new, _ = config.with_changes(updates)
     return new, diff_configs(config, new)
 
 
-def suggest_config(trial: Any, base: Any | None = None) -> Any:
-    """Sample a whole config from an Optuna trial (define-by-run, so off/null are conditional)."""
+def _suggest(trial: Any, dim: Dimension) -> Any:
+    """One dimension's value from an Optuna trial (an off switch first, where it has one)."""
+    if isinstance(dim, BoolDimension):
+        return trial.suggest_categorical(dim.name, [False, True])
+    if isinstance(dim, EnumDimension):
+        return trial.suggest_categorical(dim.name, list(dim.choices))
+    assert isinstance(dim, NumericDimension)
+    if dim.can_switch_off() and not trial.suggest_categorical(f"{dim.name}__on", [True, False]):
+        return dim.off_value
+    if isinstance(dim, IntDimension):
+        return trial.suggest_int(dim.name, int(dim.min), int(dim.max))
+    return trial.suggest_float(dim.name, float(dim.min), float(dim.max))
+
+
+def suggest_config(trial: Any, base: RetrievalConfig | None = None) -> RetrievalConfig:
+    """Sample a whole config of `base`'s space from an Optuna trial (define-by-run, so off/null
+    are conditional)."""
     base = base or RetrievalConfig()
-    values: dict[str, Any] = {}
-    for name, dim in registry().items():
-        if dim.kind == "bool":
-            values[name] = trial.suggest_categorical(name, [False, True])
-            continue
-        if dim.kind == "enum":
-            values[name] = trial.suggest_categorical(name, list(dim.choices))
-            continue
-        if dim.off is not None or dim.optional:
-            if not trial.suggest_categorical(f"{name}__on", [True, False]):
-                values[name] = None if dim.optional else dim.off
-                continue
-        if dim.kind == "int":
-            values[name] = trial.suggest_int(name, int(dim.min or 0), int(dim.max or 0))
-        else:
-            values[name] = trial.suggest_float(name, float(dim.min or 0), float(dim.max or 0))
+    values: dict[str, Any] = {name: _suggest(trial, dim) for name, dim in base.space.items()}
     values[OVERRIDES] = base.overrides()
-    return parse_config(values, source="optuna trial")[0]
+    return parse_config(values, source="optuna trial", space=base.space)[0]
 
 
-def optuna_distributions() -> dict[str, Any]:
+def optuna_distributions(space: ActionSpace) -> dict[str, Any]:
     """Flat Optuna distributions of every dimension (for `study.ask(fixed_distributions)`)."""
     import optuna.distributions as od
 
     out: dict[str, Any] = {}
-    for name, dim in registry().items():
-        if dim.kind == "bool":
+    for name, dim in space.items():
+        if isinstance(dim, BoolDimension):
             out[name] = od.CategoricalDistribution([False, True])
-        elif dim.kind == "enum":
+        elif isinstance(dim, EnumDimension):
             out[name] = od.CategoricalDistribution(list(dim.choices))
-        elif dim.kind == "int":
-            out[name] = od.IntDistribution(int(dim.min or 0), int(dim.max or 0))
-        else:
-            out[name] = od.FloatDistribution(float(dim.min or 0), float(dim.max or 0))
+        elif isinstance(dim, IntDimension):
+            out[name] = od.IntDistribution(int(dim.min), int(dim.max))
+        elif isinstance(dim, FloatDimension):
+            out[name] = od.FloatDistribution(float(dim.min), float(dim.max))
     return out
 
 
-def config_to_trial_params(config: Any) -> dict[str, Any]:
+def config_to_trial_params(config: RetrievalConfig) -> dict[str, Any]:
     """The params `suggest_config` would have sampled to produce `config` (to tell Optuna about
     configs it did not propose, e.g. the starting config)."""
     params: dict[str, Any] = {}
-    for name, dim in registry().items():
-        value = config.values()[name]
-        if dim.kind in ("int", "float") and (dim.off is not None or dim.optional):
+    values = config.values()
+    for name, dim in config.space.items():
+        value = values[name]
+        if isinstance(dim, NumericDimension) and dim.can_switch_off():
             on = value is not None and value != dim.off
             params[f"{name}__on"] = on
             if not on:
@@ -127,12 +123,12 @@ def config_to_trial_params(config: Any) -> dict[str, Any]:
     return params
 
 
-def action_space_text(per_type_only: bool = False, brief: bool = False) -> str:
+def action_space_text(space: ActionSpace, per_type_only: bool = False, brief: bool = False) -> str:
     """The action space as the diagnosis model reads it, grouped, one line per dimension
     (`brief`: without the descriptions, for small context windows)."""
     lines: list[str] = []
     group = None
-    for name, dim in registry().items():
+    for name, dim in space.items():
         if per_type_only and not dim.per_type:
             continue
         if dim.group != group:
