@@ -52,6 +52,17 @@ def read_json_list(path: Path, items: str) -> tuple[list, bytes]:
     return raw, payload
 
 
+def entry_id(entry: Any, key: str, where: str) -> str:
+    """The id under `key` of one entry of a benchmark's top-level list: the entry must be an object
+    and the id a non-blank string or integer (returned as text, as written)."""
+    if not isinstance(entry, dict):
+        raise DataError(f"{where} is not an object")
+    value = entry.get(key)
+    if not isinstance(value, (str, int)) or str(value).strip() == "":
+        raise DataError(f"{where} has no {key!r}")
+    return str(value)
+
+
 def require_path(name: str, data: str | Path | None) -> Path:
     if data is None or str(data).strip() == "":
         raise DataError(f"benchmark {name!r} reads a file you supply: pass --data PATH")
