@@ -549,9 +549,10 @@ def round_article(data: ReportData, r: RoundView, base: str) -> str:
         f'data-score="{"" if r.score is None else f"{r.score:.6f}"}" data-decision="{escape(r.decision or "")}" '
         f'data-changes="{len(r.changes)}" data-emerged="{escape(",".join(r.emerged_used))}"'
     )
+    left, right = "".join(_round_figures(data, r)), "".join(_round_notes(data, r, base))
     return (
-        f'<article {attrs}>{_round_head(data, r, is_best)}<div class="round-body"><div>{"".join(_round_figures(data, r))}</div>'
-        f"<div>{''.join(_round_notes(data, r, base))}</div></div></article>"
+        f'<article {attrs}>{_round_head(data, r, is_best)}<div class="round-body"><div>{left}</div>'
+        f"<div>{right}</div></div></article>"
     )
 
 

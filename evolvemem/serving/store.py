@@ -185,7 +185,8 @@ class MemoryStore:
         if not wanted:
             return {}
         rows = self._rows(
-            "SELECT content_hash, vector FROM vectors WHERE model = ? AND content_hash IN (SELECT unnest(?::VARCHAR[]))",
+            "SELECT content_hash, vector FROM vectors WHERE model = ? AND content_hash "
+            "IN (SELECT unnest(?::VARCHAR[]))",
             [model, wanted],
         )
         return {h: np.frombuffer(blob, dtype=np.float32) for h, blob in rows}
