@@ -38,19 +38,18 @@ _PREFERENCE = re.compile(r"\b(favou?rite|prefer|like(s|d)? (to|best)|recommend|s
 _MULTI = re.compile(r"\b(and|both|all|each|what are|which .* (and|or))\b", re.I)
 
 
+# The surface rules in the order they are tried: most specific first.
+_RULES = (
+    (_COUNTING, "counting"),
+    (_TEMPORAL, "temporal"),
+    (_UPDATE, "knowledge_update"),
+    (_PREFERENCE, "preference"),
+    (_INFERENCE, "inference"),
+    (_MULTI, "multi_hop"),
+)
+
+
 def classify_question(question: str) -> str:
-    """Assign a question type by surface rules (no model). Order matters: most specific first."""
+    """Assign a question type by surface rules (no model): the first rule that matches, else single_fact."""
     text = question.strip()
-    if _COUNTING.search(text):
-        return "counting"
-    if _TEMPORAL.search(text):
-        return "temporal"
-    if _UPDATE.search(text):
-        return "knowledge_update"
-    if _PREFERENCE.search(text):
-        return "preference"
-    if _INFERENCE.search(text):
-        return "inference"
-    if _MULTI.search(text):
-        return "multi_hop"
-    return "single_fact"
+    return next((qtype for pattern, qtype in _RULES if pattern.search(text)), "single_fact")

@@ -11,9 +11,20 @@ each other on `evidence_recall` (loop/paired.py, `metric`)."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from evolvemem.answering.evaluate import EffectiveConfigs, EvalOutcome, failed_record, view_label
+from evolvemem.answering.evaluate import (
+    EffectiveConfigs,
+    EvalOutcome,
+    RecordFn,
+    RecordStream,
+    SinkFn,
+    failed_record,
+    unanswered_record,
+    view_label,
+    with_evidence_and_cost,
+)
 from evolvemem.answering.plugins import default_plugins
 from evolvemem.answering.stores import base_store
 from evolvemem.contracts.records import QuestionRecord
@@ -21,14 +32,11 @@ from evolvemem.data.models import Question
 from evolvemem.mechanisms.ama_router import FACT
 from evolvemem.retrieval.retriever import context_tokens
 from evolvemem.scoring.aggregate import summarise
-from evolvemem.scoring.metrics import evidence_recall
 from evolvemem.workspace import Workspace
 
 if TYPE_CHECKING:
     from evolvemem.space.config import RetrievalConfig
 
-RecordFn = Callable[[dict], None]
-SinkFn = Callable[[list[dict]], object]
 FLUSH_EVERY = 256
 
 
@@ -55,35 +63,26 @@ def context_record(
     retrieval = ws.retriever(question.conversation_id, store).retrieve(question, capped(effective, token_cap))
     context = [item.memory for item in retrieval.items]
     ranked = [*context, *(item.memory for item in retrieval.cut)]
-    cost = retrieval.cost
-    return QuestionRecord(
-        round=round_no,
-        phase=phase,
-        question_id=question.question_id,
-        conversation_id=question.conversation_id,
-        category=question.category,
-        question_type=question.question_type,
-        question=question.text,
-        gold=question.answer or "",
-        prediction="",
-        evidence_ids=tuple(question.evidence),
-        evidence_recall=evidence_recall(question.evidence, [m.source_turn_ids for m in context]),
-        evidence_covered=evidence_recall(question.evidence, ws.covered(question.conversation_id, store)),
-        evidence_retrieved=evidence_recall(question.evidence, [m.source_turn_ids for m in ranked]),
+    record = replace(
+        unanswered_record(question, round_no, phase),
         context_ids=tuple(m.memory_id for m in context),
         context_views=tuple(view_label(item.views) for item in retrieval.items),
         cut_ids=tuple(item.memory.memory_id for item in retrieval.cut),
         sub_queries=tuple(retrieval.sub_queries),
-        config_fingerprint=fingerprint,
-        memory_version=ws.memory_version(question.conversation_id),
-        latency_ms=(time.perf_counter() - started) * 1000,
-        calls=cost.calls,
-        cache_hits=cost.cache_hits,
-        prompt_tokens=cost.prompt_tokens,
-        completion_tokens=cost.completion_tokens,
         granularity=store,
         route="rules",
         context_tokens=context_tokens(context),
+    )
+    return with_evidence_and_cost(
+        record,
+        ws,
+        question,
+        in_context=[m.source_turn_ids for m in context],
+        covered=ws.covered(question.conversation_id, store),
+        ranked=[m.source_turn_ids for m in ranked],
+        fingerprint=fingerprint,
+        latency_ms=(time.perf_counter() - started) * 1000,
+        cost=retrieval.cost,
     )
 
 
@@ -104,7 +103,7 @@ def evaluate_contexts(
     ws.prepare(questions, config)
     resolve = EffectiveConfigs(config)
     records: list[dict] = []
-    buffer: list[dict] = []
+    stream = RecordStream(sink, on_record, batch=FLUSH_EVERY)
     try:
         for question in questions:
             effective, fingerprint = resolve(question.question_type)
@@ -115,15 +114,9 @@ def evaluate_contexts(
             except Exception as exc:  # a decomposition fault must not kill the round
                 row = failed_record(question, f"{type(exc).__name__}: {exc}", round_no, phase).as_row()
             records.append(row)
-            buffer.append(row)
-            if sink is not None and len(buffer) >= FLUSH_EVERY:
-                sink(list(buffer))
-                buffer.clear()
-            if on_record:
-                on_record(row)
+            stream.add(row)
     finally:
-        if sink is not None and buffer:
-            sink(list(buffer))
+        stream.close()
     ds = ws.dataset
     summary = summarise(records, adversarial_categories=ds.adversarial_categories, category_names=ds.category_names)
     return EvalOutcome(summary, records, time.perf_counter() - started)

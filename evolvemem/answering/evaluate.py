@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from evolvemem.answering.context_reuse import CONFIG_REUSE, CONTEXT_REUSE, AnswerMemo
-from evolvemem.answering.path import answer_path
+from evolvemem.answering.path import AnswerTrace, answer_path
 from evolvemem.contracts.records import QuestionRecord
 from evolvemem.contracts.roles import AnswerResult
+from evolvemem.contracts.usage import Usage
 from evolvemem.data.models import Question
 from evolvemem.benchmarks import score_prediction
 from evolvemem.retrieval.retriever import context_tokens
@@ -82,39 +83,19 @@ def answer_question(
     describe the answer kept (the last one). With `memo`, answers to a context already answered
     are reused (answering/context_reuse.py)."""
     started = time.perf_counter()
-    conversation_id = question.conversation_id
     trace = answer_path(ws, question, effective, memo)
     final = trace.final
     answer: AnswerResult = final.answer
-    cost = trace.cost
     latency_ms = (time.perf_counter() - started) * 1000
-
-    in_context = {t for m in final.context for t in m.source_turn_ids}
     ranked = {t for attempt in trace.attempts for m in (*attempt.context, *attempt.cut) for t in m.source_turn_ids}
     gold = question.adversarial_answer if (protocol == "paper" and question.adversarial_answer) else question.answer
     scores: dict[str, float] = {}
-    judged = None
+    judged, cost = None, trace.cost
     if not answer.failed:
         scores = score_prediction(question, answer.text, protocol=protocol, benchmark_name=benchmark)
-        if ws.roles.judge is not None:
-            final_key = trace.answer_keys[-1] if trace.answer_keys else ""
-            judged = memo.verdict(final_key) if memo is not None and trace.context_reused else None
-            if judged is None:  # a reused answer keeps its verdict too: no call
-                verdict, judge_cost = ws.roles.judge.judge(
-                    question.text, question.answer or "not mentioned", answer.text
-                )
-                judged = None if verdict is None else float(verdict)
-                cost = cost + judge_cost
-                if memo is not None:
-                    memo.put_verdict(final_key, judged)
-    return QuestionRecord(
-        round=round_no,
-        phase=phase,
-        question_id=question.question_id,
-        conversation_id=conversation_id,
-        category=question.category,
-        question_type=question.question_type,
-        question=question.text,
+        judged, cost = _judged(ws, question, answer.text, trace, cost, memo)
+    record = replace(
+        unanswered_record(question, round_no, phase),
         gold=gold or "",
         prediction=answer.text,
         f1=scores.get("f1"),
@@ -122,10 +103,6 @@ def answer_question(
         exact_match=scores.get("exact_match"),
         mc_accuracy=scores.get("mc_accuracy"),
         judge=judged,
-        evidence_ids=tuple(question.evidence),
-        evidence_recall=evidence_recall(question.evidence, in_context),
-        evidence_covered=evidence_recall(question.evidence, ws.covered(conversation_id, final.store)),
-        evidence_retrieved=evidence_recall(question.evidence, ranked),
         abstained=is_abstention(answer.text),
         failed=answer.failed,
         error=answer.error or None,
@@ -133,13 +110,6 @@ def answer_question(
         context_views=tuple(view_label(views) for views in final.views),
         cut_ids=tuple(m.memory_id for m in final.cut),
         sub_queries=tuple(trace.attempts[0].sub_queries),
-        config_fingerprint=fingerprint,
-        memory_version=ws.memory_version(conversation_id),
-        latency_ms=latency_ms,
-        calls=cost.calls,
-        cache_hits=cost.cache_hits,
-        prompt_tokens=cost.prompt_tokens,
-        completion_tokens=cost.completion_tokens,
         granularity=trace.granularity,
         route=trace.route_source,
         judge_verdicts=tuple(trace.verdicts),
@@ -151,10 +121,40 @@ def answer_question(
         context_key=trace.answer_keys[-1] if trace.answer_keys else None,
         context_tokens=context_tokens(final.context),
     )
+    return with_evidence_and_cost(
+        record,
+        ws,
+        question,
+        in_context={t for m in final.context for t in m.source_turn_ids},
+        covered=ws.covered(question.conversation_id, final.store),
+        ranked=ranked,
+        fingerprint=fingerprint,
+        latency_ms=latency_ms,
+        cost=cost,
+    )
 
 
-def failed_record(question: Question, error: str, round_no: int, phase: str) -> QuestionRecord:
-    """A question whose path raised (a role bug or an LLM fault must not kill the round)."""
+def _judged(
+    ws: Workspace, question: Question, prediction: str, trace: AnswerTrace, cost: Usage, memo: AnswerMemo | None
+) -> tuple[float | None, Usage]:
+    """The judge's verdict on the answer kept and the cost with its call (no judge: None); a reused
+    answer keeps its verdict too, with no call."""
+    if ws.roles.judge is None:
+        return None, cost
+    final_key = trace.answer_keys[-1] if trace.answer_keys else ""
+    judged = memo.verdict(final_key) if memo is not None and trace.context_reused else None
+    if judged is None:
+        verdict, judge_cost = ws.roles.judge.judge(question.text, question.answer or "not mentioned", prediction)
+        judged = None if verdict is None else float(verdict)
+        cost = cost + judge_cost
+        if memo is not None:
+            memo.put_verdict(final_key, judged)
+    return judged, cost
+
+
+def unanswered_record(question: Question, round_no: int, phase: str) -> QuestionRecord:
+    """What every record of `question` in (round_no, phase) holds before it is answered or scored:
+    who asked what, with an empty prediction."""
     return QuestionRecord(
         round=round_no,
         phase=phase,
@@ -165,9 +165,43 @@ def failed_record(question: Question, error: str, round_no: int, phase: str) -> 
         question=question.text,
         gold=question.answer or "",
         prediction="",
-        failed=True,
-        error=error[:300],
     )
+
+
+def with_evidence_and_cost(
+    record: QuestionRecord,
+    ws: Workspace,
+    question: Question,
+    *,
+    in_context: Iterable[str | Iterable[str]],
+    covered: Iterable[str | Iterable[str]],
+    ranked: Iterable[str | Iterable[str]],
+    fingerprint: str,
+    latency_ms: float,
+    cost: Usage,
+) -> QuestionRecord:
+    """`record` with what an answer and a contexts-only record both measure: evidence recall of the
+    turns `in_context`, `covered` by the store read and `ranked` before the cut; the effective
+    config and memories it ran under; its wall time and its cost."""
+    return replace(
+        record,
+        evidence_ids=tuple(question.evidence),
+        evidence_recall=evidence_recall(question.evidence, in_context),
+        evidence_covered=evidence_recall(question.evidence, covered),
+        evidence_retrieved=evidence_recall(question.evidence, ranked),
+        config_fingerprint=fingerprint,
+        memory_version=ws.memory_version(question.conversation_id),
+        latency_ms=latency_ms,
+        calls=cost.calls,
+        cache_hits=cost.cache_hits,
+        prompt_tokens=cost.prompt_tokens,
+        completion_tokens=cost.completion_tokens,
+    )
+
+
+def failed_record(question: Question, error: str, round_no: int, phase: str) -> QuestionRecord:
+    """A question whose path raised (a role bug or an LLM fault must not kill the round)."""
+    return replace(unanswered_record(question, round_no, phase), failed=True, error=error[:300])
 
 
 def reuse_key(question_id: str, effective_fingerprint: str, memory_version: int) -> ReuseKey:
@@ -203,6 +237,76 @@ def remember(reuse: dict[ReuseKey, dict], records: list[dict]) -> None:
             reuse[reuse_key(record["question_id"], record["config_fingerprint"], record["memory_version"])] = record
 
 
+class RecordStream:
+    """Finished records on their way to a sink, in order of finishing. A batch is written once it
+    holds `batch` records, or `seconds` after the last write, and at `close`; with `paid_at_once`
+    a record that made a paid call is written at once (with its usage: the session's sink records
+    both), so a kill loses neither. `on_record` sees each record as it arrives (progress bars)."""
+
+    def __init__(
+        self,
+        sink: SinkFn | None,
+        on_record: RecordFn | None,
+        *,
+        batch: int,
+        seconds: float | None = None,
+        paid_at_once: bool = False,
+    ):
+        self.sink, self.on_record = sink, on_record
+        self.batch, self.seconds, self.paid_at_once = batch, seconds, paid_at_once
+        self.buffer: list[dict] = []
+        self.last_flush = time.monotonic()
+
+    def add(self, row: dict) -> None:
+        self.buffer.append(row)
+        if self.sink is not None and self._due(row):
+            self.flush()
+        if self.on_record:
+            self.on_record(row)
+
+    def _due(self, row: dict) -> bool:
+        if self.paid_at_once and row.get("calls"):
+            return True
+        if len(self.buffer) >= self.batch:
+            return True
+        return self.seconds is not None and time.monotonic() - self.last_flush >= self.seconds
+
+    def flush(self) -> None:
+        if self.sink is not None:
+            self.sink(list(self.buffer))
+        self.buffer.clear()
+        self.last_flush = time.monotonic()
+
+    def close(self) -> None:
+        """Write what is left (called in a `finally`: an interrupted evaluation keeps it)."""
+        if self.sink is not None and self.buffer:
+            self.flush()
+
+
+AnswerOne = Callable[[Question], tuple[dict, bool]]
+
+
+def answer_each(
+    questions: list[Question], answer_one: AnswerOne, done: Callable[[int, dict, bool], None], *, threads: int
+) -> None:
+    """`answer_one` for every question, `done(index, row, reused)` as each finishes: on `threads`
+    threads when more than one (LLM roles wait on the network), else in a plain loop (offline roles
+    are CPU-bound: threads would only add overhead)."""
+    if threads <= 1:
+        for i, q in enumerate(questions):
+            done(i, *answer_one(q))
+        return
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=ANSWER_THREAD_PREFIX)
+    try:
+        futures = {pool.submit(answer_one, q): i for i, q in enumerate(questions)}
+        for fut in as_completed(futures):
+            done(futures[fut], *fut.result())
+    finally:
+        # on Ctrl-C the queued questions are cancelled and nobody waits for calls in flight
+        # (the CLI exits without them: their answers were never recorded, a resume asks again)
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
 def evaluate(
     ws: Workspace,
     config: RetrievalConfig,
@@ -229,29 +333,13 @@ def evaluate(
     # with an LLM decomposer, sub-queries are made inside the concurrent loop instead
     ws.prepare(questions, config)
     benchmark = ws.dataset.name
-
     finished: dict[int, dict] = {}
-    buffer: list[dict] = []
     n_reused = 0
-    last_flush = time.monotonic()
-
-    def finish(index: int, row: dict) -> None:
-        nonlocal last_flush
-        finished[index] = row
-        buffer.append(row)
-        # a paid answer is written at once (with its usage: the session's sink records both), so a
-        # kill loses neither; free ones wait for a batch, bounded in size and in time
-        paid = bool(row.get("calls"))
-        if sink is not None and (paid or len(buffer) >= FLUSH_EVERY or time.monotonic() - last_flush >= FLUSH_SECONDS):
-            sink(list(buffer))
-            buffer.clear()
-            last_flush = time.monotonic()
-        if on_record:
-            on_record(row)
-
+    # a paid answer is written at once; free ones wait for a batch, bounded in size and in time
+    stream = RecordStream(sink, on_record, batch=FLUSH_EVERY, seconds=FLUSH_SECONDS, paid_at_once=True)
     resolve = EffectiveConfigs(config)
 
-    def run_one(question: Question) -> tuple[dict, bool]:
+    def answer_one(question: Question) -> tuple[dict, bool]:
         effective, fingerprint = resolve(question.question_type)
         if reuse is not None:
             copied = reused_row(reuse, ws, question, fingerprint, round_no, phase)
@@ -273,28 +361,16 @@ def evaluate(
             record = failed_record(question, f"{type(exc).__name__}: {exc}", round_no, phase)
         return record.as_row(), False
 
+    def done(index: int, row: dict, reused: bool) -> None:
+        nonlocal n_reused
+        n_reused += int(reused)
+        finished[index] = row
+        stream.add(row)
+
     try:
-        if ws.roles.uses_llm and concurrency > 1:
-            pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=ANSWER_THREAD_PREFIX)
-            try:
-                futures = {pool.submit(run_one, q): i for i, q in enumerate(questions)}
-                for fut in as_completed(futures):
-                    row, reused = fut.result()
-                    n_reused += int(reused)
-                    finish(futures[fut], row)
-            finally:
-                # on Ctrl-C the queued questions are cancelled and nobody waits for calls in flight
-                # (the CLI exits without them: their answers were never recorded, a resume asks again)
-                pool.shutdown(wait=False, cancel_futures=True)
-        else:
-            for i, q in enumerate(questions):
-                row, reused = run_one(q)
-                n_reused += int(reused)
-                finish(i, row)
+        answer_each(questions, answer_one, done, threads=concurrency if ws.roles.uses_llm else 1)
     finally:
-        if sink is not None and buffer:
-            sink(list(buffer))
-            buffer.clear()
+        stream.close()
 
     fresh = [finished[i] for i in sorted(finished)]  # in question order
     if reuse is not None:

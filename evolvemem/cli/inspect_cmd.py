@@ -117,7 +117,7 @@ def proposed_status(row: dict) -> str:
 
 def show_run(ui: UI, run: str) -> dict:
     from evolvemem.cli.run_cmd import cost_line
-    from evolvemem.session import open_run, round_costs, total_cost, vs_full_text
+    from evolvemem.session import open_run, round_costs, total_cost
 
     with open_run(run) as store:
         if store.live:
@@ -144,83 +144,13 @@ def show_run(ui: UI, run: str) -> dict:
         f"diagnoser {manifest.get('diagnoser', '-')} · seed {manifest.get('seed', '-')} · "
         f"models: {models_line(manifest.get('models') or {})}"
     )
-    categories = sorted({c for r in rounds for c in (r["by_category"] or {})})
-    names = {c: category_name(c, *rounds) for c in categories}
-    score_name = objective_label(objective)
-    # an evidence run scores contexts, not answers: its F1 columns would be empty, so it shows
-    # recall over every question with evidence and what the contexts cost in tokens instead
-    metric = objective_metric(objective)
-    by_recall = metric == "evidence_recall"
-    side_columns = ("recall (all)", "tokens") if by_recall else ("main", "adv.")
-    table = Table(title=f"rounds (dev; score = {score_name}, objective {objective})", title_justify="left")
-    with_calls = any(u.calls for u in usage.values())  # offline runs: no calls/tokens columns of zeros
-    for col in [
-        "round",
-        "score",
-        "Δ",
-        *side_columns,
-        "paired vs best",
-        "next round",
-        "changes for next round",
-        *(["calls", "tokens", "cost vs full evaluation"] if with_calls else []),
-    ]:
-        wrap = col.startswith(("changes", "paired"))
-        table.add_column(col, overflow="fold" if wrap else "ellipsis", no_wrap=not wrap, min_width=10 if wrap else None)
-    # categories get their own table: beside the decisions they pushed the headers into wrapping
-    by_category = Table(title=f"{'evidence recall' if by_recall else 'F1'} per category (dev)", title_justify="left")
-    for col in ["round", *[names[c] for c in categories]]:
-        by_category.add_column(col, overflow="fold")
-    out_rounds = []
-    prev = None
-    for r in rounds:
-        score = r[objective_column(objective)]
-        u = usage.get(r["round"])
-        tokens = u.tokens if u else 0
-        by_cat = r["by_category"] or {}
-        used = switched_on(r["config"] or {}, levers)
-        table.add_row(
-            round_label({"round": r["round"], "emerged_used": used}),
-            fmt(score),
-            "" if prev is None or score is None else f"{score - prev:+.4f}",
-            *(
-                (fmt(r["evidence_recall"]), fmt(r["context_tokens"], 0))
-                if by_recall
-                else (fmt(r["main_f1"]), fmt(r["adversarial_f1"]))
-            ),
-            paired_text(r["paired"], r["accepted"], [s for s in screenings if s["round"] == r["round"]], objective),
-            decision_text(r),
-            changes_text(r["changes"] or [], limit=6),
-            *(
-                [
-                    str(u.calls if u else 0),
-                    str(tokens),
-                    vs_full_text(costs.get(r["round"])) if r["phase"] == "dev" else "-",
-                ]
-                if with_calls
-                else []
-            ),
-        )
-        out_rounds.append(
-            round_entry(
-                r,
-                score,
-                u,
-                {c: (by_cat.get(c) or {}).get(metric) for c in categories},
-                used,
-                costs.get(r["round"]) if r["phase"] == "dev" else None,
-                [s for s in screenings if s["round"] == r["round"]],
-            )
-        )
-        by_category.add_row(str(r["round"]), *[fmt((by_cat.get(c) or {}).get(metric)) for c in categories])
-        prev = score if score is not None else prev
-    ui.print(table)
-    if categories:
-        ui.print(by_category)
+    out_rounds = _show_rounds(ui, rounds, objective, usage, costs, screenings, levers)
     if screenings:
         ui.info(cost_line(total))
     print_round_notes(ui, out_rounds)
     result: dict[str, Any] = {"run_dir": run, "manifest": manifest, "rounds": out_rounds, "cost": total}
     if out_rounds and manifest.get("kind") == "run":
+        by_recall = objective_metric(objective) == "evidence_recall"
         result.update(print_start_vs_best(ui, out_rounds, best_round, finals, by_recall))
     if new_dims:
         ui.info("[bold]proposed new dimensions[/bold] (a materialised one is a lever from the next round on):")
@@ -233,6 +163,90 @@ def show_run(ui: UI, run: str) -> dict:
             )
     result["proposed_dimensions"] = new_dims
     return result
+
+
+def _show_rounds(
+    ui: UI,
+    rounds: list[dict[str, Any]],
+    objective: str,
+    usage: dict[int, RoundUsage],
+    costs: dict[int, dict[str, Any]],
+    screenings: list[dict[str, Any]],
+    levers: set[str],
+) -> list[dict[str, Any]]:
+    """The rounds table and the per-category table of `evolve show`; returns its rounds for `--json`."""
+    categories = sorted({c for r in rounds for c in (r["by_category"] or {})})
+    names = {c: category_name(c, *rounds) for c in categories}
+    # an evidence run scores contexts, not answers: its F1 columns would be empty, so it shows
+    # recall over every question with evidence and what the contexts cost in tokens instead
+    metric = objective_metric(objective)
+    by_recall = metric == "evidence_recall"
+    with_calls = any(u.calls for u in usage.values())  # offline runs: no calls/tokens columns of zeros
+    table = _rounds_table(objective, by_recall, with_calls)
+    # categories get their own table: beside the decisions they pushed the headers into wrapping
+    by_category = Table(title=f"{'evidence recall' if by_recall else 'F1'} per category (dev)", title_justify="left")
+    for col in ["round", *[names[c] for c in categories]]:
+        by_category.add_column(col, overflow="fold")
+    out_rounds = []
+    prev = None
+    for r in rounds:
+        score = r[objective_column(objective)]
+        u = usage.get(r["round"])
+        by_cat = r["by_category"] or {}
+        used = switched_on(r["config"] or {}, levers)
+        cost = costs.get(r["round"]) if r["phase"] == "dev" else None
+        mine = [s for s in screenings if s["round"] == r["round"]]
+        table.add_row(
+            round_label({"round": r["round"], "emerged_used": used}),
+            fmt(score),
+            "" if prev is None or score is None else f"{score - prev:+.4f}",
+            *(
+                (fmt(r["evidence_recall"]), fmt(r["context_tokens"], 0))
+                if by_recall
+                else (fmt(r["main_f1"]), fmt(r["adversarial_f1"]))
+            ),
+            paired_text(r["paired"], r["accepted"], mine, objective),
+            decision_text(r),
+            changes_text(r["changes"] or [], limit=6),
+            *(_usage_cells(u, cost, r["phase"]) if with_calls else []),
+        )
+        figures = {c: (by_cat.get(c) or {}).get(metric) for c in categories}
+        out_rounds.append(round_entry(r, score, u, figures, used, cost, mine))
+        by_category.add_row(str(r["round"]), *[fmt((by_cat.get(c) or {}).get(metric)) for c in categories])
+        prev = score if score is not None else prev
+    ui.print(table)
+    if categories:
+        ui.print(by_category)
+    return out_rounds
+
+
+def _rounds_table(objective: str, by_recall: bool, with_calls: bool) -> Table:
+    """The rounds table's columns: an evidence run's side columns are recall and tokens, not F1; the
+    usage columns only when some call was made."""
+    side_columns = ("recall (all)", "tokens") if by_recall else ("main", "adv.")
+    table = Table(
+        title=f"rounds (dev; score = {objective_label(objective)}, objective {objective})", title_justify="left"
+    )
+    for col in [
+        "round",
+        "score",
+        "Δ",
+        *side_columns,
+        "paired vs best",
+        "next round",
+        "changes for next round",
+        *(["calls", "tokens", "cost vs full evaluation"] if with_calls else []),
+    ]:
+        wrap = col.startswith(("changes", "paired"))
+        table.add_column(col, overflow="fold" if wrap else "ellipsis", no_wrap=not wrap, min_width=10 if wrap else None)
+    return table
+
+
+def _usage_cells(u: RoundUsage | None, cost: dict[str, Any] | None, phase: str) -> list[str]:
+    """A round's calls, tokens and its cost against a full evaluation (dev rounds only)."""
+    from evolvemem.session import vs_full_text
+
+    return [str(u.calls if u else 0), str(u.tokens if u else 0), vs_full_text(cost) if phase == "dev" else "-"]
 
 
 def round_entry(
@@ -377,23 +391,65 @@ def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
     old = parse_config(cfg[a]["config"], source=f"round {a}", space=space)[0]
     new = parse_config(cfg[b]["config"], source=f"round {b}", space=space)[0]
     changes = [c.as_dict() for c in diff_configs(old, new)]
-    cats = sorted(set(cfg[a]["by_category"] or {}) | set(cfg[b]["by_category"] or {}))
     metric = objective_metric(objective)  # F1, or the contexts' evidence recall of an evidence run
-    score_diff: dict[str, dict[str, Any]] = {
-        c: {
-            "name": category_name(c, cfg[a], cfg[b]),
-            "a": ((cfg[a]["by_category"] or {}).get(c) or {}).get(metric),
-            "b": ((cfg[b]["by_category"] or {}).get(c) or {}).get(metric),
-        }
-        for c in cats
-    }
-    for v in score_diff.values():
-        v["delta"] = None if v["a"] is None or v["b"] is None else v["b"] - v["a"]
+    score_diff = _category_diff(cfg[a], cfg[b], metric)
     ui.info(f"[bold]config diff[/bold] round {a} → round {b}: {changes_text(changes, limit=50)}")
     emerged_used = {r: switched_on(cfg[r]["config"] or {}, levers) for r in (a, b)}
     for r, used in emerged_used.items():
         if used:
             ui.info(f"round {r} {emerged_text(used)}")
+    ui.print(_score_diff_table(score_diff, cfg, a, b, metric, objective))
+    ui.print(
+        paired_table(
+            paired,
+            f"round {a}",
+            f"round {b}",
+            f"paired: round {b} − round {a} on the same "
+            "questions (95% interval: conversations and questions resampled; p: sign-flip "
+            "permutation, one-sided)",
+        )
+    )
+    fixed, broken = _print_flips(ui, flips, a, b, limit)
+    by_reason: dict[str, int] = {}
+    for f in flips:
+        key = f"{f['flip']}:{f['failure_a'] if f['flip'] == 'fixed' else f['failure_b']}"
+        by_reason[key] = by_reason.get(key, 0) + 1
+    return {
+        "run_dir": run,
+        "a": a,
+        "b": b,
+        "config_changes": changes,
+        "score_diff": score_diff,
+        "all_f1": {"a": cfg[a]["all_f1"], "b": cfg[b]["all_f1"]},
+        "fixed": fixed,
+        "broken": broken,
+        "flips_by_reason": by_reason,
+        "flips": flips,
+        "paired": paired.as_dict(),
+        "emerged_used": {str(r): used for r, used in emerged_used.items()},
+    }
+
+
+def _category_diff(row_a: dict[str, Any], row_b: dict[str, Any], metric: str) -> dict[str, dict[str, Any]]:
+    """Per category of either round: its name, both rounds' figure and the difference (None when one is missing)."""
+    cats = sorted(set(row_a["by_category"] or {}) | set(row_b["by_category"] or {}))
+    score_diff: dict[str, dict[str, Any]] = {
+        c: {
+            "name": category_name(c, row_a, row_b),
+            "a": ((row_a["by_category"] or {}).get(c) or {}).get(metric),
+            "b": ((row_b["by_category"] or {}).get(c) or {}).get(metric),
+        }
+        for c in cats
+    }
+    for v in score_diff.values():
+        v["delta"] = None if v["a"] is None or v["b"] is None else v["b"] - v["a"]
+    return score_diff
+
+
+def _score_diff_table(
+    score_diff: dict[str, dict[str, Any]], cfg: dict[int, dict[str, Any]], a: int, b: int, metric: str, objective: str
+) -> Table:
+    """The per-category figures of both rounds, then their headline scores."""
     t = Table(title=f"{'F1' if metric == 'f1' else 'evidence recall'} per category", title_justify="left")
     for col in ("category", f"round {a}", f"round {b}", "Δ"):
         t.add_column(col)
@@ -413,19 +469,13 @@ def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
         fmt(head[b]),
         "-" if head[a] is None or head[b] is None else f"{head[b] - head[a]:+.3f}",
     )
-    ui.print(t)
+    return t
+
+
+def _print_flips(ui: UI, flips: list[dict[str, Any]], a: int, b: int, limit: int) -> tuple[int, int]:
+    """How many questions became right and wrong, and the first `limit` of each with why; returns both counts."""
     fixed = [f for f in flips if f["flip"] == "fixed"]
     broken = [f for f in flips if f["flip"] == "broken"]
-    ui.print(
-        paired_table(
-            paired,
-            f"round {a}",
-            f"round {b}",
-            f"paired: round {b} − round {a} on the same "
-            "questions (95% interval: conversations and questions resampled; p: sign-flip "
-            "permutation, one-sided)",
-        )
-    )
     ui.info(f"{len(fixed)} questions became right, {len(broken)} became wrong (right = F1 ≥ {RIGHT_F1})")
     for label, items, why in (("fixed", fixed, "failure_a"), ("broken", broken, "failure_b")):
         if not items:
@@ -436,21 +486,4 @@ def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
         for f in items[:limit]:
             table.add_row(f["question_type"], f["question"], f["gold"], f["prediction_a"], f["prediction_b"], f[why])
         ui.print(table)
-    by_reason: dict[str, int] = {}
-    for f in flips:
-        key = f"{f['flip']}:{f['failure_a'] if f['flip'] == 'fixed' else f['failure_b']}"
-        by_reason[key] = by_reason.get(key, 0) + 1
-    return {
-        "run_dir": run,
-        "a": a,
-        "b": b,
-        "config_changes": changes,
-        "score_diff": score_diff,
-        "all_f1": {"a": cfg[a]["all_f1"], "b": cfg[b]["all_f1"]},
-        "fixed": len(fixed),
-        "broken": len(broken),
-        "flips_by_reason": by_reason,
-        "flips": flips,
-        "paired": paired.as_dict(),
-        "emerged_used": {str(r): used for r, used in emerged_used.items()},
-    }
+    return len(fixed), len(broken)

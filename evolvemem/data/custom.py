@@ -237,6 +237,19 @@ def _list(record: dict, key: str, where: str) -> list:
     return value
 
 
+def _new_id(item: Any, known: tuple[str, ...], seen: set[str], kind: str, where: str) -> str:
+    """The id of a session or turn (an object of `known` keys), added to `seen`: ids are unique
+    within their conversation."""
+    if not isinstance(item, dict):
+        raise DataError(f"{where} is not an object")
+    item_id = _text(item, "id", where)
+    _check_keys(item, known, where)
+    if item_id in seen:
+        raise DataError(f"{where}: duplicate {kind} id {item_id!r}")
+    seen.add(item_id)
+    return item_id
+
+
 def _conversation(record: Any, where: str) -> Conversation:
     if not isinstance(record, dict):
         raise DataError(f"{where} is not an object")
@@ -254,26 +267,14 @@ def _conversation(record: Any, where: str) -> Conversation:
     seen_sessions: set[str] = set()
     for s_index, session in enumerate(sessions_raw):
         s_where = f"{where}: sessions[{s_index}]"
-        if not isinstance(session, dict):
-            raise DataError(f"{s_where} is not an object")
-        session_id = _text(session, "id", s_where)
-        _check_keys(session, SESSION_KEYS, s_where)
-        if session_id in seen_sessions:
-            raise DataError(f"{s_where}: duplicate session id {session_id!r}")
-        seen_sessions.add(session_id)
+        session_id = _new_id(session, SESSION_KEYS, seen_sessions, "session", s_where)
         session_date = _date(session, "date", s_where)
         if "turns" not in session:
             raise DataError(f"{s_where} has no 'turns'")
         turns = []
         for t_index, turn in enumerate(_list(session, "turns", s_where)):
             t_where = f"{s_where}: turns[{t_index}]"
-            if not isinstance(turn, dict):
-                raise DataError(f"{t_where} is not an object")
-            turn_id = _text(turn, "id", t_where)
-            _check_keys(turn, TURN_KEYS, t_where)
-            if turn_id in seen_turns:
-                raise DataError(f"{t_where}: duplicate turn id {turn_id!r}")
-            seen_turns.add(turn_id)
+            turn_id = _new_id(turn, TURN_KEYS, seen_turns, "turn", t_where)
             speaker = _text(turn, "speaker", t_where)
             if not isinstance(turn.get("text"), str):
                 raise DataError(f"{t_where} has no 'text'")

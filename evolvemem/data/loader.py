@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from evolvemem.errors import DataError
 
@@ -50,6 +50,28 @@ def read_json_list(path: Path, items: str) -> tuple[list, bytes]:
     if not isinstance(raw, list):
         raise DataError(f"{path.name}: top level must be a list of {items}, got {type(raw).__name__}")
     return raw, payload
+
+
+def keyed_entries(
+    raw: list, label: str, noun: str, key: str, *, strip: bool = False
+) -> Iterator[tuple[str, dict, str]]:
+    """Each entry of a benchmark file's top-level list as (its id, the entry, where it stands for
+    errors): the entry must be an object whose `key` is a non-blank string or integer (as text,
+    `strip`ped when asked), unique in the file."""
+    seen: set[str] = set()
+    for index, entry in enumerate(raw):
+        where = f"{label}: {noun} {index}"
+        if not isinstance(entry, dict):
+            raise DataError(f"{where} is not an object")
+        value = entry.get(key)
+        if not isinstance(value, (str, int)) or str(value).strip() == "":
+            raise DataError(f"{where} has no {key!r}")
+        entry_id = str(value).strip() if strip else str(value)
+        where = f"{where} ({entry_id})"
+        if entry_id in seen:
+            raise DataError(f"{where}: duplicate {key}")
+        seen.add(entry_id)
+        yield entry_id, entry, where
 
 
 def require_path(name: str, data: str | Path | None) -> Path:

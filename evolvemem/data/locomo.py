@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from evolvemem.data.dates import parse_locomo_datetime
-from evolvemem.data.loader import bytes_hash, parse_json_bytes, read_json_list
+from evolvemem.data.loader import bytes_hash, keyed_entries, parse_json_bytes, read_json_list
 from evolvemem.data.models import Conversation, Dataset, Question, Session, Turn
 from evolvemem.errors import DataError
 from evolvemem.paths import cache_dir
@@ -100,17 +100,7 @@ def load_locomo(path: str | Path) -> Dataset:
     raw, payload = read_json_list(path, "samples")
     conversations: dict[str, Conversation] = {}
     questions: list[Question] = []
-    for index, sample in enumerate(raw):
-        where = f"{path.name}: sample {index}"
-        if not isinstance(sample, dict):
-            raise DataError(f"{where} is not an object")
-        sample_id = sample.get("sample_id")
-        if not isinstance(sample_id, (str, int)) or str(sample_id).strip() == "":
-            raise DataError(f"{where} has no 'sample_id'")
-        sample_id = str(sample_id)
-        where = f"{where} ({sample_id})"
-        if sample_id in conversations:
-            raise DataError(f"{where}: duplicate sample_id")
+    for sample_id, sample, where in keyed_entries(raw, path.name, "sample", "sample_id"):
         conversation = _conversation(sample.get("conversation"), sample_id, where)
         conversations[sample_id] = conversation
         questions.extend(_questions(sample, conversation, where))

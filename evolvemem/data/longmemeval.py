@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evolvemem.data.dates import parse_longmemeval_date
-from evolvemem.data.loader import bytes_hash, read_json_list
+from evolvemem.data.loader import bytes_hash, keyed_entries, read_json_list
 from evolvemem.data.models import Conversation, Dataset, Question, Session, Turn
 from evolvemem.errors import DataError
 
@@ -39,17 +39,7 @@ def load_longmemeval(path: str | Path) -> Dataset:
     raw, payload = read_json_list(path, "question entries")
     conversations: dict[str, Conversation] = {}
     questions: list[Question] = []
-    for index, entry in enumerate(raw):
-        where = f"{path.name}: entry {index}"
-        if not isinstance(entry, dict):
-            raise DataError(f"{where} is not an object")
-        question_id = entry.get("question_id")
-        if not isinstance(question_id, (str, int)) or str(question_id).strip() == "":
-            raise DataError(f"{where} has no 'question_id'")
-        question_id = str(question_id).strip()
-        where = f"{where} ({question_id})"
-        if question_id in conversations:
-            raise DataError(f"{where}: duplicate question_id")
+    for question_id, entry, where in keyed_entries(raw, path.name, "entry", "question_id", strip=True):
         conversation, turns_of_session, flagged = _conversation(entry, question_id, where)
         conversations[question_id] = conversation
         questions.append(_question(entry, question_id, turns_of_session, flagged, where))

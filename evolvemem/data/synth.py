@@ -181,101 +181,159 @@ def generate_synth(
     return dataset
 
 
+@dataclass(frozen=True)
+class _Event:
+    """A dated event a speaker tells of, in session `session`, having happened on `day`."""
+
+    said: str  # what the speaker says they did
+    ask: str  # how the question asks about it
+    session: int
+    day: datetime
+
+
+@dataclass(frozen=True)
+class _Cast:
+    """What one conversation plants: the session dates, two dated events, two speakers (a, b),
+    their relatives and the facts about them."""
+
+    dates: list[datetime]
+    event_a: _Event
+    event_b: _Event
+    a: str
+    b: str
+    sister: str
+    brother: str
+    city_a_old: str
+    city_a_new: str
+    city_b: str
+    city_sister: str
+    job_a: str
+    job_b_old: str
+    job_b_new: str
+    job_brother: str
+    pet_a: str
+    pet_b: str
+    hobby_a: str
+    hobby_b: str
+    food: str
+    instrument: str
+
+    @property
+    def first_a(self) -> str:
+        return self.a.split()[0]
+
+    @property
+    def first_b(self) -> str:
+        return self.b.split()[0]
+
+
 def _conversation(
     rng: random.Random, conversation_id: str, n_sessions: int, n_chitchat: int
 ) -> tuple[Conversation, list[Question]]:
-    a, b = rng.sample(NAMES, 2)
-    first_a, first_b = a.split()[0], b.split()[0]
-    sister, brother = rng.choice(SISTERS), rng.choice(BROTHERS)
-    city_a_old, city_a_new, city_b, city_sister = rng.sample(CITIES, 4)
-    job_a, job_b_old, job_b_new, job_brother = rng.sample(JOBS, 4)
-    pet_a, pet_b = rng.sample(PETS, 2)
-    hobby_a, hobby_b = rng.sample(HOBBIES, 2)
-    (event_a, ask_a), (event_b, ask_b) = rng.sample(EVENTS, 2)
-    food, instrument = rng.choice(FOODS), rng.choice(INSTRUMENTS)
+    cast = _cast(rng, n_sessions)
+    lines, counts = _planted(rng, cast, n_sessions)
+    conversation, turn_of = _render(rng, conversation_id, (cast.a, cast.b), cast.dates, lines, n_chitchat)
+    return conversation, _questions(conversation_id, cast, counts, turn_of)
+
+
+def _cast(rng: random.Random, n_sessions: int) -> _Cast:
+    """The people, facts, dates and events of one conversation, drawn in a fixed order (same seed,
+    same dataset) and passed in `_Cast`'s field order."""
+    people = [*rng.sample(NAMES, 2), rng.choice(SISTERS), rng.choice(BROTHERS)]
+    facts = [*rng.sample(CITIES, 4), *rng.sample(JOBS, 4), *rng.sample(PETS, 2), *rng.sample(HOBBIES, 2)]
+    (said_a, ask_a), (said_b, ask_b) = rng.sample(EVENTS, 2)
+    tastes = [rng.choice(FOODS), rng.choice(INSTRUMENTS)]
     dates = _session_dates(rng, n_sessions)
+    event_a = _event(rng, dates, said_a, ask_a)
+    event_b = _event(rng, dates, said_b, ask_b)
+    return _Cast(dates, event_a, event_b, *people, *facts, *tastes)
+
+
+def _event(rng: random.Random, dates: list[datetime], said: str, ask: str) -> _Event:
+    """An event told in a random session, having happened up to five days before it."""
+    session = rng.choice(range(len(dates)))
+    return _Event(said, ask, session, dates[session] - timedelta(days=rng.randint(0, 5)))
+
+
+def _planted(rng: random.Random, c: _Cast, n_sessions: int) -> tuple[list[_Line], dict[str, int]]:
+    """The fact lines, each in a session drawn from the range its fact belongs to (a fact that
+    changes is stated early and changed late), then the hobby lines; and how often each hobby is done."""
     early, late = range(0, n_sessions // 2), range(n_sessions // 2, n_sessions)
     anywhere = range(n_sessions)
-    pick = rng.choice
-
-    event_day_a = dates[(s_event_a := pick(anywhere))] - timedelta(days=rng.randint(0, 5))
-    event_day_b = dates[(s_event_b := pick(anywhere))] - timedelta(days=rng.randint(0, 5))
-    lines = [
-        _Line(pick(anywhere), a, f"I've been working as {_a(job_a)} for a few years now.", "job_a"),
-        _Line(pick(early), a, f"My flat in {city_a_old} finally has working heating.", "city_a_old"),
-        _Line(
-            pick(late),
-            a,
-            f"I finally moved from {city_a_old} to {city_a_new} last week, still unpacking boxes.",
-            "move_a",
-        ),
-        _Line(pick(anywhere), b, f"I love living in {city_b}, the markets are great on weekends.", "city_b"),
-        _Line(pick(early), b, f"Another long week as {_a(job_b_old)}, the deadlines never stop.", "job_b_old"),
-        _Line(
-            pick(late),
+    a, b = c.a, c.b
+    table = [
+        (anywhere, a, f"I've been working as {_a(c.job_a)} for a few years now.", "job_a"),
+        (early, a, f"My flat in {c.city_a_old} finally has working heating.", "city_a_old"),
+        (late, a, f"I finally moved from {c.city_a_old} to {c.city_a_new} last week, still unpacking boxes.", "move_a"),
+        (anywhere, b, f"I love living in {c.city_b}, the markets are great on weekends.", "city_b"),
+        (early, b, f"Another long week as {_a(c.job_b_old)}, the deadlines never stop.", "job_b_old"),
+        (
+            late,
             b,
-            f"Big change: I left my job as {_a(job_b_old)} and started as {_a(job_b_new)} this month.",
+            f"Big change: I left my job as {_a(c.job_b_old)} and started as {_a(c.job_b_new)} this month.",
             "job_b_new",
         ),
-        _Line(pick(anywhere), a, f"I finally adopted {_a(pet_a)}, we're still getting used to each other.", "pet_a"),
-        _Line(pick(anywhere), b, f"My {pet_b} has claimed the sunniest spot in the flat.", "pet_b"),
-        _Line(pick(early), a, f"My sister {sister} is coming to stay for a week.", "sister_intro"),
-        _Line(pick(late), a, f"{sister} sent me photos from {city_sister}; she loves living there.", "sister_city"),
-        _Line(pick(early), b, f"My brother {brother} keeps sending me terrible puns.", "brother_intro"),
-        _Line(pick(late), b, f"{brother} just started working as {_a(job_brother)} and he's thrilled.", "brother_job"),
-        _Line(pick(anywhere), a, f"Honestly, {food} is my favourite food, I could eat it every day.", "food_a"),
-        _Line(
-            pick(anywhere),
-            a,
-            f"I've started learning the {instrument}, my neighbours are very patient.",
-            "instrument_a",
-        ),
-        _Line(s_event_a, a, f"Big day: I {event_a} on {format_day(event_day_a)}!", "event_a"),
-        _Line(s_event_b, b, f"Guess what, I {event_b} on {format_day(event_day_b)}.", "event_b"),
+        (anywhere, a, f"I finally adopted {_a(c.pet_a)}, we're still getting used to each other.", "pet_a"),
+        (anywhere, b, f"My {c.pet_b} has claimed the sunniest spot in the flat.", "pet_b"),
+        (early, a, f"My sister {c.sister} is coming to stay for a week.", "sister_intro"),
+        (late, a, f"{c.sister} sent me photos from {c.city_sister}; she loves living there.", "sister_city"),
+        (early, b, f"My brother {c.brother} keeps sending me terrible puns.", "brother_intro"),
+        (late, b, f"{c.brother} just started working as {_a(c.job_brother)} and he's thrilled.", "brother_job"),
+        (anywhere, a, f"Honestly, {c.food} is my favourite food, I could eat it every day.", "food_a"),
+        (anywhere, a, f"I've started learning the {c.instrument}, my neighbours are very patient.", "instrument_a"),
+    ]
+    lines = [_Line(rng.choice(when), speaker, text, tag) for when, speaker, text, tag in table]
+    lines += [
+        _Line(c.event_a.session, a, f"Big day: I {c.event_a.said} on {format_day(c.event_a.day)}!", "event_a"),
+        _Line(c.event_b.session, b, f"Guess what, I {c.event_b.said} on {format_day(c.event_b.day)}.", "event_b"),
     ]
     counts = {}
-    for person, hobby, tag in ((a, hobby_a, "hobby_a"), (b, hobby_b, "hobby_b")):
+    for person, hobby, tag in ((a, c.hobby_a, "hobby_a"), (b, c.hobby_b, "hobby_b")):
         sessions = sorted(rng.sample(list(anywhere), rng.randint(2, min(4, n_sessions))))
         templates = rng.sample(HOBBY_LINES, len(sessions))
         lines += [_Line(s, person, t.format(h=hobby), tag) for s, t in zip(sessions, templates)]
         counts[tag] = len(sessions)
+    return lines, counts
 
-    conversation, turn_of = _render(rng, conversation_id, (a, b), dates, lines, n_chitchat)
+
+def _questions(conversation_id: str, c: _Cast, counts: dict[str, int], turn_of: dict[str, list[str]]) -> list[Question]:
+    """The questions of one conversation, each with its gold answer and the turns that state it
+    (adversarial ones: none, with the trap answer the other person's fact would give)."""
 
     def ev(*tags: str) -> tuple[str, ...]:
         return tuple(turn_id for tag in tags for turn_id in turn_of[tag])
 
+    first_a, first_b = c.first_a, c.first_b
     specs = [
-        ("single_fact", f"What does {first_a} do for work?", job_a, ev("job_a"), None),
-        ("single_fact", f"What kind of pet does {first_a} have?", pet_a, ev("pet_a"), None),
-        ("single_fact", f"What kind of pet does {first_b} have?", pet_b, ev("pet_b"), None),
-        ("single_fact", f"Which city does {first_b} live in?", city_b, ev("city_b"), None),
-        ("knowledge_update", f"Which city does {first_a} live in now?", city_a_new, ev("move_a"), None),
-        ("knowledge_update", f"What is {first_b}'s job now?", job_b_new, ev("job_b_new"), None),
-        ("temporal", f"When did {first_a} {ask_a}?", format_day(event_day_a), ev("event_a"), None),
-        ("temporal", f"When did {first_b} {ask_b}?", format_day(event_day_b), ev("event_b"), None),
-        ("counting", f"How many times did {first_a} go {hobby_a}?", str(counts["hobby_a"]), ev("hobby_a"), None),
-        ("counting", f"How many times did {first_b} go {hobby_b}?", str(counts["hobby_b"]), ev("hobby_b"), None),
+        ("single_fact", f"What does {first_a} do for work?", c.job_a, ev("job_a"), None),
+        ("single_fact", f"What kind of pet does {first_a} have?", c.pet_a, ev("pet_a"), None),
+        ("single_fact", f"What kind of pet does {first_b} have?", c.pet_b, ev("pet_b"), None),
+        ("single_fact", f"Which city does {first_b} live in?", c.city_b, ev("city_b"), None),
+        ("knowledge_update", f"Which city does {first_a} live in now?", c.city_a_new, ev("move_a"), None),
+        ("knowledge_update", f"What is {first_b}'s job now?", c.job_b_new, ev("job_b_new"), None),
+        ("temporal", f"When did {first_a} {c.event_a.ask}?", format_day(c.event_a.day), ev("event_a"), None),
+        ("temporal", f"When did {first_b} {c.event_b.ask}?", format_day(c.event_b.day), ev("event_b"), None),
+        ("counting", f"How many times did {first_a} go {c.hobby_a}?", str(counts["hobby_a"]), ev("hobby_a"), None),
+        ("counting", f"How many times did {first_b} go {c.hobby_b}?", str(counts["hobby_b"]), ev("hobby_b"), None),
         (
             "multi_hop",
             f"Which city does {first_a}'s sister live in?",
-            city_sister,
+            c.city_sister,
             ev("sister_intro", "sister_city"),
             None,
         ),
         (
             "multi_hop",
             f"What does {first_b}'s brother do for work?",
-            job_brother,
+            c.job_brother,
             ev("brother_intro", "brother_job"),
             None,
         ),
-        ("preference", f"What is {first_a}'s favourite food?", food, ev("food_a"), None),
-        ("adversarial", f"Which instrument does {first_b} play?", NOT_MENTIONED, (), instrument),
-        ("adversarial", f"Which city does {first_a}'s brother live in?", NOT_MENTIONED, (), city_sister),
+        ("preference", f"What is {first_a}'s favourite food?", c.food, ev("food_a"), None),
+        ("adversarial", f"Which instrument does {first_b} play?", NOT_MENTIONED, (), c.instrument),
+        ("adversarial", f"Which city does {first_a}'s brother live in?", NOT_MENTIONED, (), c.city_sister),
     ]
-    question_date = dates[-1]
-    questions = [
+    return [
         Question(
             question_id=f"{conversation_id}:q{i}",
             conversation_id=conversation_id,
@@ -284,12 +342,11 @@ def _conversation(
             question_type=qtype,
             answers=(answer,),
             evidence=evidence,
-            question_date=question_date,
+            question_date=c.dates[-1],
             adversarial_answer=trap,
         )
         for i, (qtype, text, answer, evidence, trap) in enumerate(specs)
     ]
-    return conversation, questions
 
 
 def _a(noun: str) -> str:

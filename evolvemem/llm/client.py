@@ -423,24 +423,66 @@ class LLMClient:
             raise ValueError("messages must be a non-empty list of {'role': ..., 'content': ...} dicts")
         params = self._request_params(messages, temperature, max_tokens, json_mode)
         key = make_cache_key(params) if self.cache is not None else ""
-        if self.cache is not None:
-            hit = self.cache.get(key)
-            if hit is not None and isinstance(hit.get("text"), str):
-                self.usage.record_cache_hit(role)
-                return LLMReply(
-                    text=hit["text"],
-                    model=str(hit.get("model", self.model)),
-                    prompt_tokens=int(hit.get("prompt_tokens", 0)),
-                    completion_tokens=int(hit.get("completion_tokens", 0)),
-                    cost_usd=float(hit.get("cost_usd", 0.0)),
-                    cached=True,
-                    truncated=bool(hit.get("truncated", False)),
-                )
-
+        hit = self._cached(key, role)
+        if hit is not None:
+            return hit
         self._check_fits(messages, max_tokens, role)
         self._check_breaker(role)
         litellm = _litellm()
         call_id = uuid.uuid4().hex
+        response = self._send(litellm, params, role, call_id)
+        reply = self._reply_from(litellm, response, reply_limit(max_tokens))
+        # first thing once the reply is ours: with a run's journal attached, this is the line
+        # that keeps the call's cost through a kill
+        self.usage.record_call(role, reply.prompt_tokens, reply.completion_tokens, reply.cost_usd, call_id)
+        with self._breaker_lock:
+            self._failures_in_a_row = 0
+        if reply.truncated:
+            with self._breaker_lock:
+                self.oversized_replies += 1
+        self._keep(key, reply)
+        return reply
+
+    def _cached(self, key: str, role: str) -> LLMReply | None:
+        """The cached reply to this request (counted as a cache hit), or None."""
+        if self.cache is None:
+            return None
+        hit = self.cache.get(key)
+        if hit is None or not isinstance(hit.get("text"), str):
+            return None
+        self.usage.record_cache_hit(role)
+        return LLMReply(
+            text=hit["text"],
+            model=str(hit.get("model", self.model)),
+            prompt_tokens=int(hit.get("prompt_tokens", 0)),
+            completion_tokens=int(hit.get("completion_tokens", 0)),
+            cost_usd=float(hit.get("cost_usd", 0.0)),
+            cached=True,
+            truncated=bool(hit.get("truncated", False)),
+        )
+
+    def _keep(self, key: str, reply: LLMReply) -> None:
+        """Cache a provider's reply (a full or read-only disk costs a future cache hit, not this reply)."""
+        if self.cache is None:
+            return
+        try:
+            self.cache.put(
+                key,
+                {
+                    "text": reply.text,
+                    "truncated": reply.truncated,
+                    "model": reply.model,
+                    "prompt_tokens": reply.prompt_tokens,
+                    "completion_tokens": reply.completion_tokens,
+                    "cost_usd": reply.cost_usd,
+                },
+            )
+        except OSError:
+            pass
+
+    def _send(self, litellm: Any, params: dict[str, Any], role: str, call_id: str) -> Any:
+        """The provider's response, after up to `max_retries` retries of retryable faults with
+        backoff; raises `PromptTooLong` or `LLMCallFailed` when it gives up."""
         attempt = 0
         while True:
             try:
@@ -453,41 +495,13 @@ class LLMClient:
                 )
                 if not getattr(response, "choices", None):
                     raise NotACompletion("the reply is not a chat completion (it has no choices)")
-                break
+                return response
             except Exception as exc:  # classified below; anything non-retryable ends the call
                 retryable = _is_retryable(exc)
                 if not retryable or attempt >= self.max_retries:
-                    status = _status_code(exc)
-                    learned = self._learn_window(exc)
-                    if learned:
-                        self.usage.record_rejection(role, call_id)
-                        raise PromptTooLong(
-                            f"{self.model} [{role}] rejected a prompt of ~{estimate_tokens(messages)} tokens: its "
-                            f"context window is {learned} tokens (now used to size every prompt)",
-                            window=learned,
-                            sent=True,
-                            status_code=status,
-                        ) from None
-                    self.usage.record_failure(role)
-                    tries = "(not retryable)" if not retryable else f"after {attempt + 1} attempt(s)"
-                    cause = self._cause(exc, status)
-                    self._count_failure(cause)
-                    raise LLMCallFailed(
-                        f"{self.model} [{role}] failed {tries}: {cause}", status_code=status, attempts=attempt + 1
-                    ) from None
+                    raise self._gave_up(exc, retryable, attempt, params["messages"], role, call_id) from None
                 if _is_timeout(exc):
-                    # a timed-out attempt costs as much as a failed call: a server that accepts
-                    # connections but never answers trips the breaker after `breaker` waits, not
-                    # after `breaker` × (retries + 1) of them
-                    where = f" at {redact_url(self.api_base)}" if self.api_base else ""
-                    self._count_failure(f"timed out: no answer within {self.timeout:g} s{where}")
-                    why = self.breaker_open()
-                    if why:
-                        self.usage.record_failure(role)
-                        raise LLMCallFailed(
-                            f"{self.model} [{role}] stopped after {attempt + 1} timed-out attempt(s): {why}",
-                            attempts=attempt + 1,
-                        ) from None
+                    self._count_timeout(role, attempt)
                 self.usage.record_retry(role)
                 time.sleep(self.backoff_delay(attempt, _retry_after_seconds(exc)))
                 attempt += 1
@@ -500,31 +514,41 @@ class LLMClient:
                         f"{self.model} [{role}] stopped after {attempt} attempt(s): {why}", attempts=attempt
                     ) from None
 
-        reply = self._reply_from(litellm, response, reply_limit(max_tokens))
-        # first thing once the reply is ours: with a run's journal attached, this is the line
-        # that keeps the call's cost through a kill
-        self.usage.record_call(role, reply.prompt_tokens, reply.completion_tokens, reply.cost_usd, call_id)
-        with self._breaker_lock:
-            self._failures_in_a_row = 0
-        if reply.truncated:
-            with self._breaker_lock:
-                self.oversized_replies += 1
-        if self.cache is not None:
-            try:
-                self.cache.put(
-                    key,
-                    {
-                        "text": reply.text,
-                        "truncated": reply.truncated,
-                        "model": reply.model,
-                        "prompt_tokens": reply.prompt_tokens,
-                        "completion_tokens": reply.completion_tokens,
-                        "cost_usd": reply.cost_usd,
-                    },
-                )
-            except OSError:
-                pass  # a full or read-only disk costs a future cache hit, not this reply
-        return reply
+    def _gave_up(
+        self, exc: BaseException, retryable: bool, attempt: int, messages: list[dict], role: str, call_id: str
+    ) -> LLMCallFailed:
+        """The error a call ends with: `PromptTooLong` when the rejection names the model's window
+        (learned for the rest of the run), else `LLMCallFailed` counted by the breaker."""
+        status = _status_code(exc)
+        learned = self._learn_window(exc)
+        if learned:
+            self.usage.record_rejection(role, call_id)
+            return PromptTooLong(
+                f"{self.model} [{role}] rejected a prompt of ~{estimate_tokens(messages)} tokens: its "
+                f"context window is {learned} tokens (now used to size every prompt)",
+                window=learned,
+                sent=True,
+                status_code=status,
+            )
+        self.usage.record_failure(role)
+        tries = "(not retryable)" if not retryable else f"after {attempt + 1} attempt(s)"
+        cause = self._cause(exc, status)
+        self._count_failure(cause)
+        return LLMCallFailed(f"{self.model} [{role}] failed {tries}: {cause}", status_code=status, attempts=attempt + 1)
+
+    def _count_timeout(self, role: str, attempt: int) -> None:
+        """A timed-out attempt costs as much as a failed call: a server that accepts connections but
+        never answers trips the breaker after `breaker` waits, not after `breaker` × (retries + 1) of
+        them. Raises `LLMCallFailed` when the breaker opens."""
+        where = f" at {redact_url(self.api_base)}" if self.api_base else ""
+        self._count_failure(f"timed out: no answer within {self.timeout:g} s{where}")
+        why = self.breaker_open()
+        if why:
+            self.usage.record_failure(role)
+            raise LLMCallFailed(
+                f"{self.model} [{role}] stopped after {attempt + 1} timed-out attempt(s): {why}",
+                attempts=attempt + 1,
+            ) from None
 
     def _cause(self, exc: BaseException, status: int | None) -> str:
         """Why a call failed, in one line: an unreachable server is named as such (with its address,

@@ -119,6 +119,29 @@ def trajectory_chart(data: ReportData) -> str:
     """The headline score with the guard's decisions as markers, both groups' dev F1 as thinner lines
     (a balanced run judges them apart), and the held-out test scores of the start and best configs."""
     rounds = [r for r in data.rounds if r.score is not None]
+    series = _trajectory_series(data, rounds)
+    markers = _test_markers(data) + [_decision_marker(data, r, r.score) for r in rounds if r.score is not None]
+    values = [y for s in series for _, y in s.points if y is not None] + [m.y for m in markers]
+    title = (
+        f"{data.score_label} per round"
+        if data.metric == "evidence_recall"
+        else f"{data.score_label} per round, with main and adversarial F1"
+    )
+    return svg.line_chart(
+        "trajectory-chart",
+        title,
+        series,
+        _x_ticks(rounds),
+        markers=markers,
+        legend=_trajectory_legend(rounds, series, markers),
+        y_range=svg.auto_range(values),
+        y_label=data.metric_label,
+        height=360,
+    )
+
+
+def _trajectory_series(data: ReportData, rounds: list[RoundView]) -> list[svg.Series]:
+    """Each group's dev F1 (when scored), the best score so far, and the headline score, drawn last (on top)."""
     series = [
         svg.Series(
             f"dev {name} F1", svg.GROUP_COLORS[group], [(r.round, getattr(r, f"{group}_f1")) for r in rounds], width=1.6
@@ -140,9 +163,13 @@ def trajectory_chart(data: ReportData) -> str:
     series.append(
         svg.Series(data.score_label, svg.OBJECTIVE_COLOR, [(r.round, r.score) for r in rounds], width=2.5, dots=False)
     )
+    return series
+
+
+def _test_markers(data: ReportData) -> list[svg.Marker]:
+    """The held-out test F1 of each group, as diamonds at the round whose config was tested."""
     markers = []
-    tests = _test_scores(data)
-    for number, test in sorted(tests.items()):
+    for number, test in sorted(_test_scores(data).items()):
         for group in GROUP_NAMES:
             value = test.get(f"{group}_f1")
             if value is not None:
@@ -156,27 +183,33 @@ def trajectory_chart(data: ReportData) -> str:
                         tooltip=f"test {group} F1 of round {number}'s config: {value:.4f} (held out, scored once)",
                     )
                 )
-    for r in rounds:
-        if r.score is None:
-            continue
-        kind = r.decision or "pending"
-        change = "; ".join(f"{c['field']} {value_text(c.get('old'))}→{value_text(c.get('new'))}" for c in r.changes[:3])
-        tip = (
-            f"round {r.round}: dev {f4(r.score)} {signed(r.delta)} (main {f3(r.main_f1)}, adversarial "
-            f"{f3(r.adversarial_f1)}) — {kind}" + (f": {change}" if change else "")
-        )
-        best = r.round == data.best_round
-        markers.append(
-            svg.Marker(
-                r.round,
-                r.score,
-                svg.decision_color(kind),
-                tooltip=tip,
-                href=f"#round-{r.round}",
-                ring=svg.BEST_RING_COLOR if best else "",
-                label=f"best {f4(r.score)}" if best else "",
-            )
-        )
+    return markers
+
+
+def _decision_marker(data: ReportData, r: RoundView, score: float) -> svg.Marker:
+    """A scored round's dot, coloured by the guard's decision, linked to its article (the best ringed)."""
+    kind = r.decision or "pending"
+    change = "; ".join(f"{c['field']} {value_text(c.get('old'))}→{value_text(c.get('new'))}" for c in r.changes[:3])
+    tip = (
+        f"round {r.round}: dev {f4(r.score)} {signed(r.delta)} (main {f3(r.main_f1)}, adversarial "
+        f"{f3(r.adversarial_f1)}) — {kind}" + (f": {change}" if change else "")
+    )
+    best = r.round == data.best_round
+    return svg.Marker(
+        r.round,
+        score,
+        svg.decision_color(kind),
+        tooltip=tip,
+        href=f"#round-{r.round}",
+        ring=svg.BEST_RING_COLOR if best else "",
+        label=f"best {f4(score)}" if best else "",
+    )
+
+
+def _trajectory_legend(
+    rounds: list[RoundView], series: list[svg.Series], markers: list[svg.Marker]
+) -> list[svg.LegendItem]:
+    """The lines (top one first), the test diamonds drawn, the decisions seen (in the guard's order) and the ring."""
     seen = [r.decision or "pending" for r in rounds]
     kinds = [k for k in svg.DECISION_COLORS if k in seen] + sorted(set(seen) - set(svg.DECISION_COLORS))
     legend = [svg.LegendItem(s.name, s.color, "dashed" if s.dashed else "line") for s in reversed(series)]
@@ -190,23 +223,7 @@ def trajectory_chart(data: ReportData) -> str:
         for k in kinds
     ]
     legend.append(svg.LegendItem("best round (the guard's)", svg.BEST_RING_COLOR, "ring"))
-    values = [y for s in series for _, y in s.points if y is not None] + [m.y for m in markers]
-    title = (
-        f"{data.score_label} per round"
-        if data.metric == "evidence_recall"
-        else f"{data.score_label} per round, with main and adversarial F1"
-    )
-    return svg.line_chart(
-        "trajectory-chart",
-        title,
-        series,
-        _x_ticks(rounds),
-        markers=markers,
-        legend=legend,
-        y_range=svg.auto_range(values),
-        y_label=data.metric_label,
-        height=360,
-    )
+    return legend
 
 
 def _last(points: list[tuple[float, float | None]]) -> float | None:
@@ -527,6 +544,20 @@ def _why(r: RoundView) -> list[str]:
 
 def round_article(data: ReportData, r: RoundView, base: str) -> str:
     is_best = r.round == data.best_round
+    attrs = (
+        f'id="round-{r.round}" class="round{" best" if is_best else ""}" data-round="{r.round}" '
+        f'data-score="{"" if r.score is None else f"{r.score:.6f}"}" data-decision="{escape(r.decision or "")}" '
+        f'data-changes="{len(r.changes)}" data-emerged="{escape(",".join(r.emerged_used))}"'
+    )
+    left, right = "".join(_round_figures(data, r)), "".join(_round_notes(data, r, base))
+    return (
+        f'<article {attrs}>{_round_head(data, r, is_best)}<div class="round-body"><div>{left}</div>'
+        f"<div>{right}</div></div></article>"
+    )
+
+
+def _round_head(data: ReportData, r: RoundView, is_best: bool) -> str:
+    """The article's title: the round's score and change, the guard's decision, best and emerged tags."""
     star = '<span class="best-tag">best round</span>' if is_best else ""
     decision = badge(r.decision) if data.kind == "run" else ""
     lever = (
@@ -535,10 +566,14 @@ def round_article(data: ReportData, r: RoundView, base: str) -> str:
         if r.emerged_used
         else ""
     )
-    head = (
+    return (
         f'<h3>Round {r.round} <span class="score">{escape(data.score_label)} {f4(r.score)}</span> '
         f'<span class="delta">{signed(r.delta)}</span> {decision} {star} {lever}</h3>'
     )
+
+
+def _round_figures(data: ReportData, r: RoundView) -> list[str]:
+    """The article's left column: its numbers, its failure bar, and a warning when it did not finish."""
     cells = [
         ("main", f3(r.main_f1)),
         ("adversarial", f3(r.adversarial_f1)),
@@ -558,7 +593,13 @@ def round_article(data: ReportData, r: RoundView, base: str) -> str:
     left = [metrics, _failure_bar(r, data.failure_classes)]
     if r.status != "done":
         left.append('<p class="warn">This round did not finish (resume the run to complete it).</p>')
-    right = []  # first how this round fared against the incumbent, then what the guard and diagnoser did next
+    return left
+
+
+def _round_notes(data: ReportData, r: RoundView, base: str) -> list[str]:
+    """The article's right column: first how this round fared against the incumbent, then what the
+    guard and the diagnoser did next, the config changes, re-extraction and the round's files."""
+    right = []
     if r.paired is not None:
         outcome = (
             "significant gain: the new best"
@@ -577,24 +618,7 @@ def round_article(data: ReportData, r: RoundView, base: str) -> str:
     if r.fallback:
         right.append(f'<p class="warn">Rubric fallback: {escape(r.fallback)}</p>')
     right += _flag_lists(r)
-    applied = {(c["field"], c.get("scope", "global"), value_text(c.get("new"))) for c in r.changes}
-    asked = {(c["field"], c.get("scope", "global"), value_text(c.get("new"))) for c in r.proposed}
-    if r.proposed and asked != applied:
-        right.append(
-            '<p class="small">The diagnoser asked for (not applied as is):</p>' + changes_table(r.proposed, False)
-        )
-    if r.parse_error:
-        right.append(f'<p class="warn">Diagnosis reply rejected in part: {escape(r.parse_error)}</p>')
-    if r.rejected:
-        right.append('<p class="small">Rejected: ' + "; ".join(escape(x) for x in r.rejected) + "</p>")
-    if r.missing_topics:
-        right.append(
-            '<p class="small">Missing topics named: ' + ", ".join(escape(x) for x in r.missing_topics) + "</p>"
-        )
-    if r.changes:
-        right.append(f"<p><strong>Config changes for round {r.round + 1}:</strong></p>" + changes_table(r.changes))
-    elif r.decision:
-        right.append('<p class="small">No config change after this round.</p>')
+    right += _proposal_notes(r)
     if r.reextracted_sessions or r.memories_added:
         right.append(
             f"<p>Re-extracted {len(r.reextracted_sessions)} session(s) with extraction gaps; "
@@ -603,15 +627,32 @@ def round_article(data: ReportData, r: RoundView, base: str) -> str:
     if r.files:
         links = " · ".join(f'<a href="{escape(base + f)}">{escape(Path(f).name)}</a>' for f in r.files)
         right.append(f'<p class="files">Files: {links}</p>')
-    attrs = (
-        f'id="round-{r.round}" class="round{" best" if is_best else ""}" data-round="{r.round}" '
-        f'data-score="{"" if r.score is None else f"{r.score:.6f}"}" data-decision="{escape(r.decision or "")}" '
-        f'data-changes="{len(r.changes)}" data-emerged="{escape(",".join(r.emerged_used))}"'
-    )
-    return (
-        f'<article {attrs}>{head}<div class="round-body"><div>{"".join(left)}</div>'
-        f"<div>{''.join(right)}</div></div></article>"
-    )
+    return right
+
+
+def _proposal_notes(r: RoundView) -> list[str]:
+    """What the diagnoser asked for when it was not applied as is, what of its reply was rejected,
+    and the config changes the next round evaluates."""
+    notes = []
+    applied = {(c["field"], c.get("scope", "global"), value_text(c.get("new"))) for c in r.changes}
+    asked = {(c["field"], c.get("scope", "global"), value_text(c.get("new"))) for c in r.proposed}
+    if r.proposed and asked != applied:
+        notes.append(
+            '<p class="small">The diagnoser asked for (not applied as is):</p>' + changes_table(r.proposed, False)
+        )
+    if r.parse_error:
+        notes.append(f'<p class="warn">Diagnosis reply rejected in part: {escape(r.parse_error)}</p>')
+    if r.rejected:
+        notes.append('<p class="small">Rejected: ' + "; ".join(escape(x) for x in r.rejected) + "</p>")
+    if r.missing_topics:
+        notes.append(
+            '<p class="small">Missing topics named: ' + ", ".join(escape(x) for x in r.missing_topics) + "</p>"
+        )
+    if r.changes:
+        notes.append(f"<p><strong>Config changes for round {r.round + 1}:</strong></p>" + changes_table(r.changes))
+    elif r.decision:
+        notes.append('<p class="small">No config change after this round.</p>')
+    return notes
 
 
 def paired_cell(stat: PairedStat | None) -> str:
@@ -736,57 +777,10 @@ def decisions_section(data: ReportData) -> str:
             '<section id="decisions" class="card"><h2>Decisions, paired</h2><p class="note">Not applicable: '
             "no round of this directory was judged against another.</p></section>"
         )
-    rows = []
-    for r in data.rounds:
-        if not r.decision:
-            continue
-        held, total = data.held(r)
-        verdict = _verdict(r)
-        cls = {"gain": "up", "loss": "down"}.get(verdict, "")
-        incumbent = r.paired.incumbent_round if r.paired else r.compared_with
-        rows.append(
-            [
-                f'<a href="#round-{r.round}">{r.round}</a>',
-                num("–" if incumbent is None else str(incumbent)),
-                f'<td class="{cls}">{escape(verdict)}</td>',
-                _two_line(paired_cell(r.group("main"))),
-                _two_line(paired_cell(r.group("adversarial"))),
-                num(f"{held}/{total}" if total else "–"),
-                badge(r.decision),
-                _flags_cell(r),
-                escape(r.fallback) or "–",
-            ]
-        )
+    rows = [_decision_row(data, r) for r in data.rounds if r.decision]
     # the paired figure is the one the run was judged on: an evidence run compares recall, not F1
     unit = "recall" if data.metric == "evidence_recall" else "F1"
     group_headers = (f"main {unit} Δ [95%] p", f"adversarial {unit} Δ [95%] p")
-    tolerance = data.guard.consistency_tolerance
-    per_conv = ""
-    accepted = [r for r in data.judged if r.accepted and r.paired and r.paired.by_conversation]
-    if accepted:
-        names = sorted({c for r in accepted if r.paired for c in r.paired.by_conversation})
-        cells = [
-            [f'<a href="#round-{r.round}">{r.round}</a>', num(str(r.paired.incumbent_round))]
-            + [
-                num(
-                    signed(r.paired.by_conversation.get(c), 3),
-                    "down" if (r.paired.by_conversation.get(c) or 0) < -tolerance else "",
-                )
-                if c in r.paired.by_conversation
-                else num("–")
-                for c in names
-            ]
-            for r in accepted
-            if r.paired
-        ]
-        metric = (
-            "F1 over all questions" if objective_column(data.objective) == "all_f1" else objective_label(data.objective)
-        )
-        per_conv = (
-            f'<p class="small">Accepted rounds per dev conversation: mean difference in {metric} against the '
-            f"incumbent (a conversation holds when it loses less than {tolerance:g}).</p>"
-            + table(["round", "vs", *map(escape, names)], cells, "numbers compact", "decisions-by-conversation")
-        )
     return (
         f'<section id="decisions" class="card"><h2>Decisions, paired</h2><p class="lead">Objective '
         f"<strong>{escape(data.objective)}</strong>: {escape(data.objective_meaning)}. Each round is compared "
@@ -808,8 +802,59 @@ def decisions_section(data: ReportData) -> str:
             "numbers",
             "decisions-table",
         )
-        + per_conv
+        + _accepted_by_conversation(data)
         + "</section>"
+    )
+
+
+def _decision_row(data: ReportData, r: RoundView) -> list[str]:
+    """One judged round of the decisions table."""
+    held, total = data.held(r)
+    verdict = _verdict(r)
+    cls = {"gain": "up", "loss": "down"}.get(verdict, "")
+    incumbent = r.paired.incumbent_round if r.paired else r.compared_with
+    return [
+        f'<a href="#round-{r.round}">{r.round}</a>',
+        num("–" if incumbent is None else str(incumbent)),
+        f'<td class="{cls}">{escape(verdict)}</td>',
+        _two_line(paired_cell(r.group("main"))),
+        _two_line(paired_cell(r.group("adversarial"))),
+        num(f"{held}/{total}" if total else "–"),
+        badge(r.decision),
+        _flags_cell(r),
+        escape(r.fallback) or "–",
+    ]
+
+
+def _accepted_by_conversation(data: ReportData) -> str:
+    """The accepted rounds' mean difference per dev conversation (a loss beyond the consistency
+    tolerance marked); empty when no accepted round has them."""
+    tolerance = data.guard.consistency_tolerance
+    accepted = [r for r in data.judged if r.accepted and r.paired and r.paired.by_conversation]
+    if not accepted:
+        return ""
+    names = sorted({c for r in accepted if r.paired for c in r.paired.by_conversation})
+    cells = [
+        [f'<a href="#round-{r.round}">{r.round}</a>', num(str(r.paired.incumbent_round))]
+        + [
+            num(
+                signed(r.paired.by_conversation.get(c), 3),
+                "down" if (r.paired.by_conversation.get(c) or 0) < -tolerance else "",
+            )
+            if c in r.paired.by_conversation
+            else num("–")
+            for c in names
+        ]
+        for r in accepted
+        if r.paired
+    ]
+    metric = (
+        "F1 over all questions" if objective_column(data.objective) == "all_f1" else objective_label(data.objective)
+    )
+    return (
+        f'<p class="small">Accepted rounds per dev conversation: mean difference in {metric} against the '
+        f"incumbent (a conversation holds when it loses less than {tolerance:g}).</p>"
+        + table(["round", "vs", *map(escape, names)], cells, "numbers compact", "decisions-by-conversation")
     )
 
 

@@ -23,7 +23,16 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from evolvemem.errors import EvolveMemError
 from evolvemem.qtypes import QUESTION_TYPES
 from evolvemem.serving.config_source import source_signature
-from evolvemem.serving.http_guards import ASGIApp, BodyLimit, InFlightLimit, Message, Receive, Scope, Send
+from evolvemem.serving.http_guards import (
+    ASGIApp,
+    BodyLimit,
+    HTTPMiddleware,
+    InFlightLimit,
+    Message,
+    Receive,
+    Scope,
+    Send,
+)
 from evolvemem.serving.keys import KeyRing
 from evolvemem.serving.memory import Memory
 from evolvemem.serving.metrics import Metrics, MetricsMiddleware
@@ -87,18 +96,14 @@ class ErrorBody(BaseModel):
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (400, 401, 413, 422, 503)}
 
 
-class ConfigHeader:
+class ConfigHeader(HTTPMiddleware):
     """Adds the current config's hash to every response."""
 
     def __init__(self, app: ASGIApp, memory: Memory):
-        self.app = app
+        super().__init__(app)
         self.memory = memory
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def stamped(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message = {
@@ -188,12 +193,42 @@ def build_api(
     in_flight: Callable[[], int] = lambda: 0,
 ) -> FastAPI:
     """The FastAPI app: routes, the error shape and, `with_mcp`, the MCP endpoint at /mcp."""
-    bearer = HTTPBearer(auto_error=False, description="An API key from EVOLVEMEM_API_KEYS (none: open namespace).")
     mcp_server = None
     if with_mcp:
         from evolvemem.serving.mcp_tools import build_mcp_server
 
         mcp_server = build_mcp_server(memory, lambda headers: keys.namespace((headers or {}).get("authorization")))
+    app = FastAPI(
+        title="evolvemem memory",
+        version="1",
+        lifespan=_lifespan(memory, watcher, mcp_server),
+        description="The memory an evolvemem run tuned, served: add a user's turns, search them, get the "
+        "exact context the evolved config hands a reader, or an answer. Every response names "
+        "the config's hash.",
+    )
+    app.state.memory = memory
+    app.state.watcher = watcher
+    _error_handlers(app)
+    _memory_routes(app, memory, _namespace_of(keys))
+    _status_routes(app, memory, keys, metrics or Metrics(), in_flight)
+    if mcp_server is not None:
+        mcp_app = mcp_server.streamable_http_app(
+            streamable_http_path="/mcp",
+            stateless_http=True,
+            json_response=True,
+            host=host,
+            max_request_body_size=max_body_bytes,
+        )
+        for route in mcp_app.routes:
+            app.router.routes.append(_keyed(route, keys))
+    return app
+
+
+def _lifespan(
+    memory: Memory, watcher: ConfigWatcher | None, mcp_server: Any
+) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
+    """While the app serves: the config watcher runs and MCP's session manager is open; on the way
+    out, the traces still buffered are written."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -210,16 +245,12 @@ def build_api(
                 watcher.stop()
             memory.traces.flush()
 
-    app = FastAPI(
-        title="evolvemem memory",
-        version="1",
-        lifespan=lifespan,
-        description="The memory an evolvemem run tuned, served: add a user's turns, search them, get the "
-        "exact context the evolved config hands a reader, or an answer. Every response names "
-        "the config's hash.",
-    )
-    app.state.memory = memory
-    app.state.watcher = watcher
+    return lifespan
+
+
+def _namespace_of(keys: KeyRing) -> Callable[..., str]:
+    """The dependency that turns a request's bearer key into its namespace (401 without a known key)."""
+    bearer = HTTPBearer(auto_error=False, description="An API key from EVOLVEMEM_API_KEYS (none: open namespace).")
 
     def namespace(credentials: Optional[HTTPAuthorizationCredentials] = Depends(bearer)) -> str:
         header = f"Bearer {credentials.credentials}" if credentials is not None else None
@@ -231,6 +262,13 @@ def build_api(
                 headers={"WWW-Authenticate": "Bearer"},
             )
         return found
+
+    return namespace
+
+
+def _error_handlers(app: FastAPI) -> None:
+    """Every error as `{"error": "<one message>"}`: 422 for a request that does not validate, 400 for
+    our own errors, 500 (logged) for the rest."""
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -250,6 +288,10 @@ def build_api(
     async def internal(_request: Request, exc: Exception) -> JSONResponse:
         log.error("internal error: %s: %s", type(exc).__name__, exc)
         return JSONResponse({"error": f"internal error ({type(exc).__name__}); see the server log"}, 500)
+
+
+def _memory_routes(app: FastAPI, memory: Memory, namespace: Callable[..., str]) -> None:
+    """The `Memory` verbs, each in the namespace of the request's key."""
 
     @app.post("/v1/memories", response_model=AddResult, responses=ERRORS, summary="Remember turns of a user")
     def add_memories(body: AddRequest, ns: str = Depends(namespace)) -> AddResult:
@@ -285,6 +327,10 @@ def build_api(
     ) -> ForgetResult:
         return memory.forget(user, turn_ids=turn_id, session=session, namespace=ns)
 
+
+def _status_routes(app: FastAPI, memory: Memory, keys: KeyRing, counted: Metrics, in_flight: Callable[[], int]) -> None:
+    """/health (liveness and the config served) and /metrics (Prometheus text), open to any caller."""
+
     @app.get("/health", response_model=Health, summary="Liveness and the config served")
     def health() -> Health:
         return Health(
@@ -293,8 +339,6 @@ def build_api(
             config_source=memory.config_source,
             namespaces="open" if keys.open else "keys",
         )
-
-    counted = metrics or Metrics()
 
     @app.get("/metrics", response_class=PlainTextResponse, summary="Prometheus metrics")
     def metrics_text() -> str:
@@ -307,19 +351,6 @@ def build_api(
             "query_embedding_batches_total": float(memory.embedder.query_batches),
         }
         return counted.render(gauges, {"config_hash": memory.config_hash})
-
-    if mcp_server is not None:
-        mcp_app = mcp_server.streamable_http_app(
-            streamable_http_path="/mcp",
-            stateless_http=True,
-            json_response=True,
-            host=host,
-            max_request_body_size=max_body_bytes,
-        )
-        for route in mcp_app.routes:
-            app.router.routes.append(_keyed(route, keys))
-
-    return app
 
 
 def _keyed(route: Any, keys: KeyRing) -> Any:

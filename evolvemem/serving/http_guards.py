@@ -28,17 +28,34 @@ async def send_error(send: Send, status: int, message: str, headers: tuple[tuple
     await send({"type": "http.response.body", "body": body})
 
 
-class BodyLimit:
+class HTTPMiddleware:
+    """An ASGI middleware that acts on HTTP requests only (`handle`): anything `passes` lets through
+    (lifespan and websocket scopes) reaches the app untouched."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    def passes(self, scope: Scope) -> bool:
+        return scope["type"] != "http"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.passes(scope):
+            await self.app(scope, receive, send)
+            return
+        await self.handle(scope, receive, send)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raise NotImplementedError
+
+
+class BodyLimit(HTTPMiddleware):
     """Refuse request bodies larger than `max_bytes` (by Content-Length, or while reading one)."""
 
     def __init__(self, app: ASGIApp, max_bytes: int):
-        self.app = app
+        super().__init__(app)
         self.max_bytes = max_bytes
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         declared = dict(scope.get("headers") or []).get(b"content-length")
         too_big = f"request body larger than {self.max_bytes} bytes"
         if declared is not None:
@@ -75,20 +92,20 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
-class InFlightLimit:
+class InFlightLimit(HTTPMiddleware):
     """At most `limit` requests handled at once; more get 503 with Retry-After at once. Paths in
     `exempt` (health checks) always pass."""
 
     def __init__(self, app: ASGIApp, limit: int, exempt: tuple[str, ...] = ("/health",)):
-        self.app = app
+        super().__init__(app)
         self.limit = limit
         self.exempt = exempt
         self.in_flight = 0
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("path") in self.exempt:
-            await self.app(scope, receive, send)
-            return
+    def passes(self, scope: Scope) -> bool:
+        return super().passes(scope) or scope.get("path") in self.exempt
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.in_flight >= self.limit:  # one event loop: the check and the increment cannot interleave
             await send_error(
                 send, 503, f"server busy: {self.limit} requests in flight; retry shortly", ((b"retry-after", b"1"),)

@@ -12,7 +12,7 @@ import time
 from collections import defaultdict
 from typing import Callable
 
-from evolvemem.serving.http_guards import ASGIApp, Message, Receive, Scope, Send
+from evolvemem.serving.http_guards import ASGIApp, HTTPMiddleware, Message, Receive, Scope, Send
 
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 ROUTES = ("/v1/memories", "/v1/search", "/v1/context", "/v1/answer", "/health", "/metrics")
@@ -62,16 +62,13 @@ class Metrics:
         return "\n".join(lines) + "\n"
 
 
-class MetricsMiddleware:
+class MetricsMiddleware(HTTPMiddleware):
     def __init__(self, app: ASGIApp, metrics: Metrics, clock: Callable[[], float] = time.perf_counter):
-        self.app = app
+        super().__init__(app)
         self.metrics = metrics
         self.clock = clock
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = self.clock()
         status = 500
 

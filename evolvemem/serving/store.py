@@ -24,7 +24,7 @@ import numpy as np
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.errors import EvolveMemError
 from evolvemem.memory.store_cache import unit_from_dict, unit_to_dict
-from evolvemem.store.columnar import Column, create_table, insert_columns
+from evolvemem.store.columnar import Column, create_table, equal_to, insert_columns
 
 FORMAT_VERSION = "1"
 
@@ -153,44 +153,42 @@ class MemoryStore:
                 self._closed = True
 
     # ---- reads --------------------------------------------------------------------------------
-    def users(self, ns: str) -> list[str]:
+    def _rows(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+        """All rows of one query, under the connection's lock (one connection serves every thread)."""
         with self._lock:
-            rows = self.con.execute(
-                "SELECT user_id, min(seq) FROM turns WHERE ns = ? GROUP BY user_id ORDER BY user_id", [ns]
-            ).fetchall()
+            return self.con.execute(sql, params).fetchall()
+
+    def users(self, ns: str) -> list[str]:
+        rows = self._rows("SELECT user_id, min(seq) FROM turns WHERE ns = ? GROUP BY user_id ORDER BY user_id", [ns])
         return [r[0] for r in rows]
 
     def namespaces(self) -> list[str]:
-        with self._lock:
-            return [r[0] for r in self.con.execute("SELECT DISTINCT ns FROM turns ORDER BY ns").fetchall()]
+        return [r[0] for r in self._rows("SELECT DISTINCT ns FROM turns ORDER BY ns")]
 
     def turns(self, ns: str, user: str) -> list[StoredTurn]:
-        with self._lock:
-            rows = self.con.execute(
-                "SELECT turn_id, session_id, speaker, text, image_caption, said_at FROM turns "
-                "WHERE ns = ? AND user_id = ? ORDER BY seq",
-                [ns, user],
-            ).fetchall()
+        rows = self._rows(
+            "SELECT turn_id, session_id, speaker, text, image_caption, said_at FROM turns "
+            "WHERE ns = ? AND user_id = ? ORDER BY seq",
+            [ns, user],
+        )
         return [StoredTurn(*row) for row in rows]
 
     def units(self, ns: str, user: str) -> tuple[list[MemoryUnit], set[str]]:
         """The user's extracted memories in order, and the extractor keys they were made with."""
-        with self._lock:
-            rows = self.con.execute(
-                "SELECT extractor, unit FROM units WHERE ns = ? AND user_id = ? ORDER BY position", [ns, user]
-            ).fetchall()
+        rows = self._rows(
+            "SELECT extractor, unit FROM units WHERE ns = ? AND user_id = ? ORDER BY position", [ns, user]
+        )
         return [unit_from_dict(json.loads(r[1])) for r in rows], {r[0] for r in rows}
 
     def vectors(self, model: str, hashes: Iterable[str]) -> dict[str, np.ndarray]:
         wanted = sorted(set(hashes))
         if not wanted:
             return {}
-        with self._lock:
-            rows = self.con.execute(
-                "SELECT content_hash, vector FROM vectors WHERE model = ? AND content_hash "
-                "IN (SELECT unnest(?::VARCHAR[]))",
-                [model, wanted],
-            ).fetchall()
+        rows = self._rows(
+            "SELECT content_hash, vector FROM vectors WHERE model = ? AND content_hash "
+            "IN (SELECT unnest(?::VARCHAR[]))",
+            [model, wanted],
+        )
         return {h: np.frombuffer(blob, dtype=np.float32) for h, blob in rows}
 
     def counts(self) -> dict[str, int]:
@@ -203,21 +201,14 @@ class MemoryStore:
         return dict(zip(("turns", "memories", "vectors", "traces"), one))
 
     def traces(self, ns: str | None = None, user: str | None = None) -> list[TraceRow]:
-        where, params = [], []
-        if ns is not None:
-            where.append("ns = ?")
-            params.append(ns)
-        if user is not None:
-            where.append("user_id = ?")
-            params.append(user)
+        where, params = equal_to(ns=ns, user_id=user)
         sql = (
             "SELECT trace_id, ns, user_id, kind, query, question_type, question_date, config_hash, memory_ids, "
             "turn_ids, latency_ms, answer, traced_at FROM traces"
             + (f" WHERE {' AND '.join(where)}" if where else "")
             + " ORDER BY traced_at, trace_id"
         )
-        with self._lock:
-            rows = self.con.execute(sql, params).fetchall()
+        rows = self._rows(sql, params)
         return [
             TraceRow(
                 trace_id=r[0],

@@ -13,8 +13,9 @@ import time
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from evolvemem.answering.context_reuse import AnswerMemo
+from evolvemem.answering.context_reuse import AnswerMemo, MemoEntries
 from evolvemem.answering.evaluate import FLUSH_EVERY, EffectiveConfigs, ReuseKey, reuse_key, reused_row
 from evolvemem.answering.shards import ShardTask, WorkerSetup, by_conversation, run_shard, shard_cpus
 from evolvemem.contracts.usage import Usage
@@ -25,6 +26,9 @@ from evolvemem.loop.usage import usage_rows
 from evolvemem.space.action_space import files_space
 from evolvemem.store.run_store import RunStore
 from evolvemem.workspace import Workspace, pack_conversation
+
+if TYPE_CHECKING:
+    from evolvemem.executor import Shared
 
 FLUSH_SECONDS = 2.0
 
@@ -102,63 +106,17 @@ def evaluate_sharded(
     shared_memo = executor.share(memo.entries(), f"memo-{uuid.uuid4().hex}") if memo is not None else None
     outcomes = [ShardedOutcome() for _ in jobs]
     writer = _Writer(store)
-    claimed: set[ReuseKey] = set()
-    waiting: dict[ReuseKey, list[tuple[int, Question]]] = defaultdict(list)  # later jobs' copies of an answer
-    fresh: list[list[Question]] = []
-    for index, (job, todo) in enumerate(zip(jobs, todos)):
-        resolve = EffectiveConfigs(job.config)
-        copied, mine = [], []
-        for question in todo:
-            fingerprint = resolve(question.question_type)[1]
-            row = reused_row(reuse, ws, question, fingerprint, job.round_no, job.phase)
-            key = reuse_key(question.question_id, fingerprint, ws.memory_version(question.conversation_id))
-            if row is not None:
-                copied.append(row)
-            elif key in claimed:
-                waiting[key].append((index, question))
-            else:
-                claimed.add(key)
-                mine.append(question)
-        writer.add(job, copied)
-        outcomes[index].seconds = time.perf_counter() - started
-        fresh.append(mine)
+    batch = _Batch(ws, jobs, writer, outcomes, started)
+    fresh = batch.claim(reuse, todos)
 
     def run(questions: list[list[Question]]) -> list[list[Question]]:
         """Shard and run the questions of every job; returns those whose copies have no answer."""
-        tasks = []
-        for index, (job, mine) in enumerate(zip(jobs, questions)):
-            # embedded here, once, into the on-disk cache: a worker of this machine reads them there
-            ws.prepare(mine, job.config)
-            config = job.config.model_dump()
-            for group in by_conversation(mine):
-                pack = pack_conversation(ws, group[0].conversation_id)
-                tasks.append(
-                    ShardTask(
-                        index,
-                        setup,
-                        executor.share(pack, pack.key),
-                        config,
-                        tuple(group),
-                        job.round_no,
-                        job.phase,
-                        protocol,
-                        concurrency,
-                        shared_memo,
-                    )
-                )
-        tasks.sort(key=lambda task: -len(task.questions))  # the longest shards start first
+        tasks = _shard_tasks(executor, ws, jobs, questions, setup, shared_memo, protocol, concurrency)
         unanswered: list[list[Question]] = [[] for _ in jobs]
         for _, result in executor.map(run_shard, tasks, cpus=shard_cpus(ws.roles)):
             writer.add(jobs[result.job], result.records, result.usage)
-            for record in result.records:
-                key = reuse_key(record["question_id"], record["config_fingerprint"], record["memory_version"])
-                for later, question in waiting.pop(key, []):
-                    if record["failed"]:  # nothing to copy: the later job asks it itself
-                        unanswered[later].append(question)
-                        continue
-                    copy = reused_row({key: record}, ws, question, key[1], jobs[later].round_no, jobs[later].phase)
-                    writer.add(jobs[later], [copy] if copy is not None else [])
-                    outcomes[later].seconds = time.perf_counter() - started
+            for later, question in batch.copy_answers(result.records):
+                unanswered[later].append(question)
             if memo is not None:
                 memo.merge(result.answers)
             outcome = outcomes[result.job]
@@ -173,3 +131,90 @@ def evaluate_sharded(
     finally:  # what came back is kept, whatever stops the batch (Ctrl-C, a failed shard)
         writer.flush()
     return outcomes
+
+
+class _Batch:
+    """Which job of a batch answers each question: the first to need an answer claims it, later
+    jobs wait for its record and copy it (config-level reuse within the batch)."""
+
+    def __init__(
+        self, ws: Workspace, jobs: list[RoundJob], writer: _Writer, outcomes: list[ShardedOutcome], started: float
+    ):
+        self.ws, self.jobs, self.writer, self.outcomes, self.started = ws, jobs, writer, outcomes, started
+        self.waiting: dict[ReuseKey, list[tuple[int, Question]]] = defaultdict(list)  # later jobs' copies
+
+    def claim(self, reuse: dict[ReuseKey, dict], todos: list[list[Question]]) -> list[list[Question]]:
+        """Each job's questions to ask: earlier records are copied at once, a question an earlier
+        job of the batch claimed waits for its answer."""
+        claimed: set[ReuseKey] = set()
+        fresh: list[list[Question]] = []
+        for index, (job, todo) in enumerate(zip(self.jobs, todos)):
+            resolve = EffectiveConfigs(job.config)
+            copied, mine = [], []
+            for question in todo:
+                fingerprint = resolve(question.question_type)[1]
+                row = reused_row(reuse, self.ws, question, fingerprint, job.round_no, job.phase)
+                key = reuse_key(question.question_id, fingerprint, self.ws.memory_version(question.conversation_id))
+                if row is not None:
+                    copied.append(row)
+                elif key in claimed:
+                    self.waiting[key].append((index, question))
+                else:
+                    claimed.add(key)
+                    mine.append(question)
+            self.writer.add(job, copied)
+            self.outcomes[index].seconds = time.perf_counter() - self.started
+            fresh.append(mine)
+        return fresh
+
+    def copy_answers(self, records: list[dict]) -> list[tuple[int, Question]]:
+        """Copy each answered record to the later jobs waiting for it; returns the (job, question)
+        pairs whose record failed: nothing to copy, the later job asks it itself."""
+        unanswered = []
+        for record in records:
+            key = reuse_key(record["question_id"], record["config_fingerprint"], record["memory_version"])
+            for later, question in self.waiting.pop(key, []):
+                if record["failed"]:
+                    unanswered.append((later, question))
+                    continue
+                job = self.jobs[later]
+                copy = reused_row({key: record}, self.ws, question, key[1], job.round_no, job.phase)
+                self.writer.add(job, [copy] if copy is not None else [])
+                self.outcomes[later].seconds = time.perf_counter() - self.started
+        return unanswered
+
+
+def _shard_tasks(
+    executor: Executor,
+    ws: Workspace,
+    jobs: list[RoundJob],
+    questions: list[list[Question]],
+    setup: WorkerSetup,
+    shared_memo: Shared[MemoEntries] | None,
+    protocol: str,
+    concurrency: int,
+) -> list[ShardTask]:
+    """One task per (job, conversation), the longest first."""
+    tasks = []
+    for index, (job, mine) in enumerate(zip(jobs, questions)):
+        # embedded here, once, into the on-disk cache: a worker of this machine reads them there
+        ws.prepare(mine, job.config)
+        config = job.config.model_dump()
+        for group in by_conversation(mine):
+            pack = pack_conversation(ws, group[0].conversation_id)
+            tasks.append(
+                ShardTask(
+                    index,
+                    setup,
+                    executor.share(pack, pack.key),
+                    config,
+                    tuple(group),
+                    job.round_no,
+                    job.phase,
+                    protocol,
+                    concurrency,
+                    shared_memo,
+                )
+            )
+    tasks.sort(key=lambda task: -len(task.questions))  # the longest shards start first
+    return tasks

@@ -39,3 +39,9 @@ def insert_columns(con: Any, table: str, columns: Sequence[Column], rows: Sequen
     names = ", ".join(_quoted(name) for name, _ in columns)
     con.execute(f"INSERT INTO {table} ({names}) SELECT {', '.join(selects)}", params)
     return len(rows)
+
+
+def equal_to(**values: object) -> tuple[list[str], list[object]]:
+    """`column = ?` conditions and their parameters for the columns given a value (None: any value)."""
+    given = [(name, value) for name, value in values.items() if value is not None]
+    return [f"{name} = ?" for name, _ in given], [value for _, value in given]

@@ -6,16 +6,17 @@ processes cannot write one run at once; we turn its error into a clear one-line 
 
 from __future__ import annotations
 
+import contextlib
 import json
 from datetime import datetime, timezone
 from pathlib import Path
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Protocol, Sequence, TypeVar
 
 from evolvemem.store.reads import RunReads
 from evolvemem.contracts.vocab import Phase
 from evolvemem.errors import EvolveMemError
-from evolvemem.store.columnar import insert_columns
+from evolvemem.store.columnar import equal_to, insert_columns
 from evolvemem.store.schema import SCHEMA_VERSION, TABLES, create_statements
 from evolvemem.store.usage_journal import JOURNAL_NAME, UsageJournal, usage_rows_of
 
@@ -290,15 +291,9 @@ class RunStore(RunReads):
         entries, end = self.journal.read_from(folded)
         if end == folded:
             return 0
-        self.con.execute("BEGIN TRANSACTION")
-        try:
+        with self._transaction():
             self.record_usage(usage_rows_of(entries))
-            self.con.execute("DELETE FROM manifest WHERE key = ?", [JOURNAL_FOLDED])
-            self.con.execute("INSERT INTO manifest VALUES (?, ?::JSON)", [JOURNAL_FOLDED, _jsonable(end)])
-            self.con.execute("COMMIT")
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
+            self._put_manifest(JOURNAL_FOLDED, end)
         return len(entries)
 
     def record_memories(self, rows: Iterable[dict[str, Any]]) -> int:
@@ -399,11 +394,20 @@ class RunStore(RunReads):
     # ---- manifest ----------------------------------------------------------------------------
     def set_manifest(self, values: dict[str, Any]) -> None:
         """Write manifest fields in one transaction: a kill leaves all of them or none."""
+        with self._transaction():
+            for key, value in values.items():
+                self._put_manifest(key, value)
+
+    def _put_manifest(self, key: str, value: Any) -> None:
+        self.con.execute("DELETE FROM manifest WHERE key = ?", [key])
+        self.con.execute("INSERT INTO manifest VALUES (?, ?::JSON)", [key, _jsonable(value)])
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """The writes of the block in one transaction, rolled back on any exception (Ctrl-C too)."""
         self.con.execute("BEGIN TRANSACTION")
         try:
-            for key, value in values.items():
-                self.con.execute("DELETE FROM manifest WHERE key = ?", [key])
-                self.con.execute("INSERT INTO manifest VALUES (?, ?::JSON)", [key, _jsonable(value)])
+            yield
             self.con.execute("COMMIT")
         except BaseException:
             self.con.execute("ROLLBACK")
@@ -492,14 +496,8 @@ class RunStore(RunReads):
 
     def failure_causes(self, round_no: int | None = None, phase: str | None = None) -> list[tuple[str, int]]:
         """(cause, questions) of failed questions, most common first (a cause is the error's first line)."""
-        where: list[str] = ["failed"]
-        params: list[int | str] = []
-        if round_no is not None:
-            where.append("round = ?")
-            params.append(round_no)
-        if phase is not None:
-            where.append("phase = ?")
-            params.append(phase)
+        where, params = equal_to(round=round_no, phase=phase)
+        where.insert(0, "failed")
         rows = self.con.execute(
             f"""SELECT left(split_part(coalesce(error, 'no reason recorded'), chr(10), 1), 200) AS cause, count(*) AS n
                 FROM question_records WHERE {" AND ".join(where)} GROUP BY cause ORDER BY n DESC, cause""",
