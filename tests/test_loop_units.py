@@ -7,7 +7,8 @@ import random
 from evolvemem.diagnosers.rubric import RubricDiagnoser, candidate_actions
 from evolvemem.diagnosers.random_search import RandomDiagnoser
 from evolvemem.diagnosers.tpe import TPEDiagnoser
-from evolvemem.contracts.diagnosis import DiagnosisInput
+from evolvemem.contracts.diagnosis import DiagnosisInput, HistoryEntry, ScoreSummary, TypeRow
+from evolvemem.space.ops import Change
 from evolvemem.loop.guard import RoundScore, check_regression, decide
 from evolvemem.loop.spec import GuardSettings
 from evolvemem.contracts.diagnosis import Proposal, proposal_from_raw
@@ -24,7 +25,7 @@ def make_input(taxonomy, by_type=None, config=None, history=None, mean_context=8
         round=1,
         objective="all",
         score=0.3,
-        overall={},
+        overall=ScoreSummary(),
         by_type=by_type or [],
         by_category=[],
         taxonomy=taxonomy,
@@ -133,7 +134,7 @@ def test_rubric_rules_follow_the_taxonomy():
     inp = make_input({"budget_cut": 50, "answer_error": 10})
     assert RubricDiagnoser().diagnose(inp, load_config("weak")[0]).proposal.changes == {"max_context": 12}
     # one lagging type -> a per-type override that keeps the others
-    by_type = [{"question_type": "temporal", "n": 50, "f1": 0.1}, {"question_type": "single_fact", "n": 50, "f1": 0.5}]
+    by_type = [TypeRow("temporal", 50, 0.1), TypeRow("single_fact", 50, 0.5)]
     inp = make_input({"answer_error": 5, "correct": 95}, by_type=by_type)
     p = RubricDiagnoser().diagnose(inp, load_config("weak")[0]).proposal
     assert p.overrides == {"temporal": {"answer_style": "temporal"}} and not p.changes
@@ -146,15 +147,14 @@ def test_rubric_rules_follow_the_taxonomy():
 
 def test_rubric_skips_changes_that_failed_before():
     history = [
-        {
-            "round": 0,
-            "decision": "applied",
-            "changes": [{"field": "max_context", "old": 8, "new": 12, "scope": "global"}],
-            "outcome_delta": -0.02,
-            "score": 0.3,
-            "reason": "",
-            "delta": None,
-        }
+        HistoryEntry(
+            round=0,
+            decision="applied",
+            changes=(Change("max_context", 8, 12),),
+            outcome_delta=-0.02,
+            score=0.3,
+            reason="",
+        )
     ]
     inp = make_input({"budget_cut": 50, "retrieval_miss": 30}, history=history)
     p = RubricDiagnoser().diagnose(inp, load_config("weak")[0]).proposal

@@ -17,7 +17,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from evolvemem.contracts.vocab import Decision, FailureClass
-from evolvemem.contracts.diagnosis import DiagnosisInput, DiagnosisResult, Proposal, change_key, move_direction
+from evolvemem.contracts.diagnosis import (
+    DiagnosisInput,
+    DiagnosisResult,
+    Proposal,
+    TypeRow,
+    change_key,
+    move_direction,
+)
 from evolvemem.qtypes import LABEL_ONLY_TYPES as NO_OVERRIDE_TYPES
 from evolvemem.space.action_space import ActionSpace
 
@@ -503,24 +510,26 @@ def _type_actions(space: ActionSpace, qtype: str, f1: float, mean: float, share:
     return [Action(strength * (1 - MENU_DECAY * i), reason, changes, qtype) for i, changes in enumerate(menu)]
 
 
+def _f1(row: TypeRow) -> float:
+    return row.f1 or 0.0  # (only rows with an F1 are judged)
+
+
 def lagging_type_actions(c: RuleContext) -> list[Action]:
     """The menus of the question types whose F1 lags the mean (weakest type first); types too small
     to judge, or whose label tells the answer, are left out."""
     inp = c.inp
     typed = [
-        r
-        for r in inp.by_type
-        if r["n"] >= MIN_TYPE_N and r["f1"] is not None and r["question_type"] not in NO_OVERRIDE_TYPES
+        r for r in inp.by_type if r.n >= MIN_TYPE_N and r.f1 is not None and r.question_type not in NO_OVERRIDE_TYPES
     ]
     if not typed:
         return []
-    total_n = sum(r["n"] for r in inp.by_type) or 1
-    mean = sum(r["f1"] * r["n"] for r in typed) / sum(r["n"] for r in typed)
+    total_n = sum(r.n for r in inp.by_type) or 1
+    mean = sum(_f1(r) * r.n for r in typed) / sum(r.n for r in typed)
     actions: list[Action] = []
-    for row in sorted(typed, key=lambda r: r["f1"]):
-        if row["f1"] < mean - LAG_MARGIN:
-            merged = {**c.v, **inp.overrides.get(row["question_type"], {})}
-            actions.extend(_type_actions(c.space, row["question_type"], row["f1"], mean, row["n"] / total_n, merged))
+    for row in sorted(typed, key=_f1):
+        if _f1(row) < mean - LAG_MARGIN:
+            merged = {**c.v, **inp.overrides.get(row.question_type, {})}
+            actions.extend(_type_actions(c.space, row.question_type, _f1(row), mean, row.n / total_n, merged))
     return actions
 
 
@@ -570,26 +579,26 @@ def trade_actions(inp: DiagnosisInput, space: ActionSpace) -> list[Action]:
     tried = [
         h
         for h in inp.history
-        if h.get("decision") in (Decision.APPLIED, Decision.REVERTED)
-        and h.get("changes")
-        and h.get("outcome_groups")
-        and not h.get("outcome_accepted")
+        if h.decision in (Decision.APPLIED, Decision.REVERTED)
+        and h.changes
+        and h.outcome_groups
+        and not h.outcome_accepted
     ]
     if not tried:
         return []
     last = tried[-1]
-    groups = last["outcome_groups"]
-    if any(c.get("scope", "global") != "global" for c in last["changes"]):
+    groups = last.outcome_groups or {}
+    if any(c.scope != "global" for c in last.changes):
         return []
-    kept = {c["field"]: c["new"] for c in last["changes"]}
+    kept = {c.field: c.new for c in last.changes}
     for gaining, losing in (("main", "adversarial"), ("adversarial", "main")):
         gain, loss = groups.get(gaining), groups.get(losing)
-        if not gain or not loss or gain["diff"] < TRADE_GAIN or gain["p_gain"] >= TRADE_P or loss["diff"] >= 0:
+        if not gain or not loss or gain.diff < TRADE_GAIN or gain.p_gain >= TRADE_P or loss.diff >= 0:
             continue
         merged = {**inp.config, **kept}
         reason = (
-            f"round {last['round'] + 1}'s change ({', '.join(kept)}) gained {gaining} {gain['diff']:+.3f} "
-            f"but lost {losing} {loss['diff']:+.3f}; keep it with a counterweight for {losing}"
+            f"round {last.round + 1}'s change ({', '.join(kept)}) gained {gaining} {gain.diff:+.3f} "
+            f"but lost {losing} {loss.diff:+.3f}; keep it with a counterweight for {losing}"
         )
         # a counterweight moves settings the kept change left alone: moving its own settings
         # further is walking a lever that already failed to cancel the loss
