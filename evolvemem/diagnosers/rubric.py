@@ -55,6 +55,7 @@ class Action:
     # a bundle (a traded change kept with its counterweight) is one experiment: its moves are not
     # checked one by one against moves that failed alone, only the whole against tried bundles
     bundle: bool = False
+    rule: str = ""  # the row of RULES that proposed it ("" for a trade, a type's menu or a lever)
 
 
 def _bump(space: ActionSpace, config: dict, name: str, step: float) -> Any:
@@ -187,7 +188,8 @@ class Rule:
         if not changes:
             return None
         reason = self.signal.says.format(share=share, mean_context=c.inp.mean_context)
-        return Action(self.signal.mass(c.inp) * self.weight, f"{reason}; {self.why}" if self.why else reason, changes)
+        why = f"{reason}; {self.why}" if self.why else reason
+        return Action(self.signal.mass(c.inp) * self.weight, why, changes, rule=self.name)
 
 
 VIEW_SIZES = ("semantic_top_k", "keyword_top_k", "structured_top_k")
