@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evolvemem.contracts.diagnosis import DiagnosisInput
+from evolvemem.contracts.diagnosis import DiagnosisInput, ScoreSummary
 from evolvemem.diagnosers.tpe import TPEDiagnoser
 from evolvemem.loop.candidates import gain_p, holm_levels
 from evolvemem.loop.screening import OUTRANKED, PASSED
@@ -32,7 +32,7 @@ def test_tpe_asks_candidates_together_and_learns_each_one() -> None:
         round=1,
         objective="balanced",
         score=0.1,
-        overall={},
+        overall=ScoreSummary(),
         by_type=[],
         by_category=[],
         taxonomy={},

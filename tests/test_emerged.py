@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evolvemem.contracts.diagnosis import UNKNOWN_SETTING, DiagnosisInput, NewDimension, proposal_from_raw
+from evolvemem.contracts.diagnosis import UNKNOWN_SETTING, DiagnosisInput, NewDimension, ScoreSummary, proposal_from_raw
 from evolvemem.diagnosers.random_search import RandomDiagnoser
 from evolvemem.diagnosers.rubric import RubricDiagnoser
 from evolvemem.errors import ConfigError
@@ -195,7 +195,7 @@ def diagnosis_input(config, taxonomy: dict[str, int]) -> DiagnosisInput:
         round=1,
         objective="all",
         score=0.3,
-        overall={},
+        overall=ScoreSummary(),
         by_type=[],
         by_category=[],
         taxonomy=taxonomy,

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import random
 
-from evolvemem.diagnosers.rubric import RubricDiagnoser, candidate_actions
+from evolvemem.diagnosers.llm import diagnosis_variants
+from evolvemem.diagnosers.rubric import RULES, RubricDiagnoser, RuleContext, candidate_actions
 from evolvemem.diagnosers.random_search import RandomDiagnoser
 from evolvemem.diagnosers.tpe import TPEDiagnoser
-from evolvemem.contracts.diagnosis import DiagnosisInput
+from evolvemem.contracts.diagnosis import DiagnosisInput, HistoryEntry, ScoreSummary, TypeRow
+from evolvemem.space.ops import Change, perturb
 from evolvemem.loop.guard import RoundScore, check_regression, decide
 from evolvemem.loop.spec import GuardSettings
 from evolvemem.contracts.diagnosis import Proposal, proposal_from_raw
@@ -24,7 +26,7 @@ def make_input(taxonomy, by_type=None, config=None, history=None, mean_context=8
         round=1,
         objective="all",
         score=0.3,
-        overall={},
+        overall=ScoreSummary(),
         by_type=by_type or [],
         by_category=[],
         taxonomy=taxonomy,
@@ -133,7 +135,7 @@ def test_rubric_rules_follow_the_taxonomy():
     inp = make_input({"budget_cut": 50, "answer_error": 10})
     assert RubricDiagnoser().diagnose(inp, load_config("weak")[0]).proposal.changes == {"max_context": 12}
     # one lagging type -> a per-type override that keeps the others
-    by_type = [{"question_type": "temporal", "n": 50, "f1": 0.1}, {"question_type": "single_fact", "n": 50, "f1": 0.5}]
+    by_type = [TypeRow("temporal", 50, 0.1), TypeRow("single_fact", 50, 0.5)]
     inp = make_input({"answer_error": 5, "correct": 95}, by_type=by_type)
     p = RubricDiagnoser().diagnose(inp, load_config("weak")[0]).proposal
     assert p.overrides == {"temporal": {"answer_style": "temporal"}} and not p.changes
@@ -146,20 +148,65 @@ def test_rubric_rules_follow_the_taxonomy():
 
 def test_rubric_skips_changes_that_failed_before():
     history = [
-        {
-            "round": 0,
-            "decision": "applied",
-            "changes": [{"field": "max_context", "old": 8, "new": 12, "scope": "global"}],
-            "outcome_delta": -0.02,
-            "score": 0.3,
-            "reason": "",
-            "delta": None,
-        }
+        HistoryEntry(
+            round=0,
+            decision="applied",
+            changes=(Change("max_context", 8, 12),),
+            outcome_delta=-0.02,
+            score=0.3,
+            reason="",
+        )
     ]
     inp = make_input({"budget_cut": 50, "retrieval_miss": 30}, history=history)
     p = RubricDiagnoser().diagnose(inp, load_config("weak")[0]).proposal
     assert p.changes != {"max_context": 12} and not p.is_empty
     assert candidate_actions(make_input({}), files_space()) == []
+
+
+def test_every_rule_of_the_table_fires_on_its_signal_and_proposes_settings_of_the_space():
+    rng, space = random.Random(0), files_space()
+    fired = set()
+    for preset in ("weak", "default", "hybrid"):
+        for _ in range(15):
+            config, _ = perturb(load_config(preset)[0], rng, 8)
+            for signal in {rule.signal for rule in RULES}:
+                inp = make_input(
+                    {cls: 100 for cls, _ in signal.parts} | {"correct": 100}, config=config, mean_context=20.0
+                )
+                for budget in (0, 1500):
+                    inp.token_budget = budget
+                    for rule in RULES:
+                        action = rule.fire(RuleContext(inp, space))
+                        if action is not None:
+                            assert (
+                                action.rule == rule.name and action.changes and all(k in space for k in action.changes)
+                            )
+                            fired.add((rule.name, rule.signal.name))
+    assert fired == {(rule.name, rule.signal.name) for rule in RULES}
+    # below its signal's threshold (a share of the failures) no rule fires
+    quiet = make_input({"correct": 100, "unknown": 96, "retrieval_miss": 1, "answer_error": 1, "budget_cut": 2})
+    assert [r.name for r in RULES if r.fire(RuleContext(quiet, space))] == []
+
+
+def test_the_diagnosis_prompt_shows_the_typed_rows_as_the_dicts_it_had():
+    by_type = [TypeRow("temporal", 50, 0.1, 0.5, 3, 0.0), TypeRow("single_fact", 50, 0.5, 0.9, 1, 0.02, delta=0.05)]
+    history = [HistoryEntry(0, "applied", "kept", 0.3, None, (Change("max_context", 8, 12),), 0.01, True)]
+    inp = make_input({"answer_error": 5, "correct": 95}, by_type=by_type, history=history)
+    prompt = next(diagnosis_variants(inp, files_space()))[1]
+    # a type's delta only when it has one; a change with its keys sorted, as the run store keeps it
+    assert (
+        '{"question_type": "temporal", "n": 50, "f1": 0.1, "evidence_recall": 0.5, "zero_f1": 3, "abstain_rate": 0.0}\n'
+        in prompt
+    )
+    assert '"abstain_rate": 0.02, "delta": 0.05}' in prompt
+    assert (
+        '- round 0: applied (kept); score 0.3; changes [{"field": "max_context", "new": 12, "old": 8, "scope": "global"}]; '
+        "next round moved the score by 0.01 (a paired gain)" in prompt
+    )
+    stored = inp.as_dict()
+    assert "delta" not in stored["by_type"][0] and stored["by_type"][1]["delta"] == 0.05
+    assert stored["history"][0]["changes"] == [{"field": "max_context", "new": 12, "old": 8, "scope": "global"}]
+    assert stored["overall"] == {"n": None, "f1": None, "evidence_recall": None, "zero_f1": None, "mean_context": None}
 
 
 def test_random_and_tpe_propose_valid_changes():

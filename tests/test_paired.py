@@ -9,6 +9,10 @@ import random
 from evolvemem.loop.paired import accept, compare
 from evolvemem.space.action_space import files_space
 from evolvemem.loop.spec import GuardSettings
+from dataclasses import replace
+
+from evolvemem.contracts.diagnosis import GroupOutcome, HistoryEntry, ScoreSummary
+from evolvemem.space.ops import Change
 
 ADV = ("5",)
 
@@ -89,7 +93,7 @@ def test_failed_questions_are_left_out_of_the_pairs_and_folds_must_all_hold():
 
 
 # ----------------------------------------------------------------------------- proposals vs evidence
-def _input(taxonomy: dict[str, int], history: list[dict] | None = None, view_credit: dict | None = None):
+def _input(taxonomy: dict[str, int], history: list[HistoryEntry] | None = None, view_credit: dict | None = None):
     from evolvemem.contracts.diagnosis import DiagnosisInput
     from evolvemem.space.config import load_config
 
@@ -98,7 +102,7 @@ def _input(taxonomy: dict[str, int], history: list[dict] | None = None, view_cre
         round=2,
         objective="balanced",
         score=0.3,
-        overall={},
+        overall=ScoreSummary(),
         by_type=[],
         by_category=[],
         taxonomy=taxonomy,
@@ -135,13 +139,13 @@ def test_switching_off_the_view_that_found_the_evidence_and_repeating_a_failed_m
     from evolvemem.loop.evidence_check import flag_proposal
 
     history = [
-        {
-            "round": 0,
-            "decision": "applied",
-            "changes": [{"field": "rrf_k", "old": 60, "new": 30, "scope": "global"}],
-            "outcome_delta": 0.004,
-            "outcome_accepted": False,
-        }
+        HistoryEntry(
+            round=0,
+            decision="applied",
+            changes=(Change("rrf_k", 60, 30),),
+            outcome_delta=0.004,
+            outcome_accepted=False,
+        )
     ]
     inp = _input({"answer_error": 50}, history, view_credit={"semantic": 90, "keyword": 40})
     p = Proposal(changes={"semantic_top_k": 0, "rrf_k": 20})
@@ -150,24 +154,20 @@ def test_switching_off_the_view_that_found_the_evidence_and_repeating_a_failed_m
     assert any("repeats rrf_k" in f for f in flags) and p.is_empty
 
 
-def _traded(field: str, old, new, main: float, adversarial: float, p_gain: float = 0.01) -> dict:
+def _traded(field: str, old, new, main: float, adversarial: float, p_gain: float = 0.01) -> HistoryEntry:
     """A history item: a change whose round gained one group and lost the other (paired)."""
     groups = {
-        "main": {"diff": main, "p_gain": p_gain if main > 0 else 0.9, "p_loss": 0.9 if main > 0 else 0.01},
-        "adversarial": {
-            "diff": adversarial,
-            "p_gain": p_gain if adversarial > 0 else 0.9,
-            "p_loss": 0.9 if adversarial > 0 else 0.01,
-        },
+        "main": GroupOutcome(main, p_gain if main > 0 else 0.9, 0.9 if main > 0 else 0.01),
+        "adversarial": GroupOutcome(adversarial, p_gain if adversarial > 0 else 0.9, 0.9 if adversarial > 0 else 0.01),
     }
-    return {
-        "round": 1,
-        "decision": "applied",
-        "changes": [{"field": field, "old": old, "new": new, "scope": "global"}],
-        "outcome_delta": 0.0,
-        "outcome_accepted": False,
-        "outcome_groups": groups,
-    }
+    return HistoryEntry(
+        round=1,
+        decision="applied",
+        changes=(Change(field, old, new),),
+        outcome_delta=0.0,
+        outcome_accepted=False,
+        outcome_groups=groups,
+    )
 
 
 def test_the_rubric_keeps_a_change_that_traded_groups_together_with_a_counterweight():
@@ -204,7 +204,7 @@ def test_a_counterweight_for_answerable_questions_gives_back_all_their_evidence_
     from evolvemem.diagnosers.rubric import RubricDiagnoser
     from evolvemem.space.config import load_config
 
-    def weak_input(history: list[dict]):
+    def weak_input(history: list[HistoryEntry]):
         inp = _input({"retrieval_miss": 100}, history)
         inp.config.update(load_config("weak")[0].values())
         return inp
@@ -212,17 +212,16 @@ def test_a_counterweight_for_answerable_questions_gives_back_all_their_evidence_
     # verification won unanswerable questions but withdrew answerable ones; the dense view and a
     # wider budget had each failed alone before (no gain), which does not stop them as a counterweight
     failed_alone = [
-        {
-            "round": 0,
-            "decision": "reverted",
-            "outcome_delta": -0.001,
-            "outcome_accepted": False,
-            "changes": [{"field": field, "old": old, "new": new, "scope": "global"}],
-        }
+        HistoryEntry(
+            round=0,
+            decision="reverted",
+            outcome_delta=-0.001,
+            outcome_accepted=False,
+            changes=(Change(field, old, new),),
+        )
         for field, old, new in (("semantic_top_k", 0, 10), ("max_context", 8, 10))
     ]
-    traded = _traded("enable_answer_verification", False, True, -0.02, 0.15)
-    traded["round"] = 2
+    traded = replace(_traded("enable_answer_verification", False, True, -0.02, 0.15), round=2)
     proposal = RubricDiagnoser().diagnose(weak_input(failed_alone + [traded]), RetrievalConfig()).proposal
     assert proposal.changes == {
         "enable_answer_verification": True,
@@ -232,13 +231,13 @@ def test_a_counterweight_for_answerable_questions_gives_back_all_their_evidence_
     }  # answers are gated: a withdrawn one may retry
     assert "counterweight for main" in proposal.rationale
     # the same bundle tried (and lost) once is not proposed again: the next, smaller counterweight is
-    tried = {
-        "round": 3,
-        "decision": "reverted",
-        "outcome_delta": -0.001,
-        "outcome_accepted": False,
-        "changes": [{"field": k, "old": None, "new": val, "scope": "global"} for k, val in proposal.changes.items()],
-    }
+    tried = HistoryEntry(
+        round=3,
+        decision="reverted",
+        outcome_delta=-0.001,
+        outcome_accepted=False,
+        changes=tuple(Change(k, None, val) for k, val in proposal.changes.items()),
+    )
     again = RubricDiagnoser().diagnose(weak_input(failed_alone + [traded, tried]), RetrievalConfig()).proposal
     assert again.changes and again.changes != proposal.changes
 
@@ -249,11 +248,15 @@ def test_a_counterweight_does_not_walk_further_along_the_settings_the_kept_chang
     # a bundle that widened the keyword view and the budget still lost answerable questions: a
     # counterweight that only widens the keyword view again is not proposed (fresh settings are)
     bundle = _traded("enable_answer_verification", False, True, -0.02, 0.14)
-    bundle["changes"] += [
-        {"field": "keyword_top_k", "old": 10, "new": 15, "scope": "global"},
-        {"field": "max_context", "old": 12, "new": 30, "scope": "global"},
-        {"field": "judge_retries", "old": 0, "new": 1, "scope": "global"},
-    ]
+    bundle = replace(
+        bundle,
+        changes=(
+            *bundle.changes,
+            Change("keyword_top_k", 10, 15),
+            Change("max_context", 12, 30),
+            Change("judge_retries", 0, 1),
+        ),
+    )
     # (the dense view is on and the budget is at its maximum: nothing fresh is left, so the
     # rubric's usual rules decide)
     assert trade_actions(_input({"retrieval_miss": 100}, [bundle]), files_space()) == []
@@ -266,14 +269,14 @@ def test_moves_that_failed_alone_are_a_new_experiment_together_but_not_twice():
     from evolvemem.contracts.diagnosis import Proposal
     from evolvemem.loop.evidence_check import flag_proposal
 
-    def tried(changes: dict, round_no: int) -> dict:
-        return {
-            "round": round_no,
-            "decision": "reverted",
-            "outcome_delta": -0.002,
-            "outcome_accepted": False,
-            "changes": [{"field": k, "old": DEFAULTS[k], "new": v, "scope": "global"} for k, v in changes.items()],
-        }
+    def tried(changes: dict, round_no: int) -> HistoryEntry:
+        return HistoryEntry(
+            round=round_no,
+            decision="reverted",
+            outcome_delta=-0.002,
+            outcome_accepted=False,
+            changes=tuple(Change(k, DEFAULTS[k], v) for k, v in changes.items()),
+        )
 
     DEFAULTS = {"keyword_top_k": 10, "answer_style": "concise"}  # the default preset's values
 
@@ -299,13 +302,13 @@ def test_retrieval_misses_widen_the_views_with_a_context_that_carries_the_extra_
     # switching the dense view on was tried first and brought no significant gain: a different
     # lever from giving it more candidates now that it is on
     inp.history = [
-        {
-            "round": 0,
-            "decision": "applied",
-            "outcome_delta": 0.09,
-            "outcome_accepted": False,
-            "changes": [{"field": "semantic_top_k", "old": 0, "new": 10, "scope": "global"}],
-        }
+        HistoryEntry(
+            round=0,
+            decision="applied",
+            outcome_delta=0.09,
+            outcome_accepted=False,
+            changes=(Change("semantic_top_k", 0, 10),),
+        )
     ]
     proposal = RubricDiagnoser().diagnose(inp, RetrievalConfig()).proposal
     assert "widen the views" in proposal.rationale
@@ -313,15 +316,13 @@ def test_retrieval_misses_widen_the_views_with_a_context_that_carries_the_extra_
     assert proposal.changes == {"semantic_top_k": 15, "keyword_top_k": 10, "max_context": 12}
     # widening that was tried without a gain is not walked again
     inp.history.append(
-        {
-            "round": 1,
-            "decision": "reverted",
-            "outcome_delta": -0.01,
-            "outcome_accepted": False,
-            "changes": [
-                {"field": k, "old": inp.config[k], "new": v, "scope": "global"} for k, v in proposal.changes.items()
-            ],
-        }
+        HistoryEntry(
+            round=1,
+            decision="reverted",
+            outcome_delta=-0.01,
+            outcome_accepted=False,
+            changes=tuple(Change(k, inp.config[k], v) for k, v in proposal.changes.items()),
+        )
     )
     assert "widen the views" not in RubricDiagnoser().diagnose(inp, RetrievalConfig()).proposal.rationale
 

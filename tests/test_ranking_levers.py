@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evolvemem.contracts.diagnosis import DiagnosisInput
+from evolvemem.space.ops import Change
+from evolvemem.contracts.diagnosis import DiagnosisInput, HistoryEntry, ScoreSummary
 from evolvemem.diagnosers.rubric import RubricDiagnoser
 from evolvemem.retrieval.embeddings import Embedder
 from evolvemem.retrieval.index import ConversationIndex
@@ -248,7 +249,7 @@ def diagnosis_input(token_budget: int, **values) -> DiagnosisInput:
         round=1,
         objective="evidence",
         score=0.7,
-        overall={},
+        overall=ScoreSummary(),
         by_type=[],
         by_category=[],
         taxonomy={"budget_cut": 60, "retrieval_miss": 10, "correct": 100},
@@ -270,13 +271,13 @@ def test_rubric_proposes_ranking_moves_when_a_token_budget_cuts():
     assert later.get("late_weight", 0) > 1.0
     # weighting it up brought no gain: the next order moves are the ranking terms, each on its own
     failed = [
-        {
-            "round": 1,
-            "decision": "applied",
-            "changes": [{"field": "late_weight", "old": 1.0, "new": 2.0}],
-            "outcome_delta": 0.0,
-            "outcome_accepted": False,
-        }
+        HistoryEntry(
+            round=1,
+            decision="applied",
+            changes=(Change("late_weight", 1.0, 2.0),),
+            outcome_delta=0.0,
+            outcome_accepted=False,
+        )
     ]
     inp = diagnosis_input(1500, late_top_k=10)
     inp.history = failed

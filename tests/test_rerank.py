@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evolvemem.contracts.diagnosis import DiagnosisInput
+from evolvemem.contracts.diagnosis import DiagnosisInput, ScoreSummary
 from evolvemem.diagnosers.rubric import RubricDiagnoser
 from evolvemem.errors import ConfigError
 from evolvemem.retrieval.embeddings import Embedder, bundled_model_path
@@ -159,7 +159,7 @@ def diagnosis_input(fixed: tuple[str, ...]) -> DiagnosisInput:
         round=1,
         objective="evidence",
         score=0.7,
-        overall={},
+        overall=ScoreSummary(),
         by_type=[],
         by_category=[],
         taxonomy={"budget_cut": 60, "retrieval_miss": 10, "correct": 100},

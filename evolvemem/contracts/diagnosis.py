@@ -1,4 +1,5 @@
-"""What a diagnoser reads and returns: `DiagnosisInput`, `Proposal`, `DiagnosisResult`, `Diagnoser`.
+"""What a diagnoser reads and returns: `DiagnosisInput` (with its rows: `ScoreSummary`, `TypeRow`,
+`CategoryRow`, `WorstCase`, `HistoryEntry`), `Proposal`, `DiagnosisResult`, `Diagnoser`.
 
 A proposal is validated against the run's action space: a value that fails validation is
 dropped with a reason (never applied, never a crash); a dimension the space does not know is
@@ -15,6 +16,7 @@ from evolvemem.contracts.records import FAILURE_CLASSES
 from evolvemem.contracts.usage import Usage
 from evolvemem.qtypes import QUESTION_TYPES
 from evolvemem.space.action_space import ActionSpace
+from evolvemem.space.ops import Change
 
 if TYPE_CHECKING:
     from evolvemem.space.config import ClampReport, RetrievalConfig
@@ -40,20 +42,124 @@ def move_direction(name: str, old: Any, new: Any, space: ActionSpace) -> str:
     return repr(new)
 
 
+@dataclass(frozen=True)
+class ScoreSummary:
+    """Scores over one evaluation's answered questions (failed ones left out; 4 decimals)."""
+
+    n: int | None = None
+    f1: float | None = None
+    evidence_recall: float | None = None
+    zero_f1: int | None = None
+    mean_context: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TypeRow:
+    """Scores of one question type, and its F1's move since the previous round."""
+
+    question_type: str
+    n: int
+    f1: float | None
+    evidence_recall: float | None = None
+    zero_f1: int | None = None
+    abstain_rate: float | None = None
+    delta: float | None = None  # None: no previous round, or the type had no F1 there
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as the prompt shows it: `delta` only when there is one."""
+        row = asdict(self)
+        if self.delta is None:
+            del row["delta"]
+        return row
+
+
+@dataclass(frozen=True)
+class CategoryRow:
+    """Scores of one of the benchmark's own categories."""
+
+    category: str
+    n: int
+    f1: float | None
+    zero_f1: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class WorstCase:
+    """One of a question type's lowest-scoring wrong answers, with the first memories in its context."""
+
+    question_type: str
+    category: str
+    question: str
+    gold: str
+    prediction: str
+    f1: float | None
+    failure: str
+    evidence_ids: tuple[str, ...] | None
+    context_ids: tuple[str, ...] | None
+    context_views: tuple[str, ...] | None
+
+    def as_dict(self) -> dict[str, Any]:
+        row = asdict(self)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in row.items()}
+
+
+@dataclass(frozen=True)
+class GroupOutcome:
+    """What a round gained or lost against the incumbent in one group of questions (paired)."""
+
+    diff: float
+    p_gain: float
+    p_loss: float
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """An earlier decision and the true outcome of its change: the score of the round the change
+    produced minus the score of the config it was applied to."""
+
+    round: int
+    decision: str
+    reason: str | None = None
+    score: float | None = None
+    delta: float | None = None
+    changes: tuple[Change, ...] = ()
+    outcome_delta: float | None = None
+    # did the config this change produced beat the incumbent on paired evidence?
+    outcome_accepted: bool | None = None
+    # per group: what the produced round gained or lost against the incumbent (paired)
+    outcome_groups: dict[str, GroupOutcome] | None = None
+
+    def changes_as_stored(self) -> list[dict[str, Any]]:
+        """The changes as the run store keeps them (JSON, keys sorted): what the prompt and the
+        stored diagnosis input show."""
+        return [dict(sorted(c.as_dict().items())) for c in self.changes]
+
+    def as_dict(self) -> dict[str, Any]:
+        row = asdict(self)
+        row["changes"] = self.changes_as_stored()
+        return row
+
+
 @dataclass
 class DiagnosisInput:
     round: int
     objective: str
     score: float
-    overall: dict[str, Any]
-    by_type: list[dict[str, Any]]
-    by_category: list[dict[str, Any]]
+    overall: ScoreSummary
+    by_type: list[TypeRow]
+    by_category: list[CategoryRow]
     taxonomy: dict[str, int]
     taxonomy_by_type: dict[str, dict[str, int]]
-    worst_cases: list[dict[str, Any]]
+    worst_cases: list[WorstCase]
     config: dict[str, ConfigValue | None]
     overrides: dict[str, dict[str, ConfigValue | None]]
-    history: list[dict[str, Any]] = field(default_factory=list)
+    history: list[HistoryEntry] = field(default_factory=list)
     mean_context: float = 0.0
     # retrieval view -> answerable questions answered right with a memory from that view in context
     view_credit: dict[str, int] = field(default_factory=dict)
@@ -65,7 +171,16 @@ class DiagnosisInput:
     token_budget: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain values with the rows' own keys (what the run store and the round's snapshot keep)."""
+        out = asdict(self)
+        out.update(
+            overall=self.overall.as_dict(),
+            by_type=[r.as_dict() for r in self.by_type],
+            by_category=[r.as_dict() for r in self.by_category],
+            worst_cases=[r.as_dict() for r in self.worst_cases],
+            history=[h.as_dict() for h in self.history],
+        )
+        return out
 
     def failures_total(self) -> int:
         return sum(self.taxonomy.get(c, 0) for c in FAILURE_CLASSES)
@@ -83,30 +198,24 @@ class DiagnosisInput:
         switches a field off."""
         bad = set()
         for item in self.history:
-            outcome = item.get("outcome_delta")
-            if item.get("decision") == Decision.EXPLORED or outcome is None:
+            outcome = item.outcome_delta
+            if item.decision == Decision.EXPLORED or outcome is None:
                 continue
-            accepted = item.get("outcome_accepted")
+            accepted = item.outcome_accepted
             if accepted if accepted is not None else outcome > 0.001:
                 continue
-            for change in item.get("changes") or []:
-                old = None if change.get("old") == "(global)" else change.get("old")
-                bad.add(
-                    (
-                        change.get("scope", "global"),
-                        change["field"],
-                        move_direction(change["field"], old, change["new"], space),
-                    )
-                )
+            for change in item.changes:
+                old = None if change.old == "(global)" else change.old
+                bad.add((change.scope, change.field, move_direction(change.field, old, change.new, space)))
         return bad
 
     def tried_change_sets(self) -> set[frozenset[tuple[str, str, str]]]:
         """The change sets earlier rounds evaluated as one proposal, each a set of (scope, field,
         new value as text): moves that failed alone can still be new together, not twice."""
         return {
-            frozenset(change_key(c.get("scope", "global"), c["field"], c["new"]) for c in item["changes"])
+            frozenset(change_key(c.scope, c.field, c.new) for c in item.changes)
             for item in self.history
-            if item.get("changes") and item.get("decision") in (Decision.APPLIED, Decision.REVERTED)
+            if item.changes and item.decision in (Decision.APPLIED, Decision.REVERTED)
         }
 
 

@@ -16,7 +16,9 @@ from typing import Any, Callable, Iterator
 from evolvemem.contracts.diagnosis import (
     DiagnosisInput,
     DiagnosisResult,
+    HistoryEntry,
     Proposal,
+    WorstCase,
     proposal_from_raw,
 )
 from evolvemem.contracts.usage import Usage
@@ -45,33 +47,37 @@ def _compact(value: Any) -> str:
     return json.dumps(value, default=str, ensure_ascii=False)
 
 
-def _worst_text(cases: list[dict]) -> str:
+def _worst_text(cases: list[WorstCase]) -> str:
     return (
         "\n".join(
-            f"- [{c['question_type']}] Q: {c['question']} | gold: {c['gold']} | predicted: {c['prediction']} "
-            f"| f1 {c['f1']} | {c['failure']} | context: {', '.join(c['context_views'] or [])}"
+            f"- [{c.question_type}] Q: {c.question} | gold: {c.gold} | predicted: {c.prediction} "
+            f"| f1 {c.f1} | {c.failure} | context: {', '.join(c.context_views or [])}"
             for c in cases
         )
         or "(none)"
     )
 
 
-def _history_text(history: list[dict]) -> str:
+def _paired_note(accepted: bool | None) -> str:
+    return "" if accepted is None else " (a paired gain)" if accepted else " (no paired gain)"
+
+
+def _history_text(history: list[HistoryEntry]) -> str:
     return (
         "\n".join(
-            f"- round {h['round']}: {h['decision']} ({h['reason']}); score {h['score']}; changes "
-            f"{_compact(h['changes'])}; next round moved the score by {h['outcome_delta']}"
-            f"{'' if h.get('outcome_accepted') is None else ' (a paired gain)' if h['outcome_accepted'] else ' (no paired gain)'}"
+            f"- round {h.round}: {h.decision} ({h.reason}); score {h.score}; changes "
+            f"{_compact(h.changes_as_stored())}; next round moved the score by {h.outcome_delta}"
+            f"{_paired_note(h.outcome_accepted)}"
             for h in history
         )
         or "(first round)"
     )
 
 
-def _one_per_type(cases: list[dict]) -> list[dict]:
-    first: dict[str, dict] = {}
+def _one_per_type(cases: list[WorstCase]) -> list[WorstCase]:
+    first: dict[str, WorstCase] = {}
     for case in cases:
-        first.setdefault(case["question_type"], case)
+        first.setdefault(case.question_type, case)
     return list(first.values())
 
 
@@ -96,8 +102,8 @@ def diagnosis_variants(inp: DiagnosisInput, space: ActionSpace) -> Iterator[tupl
                 overrides=_compact(inp.overrides),
                 objective=inp.objective,
                 score=f"{inp.score:.4f}",
-                overall=_compact(inp.overall),
-                by_type="\n".join(_compact(r) for r in inp.by_type),
+                overall=_compact(inp.overall.as_dict()),
+                by_type="\n".join(_compact(r.as_dict()) for r in inp.by_type),
                 taxonomy=_compact(inp.taxonomy),
                 dominant=inp.dominant_failure() or "none",
                 taxonomy_by_type=_compact(inp.taxonomy_by_type),

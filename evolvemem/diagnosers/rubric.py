@@ -1,20 +1,30 @@
 """`rubric`: a deterministic diagnoser, no model — the EvolveMem paper's decision rubric driven
 by the failure taxonomy.
 
-Each rule looks at the share of one failure class (or one lagging question type) and, when it
-fires, proposes a concrete action. Rules are ranked by how much of the failure mass they
-address; the strongest action that is not already in effect and was not tried before with a
-bad outcome is proposed. One action per round keeps the guard's verdict attributable; the
-exception is a change that traded one group for the other, kept with a counterweight and judged
-as one bundle."""
+The rules are a table (`RULES`): each a name, the failure signal it reads (a `Signal`: a share of
+the failures, with the threshold at which its rules fire), the change it proposes (values read
+from the config's action space, never its ranges), and its weight — the share of the signal's
+failure mass the change could recover. The table is the one place their order and weights live.
+Around it: a change that traded one group for the other is kept with a counterweight first (judged
+as one bundle), lagging question types get per-type menus (`TYPE_MENUS`), and a run's lever is
+switched on when it makes several firing moves at once. The strongest action that is not already
+in effect and was not tried before with a bad outcome is proposed: one action per round keeps the
+guard's verdict attributable."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from evolvemem.contracts.vocab import Decision, FailureClass
-from evolvemem.contracts.diagnosis import DiagnosisInput, DiagnosisResult, Proposal, change_key, move_direction
+from evolvemem.contracts.diagnosis import (
+    DiagnosisInput,
+    DiagnosisResult,
+    Proposal,
+    TypeRow,
+    change_key,
+    move_direction,
+)
 from evolvemem.qtypes import LABEL_ONLY_TYPES as NO_OVERRIDE_TYPES
 from evolvemem.space.action_space import ActionSpace
 
@@ -22,12 +32,18 @@ if TYPE_CHECKING:
     from evolvemem.llm.client import LLMClient
     from evolvemem.space.config import RetrievalConfig
 
-MIN_TYPE_N = 8
+Changes = dict[str, Any]
+
+MIN_TYPE_N = 8  # a question type with fewer answered questions is too noisy to call lagging
 TOKEN_STEP = 400  # a token budget that cuts evidence grows by this much
-LAG_MARGIN = 0.08
+LAG_MARGIN = 0.08  # a type lags when its F1 is this far below the mean of the types
+CROWDED_CONTEXT = 14  # mean memories in context above which answer errors read as noise
+MENU_DECAY = 0.05  # each further move of a lagging type's menu (or of a counterweight list) is this much weaker
 # A tried change whose paired outcome gained one group by at least this much (p below TRADE_P)
 # while the other lost is worth keeping with a counterweight for the losing group.
 TRADE_GAIN, TRADE_P = 0.005, 0.1
+TRADE_STRENGTH = 1.0  # a kept trade outranks every failure rule (their strengths are shares of the questions)
+UNSUPPORTED_LEVER = 0.001  # a lever no firing rule asks for is still tried once, after every rule
 
 
 @dataclass
@@ -39,6 +55,7 @@ class Action:
     # a bundle (a traded change kept with its counterweight) is one experiment: its moves are not
     # checked one by one against moves that failed alone, only the whole against tried bundles
     bundle: bool = False
+    rule: str = ""  # the row of RULES that proposed it ("" for a trade, a type's menu or a lever)
 
 
 def _bump(space: ActionSpace, config: dict, name: str, step: float) -> Any:
@@ -64,47 +81,115 @@ def _mass(inp: DiagnosisInput, cls: str) -> float:
     return inp.taxonomy.get(cls, 0) / n if n else 0.0
 
 
-def _type_actions(space: ActionSpace, qtype: str, f1: float, mean: float, share: float, values: dict) -> list[Action]:
-    """Per-type overrides that keep the other types as they are; strength = the F1 gap times
-    the type's share of the questions (a small type lagging far can gain little overall)."""
-    gap = mean - f1
-    strength = gap * share
-    reason = f"{qtype} lags the mean F1 by {gap:.2f}"
-    menu: dict[str, list[dict[str, Any]]] = {
-        "temporal": [
-            {"answer_style": "temporal"},
-            {"time_decay_half_life_days": 180.0, "recency_weight": 0.2},
-            {"context_order": "chronological"},
-            {"foresight_top_k": 5},
-        ],
-        "multi_hop": [
-            {"enable_query_decomposition": True},
-            {"answer_style": "step_by_step"},
-            {"reflection_rounds": 1},
-            {"max_context": _bump(space, values, "max_context", 6)},
-            {"cue_graph_top_k": 10},
-            {"scene_top_k": 10},
-        ],
-        "counting": [
-            {"answer_style": "step_by_step"},
-            {"max_context": _bump(space, values, "max_context", 6)},
-            {"memory_granularity": "episode"},
-        ],
-        "inference": [
-            {"answer_style": "detailed"},
-            {"max_context": _bump(space, values, "max_context", 4)},
-            {"memory_granularity": "episode"},
-            {"scene_top_k": 10},
-        ],
-        "knowledge_update": [
-            {"recency_weight": 0.3, "time_decay_half_life_days": 90.0},
-            {"enable_refresher": True},
-            {"judge_retries": 1},
-        ],
-        "preference": [{"structured_top_k": 10}, {"answer_style": "detailed"}],
-        "single_fact": [{"answer_style": "extractive"}, {"keyword_top_k": _bump(space, values, "keyword_top_k", 5)}],
-    }
-    return [Action(strength * (1 - 0.05 * i), reason, changes, qtype) for i, changes in enumerate(menu.get(qtype, []))]
+@dataclass(frozen=True)
+class RuleContext:
+    """What a rule reads of the round: its diagnosis input and the config's space and values."""
+
+    inp: DiagnosisInput
+    space: ActionSpace
+
+    @property
+    def v(self) -> dict[str, Any]:
+        return self.inp.config
+
+    @property
+    def budgeted(self) -> bool:
+        """A token budget cuts the contexts: more candidates or items change nothing below it, their order does."""
+        return bool(self.inp.token_budget or self.v.get("context_token_budget"))
+
+    def bump(self, name: str, step: float) -> Any:
+        return _bump(self.space, self.v, name, step)
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A failure signal: a weighted sum of failure classes, the share of the failures at which its
+    rules fire, and how a reason states it (`{share}`, `{mean_context}`)."""
+
+    name: str
+    parts: tuple[tuple[FailureClass, float], ...]
+    threshold: float
+    says: str
+
+    def share(self, inp: DiagnosisInput) -> float:
+        return sum(_share(inp, cls) * part for cls, part in self.parts)
+
+    def mass(self, inp: DiagnosisInput) -> float:
+        return sum(_mass(inp, cls) * part for cls, part in self.parts)
+
+
+MISSES = Signal(
+    "retrieval misses",
+    ((FailureClass.RETRIEVAL_MISS, 1.0), (FailureClass.EXTRACTION_GAP, 0.5)),
+    0.2,
+    "{share:.0%} of failures never reached the candidates (retrieval misses)",
+)
+GAPS = Signal(
+    "extraction gaps",
+    ((FailureClass.EXTRACTION_GAP, 1.0),),
+    0.1,
+    "{share:.0%} of failures have evidence no memory covers (extraction gaps)",
+)
+CUTS = Signal(
+    "budget cuts",
+    ((FailureClass.BUDGET_CUT, 1.0),),
+    0.1,
+    "{share:.0%} of failures had the evidence ranked but cut by the context budget",
+)
+ABSTENTIONS = Signal(
+    "wrong abstentions",
+    ((FailureClass.WRONG_ABSTENTION, 1.0),),
+    0.1,
+    "{share:.0%} of failures abstained although the evidence was in context",
+)
+READER_ERRORS = Signal(  # the evidence was in context and the reader still answered wrong
+    "reader errors",
+    ((FailureClass.ANSWER_ERROR, 1.0),),
+    0.2,
+    "{share:.0%} of failures had all their evidence in context and were answered wrong (reader errors)",
+)
+NOISE = Signal(
+    "reader errors in a crowded context",
+    ((FailureClass.ANSWER_ERROR, 1.0),),
+    0.3,
+    "{share:.0%} answer errors with {mean_context:.0f} memories in context: too much noise",
+)
+FORMAT_MISMATCHES = Signal(
+    "format mismatches",
+    ((FailureClass.FORMAT_MISMATCH, 1.0),),
+    0.1,
+    "{share:.0%} of failures were partly right (format mismatch)",
+)
+HALLUCINATIONS = Signal(
+    "hallucinations",
+    ((FailureClass.HALLUCINATION, 1.0),),
+    0.1,
+    "{share:.0%} of failures answered questions the conversation cannot answer",
+)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One candidate rule: when its signal reaches its threshold and `propose` returns changes, an
+    action as strong as the signal's failure mass times `weight` (the share of it the change could
+    recover), its reason the signal's statement and `why`."""
+
+    name: str
+    signal: Signal
+    weight: float
+    propose: Callable[[RuleContext], Changes | None]
+    why: str = ""
+
+    def fire(self, c: RuleContext) -> Action | None:
+        share = self.signal.share(c.inp)
+        if share < self.signal.threshold:
+            return None
+        changes = self.propose(c)
+        if not changes:
+            return None
+        reason = self.signal.says.format(share=share, mean_context=c.inp.mean_context)
+        why = f"{reason}; {self.why}" if self.why else reason
+        return Action(self.signal.mass(c.inp) * self.weight, why, changes, rule=self.name)
 
 
 VIEW_SIZES = ("semantic_top_k", "keyword_top_k", "structured_top_k")
@@ -131,49 +216,323 @@ def _widen_views(space: ActionSpace, v: dict) -> dict[str, Any]:
     return out
 
 
-def ranking_actions(space: ActionSpace, v: dict, mass: float, reason: str) -> list[Action]:
-    """Moves that change the *order* of what fits a token budget (the budget alone decides how
-    much fits, so wider views or a larger item cap change nothing below it): the late-interaction
-    view, then weighting it up, the session prior, the neighbour term, the person focus and the
-    temporal grounding — each off until a round shows it earns its place. With a cross-encoder
-    (a run without one keeps its settings fixed, so the move is skipped), reading the top
-    candidates again comes first."""
-    known = space
-    out: list[Action] = []
-    if "rerank_top_k" in known and v.get("rerank_top_k") == known["rerank_top_k"].off:
-        out.append(
-            Action(
-                mass * 0.8,
-                reason + "; read the best candidates again with the cross-encoder",
-                {"rerank_top_k": known["rerank_top_k"].default or known["rerank_top_k"].clamp(30)},
-            )
-        )
-    if "late_top_k" in known and v.get("late_top_k") == known["late_top_k"].off:
-        size = max(int(v["semantic_top_k"] or 0), int(v["keyword_top_k"] or 0), int(known.numeric("late_top_k").min))
-        out.append(
-            Action(
-                mass * 0.7,
-                reason + "; match each question word to its best token in every memory (late interaction)",
-                {"late_top_k": known["late_top_k"].clamp(size)},
-            )
-        )
-    elif "late_weight" in known and float(v.get("late_weight") or 0) < float(known.numeric("late_weight").max):
-        out.append(
-            Action(
-                mass * 0.5,
-                reason + "; let the late-interaction view lead the fusion",
-                {"late_weight": _bump(space, v, "late_weight", 1)},
-            )
-        )
-    for name, step, efficacy, why in (
-        ("session_prior_weight", 0.3, 0.45, "lift memories of the sessions that hold the best matches"),
-        ("neighbour_weight", 0.2, 0.4, "lift the memories next to the best matches"),
-        ("person_focus_weight", 0.1, 0.25, "lift the memories of the person the question names"),
-        ("temporal_grounding_weight", 0.2, 0.2, "lift the memories dated when the question says"),
-    ):
-        if name in known and v.get(name) == known[name].mechanism_off:
-            out.append(Action(mass * efficacy, f"{reason}; {why}", {name: _bump(space, v, name, step)}))
-    return out
+def _cross_encoder(c: RuleContext) -> Changes | None:
+    """Read the top candidates again (a run without a cross-encoder keeps its settings fixed, so
+    the move is skipped)."""
+    known = c.space
+    if c.budgeted and "rerank_top_k" in known and c.v.get("rerank_top_k") == known["rerank_top_k"].off:
+        return {"rerank_top_k": known["rerank_top_k"].default or known["rerank_top_k"].clamp(30)}
+    return None
+
+
+def _late_view_off(c: RuleContext) -> bool:
+    return "late_top_k" in c.space and c.v.get("late_top_k") == c.space["late_top_k"].off
+
+
+def _late_view(c: RuleContext) -> Changes | None:
+    """The late-interaction view on, as wide as the widest view that is on."""
+    known, v = c.space, c.v
+    if not (c.budgeted and _late_view_off(c)):
+        return None
+    size = max(int(v["semantic_top_k"] or 0), int(v["keyword_top_k"] or 0), int(known.numeric("late_top_k").min))
+    return {"late_top_k": known["late_top_k"].clamp(size)}
+
+
+def _late_weight(c: RuleContext) -> Changes | None:
+    """Weight the late-interaction view up, once it is on."""
+    known = c.space
+    if not c.budgeted or _late_view_off(c) or "late_weight" not in known:
+        return None
+    if float(c.v.get("late_weight") or 0) < float(known.numeric("late_weight").max):
+        return {"late_weight": c.bump("late_weight", 1)}
+    return None
+
+
+def _ranking_term(name: str, step: float) -> Callable[[RuleContext], Changes | None]:
+    """A ranking term switched on (it is off until a round shows it earns its place)."""
+
+    def propose(c: RuleContext) -> Changes | None:
+        if c.budgeted and name in c.space and c.v.get(name) == c.space[name].mechanism_off:
+            return {name: c.bump(name, step)}
+        return None
+
+    return propose
+
+
+def ranking_rules(signal: Signal) -> tuple[Rule, ...]:
+    """Moves that change the *order* of what fits a token budget (they fire only under one: the
+    budget alone decides how much fits, so wider views or a larger item cap change nothing below
+    it): the cross-encoder, the late-interaction view, then weighting it up, the session prior, the
+    neighbour term, the person focus and the temporal grounding."""
+    return (
+        Rule("cross_encoder", signal, 0.8, _cross_encoder, "read the best candidates again with the cross-encoder"),
+        Rule(
+            "late_view",
+            signal,
+            0.7,
+            _late_view,
+            "match each question word to its best token in every memory (late interaction)",
+        ),
+        Rule("late_weight", signal, 0.5, _late_weight, "let the late-interaction view lead the fusion"),
+        Rule(
+            "session_prior",
+            signal,
+            0.45,
+            _ranking_term("session_prior_weight", 0.3),
+            "lift memories of the sessions that hold the best matches",
+        ),
+        Rule(
+            "neighbours",
+            signal,
+            0.4,
+            _ranking_term("neighbour_weight", 0.2),
+            "lift the memories next to the best matches",
+        ),
+        Rule(
+            "person_focus",
+            signal,
+            0.25,
+            _ranking_term("person_focus_weight", 0.1),
+            "lift the memories of the person the question names",
+        ),
+        Rule(
+            "temporal_grounding",
+            signal,
+            0.2,
+            _ranking_term("temporal_grounding_weight", 0.2),
+            "lift the memories dated when the question says",
+        ),
+    )
+
+
+def _raise_token_budget(c: RuleContext) -> Changes | None:
+    own = _num(c.v, "context_token_budget")
+    if own and (not c.inp.token_budget or own < c.inp.token_budget):  # the config's own budget is what cuts
+        return {"context_token_budget": c.space["context_token_budget"].clamp(own + TOKEN_STEP)}
+    return None
+
+
+def _answer_fewer_abstentions(c: RuleContext) -> Changes:
+    if c.v["answer_style"] == "cautious":
+        return {"answer_style": "concise"}
+    return {"max_context": c.bump("max_context", 2)}
+
+
+def _match_the_gold_form(c: RuleContext) -> Changes:
+    if c.v["answer_style"] in ("detailed", "extractive"):
+        return {"answer_style": "concise"}
+    return {"enable_answer_verification": True, "verification_style": "multi_candidate"}
+
+
+# The candidate rules in the order they are listed (ties in strength keep it), each with its
+# weight: the one place both live. A rule's changes name values, never ranges (those are the
+# config's space's).
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "dense_view_on",
+        MISSES,
+        0.6,
+        lambda c: {"semantic_top_k": c.space["semantic_top_k"].default} if c.v["semantic_top_k"] == 0 else None,
+        "the dense view is off",
+    ),
+    Rule(
+        "rank_fusion_for_misses",
+        MISSES,
+        0.4,
+        lambda c: {"fusion_mode": "rrf"} if c.v["fusion_mode"] != "rrf" and _num(c.v, "semantic_top_k") > 0 else None,
+        "rank fusion is robust to view score scales",
+    ),
+    Rule(
+        "widen_views",
+        MISSES,
+        0.35,
+        lambda c: None if c.budgeted else _widen_views(c.space, c.v),
+        "widen the views",
+    ),
+    *ranking_rules(MISSES),
+    Rule(
+        "structured_view_on",
+        MISSES,
+        0.3,
+        lambda c: {"structured_top_k": 5} if c.v["structured_top_k"] == 0 else None,
+        "the structured view is off",
+    ),
+    Rule(
+        "entity_swap_for_misses",
+        MISSES,
+        0.25,
+        lambda c: None if c.v["enable_entity_swap"] else {"enable_entity_swap": True},
+        "search again without person names",
+    ),
+    Rule(
+        "scenes",
+        MISSES,
+        0.2,
+        lambda c: None if c.v.get("scene_top_k") else {"scene_top_k": 10},
+        "search deeper inside the scenes the question matches",
+    ),
+    Rule(
+        "cue_graph",
+        MISSES,
+        0.15,
+        lambda c: None if c.v.get("cue_graph_top_k") else {"cue_graph_top_k": 10},
+        "follow the cues the matching memories share",
+    ),
+    Rule(
+        "consolidate_recurring",
+        GAPS,
+        0.5,
+        lambda c: {"consolidation_policy": "recurrence"} if c.v.get("consolidation_policy") == "eager" else None,
+        "keep raw turns retrievable and consolidate only recurring topics",
+    ),
+    Rule(
+        "routed_granularity",
+        GAPS,
+        0.4,
+        lambda c: {"memory_granularity": "routed"} if c.v.get("memory_granularity") == "fact" else None,
+        "route questions to raw turns or episodes when facts fall short",
+    ),
+    Rule("raise_token_budget", CUTS, 0.75, _raise_token_budget, "raise the token budget"),
+    *ranking_rules(CUTS),
+    Rule("more_items", CUTS, 0.55, lambda c: None if c.budgeted else {"max_context": c.bump("max_context", 4)}),
+    Rule(
+        "rank_fusion_above_the_cut",
+        CUTS,
+        0.3,
+        lambda c: {"fusion_mode": "rrf"} if c.v["fusion_mode"] != "rrf" else None,
+        "rank fusion lifts what several views agree on above the cut",
+    ),
+    Rule("fewer_abstentions", ABSTENTIONS, 0.5, _answer_fewer_abstentions),
+    Rule(
+        "judge_retry",
+        ABSTENTIONS,
+        0.3,
+        lambda c: {"judge_retries": 1} if c.v.get("judge_retries") == 0 else None,
+        "let a judge retry such answers from another granularity",
+    ),
+    Rule(
+        "sessions_layout",
+        READER_ERRORS,
+        0.25,
+        lambda c: {"context_layout": "sessions"} if c.v.get("context_layout") == "list" else None,
+        "show the context by session, under date headers",
+    ),
+    Rule(
+        "time_order",
+        READER_ERRORS,
+        0.2,
+        lambda c: {"context_order": "chronological"} if c.v["context_order"] == "score" else None,
+        "show the context in time order",
+    ),
+    Rule(
+        "fewer_items",
+        NOISE,
+        0.3,
+        lambda c: {"max_context": c.bump("max_context", -4)} if c.inp.mean_context > CROWDED_CONTEXT else None,
+    ),
+    Rule("match_the_gold_form", FORMAT_MISMATCHES, 0.3, _match_the_gold_form),
+    Rule(
+        "verify_answers",
+        HALLUCINATIONS,
+        0.5,
+        lambda c: (
+            None
+            if c.v["enable_answer_verification"]
+            else {"enable_answer_verification": True, "verification_style": "strict"}
+        ),
+        "verify answers against the context",
+    ),
+    Rule(
+        "cautious_answers",
+        HALLUCINATIONS,
+        0.45,
+        lambda c: {"answer_style": "cautious"} if c.v["answer_style"] != "cautious" else None,
+        "answer only when the context clearly supports it",
+    ),
+    Rule(
+        "entity_swap_for_hallucinations",
+        HALLUCINATIONS,
+        0.3,
+        lambda c: None if c.v["enable_entity_swap"] else {"enable_entity_swap": True},
+        "entity swap exposes the wrong-person premise",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Step:
+    """A menu value: the setting moved by `by` within its range (from the type's current value)."""
+
+    by: float
+
+
+# A lagging question type's per-type overrides, most promising first (each a little weaker, MENU_DECAY).
+TYPE_MENUS: dict[str, tuple[dict[str, Any], ...]] = {
+    "temporal": (
+        {"answer_style": "temporal"},
+        {"time_decay_half_life_days": 180.0, "recency_weight": 0.2},
+        {"context_order": "chronological"},
+        {"foresight_top_k": 5},
+    ),
+    "multi_hop": (
+        {"enable_query_decomposition": True},
+        {"answer_style": "step_by_step"},
+        {"reflection_rounds": 1},
+        {"max_context": Step(6)},
+        {"cue_graph_top_k": 10},
+        {"scene_top_k": 10},
+    ),
+    "counting": ({"answer_style": "step_by_step"}, {"max_context": Step(6)}, {"memory_granularity": "episode"}),
+    "inference": (
+        {"answer_style": "detailed"},
+        {"max_context": Step(4)},
+        {"memory_granularity": "episode"},
+        {"scene_top_k": 10},
+    ),
+    "knowledge_update": (
+        {"recency_weight": 0.3, "time_decay_half_life_days": 90.0},
+        {"enable_refresher": True},
+        {"judge_retries": 1},
+    ),
+    "preference": ({"structured_top_k": 10}, {"answer_style": "detailed"}),
+    "single_fact": ({"answer_style": "extractive"}, {"keyword_top_k": Step(5)}),
+}
+
+
+def _type_actions(space: ActionSpace, qtype: str, f1: float, mean: float, share: float, values: dict) -> list[Action]:
+    """Per-type overrides that keep the other types as they are; strength = the F1 gap times
+    the type's share of the questions (a small type lagging far can gain little overall)."""
+    gap = mean - f1
+    strength = gap * share
+    reason = f"{qtype} lags the mean F1 by {gap:.2f}"
+    menu = [
+        {k: _bump(space, values, k, val.by) if isinstance(val, Step) else val for k, val in changes.items()}
+        for changes in TYPE_MENUS.get(qtype, ())
+    ]
+    return [Action(strength * (1 - MENU_DECAY * i), reason, changes, qtype) for i, changes in enumerate(menu)]
+
+
+def _f1(row: TypeRow) -> float:
+    return row.f1 or 0.0  # (only rows with an F1 are judged)
+
+
+def lagging_type_actions(c: RuleContext) -> list[Action]:
+    """The menus of the question types whose F1 lags the mean (weakest type first); types too small
+    to judge, or whose label tells the answer, are left out."""
+    inp = c.inp
+    typed = [
+        r for r in inp.by_type if r.n >= MIN_TYPE_N and r.f1 is not None and r.question_type not in NO_OVERRIDE_TYPES
+    ]
+    if not typed:
+        return []
+    total_n = sum(r.n for r in inp.by_type) or 1
+    mean = sum(_f1(r) * r.n for r in typed) / sum(r.n for r in typed)
+    actions: list[Action] = []
+    for row in sorted(typed, key=_f1):
+        if _f1(row) < mean - LAG_MARGIN:
+            merged = {**c.v, **inp.overrides.get(row.question_type, {})}
+            actions.extend(_type_actions(c.space, row.question_type, _f1(row), mean, row.n / total_n, merged))
+    return actions
 
 
 def _evidence_counterweight(space: ActionSpace, v: dict) -> dict[str, Any]:
@@ -222,26 +581,26 @@ def trade_actions(inp: DiagnosisInput, space: ActionSpace) -> list[Action]:
     tried = [
         h
         for h in inp.history
-        if h.get("decision") in (Decision.APPLIED, Decision.REVERTED)
-        and h.get("changes")
-        and h.get("outcome_groups")
-        and not h.get("outcome_accepted")
+        if h.decision in (Decision.APPLIED, Decision.REVERTED)
+        and h.changes
+        and h.outcome_groups
+        and not h.outcome_accepted
     ]
     if not tried:
         return []
     last = tried[-1]
-    groups = last["outcome_groups"]
-    if any(c.get("scope", "global") != "global" for c in last["changes"]):
+    groups = last.outcome_groups or {}
+    if any(c.scope != "global" for c in last.changes):
         return []
-    kept = {c["field"]: c["new"] for c in last["changes"]}
+    kept = {c.field: c.new for c in last.changes}
     for gaining, losing in (("main", "adversarial"), ("adversarial", "main")):
         gain, loss = groups.get(gaining), groups.get(losing)
-        if not gain or not loss or gain["diff"] < TRADE_GAIN or gain["p_gain"] >= TRADE_P or loss["diff"] >= 0:
+        if not gain or not loss or gain.diff < TRADE_GAIN or gain.p_gain >= TRADE_P or loss.diff >= 0:
             continue
         merged = {**inp.config, **kept}
         reason = (
-            f"round {last['round'] + 1}'s change ({', '.join(kept)}) gained {gaining} {gain['diff']:+.3f} "
-            f"but lost {losing} {loss['diff']:+.3f}; keep it with a counterweight for {losing}"
+            f"round {last.round + 1}'s change ({', '.join(kept)}) gained {gaining} {gain.diff:+.3f} "
+            f"but lost {losing} {loss.diff:+.3f}; keep it with a counterweight for {losing}"
         )
         # a counterweight moves settings the kept change left alone: moving its own settings
         # further is walking a lever that already failed to cancel the loss
@@ -250,11 +609,11 @@ def trade_actions(inp: DiagnosisInput, space: ActionSpace) -> list[Action]:
             for extra in _counterweights(space, merged, losing)
             if not any(k in kept for k, val in extra.items() if merged.get(k) != val)
         ]
-        return [Action(1.0 - 0.05 * i, reason, {**kept, **extra}, bundle=True) for i, extra in enumerate(fresh)]
+        return [
+            Action(TRADE_STRENGTH - MENU_DECAY * i, reason, {**kept, **extra}, bundle=True)
+            for i, extra in enumerate(fresh)
+        ]
     return []
-
-
-UNSUPPORTED_LEVER = 0.001  # a lever no firing rule asks for is still tried once, after every rule
 
 
 def lever_actions(inp: DiagnosisInput, rules: list[Action], space: ActionSpace) -> list[Action]:
@@ -287,202 +646,16 @@ def lever_actions(inp: DiagnosisInput, rules: list[Action], space: ActionSpace) 
 
 def candidate_actions(inp: DiagnosisInput, space: ActionSpace) -> list[Action]:
     """Every rule of `space`'s settings that fires, strongest first. Strength estimates the share
-    of all questions the action could recover (failure mass times a rough efficacy)."""
-    v = inp.config
+    of all questions the action could recover (failure mass times a rough efficacy): a traded
+    change kept with a counterweight, the failure rules of `RULES`, the lagging types' menus, then
+    the run's levers that make several of those moves at once."""
+    c = RuleContext(inp, space)
     actions: list[Action] = trade_actions(inp, space)
-    # a token budget cuts the contexts: more candidates or items change nothing below it, their order does
-    budgeted = bool(inp.token_budget or v.get("context_token_budget"))
-    miss = _share(inp, FailureClass.RETRIEVAL_MISS) + _share(inp, FailureClass.EXTRACTION_GAP) * 0.5
-    miss_mass = _mass(inp, FailureClass.RETRIEVAL_MISS) + _mass(inp, FailureClass.EXTRACTION_GAP) * 0.5
-    if miss >= 0.2:
-        reason = f"{miss:.0%} of failures never reached the candidates (retrieval misses)"
-        if v["semantic_top_k"] == 0:
-            actions.append(
-                Action(
-                    miss_mass * 0.6,
-                    reason + "; the dense view is off",
-                    {"semantic_top_k": space["semantic_top_k"].default},
-                )
-            )
-        if v["fusion_mode"] != "rrf" and _num(v, "semantic_top_k") > 0:
-            actions.append(
-                Action(miss_mass * 0.4, reason + "; rank fusion is robust to view score scales", {"fusion_mode": "rrf"})
-            )
-        widen = {} if budgeted else _widen_views(space, v)
-        if widen:
-            actions.append(Action(miss_mass * 0.35, reason + "; widen the views", widen))
-        if budgeted:
-            actions += ranking_actions(space, v, miss_mass, reason)
-        if v["structured_top_k"] == 0:
-            actions.append(Action(miss_mass * 0.3, reason + "; the structured view is off", {"structured_top_k": 5}))
-        if not v["enable_entity_swap"]:
-            actions.append(
-                Action(miss_mass * 0.25, reason + "; search again without person names", {"enable_entity_swap": True})
-            )
-        if not v.get("scene_top_k"):
-            actions.append(
-                Action(
-                    miss_mass * 0.2,
-                    reason + "; search deeper inside the scenes the question matches",
-                    {"scene_top_k": 10},
-                )
-            )
-        if not v.get("cue_graph_top_k"):
-            actions.append(
-                Action(
-                    miss_mass * 0.15, reason + "; follow the cues the matching memories share", {"cue_graph_top_k": 10}
-                )
-            )
-    gap = _share(inp, FailureClass.EXTRACTION_GAP)
-    if gap >= 0.1:
-        reason = f"{gap:.0%} of failures have evidence no memory covers (extraction gaps)"
-        if v.get("consolidation_policy") == "eager":
-            actions.append(
-                Action(
-                    _mass(inp, FailureClass.EXTRACTION_GAP) * 0.5,
-                    reason + "; keep raw turns retrievable and consolidate only recurring topics",
-                    {"consolidation_policy": "recurrence"},
-                )
-            )
-        if v.get("memory_granularity") == "fact":
-            actions.append(
-                Action(
-                    _mass(inp, FailureClass.EXTRACTION_GAP) * 0.4,
-                    reason + "; route questions to raw turns or episodes when facts fall short",
-                    {"memory_granularity": "routed"},
-                )
-            )
-    cut = _share(inp, FailureClass.BUDGET_CUT)
-    if cut >= 0.1:
-        reason = f"{cut:.0%} of failures had the evidence ranked but cut by the context budget"
-        own = _num(v, "context_token_budget")
-        if own and (not inp.token_budget or own < inp.token_budget):  # the config's own budget is what cuts
-            tokens = space["context_token_budget"]
-            actions.append(
-                Action(
-                    _mass(inp, FailureClass.BUDGET_CUT) * 0.75,
-                    reason + "; raise the token budget",
-                    {"context_token_budget": tokens.clamp(own + TOKEN_STEP)},
-                )
-            )
-        if budgeted:
-            actions += ranking_actions(space, v, _mass(inp, FailureClass.BUDGET_CUT), reason)
-        else:
-            actions.append(
-                Action(
-                    _mass(inp, FailureClass.BUDGET_CUT) * 0.55,
-                    reason,
-                    {"max_context": _bump(space, v, "max_context", 4)},
-                )
-            )
-        if v["fusion_mode"] != "rrf":
-            actions.append(
-                Action(
-                    _mass(inp, FailureClass.BUDGET_CUT) * 0.3,
-                    reason + "; rank fusion lifts what several views agree on above the cut",
-                    {"fusion_mode": "rrf"},
-                )
-            )
-    abstain = _share(inp, FailureClass.WRONG_ABSTENTION)
-    if abstain >= 0.1:
-        changes = (
-            {"answer_style": "concise"}
-            if v["answer_style"] == "cautious"
-            else {"max_context": _bump(space, v, "max_context", 2)}
-        )
-        reason = f"{abstain:.0%} of failures abstained although the evidence was in context"
-        actions.append(Action(_mass(inp, FailureClass.WRONG_ABSTENTION) * 0.5, reason, changes))
-        if v.get("judge_retries") == 0:
-            actions.append(
-                Action(
-                    _mass(inp, FailureClass.WRONG_ABSTENTION) * 0.3,
-                    reason + "; let a judge retry such answers from another granularity",
-                    {"judge_retries": 1},
-                )
-            )
-    noise = _share(inp, FailureClass.ANSWER_ERROR)
-    if noise >= 0.2:  # the evidence was in context and the reader still answered wrong
-        reason = f"{noise:.0%} of failures had all their evidence in context and were answered wrong (reader errors)"
-        if v.get("context_layout") == "list":
-            actions.append(
-                Action(
-                    _mass(inp, FailureClass.ANSWER_ERROR) * 0.25,
-                    reason + "; show the context by session, under date headers",
-                    {"context_layout": "sessions"},
-                )
-            )
-        if v["context_order"] == "score":
-            actions.append(
-                Action(
-                    _mass(inp, FailureClass.ANSWER_ERROR) * 0.2,
-                    reason + "; show the context in time order",
-                    {"context_order": "chronological"},
-                )
-            )
-    if noise >= 0.3 and inp.mean_context > 14:
-        actions.append(
-            Action(
-                _mass(inp, FailureClass.ANSWER_ERROR) * 0.3,
-                f"{noise:.0%} answer errors with {inp.mean_context:.0f} memories in context: too much noise",
-                {"max_context": _bump(space, v, "max_context", -4)},
-            )
-        )
-    fmt = _share(inp, FailureClass.FORMAT_MISMATCH)
-    if fmt >= 0.1:
-        changes = (
-            {"answer_style": "concise"}
-            if v["answer_style"] in ("detailed", "extractive")
-            else {"enable_answer_verification": True, "verification_style": "multi_candidate"}
-        )
-        actions.append(
-            Action(
-                _mass(inp, FailureClass.FORMAT_MISMATCH) * 0.3,
-                f"{fmt:.0%} of failures were partly right (format mismatch)",
-                changes,
-            )
-        )
-    halluc = _share(inp, FailureClass.HALLUCINATION)
-    if halluc >= 0.1:
-        reason = f"{halluc:.0%} of failures answered questions the conversation cannot answer"
-        mass = _mass(inp, FailureClass.HALLUCINATION)
-        if not v["enable_answer_verification"]:
-            actions.append(
-                Action(
-                    mass * 0.5,
-                    reason + "; verify answers against the context",
-                    {"enable_answer_verification": True, "verification_style": "strict"},
-                )
-            )
-        if v["answer_style"] != "cautious":
-            actions.append(
-                Action(
-                    mass * 0.45,
-                    reason + "; answer only when the context clearly supports it",
-                    {"answer_style": "cautious"},
-                )
-            )
-        if not v["enable_entity_swap"]:
-            actions.append(
-                Action(
-                    mass * 0.3, reason + "; entity swap exposes the wrong-person premise", {"enable_entity_swap": True}
-                )
-            )
-    typed = [
-        r
-        for r in inp.by_type
-        if r["n"] >= MIN_TYPE_N and r["f1"] is not None and r["question_type"] not in NO_OVERRIDE_TYPES
-    ]
-    if typed:
-        total_n = sum(r["n"] for r in inp.by_type) or 1
-        mean = sum(r["f1"] * r["n"] for r in typed) / sum(r["n"] for r in typed)
-        for row in sorted(typed, key=lambda r: r["f1"]):
-            if row["f1"] < mean - LAG_MARGIN:
-                merged = {**v, **inp.overrides.get(row["question_type"], {})}
-                actions.extend(_type_actions(space, row["question_type"], row["f1"], mean, row["n"] / total_n, merged))
+    actions += [a for a in (rule.fire(c) for rule in RULES) if a is not None]
+    actions += lagging_type_actions(c)
     actions += lever_actions(inp, actions, space)
-    known = space
     # mechanism actions name dimensions that an action space without that mechanism lacks
-    return sorted((a for a in actions if all(k in known for k in a.changes)), key=lambda a: -a.strength)
+    return sorted((a for a in actions if all(k in space for k in a.changes)), key=lambda a: -a.strength)
 
 
 def viable_actions(inp: DiagnosisInput, space: ActionSpace) -> list[tuple[Action, dict[str, Any]]]:

@@ -7,27 +7,122 @@ earlier proposals with their true outcomes."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 import json
 
-from evolvemem.contracts.diagnosis import DiagnosisInput
+from evolvemem.contracts.diagnosis import (
+    CategoryRow,
+    DiagnosisInput,
+    GroupOutcome,
+    HistoryEntry,
+    ScoreSummary,
+    TypeRow,
+    WorstCase,
+)
 from evolvemem.space.config import RetrievalConfig
+from evolvemem.space.ops import Change
+from evolvemem.store.rows import HistoryRow, JSONObject
 from evolvemem.store.run_store import RunStore
 
 WORST_PER_TYPE = 3
 
 
-def outcome_groups(paired: dict[str, Any] | str | None) -> dict[str, dict[str, float]] | None:
-    """{group: {diff, p_gain, p_loss}} of a stored paired comparison (None when there is none)."""
+def outcome_groups(paired: dict[str, Any] | str | None) -> dict[str, GroupOutcome] | None:
+    """{group: its diff, p_gain, p_loss} of a stored paired comparison (None when there is none)."""
     stored: dict[str, Any] = json.loads(paired) if isinstance(paired, str) else (paired or {})
     if not stored.get("groups"):
         return None
     return {
-        name: {k: round(float(stat[k]), 4) for k in ("diff", "p_gain", "p_loss")}
+        name: GroupOutcome(*(round(float(stat[k]), 4) for k in ("diff", "p_gain", "p_loss")))
         for name, stat in stored["groups"].items()
         if stat.get("n")
     }
+
+
+def _strings(values: Iterable[str] | None) -> tuple[str, ...] | None:
+    return None if values is None else tuple(values)
+
+
+def type_rows(rows: Iterable[JSONObject], previous: dict[str, float | None] | None) -> list[TypeRow]:
+    """Scores per question type, each with its F1's move since the previous round when both have one."""
+    out = []
+    for row in rows:
+        before = (previous or {}).get(row["question_type"])
+        delta = round(row["f1"] - before, 4) if before is not None else None
+        out.append(TypeRow(**row, delta=delta))
+    return out
+
+
+def worst_case(row: JSONObject) -> WorstCase:
+    return WorstCase(
+        question_type=row["question_type"],
+        category=row["category"],
+        question=row["question"],
+        gold=row["gold"],
+        prediction=row["prediction"],
+        f1=row["f1"],
+        failure=row["failure"],
+        evidence_ids=_strings(row["evidence_ids"]),
+        context_ids=_strings(row["context_ids"]),
+        context_views=_strings(row["context_views"]),
+    )
+
+
+def score_summary(overall: JSONObject) -> ScoreSummary:
+    """The evaluation's headline scores, floats to 4 decimals as the prompt shows them."""
+
+    def shown(name: str) -> float | None:
+        value = overall[name]
+        return round(value, 4) if isinstance(value, float) else value
+
+    return ScoreSummary(
+        n=overall["n"],
+        f1=shown("f1"),
+        evidence_recall=shown("evidence_recall"),
+        zero_f1=overall["zero_f1"],
+        mean_context=shown("mean_context"),
+    )
+
+
+def history_entries(
+    decided: list[HistoryRow],
+    current_round: int,
+    current_score: float,
+    current_accepted: bool | None,
+    current_paired: dict[str, Any] | None,
+) -> list[HistoryEntry]:
+    """Every decision before `current_round`, each with the true outcome of its change: the score
+    of the round it produced minus the score of the config it was applied to, and whether (and per
+    group, how) that round beat the incumbent on paired evidence."""
+    paired = {d.round: d.paired for d in decided}
+    paired[current_round] = current_paired
+    earlier = [d for d in decided if d.round < current_round]
+    scores = {d.round: d.score for d in earlier}
+    scores[current_round] = current_score
+    accepted = {d.round: d.accepted for d in earlier}
+    accepted[current_round] = current_accepted
+    history = []
+    for d in earlier:
+        produced = scores.get(d.round + 1)
+        history.append(
+            HistoryEntry(
+                round=d.round,
+                decision=d.decision,
+                reason=d.reason,
+                score=d.score,
+                delta=d.delta,
+                changes=tuple(
+                    Change(c["field"], c.get("old"), c["new"], c.get("scope", "global")) for c in d.changes or []
+                ),
+                outcome_delta=(
+                    round(produced - d.base_score, 4) if produced is not None and d.base_score is not None else None
+                ),
+                outcome_accepted=accepted.get(d.round + 1),
+                outcome_groups=outcome_groups(paired.get(d.round + 1)),
+            )
+        )
+    return history
 
 
 def build_diagnosis_input(
@@ -49,56 +144,22 @@ def build_diagnosis_input(
     current_round = round_no if current_round is None else current_round
     current_score = score if current_score is None else current_score
     seen = store.round_breakdown(round_no, phase, WORST_PER_TYPE)
-    by_type = [dict(row) for row in seen.by_type]
-    if previous_round is not None:
-        prev = store.type_f1(previous_round, phase)
-        for row in by_type:
-            if row["question_type"] in prev and prev[row["question_type"]] is not None:
-                row["delta"] = round(row["f1"] - prev[row["question_type"]], 4)
-    # the true outcome of each earlier change: the score of the round it produced minus the
-    # score of the config it was applied to
+    previous = store.type_f1(previous_round, phase) if previous_round is not None else None
     decided = store.decision_history(current_round)
-    paired = {d.round: d.paired for d in decided}
-    paired[current_round] = current_paired
-    earlier = [d for d in decided if d.round < current_round]
-    scores = {d.round: d.score for d in earlier}
-    scores[current_round] = current_score
-    accepted = {d.round: d.accepted for d in earlier}
-    accepted[current_round] = current_accepted
-    history = []
-    for d in earlier:
-        produced = scores.get(d.round + 1)
-        history.append(
-            {
-                "round": d.round,
-                "decision": d.decision,
-                "reason": d.reason,
-                "score": d.score,
-                "delta": d.delta,
-                "changes": d.changes,
-                "outcome_delta": (
-                    round(produced - d.base_score, 4) if produced is not None and d.base_score is not None else None
-                ),
-                # did the config this change produced beat the incumbent on paired evidence?
-                "outcome_accepted": accepted.get(d.round + 1),
-                # per group: what the produced round gained or lost against the incumbent (paired)
-                "outcome_groups": outcome_groups(paired.get(d.round + 1)),
-            }
-        )
     overall = seen.overall
     return DiagnosisInput(
         round=round_no,
         objective=objective,
         score=score,
-        overall={k: (round(v, 4) if isinstance(v, float) else v) for k, v in overall.items()},
-        by_type=by_type,
-        by_category=[dict(row) for row in seen.by_category],
+        overall=score_summary(overall),
+        by_type=type_rows(seen.by_type, previous),
+        by_category=[CategoryRow(**row) for row in seen.by_category],
         taxonomy=dict(seen.taxonomy),
         taxonomy_by_type=seen.taxonomy_by_type,
-        worst_cases=[dict(row) for row in seen.worst_cases],
+        worst_cases=[worst_case(row) for row in seen.worst_cases],
         config=config.values(),
         overrides=config.overrides(),
-        history=history,
+        history=history_entries(decided, current_round, current_score, current_accepted, current_paired),
         mean_context=float(overall.get("mean_context") or 0.0),
         view_credit=dict(seen.view_credit),
     )

@@ -160,23 +160,7 @@ class EvolutionRunner:
                 others = previous.get("candidates") or []
             started = time.perf_counter()
             if round_no > 0 and self.screener is not None:
-                incumbent = incumbent_of(scores)
-                config = (
-                    choose_among(
-                        self.screener,
-                        round_no,
-                        [(config, "proposal"), *screened_candidates(others, self.space)],
-                        incumbent,
-                        seen,
-                    )
-                    if others
-                    else self.screener.choose(round_no, config, incumbent, seen, self._exploration_dims())
-                )
-                for row in self.store.screenings(round_no):  # read back on resume too: told once per process
-                    if row["outcome"] != PASSED:
-                        self.diagnoser.observe(
-                            self._config_from_json(row["config"]), estimated_score(row, incumbent.score, spec.objective)
-                        )
+                config = self._screen(self.screener, round_no, config, others, scores, seen)
             summary, eval_seconds = self._evaluate(config, self.dev.questions, round_no, Phase.DEV)
             score = objective_of(summary, spec.objective)
             decision = self.store.decision(round_no)
@@ -228,6 +212,37 @@ class EvolutionRunner:
         result.best_config_path = write_final(self.store.run_dir, best, scores[0], result)
         return result
 
+    def _screen(
+        self,
+        screener: Screener,
+        round_no: int,
+        config: RetrievalConfig,
+        others: list[dict[str, Any]],
+        scores: list[RoundScore],
+        seen: set[str],
+    ) -> RetrievalConfig:
+        """The config the round evaluates in full: the proposal (or, with --candidates, the best of
+        the candidates) if it passes its minibatch screening, else the incumbent's. The diagnoser
+        learns the estimated score of every candidate screened out."""
+        incumbent = incumbent_of(scores)
+        chosen = (
+            choose_among(
+                screener,
+                round_no,
+                [(config, "proposal"), *screened_candidates(others, self.space)],
+                incumbent,
+                seen,
+            )
+            if others
+            else screener.choose(round_no, config, incumbent, seen, self._exploration_dims())
+        )
+        for row in self.store.screenings(round_no):  # read back on resume too: told once per process
+            if row["outcome"] != PASSED:
+                self.diagnoser.observe(
+                    self._config_from_json(row["config"]), estimated_score(row, incumbent.score, self.spec.objective)
+                )
+        return chosen
+
     def _judge(self, round_no: int, incumbent_round: int) -> tuple[Comparison, Verdict]:
         """The paired comparison of a dev round with the incumbent, and the guard's verdict (for
         the best of K parallel candidates, at alpha / K: loop/candidates.py)."""
@@ -265,29 +280,12 @@ class EvolutionRunner:
         comparison: Comparison | None,
         verdict: Verdict | None,
     ) -> dict[str, Any]:
+        """The guard's decision after a round (recorded, with the round's snapshot): stop at the
+        round limit or when patience runs out; else diagnose the round the next config builds on
+        and let the guard apply, revert or explore."""
         spec = self.spec
         current = scores[-1]
-        delta = current.score - scores[-2].score if len(scores) > 1 else None
-        best = incumbent_of(scores)
-        row: dict[str, Any] = {
-            "round": round_no,
-            "score": current.score,
-            "delta": delta,
-            "best_round": best.round,
-            "best_score": best.score,
-            "changes": [],
-            "next_config": None,
-            "reextracted_sessions": [],
-            "memories_added": 0,
-            "base_round": current.round,
-            "base_score": current.score,
-            "accepted": current.accepted,
-            "significant_loss": current.significant_loss,
-            "compared_with": None if comparison is None else comparison.incumbent_round,
-            "verdict": "starting config" if verdict is None else verdict.reason,
-            "paired": None if comparison is None else comparison.as_dict(),
-            "comparisons": self._comparisons(round_no),
-        }
+        row = self._decision_row(round_no, scores, comparison, verdict)
         if round_no >= spec.rounds or (spec.patience and stale >= spec.patience):
             final = round_no >= spec.rounds
             row.update(
@@ -299,56 +297,15 @@ class EvolutionRunner:
             return row
         regression = check_regression(scores, spec.guard, "" if verdict is None else verdict.reason)
         base = regression.base
-        inp = build_diagnosis_input(
-            self.store,
-            base.round,
-            Phase.DEV,
-            base.config,
-            spec.objective,
-            base.score,
-            previous_round=scores[-2].round if len(scores) > 1 else None,
-            current_round=current.round,
-            current_score=current.score,
-            current_accepted=current.accepted,
-            current_paired=None if comparison is None else comparison.as_dict(),
-        )
-        inp.token_budget = int(self.spec.context_tokens or 0) if self.contexts_only else 0
-        free = self._free_dims()
-        inp.fixed = () if free is None else tuple(name for name in self.space if name not in free)
+        inp = self._diagnosis_input(base, scores, comparison)
         with self.store.journal.phase(round_no, "diagnose"):  # the diagnosis's calls, re-extraction's too
             diagnosis = self.diagnoser.diagnose(inp, base.config)
             self._drop_fixed(diagnosis.proposal)
-            free_dims = self._exploration_dims()
+            free_dims = self._exploration_dims()  # of the space before a lever emerges from this diagnosis
             proposal, fallback = self._checked_proposal(diagnosis, inp, base.config)
-            grown, proposed_dimensions = emerge(
-                self.store.run_dir, round_no, diagnosis.proposal.new_dimensions, self.space
-            )
-            self._grow(grown, scores)
-            self.store.record_diagnosis(
-                {
-                    "round": round_no,
-                    "diagnoser": self.diagnoser.name,
-                    "input": inp.as_dict(),
-                    "prompt": diagnosis.prompt,
-                    "raw_response": bounded_raw(diagnosis.raw_response),
-                    "parse_error": diagnosis.parse_error or None,
-                    "proposal": diagnosis.proposal.as_dict(),
-                    "calls": diagnosis.cost.calls,
-                    "prompt_tokens": diagnosis.cost.prompt_tokens,
-                    "completion_tokens": diagnosis.cost.completion_tokens,
-                    "prompt_trimmed": diagnosis.trimmed,
-                },
-                proposed_dimensions,
-            )
-            if diagnosis.parse_error:
-                self._say(f"round {round_no}: diagnosis reply rejected in part: {diagnosis.parse_error}")
+            self._record_diagnosis(round_no, inp, diagnosis, scores)
             if spec.reextract and inp.taxonomy.get("extraction_gap", 0):
-                done = self.store.reextracted_sessions()
-                targets = uncovered_sessions(self.store, self.ws, base.round, set(self.dev.conversations), done)
-                if targets:
-                    extra = reextract(self.ws, targets, round_no + 1)
-                    self.store.record_memories(memory_rows(self.ws, extra.units))
-                    row.update(reextracted_sessions=extra.sessions, memories_added=extra.added)
+                row.update(self._reextract(base.round, round_no))
             rng = random.Random(f"guard-{spec.seed}-{round_no}")
             decision = decide(scores, regression, proposal, spec.guard, rng, seen, free_dims)
             if spec.candidates > 1:  # the next round screens K candidates at once (loop/candidates.py)
@@ -379,6 +336,93 @@ class EvolutionRunner:
         self.store.record_decision(row)
         write_round_snapshot(self.store.run_dir, round_no, current.config, row, inp.as_dict(), diagnosis)
         return row
+
+    def _decision_row(
+        self, round_no: int, scores: list[RoundScore], comparison: Comparison | None, verdict: Verdict | None
+    ) -> dict[str, Any]:
+        """A `decisions` row with the round's scores and verdict, before the decision is taken."""
+        current = scores[-1]
+        best = incumbent_of(scores)
+        return {
+            "round": round_no,
+            "score": current.score,
+            "delta": current.score - scores[-2].score if len(scores) > 1 else None,
+            "best_round": best.round,
+            "best_score": best.score,
+            "changes": [],
+            "next_config": None,
+            "reextracted_sessions": [],
+            "memories_added": 0,
+            "base_round": current.round,
+            "base_score": current.score,
+            "accepted": current.accepted,
+            "significant_loss": current.significant_loss,
+            "compared_with": None if comparison is None else comparison.incumbent_round,
+            "verdict": "starting config" if verdict is None else verdict.reason,
+            "paired": None if comparison is None else comparison.as_dict(),
+            "comparisons": self._comparisons(round_no),
+        }
+
+    def _diagnosis_input(
+        self, base: RoundScore, scores: list[RoundScore], comparison: Comparison | None
+    ) -> DiagnosisInput:
+        """What the diagnoser reads of the round the next config builds on (the incumbent after a
+        revert), with the latest round's outcome in its history and what this run keeps fixed."""
+        current = scores[-1]
+        inp = build_diagnosis_input(
+            self.store,
+            base.round,
+            Phase.DEV,
+            base.config,
+            self.spec.objective,
+            base.score,
+            previous_round=scores[-2].round if len(scores) > 1 else None,
+            current_round=current.round,
+            current_score=current.score,
+            current_accepted=current.accepted,
+            current_paired=None if comparison is None else comparison.as_dict(),
+        )
+        inp.token_budget = int(self.spec.context_tokens or 0) if self.contexts_only else 0
+        free = self._free_dims()
+        inp.fixed = () if free is None else tuple(name for name in self.space if name not in free)
+        return inp
+
+    def _record_diagnosis(
+        self, round_no: int, inp: DiagnosisInput, diagnosis: DiagnosisResult, scores: list[RoundScore]
+    ) -> None:
+        """Store what the diagnoser read and replied; a new dimension it defined becomes a lever
+        of the run's space from now on (loop/emergence.py)."""
+        grown, proposed_dimensions = emerge(self.store.run_dir, round_no, diagnosis.proposal.new_dimensions, self.space)
+        self._grow(grown, scores)
+        self.store.record_diagnosis(
+            {
+                "round": round_no,
+                "diagnoser": self.diagnoser.name,
+                "input": inp.as_dict(),
+                "prompt": diagnosis.prompt,
+                "raw_response": bounded_raw(diagnosis.raw_response),
+                "parse_error": diagnosis.parse_error or None,
+                "proposal": diagnosis.proposal.as_dict(),
+                "calls": diagnosis.cost.calls,
+                "prompt_tokens": diagnosis.cost.prompt_tokens,
+                "completion_tokens": diagnosis.cost.completion_tokens,
+                "prompt_trimmed": diagnosis.trimmed,
+            },
+            proposed_dimensions,
+        )
+        if diagnosis.parse_error:
+            self._say(f"round {round_no}: diagnosis reply rejected in part: {diagnosis.parse_error}")
+
+    def _reextract(self, base_round: int, round_no: int) -> dict[str, Any]:
+        """Extract again the dev sessions whose evidence no memory covers (each once per run); the
+        decision row's fields for what it added (none when no session is left)."""
+        done = self.store.reextracted_sessions()
+        targets = uncovered_sessions(self.store, self.ws, base_round, set(self.dev.conversations), done)
+        if not targets:
+            return {}
+        extra = reextract(self.ws, targets, round_no + 1)
+        self.store.record_memories(memory_rows(self.ws, extra.units))
+        return {"reextracted_sessions": extra.sessions, "memories_added": extra.added}
 
     def _grow(self, space: ActionSpace, scores: list[RoundScore]) -> None:
         """A lever emerged: the run's space from now on is `space`, and the configs the run keeps

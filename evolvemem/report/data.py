@@ -375,33 +375,34 @@ def _round_view(
     )
 
 
-def gather(store: RunStore) -> ReportData:
-    """Read one run store (an open `RunStore`) into a `ReportData`."""
-    manifest = store.manifest()
-    run_dir = Path(store.run_dir)
-    spec = manifest.get("spec") or {}
-    # a run's spec always names its objective; an `evolve eval` directory has no spec and no decisions
-    objective = str(spec.get("objective") or ("balanced" if spec else "all"))
-    present = store.phases_present()
-    phase = next((p for p in EVALUATED_PHASES if p in present), "dev")
-
-    space = run_space(run_dir)  # the run's configs may use its levers
-    levers = {d.name for d in space.added()}
-    round_rows = [s.as_row() for s in store.round_summaries((phase,))]
-    decisions = {n: asdict(d) for n, d in store.decisions().items()}
-    diagnoses = {n: asdict(d) for n, d in store.diagnosis_summaries().items()}
-    failures = store.failure_counts(phase)
+def _phase_usage(store: RunStore) -> dict[tuple[int, str], PhaseUsage]:
+    """LLM usage per (round, phase), summed over the roles, with each role's calls."""
     usage: dict[tuple[int, str], PhaseUsage] = {}
     for role_usage in store.usage_by_role():
         key = (role_usage.round, role_usage.phase)
         u = usage.setdefault(key, PhaseUsage(_usage_label(*key), *key))
         u.usage = u.usage + role_usage.usage
         u.calls_by_role[role_usage.role] = u.calls_by_role.get(role_usage.role, 0) + role_usage.usage.calls
+    return usage
 
+
+def _round_views(
+    store: RunStore,
+    phase: str,
+    objective: str,
+    usage: dict[tuple[int, str], PhaseUsage],
+    levers: set[str],
+) -> tuple[list[RoundView], dict[str, str]]:
+    """Every evaluated round of `phase` as the report shows it, and the categories they score
+    (key -> label)."""
+    run_dir = Path(store.run_dir)
+    decisions = {n: asdict(d) for n, d in store.decisions().items()}
+    diagnoses = {n: asdict(d) for n, d in store.diagnosis_summaries().items()}
+    failures = store.failure_counts(phase)
     rounds: list[RoundView] = []
     categories: dict[str, str] = {}
     previous: float | None = None
-    for row in round_rows:
+    for row in [s.as_row() for s in store.round_summaries((phase,))]:
         number = row["round"]
         score = row.get(objective_column(objective))
         by_cat = row["by_category"] or {}
@@ -420,6 +421,43 @@ def gather(store: RunStore) -> ReportData:
         )
         rounds.append(view)
         previous = score if score is not None else previous
+    return rounds, categories
+
+
+def _finals(
+    rounds: list[RoundView], best_round: int | None, finals_rows: dict[str, dict[str, Any]]
+) -> list[FinalScore]:
+    """The start and the best dev round, each with its held-out test score when it has one."""
+    finals: list[FinalScore] = []
+    for which, number in (("start", rounds[0].round), ("best", best_round)):
+        r = next((x for x in rounds if x.round == number), None)
+        if r is None or number is None:
+            continue
+        test = finals_rows.get(f"test_{which}")
+        finals.append(
+            FinalScore(
+                which,
+                number,
+                _scores(r.__dict__ | {"n": r.n_questions}),
+                None if test is None else _scores(test | {"n": test["n_questions"]}),
+            )
+        )
+    return finals
+
+
+def gather(store: RunStore) -> ReportData:
+    """Read one run store (an open `RunStore`) into a `ReportData`."""
+    manifest = store.manifest()
+    run_dir = Path(store.run_dir)
+    spec = manifest.get("spec") or {}
+    # a run's spec always names its objective; an `evolve eval` directory has no spec and no decisions
+    objective = str(spec.get("objective") or ("balanced" if spec else "all"))
+    present = store.phases_present()
+    phase = next((p for p in EVALUATED_PHASES if p in present), "dev")
+
+    space = run_space(run_dir)  # the run's configs may use its levers
+    usage = _phase_usage(store)
+    rounds, categories = _round_views(store, phase, objective, usage, {d.name for d in space.added()})
 
     classes: list[str] = [str(c) for c in FAILURE_CLASSES]
     classes += sorted({c for r in rounds for c in r.failures} - set(classes))
@@ -427,22 +465,7 @@ def gather(store: RunStore) -> ReportData:
     # the guard's best (the store's rule: paired evidence, not the highest mean); a single evaluation has none
     best_round = store.best_round() if phase == "dev" and scored else None
     finals_rows = {p: s.as_row() for p, s in store.test_scores().items()}
-
-    finals: list[FinalScore] = []
-    if phase == "dev" and scored:
-        for which, number in (("start", rounds[0].round), ("best", best_round)):
-            r = next((x for x in rounds if x.round == number), None)
-            if r is None or number is None:
-                continue
-            test = finals_rows.get(f"test_{which}")
-            finals.append(
-                FinalScore(
-                    which,
-                    number,
-                    _scores(r.__dict__ | {"n": r.n_questions}),
-                    None if test is None else _scores(test | {"n": test["n_questions"]}),
-                )
-            )
+    finals = _finals(rounds, best_round, finals_rows) if phase == "dev" and scored else []
 
     sorted_categories = sorted(categories.items(), key=lambda kv: (not kv[0].isdigit(), kv[0].zfill(8)))
     test_flips = (
