@@ -15,7 +15,10 @@ from evolvemem.space.config import RetrievalConfig, load_config
 from evolvemem.space.registry import registry
 
 
-WITHOUT_CROSS_ENCODER = tuple(name for name, dim in registry().items() if dim.needs_reranker)
+# a run without --rerank-model or --second-embedding-model
+WITHOUT_EXTRA_MODELS = tuple(
+    name for name, dim in registry().items() if dim.needs_reranker or dim.needs_second_embedder
+)
 
 
 def make_input(taxonomy, by_type=None, config=None, history=None, mean_context=8.0) -> DiagnosisInput:
@@ -35,7 +38,7 @@ def make_input(taxonomy, by_type=None, config=None, history=None, mean_context=8
         history=history or [],
         mean_context=mean_context,
     )
-    inp.fixed = WITHOUT_CROSS_ENCODER  # as the runner fixes them for a run without --rerank-model
+    inp.fixed = WITHOUT_EXTRA_MODELS  # as the runner fixes them for a run without either model
     return inp
 
 

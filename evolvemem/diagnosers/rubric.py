@@ -175,6 +175,22 @@ def ranking_actions(v: dict, mass: float, reason: str) -> list[Action]:
     return out
 
 
+def second_model_action(v: dict, mass: float, reason: str) -> Action | None:
+    """The second embedding model's dense view, when the first model's is on and evidence still
+    never reaches the candidates: a model that reads the memories differently may find it. A run
+    without a second model keeps the view's settings fixed, so the move is skipped."""
+    known = registry()
+    view = known.get("second_semantic_top_k")
+    if view is None or v.get("second_semantic_top_k") != view.off or not _num(v, "semantic_top_k"):
+        return None
+    size = max(int(_num(v, "semantic_top_k")), int(view.min or 0))
+    return Action(
+        mass * 0.5,
+        reason + "; add the second embedding model's dense view",
+        {"second_semantic_top_k": view.clamp(size)},
+    )
+
+
 def _evidence_counterweight(v: dict) -> dict[str, Any]:
     """Everything that gives answerable questions their evidence back, at once: one more view of
     the memories (the dense one when it is off, else a wider keyword view), a context budget that
@@ -302,6 +318,9 @@ def candidate_actions(inp: DiagnosisInput) -> list[Action]:
             actions.append(
                 Action(miss_mass * 0.4, reason + "; rank fusion is robust to view score scales", {"fusion_mode": "rrf"})
             )
+        second = second_model_action(v, miss_mass, reason)
+        if second is not None:
+            actions.append(second)
         widen = {} if budgeted else _widen_views(v)
         if widen:
             actions.append(Action(miss_mass * 0.35, reason + "; widen the views", widen))
