@@ -113,6 +113,19 @@ def test_the_view_ranks_by_the_second_model_and_reorders_the_fusion(tiny_embeddi
     assert fused != by_model and fused != first_only_order
 
 
+def test_the_first_model_as_the_second_is_a_switch_that_changes_nothing(embedder, tmp_path):
+    """With MiniLM as both models the second view is the first again: switching the dense view to
+    it gives today's ranking exactly (this is why these machines have no second-model figure of
+    their own without another model's weights)."""
+    second = SecondEmbedder(Embedder(embedder.model_name, cache_root=tmp_path / "cache"))
+    with_model = retriever(memories(), embedder, second)
+    first = with_model.retrieve(question(QUERY), config(**EVERYTHING, semantic_top_k=12))
+    switched = with_model.retrieve(question(QUERY), config(**EVERYTHING, semantic_top_k=0, second_semantic_top_k=12))
+    assert [(i.memory.memory_id, round(i.score, 6)) for i in switched.items] == [
+        (i.memory.memory_id, round(i.score, 6)) for i in first.items
+    ]
+
+
 def test_equal_configs_with_the_view_off_give_todays_results(tiny_embedding_model, embedder, tmp_path):
     second = second_embedder(tiny_embedding_model, tmp_path / "cache")
     today = retriever(memories(), embedder)
