@@ -36,7 +36,12 @@ from evolvemem.mechanisms.ama_router import FACT
 from evolvemem.qtypes import QUESTION_TYPES, classify_question
 from evolvemem.retrieval.rerank import CrossEncoderReranker, load_reranker, require_reranker
 from evolvemem.retrieval.retriever import RetrievalResult, RetrievedItem, context_tokens
-from evolvemem.retrieval.second_embedder import SecondEmbedder, load_second_embedder, require_second_embedder
+from evolvemem.retrieval.second_embedder import (
+    SecondEmbedder,
+    load_second_embedder,
+    require_second_embedder,
+    uses_second_view,
+)
 from evolvemem.roles.context_format import format_context
 from evolvemem.serving.config_source import LoadedConfig, load_serving_config
 from evolvemem.serving.conversation import build_conversation, new_turns
@@ -223,7 +228,7 @@ class Memory:
         )
         with self.embedder.supplying(dict(vectors)):
             ws.load_conversation(conversation.conversation_id, list(units))
-        if self.second_embedder is not None:  # new memories embedded now, not by the next search
+        if self.second_embedder is not None and uses_second_view(self.config):  # now, not in the next search
             self.second_embedder.of_memories([m.content for m in ws.indexes[conversation.conversation_id].memories])
         return ws
 
