@@ -90,6 +90,8 @@ def _input(taxonomy: dict[str, int], history: list[dict] | None = None, view_cre
     from evolvemem.contracts.diagnosis import DiagnosisInput
     from evolvemem.space.config import load_config
 
+    from evolvemem.space.registry import registry
+
     config = load_config("default")[0]
     return DiagnosisInput(
         round=2,
@@ -105,6 +107,8 @@ def _input(taxonomy: dict[str, int], history: list[dict] | None = None, view_cre
         overrides={},
         history=history or [],
         view_credit=view_credit or {},
+        # as the runner fixes them for a run without --rerank-model or --second-embedding-model
+        fixed=tuple(name for name, dim in registry().items() if dim.needs_reranker or dim.needs_second_embedder),
     )
 
 
