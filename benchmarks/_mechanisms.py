@@ -56,11 +56,19 @@ def load_locomo_file(path: Path) -> Any:
     return load_benchmark("locomo", path)
 
 
-def offline_workspace(dataset: Any) -> Any:
-    """A built Workspace with the offline (rule-based) roles: no model is called."""
+def offline_workspace(dataset: Any, second_embedding_model: str | None = None) -> Any:
+    """A built Workspace with the offline (rule-based) roles: no LLM is called (with
+    `second_embedding_model`, configs may use the second dense view)."""
     from evolvemem.session import ModelSettings, QuietReporter, open_workspace
 
-    return open_workspace(QuietReporter(), dataset, ModelSettings(), cache_enabled=True, embedding_model=None)
+    return open_workspace(
+        QuietReporter(),
+        dataset,
+        ModelSettings(),
+        cache_enabled=True,
+        embedding_model=None,
+        second_embedding_model=second_embedding_model,
+    )
 
 
 def retrieval_seconds(ws: Any, questions: list, config: Any, repeats: int = 3) -> float:

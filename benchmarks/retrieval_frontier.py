@@ -2,6 +2,7 @@
 
     python benchmarks/retrieval_frontier.py [--data PATH] [--split test]
         [--config LABEL=PRESET|TOML|RUN_DIR ...] [--evolved BUDGET=RUN_DIR ...]
+        [--second-embedding-model PATH_OR_NAME]
 
 On the split's answerable questions with gold evidence (LoCoMo categories 1-4), every system's
 context is built by the evaluation path itself (`answering/contexts.py`, the same code `evolve eval
@@ -16,6 +17,7 @@ Systems: raw-turn BM25, raw-turn dense, the `hybrid` preset (BM25 + dense, RRF k
 the budget), an independent plain hybrid written here in a few lines on the turns' bare text (a
 check on our own), `default`, every `--config`, and with `--evolved 1500=runs/x` the best config
 of a run evolved at that budget (scored at that budget; its row shows the other budgets too).
+With `--second-embedding-model`, configs may use the second dense view (`second_semantic_top_k`).
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ def main() -> None:
     parser.add_argument("--split", default="test", choices=("dev", "test", "all"))
     parser.add_argument("--config", action="append", default=[], metavar="LABEL=CONFIG")
     parser.add_argument("--evolved", action="append", default=[], metavar="BUDGET=RUN_DIR")
+    parser.add_argument("--second-embedding-model", help="a second sentence-transformers model for configs that use it")
     args = parser.parse_args()
 
     import numpy as np
@@ -90,7 +93,7 @@ def main() -> None:
     dataset = split_dataset(load_locomo_file(args.data), args.split)
     questions = [q for q in dataset.questions if q.category not in dataset.adversarial_categories and q.evidence]
     started = time.perf_counter()
-    ws = offline_workspace(dataset)
+    ws = offline_workspace(dataset, args.second_embedding_model)
     print(
         f"{dataset.name} {args.split}: {len(dataset.conversations)} conversations "
         f"({', '.join(sorted(dataset.conversations))}), {len(questions)} answerable questions with evidence; "

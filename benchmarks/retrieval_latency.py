@@ -1,7 +1,7 @@
 """Retrieval latency on every dev LoCoMo question.
 
     python benchmarks/retrieval_latency.py [--data PATH] [--repeats 3] [--config LABEL=CONFIG ...]
-        [--context-tokens 1500] [--rerank-model PATH_OR_NAME]
+        [--context-tokens 1500] [--rerank-model PATH_OR_NAME] [--second-embedding-model PATH_OR_NAME]
 
 Prints: first-time embedding of all memories (fresh temporary cache), the cached reload, the
 index build per conversation, question preparation (analysis + batch embedding, not part of
@@ -14,8 +14,13 @@ and their MaxSim against every memory, computed in one batch per conversation �
 apart per question, as is the first-time encoding of the memories' token vectors. With
 `--rerank-model`, a config that reranks (`rerank_top_k` > 0) is timed twice more — once with the
 cross-encoder reading every question's candidates for the first time, once reading them from its
-memo — and the cross-encoder's cost per question is printed apart from retrieval's. The last line is
-`retrieval_ms_per_question=<x>` (the three-view config).
+memo — and the cross-encoder's cost per question is printed apart from retrieval's. With
+`--second-embedding-model`, that model's load and first-time embedding of every memory (its own
+fresh temporary cache) and its cached reload are printed, and for a config that uses the second
+dense view (`second_semantic_top_k` > 0) its cost is printed apart: the questions' encoding by the
+second model (batched, as preparation does it) and the view's share of retrieval (the config timed
+again with the view off globally). The last line is `retrieval_ms_per_question=<x>` (the three-view
+config).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from evolvemem.memory.offline_extract import OfflineExtractor  # noqa: E402
 from evolvemem.retrieval.embeddings import Embedder  # noqa: E402
 from evolvemem.retrieval.index import ConversationIndex  # noqa: E402
 from evolvemem.retrieval.retriever import Retriever  # noqa: E402
+from evolvemem.retrieval.second_embedder import SecondEmbedder, uses_second_view  # noqa: E402
 from evolvemem.space.config import load_config  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "locomo10_dev8.json"
@@ -60,6 +66,7 @@ def main() -> None:
     parser.add_argument("--config", action="append", default=[], metavar="LABEL=CONFIG")
     parser.add_argument("--context-tokens", type=int, default=1500)
     parser.add_argument("--rerank-model", help="a sentence-transformers CrossEncoder for configs that rerank")
+    parser.add_argument("--second-embedding-model", help="a second sentence-transformers model for its dense view")
     args = parser.parse_args()
     if not args.data.is_file():
         sys.exit(f"LoCoMo file not found: {args.data}")
@@ -106,6 +113,8 @@ def main() -> None:
             f"max {max(build_s) * 1000:.1f} ms"
         )
 
+        second = second_model(args.second_embedding_model, Path(fresh_cache) / "second", texts)
+
         from evolvemem.retrieval.rerank import CrossEncoderReranker
 
         reranker = CrossEncoderReranker(args.rerank_model) if args.rerank_model else None
@@ -118,6 +127,7 @@ def main() -> None:
                 known_persons=dataset.conversations[cid].speakers,
                 reranker=reranker,
                 sources=candidate_sources(),
+                second_embedder=second,
             )
             for cid, index in indexes.items()
         }
@@ -147,6 +157,12 @@ def main() -> None:
             label, _, source = item.partition("=")
             config = load_config(source)[0].with_token_cap(args.context_tokens)
             late = any(config.for_type(q.question_type).late_top_k for q in questions)
+            if second is not None and uses_second_view(config):
+                embedded = second.texts_embedded
+                started = time.perf_counter()
+                second.of_questions([q.text for q in questions])  # what preparation does, in one batch
+                second_queries = (time.perf_counter() - started) * 1000 / len(questions)
+                second_queries_new = second.texts_embedded - embedded
             started = time.perf_counter()
             if late:
                 reloaded.tokens.of_queries([q.text for q in questions])
@@ -197,8 +213,45 @@ def main() -> None:
                 f"{label} at {args.context_tokens} tokens: retrieval {per_question:.3f} ms/question after "
                 f"preparation (best of {args.repeats}), {per_question / baseline:.2f}x BM25 only"
             )
+            if second is not None and uses_second_view(config):
+                without, _ = config.with_changes({"second_semantic_top_k": 0})
+                timed_pass(retrievers, questions, without)  # warm-up
+                off = min(timed_pass(retrievers, questions, without) for _ in range(max(1, args.repeats)))
+                print(
+                    f"{label}: second dense view ({args.second_embedding_model}): question encoding "
+                    f"{second_queries:.2f} ms/question (batched; {second_queries_new} questions reached the model, "
+                    f"the rest came from its cache); its share of retrieval "
+                    f"{per_question - off * 1000 / len(questions):.3f} ms/question (the config with the view off: "
+                    f"{off * 1000 / len(questions):.3f} ms/question)"
+                )
         print(f"weak_retrieval_ms_per_question={baseline:.3f}")
         print(f"retrieval_ms_per_question={ours:.3f}")
+
+
+def second_model(model: str | None, cache: Path, texts: list[str]) -> SecondEmbedder | None:
+    """The second embedding model with a fresh cache, its memory vectors embedded and reloaded
+    (each timed), or None without one."""
+    if not model:
+        return None
+    first = SecondEmbedder(Embedder(model, cache_root=cache))
+    started = time.perf_counter()
+    _ = first.embedder.model
+    load_s = time.perf_counter() - started
+    started = time.perf_counter()
+    first.of_memories(texts)
+    embed_s = time.perf_counter() - started
+    print(
+        f"second embedding model {model}: load {load_s:.2f} s; first-time embedding of {first.texts_embedded} "
+        f"memories: {embed_s:.2f} s ({embed_s / max(first.texts_embedded, 1) * 1000:.2f} ms/text)"
+    )
+    reloaded = SecondEmbedder(Embedder(model, cache_root=cache))
+    started = time.perf_counter()
+    reloaded.of_memories(texts)
+    print(
+        f"second model's cached reload of {len(texts)} vectors: {(time.perf_counter() - started) * 1000:.1f} ms, "
+        f"model calls: {reloaded.texts_embedded}"
+    )
+    return reloaded
 
 
 if __name__ == "__main__":

@@ -273,7 +273,11 @@ def test_the_rubric_targets_reader_errors_with_the_context_format_and_budget_cut
     reader_errors = make_input({"answer_error": 40, "correct": 60})
     assert RubricDiagnoser().diagnose(reader_errors, weak).proposal.changes == {"context_layout": "sessions"}
     # answering offline, the layout is fixed (it needs a model): the next lever, time order
-    reader_errors.fixed = tuple(name for name, dim in files_space().items() if dim.needs_model or dim.needs_reranker)
+    reader_errors.fixed = tuple(
+        name
+        for name, dim in files_space().items()
+        if dim.needs_model or dim.needs_reranker or dim.needs_second_embedder
+    )
     assert RubricDiagnoser().diagnose(reader_errors, weak).proposal.changes == {"context_order": "chronological"}
     budgeted = weak.with_changes({"context_token_budget": 400})[0]
     cut = make_input({"budget_cut": 50, "correct": 50}, config=budgeted)

@@ -17,7 +17,10 @@ from evolvemem.space.config import RetrievalConfig, load_config
 from evolvemem.space.action_space import files_space
 
 
-WITHOUT_CROSS_ENCODER = tuple(name for name, dim in files_space().items() if dim.needs_reranker)
+# a run without --rerank-model or --second-embedding-model
+WITHOUT_EXTRA_MODELS = tuple(
+    name for name, dim in files_space().items() if dim.needs_reranker or dim.needs_second_embedder
+)
 
 
 def make_input(taxonomy, by_type=None, config=None, history=None, mean_context=8.0) -> DiagnosisInput:
@@ -37,7 +40,7 @@ def make_input(taxonomy, by_type=None, config=None, history=None, mean_context=8
         history=history or [],
         mean_context=mean_context,
     )
-    inp.fixed = WITHOUT_CROSS_ENCODER  # as the runner fixes them for a run without --rerank-model
+    inp.fixed = WITHOUT_EXTRA_MODELS  # as the runner fixes them for a run without either model
     return inp
 
 

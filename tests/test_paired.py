@@ -97,6 +97,8 @@ def _input(taxonomy: dict[str, int], history: list[HistoryEntry] | None = None, 
     from evolvemem.contracts.diagnosis import DiagnosisInput
     from evolvemem.space.config import load_config
 
+    from evolvemem.space.action_space import files_space
+
     config = load_config("default")[0]
     return DiagnosisInput(
         round=2,
@@ -112,6 +114,8 @@ def _input(taxonomy: dict[str, int], history: list[HistoryEntry] | None = None, 
         overrides={},
         history=history or [],
         view_credit=view_credit or {},
+        # as the runner fixes them for a run without --rerank-model or --second-embedding-model
+        fixed=tuple(name for name, dim in files_space().items() if dim.needs_reranker or dim.needs_second_embedder),
     )
 
 

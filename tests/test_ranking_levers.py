@@ -259,7 +259,8 @@ def diagnosis_input(token_budget: int, **values) -> DiagnosisInput:
         overrides={},
         token_budget=token_budget,
     )
-    inp.fixed = tuple(name for name, dim in files_space().items() if dim.needs_reranker)  # a run without one
+    # a run without a cross-encoder or a second embedding model
+    inp.fixed = tuple(name for name, dim in files_space().items() if dim.needs_reranker or dim.needs_second_embedder)
     return inp
 
 

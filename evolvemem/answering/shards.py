@@ -28,6 +28,7 @@ from evolvemem.data.models import Question
 from evolvemem.paths import cache_dir
 from evolvemem.retrieval.embeddings import DEFAULT_EMBEDDING_MODEL, Embedder
 from evolvemem.retrieval.rerank import CrossEncoderReranker
+from evolvemem.retrieval.second_embedder import SecondEmbedder
 from evolvemem.roles.factory import ModelSettings, Roles, build_roles
 from evolvemem.space.action_space import files_space
 from evolvemem.space.config import parse_config
@@ -52,6 +53,7 @@ class WorkerSetup:
     embedding_model: str | None
     dimensions: tuple[Dimension, ...] = ()  # levers that emerged in the run, so its configs parse
     rerank_model: str | None = None
+    second_embedding_model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,7 @@ def by_conversation(questions: list[Question]) -> list[list[Question]]:
 _roles: dict[tuple, Roles] = {}
 _embedders: dict[tuple, Embedder] = {}
 _rerankers: dict[str, CrossEncoderReranker] = {}
+_second_embedders: dict[tuple, SecondEmbedder] = {}
 _workspaces: OrderedDict[tuple, Workspace] = OrderedDict()
 
 
@@ -121,15 +124,26 @@ def worker_reranker(setup: WorkerSetup) -> CrossEncoderReranker | None:
     return _rerankers[setup.rerank_model]
 
 
+def worker_second_embedder(setup: WorkerSetup) -> SecondEmbedder | None:
+    if not setup.second_embedding_model:
+        return None
+    key = (setup.second_embedding_model, cache_dir())
+    if key not in _second_embedders:
+        _second_embedders[key] = SecondEmbedder(Embedder(setup.second_embedding_model))
+    return _second_embedders[key]
+
+
 def worker_workspace(setup: WorkerSetup, pack: Shared[ConversationPack]) -> tuple[Workspace, float]:
     """The workspace of one pack in this process (made once), and the seconds making it took."""
     roles = worker_roles(setup)
-    key = (pack.key, id(roles), setup.embedding_model, setup.rerank_model)
+    key = (pack.key, id(roles), setup.embedding_model, setup.rerank_model, setup.second_embedding_model)
     if key in _workspaces:
         _workspaces.move_to_end(key)
         return _workspaces[key], 0.0
     started = time.perf_counter()
-    ws = workspace_from_pack(pack.get(), roles, worker_embedder(setup), worker_reranker(setup))
+    ws = workspace_from_pack(
+        pack.get(), roles, worker_embedder(setup), worker_reranker(setup), worker_second_embedder(setup)
+    )
     _workspaces[key] = ws
     while len(_workspaces) > KEPT_WORKSPACES:
         _workspaces.popitem(last=False)

@@ -75,6 +75,11 @@ RerankOpt = typer.Option(
     "--rerank-model",
     help="A sentence-transformers CrossEncoder (a local folder or a cached name) for the rerank stage: its settings (rerank_top_k, rerank_weight) join the action space only with one.",
 )
+SecondEmbeddingOpt = typer.Option(
+    None,
+    "--second-embedding-model",
+    help="A second sentence-transformers model (a local folder or a cached name) for a second dense view fused beside the first: its settings (second_semantic_top_k, second_semantic_weight) join the action space only with one.",
+)
 NoCacheOpt = typer.Option(False, "--no-cache", help="Do not read or write the LLM response cache.")
 QuietOpt = typer.Option(False, "--quiet", "-q", help="No progress bars.")
 JsonOpt = typer.Option(False, "--json", help="Print one JSON object to stdout (the tables go to stderr).")
@@ -263,6 +268,7 @@ def eval_command(
     concurrency: int = ConcurrencyOpt,
     embedding_model: Optional[str] = EmbeddingOpt,
     rerank_model: Optional[str] = RerankOpt,
+    second_embedding_model: Optional[str] = SecondEmbeddingOpt,
     no_cache: bool = NoCacheOpt,
     context_tokens: Optional[int] = typer.Option(
         None,
@@ -294,6 +300,7 @@ def eval_command(
         concurrency=concurrency,
         embedding_model=embedding_model,
         rerank_model=rerank_model,
+        second_embedding_model=second_embedding_model,
         cache_enabled=not no_cache,
         context_tokens=context_tokens,
     )
@@ -445,6 +452,7 @@ def run(
     concurrency: int = ConcurrencyOpt,
     embedding_model: Optional[str] = EmbeddingOpt,
     rerank_model: Optional[str] = RerankOpt,
+    second_embedding_model: Optional[str] = SecondEmbeddingOpt,
     no_cache: bool = NoCacheOpt,
     out: Optional[str] = typer.Option(
         None, "--out", "-o", help="Run directory (default runs/run-<diagnoser>-<benchmark>-<time>)."
@@ -542,6 +550,7 @@ def run(
             concurrency=concurrency,
             embedding_model=embedding_model,
             rerank_model=rerank_model,
+            second_embedding_model=second_embedding_model,
             patience=patience,
             reextract=not no_reextract,
             cache_enabled=not no_cache,
@@ -629,6 +638,11 @@ def transfer(
     rerank_model: Optional[str] = typer.Option(
         None, "--rerank-model", help="The cross-encoder of the rerank stage (default: the run's own, if it had one)."
     ),
+    second_embedding_model: Optional[str] = typer.Option(
+        None,
+        "--second-embedding-model",
+        help="The model of the second dense view (default: the run's own, if it had one).",
+    ),
     json_out: bool = JsonOpt,
     quiet: bool = QuietOpt,
 ):
@@ -636,7 +650,13 @@ def transfer(
 
     from evolvemem.cli.common import default_run_dir
     from evolvemem.cli.eval_cmd import run_eval
-    from evolvemem.session import best_config_path, model_settings, run_rerank_model, start_config
+    from evolvemem.session import (
+        best_config_path,
+        model_settings,
+        run_rerank_model,
+        run_second_embedding_model,
+        start_config,
+    )
 
     best = best_config_path(run_dir)
     start = start_config(run_dir)
@@ -656,6 +676,7 @@ def transfer(
         concurrency=concurrency,
         embedding_model=embedding_model,
         rerank_model=rerank_model or run_rerank_model(run_dir),
+        second_embedding_model=second_embedding_model or run_second_embedding_model(run_dir),
         cache_enabled=True,
         kind="transfer",
         source_run=run_dir,
@@ -821,6 +842,7 @@ def serve(
     api_base: Optional[str] = ApiBaseOpt,
     embedding_model: Optional[str] = EmbeddingOpt,
     rerank_model: Optional[str] = RerankOpt,
+    second_embedding_model: Optional[str] = SecondEmbeddingOpt,
     max_body: int = typer.Option(
         1_000_000, "--max-body", min=1024, help="Largest request body in bytes (larger: 413)."
     ),
@@ -852,6 +874,7 @@ def serve(
         reload_seconds=reload_config,
         mcp=not no_mcp,
         rerank_model=rerank_model,
+        second_embedding_model=second_embedding_model,
     )
 
 
@@ -866,6 +889,7 @@ def mcp_command(
     api_base: Optional[str] = ApiBaseOpt,
     embedding_model: Optional[str] = EmbeddingOpt,
     rerank_model: Optional[str] = RerankOpt,
+    second_embedding_model: Optional[str] = SecondEmbeddingOpt,
 ):
     """Serve the memory as MCP tools (remember, recall, answer, forget) over stdio."""
     from evolvemem.cli.serve_cmd import run_mcp_stdio
@@ -877,6 +901,7 @@ def mcp_command(
         models=serving_models(model, extract_model, answer_model, api_base),
         embedding_model=embedding_model,
         rerank_model=rerank_model,
+        second_embedding_model=second_embedding_model,
     )
 
 

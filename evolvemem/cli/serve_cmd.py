@@ -39,10 +39,18 @@ def open_memory(
     models: ModelSettings | None,
     embedding_model: str | None,
     rerank_model: str | None = None,
+    second_embedding_model: str | None = None,
 ) -> Memory:
     from evolvemem.serving.memory import Memory
 
-    memory = Memory.open(store, config, models=models, embedding_model=embedding_model, rerank_model=rerank_model)
+    memory = Memory.open(
+        store,
+        config,
+        models=models,
+        embedding_model=embedding_model,
+        rerank_model=rerank_model,
+        second_embedding_model=second_embedding_model,
+    )
     for warning in memory.config_warnings:
         ui.warn(warning)
     return memory
@@ -63,6 +71,7 @@ def run_server(
     reload_seconds: float,
     mcp: bool,
     rerank_model: str | None = None,
+    second_embedding_model: str | None = None,
 ) -> None:
     _need_serve_extra()
     import uvicorn
@@ -72,7 +81,7 @@ def run_server(
 
     keys = keys_from(keys_file)
     check_exposure(keys, host)
-    memory = open_memory(ui, config, store, models, embedding_model, rerank_model)
+    memory = open_memory(ui, config, store, models, embedding_model, rerank_model, second_embedding_model)
     try:
         watcher = ConfigWatcher(memory, config, reload_seconds)
         app = create_app(
@@ -100,13 +109,14 @@ def run_mcp_stdio(
     models: ModelSettings | None,
     embedding_model: str | None,
     rerank_model: str | None = None,
+    second_embedding_model: str | None = None,
 ) -> None:
     _need_serve_extra()
     import anyio
 
     from evolvemem.serving.mcp_tools import build_mcp_server
 
-    memory = open_memory(ui, config, store, models, embedding_model, rerank_model)
+    memory = open_memory(ui, config, store, models, embedding_model, rerank_model, second_embedding_model)
     try:
         print(
             f"evolvemem MCP over stdio: {store}, config {memory.config_hash} ({memory.config_source})",

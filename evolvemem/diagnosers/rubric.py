@@ -225,6 +225,17 @@ def _cross_encoder(c: RuleContext) -> Changes | None:
     return None
 
 
+def _second_dense_view(c: RuleContext) -> Changes | None:
+    """The second embedding model's dense view, when the first model's is on and evidence still
+    never reaches the candidates: a model that reads the memories differently may find it. A run
+    without a second model keeps the view's settings fixed, so the move is skipped."""
+    view = c.space.get("second_semantic_top_k")
+    if view is None or c.v.get("second_semantic_top_k") != view.off or not _num(c.v, "semantic_top_k"):
+        return None
+    size = max(int(_num(c.v, "semantic_top_k")), int(c.space.numeric("second_semantic_top_k").min))
+    return {"second_semantic_top_k": view.clamp(size)}
+
+
 def _late_view_off(c: RuleContext) -> bool:
     return "late_top_k" in c.space and c.v.get("late_top_k") == c.space["late_top_k"].off
 
@@ -342,6 +353,7 @@ RULES: tuple[Rule, ...] = (
         lambda c: {"fusion_mode": "rrf"} if c.v["fusion_mode"] != "rrf" and _num(c.v, "semantic_top_k") > 0 else None,
         "rank fusion is robust to view score scales",
     ),
+    Rule("second_dense_view", MISSES, 0.5, _second_dense_view, "add the second embedding model's dense view"),
     Rule(
         "widen_views",
         MISSES,

@@ -473,10 +473,19 @@ class EvolutionRunner:
             return set()
         return {name for name, dim in self.space.items() if dim.needs_reranker}
 
+    def _needs_second_embedder(self) -> set[str]:
+        """Settings of the second dense view, and levers that switch it on, when this run has no
+        second embedding model (they would change nothing, and a config using them is refused)."""
+        if self.ws.second_embedder is not None:
+            return set()
+        dims = self.space
+        own = {name for name, dim in dims.items() if dim.needs_second_embedder}
+        return own | {name for name, dim in dims.items() if own & set(dim.maps_to)}
+
     def _free_dims(self) -> list[str] | None:
         """The dimensions this run may change (None: all): not --freeze'd, and not model-only
         settings when the roles answer offline."""
-        fixed = set(self.spec.frozen) | self._model_only() | self._needs_reranker()
+        fixed = set(self.spec.frozen) | self._model_only() | self._needs_reranker() | self._needs_second_embedder()
         return [name for name in self.space if name not in fixed] if fixed else None
 
     def _exploration_dims(self) -> list[str] | None:
@@ -500,6 +509,11 @@ class EvolutionRunner:
         no_reranker = self._needs_reranker()
         if no_reranker:
             proposal.drop_fields(no_reranker, "needs a cross-encoder; this run has none (--rerank-model)")
+        no_second = self._needs_second_embedder()
+        if no_second:
+            proposal.drop_fields(
+                no_second, "needs a second embedding model; this run has none (--second-embedding-model)"
+            )
 
     def _score_on_test(self, start: RoundScore, best: RoundScore) -> dict[str, Any]:
         if not self.test.questions:

@@ -92,6 +92,8 @@ class RunSpec:
     concurrency: int = 8
     embedding_model: str | None = None
     rerank_model: str | None = None  # a cross-encoder for the rerank stage (rerank_top_k); None: no stage
+    # a second sentence-transformers model for the second dense view (second_semantic_top_k); None: no view
+    second_embedding_model: str | None = None
     patience: int = 4
     reextract: bool = True
     cache_enabled: bool = True

@@ -256,6 +256,9 @@ def _header(run_dir: Path, manifest: dict, objective: str) -> list[tuple[str, st
         rows.append(("embedding model", str(manifest.get("embedding_model") or spec.get("embedding_model"))))
     if manifest.get("rerank_model") or spec.get("rerank_model"):
         rows.append(("rerank model", str(manifest.get("rerank_model") or spec.get("rerank_model"))))
+    second = manifest.get("second_embedding_model") or spec.get("second_embedding_model")
+    if second:
+        rows.append(("second embedding model", str(second)))
     rows += [
         ("diagnoser", str(manifest.get("diagnoser", "-"))),
         ("seed", str(manifest.get("seed", "-"))),

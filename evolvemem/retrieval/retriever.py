@@ -5,6 +5,8 @@ Views (each a labelled, ranked candidate list; see `fusion.ViewHits`):
 - `semantic`    cosine of the question embedding with every memory (`semantic_top_k`)
 - `keyword`     BM25 over memory tokens (`keyword_top_k`)
 - `structured`  idf-weighted overlap of the question's persons/locations/entities (`structured_top_k`)
+- `second_semantic`  cosine under a second embedding model, if the user has one
+                (`second_semantic_top_k`; retrieval/second_embedder.py)
 - `swap_semantic`, `swap_keyword`  entity swap: the question with person names stripped,
                 searched again with the swap top-ks (helps a question that names the wrong person)
 - `sub_query`   decomposition: each sub-query's semantic + keyword hits, fused, best
@@ -40,6 +42,7 @@ from evolvemem.retrieval.index import ConversationIndex, IndexState, to_days
 from evolvemem.retrieval.late_interaction import LateIndex
 from evolvemem.retrieval.memo import BoundedMemo
 from evolvemem.retrieval.rerank import NO_RERANKER, CrossEncoderReranker, blended_order
+from evolvemem.retrieval.second_embedder import NO_SECOND_EMBEDDER, SecondEmbedder
 from evolvemem.retrieval.temporal import question_span
 from evolvemem.contracts.usage import Usage
 
@@ -105,7 +108,8 @@ class _QueryInfo:
 
 class _StateExtras:
     """What the retriever derives once per index state: session codes, token counts, the
-    token-vector index of late interaction (built on first use) and its per-question scores."""
+    token-vector index of late interaction and the second embedding model's memory vectors
+    (each built on first use), and late interaction's per-question scores."""
 
     def __init__(self, state: IndexState):
         self.state = state
@@ -118,6 +122,7 @@ class _StateExtras:
         self.min_tokens = min((memory_tokens(m) for m in state.memories), default=1)
         self.late: LateIndex | None = None
         self.late_scores: BoundedMemo[str, np.ndarray] = BoundedMemo()
+        self.second: np.ndarray | None = None  # (n, d') unit rows under the second embedding model
         self.persons: dict[str, np.ndarray] = {}
 
     def person_mask(self, person: str) -> np.ndarray:
@@ -147,16 +152,19 @@ class Retriever:
         llm: Any = None,
         reranker: CrossEncoderReranker | None = None,
         sources: Sequence[CandidateSource] = (),
+        second_embedder: SecondEmbedder | None = None,
     ):
         self.index = index
         self.sources = tuple(sources)  # mechanisms adding candidate views, handed in by the composition root
         self.reranker = reranker  # the cross-encoder of `rerank_top_k`, if the user gave one
+        self.second_embedder = second_embedder  # the model of `second_semantic_top_k`, if the user gave one
         self.llm = llm  # handed to candidate sources that have an LLM variant
         self.embedder = embedder
         self.decomposer = decomposer
         self.known_persons = tuple(known_persons)
         self._queries: BoundedMemo[str, _QueryInfo] = BoundedMemo()
         self._vectors: BoundedMemo[str, np.ndarray] = BoundedMemo()
+        self._second_vectors: BoundedMemo[str, np.ndarray] = BoundedMemo()
         self._decompositions: dict[tuple[str, int], _Decomposition] = {}
         self._lock = threading.Lock()
         self._source_caches: dict[tuple[str, int], tuple[IndexState, dict]] = {}
@@ -189,6 +197,31 @@ class Retriever:
             vector = self._vectors[text]
         return vector
 
+    def _second_query_vectors(self, texts: Sequence[str]) -> None:
+        """The second model's vectors of `texts` not memoised yet, embedded in one call."""
+        if self.second_embedder is None:
+            raise ConfigError(NO_SECOND_EMBEDDER)
+        todo = list(dict.fromkeys(t for t in texts if t not in self._second_vectors))
+        if todo:
+            self._second_vectors.update(zip(todo, self.second_embedder.of_questions(todo)))
+
+    def _second_scores(self, extras: _StateExtras, text: str) -> np.ndarray:
+        """Cosine of the question with every memory under the second embedding model."""
+        vector = self._second_vectors.get(text)
+        if vector is None:
+            self._second_query_vectors([text])
+            vector = self._second_vectors[text]
+        return self._second_matrix(extras) @ vector
+
+    def _second_matrix(self, extras: _StateExtras) -> np.ndarray:
+        """The second model's vectors of this index state's memories (from its cache by content)."""
+        if extras.second is None:
+            if self.second_embedder is None:
+                raise ConfigError(NO_SECOND_EMBEDDER)
+            vectors = self.second_embedder.of_memories([m.content for m in extras.state.memories])
+            extras.second = np.ascontiguousarray(vectors, dtype=np.float32)
+        return extras.second
+
     def _decomposition(self, text: str, max_sub_queries: int) -> _Decomposition:
         """Sub-queries other than the question itself, memoised by (text, max_sub_queries)."""
         key = (text, max_sub_queries)
@@ -219,6 +252,7 @@ class Retriever:
         decomposition's cost is still reported by the retrieval that first uses it)."""
         texts: list[str] = []
         late: list[str] = []
+        second: list[str] = []
         for question in questions:
             info = self._analyse(question.text)
             texts.append(question.text)
@@ -234,9 +268,14 @@ class Retriever:
                 texts.extend(self._decomposition(question.text, effective.max_sub_queries).sub_queries)
             if effective is not None and effective.late_top_k > 0:
                 late.append(question.text)
+            if effective is not None and effective.second_semantic_top_k > 0:
+                second.append(question.text)
         self._embed(texts)
         if late:
             self._late_batch(self._extras_of(self.index.state), late)
+        if second:
+            self._second_query_vectors(second)
+            self._second_matrix(self._extras_of(self.index.state))
 
     # ------------------------------------------------------------------------ per index state
     def _extras_of(self, state: IndexState) -> _StateExtras:
@@ -296,6 +335,15 @@ class Retriever:
             )
         if config.late_top_k > 0:
             views.append(top_k("late", self._late_scores(extras, text), depth(config.late_top_k), config.late_weight))
+        if config.second_semantic_top_k > 0:
+            views.append(
+                top_k(
+                    "second_semantic",
+                    self._second_scores(extras, text),
+                    depth(config.second_semantic_top_k),
+                    config.second_semantic_weight,
+                )
+            )
         if config.enable_entity_swap and info.stripped and info.stripped != text:
             swapped = self._analyse(info.stripped)
             views.append(

@@ -26,6 +26,7 @@ class LoadedConfig:
     models: ModelSettings | None  # the run's models, for a run directory
     warnings: tuple[str, ...] = ()
     rerank_model: str | None = None  # the run's cross-encoder, for a run directory that had one
+    second_embedding_model: str | None = None  # the run's second embedding model, for a run that had one
 
 
 def load_serving_config(spec: str | Path) -> LoadedConfig:
@@ -52,14 +53,17 @@ def _from_run(run_dir: Path) -> LoadedConfig:
     if row is None:
         raise ConfigError(f"{run_dir}: the run has no scored round yet")
     config, clamps = parse_config(row["config"], source=f"{run_dir} round {best}", space=space)
-    models = spec.get("models") if isinstance(spec, dict) else None
+    if not isinstance(spec, dict):
+        spec = {}
+    models = spec.get("models")
     settings = ModelSettings(**models) if isinstance(models, dict) else None
     return LoadedConfig(
         config,
         f"{run_dir} round {best}",
         settings,
         tuple(str(c) for c in clamps),
-        spec.get("rerank_model") if isinstance(spec, dict) else None,
+        spec.get("rerank_model"),
+        spec.get("second_embedding_model"),
     )
 
 

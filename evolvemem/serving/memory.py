@@ -36,6 +36,12 @@ from evolvemem.mechanisms.ama_router import FACT
 from evolvemem.qtypes import QUESTION_TYPES, classify_question
 from evolvemem.retrieval.rerank import CrossEncoderReranker, load_reranker, require_reranker
 from evolvemem.retrieval.retriever import RetrievalResult, RetrievedItem, context_tokens
+from evolvemem.retrieval.second_embedder import (
+    SecondEmbedder,
+    load_second_embedder,
+    require_second_embedder,
+    uses_second_view,
+)
 from evolvemem.roles.context_format import format_context
 from evolvemem.serving.config_source import LoadedConfig, load_serving_config
 from evolvemem.serving.conversation import build_conversation, new_turns
@@ -94,11 +100,13 @@ class Memory:
         embedder: ServingEmbedder,
         config_spec: str | None = None,
         reranker: CrossEncoderReranker | None = None,
+        second_embedder: SecondEmbedder | None = None,
     ):
         self.store = store
         self.roles = roles
         self.embedder = embedder
         self.reranker = reranker  # the rerank stage's cross-encoder, if any
+        self.second_embedder = second_embedder  # the second dense view's model, if any
         self.config_spec = config_spec
         self._config = loaded
         self._hash = loaded.config.fingerprint()
@@ -118,12 +126,15 @@ class Memory:
         models: ModelSettings | None = None,
         embedding_model: str | None = None,
         rerank_model: str | None = None,
+        second_embedding_model: str | None = None,
         cache_enabled: bool = True,
     ) -> Memory:
         """Open (or create) the store file `store` with `config`: a preset name, a config file or
         a run directory (its best round; the run's models unless `models` is given). Without
         models the roles are offline: rule-based extraction, the extractive reader. `rerank_model`
-        is the cross-encoder of a config that reranks (the run's own when `config` is a run)."""
+        is the cross-encoder of a config that reranks, `second_embedding_model` the model of a
+        config's second dense view (the run's own when `config` is a run). The second model's
+        memory vectors live in its embedding cache by content, not in the store file."""
         from evolvemem.retrieval.embeddings import DEFAULT_EMBEDDING_MODEL, Embedder
         from evolvemem.roles.factory import ModelSettings, build_roles
 
@@ -135,14 +146,20 @@ class Memory:
             embedder = ServingEmbedder(Embedder(embedding_model or DEFAULT_EMBEDDING_MODEL))
             reranker = load_reranker(rerank_model or loaded.rerank_model)
             require_reranker(loaded.config, reranker)
+            second = load_second_embedder(second_embedding_model or loaded.second_embedding_model)
+            require_second_embedder(loaded.config, second)
+            if second is not None:  # queries batched by one worker, kept out of the disk cache
+                second = SecondEmbedder(second.embedder, ServingEmbedder(second.embedder))
         except BaseException:
             opened.close()
             raise
-        return cls(opened, loaded, roles, embedder, str(config), reranker)
+        return cls(opened, loaded, roles, embedder, str(config), reranker, second)
 
     def close(self) -> None:
         self.traces.close()
         self.embedder.close()
+        if self.second_embedder is not None and isinstance(self.second_embedder.queries, ServingEmbedder):
+            self.second_embedder.queries.close()
         self.store.close()
 
     def __enter__(self) -> Memory:
@@ -174,6 +191,7 @@ class Memory:
         Memories stay: extraction does not depend on the retrieval config."""
         loaded = config if isinstance(config, LoadedConfig) else load_serving_config(config)
         require_reranker(loaded.config, self.reranker)
+        require_second_embedder(loaded.config, self.second_embedder)
         effective, config_hash = EffectiveConfigs(loaded.config), loaded.config.fingerprint()
         # readers take (effective, hash) from one tuple: they see the old pair or the new one
         self._config, self._hash = loaded, config_hash
@@ -201,9 +219,17 @@ class Memory:
 
     def _workspace(self, conversation: Conversation, units: Sequence[MemoryUnit], vectors: dict[str, Any]) -> Workspace:
         dataset = Dataset(DATASET_NAME, {conversation.conversation_id: conversation}, [])
-        ws = Workspace(dataset, self.roles, embedder=cast("Embedder", self.embedder), reranker=self.reranker)
+        ws = Workspace(
+            dataset,
+            self.roles,
+            embedder=cast("Embedder", self.embedder),
+            reranker=self.reranker,
+            second_embedder=self.second_embedder,
+        )
         with self.embedder.supplying(dict(vectors)):
             ws.load_conversation(conversation.conversation_id, list(units))
+        if self.second_embedder is not None and uses_second_view(self.config):  # now, not in the next search
+            self.second_embedder.of_memories([m.content for m in ws.indexes[conversation.conversation_id].memories])
         return ws
 
     def _extract(self, conversation: Conversation, turn_ids: set[str] | None) -> list[MemoryUnit]:

@@ -24,6 +24,7 @@ from evolvemem.session.inputs import (
     model_settings,
     resolve_init,
     run_rerank_model,
+    run_second_embedding_model,
     start_config,
 )
 from evolvemem.session.reporter import QuietReporter, Reporter
@@ -68,6 +69,7 @@ __all__ = [
     "resolve_init",
     "round_costs",
     "run_rerank_model",
+    "run_second_embedding_model",
     "start_config",
     "total_cost",
     "vs_full_text",

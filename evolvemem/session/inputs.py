@@ -79,6 +79,12 @@ def run_rerank_model(run_dir: str | Path) -> str | None:
         return (store.manifest().get("spec") or {}).get("rerank_model")
 
 
+def run_second_embedding_model(run_dir: str | Path) -> str | None:
+    """The second embedding model a run evolved with (`--second-embedding-model`), if it had one."""
+    with RunStore(Path(run_dir), read_only=True) as store:
+        return (store.manifest().get("spec") or {}).get("second_embedding_model")
+
+
 def resolve_init(reporter: Reporter, init: str) -> RetrievalConfig:
     """A preset, a config file, or a run directory (its best config)."""
     return load_config_reporting(reporter, str(best_config_path(init)) if Path(init).is_dir() else init)

@@ -42,6 +42,7 @@ from evolvemem.scoring.locomo import check_protocol
 from evolvemem.session.inputs import best_config_path, manifest_start_config, small_dev_warning
 from evolvemem.session.reporter import QuietReporter, Reporter
 from evolvemem.retrieval.rerank import require_reranker
+from evolvemem.retrieval.second_embedder import require_second_embedder
 from evolvemem.session.setup import announce_models, check_endpoint, open_workspace
 from evolvemem.session.sharded import evaluate_sharded
 from evolvemem.space.action_space import ActionSpace, files_space
@@ -426,6 +427,7 @@ class Session:
                 cache_enabled=spec.cache_enabled,
                 embedding_model=spec.embedding_model,
                 rerank_model=spec.rerank_model,
+                second_embedding_model=spec.second_embedding_model,
                 usage_sink=store.journal.append,
             )
             session = cls(
@@ -467,6 +469,7 @@ class Session:
         """Rounds 0..N (continuing from the store), then start and best scored once on test."""
         start = self.init_config()
         require_reranker(start, self.workspace.reranker)
+        require_second_embedder(start, self.workspace.second_embedder)
         runner = EvolutionRunner(self.spec, self.store, self.workspace, self, start, hooks)
         try:
             return runner.run()
@@ -489,6 +492,7 @@ class Session:
         concurrency: int = 8,
         embedding_model: str | None = None,
         rerank_model: str | None = None,
+        second_embedding_model: str | None = None,
         cache_enabled: bool = True,
         kind: str = "eval",
         source_run: str | None = None,
@@ -522,6 +526,7 @@ class Session:
                     "command": command_line(),
                     "embedding_model": embedding_model or "default",
                     "rerank_model": rerank_model,
+                    "second_embedding_model": second_embedding_model,
                 }
             )
             workspace = open_workspace(
@@ -531,9 +536,11 @@ class Session:
                 cache_enabled=cache_enabled,
                 embedding_model=embedding_model,
                 rerank_model=rerank_model,
+                second_embedding_model=second_embedding_model,
                 usage_sink=store.journal.append,
             )
             require_reranker(config, workspace.reranker)
+            require_second_embedder(config, workspace.second_embedder)
             session = cls(store, workspace, reporter, protocol=protocol, concurrency=concurrency, executor=executor)
             if not store.has_memories():
                 store.record_memories(memory_rows(workspace))
@@ -590,6 +597,7 @@ class Session:
                 cache_enabled=spec.cache_enabled,
                 embedding_model=spec.embedding_model,
                 rerank_model=spec.rerank_model,
+                second_embedding_model=spec.second_embedding_model,
                 usage_sink=store.journal.append,
             )
             session = cls(store, workspace, reporter, protocol=spec.protocol, concurrency=spec.concurrency)

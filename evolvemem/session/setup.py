@@ -13,6 +13,7 @@ from evolvemem.llm.client import redact_url, scrub_secrets
 from evolvemem.llm.preflight import PREFLIGHT_TIMEOUT, endpoint_problem
 from evolvemem.llm.usage import UsageSink
 from evolvemem.retrieval.rerank import load_reranker
+from evolvemem.retrieval.second_embedder import load_second_embedder
 from evolvemem.roles.classify import reclassify
 from evolvemem.roles.factory import ModelSettings, build_roles, client_options_from_env
 from evolvemem.session.reporter import Reporter
@@ -59,10 +60,12 @@ def open_workspace(
     cache_enabled: bool,
     embedding_model: str | None,
     rerank_model: str | None = None,
+    second_embedding_model: str | None = None,
     usage_sink: UsageSink | None = None,
 ) -> Workspace:
     """Roles for `settings`, the questions re-typed if --classify-model asks, then memories and
-    indexes (and the cross-encoder loaded, so a wrong --rerank-model fails before any work).
+    indexes (and the cross-encoder and second embedding model loaded, so a wrong --rerank-model
+    or --second-embedding-model fails before any work).
     `usage_sink` (a run's usage journal) gets each LLM call's usage as it returns, from the first
     extraction call on."""
     check_endpoint(settings)
@@ -77,7 +80,10 @@ def open_workspace(
     reranker = load_reranker(rerank_model)
     if reranker is not None:
         reporter.info(f"[dim]rerank stage: cross-encoder {rerank_model}[/dim]")
-    workspace = Workspace(dataset, roles, embedding_model, reranker=reranker)
+    second_embedder = load_second_embedder(second_embedding_model)
+    if second_embedder is not None:
+        reporter.info(f"[dim]second dense view: embedding model {second_embedding_model}[/dim]")
+    workspace = Workspace(dataset, roles, embedding_model, reranker=reranker, second_embedder=second_embedder)
     with reporter.progress() as bars:
         stats = workspace.build(progress=bars.stage)
     reporter.info(

@@ -102,6 +102,7 @@ def evaluate_sharded(
         ws.embedder.model_name,
         space.added(),
         ws.reranker.model_name if ws.reranker is not None else None,
+        ws.second_embedder.model_name if ws.second_embedder is not None else None,
     )
     shared_memo = executor.share(memo.entries(), f"memo-{uuid.uuid4().hex}") if memo is not None else None
     outcomes = [ShardedOutcome() for _ in jobs]

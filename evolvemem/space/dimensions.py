@@ -48,6 +48,8 @@ class Dimension:
     model_calls: bool = False
     # only has an effect with a cross-encoder (--rerank-model): runs without one never change it
     needs_reranker: bool = False
+    # only has an effect with a second embedding model (--second-embedding-model): runs without one never change it
+    needs_second_embedder: bool = False
     stage: str = "retrieval"
 
     # ---- value handling -------------------------------------------------------------------
@@ -267,6 +269,7 @@ _KNOWN_FIELDS = frozenset(
         "needs_model",
         "model_calls",
         "needs_reranker",
+        "needs_second_embedder",
         "stage",
     }
 )
@@ -317,6 +320,7 @@ def dimension_from_table(path: Path, name: str, spec: dict[str, Any]) -> Dimensi
         needs_model=bool(spec.get("needs_model", False)),
         model_calls=bool(spec.get("model_calls", False)),
         needs_reranker=bool(spec.get("needs_reranker", False)),
+        needs_second_embedder=bool(spec.get("needs_second_embedder", False)),
         stage=spec.get("stage", "retrieval"),
         **kind_fields,
     )
@@ -366,6 +370,8 @@ def dimension_to_toml(dim: Dimension, table: str | None = None) -> str:
         lines.append("model_calls = true")
     if dim.needs_reranker:
         lines.append("needs_reranker = true")
+    if dim.needs_second_embedder:
+        lines.append("needs_second_embedder = true")
     if dim.mechanism_off is not None:
         lines.append(f"mechanism = {{ off = {toml_value(dim.mechanism_off)} }}")
     lines.append(f"description = {toml_value(dim.description)}")

@@ -99,6 +99,7 @@ def build_dimension(
         "needs_model": any(dims[k].needs_model for k in members),
         "model_calls": any(dims[k].model_calls for k in members),
         "needs_reranker": any(dims[k].needs_reranker for k in members),
+        "needs_second_embedder": any(dims[k].needs_second_embedder for k in members),
         "mechanism": {"off": False},
         "description": about[:MAX_DESCRIPTION],
         "maps_to": members,

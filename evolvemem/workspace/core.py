@@ -26,6 +26,7 @@ from evolvemem.retrieval.embeddings import DEFAULT_EMBEDDING_MODEL, Embedder
 from evolvemem.retrieval.index import ConversationIndex
 from evolvemem.retrieval.rerank import CrossEncoderReranker
 from evolvemem.retrieval.retriever import Retriever
+from evolvemem.retrieval.second_embedder import SecondEmbedder
 from evolvemem.roles.factory import Roles
 from evolvemem.workspace.stores import MemoryStores, ProgressFn
 
@@ -61,11 +62,13 @@ class Workspace:
         embedding_model: str | None = None,
         embedder: Embedder | None = None,
         reranker: CrossEncoderReranker | None = None,
+        second_embedder: SecondEmbedder | None = None,
     ) -> None:
         self.dataset = dataset
         self.roles = roles
         self.embedder = embedder or Embedder(embedding_model or DEFAULT_EMBEDDING_MODEL)
         self.reranker = reranker  # the cross-encoder of the rerank stage, if the user gave one
+        self.second_embedder = second_embedder  # the model of the second dense view, if the user gave one
         self.memories: dict[str, list[MemoryUnit]] = {}
         self.indexes: dict[str, ConversationIndex] = {}
         self.retrievers: dict[str, Retriever] = {}
@@ -121,6 +124,7 @@ class Workspace:
             llm=self.roles.mechanism_client,
             reranker=self.reranker,
             sources=candidate_sources(),
+            second_embedder=self.second_embedder,
         )
 
     def index_conversation(self, conversation_id: str, index: ConversationIndex | None = None) -> None:

@@ -10,6 +10,7 @@ from evolvemem.data.models import Dataset
 from evolvemem.retrieval.embeddings import Embedder
 from evolvemem.retrieval.index import ConversationIndex, IndexState
 from evolvemem.retrieval.rerank import CrossEncoderReranker
+from evolvemem.retrieval.second_embedder import SecondEmbedder
 from evolvemem.roles.factory import Roles
 from evolvemem.workspace.core import Workspace
 
@@ -53,11 +54,16 @@ def pack_conversation(ws: Workspace, conversation_id: str) -> ConversationPack:
 
 
 def workspace_from_pack(
-    pack: ConversationPack, roles: Roles, embedder: Embedder, reranker: CrossEncoderReranker | None = None
+    pack: ConversationPack,
+    roles: Roles,
+    embedder: Embedder,
+    reranker: CrossEncoderReranker | None = None,
+    second_embedder: SecondEmbedder | None = None,
 ) -> Workspace:
     """A workspace of the pack's one conversation, its indexes as the pack holds them (the
-    embedder embeds questions: one per process reads its on-disk cache once)."""
-    ws = Workspace(pack.dataset, roles, embedder=embedder, reranker=reranker)
+    embedder embeds questions: one per process reads its on-disk cache once; a second embedding
+    model's memory vectors are not packed: they come from that model's cache by content)."""
+    ws = Workspace(pack.dataset, roles, embedder=embedder, reranker=reranker, second_embedder=second_embedder)
     (conversation_id,) = pack.dataset.conversations
     speakers = pack.dataset.conversations[conversation_id].speakers
     ws.memories[conversation_id] = list(pack.memories)
