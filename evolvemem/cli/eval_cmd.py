@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from evolvemem.cli.common import default_run_dir
 from evolvemem.cli.ui import UI, category_table, paired_table, report_failures, report_oversized
 
 if TYPE_CHECKING:
+    from evolvemem.cli.log_progress import LogBars
+    from evolvemem.cli.ui import Bars
+    from evolvemem.loop.paired import Comparison
     from evolvemem.session import ModelSettings
     from evolvemem.space.config import RetrievalConfig
 
@@ -57,24 +61,8 @@ def run_eval(
         source_run=source_run,
         reporter=ui,
     ) as session:
-        total = len(session.dataset.questions)
-        counts = {"done": 0, "failed": 0, "hits": 0, "calls": 0}
         with ui.progress() as bars:
-
-            def on_record(record: dict) -> None:
-                counts["done"] += 1
-                counts["failed"] += int(bool(record.get("failed")))
-                counts["hits"] += int(record.get("cache_hits") or 0)
-                counts["calls"] += int(record.get("calls") or 0)
-                bars.questions(
-                    "answer",
-                    counts["done"],
-                    total,
-                    cache_hits=counts["hits"],
-                    failed=counts["failed"],
-                    calls=counts["calls"],
-                )
-
+            on_record = _answer_counter(bars, len(session.dataset.questions))
             result = session.evaluate_once(config, config_name, on_record, bars.stage)
             compared = None
             if baseline is not None:
@@ -82,28 +70,11 @@ def run_eval(
         causes = session.failure_causes()
         oversized = session.oversized_replies()
     summary = result.summary
-    label = "" if protocol == "official" else " [adversarial scored with the EvolveMem paper protocol]"
-    ui.print(category_table(summary, f"{benchmark} ({split}) · config {config_name}{label}"))
-    if context_tokens:
-        main = summary.get("main_evidence_recall")
-        ui.info(
-            f"contexts cut at {context_tokens} tokens: evidence recall (answerable) "
-            f"{'-' if main is None else f'{main:.3f}'}, mean context {summary.get('context_tokens') or 0:.0f} tokens"
-        )
+    _print_scores(ui, summary, benchmark, split, config_name, protocol, context_tokens)
     ui.info(f"records: {run_dir / 'run.duckdb'}  ({result.wall_seconds:.1f}s)")
     out_baseline = None
     if baseline is not None and compared is not None:
-        base_summary, comparison = compared
-        ui.print(
-            paired_table(
-                comparison, baseline[0], config_name, f"{config_name} vs {baseline[0]} on the same questions (paired)"
-            )
-        )
-        out_baseline = {
-            "label": baseline[0],
-            "overall": {k: v for k, v in base_summary.items() if k != "by_category"},
-            "paired": comparison.as_dict(),
-        }
+        out_baseline = _baseline_comparison(ui, baseline[0], config_name, *compared)
     report_failures(ui, causes)
     report_oversized(ui, oversized)
     return {
@@ -113,3 +84,55 @@ def run_eval(
         "by_category": summary["by_category"],
         "baseline": out_baseline,
     }
+
+
+def _print_scores(
+    ui: UI,
+    summary: dict,
+    benchmark: str,
+    split: str,
+    config_name: str,
+    protocol: str,
+    context_tokens: int | None,
+) -> None:
+    """The per-category table, and with a token cap the evidence recall at that budget."""
+    label = "" if protocol == "official" else " [adversarial scored with the EvolveMem paper protocol]"
+    ui.print(category_table(summary, f"{benchmark} ({split}) · config {config_name}{label}"))
+    if context_tokens:
+        main = summary.get("main_evidence_recall")
+        ui.info(
+            f"contexts cut at {context_tokens} tokens: evidence recall (answerable) "
+            f"{'-' if main is None else f'{main:.3f}'}, mean context {summary.get('context_tokens') or 0:.0f} tokens"
+        )
+
+
+def _baseline_comparison(
+    ui: UI, baseline_label: str, config_name: str, base_summary: dict, comparison: Comparison
+) -> dict:
+    """Print the paired table against the baseline; its block of the JSON result."""
+    ui.print(
+        paired_table(
+            comparison, baseline_label, config_name, f"{config_name} vs {baseline_label} on the same questions (paired)"
+        )
+    )
+    return {
+        "label": baseline_label,
+        "overall": {k: v for k, v in base_summary.items() if k != "by_category"},
+        "paired": comparison.as_dict(),
+    }
+
+
+def _answer_counter(bars: Bars | LogBars, total: int) -> Callable[[dict], None]:
+    """A record callback that moves the answer bar: questions done, cache hits, failures and calls."""
+    counts = {"done": 0, "failed": 0, "hits": 0, "calls": 0}
+
+    def on_record(record: dict) -> None:
+        counts["done"] += 1
+        counts["failed"] += int(bool(record.get("failed")))
+        counts["hits"] += int(record.get("cache_hits") or 0)
+        counts["calls"] += int(record.get("calls") or 0)
+        bars.questions(
+            "answer", counts["done"], total, cache_hits=counts["hits"], failed=counts["failed"], calls=counts["calls"]
+        )
+
+    return on_record

@@ -14,7 +14,57 @@ from evolvemem.labelling.kinds import DEFAULT_MATCH_F1, DEFAULT_PER_SESSION
 
 if TYPE_CHECKING:
     from evolvemem.space.dimensions import Dimension
-from evolvemem.cli.defaults import BENCHMARK_HELP, GUARD_DEFAULTS, RUN_DEFAULTS
+from evolvemem.cli.defaults import BENCHMARK_HELP, RUN_DEFAULTS
+from evolvemem.cli.options import (
+    AlphaOpt,
+    AnswerOpt,
+    ApiBaseOpt,
+    BenchmarkOpt,
+    CandidatesOpt,
+    ClassifyOpt,
+    ConcurrencyOpt,
+    ContextWindowOpt,
+    DiagnoserOpt,
+    DiagnosisModeOpt,
+    DiagnosisOpt,
+    EmbeddingOpt,
+    ExecutorOpt,
+    ExploreDimsOpt,
+    ExtractOpt,
+    FoldsOpt,
+    FreezeOpt,
+    InitOpt,
+    JsonOpt,
+    JudgeOpt,
+    MaxLossOpt,
+    MinEffectOpt,
+    ModelOpt,
+    NoCacheOpt,
+    NoContextReuseOpt,
+    NoEvidenceRungOpt,
+    NoReextractOpt,
+    ObjectiveOpt,
+    PatienceOpt,
+    QuietOpt,
+    RayAddressOpt,
+    RerankOpt,
+    ResumeOpt,
+    RoundsOpt,
+    RunContextTokensOpt,
+    RunDataOpt,
+    RunJsonOpt,
+    RunOutOpt,
+    RunProtocolOpt,
+    ScreenAlphaOpt,
+    ScreenBudgetOpt,
+    ScreenFractionOpt,
+    SecondEmbeddingOpt,
+    SeedOpt,
+    ServeConfigOpt,
+    SplitAllOpt,
+    StoreOpt,
+    TauRevOpt,
+)
 
 app = typer.Typer(
     add_completion=False,
@@ -40,59 +90,6 @@ def main_options(
     ),
 ) -> None:
     """Tune the retrieval side of LLM-agent memory with an AutoResearch loop."""
-
-
-ModelOpt = typer.Option(
-    None, "--model", help="litellm model for every role (e.g. openai/gpt-4o-mini); default: offline roles."
-)
-ExtractOpt = typer.Option(None, "--extract-model", help="Model for memory extraction (or 'offline').")
-AnswerOpt = typer.Option(
-    None, "--answer-model", help="Model for decomposition, answering and verification (or 'offline')."
-)
-DiagnosisOpt = typer.Option(None, "--diagnosis-model", help="Model for diagnosis (or 'offline').")
-JudgeOpt = typer.Option(None, "--judge-model", help="Model for the LLM-judge metric (off unless set).")
-ClassifyOpt = typer.Option(
-    None, "--classify-model", help="Model that re-types questions that came without a type (default: rules)."
-)
-ApiBaseOpt = typer.Option(
-    None,
-    "--api-base",
-    help="Base URL of an OpenAI-compatible server (vLLM, Ollama, ...); with --resume, the run's server at a new address.",
-)
-ContextWindowOpt = typer.Option(
-    None,
-    "--context-window",
-    min=256,
-    help="Tokens the model's window holds (default: from litellm's table or the server); every prompt is sized to fit it.",
-)
-SplitAllOpt = typer.Option("all", "--split", help="dev, test or all (split by conversation).")
-ConcurrencyOpt = typer.Option(
-    RUN_DEFAULTS.concurrency, "--concurrency", min=1, help="Questions answered at once when an LLM is used (1 or more)."
-)
-EmbeddingOpt = typer.Option(None, "--embedding-model", help="sentence-transformers model name.")
-RerankOpt = typer.Option(
-    None,
-    "--rerank-model",
-    help="A sentence-transformers CrossEncoder (a local folder or a cached name) for the rerank stage: its settings (rerank_top_k, rerank_weight) join the action space only with one.",
-)
-SecondEmbeddingOpt = typer.Option(
-    None,
-    "--second-embedding-model",
-    help="A second sentence-transformers model (a local folder or a cached name) for a second dense view fused beside the first: its settings (second_semantic_top_k, second_semantic_weight) join the action space only with one.",
-)
-NoCacheOpt = typer.Option(False, "--no-cache", help="Do not read or write the LLM response cache.")
-QuietOpt = typer.Option(False, "--quiet", "-q", help="No progress bars.")
-JsonOpt = typer.Option(False, "--json", help="Print one JSON object to stdout (the tables go to stderr).")
-ExecutorOpt = typer.Option(
-    "local",
-    "--executor",
-    help='Where questions are answered: local (this process) or ray (Ray tasks, one per conversation and config, in parallel; pip install -e ".[ray]").',
-)
-RayAddressOpt = typer.Option(
-    None,
-    "--ray-address",
-    help="With --executor ray: auto, or HOST:PORT of a cluster started with `ray start --head` [default: a local cluster on this machine, shut down at the end].",
-)
 
 
 def exit_now_if_calls_in_flight(code: int) -> None:
@@ -335,18 +332,9 @@ def ignored_on_resume(ctx: typer.Context) -> list[str]:
 @user_errors
 def run(
     ctx: typer.Context,
-    benchmark: str = typer.Option(RUN_DEFAULTS.benchmark, "--benchmark", "-b", help=f"{BENCHMARK_HELP}."),
-    data: Optional[str] = typer.Option(
-        None,
-        "--data",
-        help="Path to the benchmark file (with --resume: the run's file at a new location; its content must not differ).",
-    ),
-    rounds: Optional[int] = typer.Option(
-        None,
-        "--rounds",
-        "-n",
-        help=f"Evolution rounds after the starting round 0 [default: {RUN_DEFAULTS.rounds}; with --resume: the run's own].",
-    ),
+    benchmark: str = BenchmarkOpt,
+    data: Optional[str] = RunDataOpt,
+    rounds: Optional[int] = RoundsOpt,
     model: Optional[str] = ModelOpt,
     extract_model: Optional[str] = ExtractOpt,
     answer_model: Optional[str] = AnswerOpt,
@@ -355,141 +343,49 @@ def run(
     classify_model: Optional[str] = ClassifyOpt,
     api_base: Optional[str] = ApiBaseOpt,
     context_window: Optional[int] = ContextWindowOpt,
-    diagnoser: Optional[str] = typer.Option(
-        None, "--diagnoser", help="llm, rubric, random or tpe (default: llm with a model, else rubric)."
-    ),
-    diagnosis_mode: str = typer.Option(
-        RUN_DEFAULTS.diagnosis_mode,
-        "--diagnosis-mode",
-        help="llm diagnoser: free (it writes the changes) or menu (it picks one of the rubric's ranked candidates; short prompt, small reply).",
-    ),
-    init: str = typer.Option(
-        RUN_DEFAULTS.init, "--init", help="Starting config: weak, default, a config file, or a run directory."
-    ),
-    seed: int = typer.Option(RUN_DEFAULTS.seed, "--seed", help="Seed for exploration, random and tpe."),
-    objective: Optional[str] = typer.Option(
-        None,
-        "--objective",
-        help="balanced (a gain on answerable or unanswerable questions without a loss on the other), all (every question), main (answerable only) or evidence (no answer model: evidence recall of the answer context on answerable questions at a token budget, --context-tokens) [default: balanced when a model answers; evidence with offline answers, whose F1 barely moves with retrieval].",
-    ),
-    context_tokens: Optional[int] = typer.Option(
-        None,
-        "--context-tokens",
-        help="--objective evidence: cut every answer context at this many estimated tokens, so configs are compared at an equal budget [default: the answer model's window share; 4096-token window without a model].",
-    ),
-    no_evidence_rung: bool = typer.Option(
-        False,
-        "--no-evidence-rung",
-        help="Skip rung 0 of the screening ladder (a candidate that changes the context is first compared on the evidence recall of its contexts, without answer calls).",
-    ),
-    adversarial_protocol: str = typer.Option(
-        RUN_DEFAULTS.protocol, "--adversarial-protocol", help="official or paper."
-    ),
-    tau_rev: float = typer.Option(
-        GUARD_DEFAULTS.revert_threshold,
-        "--tau-rev",
-        help="Revert when the objective drops more than this below the best (or significantly).",
-    ),
-    alpha: float = typer.Option(
-        GUARD_DEFAULTS.alpha,
-        "--alpha",
-        help="Significance level of the paired tests that accept a round as the new best.",
-    ),
-    min_effect: float = typer.Option(
-        GUARD_DEFAULTS.min_effect,
-        "--min-effect",
-        help="Smallest mean F1 gain (paired, on the same dev questions) that counts.",
-    ),
-    max_loss: float = typer.Option(
-        GUARD_DEFAULTS.max_loss,
-        "--max-loss",
-        help="Largest mean F1 loss the other group may take (balanced objective).",
-    ),
-    folds: int = typer.Option(
-        GUARD_DEFAULTS.folds,
-        "--folds",
-        help="Split dev conversations into K folds; a change must hold in every fold (0 = off).",
-    ),
-    explore_dims: int = typer.Option(
-        GUARD_DEFAULTS.explore_dims, "--explore-dims", help="Dimensions changed by an exploration step."
-    ),
-    patience: int = typer.Option(
-        RUN_DEFAULTS.patience,
-        "--patience",
-        help="Stop early after this many rounds without a significant gain (0 = never).",
-    ),
-    no_reextract: bool = typer.Option(False, "--no-reextract", help="Never re-extract sessions with extraction gaps."),
-    screen_fraction: Optional[float] = typer.Option(
-        None,
-        "--screen-fraction",
-        help=f"Score each round's candidate first on this share of the dev questions (stratified by question type and conversation) and evaluate it fully only when it is not worse than the best there and gains; 0 or 1 = every candidate is fully evaluated [default: {RUN_DEFAULTS.screen_fraction} when a model answers; 0 with offline answers, where a full evaluation costs seconds].",
-    ),
-    screen_alpha: float = typer.Option(
-        RUN_DEFAULTS.screen_alpha,
-        "--screen-alpha",
-        help="Significance a minibatch gain needs to pass screening (looser than --alpha: a quarter of the questions has less power, and a passing candidate still faces the full paired test).",
-    ),
-    screen_budget: int = typer.Option(
-        RUN_DEFAULTS.screen_budget,
-        "--screen-budget",
-        help="Screenings per round: after a screened-out candidate the round tries an exploration, up to this many; then it keeps the best config.",
-    ),
-    candidates: int = typer.Option(
-        RUN_DEFAULTS.candidates,
-        "--candidates",
-        help="Candidates each round screens at once: the guard's next config and the diagnoser's next K-1 proposals (rubric: next-ranked actions, tpe: further trials, random: further draws, llm: further menu picks), in parallel with --executor ray; the best that passes its minibatch (Holm's correction over the K) is evaluated in full and judged at --alpha / K. Needs screening (on by default when K > 1).",
-    ),
-    no_context_reuse: bool = typer.Option(
-        False,
-        "--no-context-reuse",
-        help="Answer every question again even when its answer context and answer settings are those of an answer already given.",
-    ),
-    freeze: Optional[list[str]] = typer.Option(
-        None,
-        "--freeze",
-        help="Dimensions or groups (e.g. scenes, cue_graph) the loop may not change; repeat or comma-separate.",
-    ),
+    diagnoser: Optional[str] = DiagnoserOpt,
+    diagnosis_mode: str = DiagnosisModeOpt,
+    init: str = InitOpt,
+    seed: int = SeedOpt,
+    objective: Optional[str] = ObjectiveOpt,
+    context_tokens: Optional[int] = RunContextTokensOpt,
+    no_evidence_rung: bool = NoEvidenceRungOpt,
+    adversarial_protocol: str = RunProtocolOpt,
+    tau_rev: float = TauRevOpt,
+    alpha: float = AlphaOpt,
+    min_effect: float = MinEffectOpt,
+    max_loss: float = MaxLossOpt,
+    folds: int = FoldsOpt,
+    explore_dims: int = ExploreDimsOpt,
+    patience: int = PatienceOpt,
+    no_reextract: bool = NoReextractOpt,
+    screen_fraction: Optional[float] = ScreenFractionOpt,
+    screen_alpha: float = ScreenAlphaOpt,
+    screen_budget: int = ScreenBudgetOpt,
+    candidates: int = CandidatesOpt,
+    no_context_reuse: bool = NoContextReuseOpt,
+    freeze: Optional[list[str]] = FreezeOpt,
     concurrency: int = ConcurrencyOpt,
     embedding_model: Optional[str] = EmbeddingOpt,
     rerank_model: Optional[str] = RerankOpt,
     second_embedding_model: Optional[str] = SecondEmbeddingOpt,
     no_cache: bool = NoCacheOpt,
-    out: Optional[str] = typer.Option(
-        None, "--out", "-o", help="Run directory (default runs/run-<diagnoser>-<benchmark>-<time>)."
-    ),
-    resume: Optional[str] = typer.Option(None, "--resume", help="Continue an interrupted run (its directory)."),
+    out: Optional[str] = RunOutOpt,
+    resume: Optional[str] = ResumeOpt,
     executor_name: str = ExecutorOpt,
     ray_address: Optional[str] = RayAddressOpt,
-    json_out: bool = typer.Option(False, "--json", help="End stdout with one JSON object describing the run."),
+    json_out: bool = RunJsonOpt,
     quiet: bool = QuietOpt,
 ):
     """Evolve the retrieval config: evaluate → diagnose → propose → guard, round by round."""
     import time
 
-    from evolvemem.cli.run_cmd import new_run_dir, run_loop
-    from evolvemem.errors import EvolveMemError
-    from evolvemem.session import (
-        EXECUTORS,
-        OBJECTIVES,
-        GuardSettings,
-        RunSpec,
-        Session,
-        candidates_problem,
-        check_protocol,
-        default_objective,
-        diagnoser_entry,
-        model_settings,
-        open_executor,
-        resolve_init,
-    )
-    from evolvemem.space.action_space import files_space
+    from evolvemem.cli.run_cmd import NewRunOptions, check_executor, new_run_dir, new_run_spec, run_loop
+    from evolvemem.session import Session, open_executor
 
     started = time.perf_counter()
     ui = UI(json_mode=json_out, quiet=quiet)
-    if executor_name not in EXECUTORS:
-        raise EvolveMemError(f"--executor must be {' or '.join(EXECUTORS)}, not {executor_name!r}")
-    if ray_address and executor_name != "ray":
-        raise EvolveMemError("--ray-address needs --executor ray")
+    check_executor(executor_name, ray_address)
     if resume:
         ignored = ignored_on_resume(ctx)
         if ignored:
@@ -498,74 +394,10 @@ def run(
             session = Session.resume(resume, ui, rounds=rounds, data=data, api_base=api_base, executor=executor)
             result = run_loop(ui, session, started, resumed=True)
     else:
-        check_protocol(adversarial_protocol)
-        settings = model_settings(
-            model, extract_model, answer_model, diagnosis_model, judge_model, api_base, classify_model, context_window
-        )
-        objective = objective or default_objective(settings.for_role("answer") != "offline")
-        if objective not in OBJECTIVES:
-            raise EvolveMemError(f"--objective must be {' or '.join(OBJECTIVES)}, not {objective!r}")
-        rounds = RUN_DEFAULTS.rounds if rounds is None else rounds
-        if rounds < 0:
-            raise EvolveMemError("--rounds must be 0 or more")
-        entry = diagnoser_entry(diagnoser or ("llm" if settings.for_role("diagnose") != "offline" else "rubric"))
-        chosen = entry.name
-        if entry.modes and diagnosis_mode not in entry.modes:
-            raise EvolveMemError(f"--diagnosis-mode must be {' or '.join(entry.modes)}, not {diagnosis_mode!r}")
-        frozen = files_space().expand([n for item in freeze or [] for n in item.split(",")])
-        if screen_fraction is None:  # K candidates are compared on the minibatch, offline too
-            answered = settings.for_role("answer") != "offline" or candidates > 1
-            screen_fraction = RUN_DEFAULTS.screen_fraction if answered else 0.0
-        if not 0.0 <= screen_fraction <= 1.0:
-            raise EvolveMemError(f"--screen-fraction must be between 0 and 1, not {screen_fraction:g}")
-        if screen_budget < 1:
-            raise EvolveMemError("--screen-budget must be 1 or more")
-        problem = candidates_problem(candidates, screen_fraction, screen_budget, objective)
-        if problem:
-            raise EvolveMemError(problem)
-        if context_tokens is not None and context_tokens < 1:
-            raise EvolveMemError(f"--context-tokens must be 1 or more, not {context_tokens}")
-        for name, level in (("--alpha", alpha), ("--screen-alpha", screen_alpha)):
-            if not 0.0 < level < 1.0:
-                raise EvolveMemError(f"{name} must be between 0 and 1 (exclusive), not {level:g}")
-        init_config = resolve_init(ui, init)
-        spec = RunSpec(
-            benchmark=benchmark,
-            data=data,
-            rounds=rounds,
-            diagnoser=chosen,
-            init=init,
-            seed=seed,
-            objective=objective,
-            protocol=adversarial_protocol,
-            models=dict(settings.__dict__),
-            guard=GuardSettings(
-                revert_threshold=tau_rev,
-                explore_dims=explore_dims,
-                alpha=alpha,
-                min_effect=min_effect,
-                max_loss=max_loss,
-                folds=folds,
-            ),
-            concurrency=concurrency,
-            embedding_model=embedding_model,
-            rerank_model=rerank_model,
-            second_embedding_model=second_embedding_model,
-            patience=patience,
-            reextract=not no_reextract,
-            cache_enabled=not no_cache,
-            frozen=frozen,
-            diagnosis_mode=diagnosis_mode,
-            screen_fraction=screen_fraction,
-            screen_budget=screen_budget,
-            screen_alpha=screen_alpha,
-            candidates=candidates,
-            context_reuse=not no_context_reuse,
-            context_tokens=context_tokens,
-            evidence_rung=not no_evidence_rung,
-        )
+        spec, init_config = new_run_spec(ui, NewRunOptions.from_params(ctx.params))
         with open_executor(executor_name, ray_address) as executor:
-            session = Session.create(spec, new_run_dir(out, benchmark, chosen), init_config, ui, executor=executor)
+            run_dir = new_run_dir(out, benchmark, spec.diagnoser)
+            session = Session.create(spec, run_dir, init_config, ui, executor=executor)
             result = run_loop(ui, session, started)
     if json_out:
         ui.emit_json(result)
@@ -798,17 +630,6 @@ def label(
         raise typer.Exit(130)
     if json_out:
         ui.emit_json(result)
-
-
-StoreOpt = typer.Option(
-    ..., "--store", "-s", help="The memory store file (DuckDB; created if missing; one writer at a time)."
-)
-ServeConfigOpt = typer.Option(
-    "default",
-    "--config",
-    "-c",
-    help="Preset name, config file, or a run directory (its best round's config, answered with the run's models unless a model option is given).",
-)
 
 
 def serving_models(

@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
 from evolvemem.cli.common import default_run_dir
 from evolvemem.cli.log_progress import duration_text
+from evolvemem.cli.defaults import RUN_DEFAULTS
 from evolvemem.cli.ui import UI, fmt, report_failures, report_oversized
+from evolvemem.errors import EvolveMemError
 from evolvemem.loop.guard import kept_text, next_step_text
 from evolvemem.loop.ladder import rung_text
-from evolvemem.loop.spec import objective_label, objective_metric
+from evolvemem.loop.spec import GuardSettings, RunSpec, objective_label, objective_metric
 
 if TYPE_CHECKING:
     from evolvemem.session import RoundDone, RunResult, Session
+    from evolvemem.space.config import RetrievalConfig
 
 
 EMERGED_MARK = "✦"  # the round's config switched on a lever that emerged in the run
@@ -315,3 +320,157 @@ def held_out_text(paired: dict | None, objective: str) -> str:
 
 def new_run_dir(out: str | None, benchmark: str, diagnoser: str) -> Path:
     return Path(out) if out else default_run_dir(f"run-{diagnoser}", benchmark)
+
+
+def check_executor(executor_name: str, ray_address: str | None) -> None:
+    from evolvemem.session import EXECUTORS
+
+    if executor_name not in EXECUTORS:
+        raise EvolveMemError(f"--executor must be {' or '.join(EXECUTORS)}, not {executor_name!r}")
+    if ray_address and executor_name != "ray":
+        raise EvolveMemError("--ray-address needs --executor ray")
+
+
+@dataclass(frozen=True)
+class NewRunOptions:
+    """What `evolve run` was given for a new run, as typed as its options (read off the command's
+    parameters by name, so the command does not pass forty of them one by one)."""
+
+    benchmark: str
+    data: str | None
+    rounds: int | None
+    model: str | None
+    extract_model: str | None
+    answer_model: str | None
+    diagnosis_model: str | None
+    judge_model: str | None
+    classify_model: str | None
+    api_base: str | None
+    context_window: int | None
+    diagnoser: str | None
+    diagnosis_mode: str
+    init: str
+    seed: int
+    objective: str | None
+    context_tokens: int | None
+    no_evidence_rung: bool
+    adversarial_protocol: str
+    tau_rev: float
+    alpha: float
+    min_effect: float
+    max_loss: float
+    folds: int
+    explore_dims: int
+    patience: int
+    no_reextract: bool
+    screen_fraction: float | None
+    screen_alpha: float
+    screen_budget: int
+    candidates: int
+    no_context_reuse: bool
+    freeze: Sequence[str] | None
+    concurrency: int
+    embedding_model: str | None
+    rerank_model: str | None
+    second_embedding_model: str | None
+    no_cache: bool
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> NewRunOptions:
+        return cls(**{f.name: params[f.name] for f in fields(cls)})
+
+
+def new_run_spec(ui: UI, o: NewRunOptions) -> tuple[RunSpec, RetrievalConfig]:
+    """Check a new run's options against each other and fill the defaults that hang on the models
+    (objective, diagnoser, screening); the spec and the starting config, or one error line."""
+    from evolvemem.session import (
+        OBJECTIVES,
+        check_protocol,
+        default_objective,
+        diagnoser_entry,
+        model_settings,
+        resolve_init,
+    )
+    from evolvemem.space.action_space import files_space
+
+    check_protocol(o.adversarial_protocol)
+    settings = model_settings(
+        o.model,
+        o.extract_model,
+        o.answer_model,
+        o.diagnosis_model,
+        o.judge_model,
+        o.api_base,
+        o.classify_model,
+        o.context_window,
+    )
+    answered = settings.for_role("answer") != "offline"
+    objective = o.objective or default_objective(answered)
+    if objective not in OBJECTIVES:
+        raise EvolveMemError(f"--objective must be {' or '.join(OBJECTIVES)}, not {objective!r}")
+    rounds = RUN_DEFAULTS.rounds if o.rounds is None else o.rounds
+    if rounds < 0:
+        raise EvolveMemError("--rounds must be 0 or more")
+    entry = diagnoser_entry(o.diagnoser or ("llm" if settings.for_role("diagnose") != "offline" else "rubric"))
+    if entry.modes and o.diagnosis_mode not in entry.modes:
+        raise EvolveMemError(f"--diagnosis-mode must be {' or '.join(entry.modes)}, not {o.diagnosis_mode!r}")
+    frozen = files_space().expand([n for item in o.freeze or [] for n in item.split(",")])
+    screen_fraction = o.screen_fraction
+    if screen_fraction is None:  # K candidates are compared on the minibatch, offline too
+        screen_fraction = RUN_DEFAULTS.screen_fraction if answered or o.candidates > 1 else 0.0
+    _check_levels(o, objective, screen_fraction)
+    init_config = resolve_init(ui, o.init)
+    spec = RunSpec(
+        benchmark=o.benchmark,
+        data=o.data,
+        rounds=rounds,
+        diagnoser=entry.name,
+        init=o.init,
+        seed=o.seed,
+        objective=objective,
+        protocol=o.adversarial_protocol,
+        models=dict(settings.__dict__),
+        guard=GuardSettings(
+            revert_threshold=o.tau_rev,
+            explore_dims=o.explore_dims,
+            alpha=o.alpha,
+            min_effect=o.min_effect,
+            max_loss=o.max_loss,
+            folds=o.folds,
+        ),
+        concurrency=o.concurrency,
+        embedding_model=o.embedding_model,
+        rerank_model=o.rerank_model,
+        second_embedding_model=o.second_embedding_model,
+        patience=o.patience,
+        reextract=not o.no_reextract,
+        cache_enabled=not o.no_cache,
+        frozen=frozen,
+        diagnosis_mode=o.diagnosis_mode,
+        screen_fraction=screen_fraction,
+        screen_budget=o.screen_budget,
+        screen_alpha=o.screen_alpha,
+        candidates=o.candidates,
+        context_reuse=not o.no_context_reuse,
+        context_tokens=o.context_tokens,
+        evidence_rung=not o.no_evidence_rung,
+    )
+    return spec, init_config
+
+
+def _check_levels(o: NewRunOptions, objective: str, screen_fraction: float) -> None:
+    """The screening and significance settings: in range and possible together."""
+    from evolvemem.session import candidates_problem
+
+    if not 0.0 <= screen_fraction <= 1.0:
+        raise EvolveMemError(f"--screen-fraction must be between 0 and 1, not {screen_fraction:g}")
+    if o.screen_budget < 1:
+        raise EvolveMemError("--screen-budget must be 1 or more")
+    problem = candidates_problem(o.candidates, screen_fraction, o.screen_budget, objective)
+    if problem:
+        raise EvolveMemError(problem)
+    if o.context_tokens is not None and o.context_tokens < 1:
+        raise EvolveMemError(f"--context-tokens must be 1 or more, not {o.context_tokens}")
+    for name, level in (("--alpha", o.alpha), ("--screen-alpha", o.screen_alpha)):
+        if not 0.0 < level < 1.0:
+            raise EvolveMemError(f"{name} must be between 0 and 1 (exclusive), not {level:g}")

@@ -1,0 +1,178 @@
+"""The options several `evolve` commands share and the many of `evolve run`, declared once as typer
+option objects so that a command's signature only names them (and the order of its `--help`)."""
+
+from __future__ import annotations
+
+import typer
+
+from evolvemem.cli.defaults import BENCHMARK_HELP, GUARD_DEFAULTS, RUN_DEFAULTS
+
+ModelOpt = typer.Option(
+    None, "--model", help="litellm model for every role (e.g. openai/gpt-4o-mini); default: offline roles."
+)
+ExtractOpt = typer.Option(None, "--extract-model", help="Model for memory extraction (or 'offline').")
+AnswerOpt = typer.Option(
+    None, "--answer-model", help="Model for decomposition, answering and verification (or 'offline')."
+)
+DiagnosisOpt = typer.Option(None, "--diagnosis-model", help="Model for diagnosis (or 'offline').")
+JudgeOpt = typer.Option(None, "--judge-model", help="Model for the LLM-judge metric (off unless set).")
+ClassifyOpt = typer.Option(
+    None, "--classify-model", help="Model that re-types questions that came without a type (default: rules)."
+)
+ApiBaseOpt = typer.Option(
+    None,
+    "--api-base",
+    help="Base URL of an OpenAI-compatible server (vLLM, Ollama, ...); with --resume, the run's server at a new address.",
+)
+ContextWindowOpt = typer.Option(
+    None,
+    "--context-window",
+    min=256,
+    help="Tokens the model's window holds (default: from litellm's table or the server); every prompt is sized to fit it.",
+)
+SplitAllOpt = typer.Option("all", "--split", help="dev, test or all (split by conversation).")
+ConcurrencyOpt = typer.Option(
+    RUN_DEFAULTS.concurrency, "--concurrency", min=1, help="Questions answered at once when an LLM is used (1 or more)."
+)
+EmbeddingOpt = typer.Option(None, "--embedding-model", help="sentence-transformers model name.")
+RerankOpt = typer.Option(
+    None,
+    "--rerank-model",
+    help="A sentence-transformers CrossEncoder (a local folder or a cached name) for the rerank stage: its settings (rerank_top_k, rerank_weight) join the action space only with one.",
+)
+SecondEmbeddingOpt = typer.Option(
+    None,
+    "--second-embedding-model",
+    help="A second sentence-transformers model (a local folder or a cached name) for a second dense view fused beside the first: its settings (second_semantic_top_k, second_semantic_weight) join the action space only with one.",
+)
+NoCacheOpt = typer.Option(False, "--no-cache", help="Do not read or write the LLM response cache.")
+QuietOpt = typer.Option(False, "--quiet", "-q", help="No progress bars.")
+JsonOpt = typer.Option(False, "--json", help="Print one JSON object to stdout (the tables go to stderr).")
+ExecutorOpt = typer.Option(
+    "local",
+    "--executor",
+    help='Where questions are answered: local (this process) or ray (Ray tasks, one per conversation and config, in parallel; pip install -e ".[ray]").',
+)
+RayAddressOpt = typer.Option(
+    None,
+    "--ray-address",
+    help="With --executor ray: auto, or HOST:PORT of a cluster started with `ray start --head` [default: a local cluster on this machine, shut down at the end].",
+)
+StoreOpt = typer.Option(
+    ..., "--store", "-s", help="The memory store file (DuckDB; created if missing; one writer at a time)."
+)
+ServeConfigOpt = typer.Option(
+    "default",
+    "--config",
+    "-c",
+    help="Preset name, config file, or a run directory (its best round's config, answered with the run's models unless a model option is given).",
+)
+
+# evolve run
+BenchmarkOpt = typer.Option(RUN_DEFAULTS.benchmark, "--benchmark", "-b", help=f"{BENCHMARK_HELP}.")
+RunDataOpt = typer.Option(
+    None,
+    "--data",
+    help="Path to the benchmark file (with --resume: the run's file at a new location; its content must not differ).",
+)
+RoundsOpt = typer.Option(
+    None,
+    "--rounds",
+    "-n",
+    help=f"Evolution rounds after the starting round 0 [default: {RUN_DEFAULTS.rounds}; with --resume: the run's own].",
+)
+DiagnoserOpt = typer.Option(
+    None, "--diagnoser", help="llm, rubric, random or tpe (default: llm with a model, else rubric)."
+)
+DiagnosisModeOpt = typer.Option(
+    RUN_DEFAULTS.diagnosis_mode,
+    "--diagnosis-mode",
+    help="llm diagnoser: free (it writes the changes) or menu (it picks one of the rubric's ranked candidates; short prompt, small reply).",
+)
+InitOpt = typer.Option(
+    RUN_DEFAULTS.init, "--init", help="Starting config: weak, default, a config file, or a run directory."
+)
+SeedOpt = typer.Option(RUN_DEFAULTS.seed, "--seed", help="Seed for exploration, random and tpe.")
+ObjectiveOpt = typer.Option(
+    None,
+    "--objective",
+    help="balanced (a gain on answerable or unanswerable questions without a loss on the other), all (every question), main (answerable only) or evidence (no answer model: evidence recall of the answer context on answerable questions at a token budget, --context-tokens) [default: balanced when a model answers; evidence with offline answers, whose F1 barely moves with retrieval].",
+)
+RunContextTokensOpt = typer.Option(
+    None,
+    "--context-tokens",
+    help="--objective evidence: cut every answer context at this many estimated tokens, so configs are compared at an equal budget [default: the answer model's window share; 4096-token window without a model].",
+)
+NoEvidenceRungOpt = typer.Option(
+    False,
+    "--no-evidence-rung",
+    help="Skip rung 0 of the screening ladder (a candidate that changes the context is first compared on the evidence recall of its contexts, without answer calls).",
+)
+RunProtocolOpt = typer.Option(RUN_DEFAULTS.protocol, "--adversarial-protocol", help="official or paper.")
+TauRevOpt = typer.Option(
+    GUARD_DEFAULTS.revert_threshold,
+    "--tau-rev",
+    help="Revert when the objective drops more than this below the best (or significantly).",
+)
+AlphaOpt = typer.Option(
+    GUARD_DEFAULTS.alpha,
+    "--alpha",
+    help="Significance level of the paired tests that accept a round as the new best.",
+)
+MinEffectOpt = typer.Option(
+    GUARD_DEFAULTS.min_effect,
+    "--min-effect",
+    help="Smallest mean F1 gain (paired, on the same dev questions) that counts.",
+)
+MaxLossOpt = typer.Option(
+    GUARD_DEFAULTS.max_loss,
+    "--max-loss",
+    help="Largest mean F1 loss the other group may take (balanced objective).",
+)
+FoldsOpt = typer.Option(
+    GUARD_DEFAULTS.folds,
+    "--folds",
+    help="Split dev conversations into K folds; a change must hold in every fold (0 = off).",
+)
+ExploreDimsOpt = typer.Option(
+    GUARD_DEFAULTS.explore_dims, "--explore-dims", help="Dimensions changed by an exploration step."
+)
+PatienceOpt = typer.Option(
+    RUN_DEFAULTS.patience,
+    "--patience",
+    help="Stop early after this many rounds without a significant gain (0 = never).",
+)
+NoReextractOpt = typer.Option(False, "--no-reextract", help="Never re-extract sessions with extraction gaps.")
+ScreenFractionOpt = typer.Option(
+    None,
+    "--screen-fraction",
+    help=f"Score each round's candidate first on this share of the dev questions (stratified by question type and conversation) and evaluate it fully only when it is not worse than the best there and gains; 0 or 1 = every candidate is fully evaluated [default: {RUN_DEFAULTS.screen_fraction} when a model answers; 0 with offline answers, where a full evaluation costs seconds].",
+)
+ScreenAlphaOpt = typer.Option(
+    RUN_DEFAULTS.screen_alpha,
+    "--screen-alpha",
+    help="Significance a minibatch gain needs to pass screening (looser than --alpha: a quarter of the questions has less power, and a passing candidate still faces the full paired test).",
+)
+ScreenBudgetOpt = typer.Option(
+    RUN_DEFAULTS.screen_budget,
+    "--screen-budget",
+    help="Screenings per round: after a screened-out candidate the round tries an exploration, up to this many; then it keeps the best config.",
+)
+CandidatesOpt = typer.Option(
+    RUN_DEFAULTS.candidates,
+    "--candidates",
+    help="Candidates each round screens at once: the guard's next config and the diagnoser's next K-1 proposals (rubric: next-ranked actions, tpe: further trials, random: further draws, llm: further menu picks), in parallel with --executor ray; the best that passes its minibatch (Holm's correction over the K) is evaluated in full and judged at --alpha / K. Needs screening (on by default when K > 1).",
+)
+NoContextReuseOpt = typer.Option(
+    False,
+    "--no-context-reuse",
+    help="Answer every question again even when its answer context and answer settings are those of an answer already given.",
+)
+FreezeOpt = typer.Option(
+    None,
+    "--freeze",
+    help="Dimensions or groups (e.g. scenes, cue_graph) the loop may not change; repeat or comma-separate.",
+)
+RunOutOpt = typer.Option(None, "--out", "-o", help="Run directory (default runs/run-<diagnoser>-<benchmark>-<time>).")
+ResumeOpt = typer.Option(None, "--resume", help="Continue an interrupted run (its directory).")
+RunJsonOpt = typer.Option(False, "--json", help="End stdout with one JSON object describing the run.")
