@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from evolvemem.cli.ui import UI
@@ -76,48 +77,51 @@ def load_inputs(data: str | None, traces: str | None) -> tuple[Dataset, list[Que
     return dataset, seeds
 
 
-def run_label(
-    ui: UI,
-    *,
-    data: str | None,
-    traces: str | None,
-    out: str,
-    model: str | None,
-    types: str | None,
-    per_session: int,
-    sessions: int | None,
-    match_f1: float,
-    retrieval_config: str,
-    api_base: str | None,
-    context_window: int | None,
-    embedding_model: str | None,
-    cache_enabled: bool,
-) -> dict:
+@dataclass(frozen=True)
+class LabelOptions:
+    """What `evolve label` was given (read off the command's parameters by name)."""
+
+    data: str | None
+    traces: str | None
+    out: str
+    model: str | None
+    types: str | None
+    per_session: int
+    sessions: int | None
+    match_f1: float
+    retrieval_config: str
+    api_base: str | None
+    context_window: int | None
+    embedding_model: str | None
+    no_cache: bool
+
+
+def run_label(ui: UI, o: LabelOptions) -> dict:
     from evolvemem.labelling.run import label_dataset
 
-    chosen = chosen_model(model)
+    chosen = chosen_model(o.model)
     offline = chosen == OFFLINE
-    if not 0.0 < match_f1 <= 1.0:
-        raise EvolveMemError(f"--match-f1 must be above 0 and at most 1, not {match_f1:g}")
+    if not 0.0 < o.match_f1 <= 1.0:
+        raise EvolveMemError(f"--match-f1 must be above 0 and at most 1, not {o.match_f1:g}")
     settings = LabelSettings(
         model=chosen,
-        types=parse_types(ui, types, offline),
-        per_session=per_session,
-        sessions=sessions,
-        match_f1=match_f1,
-        retrieval_config=retrieval_config,
-        api_base=api_base,
-        context_window=context_window,
-        embedding_model=embedding_model,
-        cache_enabled=cache_enabled,
+        types=parse_types(ui, o.types, offline),
+        per_session=o.per_session,
+        sessions=o.sessions,
+        match_f1=o.match_f1,
+        retrieval_config=o.retrieval_config,
+        api_base=o.api_base,
+        context_window=o.context_window,
+        embedding_model=o.embedding_model,
+        cache_enabled=not o.no_cache,
     )
-    dataset, seeds = load_inputs(data, traces)
+    dataset, seeds = load_inputs(o.data, o.traces)
     if offline and seeds:
         raise EvolveMemError("trace seeds need a model to write their answers: pass --model")
     unlabelled = [q for q in dataset.questions if not q.answers]
     if unlabelled:
         ui.warn(
-            f"{len(unlabelled)} questions of {data} have no answer and are left out (pass the file as --traces "
+            f"{len(unlabelled)} questions of {o.data} have no answer and are left out (pass the file as --traces "
             "to label them)"
         )
     if offline:
@@ -129,7 +133,7 @@ def run_label(
         summary = label_dataset(
             dataset,
             settings,
-            Path(out),
+            Path(o.out),
             seeds=seeds,
             progress=lambda done, total: bars.update("conversations", done, total),
         )

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from evolvemem.space.dimensions import Dimension
 from evolvemem.cli.defaults import BENCHMARK_HELP, RUN_DEFAULTS
 from evolvemem.cli.options import (
+    options_from,
     AlphaOpt,
     AnswerOpt,
     ApiBaseOpt,
@@ -55,15 +56,20 @@ from evolvemem.cli.options import (
     RunJsonOpt,
     RunOutOpt,
     RunProtocolOpt,
+    SCORING_MODELS,
+    SERVED_MODELS,
+    ScoringModels,
     ScreenAlphaOpt,
     ScreenBudgetOpt,
     ScreenFractionOpt,
     SecondEmbeddingOpt,
     SeedOpt,
     ServeConfigOpt,
+    ServedModels,
     SplitAllOpt,
     StoreOpt,
     TauRevOpt,
+    with_option_groups,
 )
 
 app = typer.Typer(
@@ -237,6 +243,7 @@ def about_text(dim: Dimension) -> str:
 
 @app.command("eval")
 @user_errors
+@with_option_groups
 def eval_command(
     benchmark: str = typer.Option(RUN_DEFAULTS.benchmark, "--benchmark", "-b", help=f"{BENCHMARK_HELP}."),
     data: Optional[str] = typer.Option(None, "--data", help="Path to the benchmark file (LoCoMo: locomo10.json)."),
@@ -247,13 +254,7 @@ def eval_command(
         help="Preset name (weak, default) or a config file. eval scores what you would deploy untuned, so it defaults to `default` (every dimension at its default); `run` starts from `weak` (the EvolveMem paper's BM25-only start) to leave the loop room to climb, and `transfer` compares with the run's own start.",
     ),
     split: str = SplitAllOpt,
-    model: Optional[str] = ModelOpt,
-    extract_model: Optional[str] = ExtractOpt,
-    answer_model: Optional[str] = AnswerOpt,
-    judge_model: Optional[str] = JudgeOpt,
-    classify_model: Optional[str] = ClassifyOpt,
-    api_base: Optional[str] = ApiBaseOpt,
-    context_window: Optional[int] = ContextWindowOpt,
+    models: ScoringModels = SCORING_MODELS,
     out: Optional[str] = typer.Option(
         None, "--out", "-o", help="Output directory (default runs/eval-<benchmark>-<time>)."
     ),
@@ -278,19 +279,16 @@ def eval_command(
 ):
     """Score one retrieval config on a benchmark; every question's record goes to DuckDB."""
     from evolvemem.cli.eval_cmd import run_eval
-    from evolvemem.session import check_protocol, model_settings
+    from evolvemem.session import check_protocol
 
     check_protocol(adversarial_protocol)
     ui = UI(json_mode=json_out, quiet=quiet)
-    settings = model_settings(
-        model, extract_model, answer_model, None, judge_model, api_base, classify_model, context_window
-    )
     result = run_eval(
         ui,
         benchmark=benchmark,
         data=data,
         config_name=config,
-        settings=settings,
+        settings=models.settings(),
         split=split,
         out=out,
         protocol=adversarial_protocol,
@@ -301,8 +299,7 @@ def eval_command(
         cache_enabled=not no_cache,
         context_tokens=context_tokens,
     )
-    if json_out:
-        ui.emit_json(result)
+    ui.emit_result(result)
 
 
 WIDE_TABLE_COLUMNS = 160  # below this `evolve space` lists dimensions instead of drawing a table
@@ -394,13 +391,12 @@ def run(
             session = Session.resume(resume, ui, rounds=rounds, data=data, api_base=api_base, executor=executor)
             result = run_loop(ui, session, started, resumed=True)
     else:
-        spec, init_config = new_run_spec(ui, NewRunOptions.from_params(ctx.params))
+        spec, init_config = new_run_spec(ui, options_from(NewRunOptions, ctx.params))
         with open_executor(executor_name, ray_address) as executor:
             run_dir = new_run_dir(out, benchmark, spec.diagnoser)
             session = Session.create(spec, run_dir, init_config, ui, executor=executor)
             result = run_loop(ui, session, started)
-    if json_out:
-        ui.emit_json(result)
+    ui.emit_result(result)
 
 
 @app.command("runs")
@@ -414,8 +410,7 @@ def runs_command(
 
     ui = UI(json_mode=json_out)
     rows = list_runs(ui, root)
-    if json_out:
-        ui.emit_json({"runs": rows})
+    ui.emit_result({"runs": rows})
 
 
 @app.command()
@@ -425,9 +420,7 @@ def show(run_dir: str = typer.Argument(..., metavar="RUN"), json_out: bool = Jso
     from evolvemem.cli.inspect_cmd import show_run
 
     ui = UI(json_mode=json_out)
-    result = show_run(ui, run_dir)
-    if json_out:
-        ui.emit_json(result)
+    ui.emit_result(show_run(ui, run_dir))
 
 
 @app.command()
@@ -443,25 +436,18 @@ def diff(
     from evolvemem.cli.inspect_cmd import diff_rounds
 
     ui = UI(json_mode=json_out)
-    result = diff_rounds(ui, run_dir, a, b, limit)
-    if json_out:
-        ui.emit_json(result)
+    ui.emit_result(diff_rounds(ui, run_dir, a, b, limit))
 
 
 @app.command()
 @user_errors
+@with_option_groups
 def transfer(
     run_dir: str = typer.Argument(..., metavar="RUN"),
     benchmark: str = typer.Option(..., "--benchmark", "-b", help="Benchmark or domain to score on."),
     data: Optional[str] = typer.Option(None, "--data", help="Its data file."),
     split: str = SplitAllOpt,
-    model: Optional[str] = ModelOpt,
-    extract_model: Optional[str] = ExtractOpt,
-    answer_model: Optional[str] = AnswerOpt,
-    judge_model: Optional[str] = JudgeOpt,
-    classify_model: Optional[str] = ClassifyOpt,
-    api_base: Optional[str] = ApiBaseOpt,
-    context_window: Optional[int] = ContextWindowOpt,
+    models: ScoringModels = SCORING_MODELS,
     out: Optional[str] = typer.Option(
         None, "--out", "-o", help="Output directory (default runs/transfer-<benchmark>-<time>)."
     ),
@@ -484,7 +470,6 @@ def transfer(
     from evolvemem.cli.eval_cmd import run_eval
     from evolvemem.session import (
         best_config_path,
-        model_settings,
         run_rerank_model,
         run_second_embedding_model,
         start_config,
@@ -493,15 +478,12 @@ def transfer(
     best = best_config_path(run_dir)
     start = start_config(run_dir)
     ui = UI(json_mode=json_out, quiet=quiet)
-    settings = model_settings(
-        model, extract_model, answer_model, None, judge_model, api_base, classify_model, context_window
-    )
     result = run_eval(
         ui,
         benchmark=benchmark,
         data=data,
         config_name=str(best),
-        settings=settings,
+        settings=models.settings(),
         split=split,
         out=out or str(default_run_dir("transfer", benchmark)),
         protocol="official",
@@ -514,8 +496,7 @@ def transfer(
         source_run=run_dir,
         baseline=("the run's start", start),
     )
-    if json_out:
-        ui.emit_json(result)
+    ui.emit_result(result)
 
 
 @app.command()
@@ -532,9 +513,7 @@ def report(
     from evolvemem.cli.report_cmd import write_report
 
     ui = UI(json_mode=json_out)
-    result = write_report(ui, run_dir, out, png)
-    if json_out:
-        ui.emit_json(result)
+    ui.emit_result(write_report(ui, run_dir, out, png))
 
 
 @app.command()
@@ -549,14 +528,13 @@ def ablate(
     from evolvemem.cli.ablate_cmd import run_ablate
 
     ui = UI(json_mode=json_out, quiet=quiet)
-    result = run_ablate(ui, run_dir, split)
-    if json_out:
-        ui.emit_json(result)
+    ui.emit_result(run_ablate(ui, run_dir, split))
 
 
 @app.command()
 @user_errors
 def label(
+    ctx: typer.Context,
     data: Optional[str] = typer.Option(
         None, "--data", help="Conversations to label (custom format, .json or .jsonl; its questions may be empty)."
     ),
@@ -601,26 +579,11 @@ def label(
     quiet: bool = QuietOpt,
 ):
     """Write a dev set from your own conversations: generated questions, each checked by independent model calls."""
-    from evolvemem.cli.label_cmd import run_label
+    from evolvemem.cli.label_cmd import LabelOptions, run_label
 
     ui = UI(json_mode=json_out, quiet=quiet)
     try:
-        result = run_label(
-            ui,
-            data=data,
-            traces=traces,
-            out=out,
-            model=model,
-            types=types,
-            per_session=per_session,
-            sessions=sessions,
-            match_f1=match_f1,
-            retrieval_config=retrieval_config,
-            api_base=api_base,
-            context_window=context_window,
-            embedding_model=embedding_model,
-            cache_enabled=not no_cache,
-        )
+        result = run_label(ui, options_from(LabelOptions, ctx.params))
     except KeyboardInterrupt:
         typer.echo(
             "interrupted: every answered call is in the journal beside --out; run the same command again to continue",
@@ -628,25 +591,12 @@ def label(
         )
         exit_now_if_calls_in_flight(130)
         raise typer.Exit(130)
-    if json_out:
-        ui.emit_json(result)
-
-
-def serving_models(
-    model: Optional[str], extract_model: Optional[str], answer_model: Optional[str], api_base: Optional[str]
-):
-    """Model settings given on the command line, or None (a run directory's own, else offline)."""
-    import os
-
-    from evolvemem.session import model_settings
-
-    if not any((model, extract_model, answer_model, api_base, os.environ.get("EVOLVEMEM_MODEL"))):
-        return None
-    return model_settings(model, extract_model, answer_model, None, None, api_base)
+    ui.emit_result(result)
 
 
 @app.command()
 @user_errors
+@with_option_groups
 def serve(
     config: str = ServeConfigOpt,
     store: str = StoreOpt,
@@ -657,13 +607,7 @@ def serve(
     keys_file: Optional[str] = typer.Option(
         None, "--keys-file", help="File of API keys, one a line [default: EVOLVEMEM_API_KEYS, comma-separated]."
     ),
-    model: Optional[str] = ModelOpt,
-    extract_model: Optional[str] = ExtractOpt,
-    answer_model: Optional[str] = AnswerOpt,
-    api_base: Optional[str] = ApiBaseOpt,
-    embedding_model: Optional[str] = EmbeddingOpt,
-    rerank_model: Optional[str] = RerankOpt,
-    second_embedding_model: Optional[str] = SecondEmbeddingOpt,
+    models: ServedModels = SERVED_MODELS,
     max_body: int = typer.Option(
         1_000_000, "--max-body", min=1024, help="Largest request body in bytes (larger: 413)."
     ),
@@ -688,42 +632,26 @@ def serve(
         host=host,
         port=port,
         keys_file=keys_file,
-        models=serving_models(model, extract_model, answer_model, api_base),
-        embedding_model=embedding_model,
+        models=models,
         max_body=max_body,
         max_in_flight=max_in_flight,
         reload_seconds=reload_config,
         mcp=not no_mcp,
-        rerank_model=rerank_model,
-        second_embedding_model=second_embedding_model,
     )
 
 
 @app.command("mcp")
 @user_errors
+@with_option_groups
 def mcp_command(
     config: str = ServeConfigOpt,
     store: str = StoreOpt,
-    model: Optional[str] = ModelOpt,
-    extract_model: Optional[str] = ExtractOpt,
-    answer_model: Optional[str] = AnswerOpt,
-    api_base: Optional[str] = ApiBaseOpt,
-    embedding_model: Optional[str] = EmbeddingOpt,
-    rerank_model: Optional[str] = RerankOpt,
-    second_embedding_model: Optional[str] = SecondEmbeddingOpt,
+    models: ServedModels = SERVED_MODELS,
 ):
     """Serve the memory as MCP tools (remember, recall, answer, forget) over stdio."""
     from evolvemem.cli.serve_cmd import run_mcp_stdio
 
-    run_mcp_stdio(
-        UI(),
-        config=config,
-        store=store,
-        models=serving_models(model, extract_model, answer_model, api_base),
-        embedding_model=embedding_model,
-        rerank_model=rerank_model,
-        second_embedding_model=second_embedding_model,
-    )
+    run_mcp_stdio(UI(), config=config, store=store, models=models)
 
 
 traces_app = typer.Typer(no_args_is_help=True, help="Traces of served searches and answers.")
@@ -745,9 +673,7 @@ def traces_export(
     from evolvemem.cli.serve_cmd import export_traces
 
     ui = UI(json_mode=json_out)
-    result = export_traces(ui, store=store, out=out, namespace=namespace, users=user)
-    if json_out:
-        ui.emit_json(result)
+    ui.emit_result(export_traces(ui, store=store, out=out, namespace=namespace, users=user))
 
 
 def main() -> None:  # pragma: no cover - console script entry

@@ -3,9 +3,20 @@ option objects so that a command's signature only names them (and the order of i
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, Generic, Optional, TypeVar
+
 import typer
 
 from evolvemem.cli.defaults import BENCHMARK_HELP, GUARD_DEFAULTS, RUN_DEFAULTS
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    from evolvemem.session import ModelSettings
 
 ModelOpt = typer.Option(
     None, "--model", help="litellm model for every role (e.g. openai/gpt-4o-mini); default: offline roles."
@@ -176,3 +187,131 @@ FreezeOpt = typer.Option(
 RunOutOpt = typer.Option(None, "--out", "-o", help="Run directory (default runs/run-<diagnoser>-<benchmark>-<time>).")
 ResumeOpt = typer.Option(None, "--resume", help="Continue an interrupted run (its directory).")
 RunJsonOpt = typer.Option(False, "--json", help="End stdout with one JSON object describing the run.")
+
+
+T = TypeVar("T")
+
+
+D = TypeVar("D", bound="DataclassInstance")
+
+
+def options_from(cls: type[D], params: Mapping[str, Any]) -> D:
+    """A command's options as one typed dataclass, read by field name off its parameters (ctx.params)."""
+    return cls(**{f.name: params[f.name] for f in fields(cls)})
+
+
+# Option groups: options several commands take together, in the same order.
+
+
+@dataclass(frozen=True)
+class OptionGroup(Generic[T]):
+    """Options declared once and taken by several commands as one typed object: a command names the
+    group as a single parameter (`models: ScoringModels = SCORING_MODELS`) and `with_option_groups`
+    spells the options out for typer in that place (so `--help` lists them there) and hands the
+    command the object built from their values."""
+
+    build: Callable[..., T]
+    options: tuple[tuple[str, object, Any], ...]  # (parameter name, its type, its typer option)
+
+
+def option_group(build: Callable[..., T], *options: tuple[str, object, Any]) -> Any:
+    """An `OptionGroup` typed as typer's options are (Any), to stand as a parameter's default."""
+    return OptionGroup(build, options)
+
+
+def with_option_groups(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Spell out every `OptionGroup` default of `command` as its options; call it with the groups built."""
+    signature = inspect.signature(command, eval_str=True)
+    groups = {p.name: p.default for p in signature.parameters.values() if isinstance(p.default, OptionGroup)}
+    parameters: list[inspect.Parameter] = []
+    for p in signature.parameters.values():
+        if p.name not in groups:
+            parameters.append(p)
+            continue
+        for name, annotation, option in groups[p.name].options:
+            parameters.append(inspect.Parameter(name, p.kind, default=option, annotation=annotation))
+
+    @functools.wraps(command)
+    def grouped(*args: Any, **kwargs: Any) -> Any:
+        for group_name, group in groups.items():
+            kwargs[group_name] = group.build(**{name: kwargs.pop(name) for name, _, _ in group.options})
+        return command(*args, **kwargs)
+
+    grouped.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    grouped.__annotations__ = {p.name: p.annotation for p in parameters}  # what get_type_hints reads
+    return grouped
+
+
+@dataclass(frozen=True)
+class ScoringModels:
+    """The models of `evolve eval` and `evolve transfer` (no diagnosis: nothing is proposed)."""
+
+    model: str | None
+    extract_model: str | None
+    answer_model: str | None
+    judge_model: str | None
+    classify_model: str | None
+    api_base: str | None
+    context_window: int | None
+
+    def settings(self) -> ModelSettings:
+        from evolvemem.session import model_settings
+
+        return model_settings(
+            self.model,
+            self.extract_model,
+            self.answer_model,
+            None,
+            self.judge_model,
+            self.api_base,
+            self.classify_model,
+            self.context_window,
+        )
+
+
+SCORING_MODELS = option_group(
+    ScoringModels,
+    ("model", Optional[str], ModelOpt),
+    ("extract_model", Optional[str], ExtractOpt),
+    ("answer_model", Optional[str], AnswerOpt),
+    ("judge_model", Optional[str], JudgeOpt),
+    ("classify_model", Optional[str], ClassifyOpt),
+    ("api_base", Optional[str], ApiBaseOpt),
+    ("context_window", Optional[int], ContextWindowOpt),
+)
+
+
+@dataclass(frozen=True)
+class ServedModels:
+    """The models and retrieval models of `evolve serve` and `evolve mcp`."""
+
+    model: str | None
+    extract_model: str | None
+    answer_model: str | None
+    api_base: str | None
+    embedding_model: str | None
+    rerank_model: str | None
+    second_embedding_model: str | None
+
+    def settings(self) -> ModelSettings | None:
+        """Model settings given on the command line, or None (a run directory's own, else offline)."""
+        import os
+
+        from evolvemem.session import model_settings
+
+        given = (self.model, self.extract_model, self.answer_model, self.api_base, os.environ.get("EVOLVEMEM_MODEL"))
+        if not any(given):
+            return None
+        return model_settings(self.model, self.extract_model, self.answer_model, None, None, self.api_base)
+
+
+SERVED_MODELS = option_group(
+    ServedModels,
+    ("model", Optional[str], ModelOpt),
+    ("extract_model", Optional[str], ExtractOpt),
+    ("answer_model", Optional[str], AnswerOpt),
+    ("api_base", Optional[str], ApiBaseOpt),
+    ("embedding_model", Optional[str], EmbeddingOpt),
+    ("rerank_model", Optional[str], RerankOpt),
+    ("second_embedding_model", Optional[str], SecondEmbeddingOpt),
+)

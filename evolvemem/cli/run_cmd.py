@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
@@ -374,10 +374,6 @@ class NewRunOptions:
     rerank_model: str | None
     second_embedding_model: str | None
     no_cache: bool
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> NewRunOptions:
-        return cls(**{f.name: params[f.name] for f in fields(cls)})
 
 
 def new_run_spec(ui: UI, o: NewRunOptions) -> tuple[RunSpec, RetrievalConfig]:

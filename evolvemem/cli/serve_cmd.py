@@ -15,7 +15,7 @@ from evolvemem.cli.ui import UI
 from evolvemem.errors import EvolveMemError
 
 if TYPE_CHECKING:
-    from evolvemem.roles.factory import ModelSettings
+    from evolvemem.cli.options import ServedModels
     from evolvemem.serving.memory import Memory
 
 SERVE_EXTRA = 'pip install -e ".[serve]"'
@@ -32,24 +32,16 @@ def _need_serve_extra() -> None:
         raise EvolveMemError(f"serving needs {', '.join(missing)}: {SERVE_EXTRA}")
 
 
-def open_memory(
-    ui: UI,
-    config: str,
-    store: str,
-    models: ModelSettings | None,
-    embedding_model: str | None,
-    rerank_model: str | None = None,
-    second_embedding_model: str | None = None,
-) -> Memory:
+def open_memory(ui: UI, config: str, store: str, models: ServedModels) -> Memory:
     from evolvemem.serving.memory import Memory
 
     memory = Memory.open(
         store,
         config,
-        models=models,
-        embedding_model=embedding_model,
-        rerank_model=rerank_model,
-        second_embedding_model=second_embedding_model,
+        models=models.settings(),
+        embedding_model=models.embedding_model,
+        rerank_model=models.rerank_model,
+        second_embedding_model=models.second_embedding_model,
     )
     for warning in memory.config_warnings:
         ui.warn(warning)
@@ -64,14 +56,11 @@ def run_server(
     host: str,
     port: int,
     keys_file: str | None,
-    models: ModelSettings | None,
-    embedding_model: str | None,
+    models: ServedModels,
     max_body: int,
     max_in_flight: int,
     reload_seconds: float,
     mcp: bool,
-    rerank_model: str | None = None,
-    second_embedding_model: str | None = None,
 ) -> None:
     _need_serve_extra()
     import uvicorn
@@ -81,7 +70,7 @@ def run_server(
 
     keys = keys_from(keys_file)
     check_exposure(keys, host)
-    memory = open_memory(ui, config, store, models, embedding_model, rerank_model, second_embedding_model)
+    memory = open_memory(ui, config, store, models)
     try:
         watcher = ConfigWatcher(memory, config, reload_seconds)
         app = create_app(
@@ -101,22 +90,13 @@ def run_server(
         memory.close()
 
 
-def run_mcp_stdio(
-    ui: UI,
-    *,
-    config: str,
-    store: str,
-    models: ModelSettings | None,
-    embedding_model: str | None,
-    rerank_model: str | None = None,
-    second_embedding_model: str | None = None,
-) -> None:
+def run_mcp_stdio(ui: UI, *, config: str, store: str, models: ServedModels) -> None:
     _need_serve_extra()
     import anyio
 
     from evolvemem.serving.mcp_tools import build_mcp_server
 
-    memory = open_memory(ui, config, store, models, embedding_model, rerank_model, second_embedding_model)
+    memory = open_memory(ui, config, store, models)
     try:
         print(
             f"evolvemem MCP over stdio: {store}, config {memory.config_hash} ({memory.config_source})",

@@ -46,6 +46,11 @@ class UI:
         sys.stdout.write(json.dumps(payload, default=str) + "\n")
         sys.stdout.flush()
 
+    def emit_result(self, payload: dict) -> None:
+        """A command's result as the one JSON object on stdout, when --json asked for it."""
+        if self.json_mode:
+            self.emit_json(payload)
+
     @contextmanager
     def progress(self) -> Iterator[Bars | LogBars]:
         bars = Bars(self)
