@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
+from evolvemem.cli.options import LabelOptions
 from evolvemem.cli.ui import UI
 from evolvemem.data.models import Dataset, Question
 from evolvemem.errors import EvolveMemError
@@ -75,25 +75,6 @@ def load_inputs(data: str | None, traces: str | None) -> tuple[Dataset, list[Que
     if not dataset.conversations:
         raise EvolveMemError(f"{data or traces}: no conversations to label")
     return dataset, seeds
-
-
-@dataclass(frozen=True)
-class LabelOptions:
-    """What `evolve label` was given (read off the command's parameters by name)."""
-
-    data: str | None
-    traces: str | None
-    out: str
-    model: str | None
-    types: str | None
-    per_session: int
-    sessions: int | None
-    match_f1: float
-    retrieval_config: str
-    api_base: str | None
-    context_window: int | None
-    embedding_model: str | None
-    no_cache: bool
 
 
 def run_label(ui: UI, o: LabelOptions) -> dict:

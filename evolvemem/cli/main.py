@@ -10,67 +10,29 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from evolvemem.cli.ui import UI
-from evolvemem.labelling.kinds import DEFAULT_MATCH_F1, DEFAULT_PER_SESSION
 
 if TYPE_CHECKING:
     from evolvemem.space.dimensions import Dimension
-from evolvemem.cli.defaults import BENCHMARK_HELP, RUN_DEFAULTS
+from evolvemem.cli.defaults import RUN_DEFAULTS
+from evolvemem.cli.option_groups import option_group, with_option_groups
 from evolvemem.cli.options import (
-    options_from,
-    AlphaOpt,
-    AnswerOpt,
-    ApiBaseOpt,
     BenchmarkOpt,
-    CandidatesOpt,
-    ClassifyOpt,
     ConcurrencyOpt,
-    ContextWindowOpt,
-    DiagnoserOpt,
-    DiagnosisModeOpt,
-    DiagnosisOpt,
     EmbeddingOpt,
-    ExecutorOpt,
-    ExploreDimsOpt,
-    ExtractOpt,
-    FoldsOpt,
-    FreezeOpt,
-    InitOpt,
     JsonOpt,
-    JudgeOpt,
-    MaxLossOpt,
-    MinEffectOpt,
-    ModelOpt,
+    LabelOptions,
     NoCacheOpt,
-    NoContextReuseOpt,
-    NoEvidenceRungOpt,
-    NoReextractOpt,
-    ObjectiveOpt,
-    PatienceOpt,
     QuietOpt,
-    RayAddressOpt,
     RerankOpt,
-    ResumeOpt,
-    RoundsOpt,
-    RunContextTokensOpt,
-    RunDataOpt,
-    RunJsonOpt,
-    RunOutOpt,
-    RunProtocolOpt,
-    SCORING_MODELS,
-    SERVED_MODELS,
+    RunOptions,
     ScoringModels,
-    ScreenAlphaOpt,
-    ScreenBudgetOpt,
-    ScreenFractionOpt,
     SecondEmbeddingOpt,
-    SeedOpt,
     ServeConfigOpt,
     ServedModels,
     SplitAllOpt,
     StoreOpt,
-    TauRevOpt,
-    with_option_groups,
 )
+
 
 app = typer.Typer(
     add_completion=False,
@@ -245,7 +207,7 @@ def about_text(dim: Dimension) -> str:
 @user_errors
 @with_option_groups
 def eval_command(
-    benchmark: str = typer.Option(RUN_DEFAULTS.benchmark, "--benchmark", "-b", help=f"{BENCHMARK_HELP}."),
+    benchmark: str = BenchmarkOpt,
     data: Optional[str] = typer.Option(None, "--data", help="Path to the benchmark file (LoCoMo: locomo10.json)."),
     config: str = typer.Option(
         "default",
@@ -254,7 +216,7 @@ def eval_command(
         help="Preset name (weak, default) or a config file. eval scores what you would deploy untuned, so it defaults to `default` (every dimension at its default); `run` starts from `weak` (the EvolveMem paper's BM25-only start) to leave the loop room to climb, and `transfer` compares with the run's own start.",
     ),
     split: str = SplitAllOpt,
-    models: ScoringModels = SCORING_MODELS,
+    models: ScoringModels = option_group(ScoringModels),
     out: Optional[str] = typer.Option(
         None, "--out", "-o", help="Output directory (default runs/eval-<benchmark>-<time>)."
     ),
@@ -327,73 +289,30 @@ def ignored_on_resume(ctx: typer.Context) -> list[str]:
 
 @app.command()
 @user_errors
-def run(
-    ctx: typer.Context,
-    benchmark: str = BenchmarkOpt,
-    data: Optional[str] = RunDataOpt,
-    rounds: Optional[int] = RoundsOpt,
-    model: Optional[str] = ModelOpt,
-    extract_model: Optional[str] = ExtractOpt,
-    answer_model: Optional[str] = AnswerOpt,
-    diagnosis_model: Optional[str] = DiagnosisOpt,
-    judge_model: Optional[str] = JudgeOpt,
-    classify_model: Optional[str] = ClassifyOpt,
-    api_base: Optional[str] = ApiBaseOpt,
-    context_window: Optional[int] = ContextWindowOpt,
-    diagnoser: Optional[str] = DiagnoserOpt,
-    diagnosis_mode: str = DiagnosisModeOpt,
-    init: str = InitOpt,
-    seed: int = SeedOpt,
-    objective: Optional[str] = ObjectiveOpt,
-    context_tokens: Optional[int] = RunContextTokensOpt,
-    no_evidence_rung: bool = NoEvidenceRungOpt,
-    adversarial_protocol: str = RunProtocolOpt,
-    tau_rev: float = TauRevOpt,
-    alpha: float = AlphaOpt,
-    min_effect: float = MinEffectOpt,
-    max_loss: float = MaxLossOpt,
-    folds: int = FoldsOpt,
-    explore_dims: int = ExploreDimsOpt,
-    patience: int = PatienceOpt,
-    no_reextract: bool = NoReextractOpt,
-    screen_fraction: Optional[float] = ScreenFractionOpt,
-    screen_alpha: float = ScreenAlphaOpt,
-    screen_budget: int = ScreenBudgetOpt,
-    candidates: int = CandidatesOpt,
-    no_context_reuse: bool = NoContextReuseOpt,
-    freeze: Optional[list[str]] = FreezeOpt,
-    concurrency: int = ConcurrencyOpt,
-    embedding_model: Optional[str] = EmbeddingOpt,
-    rerank_model: Optional[str] = RerankOpt,
-    second_embedding_model: Optional[str] = SecondEmbeddingOpt,
-    no_cache: bool = NoCacheOpt,
-    out: Optional[str] = RunOutOpt,
-    resume: Optional[str] = ResumeOpt,
-    executor_name: str = ExecutorOpt,
-    ray_address: Optional[str] = RayAddressOpt,
-    json_out: bool = RunJsonOpt,
-    quiet: bool = QuietOpt,
-):
+@with_option_groups
+def run(ctx: typer.Context, opts: RunOptions = option_group(RunOptions)):
     """Evolve the retrieval config: evaluate → diagnose → propose → guard, round by round."""
     import time
 
-    from evolvemem.cli.run_cmd import NewRunOptions, check_executor, new_run_dir, new_run_spec, run_loop
+    from evolvemem.cli.run_cmd import check_executor, new_run_dir, new_run_spec, run_loop
     from evolvemem.session import Session, open_executor
 
     started = time.perf_counter()
-    ui = UI(json_mode=json_out, quiet=quiet)
-    check_executor(executor_name, ray_address)
-    if resume:
+    ui = UI(json_mode=opts.json_out, quiet=opts.quiet)
+    check_executor(opts.executor_name, opts.ray_address)
+    if opts.resume:
         ignored = ignored_on_resume(ctx)
         if ignored:
             ui.warn(f"--resume continues the run with the settings it started with; ignored: {', '.join(ignored)}")
-        with open_executor(executor_name, ray_address) as executor:
-            session = Session.resume(resume, ui, rounds=rounds, data=data, api_base=api_base, executor=executor)
+        with open_executor(opts.executor_name, opts.ray_address) as executor:
+            session = Session.resume(
+                opts.resume, ui, rounds=opts.rounds, data=opts.data, api_base=opts.api_base, executor=executor
+            )
             result = run_loop(ui, session, started, resumed=True)
     else:
-        spec, init_config = new_run_spec(ui, options_from(NewRunOptions, ctx.params))
-        with open_executor(executor_name, ray_address) as executor:
-            run_dir = new_run_dir(out, benchmark, spec.diagnoser)
+        spec, init_config = new_run_spec(ui, opts)
+        with open_executor(opts.executor_name, opts.ray_address) as executor:
+            run_dir = new_run_dir(opts.out, opts.benchmark, spec.diagnoser)
             session = Session.create(spec, run_dir, init_config, ui, executor=executor)
             result = run_loop(ui, session, started)
     ui.emit_result(result)
@@ -447,7 +366,7 @@ def transfer(
     benchmark: str = typer.Option(..., "--benchmark", "-b", help="Benchmark or domain to score on."),
     data: Optional[str] = typer.Option(None, "--data", help="Its data file."),
     split: str = SplitAllOpt,
-    models: ScoringModels = SCORING_MODELS,
+    models: ScoringModels = option_group(ScoringModels),
     out: Optional[str] = typer.Option(
         None, "--out", "-o", help="Output directory (default runs/transfer-<benchmark>-<time>)."
     ),
@@ -533,57 +452,18 @@ def ablate(
 
 @app.command()
 @user_errors
+@with_option_groups
 def label(
-    ctx: typer.Context,
-    data: Optional[str] = typer.Option(
-        None, "--data", help="Conversations to label (custom format, .json or .jsonl; its questions may be empty)."
-    ),
-    out: str = typer.Option(
-        ..., "--out", "-o", help="Dev set to write (custom format); its journal is written beside it."
-    ),
-    model: Optional[str] = typer.Option(
-        None,
-        "--model",
-        help="litellm model that writes and checks the questions, or 'offline' (rule-based questions from dated facts, labelled offline) [default: EVOLVEMEM_MODEL].",
-    ),
-    types: Optional[str] = typer.Option(
-        None,
-        "--types",
-        help="Comma-separated kinds to write: single-hop, multi-hop, temporal, open-domain, unanswerable [default: all; offline: temporal, single-hop].",
-    ),
-    per_session: int = typer.Option(
-        DEFAULT_PER_SESSION,
-        "--per-session",
-        min=1,
-        help="Candidate questions asked per session (kinds in turn); offline: at most this many per session.",
-    ),
-    sessions: Optional[int] = typer.Option(
-        None, "--sessions", min=1, help="Sessions labelled per conversation, spread from first to last [default: all]."
-    ),
-    traces: Optional[str] = typer.Option(
-        None, "--traces", help="Traced queries (evolve traces export) to label as questions first."
-    ),
-    match_f1: float = typer.Option(
-        DEFAULT_MATCH_F1, "--match-f1", help="Token F1 at which a check's answer matches the gold."
-    ),
-    retrieval_config: str = typer.Option(
-        "default",
-        "--retrieval-config",
-        help="Preset or config file whose retrieval gives the best context (the leak and unanswerable checks).",
-    ),
-    api_base: Optional[str] = ApiBaseOpt,
-    context_window: Optional[int] = ContextWindowOpt,
-    embedding_model: Optional[str] = EmbeddingOpt,
-    no_cache: bool = NoCacheOpt,
+    options: LabelOptions = option_group(LabelOptions),
     json_out: bool = JsonOpt,
     quiet: bool = QuietOpt,
 ):
     """Write a dev set from your own conversations: generated questions, each checked by independent model calls."""
-    from evolvemem.cli.label_cmd import LabelOptions, run_label
+    from evolvemem.cli.label_cmd import run_label
 
     ui = UI(json_mode=json_out, quiet=quiet)
     try:
-        result = run_label(ui, options_from(LabelOptions, ctx.params))
+        result = run_label(ui, options)
     except KeyboardInterrupt:
         typer.echo(
             "interrupted: every answered call is in the journal beside --out; run the same command again to continue",
@@ -607,7 +487,7 @@ def serve(
     keys_file: Optional[str] = typer.Option(
         None, "--keys-file", help="File of API keys, one a line [default: EVOLVEMEM_API_KEYS, comma-separated]."
     ),
-    models: ServedModels = SERVED_MODELS,
+    models: ServedModels = option_group(ServedModels),
     max_body: int = typer.Option(
         1_000_000, "--max-body", min=1024, help="Largest request body in bytes (larger: 413)."
     ),
@@ -646,7 +526,7 @@ def serve(
 def mcp_command(
     config: str = ServeConfigOpt,
     store: str = StoreOpt,
-    models: ServedModels = SERVED_MODELS,
+    models: ServedModels = option_group(ServedModels),
 ):
     """Serve the memory as MCP tools (remember, recall, answer, forget) over stdio."""
     from evolvemem.cli.serve_cmd import run_mcp_stdio

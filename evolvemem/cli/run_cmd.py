@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,6 +18,7 @@ from evolvemem.loop.ladder import rung_text
 from evolvemem.loop.spec import GuardSettings, RunSpec, objective_label, objective_metric
 
 if TYPE_CHECKING:
+    from evolvemem.cli.options import RunOptions
     from evolvemem.session import RoundDone, RunResult, Session
     from evolvemem.space.config import RetrievalConfig
 
@@ -331,52 +330,7 @@ def check_executor(executor_name: str, ray_address: str | None) -> None:
         raise EvolveMemError("--ray-address needs --executor ray")
 
 
-@dataclass(frozen=True)
-class NewRunOptions:
-    """What `evolve run` was given for a new run, as typed as its options (read off the command's
-    parameters by name, so the command does not pass forty of them one by one)."""
-
-    benchmark: str
-    data: str | None
-    rounds: int | None
-    model: str | None
-    extract_model: str | None
-    answer_model: str | None
-    diagnosis_model: str | None
-    judge_model: str | None
-    classify_model: str | None
-    api_base: str | None
-    context_window: int | None
-    diagnoser: str | None
-    diagnosis_mode: str
-    init: str
-    seed: int
-    objective: str | None
-    context_tokens: int | None
-    no_evidence_rung: bool
-    adversarial_protocol: str
-    tau_rev: float
-    alpha: float
-    min_effect: float
-    max_loss: float
-    folds: int
-    explore_dims: int
-    patience: int
-    no_reextract: bool
-    screen_fraction: float | None
-    screen_alpha: float
-    screen_budget: int
-    candidates: int
-    no_context_reuse: bool
-    freeze: Sequence[str] | None
-    concurrency: int
-    embedding_model: str | None
-    rerank_model: str | None
-    second_embedding_model: str | None
-    no_cache: bool
-
-
-def new_run_spec(ui: UI, o: NewRunOptions) -> tuple[RunSpec, RetrievalConfig]:
+def new_run_spec(ui: UI, o: RunOptions) -> tuple[RunSpec, RetrievalConfig]:
     """Check a new run's options against each other and fill the defaults that hang on the models
     (objective, diagnoser, screening); the spec and the starting config, or one error line."""
     from evolvemem.session import (
@@ -454,7 +408,7 @@ def new_run_spec(ui: UI, o: NewRunOptions) -> tuple[RunSpec, RetrievalConfig]:
     return spec, init_config
 
 
-def _check_levels(o: NewRunOptions, objective: str, screen_fraction: float) -> None:
+def _check_levels(o: RunOptions, objective: str, screen_fraction: float) -> None:
     """The screening and significance settings: in range and possible together."""
     from evolvemem.session import candidates_problem
 
