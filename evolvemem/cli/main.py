@@ -9,10 +9,6 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from evolvemem.cli.ui import UI
-
-if TYPE_CHECKING:
-    from evolvemem.space.dimensions import Dimension
 from evolvemem.cli.defaults import RUN_DEFAULTS
 from evolvemem.cli.option_groups import option_group, with_option_groups
 from evolvemem.cli.options import (
@@ -32,6 +28,10 @@ from evolvemem.cli.options import (
     SplitAllOpt,
     StoreOpt,
 )
+from evolvemem.cli.ui import UI
+
+if TYPE_CHECKING:
+    from evolvemem.space.dimensions import Dimension
 
 
 app = typer.Typer(
