@@ -55,9 +55,10 @@ def test_resume_reads_the_recorded_data_file_not_the_environment(
     first = evolve("run", "--out", str(out), "--rounds", "1", "--quiet")  # data from the environment only
     assert first.exit_code == 0, first.output
     monkeypatch.delenv("EVOLVEMEM_LOCOMO_PATH")
-    more = evolve("run", "--resume", str(out), "--rounds", "2", "--seed", "5", "--quiet")
+    more = evolve("run", "--resume", str(out), "--rounds", "2", "--seed", "5", "--executor", "local", "--quiet")
     assert more.exit_code == 0, more.output
-    assert "ignored: --seed" in " ".join(more.output.split())
+    said = " ".join(more.output.split())
+    assert "ignored: --seed" in said and "--executor" not in said  # a resume does use the executor it is given
     assert query(out, "SELECT max(round) AS r FROM question_records WHERE phase = 'dev'")[0]["r"] == 2
     # relocated: the same content is accepted at a new path; a different file is refused
     moved = tmp_path / "elsewhere" / "two.json"

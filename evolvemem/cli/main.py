@@ -274,7 +274,7 @@ def value_text(value: object) -> str:
     return "none" if value is None else str(value)
 
 
-RESUME_OPTIONS = {"resume", "rounds", "data", "api_base", "json_out", "quiet", "ctx", "executor", "ray_address"}
+RESUME_OPTIONS = {"resume", "rounds", "data", "api_base", "json_out", "quiet", "ctx", "executor_name", "ray_address"}
 
 
 def ignored_on_resume(ctx: typer.Context) -> list[str]:
