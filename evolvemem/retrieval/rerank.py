@@ -90,7 +90,7 @@ def reranks(config: RetrievalConfig) -> bool:
 
 def require_reranker(config: RetrievalConfig, reranker: CrossEncoderReranker | None) -> None:
     """Refuse in one line a config that reranks when there is no cross-encoder: its figures (or a
-    served context) would silently lack the stage. The one check every entry point makes."""
+    served context) would silently lack the stage (entry points call it through stage_models)."""
     if reranker is None and reranks(config):
         raise ConfigError(NO_RERANKER)
 

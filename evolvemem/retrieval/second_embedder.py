@@ -67,8 +67,8 @@ def uses_second_view(config: RetrievalConfig) -> bool:
 
 def require_second_embedder(config: RetrievalConfig, second: SecondEmbedder | None) -> None:
     """Refuse in one line a config that uses the second dense view when there is no second model:
-    its figures (or a served context) would silently lack the view. Every entry point calls it
-    where it calls `rerank.require_reranker`."""
+    its figures (or a served context) would silently lack the view (entry points call it through
+    stage_models)."""
     if second is None and uses_second_view(config):
         raise ConfigError(NO_SECOND_EMBEDDER)
 

@@ -34,12 +34,12 @@ from evolvemem.errors import EvolveMemError
 from evolvemem.mechanisms.ama_refresh import asks_current_state
 from evolvemem.mechanisms.ama_router import FACT
 from evolvemem.qtypes import QUESTION_TYPES, classify_question
-from evolvemem.retrieval.rerank import CrossEncoderReranker, load_reranker, require_reranker
+from evolvemem.retrieval.rerank import CrossEncoderReranker, load_reranker
 from evolvemem.retrieval.retriever import RetrievalResult, RetrievedItem, context_tokens
+from evolvemem.retrieval.stage_models import require_stage_models
 from evolvemem.retrieval.second_embedder import (
     SecondEmbedder,
     load_second_embedder,
-    require_second_embedder,
     uses_second_view,
 )
 from evolvemem.roles.context_format import format_context
@@ -145,9 +145,8 @@ class Memory:
         try:
             embedder = ServingEmbedder(Embedder(embedding_model or DEFAULT_EMBEDDING_MODEL))
             reranker = load_reranker(rerank_model or loaded.rerank_model)
-            require_reranker(loaded.config, reranker)
             second = load_second_embedder(second_embedding_model or loaded.second_embedding_model)
-            require_second_embedder(loaded.config, second)
+            require_stage_models(loaded.config, reranker, second)
             if second is not None:  # queries batched by one worker, kept out of the disk cache
                 second = SecondEmbedder(second.embedder, ServingEmbedder(second.embedder))
         except BaseException:
@@ -190,8 +189,7 @@ class Memory:
         """Swap in another config (a newly evolved one) without reopening; returns its hash.
         Memories stay: extraction does not depend on the retrieval config."""
         loaded = config if isinstance(config, LoadedConfig) else load_serving_config(config)
-        require_reranker(loaded.config, self.reranker)
-        require_second_embedder(loaded.config, self.second_embedder)
+        require_stage_models(loaded.config, self.reranker, self.second_embedder)
         effective, config_hash = EffectiveConfigs(loaded.config), loaded.config.fingerprint()
         # readers take (effective, hash) from one tuple: they see the old pair or the new one
         self._config, self._hash = loaded, config_hash

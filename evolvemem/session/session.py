@@ -41,8 +41,7 @@ from evolvemem.scoring.aggregate import summarise
 from evolvemem.scoring.locomo import check_protocol
 from evolvemem.session.inputs import best_config_path, manifest_start_config, small_dev_warning
 from evolvemem.session.reporter import QuietReporter, Reporter
-from evolvemem.retrieval.rerank import require_reranker
-from evolvemem.retrieval.second_embedder import require_second_embedder
+from evolvemem.retrieval.stage_models import require_stage_models
 from evolvemem.session.setup import announce_models, check_endpoint, open_workspace
 from evolvemem.session.sharded import evaluate_sharded
 from evolvemem.space.action_space import ActionSpace, files_space
@@ -468,8 +467,7 @@ class Session:
     def run(self, hooks: Hooks | None = None) -> RunResult:
         """Rounds 0..N (continuing from the store), then start and best scored once on test."""
         start = self.init_config()
-        require_reranker(start, self.workspace.reranker)
-        require_second_embedder(start, self.workspace.second_embedder)
+        require_stage_models(start, self.workspace.reranker, self.workspace.second_embedder)
         runner = EvolutionRunner(self.spec, self.store, self.workspace, self, start, hooks)
         try:
             return runner.run()
@@ -539,8 +537,7 @@ class Session:
                 second_embedding_model=second_embedding_model,
                 usage_sink=store.journal.append,
             )
-            require_reranker(config, workspace.reranker)
-            require_second_embedder(config, workspace.second_embedder)
+            require_stage_models(config, workspace.reranker, workspace.second_embedder)
             session = cls(store, workspace, reporter, protocol=protocol, concurrency=concurrency, executor=executor)
             if not store.has_memories():
                 store.record_memories(memory_rows(workspace))
