@@ -151,8 +151,9 @@ class _ShardCache:
 class Embedder:
     """L2-normalised float32 sentence embeddings, cached on disk by content hash.
 
-    Thread-safe: one lock guards the cache and the model; concurrent callers asking for the
-    same new text embed it once."""
+    Thread-safe: one lock guards the cache and another the model, so a caller whose texts are
+    cached (a served search) never waits while the model embeds someone else's; concurrent
+    callers asking for the same new text embed it once. Lock order: model, then cache."""
 
     def __init__(
         self,
@@ -169,7 +170,8 @@ class Embedder:
         self._cache = _ShardCache(Path(root) / model_slug(model_name))
         self._root = Path(root)
         self._model: Any = None
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the cache
+        self._model_lock = threading.RLock()
         self.texts_embedded = 0  # how many texts reached the model (cache misses), for reports
         self._tokens: TokenVectors | None = None
 
@@ -177,7 +179,7 @@ class Embedder:
     @property
     def model(self) -> Any:
         """The sentence-transformers model, loaded on first use (once per process and device)."""
-        with self._lock:
+        with self._model_lock:
             if self._model is None:
                 with _LOAD_LOCK:
                     key = (self.model_name, self.device)
@@ -189,7 +191,7 @@ class Embedder:
     @property
     def model_lock(self) -> threading.RLock:
         """Held while the model runs (torch on a 2-core machine is not worth running twice at once)."""
-        return self._lock
+        return self._model_lock
 
     @property
     def tokens(self) -> TokenVectors:
@@ -219,9 +221,13 @@ class Embedder:
     def dimension(self) -> int:
         with self._lock:
             self._cache.load()
-            if self._cache.dimension is None:
-                self._cache.dimension = int(self.model.get_sentence_embedding_dimension())
-            return self._cache.dimension
+            known = self._cache.dimension
+        if known is not None:
+            return known
+        dimension = int(self.model.get_sentence_embedding_dimension())  # not under the cache lock
+        with self._lock:
+            self._cache.dimension = dimension
+        return dimension
 
     # ------------------------------------------------------------------------------- encode
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -231,18 +237,23 @@ class Embedder:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         keys = [content_hash(text).encode("ascii") for text in texts]
+        if self._missing(keys, texts):
+            with self._model_lock:
+                missing = self._missing(keys, texts)  # another caller may have embedded them meanwhile
+                if missing:
+                    self._embed_and_store(missing)
+        with self._lock:
+            rows = self._cache.rows
+            return np.stack([rows[key] for key in keys])
+
+    def _missing(self, keys: list[bytes], texts: Sequence[str]) -> dict[bytes, str]:
         with self._lock:
             self._cache.load()
             rows = self._cache.rows
-            missing: dict[bytes, str] = {}
-            for key, text in zip(keys, texts):
-                if key not in rows and key not in missing:
-                    missing[key] = text
-            if missing:
-                self._embed_and_store(missing)
-            return np.stack([rows[key] for key in keys])
+            return {key: text for key, text in zip(keys, texts) if key not in rows}
 
     def _embed_and_store(self, missing: dict[bytes, str]) -> None:
+        """The model's vectors of `missing` (held: the model lock), written to the cache."""
         vectors = self.model.encode(
             list(missing.values()),
             batch_size=self.batch_size,
@@ -251,8 +262,9 @@ class Embedder:
             show_progress_bar=False,
         ).astype(np.float32, copy=False)
         keys = np.array(list(missing), dtype=_KEY_DTYPE)
-        self._cache.write(keys, vectors)
-        self._cache.remember(keys, vectors)
+        with self._lock:
+            self._cache.write(keys, vectors)
+            self._cache.remember(keys, vectors)
         self.texts_embedded += len(missing)
 
     def cached(self, text: str) -> bool:

@@ -1,0 +1,68 @@
+"""A served memory's query embedding: several workers, the same vectors, no wait behind an add.
+
+The real MiniLM model embeds real texts; the shared model's lock is held by the test the way an
+add holds it while it embeds a conversation's contents."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from evolvemem.retrieval.embeddings import Embedder
+from evolvemem.serving.embedding import ServingEmbedder
+
+QUERIES = [
+    f"Where did Ottilie {verb} the {thing} in spring?"
+    for verb in ("hide", "find", "paint", "sell")
+    for thing in ("kettle", "bicycle", "violin", "lantern", "map")
+]
+
+
+def test_concurrent_queries_on_two_workers_get_their_own_vectors(tmp_path):
+    inner = Embedder(cache_root=tmp_path)
+    embedder = ServingEmbedder(inner, workers=2)
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            served = list(pool.map(lambda text: embedder.encode([text])[0], QUERIES))
+        alone = inner.model.encode(QUERIES, convert_to_numpy=True, normalize_embeddings=True)
+        assert len(embedder._workers) == 2
+        assert embedder.queries_embedded == len(QUERIES)  # each text once, none lost or repeated
+        for vector, reference in zip(served, alone):
+            assert float(np.dot(vector, reference)) > 0.99999  # the same text's vector, whichever worker
+        assert inner.texts_embedded == 0  # queries never reach the on-disk content cache
+    finally:
+        embedder.close()
+
+
+def first_query_done_while_the_shared_model_is_busy(embedder: ServingEmbedder, wait: float) -> bool:
+    """Hold the shared model's lock (as an add embedding contents does) and search: is any query
+    answered meanwhile? The first may go to the worker on the shared model; a second cannot."""
+    done = threading.Event()
+    with embedder.inner.model_lock:
+        threads = []
+        for text in ("What colour is Ottilie's kettle?", "Who repaired the lantern?"):
+            thread = threading.Thread(target=lambda t=text: (embedder.encode([t]), done.set()), daemon=True)
+            thread.start()
+            threads.append(thread)
+            if done.wait(wait):
+                break
+        answered = done.is_set()
+    for thread in threads:
+        thread.join(timeout=60)
+    return answered
+
+
+def test_a_search_is_not_held_up_while_the_shared_model_embeds_an_add(tmp_path):
+    inner = Embedder(cache_root=tmp_path)
+    two = ServingEmbedder(inner, workers=2)
+    one = ServingEmbedder(inner, workers=1)
+    try:
+        two.encode(["warm up both workers"])
+        one.encode(["warm up the only worker"])
+        assert first_query_done_while_the_shared_model_is_busy(two, wait=20.0)
+        assert not first_query_done_while_the_shared_model_is_busy(one, wait=1.0)  # the control
+    finally:
+        two.close()
+        one.close()
