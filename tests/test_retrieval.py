@@ -18,7 +18,7 @@ from evolvemem.contracts.memory import MemoryUnit, make_memory_id
 from evolvemem.retrieval.decompose import RuleDecomposer
 from evolvemem.retrieval.embeddings import Embedder
 from evolvemem.retrieval.fusion import ViewHits, final_scores, fuse, recency, top_k
-from evolvemem.retrieval.index import ConversationIndex, to_days
+from evolvemem.retrieval.index import ConversationIndex, KeywordIndex, to_days
 from evolvemem.retrieval.retriever import Retriever
 from evolvemem.contracts.usage import Usage
 from evolvemem.space.config import load_config
@@ -192,6 +192,19 @@ def test_final_score_adds_ranking_terms():
         reinforcement_weight=0.1,
     )
     assert score.tolist() == pytest.approx([1.0 + 0.1 + 0.0 + 0.1, 0.5 + 0.45 + 0.25 + 0.0])
+
+
+def test_keyword_scores_extended_by_more_terms_equal_scoring_the_whole_query_bit_for_bit():
+    rng = np.random.default_rng(7)
+    words = [f"w{i}" for i in range(60)]
+    docs = [list(rng.choice(words, size=int(rng.integers(3, 25)))) for _ in range(300)]
+    index = KeywordIndex.build(docs)
+    for _ in range(50):
+        first = [int(i) for i in rng.integers(0, len(index.id_to_token), size=int(rng.integers(0, 8)))]
+        more = [int(i) for i in rng.integers(0, len(index.id_to_token), size=int(rng.integers(1, 6)))]
+        grown = index.extended(index.scores(first, len(docs)), more)
+        assert np.array_equal(grown, index.scores(first + more, len(docs)))
+        assert grown.dtype == index.scores(first + more, len(docs)).dtype
 
 
 def test_top_k_breaks_ties_by_row_and_drops_non_matches():

@@ -97,6 +97,21 @@ class KeywordIndex:
             return np.zeros(n_rows, dtype=np.float32)
         return self.bm25.get_scores_from_ids(list(token_ids))
 
+    def extended(self, scores: np.ndarray, more_ids: Sequence[int]) -> np.ndarray:
+        """`scores(ids + more_ids)` from `scores(ids)`, bit for bit, reading only `more_ids`'
+        postings (reflection grows its query a few terms a round). bm25s sums a query by adding
+        each token's precomputed postings to a zero vector in query order, so continuing that
+        sum from a copy does the same additions in the same order (a test checks it)."""
+        if self.bm25 is None or not more_ids:
+            return scores
+        index = self.bm25.scores
+        data, indices, indptr = index["data"], index["indices"], index["indptr"]
+        out = scores.copy()
+        for token in more_ids:
+            start, end = indptr[token], indptr[token + 1]
+            np.add.at(out, indices[start:end], data[start:end])
+        return out
+
 
 @dataclass(frozen=True)
 class _Structured:

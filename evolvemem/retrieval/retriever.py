@@ -513,18 +513,19 @@ class Retriever:
         self,
         state: IndexState,
         vector: np.ndarray | None,
-        tokens: Sequence[str],
+        keyword_scores: np.ndarray | None,
         k_semantic: int,
         k_keyword: int,
         k_keep: int,
         config: Any,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Semantic + keyword hits of one derived query, fused; the best `k_keep` as (rows, score)."""
+        """Semantic + keyword hits of one derived query (its BM25 scores over every memory),
+        fused; the best `k_keep` as (rows, score)."""
         parts = []
         if vector is not None and k_semantic > 0:
             parts.append(top_k("semantic", state.embeddings @ vector, k_semantic, config.semantic_weight))
-        if k_keyword > 0:
-            parts.append(self._keyword_view("keyword", state, tokens, k_keyword, config.keyword_weight))
+        if k_keyword > 0 and keyword_scores is not None:
+            parts.append(top_k("keyword", keyword_scores, k_keyword, config.keyword_weight, positive_only=True))
         rows, scores = fuse(parts, config.fusion_mode, config.rrf_k)
         keep = rank_order(scores, rows)[:k_keep]
         return rows[keep], scores[keep]
@@ -532,8 +533,17 @@ class Retriever:
     def _sub_query_view(self, state: IndexState, sub_queries: Sequence[str], config: Any) -> ViewHits:
         k = config.decomposition_merge_top_k
         self._embed(sub_queries)
+        keyword = state.keyword
         lists = [
-            self._semantic_keyword(state, self._vector(s), self._analyse(s).tokens, k, k, k, config)
+            self._semantic_keyword(
+                state,
+                self._vector(s),
+                keyword.scores(keyword.token_ids(self._analyse(s).tokens), len(state.memories)),
+                k,
+                k,
+                k,
+                config,
+            )
             for s in sub_queries
         ]
         return merge_max("sub_query", lists)
@@ -551,8 +561,9 @@ class Retriever:
     ) -> tuple[list[ViewHits], np.ndarray, np.ndarray]:
         """Follow-up retrieval: the query plus what its current best memories are about."""
         keyword = state.keyword
-        tokens = list(info.tokens)
-        query_ids = set(keyword.token_ids(tokens))
+        ids = keyword.token_ids(info.tokens)
+        query_ids = set(ids)
+        keyword_scores = keyword.scores(ids, len(state.memories)) if config.keyword_top_k > 0 else None
         k_keep = max(config.semantic_top_k, config.keyword_top_k)
         found: list[tuple[np.ndarray, np.ndarray]] = []
         for _ in range(config.reflection_rounds if k_keep else 0):
@@ -562,12 +573,13 @@ class Retriever:
             if not new_terms:
                 break
             query_ids.update(new_terms)
-            tokens += [keyword.id_to_token[t] for t in new_terms]
+            if keyword_scores is not None:  # the query grows by the new terms: add their postings
+                keyword_scores = keyword.extended(keyword_scores, new_terms)
             centroid = query_vector + state.embeddings[seeds].mean(axis=0)
             centroid = (centroid / max(float(np.linalg.norm(centroid)), 1e-12)).astype(np.float32)
             found.append(
                 self._semantic_keyword(
-                    state, centroid, tokens, config.semantic_top_k, config.keyword_top_k, k_keep, config
+                    state, centroid, keyword_scores, config.semantic_top_k, config.keyword_top_k, k_keep, config
                 )
             )
             reflection = merge_max("reflection", found)
@@ -602,10 +614,10 @@ class Retriever:
         row_list = rows.tolist()
         labels: dict[int, dict[str, int]] = {row: {} for row in row_list}
         for view in views:  # one pass over each view (labels in view order, as the views came)
-            for rank, row in enumerate(view.rows.tolist(), start=1):
-                of_row = labels.get(row)
+            label = view.label
+            for rank, of_row in enumerate(map(labels.get, view.rows.tolist()), start=1):
                 if of_row is not None:
-                    of_row[view.label] = rank
+                    of_row[label] = rank
         memories = state.memories
         items = [
             RetrievedItem(memories[row], score, rank, labels[row])

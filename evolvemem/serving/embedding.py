@@ -139,6 +139,8 @@ class ServingEmbedder:
         """Worker 0 on the shared model under its lock; each other worker on its own deep copy."""
         shared, lock = self.inner.model, self.inner.model_lock
         for number in range(self.workers):
+            model: SentenceModel
+            guard: contextlib.AbstractContextManager[object]
             if number == 0:
                 model, guard = shared, lock
             else:
