@@ -407,16 +407,7 @@ class Session:
         try:
             settings = ModelSettings(**spec.models)
             announce_models(reporter, settings)
-            workspace = open_workspace(
-                reporter,
-                dataset,
-                settings,
-                cache_enabled=spec.cache_enabled,
-                embedding_model=spec.embedding_model,
-                rerank_model=spec.rerank_model,
-                second_embedding_model=spec.second_embedding_model,
-                usage_sink=store.journal.append,
-            )
+            workspace = _run_workspace(reporter, dataset, settings, spec, store)
             session = cls(
                 store,
                 workspace,
@@ -575,16 +566,7 @@ class Session:
             best_round = store.best_round()
             config = load_config(str(best_path))[0]
             dataset = load_benchmark(spec.benchmark, spec.data)
-            workspace = open_workspace(
-                reporter,
-                dataset,
-                ModelSettings(**spec.models),
-                cache_enabled=spec.cache_enabled,
-                embedding_model=spec.embedding_model,
-                rerank_model=spec.rerank_model,
-                second_embedding_model=spec.second_embedding_model,
-                usage_sink=store.journal.append,
-            )
+            workspace = _run_workspace(reporter, dataset, ModelSettings(**spec.models), spec, store)
             session = cls(store, workspace, reporter, protocol=spec.protocol, concurrency=spec.concurrency)
             session.spec = spec
         except BaseException:
@@ -646,3 +628,20 @@ def compare_rounds(store: RunStore, a: int, b: int, objective: str = "balanced")
     first, second = store.round_records(a, phase), store.round_records(b, phase)
     adversarial = {str(r["category"]) for r in first + second if r.get("question_type") == "adversarial"}
     return compare(second, first, b, a, adversarial, objective)
+
+
+def _run_workspace(
+    reporter: Reporter, dataset: Dataset, settings: ModelSettings, spec: RunSpec, store: RunStore
+) -> Workspace:
+    """The workspace a run's spec asks for (its local models and cache), its model calls
+    journaled to the run's store."""
+    return open_workspace(
+        reporter,
+        dataset,
+        settings,
+        cache_enabled=spec.cache_enabled,
+        embedding_model=spec.embedding_model,
+        rerank_model=spec.rerank_model,
+        second_embedding_model=spec.second_embedding_model,
+        usage_sink=store.journal.append,
+    )
