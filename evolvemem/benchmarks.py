@@ -20,6 +20,7 @@ from evolvemem.data.synth import generate_synth
 from evolvemem.errors import ConfigError, DataError
 from evolvemem.scoring import score_generic
 from evolvemem.scoring.locomo import score_locomo
+from evolvemem.named_table import named_table
 
 Loader = Callable[[Path | None, dict[str, Any]], Dataset]  # (data file or None, options)
 Scorer = Callable[[Question, str, str], dict[str, float]]  # (question, prediction, protocol)
@@ -40,32 +41,29 @@ def _file(name: str, load: Callable[[Path], Dataset]) -> Loader:
     return lambda data, opts: load(require_path(name, data))
 
 
-BENCHMARK_TABLE: dict[str, Benchmark] = {
-    b.name: b
-    for b in (
-        Benchmark(
-            "locomo",
-            "LoCoMo-10 (official scoring; downloaded on first use or --data locomo10.json)",
-            lambda data, opts: load_locomo(resolve_locomo_path(None if data is None else str(data))),
-            score=score_locomo,
-            file_optional=True,
-        ),
-        Benchmark(
-            "synth",
-            "generated conversations with known answers (no file)",
-            lambda data, opts: generate_synth(**opts),
-            options=("seed", "n_conversations", "n_sessions", "chitchat_per_session"),
-            reads_file=False,
-        ),
-        Benchmark(
-            "custom",
-            "your own conversations and questions (JSON, see docs/guides/custom-data.md)",
-            _file("custom", load_custom),
-        ),
-        Benchmark("membench", "MemBench (multiple choice; a file or a folder)", _file("membench", load_membench)),
-        Benchmark("longmemeval", "LongMemEval (one JSON file)", _file("longmemeval", load_longmemeval)),
-    )
-}
+BENCHMARK_TABLE: dict[str, Benchmark] = named_table(
+    Benchmark(
+        "locomo",
+        "LoCoMo-10 (official scoring; downloaded on first use or --data locomo10.json)",
+        lambda data, opts: load_locomo(resolve_locomo_path(None if data is None else str(data))),
+        score=score_locomo,
+        file_optional=True,
+    ),
+    Benchmark(
+        "synth",
+        "generated conversations with known answers (no file)",
+        lambda data, opts: generate_synth(**opts),
+        options=("seed", "n_conversations", "n_sessions", "chitchat_per_session"),
+        reads_file=False,
+    ),
+    Benchmark(
+        "custom",
+        "your own conversations and questions (JSON, see docs/guides/custom-data.md)",
+        _file("custom", load_custom),
+    ),
+    Benchmark("membench", "MemBench (multiple choice; a file or a folder)", _file("membench", load_membench)),
+    Benchmark("longmemeval", "LongMemEval (one JSON file)", _file("longmemeval", load_longmemeval)),
+)
 
 
 def benchmark(name: str) -> Benchmark:

@@ -43,7 +43,15 @@ def move_direction(name: str, old: Any, new: Any, space: ActionSpace) -> str:
 
 
 @dataclass(frozen=True)
-class ScoreSummary:
+class _Row:
+    """A row of the diagnosis input; the prompt shows it as a dict of its fields."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ScoreSummary(_Row):
     """Scores over one evaluation's answered questions (failed ones left out; 4 decimals)."""
 
     n: int | None = None
@@ -52,12 +60,9 @@ class ScoreSummary:
     zero_f1: int | None = None
     mean_context: float | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class TypeRow:
+class TypeRow(_Row):
     """Scores of one question type, and its F1's move since the previous round."""
 
     question_type: str
@@ -70,14 +75,14 @@ class TypeRow:
 
     def as_dict(self) -> dict[str, Any]:
         """The row as the prompt shows it: `delta` only when there is one."""
-        row = asdict(self)
+        row = super().as_dict()
         if self.delta is None:
             del row["delta"]
         return row
 
 
 @dataclass(frozen=True)
-class CategoryRow:
+class CategoryRow(_Row):
     """Scores of one of the benchmark's own categories."""
 
     category: str
@@ -85,12 +90,9 @@ class CategoryRow:
     f1: float | None
     zero_f1: int | None
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class WorstCase:
+class WorstCase(_Row):
     """One of a question type's lowest-scoring wrong answers, with the first memories in its context."""
 
     question_type: str
@@ -105,7 +107,7 @@ class WorstCase:
     context_views: tuple[str, ...] | None
 
     def as_dict(self) -> dict[str, Any]:
-        row = asdict(self)
+        row = super().as_dict()
         return {k: list(v) if isinstance(v, tuple) else v for k, v in row.items()}
 
 
@@ -302,6 +304,24 @@ def _check_value(
         return False, False
 
 
+def _valid_values(
+    settings: dict[Any, Any], space: ActionSpace, qtype: str | None, proposal: Proposal
+) -> dict[str, ConfigValue]:
+    """The settings whose values pass validation, clamped; the others are noted on `proposal`
+    (an unknown name as a refused new dimension). `qtype`: the question type of an override,
+    None for a change of the global config."""
+    valid: dict[str, ConfigValue] = {}
+    for name, value in settings.items():
+        if name not in space:
+            proposed = f"proposed value {value!r}" if qtype is None else f"proposed for {qtype}: {value!r}"
+            proposal.new_dimensions.append(NewDimension(str(name), "", proposed, refused=UNKNOWN_SETTING))
+            continue
+        ok, clean = _check_value(space, name, value, qtype is not None, proposal.rejected)
+        if ok:
+            valid[name] = clean
+    return valid
+
+
 def proposal_from_raw(raw: Any, space: ActionSpace) -> Proposal:
     """Build a Proposal from a diagnoser's JSON-like output, validated against `space`."""
     proposal = Proposal()
@@ -315,15 +335,7 @@ def proposal_from_raw(raw: Any, space: ActionSpace) -> Proposal:
     if not isinstance(changes, dict):
         proposal.rejected.append("changes must be an object")
         changes = {}
-    for name, value in changes.items():
-        if name not in dims:
-            proposal.new_dimensions.append(
-                NewDimension(str(name), "", f"proposed value {value!r}", refused=UNKNOWN_SETTING)
-            )
-            continue
-        ok, clean = _check_value(dims, name, value, False, proposal.rejected)
-        if ok:
-            proposal.changes[name] = clean
+    proposal.changes.update(_valid_values(changes, dims, None, proposal))
     overrides = raw.get("overrides") or raw.get("per_category_overrides") or {}
     if isinstance(overrides, dict):
         for qtype, settings in overrides.items():
@@ -333,15 +345,9 @@ def proposal_from_raw(raw: Any, space: ActionSpace) -> Proposal:
             if not isinstance(settings, dict):
                 proposal.rejected.append(f"override for {qtype} must be an object")
                 continue
-            for name, value in settings.items():
-                if name not in dims:
-                    proposal.new_dimensions.append(
-                        NewDimension(str(name), "", f"proposed for {qtype}: {value!r}", refused=UNKNOWN_SETTING)
-                    )
-                    continue
-                ok, clean = _check_value(dims, name, value, True, proposal.rejected)
-                if ok:
-                    proposal.overrides.setdefault(qtype, {})[name] = clean
+            valid = _valid_values(settings, dims, qtype, proposal)
+            if valid:
+                proposal.overrides.setdefault(qtype, {}).update(valid)
     items = raw.get("new_dimensions") or []
     for item in items if isinstance(items, list) else [items]:
         if not isinstance(item, dict) or not item.get("name"):

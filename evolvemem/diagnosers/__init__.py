@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from evolvemem.errors import EvolveMemError
+from evolvemem.named_table import named_table
 
 if TYPE_CHECKING:
     from evolvemem.contracts.diagnosis import Diagnoser
@@ -25,21 +26,18 @@ class DiagnoserEntry:
     modes: tuple[str, ...] = ()  # ways it can be asked (--diagnosis-mode); create() takes the mode
 
 
-DIAGNOSERS: dict[str, DiagnoserEntry] = {
-    entry.name: entry
-    for entry in (
-        DiagnoserEntry(
-            "llm",
-            "evolvemem.diagnosers.llm",
-            "a model reads the failures and proposes changes",
-            needs_model=True,
-            modes=("free", "menu"),
-        ),
-        DiagnoserEntry("rubric", "evolvemem.diagnosers.rubric", "deterministic rules over the failure taxonomy"),
-        DiagnoserEntry("random", "evolvemem.diagnosers.random_search", "random perturbation (baseline)"),
-        DiagnoserEntry("tpe", "evolvemem.diagnosers.tpe", "Optuna TPE over the action space (baseline)"),
-    )
-}
+DIAGNOSERS: dict[str, DiagnoserEntry] = named_table(
+    DiagnoserEntry(
+        "llm",
+        "evolvemem.diagnosers.llm",
+        "a model reads the failures and proposes changes",
+        needs_model=True,
+        modes=("free", "menu"),
+    ),
+    DiagnoserEntry("rubric", "evolvemem.diagnosers.rubric", "deterministic rules over the failure taxonomy"),
+    DiagnoserEntry("random", "evolvemem.diagnosers.random_search", "random perturbation (baseline)"),
+    DiagnoserEntry("tpe", "evolvemem.diagnosers.tpe", "Optuna TPE over the action space (baseline)"),
+)
 
 
 def diagnoser_entry(name: str) -> DiagnoserEntry:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from evolvemem.named_table import named_table
+
 UNANSWERABLE_ANSWER = "Not mentioned in the conversation"
 
 
@@ -23,44 +25,41 @@ class LabelKind:
     unanswerable: bool = False
 
 
-LABEL_KINDS: dict[str, LabelKind] = {
-    kind.name: kind
-    for kind in (
-        LabelKind(
-            "single-hop",
-            "single_fact",
-            "a question answered by one fact stated in one turn. The answer is a short phrase "
-            "(a name, place, object, activity or number).",
-        ),
-        LabelKind(
-            "multi-hop",
-            "multi_hop",
-            "a question that needs two facts from two different turns, one in each session shown. "
-            "Cite both turns. The answer is a short phrase.",
-            sessions=2,
-        ),
-        LabelKind(
-            "temporal",
-            "temporal",
-            "a question about when something happened. The answer is a date, month or year worked out "
-            "from the session date (resolve words like 'yesterday' or 'last week' against it).",
-        ),
-        LabelKind(
-            "open-domain",
-            "inference",
-            "a question that needs a small, safe inference from what was said (what someone would "
-            "probably enjoy, or why they did something). The answer is short and follows from the cited turns.",
-        ),
-        LabelKind(
-            "unanswerable",
-            "adversarial",
-            "a question about a plausible detail that was never said (about a person or thing that is "
-            f'mentioned, but a fact the conversation does not give). The answer is "{UNANSWERABLE_ANSWER}" '
-            "and no turn is cited.",
-            unanswerable=True,
-        ),
-    )
-}
+LABEL_KINDS: dict[str, LabelKind] = named_table(
+    LabelKind(
+        "single-hop",
+        "single_fact",
+        "a question answered by one fact stated in one turn. The answer is a short phrase "
+        "(a name, place, object, activity or number).",
+    ),
+    LabelKind(
+        "multi-hop",
+        "multi_hop",
+        "a question that needs two facts from two different turns, one in each session shown. "
+        "Cite both turns. The answer is a short phrase.",
+        sessions=2,
+    ),
+    LabelKind(
+        "temporal",
+        "temporal",
+        "a question about when something happened. The answer is a date, month or year worked out "
+        "from the session date (resolve words like 'yesterday' or 'last week' against it).",
+    ),
+    LabelKind(
+        "open-domain",
+        "inference",
+        "a question that needs a small, safe inference from what was said (what someone would "
+        "probably enjoy, or why they did something). The answer is short and follows from the cited turns.",
+    ),
+    LabelKind(
+        "unanswerable",
+        "adversarial",
+        "a question about a plausible detail that was never said (about a person or thing that is "
+        f'mentioned, but a fact the conversation does not give). The answer is "{UNANSWERABLE_ANSWER}" '
+        "and no turn is cited.",
+        unanswerable=True,
+    ),
+)
 DEFAULT_PER_SESSION = len(LABEL_KINDS)  # one candidate of each kind a session
 DEFAULT_MATCH_F1 = 0.5  # token F1 at which a check's answer matches the gold
 ADVERSARIAL_CATEGORIES = tuple(name for name, kind in LABEL_KINDS.items() if kind.unanswerable)

@@ -7,14 +7,11 @@ every per-type override; each per-type override is also dropped as a whole, in t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from evolvemem.data.models import Question
-
+from evolvemem.loop.scorer import RoundJob, RoundScorer
 from evolvemem.space.config import OVERRIDES, RetrievalConfig, parse_config
-
-if TYPE_CHECKING:
-    from evolvemem.loop.scorer import RoundScorer
 
 
 @dataclass(frozen=True)
@@ -79,7 +76,7 @@ def run_ablation(
     for variant in [Variant("full config", config, "the config as evolved"), *ablation_variants(config)]:
         phase = "ablate" if base is None else f"ablate:{variant.label}"
         s, seconds = scorer.score_round(
-            variant.config, questions, round_no, phase, contexts_only=contexts_only, token_cap=token_cap
+            RoundJob(variant.config, questions, round_no, phase, contexts_only=contexts_only, token_cap=token_cap)
         )
         row = {
             "mechanism": variant.label,

@@ -7,6 +7,7 @@ earlier proposals with their true outcomes."""
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any, Iterable
 
 import json
@@ -54,19 +55,14 @@ def type_rows(rows: Iterable[JSONObject], previous: dict[str, float | None] | No
     return out
 
 
+_ID_LISTS = ("evidence_ids", "context_ids", "context_views")  # lists in the row, tuples in the case
+
+
 def worst_case(row: JSONObject) -> WorstCase:
-    return WorstCase(
-        question_type=row["question_type"],
-        category=row["category"],
-        question=row["question"],
-        gold=row["gold"],
-        prediction=row["prediction"],
-        f1=row["f1"],
-        failure=row["failure"],
-        evidence_ids=_strings(row["evidence_ids"]),
-        context_ids=_strings(row["context_ids"]),
-        context_views=_strings(row["context_views"]),
-    )
+    """A worst-case row of the store (its columns are the case's fields)."""
+    values: dict[str, Any] = {f.name: row[f.name] for f in fields(WorstCase)}
+    values.update({name: _strings(row[name]) for name in _ID_LISTS})
+    return WorstCase(**values)
 
 
 def score_summary(overall: JSONObject) -> ScoreSummary:

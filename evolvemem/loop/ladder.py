@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from evolvemem.contracts.vocab import contexts_phase
 from evolvemem.data.models import Question
 from evolvemem.loop.paired import PairedStat, compare, gains, loses
-from evolvemem.loop.scorer import ProgressFn, RoundScorer, round_progress
+from evolvemem.loop.scorer import ProgressFn, RoundJob, RoundScorer, round_progress
 from evolvemem.loop.spec import CONTEXTS_ONLY, GuardSettings, RunSpec
 from evolvemem.space.config import RetrievalConfig
 from evolvemem.space.ops import diff_configs
@@ -71,28 +71,33 @@ def evidence_questions(dev: list[Question], adversarial_categories: tuple[str, .
     return [q for q in dev if q.evidence and str(q.category) not in adversarial]
 
 
+@dataclass(frozen=True)
+class LadderInputs:
+    """What every rung of the ladder works from: the run, where its rounds are scored and kept,
+    and the dev questions (the rungs pick their own share of them)."""
+
+    spec: RunSpec
+    store: RunStore
+    scorer: RoundScorer
+    dev: list[Question]
+    adversarial_categories: tuple[str, ...] | set[str]
+    on_record: ProgressFn | None = None  # progress: a retrieval-stage model makes rung 0 slow
+
+
 class ContextRung:
     """Rung 0 for one run: scores contexts as rounds of the store (resumable like any round)."""
 
-    def __init__(
-        self,
-        spec: RunSpec,
-        store: RunStore,
-        scorer: RoundScorer,
-        dev: list[Question],
-        adversarial_categories: tuple[str, ...] | set[str],
-        on_record: ProgressFn | None = None,
-    ):
-        self.spec, self.store, self.scorer = spec, store, scorer
-        self.questions = evidence_questions(dev, adversarial_categories)
-        self.adversarial_categories = adversarial_categories
-        self.on_record = on_record  # progress: a retrieval-stage model makes rung 0 slow
+    def __init__(self, inputs: LadderInputs):
+        self.spec, self.store, self.scorer = inputs.spec, inputs.store, inputs.scorer
+        self.questions = evidence_questions(inputs.dev, inputs.adversarial_categories)
+        self.adversarial_categories = inputs.adversarial_categories
+        self.on_record = inputs.on_record
 
     def _records(self, config: RetrievalConfig, round_no: int, phase: str) -> list[dict[str, Any]]:
         row = self.store.round_row(round_no, phase)
         if not (row and row["status"] == "done"):
             on_record = round_progress(self.on_record, round_no, phase, len(self.questions))
-            self.scorer.score_round(config, self.questions, round_no, phase, on_record, contexts_only=True)
+            self.scorer.score_round(RoundJob(config, self.questions, round_no, phase, on_record, contexts_only=True))
         return self.store.round_records(round_no, phase)
 
     def judge(

@@ -31,9 +31,10 @@ from evolvemem.loop.paired import Comparison, Verdict, accept, compare
 from evolvemem.loop.reextract import reextract, uncovered_sessions
 from evolvemem.loop.candidates import alternative_candidates, choose_among, corrected, screened_candidates
 from evolvemem.loop.result import RoundDone, RunResult
+from evolvemem.loop.ladder import LadderInputs
 from evolvemem.loop.screening import PASSED, Screener, estimated_score, screening_enabled
 from evolvemem.loop.snapshots import write_final, write_round_snapshot
-from evolvemem.loop.scorer import ProgressFn, RoundScorer, round_progress
+from evolvemem.loop.scorer import ProgressFn, RoundJob, RoundScorer, round_progress
 from evolvemem.loop.spec import CONTEXTS_ONLY, RunSpec, objective_column
 from evolvemem.space.action_space import ActionSpace
 from evolvemem.space.dimensions import Dimension
@@ -109,7 +110,9 @@ class EvolutionRunner:
         # under the evidence objective a full evaluation is itself only contexts: nothing to screen
         self.contexts_only = spec.objective == CONTEXTS_ONLY
         self.screener = (
-            Screener(spec, store, scorer, self.dev.questions, dataset.adversarial_categories, self.hooks.record)
+            Screener(
+                LadderInputs(spec, store, scorer, self.dev.questions, dataset.adversarial_categories, self.hooks.record)
+            )
             if screening_enabled(spec.screen_fraction) and not self.contexts_only
             else None
         )
@@ -130,16 +133,16 @@ class EvolutionRunner:
             # again — once per process — so that every table compares evaluations of equal n
             self._retried.add((round_no, phase))
         on_record = round_progress(self.hooks.record, round_no, phase, len(questions))
-        return self.scorer.score_round(
+        job = RoundJob(
             config,
             questions,
             round_no,
             phase,
             on_record,
-            self.hooks.stage,
             contexts_only=self.contexts_only,
             token_cap=self.spec.context_tokens if self.contexts_only else None,
         )
+        return self.scorer.score_round(job, self.hooks.stage)
 
     def _config_from_json(self, data: dict[str, Any]) -> RetrievalConfig:
         return parse_config(data, source="run store", space=self.space)[0]

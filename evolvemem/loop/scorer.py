@@ -42,18 +42,9 @@ class RoundScorer(Protocol):
     context and record its evidence figures without asking the reader (rung 0, the `evidence`
     objective), each context cut at `token_cap` estimated tokens when given."""
 
-    def score_round(
-        self,
-        config: RetrievalConfig,
-        questions: list[Question],
-        round_no: int,
-        phase: str,
-        on_record: Callable[[dict[str, Any]], None] | None = None,
-        on_stage: Callable[[str, int, int], None] | None = None,
-        *,
-        contexts_only: bool = False,
-        token_cap: int | None = None,
-    ) -> tuple[dict[str, Any], float]: ...
+    def score_round(self, job: RoundJob, on_stage: StageFn | None = None) -> tuple[dict[str, Any], float]:
+        """One evaluation; (summary, wall seconds)."""
+        ...
 
     def score_rounds(self, jobs: list[RoundJob], on_stage: StageFn | None = None) -> list[tuple[dict[str, Any], float]]:
         """Several evaluations, each as `score_round`; (summary, wall seconds) per job."""

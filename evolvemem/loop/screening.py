@@ -35,14 +35,13 @@ from typing import Any, Iterable
 from evolvemem.contracts.vocab import Phase, contexts_phase, screen_phase
 from evolvemem.data.models import Question
 from evolvemem.loop.guard import RoundScore
-from evolvemem.loop.ladder import ContextRung, RungZero
-from evolvemem.loop.scorer import ProgressFn, RoundJob, RoundScorer, round_progress
+from evolvemem.loop.ladder import ContextRung, LadderInputs, RungZero
+from evolvemem.loop.scorer import RoundJob, round_progress
 from evolvemem.loop.paired import Comparison, compare, gains, judged_groups, loses
 from evolvemem.loop.spec import RunSpec, objective_group
 from evolvemem.space.action_space import ActionSpace
 from evolvemem.space.config import RetrievalConfig, parse_config
 from evolvemem.space.ops import diff_configs, perturb
-from evolvemem.store.run_store import RunStore
 
 PASSED, SCREENED_OUT = "passed", "screened_out"
 OUTRANKED = "outranked"  # passed its minibatch, but another of the round's parallel candidates gained more
@@ -118,20 +117,12 @@ def estimated_score(row: dict[str, Any], incumbent_score: float, objective: str)
 class Screener:
     """Picks the config a round evaluates in full (see the module docstring)."""
 
-    def __init__(
-        self,
-        spec: RunSpec,
-        store: RunStore,
-        scorer: RoundScorer,
-        dev: list[Question],
-        adversarial_categories: tuple[str, ...] | set[str],
-        on_record: ProgressFn | None = None,
-    ):
-        self.spec, self.store, self.scorer = spec, store, scorer
-        self.batch = minibatch(dev, spec.screen_fraction, spec.seed)
-        self.adversarial_categories = adversarial_categories
-        self.rung0 = ContextRung(spec, store, scorer, dev, adversarial_categories, on_record)
-        self.on_record = on_record
+    def __init__(self, inputs: LadderInputs):
+        self.spec, self.store, self.scorer = inputs.spec, inputs.store, inputs.scorer
+        self.batch = minibatch(inputs.dev, self.spec.screen_fraction, self.spec.seed)
+        self.adversarial_categories = inputs.adversarial_categories
+        self.rung0 = ContextRung(inputs)
+        self.on_record = inputs.on_record
 
     def choose(
         self, round_no: int, first: RetrievalConfig, incumbent: RoundScore, seen: set[str], free_dims: list[str] | None

@@ -431,15 +431,8 @@ class Memory:
         ranked = sorted((*found.result.items, *found.result.cut), key=lambda item: item.rank)
         chosen = ranked[:limit] if limit is not None else [i for i in ranked if i.memory.memory_id in in_context]
         hits = [_hit(item, item.memory.memory_id in in_context) for item in chosen]
-        self._trace(
-            "search",
-            namespace,
-            found,
-            [h.memory_id for h in hits],
-            [t for h in hits for t in h.turn_ids],
-            started,
-            None,
-        )
+        ids, turns = [h.memory_id for h in hits], [t for h in hits for t in h.turn_ids]
+        self._trace("search", namespace, found.question, found.config_hash, ids, turns, started)
         return SearchResult(hits=hits, question_type=found.question.question_type, config_hash=found.config_hash)
 
     def context(
@@ -463,9 +456,8 @@ class Memory:
                 question_type=question_type or classify_question(query),
                 config_hash=self.config_hash,
             )
-        ids = [m.memory_id for m in found.context]
-        turns = [t for m in found.context for t in m.source_turn_ids]
-        self._trace("context", namespace, found, ids, turns, started, None)
+        ids, turns = _sources(found.context)
+        self._trace("context", namespace, found.question, found.config_hash, ids, turns, started)
         return ContextResult(
             context=format_context(found.context, found.effective.context_layout),
             tokens=context_tokens(found.context),
@@ -506,8 +498,7 @@ class Memory:
             state.workspace.ensure_stores(stores_for(effective))
         trace = answer_path(state.workspace, question, effective)
         final = trace.final
-        ids = [m.memory_id for m in final.context]
-        turns = [t for m in final.context for t in m.source_turn_ids]
+        ids, turns = _sources(final.context)
         result = AnswerResult(
             answer=final.answer.text,
             failed=final.answer.failed,
@@ -518,36 +509,21 @@ class Memory:
             question_type=question.question_type,
             config_hash=config_hash,
         )
-        self.traces.add(
-            TraceRow(
-                uuid.uuid4().hex,
-                namespace,
-                state.conversation.conversation_id,
-                "answer",
-                question.text,
-                question.question_type,
-                _iso(question.question_date),
-                result.config_hash,
-                tuple(ids),
-                tuple(turns),
-                (time.perf_counter() - started) * 1000,
-                result.answer,
-                utcnow(),
-            )
-        )
+        self._trace("answer", namespace, question, config_hash, ids, turns, started, result.answer)
         return result
 
     def _trace(
         self,
         kind: str,
         namespace: str,
-        found: _Retrieved,
+        question: Question,
+        config_hash: str,
         ids: list[str],
         turns: list[str],
         started: float,
-        answer: str | None,
+        answer: str | None = None,
     ) -> None:
-        question = found.question
+        """One served query as a trace row (what `export(with_traces=True)` turns into questions)."""
         self.traces.add(
             TraceRow(
                 uuid.uuid4().hex,
@@ -557,7 +533,7 @@ class Memory:
                 question.text,
                 question.question_type,
                 _iso(question.question_date),
-                found.config_hash,
+                config_hash,
                 tuple(ids),
                 tuple(turns),
                 (time.perf_counter() - started) * 1000,
@@ -629,6 +605,11 @@ def _appends(conversation: Conversation, fresh: Sequence[StoredTurn]) -> bool:
     """Whether the new turns are the last turns of the conversation (then only they are extracted)."""
     tail = [t.turn_id for t in conversation.turns()][-len(fresh) :]
     return tail == [t.turn_id for t in fresh]
+
+
+def _sources(context: Sequence[MemoryUnit]) -> tuple[list[str], list[str]]:
+    """The memory ids of a context and the turns they were drawn from."""
+    return [m.memory_id for m in context], [t for m in context for t in m.source_turn_ids]
 
 
 def _hit(item: RetrievedItem, in_context: bool) -> Hit:

@@ -175,24 +175,12 @@ class Session:
         return self.store.failure_causes()
 
     # ---- the round bracket -------------------------------------------------------------------
-    def score_round(
-        self,
-        config: RetrievalConfig,
-        questions: list[Question],
-        round_no: int,
-        phase: str,
-        on_record: RecordFn | None = None,
-        on_stage: StageFn | None = None,
-        *,
-        contexts_only: bool = False,
-        token_cap: int | None = None,
-    ) -> tuple[dict, float]:
-        """Score `config` on `questions` as (round, phase): builds the memory stores it reads
-        (`on_stage` reports their progress), resumes a half-finished evaluation (failed questions
-        are asked again), records usage, returns (summary, wall seconds). `contexts_only`: record
-        each question's answer context and its evidence figures without an answer
+    def score_round(self, job: RoundJob, on_stage: StageFn | None = None) -> tuple[dict, float]:
+        """Score `job.config` on `job.questions` as (round, phase): builds the memory stores it
+        reads (`on_stage` reports their progress), resumes a half-finished evaluation (failed
+        questions are asked again), records usage, returns (summary, wall seconds). `contexts_only`:
+        record each question's answer context and its evidence figures without an answer
         (answering/contexts.py), cut at `token_cap` tokens when given."""
-        job = RoundJob(config, questions, round_no, phase, on_record, contexts_only, token_cap)
         return self.score_rounds([job], on_stage)[0]
 
     def score_rounds(self, jobs: list[RoundJob], on_stage: StageFn | None = None) -> list[tuple[dict, float]]:
@@ -419,16 +407,7 @@ class Session:
         try:
             settings = ModelSettings(**spec.models)
             announce_models(reporter, settings)
-            workspace = open_workspace(
-                reporter,
-                dataset,
-                settings,
-                cache_enabled=spec.cache_enabled,
-                embedding_model=spec.embedding_model,
-                rerank_model=spec.rerank_model,
-                second_embedding_model=spec.second_embedding_model,
-                usage_sink=store.journal.append,
-            )
+            workspace = _run_workspace(reporter, dataset, settings, spec, store)
             session = cls(
                 store,
                 workspace,
@@ -554,7 +533,7 @@ class Session:
         on_stage: StageFn | None = None,
     ) -> EvalResult:
         """Round 0 of an eval directory, and its config.toml."""
-        summary, seconds = self.score_round(config, self.dataset.questions, 0, "eval", on_record, on_stage)
+        summary, seconds = self.score_round(RoundJob(config, self.dataset.questions, 0, "eval", on_record), on_stage)
         (self.run_dir / "config.toml").write_text(
             config_to_toml(config, header=f"evolvemem config (from {config_source})"), encoding="utf-8"
         )
@@ -563,7 +542,7 @@ class Session:
     def compare_with_baseline(self, baseline: RetrievalConfig) -> tuple[dict, Comparison]:
         """The same questions scored with `baseline` (phase "baseline"), and the paired comparison of
         the eval's config against it: what a transferred config is worth on the target."""
-        summary, _ = self.score_round(baseline, self.dataset.questions, 0, "baseline")
+        summary, _ = self.score_round(RoundJob(baseline, self.dataset.questions, 0, "baseline"))
         evaluated, base = self.store.round_records(0, "eval"), self.store.round_records(0, "baseline")
         comparison = compare(evaluated, base, 0, 0, self.dataset.adversarial_categories, "balanced")
         return summary, comparison
@@ -587,16 +566,7 @@ class Session:
             best_round = store.best_round()
             config = load_config(str(best_path))[0]
             dataset = load_benchmark(spec.benchmark, spec.data)
-            workspace = open_workspace(
-                reporter,
-                dataset,
-                ModelSettings(**spec.models),
-                cache_enabled=spec.cache_enabled,
-                embedding_model=spec.embedding_model,
-                rerank_model=spec.rerank_model,
-                second_embedding_model=spec.second_embedding_model,
-                usage_sink=store.journal.append,
-            )
+            workspace = _run_workspace(reporter, dataset, ModelSettings(**spec.models), spec, store)
             session = cls(store, workspace, reporter, protocol=spec.protocol, concurrency=spec.concurrency)
             session.spec = spec
         except BaseException:
@@ -658,3 +628,20 @@ def compare_rounds(store: RunStore, a: int, b: int, objective: str = "balanced")
     first, second = store.round_records(a, phase), store.round_records(b, phase)
     adversarial = {str(r["category"]) for r in first + second if r.get("question_type") == "adversarial"}
     return compare(second, first, b, a, adversarial, objective)
+
+
+def _run_workspace(
+    reporter: Reporter, dataset: Dataset, settings: ModelSettings, spec: RunSpec, store: RunStore
+) -> Workspace:
+    """The workspace a run's spec asks for (its local models and cache), its model calls
+    journaled to the run's store."""
+    return open_workspace(
+        reporter,
+        dataset,
+        settings,
+        cache_enabled=spec.cache_enabled,
+        embedding_model=spec.embedding_model,
+        rerank_model=spec.rerank_model,
+        second_embedding_model=spec.second_embedding_model,
+        usage_sink=store.journal.append,
+    )

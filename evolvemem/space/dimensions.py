@@ -1,7 +1,8 @@
 """One tunable setting per kind of value: `BoolDimension`, `IntDimension`, `FloatDimension`,
 `EnumDimension`. Each kind knows how to read a raw value (`coerce`), keep it in range (`clamp`),
-say its range (`range_text`), type a pydantic field (`annotation`) and draw a random value
-(`sample`), so nothing else branches on the kind. `dimension_from_table` reads one from its TOML
+say its range (`range_text`), type a pydantic field (`annotation`), draw a random value
+(`sample`) and be searched by Optuna (`suggest`, `optuna_distribution`), so nothing else
+branches on the kind. `dimension_from_table` reads one from its TOML
 table (the action-space files, a run's lever files) and `dimension_to_toml` writes it back."""
 
 from __future__ import annotations
@@ -116,6 +117,14 @@ class Dimension:
     def _draw(self, rng: random.Random) -> Any:
         raise NotImplementedError
 
+    def suggest(self, trial: Any) -> Any:
+        """Its value from an Optuna trial (define-by-run: a number's off switch is asked first)."""
+        raise NotImplementedError
+
+    def optuna_distribution(self) -> Any:
+        """Its Optuna distribution over the range (a number's off switch is the `<name>__on` param)."""
+        raise NotImplementedError
+
 
 @dataclass(frozen=True, kw_only=True)
 class BoolDimension(Dimension):
@@ -138,6 +147,14 @@ class BoolDimension(Dimension):
     def _annotation(self) -> Any:
         return bool
 
+    def suggest(self, trial: Any) -> Any:
+        return trial.suggest_categorical(self.name, [False, True])
+
+    def optuna_distribution(self) -> Any:
+        import optuna.distributions as od
+
+        return od.CategoricalDistribution([False, True])
+
     def _draw(self, rng: random.Random) -> bool:
         return rng.random() < 0.5
 
@@ -158,6 +175,14 @@ class EnumDimension(Dimension):
 
     def _annotation(self) -> Any:
         return Literal[self.choices]
+
+    def suggest(self, trial: Any) -> Any:
+        return trial.suggest_categorical(self.name, list(self.choices))
+
+    def optuna_distribution(self) -> Any:
+        import optuna.distributions as od
+
+        return od.CategoricalDistribution(list(self.choices))
 
     def _draw(self, rng: random.Random) -> str:
         return rng.choice(self.choices)
@@ -205,6 +230,14 @@ class NumericDimension(Dimension):
     def _draw_in_range(self, rng: random.Random) -> Any:
         raise NotImplementedError
 
+    def suggest(self, trial: Any) -> Any:
+        if self.can_switch_off() and not trial.suggest_categorical(f"{self.name}__on", [True, False]):
+            return self.off_value
+        return self._suggest_in_range(trial)
+
+    def _suggest_in_range(self, trial: Any) -> Any:
+        raise NotImplementedError
+
     def toml_fields(self) -> list[tuple[str, Any]]:
         return [("min", self.min), ("max", self.max), *super().toml_fields()]
 
@@ -230,6 +263,14 @@ class IntDimension(NumericDimension):
     def _draw_in_range(self, rng: random.Random) -> int:
         return rng.randint(int(self.min), int(self.max))
 
+    def _suggest_in_range(self, trial: Any) -> Any:
+        return trial.suggest_int(self.name, int(self.min), int(self.max))
+
+    def optuna_distribution(self) -> Any:
+        import optuna.distributions as od
+
+        return od.IntDistribution(int(self.min), int(self.max))
+
 
 @dataclass(frozen=True, kw_only=True)
 class FloatDimension(NumericDimension):
@@ -246,6 +287,14 @@ class FloatDimension(NumericDimension):
 
     def _draw_in_range(self, rng: random.Random) -> float:
         return round(rng.uniform(float(self.min), float(self.max)), 3)
+
+    def _suggest_in_range(self, trial: Any) -> Any:
+        return trial.suggest_float(self.name, float(self.min), float(self.max))
+
+    def optuna_distribution(self) -> Any:
+        import optuna.distributions as od
+
+        return od.FloatDistribution(float(self.min), float(self.max))
 
 
 KINDS: dict[str, type[Dimension]] = {

@@ -8,14 +8,7 @@ from typing import Any
 
 from evolvemem.space.action_space import ActionSpace
 from evolvemem.space.config import OVERRIDES, RetrievalConfig, parse_config
-from evolvemem.space.dimensions import (
-    BoolDimension,
-    Dimension,
-    EnumDimension,
-    FloatDimension,
-    IntDimension,
-    NumericDimension,
-)
+from evolvemem.space.dimensions import NumericDimension
 
 
 @dataclass(frozen=True)
@@ -67,44 +60,18 @@ def perturb(
     return new, diff_configs(config, new)
 
 
-def _suggest(trial: Any, dim: Dimension) -> Any:
-    """One dimension's value from an Optuna trial (an off switch first, where it has one)."""
-    if isinstance(dim, BoolDimension):
-        return trial.suggest_categorical(dim.name, [False, True])
-    if isinstance(dim, EnumDimension):
-        return trial.suggest_categorical(dim.name, list(dim.choices))
-    assert isinstance(dim, NumericDimension)
-    if dim.can_switch_off() and not trial.suggest_categorical(f"{dim.name}__on", [True, False]):
-        return dim.off_value
-    if isinstance(dim, IntDimension):
-        return trial.suggest_int(dim.name, int(dim.min), int(dim.max))
-    return trial.suggest_float(dim.name, float(dim.min), float(dim.max))
-
-
 def suggest_config(trial: Any, base: RetrievalConfig | None = None) -> RetrievalConfig:
     """Sample a whole config of `base`'s space from an Optuna trial (define-by-run, so off/null
     are conditional)."""
     base = base or RetrievalConfig()
-    values: dict[str, Any] = {name: _suggest(trial, dim) for name, dim in base.space.items()}
+    values: dict[str, Any] = {name: dim.suggest(trial) for name, dim in base.space.items()}
     values[OVERRIDES] = base.overrides()
     return parse_config(values, source="optuna trial", space=base.space)[0]
 
 
 def optuna_distributions(space: ActionSpace) -> dict[str, Any]:
     """Flat Optuna distributions of every dimension (for `study.ask(fixed_distributions)`)."""
-    import optuna.distributions as od
-
-    out: dict[str, Any] = {}
-    for name, dim in space.items():
-        if isinstance(dim, BoolDimension):
-            out[name] = od.CategoricalDistribution([False, True])
-        elif isinstance(dim, EnumDimension):
-            out[name] = od.CategoricalDistribution(list(dim.choices))
-        elif isinstance(dim, IntDimension):
-            out[name] = od.IntDistribution(int(dim.min), int(dim.max))
-        elif isinstance(dim, FloatDimension):
-            out[name] = od.FloatDistribution(float(dim.min), float(dim.max))
-    return out
+    return {name: dim.optuna_distribution() for name, dim in space.items()}
 
 
 def config_to_trial_params(config: RetrievalConfig) -> dict[str, Any]:
