@@ -235,3 +235,21 @@ def test_fuzzed_from_its_own_schema_no_5xx_and_no_key_kept(server):
     for key in KEYS:
         assert key not in log
         assert key.encode() not in store_bytes
+
+
+def test_a_config_file_is_read_only_once_its_write_has_settled(tmp_path):
+    from evolvemem import Memory
+    from evolvemem.serving.http_app import ConfigWatcher
+
+    config = tmp_path / "served.toml"
+    config.write_text("max_context = 6\n")
+    with Memory.open(tmp_path / "memory.duckdb", str(config)) as memory:
+        watcher = ConfigWatcher(memory, str(config), interval=0)
+        served = memory.config_hash
+        config.write_text("")  # an in-place write caught half-way: empty is a valid TOML config
+        assert not watcher.check() and memory.config_hash == served  # changed, not yet settled
+        config.write_text("max_context = 9\n")  # the write goes on
+        assert not watcher.check() and memory.config_hash == served
+        assert watcher.check() and memory.config_hash != served  # unchanged since the last check: read
+        assert memory.config.max_context == 9
+        assert not watcher.check()  # nothing new

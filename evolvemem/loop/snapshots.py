@@ -10,6 +10,8 @@ runs/<id>/result.json                       dev and test scores for start and be
 
 from __future__ import annotations
 
+import os
+
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,7 +58,8 @@ def write_round_snapshot(
 
 def write_final(run_dir: Path, best: RoundScore, start: RoundScore, result: RunResult) -> Path:
     path = Path(run_dir) / "best_config.toml"
-    path.write_text(
+    partial = path.with_name(path.name + ".partial")  # renamed into place: a server watching it never reads half a file
+    partial.write_text(
         config_to_toml(
             best.config,
             header=(
@@ -66,6 +69,7 @@ def write_final(run_dir: Path, best: RoundScore, start: RoundScore, result: RunR
         ),
         encoding="utf-8",
     )
+    os.replace(partial, path)
     _dump(
         Path(run_dir) / "result.json",
         {

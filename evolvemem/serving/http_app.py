@@ -117,11 +117,16 @@ class ConfigHeader(HTTPMiddleware):
 
 class ConfigWatcher:
     """Swaps a newly evolved config in when the files of `--config` change (checked every
-    `interval` seconds); a config that does not load is reported and the old one kept."""
+    `interval` seconds); a config that does not load is reported and the old one kept.
+
+    A change is read only once it has settled (the same size and modification time at two
+    checks in a row): an editor or a script that writes the file in place would otherwise be
+    read half-written, and an empty TOML file is a valid config (every default)."""
 
     def __init__(self, memory: Memory, spec: str, interval: float):
         self.memory, self.spec, self.interval = memory, spec, interval
         self._signature = source_signature(spec)
+        self._unsettled: tuple | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="evolvemem-config-watch", daemon=True)
 
@@ -130,10 +135,15 @@ class ConfigWatcher:
             self._thread.start()
 
     def check(self) -> bool:
+        """Whether a changed config was swapped in at this check."""
         signature = source_signature(self.spec)
         if signature == self._signature:
+            self._unsettled = None
             return False
-        self._signature = signature
+        if signature != self._unsettled:  # changed since the last check: maybe still being written
+            self._unsettled = signature
+            return False
+        self._signature, self._unsettled = signature, None
         try:
             old, new = self.memory.config_hash, self.memory.use_config(self.spec)
         except EvolveMemError as exc:
