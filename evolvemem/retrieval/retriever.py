@@ -314,6 +314,8 @@ class Retriever:
             return RetrievalResult((), ())
         text = question.text
         info = self._analyse(text)
+        if config.enable_entity_swap and info.stripped and info.stripped != text:
+            self._embed([text, info.stripped])  # one embedder call: a served query's two forms share a batch
         query_vector = self._vector(text)
         extras = self._extras_of(state)
         depth = self._depth(extras, config)
