@@ -1,6 +1,6 @@
 """Load on a real `evolve serve`: search latency and throughput, add throughput, memory, server overhead.
 
-    python benchmarks/serve_load.py [--data locomo10_dev8.json] [--sizes 1000,10000,100000] [--seconds 8]
+    python benchmarks/serve_load.py [--data locomo10_dev8.json] [--sizes 1000,10000,100000] [--seconds 8] [--fresh-queries]
 
 A server on 127.0.0.1 (offline roles, the `default` preset: no cross-encoder, no LLM) with LoCoMo
 conversations as users:
@@ -14,7 +14,9 @@ conversations as users:
 - **search at each size**: random (user, LoCoMo question of that user's conversation) pairs for
   `--seconds` with one client, then with `--clients` concurrent clients; p50 / p95 / p99 latency
   measured by the client, and searches a second. Query embeddings the server computed (not taken
-  from its cache) are counted from /metrics.
+  from its cache) are counted from /metrics. LoCoMo questions repeat (a copy's user asks its
+  original's questions), so some queries are answered from the server's query cache, and the
+  faster the server the more; `--fresh-queries` makes every query new, which is the worst case.
 - **resident memory** of the server process (VmRSS) at each size, and per 10k memories.
 - **server overhead**: after the server stops, the same store opened in-process and the same
   one-client query sequence run through `Memory.search`; the ratio of the p50s.
@@ -86,9 +88,10 @@ def metric(client: httpx.Client, name: str) -> float:
 
 
 def search_load(
-    url: str, pairs: list[tuple[str, str]], seconds: float, clients: int, seed: int
+    url: str, pairs: list[tuple[str, str]], seconds: float, clients: int, seed: int, fresh: bool = False
 ) -> tuple[list[float], float, int]:
-    """(latencies in ms, searches a second, errors) of `clients` clients for `seconds`."""
+    """(latencies in ms, searches a second, errors) of `clients` clients for `seconds`; with
+    `fresh`, every query is made new by a numbered suffix, so none is answered from a cache."""
     latencies: list[float] = []
     errors = [0]
     lock = threading.Lock()
@@ -100,6 +103,8 @@ def search_load(
         with httpx.Client(base_url=url, timeout=60) as client:
             while time.perf_counter() < stop:
                 user, query = rng.choice(pairs)
+                if fresh:
+                    query = f"{query} (ask {seed}-{k}-{len(mine)})"
                 started = time.perf_counter()
                 response = client.post("/v1/search", json={"user": user, "query": query})
                 mine.append((time.perf_counter() - started) * 1000)
@@ -132,6 +137,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0, help="seconds of load per measurement")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--fresh-queries",
+        action="store_true",
+        help="make every query new (a numbered suffix): no search is answered from the query cache",
+    )
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -198,8 +208,8 @@ def main() -> None:
             held = memories(client)
             pairs = [(user, q) for user, conv in users.items() for q in questions.get(conv, [])]
             before = metric(client, "query_embeddings_total")
-            one = search_load(server.url, pairs, args.seconds, 1, args.seed)
-            many = search_load(server.url, pairs, args.seconds, args.clients, args.seed + 1)
+            one = search_load(server.url, pairs, args.seconds, 1, args.seed, args.fresh_queries)
+            many = search_load(server.url, pairs, args.seconds, args.clients, args.seed + 1, args.fresh_queries)
             embedded = metric(client, "query_embeddings_total") - before
             rss = rss_mb(server.proc.pid)
             slope = ""
