@@ -98,8 +98,11 @@ class TokenVectors:
         special = set(model.tokenizer.all_special_ids)
         out = []
         for text, vectors in zip(texts, outputs):
-            ids = model.tokenizer(text, truncation=True, max_length=model.max_seq_length)["input_ids"][: len(vectors)]
-            pieces = model.tokenizer.convert_ids_to_tokens(ids)
+            with self._embedder.model_lock:  # the tokenizer is the model's: a served query may be using it
+                ids = model.tokenizer(text, truncation=True, max_length=model.max_seq_length)["input_ids"][
+                    : len(vectors)
+                ]
+                pieces = model.tokenizer.convert_ids_to_tokens(ids)
             keep = np.array([i not in special and content_piece(p, stopwords) for i, p in zip(ids, pieces)], bool)
             if not keep.any():
                 keep = np.array([i not in special for i in ids], bool)
