@@ -314,7 +314,8 @@ class Retriever:
             return RetrievalResult((), ())
         text = question.text
         info = self._analyse(text)
-        if config.enable_entity_swap and info.stripped and info.stripped != text:
+        swap = bool(config.enable_entity_swap and info.stripped and info.stripped != text)
+        if swap:
             self._embed([text, info.stripped])  # one embedder call: a served query's two forms share a batch
         query_vector = self._vector(text)
         extras = self._extras_of(state)
@@ -346,21 +347,8 @@ class Retriever:
                     config.second_semantic_weight,
                 )
             )
-        if config.enable_entity_swap and info.stripped and info.stripped != text:
-            swapped = self._analyse(info.stripped)
-            views.append(
-                top_k(
-                    "swap_semantic",
-                    state.embeddings @ self._vector(info.stripped),
-                    config.entity_swap_semantic_top_k,
-                    config.semantic_weight,
-                )
-            )
-            views.append(
-                self._keyword_view(
-                    "swap_keyword", state, swapped.tokens, config.entity_swap_keyword_top_k, config.keyword_weight
-                )
-            )
+        if swap:
+            views.extend(self._swap_views(state, info.stripped, config))
         sub_queries: tuple[str, ...] = ()
         cost = Usage()
         if config.enable_query_decomposition and self.decomposer is not None:
@@ -388,6 +376,24 @@ class Retriever:
         if config.rerank_top_k > 0 and len(rows):
             rows, final, views = self._rerank(state, text, rows, final, views, config)
         return self._assemble(state, rows, final, views, config, sub_queries, cost)
+
+    def _swap_views(self, state: IndexState, stripped: str, config: Any) -> list[ViewHits]:
+        """Entity swap: the question without its person names, as a semantic and a keyword view."""
+        return [
+            top_k(
+                "swap_semantic",
+                state.embeddings @ self._vector(stripped),
+                config.entity_swap_semantic_top_k,
+                config.semantic_weight,
+            ),
+            self._keyword_view(
+                "swap_keyword",
+                state,
+                self._analyse(stripped).tokens,
+                config.entity_swap_keyword_top_k,
+                config.keyword_weight,
+            ),
+        ]
 
     def _rerank(
         self, state: IndexState, text: str, rows: np.ndarray, final: np.ndarray, views: list[ViewHits], config: Any
