@@ -1,9 +1,10 @@
 """Load on a real `evolve serve`: search latency and throughput, add throughput, memory, server overhead.
 
-    python benchmarks/serve_load.py [--data locomo10_dev8.json] [--sizes 1000,10000,100000] [--seconds 8] [--fresh-queries]
+    python benchmarks/serve_load.py [--data locomo10_dev8.json] [--sizes 1000,10000,100000] [--seconds 8]
+        [--fresh-queries] [--config default]
 
-A server on 127.0.0.1 (offline roles, the `default` preset: no cross-encoder, no LLM) with LoCoMo
-conversations as users:
+A server on 127.0.0.1 (offline roles, the `default` preset unless `--config` names another: no
+cross-encoder, no LLM) with LoCoMo conversations as users:
 
 - **add throughput**: every conversation added over HTTP one session per request, into a fresh
   embedding cache (so every turn is extracted and embedded), in turns a second.
@@ -138,6 +139,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--config", default="default", help="what the server serves: a preset, a config file or a run directory"
+    )
+    parser.add_argument(
         "--fresh-queries",
         action="store_true",
         help="make every query new (a numbered suffix): no search is answered from the query cache",
@@ -166,7 +170,7 @@ def main() -> None:
 
     users: dict[str, str] = {}  # user -> its conversation id
     results: list[str] = []
-    server = ServeProcess(store, "default", log_path=folder / "serve.log", env=env, extra=["--no-mcp"]).wait_ready()
+    server = ServeProcess(store, args.config, log_path=folder / "serve.log", env=env, extra=["--no-mcp"]).wait_ready()
     one_client_pairs: list[tuple[str, str]] = []
     served: list[float] = []
     overhead_size = 0
@@ -253,7 +257,7 @@ def main() -> None:
 
     if one_client_pairs:
         os.environ.update(env)
-        with Memory.open(store, "default") as memory:
+        with Memory.open(store, args.config) as memory:
             for user, query in one_client_pairs:  # warm: load every user's index and its query vectors
                 memory.search(user, query)
             inproc = []

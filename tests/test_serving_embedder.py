@@ -66,3 +66,41 @@ def test_a_search_is_not_held_up_while_the_shared_model_embeds_an_add(tmp_path):
     finally:
         two.close()
         one.close()
+
+
+def test_one_forward_pass_gives_the_sentence_vectors_and_token_outputs_bit_for_bit(tmp_path):
+    from evolvemem.serving.embedding import sentence_and_token_outputs
+
+    model = Embedder(cache_root=tmp_path).model
+    texts = [
+        "Ottilie?",
+        *QUERIES[:6],
+        "Where did the whole choir of Ottilie's village sing on the longest night of 2021?",
+    ]
+    sentence, tokens = sentence_and_token_outputs(model, texts)
+    assert np.array_equal(sentence, model.encode(texts, convert_to_numpy=True, normalize_embeddings=True))
+    separate = model.encode(texts, output_value="token_embeddings", convert_to_numpy=False)
+    assert len(tokens) == len(texts)
+    for ours, theirs in zip(tokens, separate):
+        assert np.array_equal(ours, theirs.detach().cpu().numpy().astype(np.float32))
+
+
+def test_a_served_late_interaction_query_runs_the_model_once(tmp_path):
+    inner = Embedder(cache_root=tmp_path)
+    embedder = ServingEmbedder(inner, workers=1)
+    try:
+        query = "Which lantern did Ottilie repair before the festival?"
+        embedder.encode([query])
+        pieces = embedder.tokens.of_queries([query])[0]
+        assert embedder.query_batches == 1  # the token outputs came from the sentence vector's pass
+        assert pieces.shape[1] == embedder.dimension and 0 < len(pieces) < 12  # content pieces only
+        reference = inner.tokens.of_queries([query])[0]  # evaluation's path: a forward pass of its own
+        assert np.array_equal(pieces, reference)
+        cached = "Who painted the violin?"
+        inner.encode([cached])  # its sentence vector is now in the disk cache: no worker pass for it
+        embedder.encode([cached])
+        assert embedder.query_batches == 1
+        embedder.tokens.of_queries([cached])  # so its token outputs need one
+        assert embedder.query_batches == 2
+    finally:
+        embedder.close()

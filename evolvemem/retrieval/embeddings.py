@@ -198,8 +198,12 @@ class Embedder:
         """The same model's per-token vectors, cached by content (late interaction reads them)."""
         with self._lock:
             if self._tokens is None:
-                self._tokens = TokenVectors(self, self._root / "tokens")
+                self._tokens = self.token_vectors()
             return self._tokens
+
+    def token_vectors(self, query_forward: Callable[[list[str]], list[np.ndarray]] | None = None) -> TokenVectors:
+        """Per-token vectors sharing this embedder's disk cache; see TokenVectors for `query_forward`."""
+        return TokenVectors(self, self._root / "tokens", query_forward)
 
     def _load_model(self) -> Any:
         bundled = bundled_model_path() if self.model_name in _BUNDLED_NAMES else None
@@ -224,7 +228,10 @@ class Embedder:
             known = self._cache.dimension
         if known is not None:
             return known
-        dimension = int(self.model.get_sentence_embedding_dimension())  # not under the cache lock
+        model = self.model  # loaded outside the cache lock
+        # sentence-transformers 6 renamed the method (the old name warns)
+        measure = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        dimension = int(measure())
         with self._lock:
             self._cache.dimension = dimension
         return dimension

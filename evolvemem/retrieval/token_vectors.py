@@ -20,12 +20,13 @@ import os
 import threading
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
 from evolvemem.contracts.memory import content_hash
 from evolvemem.paths import cache_dir
+from evolvemem.retrieval.memo import BoundedMemo
 
 if TYPE_CHECKING:
     from evolvemem.retrieval.embeddings import Embedder
@@ -55,14 +56,22 @@ def content_piece(piece: str, stopwords: frozenset[str]) -> bool:
 class TokenVectors:
     """L2-normalised float32 token vectors of texts, from `embedder`'s model, cached on disk."""
 
-    def __init__(self, embedder: Embedder, cache_root: Path | None = None):
+    def __init__(
+        self,
+        embedder: Embedder,
+        cache_root: Path | None = None,
+        query_forward: Callable[[list[str]], list[np.ndarray]] | None = None,
+    ):
+        """`query_forward` gives questions' raw token outputs (a server passes the forward pass
+        that already made their sentence vectors); by default the model runs again for them."""
         from evolvemem.retrieval.embeddings import model_slug
 
         self._embedder = embedder
         root = cache_root if cache_root is not None else cache_dir() / "embeddings" / "tokens"
         self.folder = Path(root) / model_slug(embedder.model_name)
         self._rows: dict[bytes, np.ndarray] = {}
-        self._queries: dict[str, np.ndarray] = {}  # this process only: questions are few and cheap
+        self._queries: BoundedMemo[str, np.ndarray] = BoundedMemo()  # this process only
+        self._query_forward = query_forward or self._forward
         self._loaded = False
         self._lock = threading.RLock()
         self.texts_encoded = 0  # memories that reached the model (cache misses)
@@ -93,7 +102,7 @@ class TokenVectors:
 
     def _encode_queries(self, texts: list[str]) -> list[np.ndarray]:
         model = self._embedder.model
-        outputs = self._forward(texts)
+        outputs = self._query_forward(texts)
         stopwords = _stopwords()
         special = set(model.tokenizer.all_special_ids)
         out = []

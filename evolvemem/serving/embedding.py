@@ -29,15 +29,17 @@ import os
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future
-from typing import Iterator, Protocol, Sequence
+from typing import Any, Iterator, Protocol, Sequence
 
 import numpy as np
 
 from evolvemem.contracts.memory import content_hash
 from evolvemem.retrieval.embeddings import Embedder, torch_threads
+from evolvemem.retrieval.memo import BoundedMemo
 from evolvemem.retrieval.token_vectors import TokenVectors
 
 MAX_QUERY_BATCH = 64
+QUERY_TOKENS_KEPT = 1_000  # queries' token outputs kept for late interaction (read right after, by the same search)
 MAX_QUERY_WORKERS = 4
 QUERY_CACHE = 20_000  # query vectors kept in memory (~30 MB at 384 dimensions), least recently used dropped
 
@@ -45,7 +47,24 @@ QUERY_CACHE = 20_000  # query vectors kept in memory (~30 MB at 384 dimensions),
 class SentenceModel(Protocol):
     """What a query worker calls: sentence-transformers' `encode`."""
 
-    def encode(self, sentences: list[str], **options: object) -> object: ...
+    def encode(self, sentences: list[str], **options: object) -> Any: ...
+
+
+def sentence_and_token_outputs(model: SentenceModel, texts: list[str]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """One forward pass of `texts`: their unit sentence vectors, equal bit for bit to
+    `encode(..., normalize_embeddings=True)` (the same normalisation of the same batch tensor),
+    and their token outputs cut at the last attended position, as `encode(output_value=
+    "token_embeddings")` cuts them. Late interaction needs both; asking twice ran the model twice."""
+    import torch
+
+    items = model.encode(texts, batch_size=MAX_QUERY_BATCH, output_value=None, show_progress_bar=False)
+    pooled = torch.nn.functional.normalize(torch.stack([item["sentence_embedding"] for item in items]), p=2, dim=1)
+    tokens = []
+    for item in items:
+        attended = torch.nonzero(item["attention_mask"]).flatten()
+        last = int(attended[-1]) if len(attended) else 0
+        tokens.append(item["token_embeddings"][: last + 1].detach().cpu().numpy().astype(np.float32))
+    return pooled.cpu().numpy().astype(np.float32, copy=False), tokens
 
 
 class ServingEmbedder:
@@ -64,6 +83,8 @@ class ServingEmbedder:
         self.queries_embedded = 0
         self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
         self._recent_lock = threading.Lock()
+        self._token_outputs: BoundedMemo[str, np.ndarray] = BoundedMemo(QUERY_TOKENS_KEPT)
+        self._tokens: TokenVectors | None = None
 
     @property
     def dimension(self) -> int:
@@ -71,8 +92,27 @@ class ServingEmbedder:
 
     @property
     def tokens(self) -> TokenVectors:
-        """Per-token vectors for late interaction: evaluation's, cached on disk by content."""
-        return self.inner.tokens
+        """Per-token vectors for late interaction: evaluation's for memory contents (cached on
+        disk by content); a query's come from the forward pass that made its sentence vector."""
+        with self._recent_lock:
+            if self._tokens is None:
+                self._tokens = self.inner.token_vectors(self.query_token_outputs)
+            return self._tokens
+
+    def query_token_outputs(self, texts: list[str]) -> list[np.ndarray]:
+        """Each query's raw token outputs (special tokens included, padding cut), as the model's
+        `encode(output_value="token_embeddings")` gives them. A query embedded moments ago by a
+        worker has them already; one whose sentence vector came from a cache is embedded again."""
+        out: list[np.ndarray] = []
+        for text in texts:
+            with self._recent_lock:
+                outputs = self._token_outputs.get(text)
+            if outputs is None:
+                self._submit(text).result()
+                with self._recent_lock:
+                    outputs = self._token_outputs[text]
+            out.append(outputs)
+        return out
 
     @contextlib.contextmanager
     def supplying(self, vectors: dict[str, np.ndarray]) -> Iterator[None]:
@@ -164,14 +204,10 @@ class ServingEmbedder:
             texts = list(dict.fromkeys(t for t, _ in batch))
             try:
                 with guard:
-                    encoded = model.encode(
-                        texts,
-                        batch_size=MAX_QUERY_BATCH,
-                        convert_to_numpy=True,
-                        normalize_embeddings=True,
-                        show_progress_bar=False,
-                    )
-                by_text = dict(zip(texts, np.asarray(encoded, dtype=np.float32)))
+                    sentence, tokens = sentence_and_token_outputs(model, texts)
+                by_text = dict(zip(texts, sentence))
+                with self._recent_lock:
+                    self._token_outputs.update(zip(texts, tokens))
                 with self._pending_lock:
                     self.query_batches += 1
                     self.queries_embedded += len(texts)
