@@ -3,7 +3,7 @@ only), checked against LoCoMo's own questions for the same and held-out conversa
 
     python benchmarks/label_quality.py [--data PATH] [--state runs/label-quality] [--model 1.5b]
         [--sessions 5] [--per-session 5] [--review 60] [--rounds 7] [--runs-dir DIR]
-        [--stages label,review,rank,transfer]
+        [--stages label,review,rank,rank_f1,transfer] [--f1-questions 40]
 
 `--model offline` runs the rank and transfer stages on the offline labeller's questions instead (no
 review): a check of the pipeline and of the rule-based labels, not of a model's.
@@ -19,7 +19,12 @@ and review calls are replayed from their journals, an unfinished evolve run is r
    evidence recall of the answerable questions, generated vs real LoCoMo questions of the same
    conversations, at each config's own budget and cut at 1,500 tokens; Kendall tau-b of the two
    orderings.
-4. transfer: `evolve run --objective evidence` on the generated questions (a custom file whose
+4. rank_f1: the same configs, each context cut at 1,500 tokens, answered by the local model:
+   answerable F1 on up to --f1-questions real LoCoMo questions of the dev conversations (taken
+   category by category) and on up to as many generated ones; Kendall tau-b of the two orderings.
+   Answers go through the LLM reply cache and each config's figures are saved as it finishes, so
+   an interrupted stage asks again only what it had not asked.
+5. transfer: `evolve run --objective evidence` on the generated questions (a custom file whose
    held-out conversations carry their real LoCoMo questions, so its test score is the real one)
    beside the same run on the real dev questions; the test gain (best - start) of each and their ratio.
 """
@@ -40,7 +45,7 @@ sys.path.insert(0, str(REPO))
 from benchmarks._mechanisms import DEFAULT_DATA, load_locomo_file  # noqa: E402
 
 WINDOW = 4096
-STAGES = ("label", "review", "rank", "transfer")
+STAGES = ("label", "review", "rank", "rank_f1", "transfer")
 BUDGET = 1500
 
 
@@ -265,11 +270,71 @@ def print_rank(result: dict) -> None:
         )
     say(
         f"  Kendall tau-b, evidence recall: own budgets {result['tau@own']:.3f}, at {BUDGET} tokens "
-        f"{result[f'tau@{BUDGET}']:.3f} (1.5B answerable F1: not measured)"
+        f"{result[f'tau@{BUDGET}']:.3f} (the reader's answerable F1: the rank_f1 stage)"
     )
 
 
-# ----------------------------------------------------------------------------- 4. transfer
+# ----------------------------------------------------------------------------- 4. rank by the reader's F1
+def stage_rank_f1(args: argparse.Namespace, dev: Any) -> dict:
+    from benchmarks.local_llm_server import serve
+    from benchmarks.reader_frontier import stratified_questions
+    from evolvemem.data.custom import load_custom
+    from evolvemem.data.models import Dataset
+    from evolvemem.session import ModelSettings, QuietReporter, evaluate_config, open_workspace
+
+    done = args.state / "rank_f1.json"
+    saved: dict[str, Any] = json.loads(done.read_text(encoding="utf-8")) if done.is_file() else {}
+    if "tau" in saved:
+        return saved
+    generated = load_custom(args.state / "generated.json")
+    answerable = [q for q in dev.questions if q.category not in dev.adversarial_categories and q.evidence]
+    real = stratified_questions(answerable, args.f1_questions)
+    made = [q for q in generated.questions if q.question_type != "adversarial" and q.evidence]
+    made = stratified_questions([q for q in made if q.conversation_id in dev.conversations], args.f1_questions)
+    if not made:
+        raise SystemExit("rank_f1: no generated answerable questions to answer (run the label stage first)")
+    both = Dataset("rank-f1", dev.conversations, real + made, dev.category_names, dev.adversarial_categories)
+    rows: dict[str, dict[str, float]] = saved.get("configs", {})
+    say(f"rank_f1: {len(real)} real and {len(made)} generated answerable questions, reader Qwen2.5-Coder {args.model}")
+    with serve(args.model, n_ctx=WINDOW) as server:
+        settings = ModelSettings(
+            answer_model=server.model, extract_model="offline", api_base=server.api_base, context_window=WINDOW
+        )
+        ws = open_workspace(QuietReporter(), both, settings, cache_enabled=True, embedding_model=None)
+        for name, config in rank_configs(args).items():
+            if name in rows:
+                continue
+            row = {}
+            for label, questions in (("real", real), ("generated", made)):
+                records = evaluate_config(ws, config.with_token_cap(BUDGET), questions, concurrency=1).records
+                failed = [r for r in records if r.get("failed")]
+                if failed:
+                    raise SystemExit(f"{name}: {len(failed)} answers failed, e.g. {failed[0].get('error')}")
+                row[label] = sum(r["f1"] for r in records) / len(records)
+            rows[name] = row
+            done.write_text(json.dumps({"configs": rows}, indent=1), encoding="utf-8")
+            say(f"  {name:24s} real F1 {row['real']:.3f}  generated F1 {row['generated']:.3f}")
+    names = list(rows)
+    result = {
+        "configs": rows,
+        "n_real": len(real),
+        "n_generated": len(made),
+        "tau": kendall_tau_b([rows[n]["real"] for n in names], [rows[n]["generated"] for n in names]),
+    }
+    done.write_text(json.dumps(result, indent=1), encoding="utf-8")
+    return result
+
+
+def print_rank_f1(result: dict) -> None:
+    say(
+        f"rank_f1: {len(result['configs'])} configs, answerable F1 of the local reader at {BUDGET} tokens on "
+        f"{result['n_real']} real and {result['n_generated']} generated questions; Kendall tau-b {result['tau']:.3f}"
+    )
+    for name, row in result["configs"].items():
+        say(f"  {name:24s} real {row['real']:.3f} generated {row['generated']:.3f}")
+
+
+# ----------------------------------------------------------------------------- 5. transfer
 def evolve(args: argparse.Namespace, out: Path, *options: str) -> dict:
     result = out / "result.json"
     if not result.is_file():
@@ -345,6 +410,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--runs-dir", type=Path, default=REPO / "runs")
     parser.add_argument("--stages", default=",".join(STAGES))
+    parser.add_argument("--f1-questions", type=int, default=40, help="rank_f1: real and generated questions each")
     args = parser.parse_args()
     os.environ.setdefault("OPENAI_API_KEY", "sk-local-no-key")
     os.environ.setdefault("EVOLVEMEM_LLM_TIMEOUT", "600")
@@ -357,6 +423,8 @@ def main() -> None:
         print_review(stage_review(args))
     if "rank" in stages:
         print_rank(stage_rank(args, dev))
+    if "rank_f1" in stages and args.model != "offline":
+        print_rank_f1(stage_rank_f1(args, dev))
     if "transfer" in stages:
         print_transfer(stage_transfer(args, dataset, dev, test))
 
