@@ -10,15 +10,18 @@ additions a server needs:
   vectors are not written to the on-disk cache (a server would leave a file per query there);
   the last QUERY_CACHE of them are kept in memory, shared by every user.
 
-Why more than one worker: a short query's forward pass on one CPU thread is mostly the time to
-stream the model's weights, and OpenMP threads that share one call spin-wait on each other when
-another process holds a core (measured: 2 threads on one call had a p95 of 158 ms on this 2-core
-machine with one other core busy). Independent single-threaded calls on separate copies of the
-model scale instead (two workers embedded 1.6-1.9x the queries a second of one), and a core
-another process holds only slows the call running on it. Worker 0 uses the shared model under
-its lock (memory contents are embedded with it too); every other worker owns a deep copy, so no
-tokenizer or module is used by two threads at once. The same weights and the same code give the
-same vector for a text whichever worker embeds it.
+Why more than one worker: a worker on the shared model waits while an add embeds a conversation's
+contents with it (seconds for a long session); a worker on its own copy of the model does not, so
+a search with a new query is not held up behind an add. Each call runs on one thread: OpenMP
+threads that share a call spin-wait on each other when another process holds a core (measured: 2
+threads on one call had a p95 of 158 ms on this 2-core machine with one other core busy). In
+isolation two single-threaded workers embedded 1.6-1.9x the queries a second of one; in the server
+on this 2-core machine, with HTTP and the load generator on the same cores, searches a second did
+not change. Every worker but the first owns a deep copy, so no tokenizer or module is used by two
+threads at once; the same weights and code give the same vector whichever worker embeds a text.
+
+A worker's one forward pass also gives the queries' token outputs (late interaction's query side),
+kept briefly for the search that asked (`query_token_outputs`).
 """
 
 from __future__ import annotations
