@@ -216,19 +216,25 @@ def rank_configs(args: argparse.Namespace) -> dict[str, Any]:
     return configs
 
 
+def answerable_questions(args: argparse.Namespace, dev: Any) -> tuple[list, list]:
+    """The dev conversations' answerable questions with gold evidence: LoCoMo's, and the generated ones."""
+    from evolvemem.data.custom import load_custom
+
+    generated = load_custom(args.state / "generated.json")
+    real = [q for q in dev.questions if q.category not in dev.adversarial_categories and q.evidence]
+    made = [q for q in generated.questions if q.question_type != "adversarial" and q.evidence]
+    return real, [q for q in made if q.conversation_id in dev.conversations]
+
+
 def stage_rank(args: argparse.Namespace, dev: Any) -> dict:
     from benchmarks._mechanisms import offline_workspace
     from evolvemem.answering.contexts import evaluate_contexts
-    from evolvemem.data.custom import load_custom
     from evolvemem.data.models import Dataset
 
     done = args.state / "rank.json"
     if done.is_file():
         return json.loads(done.read_text(encoding="utf-8"))
-    generated = load_custom(args.state / "generated.json")
-    real = [q for q in dev.questions if q.category not in dev.adversarial_categories and q.evidence]
-    made = [q for q in generated.questions if q.question_type != "adversarial" and q.evidence]
-    made = [q for q in made if q.conversation_id in dev.conversations]
+    real, made = answerable_questions(args, dev)
     both = Dataset("rank", dev.conversations, real + made, dev.category_names, dev.adversarial_categories)
     ws = offline_workspace(both)
     configs = rank_configs(args)
@@ -278,7 +284,6 @@ def print_rank(result: dict) -> None:
 def stage_rank_f1(args: argparse.Namespace, dev: Any) -> dict:
     from benchmarks.local_llm_server import serve
     from benchmarks.reader_frontier import stratified_questions
-    from evolvemem.data.custom import load_custom
     from evolvemem.data.models import Dataset
     from evolvemem.session import ModelSettings, QuietReporter, evaluate_config, open_workspace
 
@@ -286,11 +291,7 @@ def stage_rank_f1(args: argparse.Namespace, dev: Any) -> dict:
     saved: dict[str, Any] = json.loads(done.read_text(encoding="utf-8")) if done.is_file() else {}
     if "tau" in saved:
         return saved
-    generated = load_custom(args.state / "generated.json")
-    answerable = [q for q in dev.questions if q.category not in dev.adversarial_categories and q.evidence]
-    real = stratified_questions(answerable, args.f1_questions)
-    made = [q for q in generated.questions if q.question_type != "adversarial" and q.evidence]
-    made = stratified_questions([q for q in made if q.conversation_id in dev.conversations], args.f1_questions)
+    real, made = (stratified_questions(qs, args.f1_questions) for qs in answerable_questions(args, dev))
     if not made:
         raise SystemExit("rank_f1: no generated answerable questions to answer (run the label stage first)")
     both = Dataset("rank-f1", dev.conversations, real + made, dev.category_names, dev.adversarial_categories)

@@ -23,12 +23,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "locomo10_dev8.json"
 
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+from benchmarks.serve_load import DEFAULT_DATA, percentile  # noqa: E402
 
 
 def measure(config: str, conversation, questions: list[str], folder: Path) -> tuple[list[float], int]:

@@ -7,6 +7,7 @@ we look in the checkout first so that editing a file there takes effect at once.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -41,3 +42,19 @@ def cache_dir() -> Path:
         root = Path(base) / "evolvemem"
     root.mkdir(parents=True, exist_ok=True)
     return root
+
+
+def write_atomic(path: Path, data: str | bytes) -> Path:
+    """Write `data` (text as UTF-8) to `path` through a temporary file in the same folder moved into
+    place: a reader (another process, a server watching the file) sees the old file or the new one,
+    never half of one, and a crash leaves no partial file behind."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".tmp-{path.name}-", suffix=".part")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.replace(temp_name, path)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise
+    return path

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -25,7 +24,7 @@ from evolvemem.data.dates import parse_locomo_datetime
 from evolvemem.data.loader import bytes_hash, keyed_entries, parse_json_bytes, read_json_list
 from evolvemem.data.models import Conversation, Dataset, Question, Session, Turn
 from evolvemem.errors import DataError
-from evolvemem.paths import cache_dir
+from evolvemem.paths import cache_dir, write_atomic
 
 LOCOMO_URL = "https://raw.githubusercontent.com/snap-research/locomo/main/data/locomo10.json"
 PATH_ENV = "EVOLVEMEM_LOCOMO_PATH"
@@ -82,16 +81,7 @@ def download_locomo(target: Path) -> Path:
     parsed = parse_json_bytes(payload, f"download from {url}")
     if not isinstance(parsed, list):
         raise DataError(f"download from {url}: expected a JSON list of LoCoMo samples, got {type(parsed).__name__}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(dir=target.parent, prefix=".locomo10-", suffix=".part")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(payload)
-        os.replace(temp_name, target)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
-    return target
+    return write_atomic(target, payload)
 
 
 def load_locomo(path: str | Path) -> Dataset:

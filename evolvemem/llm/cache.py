@@ -16,12 +16,11 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from evolvemem.paths import cache_dir
+from evolvemem.paths import cache_dir, write_atomic
 
 DISABLE_ENV = "EVOLVEMEM_NO_LLM_CACHE"
 
@@ -87,19 +86,7 @@ class ResponseCache:
         """Store `value` atomically: readers see the old entry or the new one, never half a file."""
         if not self.enabled:
             return
-        target = self._file_for(key)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=target.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(value, handle, ensure_ascii=False)
-            os.replace(tmp_name, target)
-        except BaseException:
-            try:
-                os.unlink(tmp_name)
-            except OSError:
-                pass
-            raise
+        write_atomic(self._file_for(key), json.dumps(value, ensure_ascii=False))
 
     def clear(self) -> None:
         """Delete every stored reply."""

@@ -10,13 +10,13 @@ runs/<id>/result.json                       dev and test scores for start and be
 
 from __future__ import annotations
 
-import os
 
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evolvemem.contracts.diagnosis import DiagnosisResult
+from evolvemem.paths import write_atomic
 from evolvemem.space.config import RetrievalConfig, config_to_toml
 
 if TYPE_CHECKING:
@@ -58,8 +58,8 @@ def write_round_snapshot(
 
 def write_final(run_dir: Path, best: RoundScore, start: RoundScore, result: RunResult) -> Path:
     path = Path(run_dir) / "best_config.toml"
-    partial = path.with_name(path.name + ".partial")  # renamed into place: a server watching it never reads half a file
-    partial.write_text(
+    write_atomic(  # a server watching the file never reads half of it
+        path,
         config_to_toml(
             best.config,
             header=(
@@ -67,9 +67,7 @@ def write_final(run_dir: Path, best: RoundScore, start: RoundScore, result: RunR
                 f"use with: evolve eval --config {path}  or  evolve run --init {run_dir}"
             ),
         ),
-        encoding="utf-8",
     )
-    os.replace(partial, path)
     _dump(
         Path(run_dir) / "result.json",
         {

@@ -11,9 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
-import tempfile
 from dataclasses import asdict, fields
 from datetime import datetime
 from pathlib import Path
@@ -21,7 +19,7 @@ from typing import Any
 
 from evolvemem.data.models import Conversation
 from evolvemem.contracts.memory import MemoryUnit
-from evolvemem.paths import cache_dir
+from evolvemem.paths import cache_dir, write_atomic
 from evolvemem.contracts.usage import Usage
 from evolvemem.contracts.roles import Extractor
 
@@ -106,19 +104,9 @@ def read_cached(key: dict[str, str]) -> tuple[list[MemoryUnit], Usage] | None:
 
 
 def write_cached(key: dict[str, str], units: list[MemoryUnit], cost: Usage) -> Path:
-    """Write atomically: a temp file in the same folder, then `os.replace`."""
-    path = cache_path(key)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write atomically (`paths.write_atomic`): readers never see half a file."""
     payload = {"key": key, "cost": asdict(cost), "units": [unit_to_dict(u) for u in units]}
-    handle, temp_name = tempfile.mkstemp(dir=path.parent, prefix=".memories-", suffix=".part")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(payload, out, ensure_ascii=False)
-        os.replace(temp_name, path)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomic(cache_path(key), json.dumps(payload, ensure_ascii=False))
 
 
 def load_or_extract(

@@ -325,10 +325,10 @@ class Retriever:
             views.append(
                 top_k("semantic", state.embeddings @ query_vector, depth(config.semantic_top_k), config.semantic_weight)
             )
-        if config.keyword_top_k > 0:
-            views.append(
-                self._keyword_view("keyword", state, info.tokens, depth(config.keyword_top_k), config.keyword_weight)
-            )
+        keyword_scores = self._keyword_scores(state, info.tokens) if config.keyword_top_k > 0 else None
+        if keyword_scores is not None:  # reflection starts from these scores too
+            k = depth(config.keyword_top_k)
+            views.append(top_k("keyword", keyword_scores, k, config.keyword_weight, positive_only=True))
         if config.structured_top_k > 0 and info.terms:
             scores = state.structured.scores(info.terms, len(state.memories))
             views.append(
@@ -368,7 +368,9 @@ class Retriever:
         question_day = to_days(question.question_date)
         terms = self._ranking_terms(state, config, question_day, info.terms)
         if config.reflection_rounds > 0 and len(rows):
-            views, rows, fused = self._reflect(state, info, query_vector, views, rows, fused, terms, config)
+            views, rows, fused = self._reflect(
+                state, info, query_vector, keyword_scores, views, rows, fused, terms, config
+            )
         span = question_span(text, question.question_date) if config.temporal_grounding_weight else None
         final = fused + terms[rows] + self._context_terms(extras, rows, fused, config, info.persons, span)
         order = rank_order(final, rows)
@@ -467,7 +469,7 @@ class Retriever:
         self, state: IndexState, question: Question, info: _QueryInfo, vector: np.ndarray, config: Any
     ) -> ViewRequest:
         def keyword_scores(tokens: Sequence[str]) -> np.ndarray:
-            return state.keyword.scores(state.keyword.token_ids(tokens), len(state.memories))
+            return self._keyword_scores(state, tokens)
 
         def embed(texts: Sequence[str]) -> np.ndarray:
             self._embed(texts)
@@ -483,9 +485,13 @@ class Retriever:
                 self._source_caches[key] = (state, {})
             return self._source_caches[key][1]
 
+    @staticmethod
+    def _keyword_scores(state: IndexState, tokens: Sequence[str]) -> np.ndarray:
+        """BM25 of `tokens` against every memory of `state`."""
+        return state.keyword.scores(state.keyword.token_ids(tokens), len(state.memories))
+
     def _keyword_view(self, label: str, state: IndexState, tokens: Sequence[str], k: int, weight: float) -> ViewHits:
-        ids = state.keyword.token_ids(tokens)
-        return top_k(label, state.keyword.scores(ids, len(state.memories)), k, weight, positive_only=True)
+        return top_k(label, self._keyword_scores(state, tokens), k, weight, positive_only=True)
 
     @staticmethod
     def _ranking_terms(
@@ -541,16 +547,9 @@ class Retriever:
     def _sub_query_view(self, state: IndexState, sub_queries: Sequence[str], config: Any) -> ViewHits:
         k = config.decomposition_merge_top_k
         self._embed(sub_queries)
-        keyword = state.keyword
         lists = [
             self._semantic_keyword(
-                state,
-                self._vector(s),
-                keyword.scores(keyword.token_ids(self._analyse(s).tokens), len(state.memories)),
-                k,
-                k,
-                k,
-                config,
+                state, self._vector(s), self._keyword_scores(state, self._analyse(s).tokens), k, k, k, config
             )
             for s in sub_queries
         ]
@@ -561,17 +560,18 @@ class Retriever:
         state: IndexState,
         info: _QueryInfo,
         query_vector: np.ndarray,
+        keyword_scores: np.ndarray | None,
         views: list[ViewHits],
         rows: np.ndarray,
         fused: np.ndarray,
         terms: np.ndarray,
         config: Any,
     ) -> tuple[list[ViewHits], np.ndarray, np.ndarray]:
-        """Follow-up retrieval: the query plus what its current best memories are about."""
+        """Follow-up retrieval: the query plus what its current best memories are about.
+        `keyword_scores` are the question's own BM25 scores (None without a keyword view); each
+        round extends them by its new terms."""
         keyword = state.keyword
-        ids = keyword.token_ids(info.tokens)
-        query_ids = set(ids)
-        keyword_scores = keyword.scores(ids, len(state.memories)) if config.keyword_top_k > 0 else None
+        query_ids = set(keyword.token_ids(info.tokens))
         k_keep = max(config.semantic_top_k, config.keyword_top_k)
         found: list[tuple[np.ndarray, np.ndarray]] = []
         for _ in range(config.reflection_rounds if k_keep else 0):

@@ -106,16 +106,12 @@ class ServingEmbedder:
         """Each query's raw token outputs (special tokens included, padding cut), as the model's
         `encode(output_value="token_embeddings")` gives them. A query embedded moments ago by a
         worker has them already; one whose sentence vector came from a cache is embedded again."""
-        out: list[np.ndarray] = []
-        for text in texts:
-            with self._recent_lock:
-                outputs = self._token_outputs.get(text)
-            if outputs is None:
-                self._submit(text).result()
-                with self._recent_lock:
-                    outputs = self._token_outputs[text]
-            out.append(outputs)
-        return out
+        with self._recent_lock:
+            missing = [t for t in dict.fromkeys(texts) if t not in self._token_outputs]
+        for future in [self._submit(t) for t in missing]:  # submitted together: one batch
+            future.result()
+        with self._recent_lock:
+            return [self._token_outputs[t] for t in texts]
 
     @contextlib.contextmanager
     def supplying(self, vectors: dict[str, np.ndarray]) -> Iterator[None]:
