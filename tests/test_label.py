@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,9 @@ from typer.testing import CliRunner
 
 from evolvemem.cli.main import app
 from evolvemem.data.custom import load_custom
+from evolvemem.data.models import Conversation, Session, Turn
 from evolvemem.labelling.checks import duplicate_check, verbatim_check
+from evolvemem.labelling.generate import generation_prompt, slots_for
 from evolvemem.labelling.kinds import Candidate, RejectReason
 from tests.fake_llm_server import FakeLLMServer, last_user_message
 
@@ -290,6 +293,27 @@ def test_deterministic_checks() -> None:
     assert verbatim_check(own_words, conversation).passed
     assert not duplicate_check(own_words, ["What is above the tram line at Priya's new flat?"]).passed
     assert duplicate_check(own_words, ["Which city did Priya move to?"]).passed
+
+
+def test_each_slot_of_a_session_is_about_its_own_turn_and_a_temporal_one_about_a_time() -> None:
+    day = datetime(2023, 5, 8)
+    texts = [
+        "Hi!",
+        "I finally moved into the flat near the river with my sister.",
+        "My cello teacher says I should practise scales every single morning.",
+        "We went hiking in the hills last weekend and got completely lost.",
+        "The bakery on the corner sells the best almond croissants in town.",
+    ]
+    turns = tuple(Turn(f"t{i}", "Priya", text, "s1", day) for i, text in enumerate(texts))
+    conversation = Conversation("c", (Session("s1", day, turns),), ("Priya",))
+    slots = slots_for(conversation, ["single-hop", "open-domain", "temporal", "unanswerable"], 4, None)
+    assert [s.kind for s in slots] == ["single-hop", "open-domain", "temporal", "unanswerable"]
+    answerable = [s.focus for s in slots if s.kind in ("single-hop", "open-domain")]
+    assert len(set(answerable)) == 2 and all(len(f) == 1 and f != ("t0",) for f in answerable)
+    assert slots[2].focus == ("t3",)  # the only turn that mentions a time
+    assert slots[3].focus == ()
+    assert "Ask about what turn [t3] says" in generation_prompt(slots[2], [])
+    assert "Ask about any part of the conversation." in generation_prompt(slots[3], [])
 
 
 def test_no_model_says_how_to_choose(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -188,6 +188,7 @@ class _Labeller:
                 "prompt": f"{GENERATE_PROMPT}@{version}",
                 "type": slot.kind,
                 "sessions": [s.session_id for s in slot.sessions],
+                "focus": list(slot.focus),
             }
             parsed = parse_candidate(reply.parsed, slot, generator)
             if isinstance(parsed, Candidate):
