@@ -308,12 +308,13 @@ def test_each_slot_of_a_session_is_about_its_own_turn_and_a_temporal_one_about_a
     conversation = Conversation("c", (Session("s1", day, turns),), ("Priya",))
     slots = slots_for(conversation, ["single-hop", "open-domain", "temporal", "unanswerable"], 4, None)
     assert [s.kind for s in slots] == ["single-hop", "open-domain", "temporal", "unanswerable"]
-    answerable = [s.focus for s in slots if s.kind in ("single-hop", "open-domain")]
-    assert len(set(answerable)) == 2 and all(len(f) == 1 and f != ("t0",) for f in answerable)
-    assert slots[2].focus == ("t3",)  # the only turn that mentions a time
-    assert slots[3].focus == ()
-    assert "Ask about what turn [t3] says" in generation_prompt(slots[2], [])
-    assert "Ask about any part of the conversation." in generation_prompt(slots[3], [])
+    focus = [tuple(t.turn_id for t in s.focus) for s in slots]
+    assert len(set(focus)) == 4 and all(len(f) == 1 and f != ("t0",) for f in focus)  # "Hi!" holds nothing
+    assert focus[2] == ("t3",)  # the only turn that mentions a time
+    assert generation_prompt(slots[2]).rstrip().splitlines()[-1].startswith("Reply with a JSON object")
+    assert "must be about what this turn says (the turns around it may help):\n[t3] Priya: We went hiking" in (
+        generation_prompt(slots[2])
+    )
 
 
 def test_no_model_says_how_to_choose(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

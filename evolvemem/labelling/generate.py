@@ -5,12 +5,12 @@ Each session gets `per_session` slots; slot j of session i asks for kind
 conversation. A multi-hop slot also shows a second session half the conversation away, so its
 two facts come from different times.
 
-Each answerable slot names a focus turn (one per session shown) for the question to be about:
-slot j takes the turn (j + 1/2) / per_session of the way through the session's eligible turns.
-Without it a small model asked the same question of a session again and again, whatever the
-list of questions to avoid said (near-duplicates were 44% of the 1.5B model's candidates), and
-the slots of a session now cover different parts of it. A temporal slot prefers turns that
-mention a time, so its answer can be worked out from the session date."""
+Each slot names a focus turn (one per session shown), quoted at the end of the prompt, for the
+question to be about: slot j takes the turn (j + 1/2) / per_session of the way through the
+session's eligible turns, so the slots of a session cover different parts of it. A temporal slot
+prefers turns that mention a time, so its answer can be worked out from the session date. The
+prompt used to list the questions already written, to be avoided instead; the 1.5B model copied
+them back (near-duplicates were 44% of its candidates)."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evolvemem.data.dates import MONTH_NAMES, WEEKDAY_NAMES
+from evolvemem.data.dates import MONTH_NAMES, WEEKDAY_NAMES, format_day
 from evolvemem.data.models import Conversation, Session, Turn
-from evolvemem.labelling.contexts import session_block
+from evolvemem.labelling.contexts import session_block, turn_line
 from evolvemem.labelling.kinds import LABEL_KINDS, UNANSWERABLE_ANSWER, Candidate, LabelKind
 from evolvemem.labelling.model_calls import reply_field
 from evolvemem.memory.offline_extract import resolve_relative_dates
@@ -41,7 +41,11 @@ class Slot:
     conversation: Conversation
     sessions: tuple[Session, ...]
     kind: str
-    focus: tuple[str, ...] = ()  # turn ids the question is to be about (none for an unanswerable one)
+    focus: tuple[Turn, ...] = ()  # the turns the question is to be about (one per session shown)
+
+    @property
+    def label_kind(self) -> LabelKind:
+        return LABEL_KINDS[self.kind]
 
 
 def pick_sessions(conversation: Conversation, limit: int | None) -> list[int]:
@@ -67,8 +71,7 @@ def slots_for(conversation: Conversation, types: Sequence[str], per_session: int
                     [conversation.sessions[i], conversation.sessions[other]],
                     key=lambda s: conversation.sessions.index(s),
                 )
-            focus = () if LABEL_KINDS[kind].unanswerable else focus_turns(shown, LABEL_KINDS[kind], j, per_session)
-            out.append(Slot(conversation, tuple(shown), kind, focus))
+            out.append(Slot(conversation, tuple(shown), kind, focus_turns(shown, LABEL_KINDS[kind], j, per_session)))
     return out
 
 
@@ -81,37 +84,43 @@ def mentions_time(turn: Turn, session: Session) -> bool:
     return bool(words & _TIME_NAMES) or bool(_YEAR.search(text))
 
 
-def focus_turns(sessions: Sequence[Session], kind: LabelKind, index: int, slots: int) -> tuple[str, ...]:
-    """One turn id per session shown, or none where a session has no turn worth asking about."""
+def focus_turns(sessions: Sequence[Session], kind: LabelKind, index: int, slots: int) -> tuple[Turn, ...]:
+    """One turn per session shown, or none where a session has no turn worth asking about."""
     out = []
     for session in sessions:
         eligible = [t for t in session.turns if len(t.full_text.split()) >= FOCUS_MIN_WORDS]
         if kind.question_type == "temporal":
             eligible = [t for t in eligible if mentions_time(t, session)] or eligible
         if eligible:
-            out.append(eligible[min(len(eligible) - 1, int((index + 0.5) * len(eligible) / slots))].turn_id)
+            out.append(eligible[min(len(eligible) - 1, int((index + 0.5) * len(eligible) / slots))])
     return tuple(out)
 
 
-def focus_line(slot: Slot) -> str:
+def focus_text(slot: Slot) -> str:
+    """The closing instruction: which turns the question is about, quoted (a small model follows
+    what it read last)."""
+    quoted = "\n".join(
+        f"{turn_line(t)} (said on {format_day(t.timestamp)})" if t.timestamp else turn_line(t) for t in slot.focus
+    )
     if not slot.focus:
         return "Ask about any part of the conversation."
+    if slot.label_kind.unanswerable:
+        return (
+            f"Ask about someone or something this turn mentions, for a detail the conversation never gives:\n{quoted}"
+        )
     if len(slot.focus) == 1:
-        return f"Ask about what turn [{slot.focus[0]}] says (the turns around it may help)."
-    named = " and ".join(f"[{turn_id}]" for turn_id in slot.focus)
-    return f"Ask about what turns {named} say together."
+        return f"The question must be about what this turn says (the turns around it may help):\n{quoted}"
+    return f"The question must need what both of these turns say:\n{quoted}"
 
 
-def generation_prompt(slot: Slot, avoid: Sequence[str]) -> str:
-    kind = LABEL_KINDS[slot.kind]
+def generation_prompt(slot: Slot) -> str:
+    kind = slot.label_kind
     article = "an" if slot.kind[0] in "aeiou" else "a"
-    avoid_text = "; ".join(f'"{q}"' for q in avoid[-8:]) if avoid else "(none yet)"
     return load_prompt(GENERATE_PROMPT).render(
         kind_article=article,
         kind=slot.kind,
         instruction=kind.instruction,
-        avoid=avoid_text,
-        focus=focus_line(slot),
+        focus=focus_text(slot),
         example_id=_example_id(slot),
         sessions="\n\n".join(session_block(s) for s in slot.sessions),
     )

@@ -178,22 +178,18 @@ class _Labeller:
         assert self.checks is not None
         for seed in seeds:
             self.judge(seed_candidate(seed, conversation, self.model, self.checks.retrieval), conversation, kept)
-        asked: list[str] = list(kept)
         version = load_prompt(GENERATE_PROMPT).version
         for slot in slots_for(conversation, self.settings.types, self.settings.per_session, self.settings.sessions):
-            reply = self.model.ask(generation_prompt(slot, asked), purpose="generate", max_tokens=GENERATE_MAX_TOKENS)
+            reply = self.model.ask(generation_prompt(slot), purpose="generate", max_tokens=GENERATE_MAX_TOKENS)
             generator = {
                 "kind": "llm",
                 "model": self.model.model,
                 "prompt": f"{GENERATE_PROMPT}@{version}",
                 "type": slot.kind,
                 "sessions": [s.session_id for s in slot.sessions],
-                "focus": list(slot.focus),
+                "focus": [t.turn_id for t in slot.focus],
             }
-            parsed = parse_candidate(reply.parsed, slot, generator)
-            if isinstance(parsed, Candidate):
-                asked.append(parsed.question)
-            self.judge(parsed, conversation, kept)
+            self.judge(parse_candidate(reply.parsed, slot, generator), conversation, kept)
 
 
 def label_dataset(
