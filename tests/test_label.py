@@ -24,6 +24,7 @@ from evolvemem.data.models import Conversation, Session, Turn
 from evolvemem.labelling.checks import duplicate_check, verbatim_check
 from evolvemem.labelling.generate import generation_prompt, slots_for
 from evolvemem.labelling.kinds import Candidate, RejectReason
+from evolvemem.labelling.relative_answers import resolve_answer, with_resolved_answer
 from tests.fake_llm_server import FakeLLMServer, last_user_message
 
 MODEL = "openai/fake-labeller"
@@ -315,6 +316,20 @@ def test_each_slot_of_a_session_is_about_its_own_turn_and_a_temporal_one_about_a
     assert "must be about what this turn says (the turns around it may help):\n[t3] Priya: We went hiking" in (
         generation_prompt(slots[2])
     )
+
+
+def test_a_bare_relative_date_is_resolved_against_the_evidence_turns_day() -> None:
+    said = Turn("t1", "Priya", "We went hiking yesterday and got lost.", "s2", datetime(2023, 5, 8))
+    other = Turn("t0", "Priya", "Hello again!", "s1", datetime(2023, 4, 1))
+    conversation = Conversation("c", (Session("s1", other.timestamp, (other,)), Session("s2", said.timestamp, (said,))))
+    assert resolve_answer("Yesterday.", conversation, ["t0", "t1"]) == "7 May 2023"  # the day of the turn saying it
+    assert resolve_answer("it was last week", conversation, ["t1"]) == "the week before 8 May 2023"
+    assert resolve_answer("in the hills", conversation, ["t1"]) == "in the hills"  # not a relative date
+    assert resolve_answer("yesterday", conversation, []) == "yesterday"  # no dated evidence: left as written
+    candidate = with_resolved_answer(
+        Candidate("c", "temporal", "When did Priya go hiking?", "yesterday", ("t1",)), conversation
+    )
+    assert candidate.answer == "7 May 2023" and candidate.generator["answer_as_written"] == "yesterday"
 
 
 def test_no_model_says_how_to_choose(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

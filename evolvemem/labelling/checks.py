@@ -8,7 +8,8 @@ Deterministic, first (they cost nothing):
   by `DUPLICATE_JACCARD` or more.
 Then independent model calls, each a fresh prompt that sees only what the check allows:
 - answerable questions: answered from the evidence turns alone, the answer must match the gold
-  (token F1 >= `match_f1` under the project's scorer, and no abstention); answered from the best
+  (token F1 >= `match_f1` under the project's scorer, and no abstention; a bare relative date in
+  the answer is first resolved as the gold's was, see relative_answers); answered from the best
   retrieved context with the evidence turns removed, it must not;
 - unanswerable questions: answered from the conversation's best retrieved context, the reply must
   decline.
@@ -27,6 +28,7 @@ from evolvemem.labelling.kinds import (
     RejectReason,
 )
 from evolvemem.labelling.model_calls import JournaledModel, reply_field
+from evolvemem.labelling.relative_answers import resolve_answer
 from evolvemem.prompts import load_prompt
 from evolvemem.scoring.metrics import (
     answer_tokens,
@@ -117,7 +119,7 @@ class AnswerChecks:
         answer = self._answer(evidence_context(conversation, candidate.evidence), candidate.question, ANSWERABLE)
         if answer is None:
             return [CheckResult(ANSWERABLE, False, "the reply held no answer")], RejectReason.CHECK_MALFORMED
-        ok, f1 = matches_gold(answer, candidate.answer, self.match_f1)
+        ok, f1 = matches_gold(resolve_answer(answer, conversation, candidate.evidence), candidate.answer, self.match_f1)
         results.append(
             CheckResult(ANSWERABLE, ok, "" if ok else "the evidence alone does not give the gold", answer=answer, f1=f1)
         )

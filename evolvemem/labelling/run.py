@@ -32,6 +32,7 @@ from evolvemem.labelling.generate import (
     slots_for,
 )
 from evolvemem.labelling.journal import Journal, journal_path
+from evolvemem.labelling.relative_answers import with_resolved_answer
 from evolvemem.labelling.kinds import (
     ADVERSARIAL_CATEGORIES,
     DEFAULT_MATCH_F1,
@@ -148,6 +149,7 @@ class _Labeller:
             self.summary.failed[PARSE_CHECK] += 1
             self.summary.rejected[RejectReason.MALFORMED.value] += 1
             return
+        candidate = with_resolved_answer(candidate, conversation)
         results = [verbatim_check(candidate, conversation)]
         reason: RejectReason | None = None if results[-1].passed else RejectReason.VERBATIM
         if reason is None:
