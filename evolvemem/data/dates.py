@@ -26,6 +26,7 @@ MONTH_NAMES = (
     "december",
 )
 WEEKDAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+TIME_NAMES = frozenset(MONTH_NAMES) | frozenset(WEEKDAY_NAMES)  # words that name a time, not a thing
 # counts said in words ("two weeks ago", "a couple of days")
 NUMBER_WORDS = {
     "a": 1,

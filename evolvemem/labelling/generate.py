@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evolvemem.data.dates import MONTH_NAMES, WEEKDAY_NAMES, format_day
+from evolvemem.data.dates import TIME_NAMES, format_day
 from evolvemem.data.models import Conversation, Session, Turn
 from evolvemem.labelling.contexts import session_block, turn_line
 from evolvemem.labelling.kinds import LABEL_KINDS, UNANSWERABLE_ANSWER, Candidate, LabelKind
@@ -30,7 +30,6 @@ from evolvemem.prompts import load_prompt
 GENERATE_PROMPT = "label_generate"
 GENERATE_MAX_TOKENS = 160
 FOCUS_MIN_WORDS = 6  # a shorter turn ("Thanks!", "Wow, great") holds nothing to ask about
-_TIME_NAMES = frozenset(MONTH_NAMES) | frozenset(WEEKDAY_NAMES)
 _YEAR = re.compile(r"\b(19|20)\d\d\b")
 
 
@@ -81,7 +80,7 @@ def mentions_time(turn: Turn, session: Session) -> bool:
     if session.timestamp is not None and resolve_relative_dates(text, session.timestamp):
         return True
     words = {w.strip(".,!?;:'\"()").lower() for w in text.split()}
-    return bool(words & _TIME_NAMES) or bool(_YEAR.search(text))
+    return bool(words & TIME_NAMES) or bool(_YEAR.search(text))
 
 
 def focus_turns(sessions: Sequence[Session], kind: LabelKind, index: int, slots: int) -> tuple[Turn, ...]:

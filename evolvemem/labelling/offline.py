@@ -16,14 +16,12 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from evolvemem.contracts.memory import MemoryUnit
-from evolvemem.data.dates import MONTH_NAMES, WEEKDAY_NAMES, format_day
+from evolvemem.data.dates import TIME_NAMES, format_day
 from evolvemem.data.models import Conversation
 from evolvemem.labelling.kinds import Candidate
 from evolvemem.memory.offline_extract import OfflineExtractor
 
 OFFLINE_KINDS = ("temporal", "single-hop")
-# words the rules may take for a place that are times ("Wednesdays", "May")
-_TIME_WORDS = frozenset(WEEKDAY_NAMES) | frozenset(MONTH_NAMES)
 
 
 def _surface(name: str, text: str) -> str:
@@ -36,8 +34,9 @@ def _names(unit: MemoryUnit, speakers: set[str]) -> list[tuple[str, str]]:
     """(name, "place" | "person") of the names a memory holds; the speakers (whole names and
     their parts) left out."""
     out = [(loc, "place") for loc in unit.locations] + [(p, "person") for p in unit.persons]
+    # the rules may take a time for a place ("Wednesdays", "May")
     return [
-        (n, k) for n, k in out if n.lower() not in speakers and len(n) > 2 and n.lower().rstrip("s") not in _TIME_WORDS
+        (n, k) for n, k in out if n.lower() not in speakers and len(n) > 2 and n.lower().rstrip("s") not in TIME_NAMES
     ]
 
 
