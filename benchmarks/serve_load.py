@@ -185,7 +185,6 @@ def main() -> None:
     )
 
     users: dict[str, str] = {}  # user -> its conversation id
-    results: list[str] = []
     server = ServeProcess(store, args.config, log_path=folder / "serve.log", env=env, extra=["--no-mcp"]).wait_ready()
     one_client_pairs: list[tuple[str, str]] = []
     asked: set[str] = set()  # question texts the server has embedded (the repeated workload's warm-up)
@@ -229,15 +228,13 @@ def main() -> None:
             held = memories(client)
             pairs = [(user, q) for user, conv in users.items() for q in questions.get(conv, [])]
             warm(server.url, pairs, asked, args.clients)
-            lines = [
-                f"size {held} memories ({len(users)} users, {sum(1 for u in users if '-copy' in u)} of them copies)"
-            ]
+            measured = []
             for workload, fresh in (("repeated", False), ("new", True)):
                 before = metric(client, "query_embeddings_total")
                 one = search_load(server.url, pairs, args.seconds, 1, args.seed, fresh)
                 many = search_load(server.url, pairs, args.seconds, args.clients, args.seed + 1, fresh)
                 embedded = metric(client, "query_embeddings_total") - before
-                lines += [
+                measured += [
                     f"  {workload} queries: {embedded:.0f} of {len(one[0]) + len(many[0])} embedded by the server",
                     "    " + describe("1 client ", *one),
                     "    " + describe(f"{args.clients} clients", *many),
@@ -247,10 +244,13 @@ def main() -> None:
             if previous is not None:
                 slope = f", {(rss - previous[1]) / (held - previous[0]) * 10_000:.0f} MB per 10k memories since the last size"
             previous = (held, rss)
-            lines.insert(1, f"  server RSS {rss:.0f} MB{slope}")
+            lines = [
+                f"size {held} memories ({len(users)} users, {sum(1 for u in users if '-copy' in u)} of them copies)",
+                f"  server RSS {rss:.0f} MB{slope}",
+                *measured,
+            ]
             for text in lines:
                 print(text, flush=True)
-            results += lines
             if not one_client_pairs and held >= 10_000 or size == sizes[-1] and not one_client_pairs:
                 rng = random.Random(args.seed + 7)
                 one_client_pairs = [rng.choice(pairs) for _ in range(300)]
@@ -267,7 +267,6 @@ def main() -> None:
             f"conversation: {rss_before:.0f} MB"
         )
         print(line, flush=True)
-        results.append(line)
         client.close()
     finally:
         server.stop()
@@ -291,7 +290,6 @@ def main() -> None:
             f"ms = {statistics.median(served) / statistics.median(inproc):.2f}x"
         )
         print(line)
-        results.append(line)
     print(
         "targets (issue 33, 10k memories): p95 <= 20 ms with 1 client, >= 200 searches/s with 8 clients; "
         "Mem0's published search latency: p50 148 ms, p95 200 ms"

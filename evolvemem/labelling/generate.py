@@ -62,15 +62,15 @@ def slots_for(conversation: Conversation, types: Sequence[str], per_session: int
     count = len(conversation.sessions)
     for i in pick_sessions(conversation, sessions):
         for j in range(per_session):
-            kind = types[(i * per_session + j) % len(types)]
+            kind = LABEL_KINDS[types[(i * per_session + j) % len(types)]]
             shown = [conversation.sessions[i]]
-            if LABEL_KINDS[kind].sessions > 1 and count > 1:
+            if kind.sessions > 1 and count > 1:
                 other = (i + count // 2) % count
                 shown = sorted(
                     [conversation.sessions[i], conversation.sessions[other]],
                     key=lambda s: conversation.sessions.index(s),
                 )
-            out.append(Slot(conversation, tuple(shown), kind, focus_turns(shown, LABEL_KINDS[kind], j, per_session)))
+            out.append(Slot(conversation, tuple(shown), kind.name, focus_turns(shown, kind, j, per_session)))
     return out
 
 
@@ -98,11 +98,11 @@ def focus_turns(sessions: Sequence[Session], kind: LabelKind, index: int, slots:
 def focus_text(slot: Slot) -> str:
     """The closing instruction: which turns the question is about, quoted (a small model follows
     what it read last)."""
+    if not slot.focus:
+        return "Ask about any part of the conversation."
     quoted = "\n".join(
         f"{turn_line(t)} (said on {format_day(t.timestamp)})" if t.timestamp else turn_line(t) for t in slot.focus
     )
-    if not slot.focus:
-        return "Ask about any part of the conversation."
     if slot.label_kind.unanswerable:
         return (
             f"Ask about someone or something this turn mentions, for a detail the conversation never gives:\n{quoted}"

@@ -31,7 +31,8 @@ def _bare(answer: str) -> str:
 
 def _said_on(conversation: Conversation, evidence: Sequence[str], phrase: str) -> datetime | None:
     """The day of the evidence turn that says `phrase`, else of the first dated evidence turn."""
-    cited = [t for t in conversation.turns() if t.turn_id in set(evidence) and t.timestamp is not None]
+    wanted = set(evidence)
+    cited = [t for t in conversation.turns() if t.turn_id in wanted and t.timestamp is not None]
     saying = [t for t in cited if phrase in t.full_text.lower()]
     chosen = (saying or cited)[:1]
     return chosen[0].timestamp if chosen else None

@@ -32,7 +32,6 @@ from evolvemem.labelling.generate import (
     slots_for,
 )
 from evolvemem.labelling.journal import Journal, journal_path
-from evolvemem.labelling.relative_answers import with_resolved_answer
 from evolvemem.labelling.kinds import (
     ADVERSARIAL_CATEGORIES,
     DEFAULT_MATCH_F1,
@@ -44,6 +43,7 @@ from evolvemem.labelling.kinds import (
 )
 from evolvemem.labelling.model_calls import JournaledModel
 from evolvemem.labelling.offline import offline_candidates
+from evolvemem.labelling.relative_answers import with_resolved_answer
 from evolvemem.llm.client import LLMCallFailed
 from evolvemem.prompts import load_prompt
 

@@ -10,7 +10,6 @@ runs/<id>/result.json                       dev and test scores for start and be
 
 from __future__ import annotations
 
-
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any

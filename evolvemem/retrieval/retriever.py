@@ -388,12 +388,12 @@ class Retriever:
                 config.entity_swap_semantic_top_k,
                 config.semantic_weight,
             ),
-            self._keyword_view(
+            top_k(
                 "swap_keyword",
-                state,
-                self._analyse(stripped).tokens,
+                self._keyword_scores(state, self._analyse(stripped).tokens),
                 config.entity_swap_keyword_top_k,
                 config.keyword_weight,
+                positive_only=True,
             ),
         ]
 
@@ -489,9 +489,6 @@ class Retriever:
     def _keyword_scores(state: IndexState, tokens: Sequence[str]) -> np.ndarray:
         """BM25 of `tokens` against every memory of `state`."""
         return state.keyword.scores(state.keyword.token_ids(tokens), len(state.memories))
-
-    def _keyword_view(self, label: str, state: IndexState, tokens: Sequence[str], k: int, weight: float) -> ViewHits:
-        return top_k(label, self._keyword_scores(state, tokens), k, weight, positive_only=True)
 
     @staticmethod
     def _ranking_terms(
