@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 from evolvemem.cli.main import app
 from evolvemem.data.custom import load_custom
 from evolvemem.data.models import Conversation, Session, Turn
-from evolvemem.labelling.checks import duplicate_check, verbatim_check
-from evolvemem.labelling.generate import generation_prompt, slots_for
+from evolvemem.labelling.checks import duplicate_check, restates_question, verbatim_check
+from evolvemem.labelling.generate import generation_prompt, parse_candidate, slots_for
 from evolvemem.labelling.kinds import Candidate, RejectReason
 from evolvemem.labelling.relative_answers import resolve_answer, with_resolved_answer
 from tests.fake_llm_server import FakeLLMServer, last_user_message
@@ -72,6 +72,7 @@ READER = {
     "Which instrument does Priya study?": ("cello", "the cello"),
     "What is Priya's cat called?": ("figo", "Figo"),
     "Where does Priya live now?": ("lisbon", "in Lisbon"),
+    "When is Tomasz's birthday?": ("tomasz", "Tomasz's birthday"),  # echoes the question: no fact given
 }
 MALFORMED_CHECK = {"What is Tomasz's favourite colour?"}
 
@@ -195,6 +196,8 @@ def test_every_check_accepts_and_rejects_for_its_reason(model_env, tmp_path: Pat
         "verdict": "pass",
         "answer": NOT_MENTIONED,
     }
+    birthday = kept["When is Tomasz's birthday?"]["provenance"]["checks"][-1]
+    assert birthday["verdict"] == "pass" and birthday["detail"] == "the reply only restates the question"
     # calls and tokens are counted: 10 generation calls (+1 re-ask), and the checks
     assert summary["spent"]["calls"] == server.request_count and summary["spent"]["prompt_tokens"] > 0
     # the file loads as a custom benchmark, provenance and all
@@ -294,6 +297,18 @@ def test_deterministic_checks() -> None:
     assert verbatim_check(own_words, conversation).passed
     assert not duplicate_check(own_words, ["What is above the tram line at Priya's new flat?"]).passed
     assert duplicate_check(own_words, ["Which city did Priya move to?"]).passed
+
+
+def test_an_unanswerable_slot_whose_reply_gives_an_answer_is_malformed() -> None:
+    conversation = next(iter(load_custom(CONVERSATION).conversations.values()))
+    slot = next(s for s in slots_for(conversation, ["unanswerable"], 1, 1))
+    answered = {"question": "Who teaches Priya the cello?", "answer": "Ines", "evidence": []}
+    assert parse_candidate(answered, slot, {}) == "an unanswerable question came with an answer ('Ines')"
+    declined = parse_candidate({**answered, "answer": "Not mentioned"}, slot, {})
+    assert isinstance(declined, Candidate) and declined.answer == NOT_MENTIONED
+    assert restates_question("the cello", "Who teaches Priya the cello?")
+    assert not restates_question("the cello", "Does Priya play the cello or the violin?")  # a choice offered
+    assert not restates_question("Ines", "Who teaches Priya the cello?")
 
 
 def test_each_slot_of_a_session_is_about_its_own_turn_and_a_temporal_one_about_a_time() -> None:

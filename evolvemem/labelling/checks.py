@@ -12,7 +12,10 @@ Then independent model calls, each a fresh prompt that sees only what the check 
   the answer is first resolved as the gold's was, see relative_answers); answered from the best
   retrieved context with the evidence turns removed, it must not;
 - unanswerable questions: answered from the conversation's best retrieved context, the reply must
-  decline.
+  decline. A reply made only of the question's own words ("the local artist" to "What is the
+  name of the local artist ...?") gives no fact from the context and counts as declining; the
+  1.5B checker answers that way instead of abstaining. Not for a question that offers choices
+  ("... Paris or Rome?"), where a word of the question is a real answer.
 """
 
 from __future__ import annotations
@@ -80,6 +83,13 @@ def duplicate_check(candidate: Candidate, kept: Iterable[str]) -> CheckResult:
     return CheckResult("duplicate", True)
 
 
+def restates_question(answer: str, question: str) -> bool:
+    """True when every word of `answer` is already in `question` (stemmed), and the question
+    offers no choice between them."""
+    words, asked = set(answer_tokens(answer)), set(answer_tokens(question))
+    return bool(words) and words <= asked and "or" not in asked
+
+
 def matches_gold(prediction: str, gold: str, match_f1: float) -> tuple[bool, float]:
     if is_abstention(prediction, lenient=True):
         return False, 0.0
@@ -110,9 +120,11 @@ class AnswerChecks:
                 return [
                     CheckResult(STAYS_UNANSWERABLE, False, "the reply held no answer")
                 ], RejectReason.CHECK_MALFORMED
-            declined = is_abstention(answer, lenient=True)
+            echoed = restates_question(answer, candidate.question)
+            declined = echoed or is_abstention(answer, lenient=True)
+            detail = "the reply only restates the question" if echoed else ""
             result = CheckResult(
-                STAYS_UNANSWERABLE, declined, "" if declined else "answered from the best context", answer=answer
+                STAYS_UNANSWERABLE, declined, detail if declined else "answered from the best context", answer=answer
             )
             return [result], None if declined else RejectReason.ANSWERED
         results = []

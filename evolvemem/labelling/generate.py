@@ -10,7 +10,11 @@ question to be about: slot j takes the turn (j + 1/2) / per_session of the way t
 session's eligible turns, so the slots of a session cover different parts of it. A temporal slot
 prefers turns that mention a time, so its answer can be worked out from the session date. The
 prompt used to list the questions already written, to be avoided instead; the 1.5B model copied
-them back (near-duplicates were 44% of its candidates)."""
+them back (near-duplicates were 44% of its candidates).
+
+An unanswerable slot's reply must decline in its own answer: one that gives an answer is the
+model saying its question is answerable after all, and is rejected as malformed before any check
+is paid for."""
 
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from evolvemem.labelling.kinds import LABEL_KINDS, UNANSWERABLE_ANSWER, Candidat
 from evolvemem.labelling.model_calls import reply_field
 from evolvemem.memory.offline_extract import resolve_relative_dates
 from evolvemem.prompts import load_prompt
+from evolvemem.scoring.metrics import is_abstention
 
 GENERATE_PROMPT = "label_generate"
 GENERATE_MAX_TOKENS = 160
@@ -142,6 +147,8 @@ def parse_candidate(parsed: Any, slot: Slot, generator: dict[str, Any]) -> Candi
         return "no question"
     kind = LABEL_KINDS[slot.kind]
     if kind.unanswerable:
+        if answer and not is_abstention(answer, lenient=True):
+            return f"an unanswerable question came with an answer ({answer!r})"
         return Candidate(slot.conversation.conversation_id, slot.kind, question, UNANSWERABLE_ANSWER, (), generator)
     if not answer:
         return "no answer"
