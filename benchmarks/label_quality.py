@@ -13,8 +13,10 @@ and review calls are replayed from their journals, an unfinished evolve run is r
 1. label: the dev split's conversations (their LoCoMo questions dropped) labelled by the local
    model (benchmarks/local_llm_server.py, 4,096-token window); prints kept / rejected per check
    and the rejection rate of each check.
-2. review: a second, independent call (prompts/label_review.md) on up to --review kept questions:
-   the share it finds wrong or unanswerable, per kind.
+2. review: a second, independent call (prompts/label_review.md) on up to --review kept questions,
+   spread evenly over the file: the share it finds wrong or unanswerable, per kind. It sees the
+   evidence lines with what their relative dates mean ("[last week = the week before 9 July
+   2023]"); without those notes the 1.5B judge called most resolved temporal golds wrong.
 3. rank: >= 8 configs (the presets and every best_config.toml under --runs-dir) scored offline on
    evidence recall of the answerable questions, generated vs real LoCoMo questions of the same
    conversations, at each config's own budget and cut at 1,500 tokens; Kendall tau-b of the two
@@ -140,6 +142,14 @@ def print_label(result: dict) -> None:
 
 
 # ----------------------------------------------------------------------------- 2. review
+def spread(items: list, count: int) -> list:
+    """`count` items evenly spaced through `items` (all of them when there are fewer), so a sample
+    reaches every conversation, not only the first ones."""
+    if count >= len(items):
+        return list(items)
+    return [items[i * len(items) // count] for i in range(count)]
+
+
 def stage_review(args: argparse.Namespace) -> dict:
     from benchmarks.local_llm_server import serve
     from evolvemem.data.custom import load_custom
@@ -155,7 +165,7 @@ def stage_review(args: argparse.Namespace) -> dict:
     if done.is_file():
         return json.loads(done.read_text(encoding="utf-8"))
     generated = load_custom(args.state / "generated.json")
-    questions = generated.questions[: args.review]
+    questions = spread(generated.questions, args.review)
     retrieval = Retrieval(generated, load_config("default")[0])
     verdicts: list[dict] = []
     with serve(args.model, n_ctx=WINDOW) as server:
@@ -169,7 +179,7 @@ def stage_review(args: argparse.Namespace) -> dict:
             context = (
                 retrieval.context(conversation, question.text, question.question_type)
                 if unanswerable
-                else evidence_context(conversation, question.evidence)
+                else evidence_context(conversation, question.evidence, date_notes=True)
             )
             prompt = load_prompt("label_review").render(context=context, question=question.text, gold=question.answer)
             reply = model.ask(prompt, purpose="review", max_tokens=16)

@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 from evolvemem.cli.main import app
 from evolvemem.data.custom import load_custom
 from evolvemem.data.models import Conversation, Session, Turn
+from evolvemem.labelling.contexts import evidence_context
 from evolvemem.labelling.checks import duplicate_check, restates_question, verbatim_check
 from evolvemem.labelling.generate import generation_prompt, parse_candidate, slots_for
 from evolvemem.labelling.kinds import Candidate, RejectReason
@@ -341,6 +342,8 @@ def test_a_bare_relative_date_is_resolved_against_the_evidence_turns_day() -> No
     assert resolve_answer("it was last week", conversation, ["t1"]) == "the week before 8 May 2023"
     assert resolve_answer("in the hills", conversation, ["t1"]) == "in the hills"  # not a relative date
     assert resolve_answer("yesterday", conversation, []) == "yesterday"  # no dated evidence: left as written
+    assert evidence_context(conversation, ["t1"]) == "(8 May 2023) Priya: We went hiking yesterday and got lost."
+    assert evidence_context(conversation, ["t1"], date_notes=True).endswith("got lost. [yesterday = 7 May 2023]")
     candidate = with_resolved_answer(
         Candidate("c", "temporal", "When did Priya go hiking?", "yesterday", ("t1",)), conversation
     )

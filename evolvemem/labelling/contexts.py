@@ -13,6 +13,7 @@ from evolvemem.answering.evaluate import EffectiveConfigs
 from evolvemem.answering.stores import base_store
 from evolvemem.data.dates import format_day
 from evolvemem.data.models import Conversation, Dataset, Question, Session, Turn
+from evolvemem.memory.offline_extract import resolve_relative_dates
 from evolvemem.roles.context_format import format_context
 
 if TYPE_CHECKING:
@@ -37,13 +38,23 @@ def session_block(session: Session, with_ids: bool = True) -> str:
     return "\n".join(lines)
 
 
-def evidence_context(conversation: Conversation, evidence: Sequence[str]) -> str:
-    """The evidence turns alone, each under its session's date, in conversation order."""
+def evidence_context(conversation: Conversation, evidence: Sequence[str], *, date_notes: bool = False) -> str:
+    """The evidence turns alone, each under its session's date, in conversation order.
+
+    `date_notes` adds what each relative date in a line means ("[yesterday = 7 May 2023]"): the
+    reviewer sees them, because a 1.5B judge cannot do the date arithmetic and calls a resolved
+    gold "wrong". The checks do not: their answers are resolved instead (relative_answers)."""
     wanted = set(evidence)
     lines = []
     for session in conversation.sessions:
         when = format_day(session.timestamp) if session.timestamp else "date unknown"
-        lines += [f"({when}) {turn_line(t, with_id=False)}" for t in session.turns if t.turn_id in wanted]
+        for turn in session.turns:
+            if turn.turn_id not in wanted:
+                continue
+            notes = (
+                resolve_relative_dates(turn.full_text, session.timestamp) if date_notes and session.timestamp else []
+            )
+            lines.append(f"({when}) {turn_line(turn, with_id=False)}" + (f" [{'; '.join(notes)}]" if notes else ""))
     return "\n".join(lines) or "(nothing)"
 
 
