@@ -23,7 +23,7 @@ from evolvemem.data.custom import load_custom
 from evolvemem.data.models import Conversation, Session, Turn
 from evolvemem.labelling.contexts import evidence_context
 from evolvemem.labelling.checks import duplicate_check, restates_question, verbatim_check
-from evolvemem.labelling.generate import generation_prompt, parse_candidate, slots_for
+from evolvemem.labelling.generate import fitted, generation_prompt, parse_candidate, slots_for
 from evolvemem.labelling.kinds import Candidate, RejectReason
 from evolvemem.labelling.relative_answers import resolve_answer, with_resolved_answer
 from tests.fake_llm_server import FakeLLMServer, last_user_message
@@ -332,6 +332,23 @@ def test_each_slot_of_a_session_is_about_its_own_turn_and_a_temporal_one_about_a
     assert "must be about what this turn says (the turns around it may help):\n[t3] Priya: We went hiking" in (
         generation_prompt(slots[2])
     )
+
+
+def test_a_slot_too_long_for_the_window_shows_the_turns_nearest_its_focus() -> None:
+    day = datetime(2023, 5, 8)
+    turns = tuple(
+        Turn(f"t{i}", "Priya", f"Line {i} about the garden, the tram and the cello lessons.", "s1", day)
+        for i in range(40)
+    )
+    conversation = Conversation("c", (Session("s1", day, turns),), ("Priya",))
+    slot = slots_for(conversation, ["single-hop"], 1, None)[0]
+    whole = generation_prompt(slot)
+    assert fitted(slot, lambda prompt: True) is slot
+    narrowed = fitted(slot, lambda prompt: len(prompt) <= len(whole) // 2)
+    shown = [t.turn_id for t in narrowed.sessions[0].turns]
+    assert len(generation_prompt(narrowed)) <= len(whole) // 2 and 0 < len(shown) < 40
+    assert slot.focus[0].turn_id in shown  # the turns kept are those around the focus
+    assert shown == [f"t{i}" for i in range(int(shown[0][1:]), int(shown[-1][1:]) + 1)]
 
 
 def test_a_bare_relative_date_is_resolved_against_the_evidence_turns_day() -> None:

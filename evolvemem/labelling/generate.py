@@ -19,8 +19,8 @@ is paid for."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from evolvemem.data.dates import TIME_NAMES, format_day
@@ -128,6 +128,29 @@ def generation_prompt(slot: Slot) -> str:
         example_id=_example_id(slot),
         sessions="\n\n".join(session_block(s) for s in slot.sessions),
     )
+
+
+def fitted(slot: Slot, fits: Callable[[str], bool]) -> Slot:
+    """`slot` itself when its prompt fits the model's window; else the same slot showing only the
+    turns nearest its focus turns, as many as fit. Two long sessions side by side (a multi-hop
+    slot) overflow a 4,096-token window, and a prompt that cannot be sent would stop the run at the
+    same slot on every resume."""
+    if fits(generation_prompt(slot)):
+        return slot
+    longest = max(len(s.turns) for s in slot.sessions)
+    for reach in range(longest, -1, -1):
+        narrowed = replace(slot, sessions=tuple(_near_focus(s, slot.focus, reach) for s in slot.sessions))
+        if fits(generation_prompt(narrowed)):
+            return narrowed
+    return narrowed
+
+
+def _near_focus(session: Session, focus: Sequence[Turn], reach: int) -> Session:
+    """The session's turns within `reach` turns of one of its focus turns (the middle turn when it has none)."""
+    ids = [t.turn_id for t in session.turns]
+    centres = [ids.index(t.turn_id) for t in focus if t.turn_id in ids] or [len(ids) // 2]
+    kept = tuple(t for i, t in enumerate(session.turns) if any(abs(i - c) <= reach for c in centres))
+    return replace(session, turns=kept)
 
 
 def _example_id(slot: Slot) -> str:

@@ -27,6 +27,7 @@ from evolvemem.labelling.checks import (
 from evolvemem.labelling.generate import (
     GENERATE_MAX_TOKENS,
     GENERATE_PROMPT,
+    fitted,
     generation_prompt,
     parse_candidate,
     slots_for,
@@ -181,7 +182,9 @@ class _Labeller:
         for seed in seeds:
             self.judge(seed_candidate(seed, conversation, self.model, self.checks.retrieval), conversation, kept)
         version = load_prompt(GENERATE_PROMPT).version
-        for slot in slots_for(conversation, self.settings.types, self.settings.per_session, self.settings.sessions):
+        model = self.model
+        for whole in slots_for(conversation, self.settings.types, self.settings.per_session, self.settings.sessions):
+            slot = fitted(whole, lambda prompt: model.fits(prompt, GENERATE_MAX_TOKENS))
             reply = self.model.ask(generation_prompt(slot), purpose="generate", max_tokens=GENERATE_MAX_TOKENS)
             generator = {
                 "kind": "llm",
@@ -190,6 +193,7 @@ class _Labeller:
                 "type": slot.kind,
                 "sessions": [s.session_id for s in slot.sessions],
                 "focus": [t.turn_id for t in slot.focus],
+                **({"narrowed_to_fit": True} if slot is not whole else {}),
             }
             self.judge(parse_candidate(reply.parsed, slot, generator), conversation, kept)
 
