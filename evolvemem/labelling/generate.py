@@ -138,7 +138,8 @@ def fitted(slot: Slot, fits: Callable[[str], bool]) -> Slot:
     if fits(generation_prompt(slot)):
         return slot
     longest = max(len(s.turns) for s in slot.sessions)
-    for reach in range(longest, -1, -1):
+    narrowed = slot
+    for reach in range(longest - 1, -1, -1):  # a reach of `longest` would show every turn again
         narrowed = replace(slot, sessions=tuple(_near_focus(s, slot.focus, reach) for s in slot.sessions))
         if fits(generation_prompt(narrowed)):
             return narrowed

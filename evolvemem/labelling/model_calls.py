@@ -7,7 +7,6 @@ from typing import Any
 from evolvemem.contracts.usage import Usage
 from evolvemem.labelling.journal import Journal, JournaledReply, call_key
 from evolvemem.llm.client import LLMClient, LLMJSONError
-from evolvemem.llm.context_window import estimate_tokens
 
 LABEL_ROLE = "label"
 
@@ -29,8 +28,7 @@ class JournaledModel:
 
     def fits(self, prompt: str, max_tokens: int) -> bool:
         """Whether `prompt` and a reply of `max_tokens` fit the model's window (unknown: yes)."""
-        window = self.client.context_window()
-        return window is None or estimate_tokens([{"role": "user", "content": prompt}]) + max_tokens <= window
+        return self.client.fits([{"role": "user", "content": prompt}], max_tokens)
 
     def ask(self, prompt: str, *, purpose: str, max_tokens: int) -> JournaledReply:
         messages = [{"role": "user", "content": prompt}]

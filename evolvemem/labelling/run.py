@@ -185,10 +185,10 @@ class _Labeller:
         model = self.model
         for whole in slots_for(conversation, self.settings.types, self.settings.per_session, self.settings.sessions):
             slot = fitted(whole, lambda prompt: model.fits(prompt, GENERATE_MAX_TOKENS))
-            reply = self.model.ask(generation_prompt(slot), purpose="generate", max_tokens=GENERATE_MAX_TOKENS)
+            reply = model.ask(generation_prompt(slot), purpose="generate", max_tokens=GENERATE_MAX_TOKENS)
             generator = {
                 "kind": "llm",
-                "model": self.model.model,
+                "model": model.model,
                 "prompt": f"{GENERATE_PROMPT}@{version}",
                 "type": slot.kind,
                 "sessions": [s.session_id for s in slot.sessions],

@@ -361,16 +361,22 @@ class LLMClient:
                     self._window = probe_server(self.api_base)
             return self._window
 
-    def _check_fits(self, messages: list[dict], max_tokens: int, role: str) -> None:
+    def fits(self, messages: list[dict], max_tokens: int) -> bool:
+        """Whether `messages` and a reply of `max_tokens` fit the model's window (unknown: yes)."""
         window = self.context_window()
-        tokens = estimate_tokens(messages)
-        if window is not None and tokens + max_tokens > window:
-            self.usage.record_failure(role)
-            raise PromptTooLong(
-                f"{self.model} [{role}]: a prompt of ~{tokens} tokens plus {max_tokens} reply tokens "
-                f"does not fit the context window of {window} tokens (not sent)",
-                window=window,
-            )
+        return window is None or estimate_tokens(messages) + max_tokens <= window
+
+    def _check_fits(self, messages: list[dict], max_tokens: int, role: str) -> None:
+        if self.fits(messages, max_tokens):
+            return
+        window = self.context_window()
+        assert window is not None  # an unknown window always fits
+        self.usage.record_failure(role)
+        raise PromptTooLong(
+            f"{self.model} [{role}]: a prompt of ~{estimate_tokens(messages)} tokens plus {max_tokens} reply "
+            f"tokens does not fit the context window of {window} tokens (not sent)",
+            window=window,
+        )
 
     def _learn_window(self, exc: BaseException) -> int | None:
         """A rejection that names the window teaches it to this client for the rest of the run."""
