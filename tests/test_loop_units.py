@@ -9,7 +9,8 @@ from evolvemem.diagnosers.rubric import RULES, RubricDiagnoser, RuleContext, can
 from evolvemem.diagnosers.random_search import RandomDiagnoser
 from evolvemem.diagnosers.tpe import TPEDiagnoser
 from evolvemem.contracts.diagnosis import DiagnosisInput, HistoryEntry, ScoreSummary, TypeRow
-from evolvemem.space.ops import Change, perturb
+from evolvemem.space.changes import Change
+from evolvemem.space.ops import perturb
 from evolvemem.loop.guard import RoundScore, check_regression, decide
 from evolvemem.loop.spec import GuardSettings
 from evolvemem.contracts.diagnosis import Proposal, proposal_from_raw

@@ -12,7 +12,7 @@ from evolvemem.loop.spec import GuardSettings
 from dataclasses import replace
 
 from evolvemem.contracts.diagnosis import GroupOutcome, HistoryEntry, ScoreSummary
-from evolvemem.space.ops import Change
+from evolvemem.space.changes import Change
 
 ADV = ("5",)
 

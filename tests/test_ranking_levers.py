@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evolvemem.space.ops import Change
+from evolvemem.space.changes import Change
 from evolvemem.contracts.diagnosis import DiagnosisInput, HistoryEntry, ScoreSummary
 from evolvemem.diagnosers.rubric import RubricDiagnoser
 from evolvemem.retrieval.embeddings import Embedder

@@ -105,7 +105,7 @@ def test_out_of_range_values_are_clamped_and_reported():
     )
     assert (cfg.semantic_top_k, cfg.max_context, cfg.keyword_top_k) == (200, 6, 0)  # 0 = off is not clamped
     assert cfg.overrides()["temporal"]["keyword_weight"] == 2.5
-    reported = {(c.field, c.scope, c.used) for c in clamps}
+    reported = {(c.field, c.scope, c.new) for c in clamps}
     assert reported == {
         ("semantic_top_k", "global", 200),
         ("max_context", "global", 6),

@@ -16,10 +16,11 @@ from evolvemem.contracts.records import FAILURE_CLASSES
 from evolvemem.contracts.usage import Usage
 from evolvemem.qtypes import QUESTION_TYPES
 from evolvemem.space.action_space import ActionSpace
-from evolvemem.space.ops import Change
+from evolvemem.space.changes import Change
 
 if TYPE_CHECKING:
-    from evolvemem.space.config import ClampReport, RetrievalConfig
+    from evolvemem.space.changes import ClampReport
+    from evolvemem.space.config import RetrievalConfig
 
 # A value of one dimension of the action space, as a proposal carries it (clamped to its range).
 ConfigValue = Union[bool, int, float, str]

@@ -22,7 +22,7 @@ from evolvemem.contracts.diagnosis import (
     WorstCase,
 )
 from evolvemem.space.config import RetrievalConfig
-from evolvemem.space.ops import Change
+from evolvemem.space.changes import Change
 from evolvemem.store.rows import HistoryRow, JSONObject
 from evolvemem.store.run_store import RunStore
 

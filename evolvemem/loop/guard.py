@@ -22,8 +22,8 @@ from evolvemem.contracts.vocab import Decision
 from evolvemem.loop.spec import GuardSettings
 from evolvemem.qtypes import LABEL_ONLY_TYPES
 from evolvemem.space.config import RetrievalConfig
-from evolvemem.space.config import ClampReport
-from evolvemem.space.ops import Change, diff_configs, perturb
+from evolvemem.space.changes import Change, ClampReport
+from evolvemem.space.ops import diff_configs, perturb
 
 
 # What the guard decided for the next round, in the words every view prints (console, `evolve show`, the

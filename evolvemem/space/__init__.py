@@ -1,8 +1,8 @@
 """The action space: dimensions declared in `action_space/*.toml` and everything generated from them."""
 
 from evolvemem.space.action_space import ActionSpace, files_space
+from evolvemem.space.changes import Change, ClampReport
 from evolvemem.space.config import (
-    ClampReport,
     RetrievalConfig,
     config_to_toml,
     load_config,
@@ -20,6 +20,7 @@ from evolvemem.space.dimensions import (
 __all__ = [
     "ActionSpace",
     "BoolDimension",
+    "Change",
     "ClampReport",
     "Dimension",
     "EnumDimension",

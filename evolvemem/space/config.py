@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -32,23 +31,10 @@ from evolvemem.paths import action_space_dir
 from evolvemem.qtypes import QUESTION_TYPES
 from evolvemem.space.action_space import ActionSpace, files_space
 from evolvemem.space.dimensions import Dimension, NumericDimension, toml_value
+from evolvemem.space.changes import ClampReport
 from evolvemem.space.emerged import EMBEDDED_SECTION, dimensions_from_tables, embedded_toml
 
 OVERRIDES = "per_category_overrides"
-
-
-@dataclass(frozen=True)
-class ClampReport:
-    """A value that was outside its safe range and was clamped."""
-
-    field: str
-    given: Any
-    used: Any
-    scope: str = "global"
-
-    def __str__(self) -> str:
-        where = "" if self.scope == "global" else f" (override for {self.scope})"
-        return f"{self.field}{where}: {self.given!r} is outside the safe range, clamped to {self.used!r}"
 
 
 def _clean_values(

@@ -3,29 +3,12 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from typing import Any
 
 from evolvemem.space.action_space import ActionSpace
+from evolvemem.space.changes import Change
 from evolvemem.space.config import OVERRIDES, RetrievalConfig, parse_config
 from evolvemem.space.dimensions import NumericDimension
-
-
-@dataclass(frozen=True)
-class Change:
-    """One value that differs between two configs (`scope` is "global" or a question type)."""
-
-    field: str
-    old: Any
-    new: Any
-    scope: str = "global"
-
-    def __str__(self) -> str:
-        where = "" if self.scope == "global" else f"[{self.scope}] "
-        return f"{where}{self.field}: {self.old!r} -> {self.new!r}"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"field": self.field, "old": self.old, "new": self.new, "scope": self.scope}
 
 
 def diff_configs(old: RetrievalConfig, new: RetrievalConfig) -> list[Change]:
