@@ -59,16 +59,10 @@ def load_locomo_file(path: Path) -> Any:
 def offline_workspace(dataset: Any, second_embedding_model: str | None = None) -> Any:
     """A built Workspace with the offline (rule-based) roles: no LLM is called (with
     `second_embedding_model`, configs may use the second dense view)."""
-    from evolvemem.session import ModelSettings, QuietReporter, open_workspace
+    from evolvemem.session import LocalModels, ModelSettings, QuietReporter, open_workspace
 
-    return open_workspace(
-        QuietReporter(),
-        dataset,
-        ModelSettings(),
-        cache_enabled=True,
-        embedding_model=None,
-        second_embedding_model=second_embedding_model,
-    )
+    local_models = LocalModels(second_embedding=second_embedding_model)
+    return open_workspace(QuietReporter(), dataset, ModelSettings(), cache_enabled=True, local_models=local_models)
 
 
 def retrieval_seconds(ws: Any, questions: list, config: Any, repeats: int = 3) -> float:

@@ -311,7 +311,7 @@ def stage_rank_f1(args: argparse.Namespace, dev: Any) -> dict:
         settings = ModelSettings(
             answer_model=server.model, extract_model="offline", api_base=server.api_base, context_window=WINDOW
         )
-        ws = open_workspace(QuietReporter(), both, settings, cache_enabled=True, embedding_model=None)
+        ws = open_workspace(QuietReporter(), both, settings, cache_enabled=True)
         for name, config in rank_configs(args).items():
             if name in rows:
                 continue

@@ -146,7 +146,7 @@ def one_round(dataset: Any, questions: list, server: ServerProcess, concurrency:
     from evolvemem.space.config import load_config
 
     settings = ModelSettings(model=MODEL, extract_model="offline", api_base=server.url)
-    workspace = open_workspace(QuietReporter(), dataset, settings, cache_enabled=True, embedding_model=None)
+    workspace = open_workspace(QuietReporter(), dataset, settings, cache_enabled=True)
     roles = workspace.roles
     workspace.prepare(questions)  # question embeddings are retrieval set-up, not LLM throughput
     config = load_config("default")[0]

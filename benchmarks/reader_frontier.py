@@ -82,7 +82,7 @@ def main() -> None:
         settings = ModelSettings(
             answer_model=server.model, extract_model="offline", api_base=server.api_base, context_window=WINDOW
         )
-        ws = open_workspace(QuietReporter(), dataset, settings, cache_enabled=True, embedding_model=None)
+        ws = open_workspace(QuietReporter(), dataset, settings, cache_enabled=True)
         # both configs answer each chunk in turn, so a run stopped early still has paired figures
         for first in range(0, len(questions), args.chunk):
             chunk = questions[first : first + args.chunk]

@@ -155,7 +155,7 @@ def ship_vs_rebuild(executor: RayExecutor, data: Path) -> dict:
     dataset = load_benchmark("locomo", str(data))
     ws = Workspace(dataset, build_roles(ModelSettings()))
     ws.build()
-    setup = WorkerSetup(ModelSettings(), True, ws.embedder.model_name)
+    setup = WorkerSetup(ModelSettings(), True, ws.local_models)
     ids = sorted(dataset.conversations)
     list(executor.map(rebuilt, [(dataset.subset({ids[0]}), setup)] * 2))  # warm both workers (imports, caches)
     rows = []

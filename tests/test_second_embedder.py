@@ -201,8 +201,9 @@ def test_a_served_memory_refuses_the_view_without_the_model_and_embeds_nothing_w
     tiny_embedding_model, tmp_path
 ):
     pytest.importorskip("duckdb")
-    from evolvemem.serving.memory import Memory
+    from evolvemem.serving import LocalModels, Memory
 
+    with_view = LocalModels(second_embedding=str(tiny_embedding_model))
     uses_view = tmp_path / "second.toml"
     uses_view.write_text("second_semantic_top_k = 10\nsemantic_top_k = 0\n")
     store = tmp_path / "memory.duckdb"
@@ -216,11 +217,11 @@ def test_a_served_memory_refuses_the_view_without_the_model_and_embeds_nothing_w
         {"speaker": "Ola", "text": "Ola keeps bees on the roof of her block of flats."},
         {"speaker": "Ines", "text": "Ines sold the dinghy to a sailing club in Gdansk."},
     ]
-    with Memory.open(store, uses_view, second_embedding_model=str(tiny_embedding_model)) as memory:
+    with Memory.open(store, uses_view, local_models=with_view) as memory:
         memory.add("ines", turns)
         assert memory.second_embedder is not None and memory.second_embedder.texts_embedded > 0
         first = memory.search("ines", "Who keeps bees?")
-    with Memory.open(store, uses_view, second_embedding_model=str(tiny_embedding_model)) as memory:
+    with Memory.open(store, uses_view, local_models=with_view) as memory:
         second = memory.search("ines", "Who keeps bees?")
         assert memory.second_embedder is not None and memory.second_embedder.texts_embedded == 0
     assert [h.memory_id for h in second.hits] == [h.memory_id for h in first.hits]

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from evolvemem.answering.context_reuse import AnswerMemo, MemoEntries
 from evolvemem.answering.evaluate import evaluate
 from evolvemem.answering.stores import stores_needed
+from evolvemem.contracts.local_models import LocalModels
 from evolvemem.contracts.usage import Usage
 from evolvemem.data.models import Question
 from evolvemem.paths import cache_dir
@@ -50,10 +51,8 @@ class WorkerSetup:
 
     settings: ModelSettings
     cache_enabled: bool
-    embedding_model: str | None
+    local_models: LocalModels
     dimensions: tuple[Dimension, ...] = ()  # levers that emerged in the run, so its configs parse
-    rerank_model: str | None = None
-    second_embedding_model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -110,33 +109,35 @@ def worker_roles(setup: WorkerSetup) -> Roles:
 
 
 def worker_embedder(setup: WorkerSetup) -> Embedder:
-    key = (setup.embedding_model, cache_dir())
+    key = (setup.local_models.embedding, cache_dir())
     if key not in _embedders:
-        _embedders[key] = Embedder(setup.embedding_model or DEFAULT_EMBEDDING_MODEL)
+        _embedders[key] = Embedder(setup.local_models.embedding or DEFAULT_EMBEDDING_MODEL)
     return _embedders[key]
 
 
 def worker_reranker(setup: WorkerSetup) -> CrossEncoderReranker | None:
-    if not setup.rerank_model:
+    name = setup.local_models.rerank
+    if not name:
         return None
-    if setup.rerank_model not in _rerankers:
-        _rerankers[setup.rerank_model] = CrossEncoderReranker(setup.rerank_model)
-    return _rerankers[setup.rerank_model]
+    if name not in _rerankers:
+        _rerankers[name] = CrossEncoderReranker(name)
+    return _rerankers[name]
 
 
 def worker_second_embedder(setup: WorkerSetup) -> SecondEmbedder | None:
-    if not setup.second_embedding_model:
+    name = setup.local_models.second_embedding
+    if not name:
         return None
-    key = (setup.second_embedding_model, cache_dir())
+    key = (name, cache_dir())
     if key not in _second_embedders:
-        _second_embedders[key] = SecondEmbedder(Embedder(setup.second_embedding_model))
+        _second_embedders[key] = SecondEmbedder(Embedder(name))
     return _second_embedders[key]
 
 
 def worker_workspace(setup: WorkerSetup, pack: Shared[ConversationPack]) -> tuple[Workspace, float]:
     """The workspace of one pack in this process (made once), and the seconds making it took."""
     roles = worker_roles(setup)
-    key = (pack.key, id(roles), setup.embedding_model, setup.rerank_model, setup.second_embedding_model)
+    key = (pack.key, id(roles), setup.local_models)
     if key in _workspaces:
         _workspaces.move_to_end(key)
         return _workspaces[key], 0.0

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from evolvemem.cli.log_progress import LogBars
     from evolvemem.cli.ui import Bars
     from evolvemem.loop.paired import Comparison
-    from evolvemem.session import ModelSettings
+    from evolvemem.session import LocalModels, ModelSettings
     from evolvemem.space.config import RetrievalConfig
 
 
@@ -28,10 +28,8 @@ def run_eval(
     out: str | None,
     protocol: str,
     concurrency: int,
-    embedding_model: str | None,
+    local_models: LocalModels,
     cache_enabled: bool,
-    rerank_model: str | None = None,
-    second_embedding_model: str | None = None,
     kind: str = "eval",
     source_run: str | None = None,
     baseline: tuple[str, RetrievalConfig] | None = None,
@@ -53,9 +51,7 @@ def run_eval(
         settings=settings,
         protocol=protocol,
         concurrency=concurrency,
-        embedding_model=embedding_model,
-        rerank_model=rerank_model,
-        second_embedding_model=second_embedding_model,
+        local_models=local_models,
         cache_enabled=cache_enabled,
         kind=kind,
         source_run=source_run,

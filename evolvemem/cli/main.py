@@ -14,15 +14,13 @@ from evolvemem.cli.option_groups import option_group, with_option_groups
 from evolvemem.cli.options import (
     BenchmarkOpt,
     ConcurrencyOpt,
-    EmbeddingOpt,
     JsonOpt,
     LabelOptions,
+    LocalModelOptions,
     NoCacheOpt,
     QuietOpt,
-    RerankOpt,
     RunOptions,
     ScoringModels,
-    SecondEmbeddingOpt,
     ServeConfigOpt,
     ServedModels,
     SplitAllOpt,
@@ -226,9 +224,7 @@ def eval_command(
         help="official (abstention = correct) or paper (F1 against the trap answer).",
     ),
     concurrency: int = ConcurrencyOpt,
-    embedding_model: Optional[str] = EmbeddingOpt,
-    rerank_model: Optional[str] = RerankOpt,
-    second_embedding_model: Optional[str] = SecondEmbeddingOpt,
+    local: LocalModelOptions = option_group(LocalModelOptions),
     no_cache: bool = NoCacheOpt,
     context_tokens: Optional[int] = typer.Option(
         None,
@@ -255,9 +251,7 @@ def eval_command(
         out=out,
         protocol=adversarial_protocol,
         concurrency=concurrency,
-        embedding_model=embedding_model,
-        rerank_model=rerank_model,
-        second_embedding_model=second_embedding_model,
+        local_models=local.models(),
         cache_enabled=not no_cache,
         context_tokens=context_tokens,
     )
@@ -290,7 +284,11 @@ def ignored_on_resume(ctx: typer.Context) -> list[str]:
 @app.command()
 @user_errors
 @with_option_groups
-def run(ctx: typer.Context, opts: RunOptions = option_group(RunOptions)):
+def run(
+    ctx: typer.Context,
+    opts: RunOptions = option_group(RunOptions),
+    local: LocalModelOptions = option_group(LocalModelOptions),
+):
     """Evolve the retrieval config: evaluate → diagnose → propose → guard, round by round."""
     import time
 
@@ -310,7 +308,7 @@ def run(ctx: typer.Context, opts: RunOptions = option_group(RunOptions)):
             )
             result = run_loop(ui, session, started, resumed=True)
     else:
-        spec, init_config = new_run_spec(ui, opts)
+        spec, init_config = new_run_spec(ui, opts, local.models())
         with open_executor(opts.executor_name, opts.ray_address) as executor:
             run_dir = new_run_dir(opts.out, opts.benchmark, spec.diagnoser)
             session = Session.create(spec, run_dir, init_config, ui, executor=executor)
@@ -371,15 +369,7 @@ def transfer(
         None, "--out", "-o", help="Output directory (default runs/transfer-<benchmark>-<time>)."
     ),
     concurrency: int = ConcurrencyOpt,
-    embedding_model: Optional[str] = EmbeddingOpt,
-    rerank_model: Optional[str] = typer.Option(
-        None, "--rerank-model", help="The cross-encoder of the rerank stage (default: the run's own, if it had one)."
-    ),
-    second_embedding_model: Optional[str] = typer.Option(
-        None,
-        "--second-embedding-model",
-        help="The model of the second dense view (default: the run's own, if it had one).",
-    ),
+    local: LocalModelOptions = option_group(LocalModelOptions),
     json_out: bool = JsonOpt,
     quiet: bool = QuietOpt,
 ):
@@ -387,12 +377,7 @@ def transfer(
 
     from evolvemem.cli.common import default_run_dir
     from evolvemem.cli.eval_cmd import run_eval
-    from evolvemem.session import (
-        best_config_path,
-        run_rerank_model,
-        run_second_embedding_model,
-        start_config,
-    )
+    from evolvemem.session import best_config_path, run_local_models, start_config
 
     best = best_config_path(run_dir)
     start = start_config(run_dir)
@@ -407,9 +392,7 @@ def transfer(
         out=out or str(default_run_dir("transfer", benchmark)),
         protocol="official",
         concurrency=concurrency,
-        embedding_model=embedding_model,
-        rerank_model=rerank_model or run_rerank_model(run_dir),
-        second_embedding_model=second_embedding_model or run_second_embedding_model(run_dir),
+        local_models=local.models().or_else(run_local_models(run_dir)),
         cache_enabled=True,
         kind="transfer",
         source_run=run_dir,
@@ -488,6 +471,7 @@ def serve(
         None, "--keys-file", help="File of API keys, one a line [default: EVOLVEMEM_API_KEYS, comma-separated]."
     ),
     models: ServedModels = option_group(ServedModels),
+    local: LocalModelOptions = option_group(LocalModelOptions),
     max_body: int = typer.Option(
         1_000_000, "--max-body", min=1024, help="Largest request body in bytes (larger: 413)."
     ),
@@ -513,6 +497,7 @@ def serve(
         port=port,
         keys_file=keys_file,
         models=models,
+        local_models=local.models(),
         max_body=max_body,
         max_in_flight=max_in_flight,
         reload_seconds=reload_config,
@@ -527,11 +512,12 @@ def mcp_command(
     config: str = ServeConfigOpt,
     store: str = StoreOpt,
     models: ServedModels = option_group(ServedModels),
+    local: LocalModelOptions = option_group(LocalModelOptions),
 ):
     """Serve the memory as MCP tools (remember, recall, answer, forget) over stdio."""
     from evolvemem.cli.serve_cmd import run_mcp_stdio
 
-    run_mcp_stdio(UI(), config=config, store=store, models=models)
+    run_mcp_stdio(UI(), config=config, store=store, models=models, local_models=local.models())
 
 
 traces_app = typer.Typer(no_args_is_help=True, help="Traces of served searches and answers.")

@@ -14,7 +14,7 @@ from evolvemem.cli.defaults import BENCHMARK_HELP, GUARD_DEFAULTS, RUN_DEFAULTS
 from evolvemem.labelling.kinds import DEFAULT_MATCH_F1, DEFAULT_PER_SESSION
 
 if TYPE_CHECKING:
-    from evolvemem.session import ModelSettings
+    from evolvemem.session import LocalModels, ModelSettings
 
 ModelOpt = typer.Option(
     None, "--model", help="litellm model for every role (e.g. openai/gpt-4o-mini); default: offline roles."
@@ -43,16 +43,21 @@ SplitAllOpt = typer.Option("all", "--split", help="dev, test or all (split by co
 ConcurrencyOpt = typer.Option(
     RUN_DEFAULTS.concurrency, "--concurrency", min=1, help="Questions answered at once when an LLM is used (1 or more)."
 )
-EmbeddingOpt = typer.Option(None, "--embedding-model", help="sentence-transformers model name.")
+RUNS_OWN = "a run's own with transfer and serving"
+EmbeddingOpt = typer.Option(
+    None,
+    "--embedding-model",
+    help=f"sentence-transformers model name [default: all-MiniLM-L6-v2; {RUNS_OWN}].",
+)
 RerankOpt = typer.Option(
     None,
     "--rerank-model",
-    help="A sentence-transformers CrossEncoder (a local folder or a cached name) for the rerank stage: its settings (rerank_top_k, rerank_weight) join the action space only with one.",
+    help=f"A sentence-transformers CrossEncoder (a local folder or a cached name) for the rerank stage: its settings (rerank_top_k, rerank_weight) join the action space only with one [default: none; {RUNS_OWN}].",
 )
 SecondEmbeddingOpt = typer.Option(
     None,
     "--second-embedding-model",
-    help="A second sentence-transformers model (a local folder or a cached name) for a second dense view fused beside the first: its settings (second_semantic_top_k, second_semantic_weight) join the action space only with one.",
+    help=f"A second sentence-transformers model (a local folder or a cached name) for a second dense view fused beside the first: its settings (second_semantic_top_k, second_semantic_weight) join the action space only with one [default: none; {RUNS_OWN}].",
 )
 NoCacheOpt = typer.Option(False, "--no-cache", help="Do not read or write the LLM response cache.")
 QuietOpt = typer.Option(False, "--quiet", "-q", help="No progress bars.")
@@ -108,15 +113,12 @@ class ScoringModels:
 
 @dataclass(frozen=True)
 class ServedModels:
-    """The models and retrieval models of `evolve serve` and `evolve mcp`."""
+    """The LLMs of `evolve serve` and `evolve mcp`."""
 
     model: Optional[str] = ModelOpt
     extract_model: Optional[str] = ExtractOpt
     answer_model: Optional[str] = AnswerOpt
     api_base: Optional[str] = ApiBaseOpt
-    embedding_model: Optional[str] = EmbeddingOpt
-    rerank_model: Optional[str] = RerankOpt
-    second_embedding_model: Optional[str] = SecondEmbeddingOpt
 
     def settings(self) -> ModelSettings | None:
         """Model settings given on the command line, or None (a run directory's own, else offline)."""
@@ -131,8 +133,23 @@ class ServedModels:
 
 
 @dataclass(frozen=True)
+class LocalModelOptions:
+    """The sentence-transformers models of `evolve run`, `eval`, `transfer`, `serve` and `mcp`
+    (transfer and serving default to a run's own)."""
+
+    embedding_model: Optional[str] = EmbeddingOpt
+    rerank_model: Optional[str] = RerankOpt
+    second_embedding_model: Optional[str] = SecondEmbeddingOpt
+
+    def models(self) -> LocalModels:
+        from evolvemem.session import LocalModels
+
+        return LocalModels(self.embedding_model, self.rerank_model, self.second_embedding_model)
+
+
+@dataclass(frozen=True)
 class RunOptions:
-    """Every option of `evolve run`, in the order of its `--help`."""
+    """Every option of `evolve run` but its local models, in the order of its `--help`."""
 
     benchmark: str = BenchmarkOpt
     data: Optional[str] = typer.Option(
@@ -247,9 +264,6 @@ class RunOptions:
         help="Dimensions or groups (e.g. scenes, cue_graph) the loop may not change; repeat or comma-separate.",
     )
     concurrency: int = ConcurrencyOpt
-    embedding_model: Optional[str] = EmbeddingOpt
-    rerank_model: Optional[str] = RerankOpt
-    second_embedding_model: Optional[str] = SecondEmbeddingOpt
     no_cache: bool = NoCacheOpt
     out: Optional[str] = typer.Option(
         None, "--out", "-o", help="Run directory (default runs/run-<diagnoser>-<benchmark>-<time>)."

@@ -19,7 +19,7 @@ from evolvemem.loop.spec import GuardSettings, RunSpec, objective_label, objecti
 
 if TYPE_CHECKING:
     from evolvemem.cli.options import RunOptions
-    from evolvemem.session import RoundDone, RunResult, Session
+    from evolvemem.session import LocalModels, RoundDone, RunResult, Session
     from evolvemem.space.config import RetrievalConfig
 
 
@@ -330,7 +330,7 @@ def check_executor(executor_name: str, ray_address: str | None) -> None:
         raise EvolveMemError("--ray-address needs --executor ray")
 
 
-def new_run_spec(ui: UI, o: RunOptions) -> tuple[RunSpec, RetrievalConfig]:
+def new_run_spec(ui: UI, o: RunOptions, local_models: LocalModels) -> tuple[RunSpec, RetrievalConfig]:
     """Check a new run's options against each other and fill the defaults that hang on the models
     (objective, diagnoser, screening); the spec and the starting config, or one error line."""
     from evolvemem.session import (
@@ -389,9 +389,7 @@ def new_run_spec(ui: UI, o: RunOptions) -> tuple[RunSpec, RetrievalConfig]:
             folds=o.folds,
         ),
         concurrency=o.concurrency,
-        embedding_model=o.embedding_model,
-        rerank_model=o.rerank_model,
-        second_embedding_model=o.second_embedding_model,
+        local_models=local_models,
         patience=o.patience,
         reextract=not o.no_reextract,
         cache_enabled=not o.no_cache,

@@ -17,6 +17,7 @@ from evolvemem.errors import EvolveMemError
 if TYPE_CHECKING:
     from evolvemem.cli.options import ServedModels
     from evolvemem.serving.memory import Memory
+    from evolvemem.session import LocalModels
 
 SERVE_EXTRA = 'pip install -e ".[serve]"'
 
@@ -32,17 +33,10 @@ def _need_serve_extra() -> None:
         raise EvolveMemError(f"serving needs {', '.join(missing)}: {SERVE_EXTRA}")
 
 
-def open_memory(ui: UI, config: str, store: str, models: ServedModels) -> Memory:
+def open_memory(ui: UI, config: str, store: str, models: ServedModels, local_models: LocalModels) -> Memory:
     from evolvemem.serving.memory import Memory
 
-    memory = Memory.open(
-        store,
-        config,
-        models=models.settings(),
-        embedding_model=models.embedding_model,
-        rerank_model=models.rerank_model,
-        second_embedding_model=models.second_embedding_model,
-    )
+    memory = Memory.open(store, config, models=models.settings(), local_models=local_models)
     for warning in memory.config_warnings:
         ui.warn(warning)
     return memory
@@ -57,6 +51,7 @@ def run_server(
     port: int,
     keys_file: str | None,
     models: ServedModels,
+    local_models: LocalModels,
     max_body: int,
     max_in_flight: int,
     reload_seconds: float,
@@ -70,7 +65,7 @@ def run_server(
 
     keys = keys_from(keys_file)
     check_exposure(keys, host)
-    memory = open_memory(ui, config, store, models)
+    memory = open_memory(ui, config, store, models, local_models)
     try:
         watcher = ConfigWatcher(memory, config, reload_seconds)
         app = create_app(
@@ -90,13 +85,13 @@ def run_server(
         memory.close()
 
 
-def run_mcp_stdio(ui: UI, *, config: str, store: str, models: ServedModels) -> None:
+def run_mcp_stdio(ui: UI, *, config: str, store: str, models: ServedModels, local_models: LocalModels) -> None:
     _need_serve_extra()
     import anyio
 
     from evolvemem.serving.mcp_tools import build_mcp_server
 
-    memory = open_memory(ui, config, store, models)
+    memory = open_memory(ui, config, store, models, local_models)
     try:
         print(
             f"evolvemem MCP over stdio: {store}, config {memory.config_hash} ({memory.config_source})",

@@ -5,6 +5,7 @@ package root), so any module may import a contract without pulling in an impleme
 
 - `usage`      `Usage`, the one counter of LLM calls, cache hits, tokens and cost
 - `memory`     `MemoryUnit`, one stored memory traceable to its source turns
+- `local_models` `LocalModels`, the sentence-transformers models a workspace loads
 - `roles`      the role Protocols (extract, decompose, answer, verify, judge, classify), the LLM
                client Protocol, `AnswerResult` and the abstention text
 - `records`    `QuestionRecord`, one question's record (the `question_records` columns are

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from evolvemem.contracts.local_models import LocalModels
 from evolvemem.contracts.vocab import Objective
 from evolvemem.llm.client import redact_url
 
@@ -90,10 +91,7 @@ class RunSpec:
     models: dict[str, Any] = field(default_factory=dict)
     guard: GuardSettings = field(default_factory=GuardSettings)
     concurrency: int = 8
-    embedding_model: str | None = None
-    rerank_model: str | None = None  # a cross-encoder for the rerank stage (rerank_top_k); None: no stage
-    # a second sentence-transformers model for the second dense view (second_semantic_top_k); None: no view
-    second_embedding_model: str | None = None
+    local_models: LocalModels = field(default_factory=LocalModels)  # kept as three flat manifest keys
     patience: int = 4
     reextract: bool = True
     cache_enabled: bool = True
@@ -119,6 +117,8 @@ class RunSpec:
         the URL again, `--resume RUN --api-base URL`)."""
         out = asdict(self)
         out["guard"] = self.guard.as_dict()
+        del out["local_models"]
+        out.update(self.local_models.as_spec())
         if out["models"].get("api_base"):
             out["models"] = {**out["models"], "api_base": redact_url(out["models"]["api_base"])}
         return out
@@ -127,6 +127,7 @@ class RunSpec:
     def from_dict(cls, data: dict[str, Any]) -> "RunSpec":
         data = dict(data)
         data["guard"] = GuardSettings.from_dict(data.get("guard", {}))
+        data["local_models"] = LocalModels.from_spec(data)
         data.setdefault("screen_fraction", 0.0)  # a run started before screening existed goes on without it
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in known})

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evolvemem.contracts.local_models import LocalModels
 from evolvemem.contracts.records import FAILURE_CLASSES
 from evolvemem.contracts.usage import Usage
 from evolvemem.contracts.vocab import EVALUATED_PHASES
@@ -252,13 +253,10 @@ def _header(run_dir: Path, manifest: dict, objective: str) -> list[tuple[str, st
     ]
     rows += [(k, str(v)) for k, v in optional if v not in (None, "")]
     rows.append(("models", _models_text(manifest.get("models"))))
-    if manifest.get("embedding_model") or spec.get("embedding_model"):
-        rows.append(("embedding model", str(manifest.get("embedding_model") or spec.get("embedding_model"))))
-    if manifest.get("rerank_model") or spec.get("rerank_model"):
-        rows.append(("rerank model", str(manifest.get("rerank_model") or spec.get("rerank_model"))))
-    second = manifest.get("second_embedding_model") or spec.get("second_embedding_model")
-    if second:
-        rows.append(("second embedding model", str(second)))
+    local = LocalModels.from_spec(manifest).or_else(LocalModels.from_spec(spec))
+    shown = {"embedding model": local.embedding, "rerank model": local.rerank}
+    shown["second embedding model"] = local.second_embedding
+    rows += [(k, v) for k, v in shown.items() if v]
     rows += [
         ("diagnoser", str(manifest.get("diagnoser", "-"))),
         ("seed", str(manifest.get("seed", "-"))),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from evolvemem.contracts.local_models import LocalModels
 from evolvemem.contracts.vocab import Phase
 from evolvemem.errors import ConfigError
 from evolvemem.roles.factory import ModelSettings
@@ -25,8 +26,7 @@ class LoadedConfig:
     source: str  # what was loaded, for messages ("preset default", "runs/x round 3")
     models: ModelSettings | None  # the run's models, for a run directory
     warnings: tuple[str, ...] = ()
-    rerank_model: str | None = None  # the run's cross-encoder, for a run directory that had one
-    second_embedding_model: str | None = None  # the run's second embedding model, for a run that had one
+    local_models: LocalModels = LocalModels()  # a run directory's own
 
 
 def load_serving_config(spec: str | Path) -> LoadedConfig:
@@ -62,8 +62,7 @@ def _from_run(run_dir: Path) -> LoadedConfig:
         f"{run_dir} round {best}",
         settings,
         tuple(str(c) for c in clamps),
-        spec.get("rerank_model"),
-        spec.get("second_embedding_model"),
+        LocalModels.from_spec(spec),
     )
 
 

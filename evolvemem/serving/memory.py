@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence, cast
 from evolvemem.answering.evaluate import EffectiveConfigs
 from evolvemem.answering.path import answer_path, plugins_of
 from evolvemem.answering.stores import base_store, stores_for
+from evolvemem.contracts.local_models import LocalModels
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.data.models import Conversation, Dataset, Question
 from evolvemem.errors import EvolveMemError
@@ -124,17 +125,15 @@ class Memory:
         config: str | Path = "default",
         *,
         models: ModelSettings | None = None,
-        embedding_model: str | None = None,
-        rerank_model: str | None = None,
-        second_embedding_model: str | None = None,
+        local_models: LocalModels = LocalModels(),
         cache_enabled: bool = True,
     ) -> Memory:
         """Open (or create) the store file `store` with `config`: a preset name, a config file or
         a run directory (its best round; the run's models unless `models` is given). Without
-        models the roles are offline: rule-based extraction, the extractive reader. `rerank_model`
-        is the cross-encoder of a config that reranks, `second_embedding_model` the model of a
-        config's second dense view (the run's own when `config` is a run). The second model's
-        memory vectors live in its embedding cache by content, not in the store file."""
+        models the roles are offline: rule-based extraction, the extractive reader. `local_models`
+        are the embedding model, the cross-encoder of a config that reranks and the model of a
+        config's second dense view; each not given is the run's own when `config` is a run. The
+        second model's memory vectors live in its embedding cache by content, not in the store file."""
         from evolvemem.retrieval.embeddings import DEFAULT_EMBEDDING_MODEL, Embedder
         from evolvemem.roles.factory import ModelSettings, build_roles
 
@@ -143,9 +142,10 @@ class Memory:
         roles = build_roles(settings, cache_enabled=cache_enabled)
         opened = MemoryStore(store)
         try:
-            embedder = ServingEmbedder(Embedder(embedding_model or DEFAULT_EMBEDDING_MODEL))
-            reranker = load_reranker(rerank_model or loaded.rerank_model)
-            second = load_second_embedder(second_embedding_model or loaded.second_embedding_model)
+            local = local_models.or_else(loaded.local_models)
+            embedder = ServingEmbedder(Embedder(local.embedding or DEFAULT_EMBEDDING_MODEL))
+            reranker = load_reranker(local.rerank)
+            second = load_second_embedder(local.second_embedding)
             require_stage_models(loaded.config, reranker, second)
             if second is not None:  # queries batched by one worker, kept out of the disk cache
                 second = SecondEmbedder(second.embedder, ServingEmbedder(second.embedder))

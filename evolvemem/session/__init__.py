@@ -8,6 +8,7 @@ engine."""
 from __future__ import annotations
 
 from evolvemem.answering.evaluate import ANSWER_THREAD_PREFIX
+from evolvemem.contracts.local_models import LocalModels
 from evolvemem.data.split import SPLITS
 from evolvemem.diagnosers import DIAGNOSERS, diagnoser_entry
 from evolvemem.executor import EXECUTORS, open_executor
@@ -23,8 +24,7 @@ from evolvemem.session.inputs import (
     load_split,
     model_settings,
     resolve_init,
-    run_rerank_model,
-    run_second_embedding_model,
+    run_local_models,
     start_config,
 )
 from evolvemem.session.reporter import QuietReporter, Reporter
@@ -40,6 +40,7 @@ __all__ = [
     "EvalResult",
     "GuardSettings",
     "Hooks",
+    "LocalModels",
     "ModelSettings",
     "OBJECTIVES",
     "PROTOCOLS",
@@ -68,8 +69,7 @@ __all__ = [
     "open_workspace",
     "resolve_init",
     "round_costs",
-    "run_rerank_model",
-    "run_second_embedding_model",
+    "run_local_models",
     "start_config",
     "total_cost",
     "vs_full_text",

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from evolvemem.benchmarks import load_benchmark
+from evolvemem.contracts.local_models import LocalModels
 from evolvemem.data.models import Dataset
 from evolvemem.data.split import split_dataset
 from evolvemem.errors import EvolveMemError
@@ -73,16 +74,11 @@ def start_config(run_dir: str | Path) -> RetrievalConfig:
         return manifest_start_config(store.manifest(), run_dir, space)
 
 
-def run_rerank_model(run_dir: str | Path) -> str | None:
-    """The cross-encoder a run evolved with (`--rerank-model`), if it had one."""
+def run_local_models(run_dir: str | Path) -> LocalModels:
+    """The local models a run evolved with (`--embedding-model`, `--rerank-model`,
+    `--second-embedding-model`)."""
     with RunStore(Path(run_dir), read_only=True) as store:
-        return (store.manifest().get("spec") or {}).get("rerank_model")
-
-
-def run_second_embedding_model(run_dir: str | Path) -> str | None:
-    """The second embedding model a run evolved with (`--second-embedding-model`), if it had one."""
-    with RunStore(Path(run_dir), read_only=True) as store:
-        return (store.manifest().get("spec") or {}).get("second_embedding_model")
+        return LocalModels.from_spec(store.manifest().get("spec") or {})
 
 
 def resolve_init(reporter: Reporter, init: str) -> RetrievalConfig:

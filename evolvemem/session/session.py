@@ -23,6 +23,7 @@ from evolvemem.answering.contexts import evaluate_contexts
 from evolvemem.answering.evaluate import ReuseKey, evaluate, remember
 from evolvemem.answering.stores import stores_needed
 from evolvemem.benchmarks import load_benchmark
+from evolvemem.contracts.local_models import LocalModels
 from evolvemem.data.models import Dataset, Question
 from evolvemem.data.split import SPLITS, split_dataset, split_ids
 from evolvemem.errors import EvolveMemError
@@ -467,9 +468,7 @@ class Session:
         settings: ModelSettings,
         protocol: str = "official",
         concurrency: int = 8,
-        embedding_model: str | None = None,
-        rerank_model: str | None = None,
-        second_embedding_model: str | None = None,
+        local_models: LocalModels = LocalModels(),
         cache_enabled: bool = True,
         kind: str = "eval",
         source_run: str | None = None,
@@ -501,9 +500,7 @@ class Session:
                     "adversarial_protocol": protocol,
                     "config_source": config_source,
                     "command": command_line(),
-                    "embedding_model": embedding_model or "default",
-                    "rerank_model": rerank_model,
-                    "second_embedding_model": second_embedding_model,
+                    **local_models.as_spec(),
                 }
             )
             workspace = open_workspace(
@@ -511,9 +508,7 @@ class Session:
                 dataset,
                 settings,
                 cache_enabled=cache_enabled,
-                embedding_model=embedding_model,
-                rerank_model=rerank_model,
-                second_embedding_model=second_embedding_model,
+                local_models=local_models,
                 usage_sink=store.journal.append,
             )
             require_stage_models(config, workspace.reranker, workspace.second_embedder)
@@ -640,8 +635,6 @@ def _run_workspace(
         dataset,
         settings,
         cache_enabled=spec.cache_enabled,
-        embedding_model=spec.embedding_model,
-        rerank_model=spec.rerank_model,
-        second_embedding_model=spec.second_embedding_model,
+        local_models=spec.local_models,
         usage_sink=store.journal.append,
     )

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from evolvemem.answering.evaluate import EvalOutcome, evaluate
 from evolvemem.answering.stores import stores_needed
+from evolvemem.contracts.local_models import LocalModels
 from evolvemem.data.models import Dataset, Question
 from evolvemem.errors import EvolveMemError
 from evolvemem.llm.client import redact_url, scrub_secrets
@@ -58,9 +59,7 @@ def open_workspace(
     settings: ModelSettings,
     *,
     cache_enabled: bool,
-    embedding_model: str | None,
-    rerank_model: str | None = None,
-    second_embedding_model: str | None = None,
+    local_models: LocalModels = LocalModels(),
     usage_sink: UsageSink | None = None,
 ) -> Workspace:
     """Roles for `settings`, the questions re-typed if --classify-model asks, then memories and
@@ -77,13 +76,13 @@ def open_workspace(
         reporter.info(
             f"[dim]question types: the LLM re-typed {changed} rule-typed questions ({cost.calls} calls)[/dim]"
         )
-    reranker = load_reranker(rerank_model)
+    reranker = load_reranker(local_models.rerank)
     if reranker is not None:
-        reporter.info(f"[dim]rerank stage: cross-encoder {rerank_model}[/dim]")
-    second_embedder = load_second_embedder(second_embedding_model)
+        reporter.info(f"[dim]rerank stage: cross-encoder {local_models.rerank}[/dim]")
+    second_embedder = load_second_embedder(local_models.second_embedding)
     if second_embedder is not None:
-        reporter.info(f"[dim]second dense view: embedding model {second_embedding_model}[/dim]")
-    workspace = Workspace(dataset, roles, embedding_model, reranker=reranker, second_embedder=second_embedder)
+        reporter.info(f"[dim]second dense view: embedding model {local_models.second_embedding}[/dim]")
+    workspace = Workspace(dataset, roles, local_models.embedding, reranker=reranker, second_embedder=second_embedder)
     with reporter.progress() as bars:
         stats = workspace.build(progress=bars.stage)
     reporter.info(

@@ -96,14 +96,7 @@ def evaluate_sharded(
     space = files_space()
     for job in jobs:  # the levers of every config of the batch (one run's: each space holds the one before)
         space = space.with_dimensions(job.config.space.added())
-    setup = WorkerSetup(
-        ws.roles.settings,
-        ws.roles.cache_enabled,
-        ws.embedder.model_name,
-        space.added(),
-        ws.reranker.model_name if ws.reranker is not None else None,
-        ws.second_embedder.model_name if ws.second_embedder is not None else None,
-    )
+    setup = WorkerSetup(ws.roles.settings, ws.roles.cache_enabled, ws.local_models, space.added())
     shared_memo = executor.share(memo.entries(), f"memo-{uuid.uuid4().hex}") if memo is not None else None
     outcomes = [ShardedOutcome() for _ in jobs]
     writer = _Writer(store)

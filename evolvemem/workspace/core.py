@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, TypeVar
 
 from evolvemem.mechanisms import candidate_sources
+from evolvemem.contracts.local_models import LocalModels
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.contracts.usage import Usage
 from evolvemem.data.models import Conversation, Dataset, Question
@@ -77,6 +78,15 @@ class Workspace:
         self.stores = MemoryStores(self)  # the other stores (never changed once built)
         self._memo: dict[str, object] = {}
         self._memo_lock = threading.Lock()
+
+    @property
+    def local_models(self) -> LocalModels:
+        """The local models this workspace loaded (what a Ray worker loads to make the same one)."""
+        return LocalModels(
+            self.embedder.model_name,
+            self.reranker.model_name if self.reranker is not None else None,
+            self.second_embedder.model_name if self.second_embedder is not None else None,
+        )
 
     def build(self, progress: ProgressFn | None = None) -> SetupStats:
         """Extract (or load cached) memories, consolidate them and index each conversation."""

@@ -1,0 +1,60 @@
+"""The local (sentence-transformers) models travel as one value: a run's manifest keeps them as three
+flat keys (old manifests read the same), and `evolve transfer` and a served run directory use the
+embedding model the run evolved with when none is given (a config's dense weights were tuned on it)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evolvemem.contracts.local_models import LocalModels
+from evolvemem.loop.spec import RunSpec
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_second_embedder import tiny_embedding_model  # noqa: E402,F401  (a module-scoped fixture)
+
+EVOLVE = [sys.executable, "-m", "evolvemem.cli.main"]
+
+
+def test_a_run_spec_keeps_its_local_models_as_three_flat_manifest_keys():
+    spec = RunSpec(benchmark="synth", data=None, diagnoser="rubric", local_models=LocalModels("e", "r", "s"))
+    stored = json.loads(json.dumps(spec.as_dict()))
+    assert "local_models" not in stored
+    assert (stored["embedding_model"], stored["rerank_model"], stored["second_embedding_model"]) == ("e", "r", "s")
+    assert RunSpec.from_dict(stored) == spec
+    older = {k: v for k, v in stored.items() if k not in ("rerank_model", "second_embedding_model")}
+    assert RunSpec.from_dict(older).local_models == LocalModels("e")
+
+
+def test_a_model_given_wins_over_the_runs_own_and_default_means_none():
+    runs_own = LocalModels.from_spec({"embedding_model": "run-e", "rerank_model": "run-r"})
+    assert LocalModels(rerank="mine").or_else(runs_own) == LocalModels("run-e", "mine", None)
+    assert LocalModels.from_spec({"embedding_model": "default", "rerank_model": ""}) == LocalModels()
+
+
+def evolve(*args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([*EVOLVE, *args, "--quiet"], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done
+
+
+def test_transfer_and_serving_use_the_embedding_model_the_run_evolved_with(tiny_embedding_model, tmp_path):  # noqa: F811
+    from evolvemem.store.run_store import RunStore
+
+    run_dir, transfer_dir = tmp_path / "run", tmp_path / "transfer"
+    model = str(tiny_embedding_model)
+    evolve("run", "--benchmark", "synth", "--rounds", "0", "--embedding-model", model, "--out", str(run_dir))
+    evolve("transfer", str(run_dir), "--benchmark", "synth", "--out", str(transfer_dir))
+    with RunStore(transfer_dir, read_only=True) as store:
+        assert store.manifest()["embedding_model"] == model
+    pytest.importorskip("duckdb")
+    from evolvemem.serving import Memory
+
+    with Memory.open(tmp_path / "memory.duckdb", run_dir) as memory:
+        assert memory.embedder.model_name == model
+    with Memory.open(tmp_path / "memory.duckdb", run_dir, local_models=LocalModels(embedding="other")) as memory:
+        assert memory.embedder.model_name == "other"
