@@ -89,14 +89,14 @@ def fmt(value: float | None) -> str:
 def run_variant(ws: Any, questions: list, config: Any, *, time_retrieval: bool = True) -> VariantRun:
     """Prepare, optionally time retrieval alone (after a warm-up pass over 50 questions that
     fills lazy caches), then evaluate with the workspace's roles."""
-    from evolvemem.session import evaluate_config
+    from evolvemem.session import evaluate
 
     ws.prepare(questions, config)
     retrieval_ms = None
     if time_retrieval:
         retrieval_seconds(ws, questions[:50], config, repeats=1)
         retrieval_ms = retrieval_seconds(ws, questions, config) / len(questions) * 1000
-    outcome = evaluate_config(ws, config, questions)
+    outcome = evaluate(ws, config, questions)
     return VariantRun(outcome.summary, outcome.records, outcome.wall_seconds / len(questions) * 1000, retrieval_ms)
 
 

@@ -295,7 +295,7 @@ def stage_rank_f1(args: argparse.Namespace, dev: Any) -> dict:
     from benchmarks.local_llm_server import serve
     from benchmarks.reader_frontier import stratified_questions
     from evolvemem.data.models import Dataset
-    from evolvemem.session import ModelSettings, QuietReporter, evaluate_config, open_workspace
+    from evolvemem.session import ModelSettings, QuietReporter, evaluate, open_workspace
 
     done = args.state / "rank_f1.json"
     saved: dict[str, Any] = json.loads(done.read_text(encoding="utf-8")) if done.is_file() else {}
@@ -317,7 +317,7 @@ def stage_rank_f1(args: argparse.Namespace, dev: Any) -> dict:
                 continue
             row = {}
             for label, questions in (("real", real), ("generated", made)):
-                records = evaluate_config(ws, config.with_token_cap(BUDGET), questions, concurrency=1).records
+                records = evaluate(ws, config.with_token_cap(BUDGET), questions, concurrency=1).records
                 failed = [r for r in records if r.get("failed")]
                 if failed:
                     raise SystemExit(f"{name}: {len(failed)} answers failed, e.g. {failed[0].get('error')}")

@@ -142,7 +142,7 @@ def warm_up(url: str) -> None:
 
 def one_round(dataset: Any, questions: list, server: ServerProcess, concurrency: int) -> dict:
     """Build roles and a workspace for the current cache dir, answer `questions`, and report."""
-    from evolvemem.session import ModelSettings, QuietReporter, evaluate_config, open_workspace
+    from evolvemem.session import ModelSettings, QuietReporter, evaluate, open_workspace
     from evolvemem.space.config import load_config
 
     settings = ModelSettings(model=MODEL, extract_model="offline", api_base=server.url)
@@ -152,7 +152,7 @@ def one_round(dataset: Any, questions: list, server: ServerProcess, concurrency:
     config = load_config("default")[0]
     requests_before = server.request_count
     started, cpu_started = time.perf_counter(), time.process_time()
-    outcome = evaluate_config(workspace, config, questions, concurrency=concurrency)
+    outcome = evaluate(workspace, config, questions, concurrency=concurrency)
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     from evolvemem.contracts.usage import Usage
 

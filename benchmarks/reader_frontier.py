@@ -61,7 +61,7 @@ def main() -> None:
     from benchmarks.local_llm_server import serve
     from evolvemem.data.split import split_dataset
     from evolvemem.loop.paired import compare
-    from evolvemem.session import ModelSettings, QuietReporter, evaluate_config, open_workspace
+    from evolvemem.session import ModelSettings, QuietReporter, evaluate, open_workspace
     from evolvemem.space.config import load_config
 
     dataset = split_dataset(load_locomo_file(args.data), "test")
@@ -88,7 +88,7 @@ def main() -> None:
             chunk = questions[first : first + args.chunk]
             for label, config in configs.items():
                 started = time.perf_counter()
-                records[label] += evaluate_config(ws, config, chunk, concurrency=1).records
+                records[label] += evaluate(ws, config, chunk, concurrency=1).records
                 seconds[label] += time.perf_counter() - started
             report(records, seconds, args.baseline, dataset.adversarial_categories, compare)
 

@@ -87,6 +87,23 @@ def test_a_store_is_built_once_when_first_needed_and_retrieves_its_own_units(syn
     assert ws.retriever(conv_id) is ws.retrievers[conv_id]
 
 
+def test_evaluating_a_config_builds_the_stores_it_reads_first(synth):
+    """No caller has to remember to build a store: `evaluate` (and its contexts-only twin) build the
+    ones a config reads, and a question then reads raw turns, not a failure."""
+    from evolvemem.answering.contexts import evaluate_contexts
+    from evolvemem.answering.evaluate import evaluate
+    from evolvemem.space.config import parse_config
+
+    raw_config = parse_config({"memory_granularity": "raw"})[0]
+    for score in (evaluate, evaluate_contexts):
+        ws = Workspace(synth, build_roles(ModelSettings()))
+        ws.build()
+        records = score(ws, raw_config, synth.questions[:4]).records
+        assert records and not any(r["failed"] for r in records), records[0].get("error")
+        raw_ids = {u.memory_id for c in synth.conversations for u in ws.store_memories(c, "raw")}
+        assert all(r["context_ids"] and set(r["context_ids"]) <= raw_ids for r in records)
+
+
 def test_dimension_groups_expand_and_unknown_names_are_refused():
     dims = files_space()
     scenes = files_space().expand(["scenes"])

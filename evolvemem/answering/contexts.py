@@ -26,7 +26,7 @@ from evolvemem.answering.evaluate import (
     with_evidence_and_cost,
 )
 from evolvemem.answering.plugins import default_plugins
-from evolvemem.answering.stores import base_store
+from evolvemem.answering.stores import base_store, stores_needed
 from evolvemem.contracts.records import QuestionRecord
 from evolvemem.data.models import Question
 from evolvemem.mechanisms.ama_router import FACT
@@ -100,6 +100,7 @@ def evaluate_contexts(
     """`context_record` for every question, in order (retrieval is CPU-bound: a plain loop);
     records reach `sink` in batches, as `evaluate`'s do, so an interruption loses nothing."""
     started = time.perf_counter()
+    ws.ensure_stores(stores_needed(config))
     ws.prepare(questions, config)
     resolve = EffectiveConfigs(config)
     records: list[dict] = []

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from evolvemem.answering.context_reuse import CONFIG_REUSE, CONTEXT_REUSE, AnswerMemo
 from evolvemem.answering.path import AnswerTrace, answer_path
+from evolvemem.answering.stores import stores_needed
 from evolvemem.contracts.records import QuestionRecord
 from evolvemem.contracts.roles import AnswerResult
 from evolvemem.contracts.usage import Usage
@@ -321,8 +322,9 @@ def evaluate(
     reuse: dict[ReuseKey, dict] | None = None,
     memo: AnswerMemo | None = None,
 ) -> EvalOutcome:
-    """Evaluate `config` on `questions` (every store the config reads must be built: the session's
-    `score_round` does that). Records reach `sink` in question order, in batches, as they finish;
+    """Evaluate `config` on `questions` (the memory stores it reads are built first where they are
+    not yet: the session's `score_round` builds them before, so their cost is the round's). Records
+    reach `sink` in question order, in batches, as they finish;
     `on_record` sees each one as it finishes (progress bars).
 
     `reuse` maps (question_id, effective-config fingerprint, memory version) to an earlier record:
@@ -330,6 +332,7 @@ def evaluate(
     not recomputed (and costs no call); the records scored here are added to it. `memo` reuses
     answers at the level of a question's answer context (answering/context_reuse.py)."""
     started = time.perf_counter()
+    ws.ensure_stores(stores_needed(config))
     # with an LLM decomposer, sub-queries are made inside the concurrent loop instead
     ws.prepare(questions, config)
     benchmark = ws.dataset.name

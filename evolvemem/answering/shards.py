@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 
 from evolvemem.answering.context_reuse import AnswerMemo, MemoEntries
 from evolvemem.answering.evaluate import evaluate
-from evolvemem.answering.stores import stores_needed
 from evolvemem.contracts.local_models import LocalModels
 from evolvemem.contracts.usage import Usage
 from evolvemem.data.models import Question
@@ -157,7 +156,6 @@ def run_shard(task: ShardTask) -> ShardResult:
     space = files_space().with_dimensions(task.setup.dimensions)  # a worker serves any run
     config = parse_config(task.config, source="shard", space=space)[0]
     ws, setup_seconds = worker_workspace(task.setup, task.pack)
-    ws.ensure_stores(stores_needed(config))  # the pack normally holds them all (the driver built them)
     shipped = task.memo.get() if task.memo is not None else None
     memo = AnswerMemo(shipped) if shipped is not None else None
     before = ws.roles.usage_snapshot()

@@ -7,7 +7,7 @@ engine."""
 
 from __future__ import annotations
 
-from evolvemem.answering.evaluate import ANSWER_THREAD_PREFIX
+from evolvemem.answering.evaluate import ANSWER_THREAD_PREFIX, evaluate
 from evolvemem.contracts.local_models import LocalModels
 from evolvemem.data.split import SPLITS
 from evolvemem.diagnosers import DIAGNOSERS, diagnoser_entry
@@ -29,7 +29,7 @@ from evolvemem.session.inputs import (
 )
 from evolvemem.session.reporter import QuietReporter, Reporter
 from evolvemem.session.session import EvalResult, Session, compare_rounds, open_run
-from evolvemem.session.setup import evaluate_config, open_workspace
+from evolvemem.session.setup import open_workspace
 from evolvemem.store.costs import round_costs, total_cost, vs_full_text
 from evolvemem.store.run_store import RunLockedError, RunStore, headline
 
@@ -59,7 +59,7 @@ __all__ = [
     "compare_rounds",
     "default_objective",
     "diagnoser_entry",
-    "evaluate_config",
+    "evaluate",
     "headline",
     "load_config_reporting",
     "load_split",

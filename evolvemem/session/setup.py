@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from evolvemem.answering.evaluate import EvalOutcome, evaluate
-from evolvemem.answering.stores import stores_needed
 from evolvemem.contracts.local_models import LocalModels
-from evolvemem.data.models import Dataset, Question
+from evolvemem.data.models import Dataset
 from evolvemem.errors import EvolveMemError
 from evolvemem.llm.client import redact_url, scrub_secrets
 from evolvemem.llm.preflight import PREFLIGHT_TIMEOUT, endpoint_problem
@@ -21,7 +19,7 @@ from evolvemem.session.reporter import Reporter
 from evolvemem.workspace import Workspace
 
 if TYPE_CHECKING:
-    from evolvemem.space.config import RetrievalConfig
+    pass
 
 
 def announce_models(reporter: Reporter, settings: ModelSettings, diagnoses: bool = True) -> None:
@@ -91,17 +89,3 @@ def open_workspace(
         f"indexing {stats.index_seconds:.1f}s[/dim]"
     )
     return workspace
-
-
-def evaluate_config(
-    ws: Workspace,
-    config: RetrievalConfig,
-    questions: list[Question],
-    *,
-    concurrency: int = 8,
-    protocol: str = "official",
-) -> EvalOutcome:
-    """Score `config` on `questions` without a run store (benchmarks, notebooks): builds the
-    memory stores it reads, then evaluates."""
-    ws.ensure_stores(stores_needed(config))
-    return evaluate(ws, config, questions, concurrency=concurrency, protocol=protocol)
