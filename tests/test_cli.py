@@ -322,3 +322,18 @@ def test_ablate_prints_a_delta_table(evolved_run):
         assert row["delta_all_f1"] == pytest.approx(row["all_f1"] - rows[0]["all_f1"])
     again = invoke("ablate", str(evolved_run), "--json", "--quiet")  # recorded: the second pass reads it back
     assert [r["all_f1"] for r in last_json(again.stdout)["rows"]] == [r["all_f1"] for r in rows]
+
+
+def test_option_groups_make_model_settings_by_field_name_with_the_env_model_as_default(monkeypatch):
+    from evolvemem.cli.options import ScoringModels, ServedModels
+    from evolvemem.session import ModelSettings
+
+    monkeypatch.delenv("EVOLVEMEM_MODEL", raising=False)
+    assert ServedModels(None, None, None, None).settings() is None  # a run directory's own models, else offline
+    scoring = ScoringModels(None, None, "openai/a", "openai/j", None, "http://127.0.0.1:9/v1", 2048)
+    assert scoring.settings() == ModelSettings(
+        answer_model="openai/a", judge_model="openai/j", api_base="http://127.0.0.1:9/v1", context_window=2048
+    )
+    monkeypatch.setenv("EVOLVEMEM_MODEL", "openai/m")
+    assert ServedModels(None, None, None, None).settings() == ModelSettings(model="openai/m")
+    assert scoring.settings().model == "openai/m" and scoring.settings().diagnosis_model is None

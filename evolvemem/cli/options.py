@@ -99,16 +99,7 @@ class ScoringModels:
     def settings(self) -> ModelSettings:
         from evolvemem.session import model_settings
 
-        return model_settings(
-            self.model,
-            self.extract_model,
-            self.answer_model,
-            None,
-            self.judge_model,
-            self.api_base,
-            self.classify_model,
-            self.context_window,
-        )
+        return model_settings(self)
 
 
 @dataclass(frozen=True)
@@ -122,14 +113,10 @@ class ServedModels:
 
     def settings(self) -> ModelSettings | None:
         """Model settings given on the command line, or None (a run directory's own, else offline)."""
-        import os
+        from evolvemem.session import ModelSettings, model_settings
 
-        from evolvemem.session import model_settings
-
-        given = (self.model, self.extract_model, self.answer_model, self.api_base, os.environ.get("EVOLVEMEM_MODEL"))
-        if not any(given):
-            return None
-        return model_settings(self.model, self.extract_model, self.answer_model, None, None, self.api_base)
+        settings = model_settings(self)
+        return settings if settings != ModelSettings() else None
 
 
 @dataclass(frozen=True)

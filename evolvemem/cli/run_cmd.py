@@ -344,16 +344,7 @@ def new_run_spec(ui: UI, o: RunOptions, local_models: LocalModels) -> tuple[RunS
     from evolvemem.space.action_space import files_space
 
     check_protocol(o.adversarial_protocol)
-    settings = model_settings(
-        o.model,
-        o.extract_model,
-        o.answer_model,
-        o.diagnosis_model,
-        o.judge_model,
-        o.api_base,
-        o.classify_model,
-        o.context_window,
-    )
+    settings = model_settings(o)
     answered = settings.for_role("answer") != "offline"
     objective = o.objective or default_objective(answered)
     if objective not in OBJECTIVES:

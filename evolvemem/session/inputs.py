@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import fields
 from pathlib import Path
 
 from evolvemem.benchmarks import load_benchmark
@@ -18,29 +19,15 @@ from evolvemem.space.config import RetrievalConfig, load_config, parse_config
 from evolvemem.space.emerged import run_space
 
 BEST_CONFIG = "best_config.toml"
+MODEL_ENV = "EVOLVEMEM_MODEL"  # every role's model when --model is not given
 
 
-def model_settings(
-    model: str | None = None,
-    extract_model: str | None = None,
-    answer_model: str | None = None,
-    diagnosis_model: str | None = None,
-    judge_model: str | None = None,
-    api_base: str | None = None,
-    classify_model: str | None = None,
-    context_window: int | None = None,
-) -> ModelSettings:
-    """Per-role models; `model` (or EVOLVEMEM_MODEL) is every role's default."""
-    return ModelSettings(
-        model=model or os.environ.get("EVOLVEMEM_MODEL"),
-        extract_model=extract_model,
-        answer_model=answer_model,
-        diagnosis_model=diagnosis_model,
-        judge_model=judge_model,
-        api_base=api_base,
-        classify_model=classify_model,
-        context_window=context_window,
-    )
+def model_settings(options: object) -> ModelSettings:
+    """Per-role models from the fields of `options` (a command's option group) named like
+    `ModelSettings`' own; EVOLVEMEM_MODEL is every role's default when `model` is not given."""
+    given = {f.name: getattr(options, f.name) for f in fields(ModelSettings) if hasattr(options, f.name)}
+    given["model"] = given.get("model") or os.environ.get(MODEL_ENV)
+    return ModelSettings(**given)
 
 
 def load_config_reporting(reporter: Reporter, name_or_path: str) -> RetrievalConfig:
