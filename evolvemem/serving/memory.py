@@ -396,7 +396,7 @@ class Memory:
         asked at the user's last session unless a date is given."""
         if question_type is not None and question_type not in QUESTION_TYPES:
             raise EvolveMemError(f"question_type {question_type!r} is not one of {', '.join(QUESTION_TYPES)}")
-        qtype = question_type or classify_question(query)
+        qtype = _query_type(query, question_type)
         digest = hashlib.sha256(query.encode("utf-8")).hexdigest()[:16]
         return Question(
             question_id=f"q-{digest}",
@@ -424,9 +424,7 @@ class Memory:
         started = time.perf_counter()
         found = self._retrieve(namespace, user, query, question_type, at)
         if found is None:
-            return SearchResult(
-                hits=[], question_type=question_type or classify_question(query), config_hash=self.config_hash
-            )
+            return SearchResult(hits=[], question_type=_query_type(query, question_type), config_hash=self.config_hash)
         in_context = {item.memory.memory_id for item in found.result.items}
         ranked = sorted((*found.result.items, *found.result.cut), key=lambda item: item.rank)
         chosen = ranked[:limit] if limit is not None else [i for i in ranked if i.memory.memory_id in in_context]
@@ -453,7 +451,7 @@ class Memory:
                 tokens=0,
                 memory_ids=[],
                 turn_ids=[],
-                question_type=question_type or classify_question(query),
+                question_type=_query_type(query, question_type),
                 config_hash=self.config_hash,
             )
         ids, turns = _sources(found.context)
@@ -488,7 +486,7 @@ class Memory:
                 context=format_context([]),
                 memory_ids=[],
                 turn_ids=[],
-                question_type=question_type or classify_question(query),
+                question_type=_query_type(query, question_type),
                 config_hash=self.config_hash,
             )
         effective_of, config_hash = self._current
@@ -610,6 +608,11 @@ def _appends(conversation: Conversation, fresh: Sequence[StoredTurn]) -> bool:
 def _sources(context: Sequence[MemoryUnit]) -> tuple[list[str], list[str]]:
     """The memory ids of a context and the turns they were drawn from."""
     return [m.memory_id for m in context], [t for m in context for t in m.source_turn_ids]
+
+
+def _query_type(query: str, given: str | None) -> str:
+    """The type a query is answered as: the one given, else the rules' (as evaluation types it)."""
+    return given or classify_question(query)
 
 
 def _hit(item: RetrievedItem, in_context: bool) -> Hit:
