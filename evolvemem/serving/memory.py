@@ -25,6 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence, cast
 
+from evolvemem.contracts.closing import Closing
 from evolvemem.answering.evaluate import EffectiveConfigs
 from evolvemem.answering.path import answer_path, plugins_of
 from evolvemem.answering.stores import base_store, stores_for
@@ -89,7 +90,7 @@ class _Retrieved:
     context: tuple[MemoryUnit, ...]  # what the reader gets (refreshed when the config refreshes)
 
 
-class Memory:
+class Memory(Closing):
     """A memory store opened with a retrieval config. Use `Memory.open(...)`; close it (or use
     it as a context manager) to flush traces and release the store's write lock."""
 
@@ -160,12 +161,6 @@ class Memory:
         if self.second_embedder is not None and isinstance(self.second_embedder.queries, ServingEmbedder):
             self.second_embedder.queries.close()
         self.store.close()
-
-    def __enter__(self) -> Memory:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # ---- the config -------------------------------------------------------------------------------
     @property

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from evolvemem.contracts.closing import Closing
 from evolvemem.workspace.memory_rows import memory_rows, restore_added
 from evolvemem import __version__
 from evolvemem.answering.context_reuse import AnswerMemo
@@ -103,7 +104,7 @@ class EvalResult:
     wall_seconds: float
 
 
-class Session:
+class Session(Closing):
     """A run store and the workspace its rounds are scored in; close it (or use `with`)."""
 
     def __init__(
@@ -152,12 +153,6 @@ class Session:
             pass
         finally:
             self.store.close()
-
-    def __enter__(self) -> Session:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     @property
     def run_dir(self) -> Path:

@@ -13,6 +13,7 @@ from pathlib import Path
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Protocol, Sequence, TypeVar
 
+from evolvemem.contracts.closing import Closing
 from evolvemem.store.reads import RunReads
 from evolvemem.contracts.vocab import Phase
 from evolvemem.errors import EvolveMemError
@@ -70,7 +71,7 @@ def _json_text(value: Any) -> str | None:
     return None if value is None else (value if isinstance(value, str) else _jsonable(value))
 
 
-class RunStore(RunReads):
+class RunStore(RunReads, Closing):
     """A run's DuckDB file. Use as a context manager; `read_only=True` for inspection commands."""
 
     live = False  # opened from a snapshot of a run another process is writing
@@ -194,12 +195,6 @@ class RunStore(RunReads):
             self.journal.close()
             self.con.close()
             self._closed = True
-
-    def __enter__(self) -> "RunStore":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # ---- writes -------------------------------------------------------------------------------
     def _live_snapshot(self, duckdb: Any) -> Any:
