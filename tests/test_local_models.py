@@ -42,15 +42,19 @@ def evolve(*args: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def test_transfer_and_serving_use_the_embedding_model_the_run_evolved_with(tiny_embedding_model, tmp_path):  # noqa: F811
+def test_commands_started_from_a_run_use_the_embedding_model_it_evolved_with(tiny_embedding_model, tmp_path):  # noqa: F811
+    """transfer, eval --config RUN, run --init RUN and serving a run directory."""
     from evolvemem.store.run_store import RunStore
 
-    run_dir, transfer_dir = tmp_path / "run", tmp_path / "transfer"
-    model = str(tiny_embedding_model)
+    run_dir, model = tmp_path / "run", str(tiny_embedding_model)
     evolve("run", "--benchmark", "synth", "--rounds", "0", "--embedding-model", model, "--out", str(run_dir))
-    evolve("transfer", str(run_dir), "--benchmark", "synth", "--out", str(transfer_dir))
-    with RunStore(transfer_dir, read_only=True) as store:
-        assert store.manifest()["embedding_model"] == model
+    evolve("transfer", str(run_dir), "--benchmark", "synth", "--out", str(tmp_path / "transfer"))
+    evolve("eval", "--benchmark", "synth", "--config", str(run_dir), "--out", str(tmp_path / "eval"))
+    evolve("run", "--benchmark", "synth", "--rounds", "0", "--init", str(run_dir), "--out", str(tmp_path / "again"))
+    for started in ("transfer", "eval", "again"):
+        with RunStore(tmp_path / started, read_only=True) as store:
+            manifest = store.manifest()
+        assert LocalModels.from_spec(manifest.get("spec") or manifest).embedding == model, started
     pytest.importorskip("duckdb")
     from evolvemem.serving import Memory
 

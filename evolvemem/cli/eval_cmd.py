@@ -37,9 +37,9 @@ def run_eval(
 ) -> dict:
     """Score one config; with `baseline` (label, config) the same questions again with it, and the
     paired difference (evolve transfer: the evolved config against the run's start on the target)."""
-    from evolvemem.session import Session, load_config_reporting
+    from evolvemem.session import Session, resolve_config
 
-    config = load_config_reporting(ui, config_name).with_token_cap(context_tokens)
+    config = resolve_config(ui, config_name).with_token_cap(context_tokens)
     run_dir = Path(out) if out else default_run_dir(kind, benchmark)
     with Session.open_eval(
         run_dir=run_dir,

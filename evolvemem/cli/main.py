@@ -211,7 +211,7 @@ def eval_command(
         "default",
         "--config",
         "-c",
-        help="Preset name (weak, default) or a config file. eval scores what you would deploy untuned, so it defaults to `default` (every dimension at its default); `run` starts from `weak` (the EvolveMem paper's BM25-only start) to leave the loop room to climb, and `transfer` compares with the run's own start.",
+        help="Preset name (weak, default), a config file, or a run directory (its best config, scored with the run's local models unless given). eval scores what you would deploy untuned, so it defaults to `default` (every dimension at its default); `run` starts from `weak` (the EvolveMem paper's BM25-only start) to leave the loop room to climb, and `transfer` compares with the run's own start.",
     ),
     split: str = SplitAllOpt,
     models: ScoringModels = option_group(ScoringModels),
@@ -237,7 +237,7 @@ def eval_command(
 ):
     """Score one retrieval config on a benchmark; every question's record goes to DuckDB."""
     from evolvemem.cli.eval_cmd import run_eval
-    from evolvemem.session import check_protocol
+    from evolvemem.session import check_protocol, run_local_models
 
     check_protocol(adversarial_protocol)
     ui = UI(json_mode=json_out, quiet=quiet)
@@ -251,7 +251,7 @@ def eval_command(
         out=out,
         protocol=adversarial_protocol,
         concurrency=concurrency,
-        local_models=local.models(),
+        local_models=local.models().or_else(run_local_models(config)),
         cache_enabled=not no_cache,
         context_tokens=context_tokens,
     )

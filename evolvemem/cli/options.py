@@ -43,7 +43,7 @@ SplitAllOpt = typer.Option("all", "--split", help="dev, test or all (split by co
 ConcurrencyOpt = typer.Option(
     RUN_DEFAULTS.concurrency, "--concurrency", min=1, help="Questions answered at once when an LLM is used (1 or more)."
 )
-RUNS_OWN = "a run's own with transfer and serving"
+RUNS_OWN = "starting from a run directory (--init, --config, transfer's RUN): the run's own"
 EmbeddingOpt = typer.Option(
     None,
     "--embedding-model",
@@ -122,7 +122,7 @@ class ServedModels:
 @dataclass(frozen=True)
 class LocalModelOptions:
     """The sentence-transformers models of `evolve run`, `eval`, `transfer`, `serve` and `mcp`
-    (transfer and serving default to a run's own)."""
+    (each defaults to a run's own where the command starts from a run directory)."""
 
     embedding_model: Optional[str] = EmbeddingOpt
     rerank_model: Optional[str] = RerankOpt

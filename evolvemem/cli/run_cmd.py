@@ -339,7 +339,8 @@ def new_run_spec(ui: UI, o: RunOptions, local_models: LocalModels) -> tuple[RunS
         default_objective,
         diagnoser_entry,
         model_settings,
-        resolve_init,
+        resolve_config,
+        run_local_models,
     )
     from evolvemem.space.action_space import files_space
 
@@ -360,7 +361,7 @@ def new_run_spec(ui: UI, o: RunOptions, local_models: LocalModels) -> tuple[RunS
     if screen_fraction is None:  # K candidates are compared on the minibatch, offline too
         screen_fraction = RUN_DEFAULTS.screen_fraction if answered or o.candidates > 1 else 0.0
     _check_levels(o, objective, screen_fraction)
-    init_config = resolve_init(ui, o.init)
+    init_config = resolve_config(ui, o.init)
     spec = RunSpec(
         benchmark=o.benchmark,
         data=o.data,
@@ -380,7 +381,7 @@ def new_run_spec(ui: UI, o: RunOptions, local_models: LocalModels) -> tuple[RunS
             folds=o.folds,
         ),
         concurrency=o.concurrency,
-        local_models=local_models,
+        local_models=local_models.or_else(run_local_models(o.init)),
         patience=o.patience,
         reextract=not o.no_reextract,
         cache_enabled=not o.no_cache,

@@ -23,7 +23,7 @@ from evolvemem.session.inputs import (
     load_config_reporting,
     load_split,
     model_settings,
-    resolve_init,
+    resolve_config,
     run_local_models,
     start_config,
 )
@@ -67,7 +67,7 @@ __all__ = [
     "open_executor",
     "open_run",
     "open_workspace",
-    "resolve_init",
+    "resolve_config",
     "round_costs",
     "run_local_models",
     "start_config",

@@ -61,16 +61,18 @@ def start_config(run_dir: str | Path) -> RetrievalConfig:
         return manifest_start_config(store.manifest(), run_dir, space)
 
 
-def run_local_models(run_dir: str | Path) -> LocalModels:
+def run_local_models(source: str | Path) -> LocalModels:
     """The local models a run evolved with (`--embedding-model`, `--rerank-model`,
-    `--second-embedding-model`)."""
-    with RunStore(Path(run_dir), read_only=True) as store:
+    `--second-embedding-model`) when `source` is a run directory; none for a preset or a file."""
+    if not Path(source).is_dir():
+        return LocalModels()
+    with RunStore(Path(source), read_only=True) as store:
         return LocalModels.from_spec(store.manifest().get("spec") or {})
 
 
-def resolve_init(reporter: Reporter, init: str) -> RetrievalConfig:
+def resolve_config(reporter: Reporter, source: str) -> RetrievalConfig:
     """A preset, a config file, or a run directory (its best config)."""
-    return load_config_reporting(reporter, str(best_config_path(init)) if Path(init).is_dir() else init)
+    return load_config_reporting(reporter, str(best_config_path(source)) if Path(source).is_dir() else source)
 
 
 def load_split(benchmark: str, data: str | None, split: str) -> tuple[Dataset, Dataset]:
