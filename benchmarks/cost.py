@@ -200,7 +200,7 @@ def measure(
         "dev_answer_calls": int(usage["dev_calls"] or 0),
         "stored_answer_calls": int(usage["answer_calls"] or 0),
         "tokens": int(usage["tokens"] or 0),
-        "costs": costs,
+        "costs": costs.as_dict(),
         "test_best": test_best,
         "screened_out": sum(1 for s in screenings if s["outcome"] == "screened_out"),
         "screenings": len(screenings),

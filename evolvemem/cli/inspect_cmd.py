@@ -148,7 +148,7 @@ def show_run(ui: UI, run: str) -> dict:
     if screenings:
         ui.info(cost_line(total))
     print_round_notes(ui, out_rounds)
-    result: dict[str, Any] = {"run_dir": run, "manifest": manifest, "rounds": out_rounds, "cost": total}
+    result: dict[str, Any] = {"run_dir": run, "manifest": manifest, "rounds": out_rounds, "cost": total.as_dict()}
     if out_rounds and manifest.get("kind") == "run":
         by_recall = objective_metric(objective) == "evidence_recall"
         result.update(print_start_vs_best(ui, out_rounds, best_round, finals, by_recall))

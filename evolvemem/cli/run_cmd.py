@@ -19,7 +19,7 @@ from evolvemem.loop.spec import GuardSettings, RunSpec, objective_label, objecti
 
 if TYPE_CHECKING:
     from evolvemem.cli.options import RunOptions
-    from evolvemem.session import LocalModels, RoundDone, RunResult, Session
+    from evolvemem.session import EvaluationCost, LocalModels, RoundDone, RunResult, Session
     from evolvemem.space.config import RetrievalConfig
 
 
@@ -236,24 +236,24 @@ def run_loop(ui: UI, session: Session, started: float | None = None, resumed: bo
         "best_config_path": str(result.best_config_path),
         "dev": result.dev,
         "test": result.test,
-        "cost": result.cost,
+        "cost": result.cost.as_dict() if result.cost else {},
         "seconds": round(seconds, 1),
     }
 
 
-def cost_line(total: dict) -> str:
+def cost_line(total: EvaluationCost | None) -> str:
     """The run's evaluations against full evaluation (every candidate on every dev question)."""
-    if not total:
+    if total is None:
         return ""
     text = (
-        f"cost vs full evaluation: {total['scored']} of {total['full_questions']} dev questions answered "
-        f"({total['reused_context']} reused by context, {total['reused_config']} by config, "
-        f"{total['screened']} on screening minibatches, {total['screened_out']} candidates screened out)"
+        f"cost vs full evaluation: {total.scored} of {total.full_questions} dev questions answered "
+        f"({total.reused_context} reused by context, {total.reused_config} by config, "
+        f"{total.screened} on screening minibatches, {total.screened_out} candidates screened out)"
     )
-    if total.get("call_ratio") is not None:
+    if total.call_ratio is not None:
         text += (
-            f"; {total['calls']} calls vs ~{total['full_calls']:.0f} for full evaluation "
-            f"({total['call_ratio']:.2f}×), {total['tokens']} tokens vs ~{total['full_tokens']:.0f}"
+            f"; {total.calls} calls vs ~{total.full_calls:.0f} for full evaluation "
+            f"({total.call_ratio:.2f}×), {total.tokens} tokens vs ~{total.full_tokens:.0f}"
         )
     return text
 

@@ -9,6 +9,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evolvemem.store.costs import EvaluationCost
+
 
 @dataclass(frozen=True)
 class RoundDone:
@@ -45,6 +47,4 @@ class RunResult:
     best_config_path: Path | None = None
     dev: dict[str, Any] = field(default_factory=dict)
     test: dict[str, Any] = field(default_factory=dict)
-    cost: dict[str, Any] = field(
-        default_factory=dict
-    )  # the rounds' evaluations against full evaluation (store/costs.py)
+    cost: EvaluationCost | None = None  # the rounds' evaluations against full evaluation (store/costs.py)

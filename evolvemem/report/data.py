@@ -7,7 +7,7 @@ phases), `evolve eval` (one round, phase 'eval') and `evolve transfer` (phase 't
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,9 +19,17 @@ from evolvemem.contracts.vocab import EVALUATED_PHASES
 from evolvemem.loop.paired import GROUPS, Comparison, PairedStat
 from evolvemem.loop.spec import OBJECTIVE_MEANING, GuardSettings, objective_column, objective_label, objective_metric
 from evolvemem.space.action_space import ActionSpace
+from evolvemem.space.changes import Change
 from evolvemem.space.emerged import run_space, switched_on
-from evolvemem.store.costs import round_costs, total_cost
-from evolvemem.store.rows import FlippedQuestion
+from evolvemem.store.costs import EvaluationCost, RoundCost, round_costs, total_cost
+from evolvemem.store.rows import (
+    DecisionRow,
+    DiagnosisSummary,
+    FlippedQuestion,
+    JSONObject,
+    ProposedDimension,
+    RoundSummary,
+)
 
 if TYPE_CHECKING:
     from evolvemem.store.run_store import RunStore
@@ -66,12 +74,12 @@ class RoundView:
     best_so_far: float | None = None
     main_evidence_recall: float | None = None  # evidence recall over the answerable questions
     context_tokens: float | None = None  # mean estimated tokens of the answer contexts
-    changes: list[dict] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
     reextracted_sessions: list[str] = field(default_factory=list)
     memories_added: int = 0
     diagnoser: str = ""
     rationale: str = ""
-    proposed: list[dict] = field(default_factory=list)  # what the diagnoser asked for, as changes
+    proposed: list[Change] = field(default_factory=list)  # what the diagnoser asked for (no `old`)
     rejected: list[str] = field(default_factory=list)
     missing_topics: list[str] = field(default_factory=list)
     parse_error: str = ""
@@ -158,8 +166,8 @@ class ReportData:
     best_round: int | None
     usage: list[PhaseUsage]
     finals: list[FinalScore]
-    best_vs_start: list[dict]
-    proposed_dimensions: list[dict]
+    best_vs_start: list[Change]
+    proposed_dimensions: list[ProposedDimension]
     generated_at: str
     category_scores: list[CategoryScores] = field(default_factory=list)
     test_flips: list[FlippedQuestion] = field(default_factory=list)
@@ -167,8 +175,8 @@ class ReportData:
     ablation_round: int | None = None
     # what each round's evaluations cost against full evaluation (store/costs.py), and the
     # minibatch screenings of its candidates (loop/screening.py)
-    costs: list[dict] = field(default_factory=list)
-    cost_total: dict = field(default_factory=dict)
+    costs: list[RoundCost] = field(default_factory=list)
+    cost_total: EvaluationCost | None = None
     screenings: list[dict] = field(default_factory=list)
 
     def round(self, number: int) -> RoundView | None:
@@ -281,10 +289,11 @@ def _header(run_dir: Path, manifest: dict, objective: str) -> list[tuple[str, st
     return rows
 
 
-def _proposal_changes(proposal: dict) -> list[dict]:
-    changes = [{"field": k, "new": v, "scope": "global"} for k, v in (proposal.get("changes") or {}).items()]
+def _proposal_changes(proposal: JSONObject) -> list[Change]:
+    """What a stored proposal asked for, as changes without an old value."""
+    changes = [Change(k, None, v) for k, v in (proposal.get("changes") or {}).items()]
     for qtype, values in (proposal.get("overrides") or {}).items():
-        changes += [{"field": k, "new": v, "scope": qtype} for k, v in (values or {}).items()]
+        changes += [Change(k, None, v, qtype) for k, v in (values or {}).items()]
     return changes
 
 
@@ -300,7 +309,7 @@ def _usage_label(round_no: int, phase: str) -> str:
 
 def _best_vs_start(
     rounds: list[RoundView], best_round: int | None, store: RunStore, phase: str, space: ActionSpace
-) -> list[dict]:
+) -> list[Change]:
     if best_round is None or not rounds or best_round == rounds[0].round:
         return []
     from evolvemem.space.config import parse_config
@@ -311,68 +320,74 @@ def _best_vs_start(
         return []
     start = parse_config(configs[rounds[0].round], source=f"round {rounds[0].round}", space=space)[0]
     best = parse_config(configs[best_round], source=f"round {best_round}", space=space)[0]
-    return [c.as_dict() for c in diff_configs(start, best)]
+    return diff_configs(start, best)
 
 
 def _round_view(
-    row: dict[str, Any],
+    summary: RoundSummary,
     score: float | None,
-    previous: float | None,
     counts: dict[str, int],
-    d: dict[str, Any],
-    diag: dict[str, Any],
+    diagnosis: DiagnosisSummary | None,
     usage: PhaseUsage,
     run_dir: Path,
     levers: set[str],
 ) -> RoundView:
-    """One evaluated round as the report shows it: its scores, failures, usage, decision and diagnosis."""
-    proposal = diag.get("proposal") or {}
-    folder = run_dir / "rounds" / f"round_{row['round']:02d}"
+    """One evaluated round as the report shows it: its scores, failures, usage and diagnosis (its
+    decision: `_decided`)."""
+    proposal = (diagnosis.proposal if diagnosis else None) or {}
+    folder = run_dir / "rounds" / f"round_{summary.round:02d}"
     return RoundView(
-        round=row["round"],
-        status=row["status"],
+        round=summary.round,
+        status=summary.status or "",
         score=score,
-        all_f1=row["all_f1"],
-        main_f1=row["main_f1"],
-        adversarial_f1=row["adversarial_f1"],
-        evidence_recall=row["evidence_recall"],
-        main_evidence_recall=row.get("main_evidence_recall"),
-        context_tokens=row.get("context_tokens"),
-        n_questions=row["n_questions"] or 0,
-        n_failed=row["n_failed"] or 0,
-        wall_seconds=row["wall_seconds"],
-        by_category=row["by_category"] or {},
+        all_f1=summary.all_f1,
+        main_f1=summary.main_f1,
+        adversarial_f1=summary.adversarial_f1,
+        evidence_recall=summary.evidence_recall,
+        main_evidence_recall=summary.main_evidence_recall,
+        context_tokens=summary.context_tokens,
+        n_questions=summary.n_questions or 0,
+        n_failed=summary.n_failed or 0,
+        wall_seconds=summary.wall_seconds,
+        by_category=summary.by_category or {},
         failures={k: v for k, v in counts.items() if k != "correct"},
         n_correct=counts.get("correct", 0),
         usage=usage,
-        decision=d.get("decision"),
-        reason=d.get("reason") or "",
-        delta=d["delta"]
-        if d.get("delta") is not None
-        else (None if previous is None or score is None else score - previous),
-        best_so_far=d.get("best_score"),
-        changes=d.get("changes") or [],
-        reextracted_sessions=list(d.get("reextracted_sessions") or []),
-        memories_added=d.get("memories_added") or 0,
-        diagnoser=diag.get("diagnoser") or "",
+        diagnoser=(diagnosis.diagnoser if diagnosis else None) or "",
         rationale=str(proposal.get("rationale") or ""),
         proposed=_proposal_changes(proposal),
         rejected=[str(x) for x in proposal.get("rejected") or []],
         missing_topics=[str(x) for x in proposal.get("missing_topics") or []],
-        parse_error=diag.get("parse_error") or "",
+        parse_error=(diagnosis.parse_error if diagnosis else None) or "",
         files=[f"rounds/{folder.name}/{name}" for name in SNAPSHOT_FILES if (folder / name).is_file()],
-        accepted=d.get("accepted"),
-        significant_loss=d.get("significant_loss"),
-        compared_with=d.get("compared_with"),
-        verdict=d.get("verdict") or "",
-        paired=comparison_from_json(d.get("paired")),
-        flags=_texts(d.get("flags")),
-        # stores before the diagnosis kept its own flags: the decision's are the diagnoser's unless it fell back
-        diagnoser_flags=_texts(
-            proposal["flags"] if "flags" in proposal else (None if d.get("fallback") else d.get("flags"))
-        ),
-        fallback=d.get("fallback") or "",
-        emerged_used=switched_on(row["config"] or {}, levers),
+        emerged_used=switched_on(summary.config or {}, levers),
+    )
+
+
+def _decided(view: RoundView, d: DecisionRow | None, proposal: JSONObject, previous: float | None) -> RoundView:
+    """`view` with the guard's decision after its round (none yet: only the change from `previous`)."""
+    step = None if previous is None or view.score is None else view.score - previous
+    if d is None:
+        return replace(view, delta=step, diagnoser_flags=_texts(proposal.get("flags")))
+    # stores before the diagnosis kept its own flags: the decision's are the diagnoser's unless it fell back
+    own_flags = proposal["flags"] if "flags" in proposal else (None if d.fallback else d.flags)
+    return replace(
+        view,
+        decision=d.decision,
+        reason=d.reason or "",
+        delta=d.delta if d.delta is not None else step,
+        best_so_far=d.best_score,
+        changes=[Change.from_dict(c) for c in d.changes or []],
+        reextracted_sessions=list(d.reextracted_sessions or []),
+        memories_added=d.memories_added or 0,
+        accepted=d.accepted,
+        significant_loss=d.significant_loss,
+        compared_with=d.compared_with,
+        verdict=d.verdict or "",
+        paired=comparison_from_json(d.paired),
+        flags=_texts(d.flags),
+        diagnoser_flags=_texts(own_flags),
+        fallback=d.fallback or "",
     )
 
 
@@ -397,29 +412,21 @@ def _round_views(
     """Every evaluated round of `phase` as the report shows it, and the categories they score
     (key -> label)."""
     run_dir = Path(store.run_dir)
-    decisions = {n: asdict(d) for n, d in store.decisions().items()}
-    diagnoses = {n: asdict(d) for n, d in store.diagnosis_summaries().items()}
+    decisions = store.decisions()
+    diagnoses = store.diagnosis_summaries()
     failures = store.failure_counts(phase)
     rounds: list[RoundView] = []
     categories: dict[str, str] = {}
     previous: float | None = None
-    for row in [s.as_row() for s in store.round_summaries((phase,))]:
-        number = row["round"]
-        score = row.get(objective_column(objective))
-        by_cat = row["by_category"] or {}
-        for key, cat in by_cat.items():
+    for summary in store.round_summaries((phase,)):
+        number = summary.round
+        score = summary.column(objective_column(objective))
+        for key, cat in (summary.by_category or {}).items():
             categories.setdefault(key, category_label(key, (cat or {}).get("name")))
-        view = _round_view(
-            row,
-            score,
-            previous,
-            failures.get(number, {}),
-            decisions.get(number) or {},
-            diagnoses.get(number) or {},
-            usage.get((number, row["phase"])) or PhaseUsage(_usage_label(number, phase), number, phase),
-            run_dir,
-            levers,
-        )
+        diagnosis = diagnoses.get(number)
+        phase_usage = usage.get((number, summary.phase)) or PhaseUsage(_usage_label(number, phase), number, phase)
+        view = _round_view(summary, score, failures.get(number, {}), diagnosis, phase_usage, run_dir, levers)
+        view = _decided(view, decisions.get(number), (diagnosis.proposal if diagnosis else None) or {}, previous)
         rounds.append(view)
         previous = score if score is not None else previous
     return rounds, categories
@@ -494,14 +501,14 @@ def gather(store: RunStore) -> ReportData:
         usage=setup + [r.usage for r in rounds] + later,
         finals=finals,
         best_vs_start=_best_vs_start(rounds, best_round, store, phase, space),
-        proposed_dimensions=[d.as_row() for d in sorted(store.proposed_dimensions(), key=lambda d: (d.round, d.name))],
+        proposed_dimensions=sorted(store.proposed_dimensions(), key=lambda d: (d.round, d.name)),
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         category_scores=_category_scores(rounds, finals, sorted_categories, finals_rows),
         test_flips=test_flips,
         ablation=ablation,
         ablation_round=ablation_round,
-        costs=[c.as_dict() for c in costs],
-        cost_total=total_cost(costs) if costs else {},
+        costs=costs,
+        cost_total=total_cost(costs) if costs else None,
         screenings=store.screenings() if phase == "dev" else [],
     )
 

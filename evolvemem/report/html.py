@@ -20,6 +20,9 @@ from evolvemem.contracts.records import RIGHT_F1
 from evolvemem.contracts.usage import Usage
 from evolvemem.loop.paired import GROUPS, PairedStat
 from evolvemem.report.data import GROUP_NAMES, FinalScore, ReportData, RoundView
+from evolvemem.space.changes import Change
+from evolvemem.store.costs import EvaluationCost
+from evolvemem.store.rows import ProposedDimension
 
 
 # ---- small formatting helpers ---------------------------------------------------------------
@@ -85,22 +88,15 @@ def num(text: str, cls: str = "") -> str:
     return f'<td class="num {cls}">{text}</td>'
 
 
-def changes_table(changes: list[dict], with_old: bool = True) -> str:
+def changes_table(changes: list[Change], with_old: bool = True) -> str:
     rows = []
     for c in changes:
-        scope = c.get("scope", "global")
-        where = "all questions" if scope == "global" else f"type <code>{escape(scope)}</code>"
-        new = f"<code>{escape(value_text(c.get('new')))}</code>"
-        if with_old:
-            rows.append(
-                [
-                    f"<code>{escape(c['field'])}</code>",
-                    where,
-                    f"<code>{escape(value_text(c.get('old')))}</code> → {new}",
-                ]
-            )
-        else:
-            rows.append([f"<code>{escape(c['field'])}</code>", where, new])
+        where = "all questions" if c.scope == "global" else f"type <code>{escape(c.scope)}</code>"
+        new = f"<code>{escape(value_text(c.new))}</code>"
+        name = f"<code>{escape(c.field)}</code>"
+        rows.append(
+            [name, where, f"<code>{escape(value_text(c.old))}</code> → {new}"] if with_old else [name, where, new]
+        )
     return table(["dimension", "scope", "old → new" if with_old else "value"], rows, cls="changes")
 
 
@@ -189,7 +185,7 @@ def _test_markers(data: ReportData) -> list[svg.Marker]:
 def _decision_marker(data: ReportData, r: RoundView, score: float) -> svg.Marker:
     """A scored round's dot, coloured by the guard's decision, linked to its article (the best ringed)."""
     kind = r.decision or "pending"
-    change = "; ".join(f"{c['field']} {value_text(c.get('old'))}→{value_text(c.get('new'))}" for c in r.changes[:3])
+    change = "; ".join(f"{c.field} {value_text(c.old)}→{value_text(c.new)}" for c in r.changes[:3])
     tip = (
         f"round {r.round}: dev {f4(r.score)} {signed(r.delta)} (main {f3(r.main_f1)}, adversarial "
         f"{f3(r.adversarial_f1)}) — {kind}" + (f": {change}" if change else "")
@@ -634,8 +630,8 @@ def _proposal_notes(r: RoundView) -> list[str]:
     """What the diagnoser asked for when it was not applied as is, what of its reply was rejected,
     and the config changes the next round evaluates."""
     notes = []
-    applied = {(c["field"], c.get("scope", "global"), value_text(c.get("new"))) for c in r.changes}
-    asked = {(c["field"], c.get("scope", "global"), value_text(c.get("new"))) for c in r.proposed}
+    applied = {(c.field, c.scope, value_text(c.new)) for c in r.changes}
+    asked = {(c.field, c.scope, value_text(c.new)) for c in r.proposed}
     if r.proposed and asked != applied:
         notes.append(
             '<p class="small">The diagnoser asked for (not applied as is):</p>' + changes_table(r.proposed, False)
@@ -931,30 +927,30 @@ COST_HEADERS = (
 
 def cost_section(data: ReportData) -> str:
     """Each round's evaluations (dev and minibatch screenings) against full evaluation."""
-    if not data.costs:
+    if not data.costs or data.cost_total is None:
         return ""
 
-    def ratio(c: dict) -> str:
-        value = c["call_ratio"] if c["call_ratio"] is not None else c["question_ratio"]
+    def ratio(c: EvaluationCost) -> str:
+        value = c.call_ratio if c.call_ratio is not None else c.question_ratio
         return "–" if value is None else f"{value:.2f}×"
 
-    def row(label: str, c: dict) -> list[str]:
-        full = f"{count(c['full_questions'])} / {'–' if not c['full_calls'] else count(round(c['full_calls']))}"
+    def row(label: str, c: EvaluationCost) -> list[str]:
+        full = f"{count(c.full_questions)} / {'–' if not c.full_calls else count(round(c.full_calls))}"
         return [
             escape(label),
-            num(count(c["scored"])),
-            num(count(c["reused_context"])),
-            num(count(c["reused_config"])),
-            num(count(c["screened"])),
-            num(f"{c['screenings']} ({c['screened_out']})"),
-            num(count(c["calls"])),
-            num(count(c["cache_hits"])),
-            num(count(c["tokens"])),
+            num(count(c.scored)),
+            num(count(c.reused_context)),
+            num(count(c.reused_config)),
+            num(count(c.screened)),
+            num(f"{c.screenings} ({c.screened_out})"),
+            num(count(c.calls)),
+            num(count(c.cache_hits)),
+            num(count(c.tokens)),
             num(full),
             num(ratio(c)),
         ]
 
-    rows = [row(f"round {c['round']}", c) for c in data.costs] + [row("total", data.cost_total)]
+    rows = [row(f"round {c.round}", c) for c in data.costs] + [row("total", data.cost_total)]
     screened = "".join(
         f"<li>round {s['round']}, screening {s['attempt']} ({escape(str(s['source']))}, "
         f"{count(s['n_questions'])} questions, {count(s['calls'])} calls): "
@@ -1127,10 +1123,10 @@ def ablation_section(data: ReportData) -> str:
     )
 
 
-def _bundle_or_reason(row: dict) -> str:
-    if row.get("status") == "materialised":
-        return escape(", ".join(f"{k} = {value_text(v)}" for k, v in (row.get("maps_to") or {}).items()))
-    return escape(str(row.get("reason") or "(a run from before levers could emerge)"))
+def _bundle_or_reason(proposed: ProposedDimension) -> str:
+    if proposed.status == "materialised":
+        return escape(", ".join(f"{k} = {value_text(v)}" for k, v in (proposed.maps_to or {}).items()))
+    return escape(proposed.reason or "(a run from before levers could emerge)")
 
 
 def proposed_section(data: ReportData) -> str:
@@ -1146,12 +1142,12 @@ def proposed_section(data: ReportData) -> str:
                 ["round", "name", "status", "bundle / reason", "description", "rationale"],
                 [
                     [
-                        f'<a href="#round-{d["round"]}">{d["round"]}</a>',
-                        f"<code>{escape(str(d['name']))}</code>",
-                        escape(str(d.get("status") or "recorded")),
+                        f'<a href="#round-{d.round}">{d.round}</a>',
+                        f"<code>{escape(d.name)}</code>",
+                        escape(d.status or "recorded"),
                         _bundle_or_reason(d),
-                        escape(str(d["description"] or "")),
-                        escape(str(d["rationale"] or "")),
+                        escape(d.description or ""),
+                        escape(d.rationale or ""),
                     ]
                     for d in data.proposed_dimensions
                 ],

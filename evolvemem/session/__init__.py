@@ -30,7 +30,7 @@ from evolvemem.session.inputs import (
 from evolvemem.session.reporter import QuietReporter, Reporter
 from evolvemem.session.session import EvalResult, Session, compare_rounds, open_run
 from evolvemem.session.setup import open_workspace
-from evolvemem.store.costs import round_costs, total_cost, vs_full_text
+from evolvemem.store.costs import EvaluationCost, round_costs, total_cost, vs_full_text
 from evolvemem.store.run_store import RunLockedError, RunStore, headline
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "DIAGNOSERS",
     "EXECUTORS",
     "EvalResult",
+    "EvaluationCost",
     "GuardSettings",
     "Hooks",
     "LocalModels",

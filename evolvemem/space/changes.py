@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,11 @@ class Change:
 
     def as_dict(self) -> dict[str, Any]:
         return {"field": self.field, "old": self.old, "new": self.new, "scope": self.scope}
+
+    @classmethod
+    def from_dict(cls, stored: Mapping[str, Any]) -> Change:
+        """A change as `as_dict` stored it (a decision's `changes` column)."""
+        return cls(str(stored["field"]), stored.get("old"), stored.get("new"), str(stored.get("scope") or "global"))
 
 
 class ClampReport(Change):

@@ -11,7 +11,7 @@ tokens at the round's tokens per call. A round that answered nothing takes the r
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from evolvemem.contracts.vocab import SCREEN_PREFIX, Phase
@@ -22,8 +22,9 @@ FRESH = "reused IS NULL AND NOT failed"  # answered by this evaluation, not copi
 
 
 @dataclass(frozen=True)
-class RoundCost:
-    round: int
+class EvaluationCost:
+    """What evaluations cost (a round's, or the run's summed: `total_cost`) against full evaluation."""
+
     questions: int  # records of the round's evaluations (dev and screenings)
     scored: int  # answered here (not reused, not failed)
     reused_context: int  # answers reused because the question's context was answered before
@@ -50,12 +51,17 @@ class RoundCost:
         return {**asdict(self), "question_ratio": self.question_ratio, "call_ratio": self.call_ratio}
 
 
-def vs_full_text(cost: dict[str, Any] | RoundCost | None) -> str:
+@dataclass(frozen=True)
+class RoundCost(EvaluationCost):
+    round: int
+
+
+def vs_full_text(cost: dict[str, Any] | EvaluationCost | None) -> str:
     """ "0.31× (250/800 q, 3 reused by context)": calls against a full evaluation's when the run
     makes calls, answered questions otherwise."""
     if cost is None:
         return "-"
-    c = cost.as_dict() if isinstance(cost, RoundCost) else cost
+    c = cost.as_dict() if isinstance(cost, EvaluationCost) else cost
     ratio = c["call_ratio"] if c["call_ratio"] is not None else c["question_ratio"]
     if ratio is None:
         return "-"
@@ -139,24 +145,6 @@ def _price(rows: list[dict[str, Any]]) -> tuple[float, float]:
     return (priced / answered if answered else 0.0), (tokens / calls if calls else 0.0)
 
 
-def total_cost(costs: list[RoundCost]) -> dict[str, Any]:
+def total_cost(costs: list[RoundCost]) -> EvaluationCost:
     """The run's rounds summed, with the same ratios."""
-    keys = (
-        "questions",
-        "scored",
-        "reused_context",
-        "reused_config",
-        "screened",
-        "screenings",
-        "screened_out",
-        "calls",
-        "cache_hits",
-        "tokens",
-        "full_questions",
-        "full_calls",
-        "full_tokens",
-    )
-    total = {k: sum(getattr(c, k) for c in costs) for k in keys}
-    total["question_ratio"] = total["scored"] / total["full_questions"] if total["full_questions"] else None
-    total["call_ratio"] = total["calls"] / total["full_calls"] if total["full_calls"] else None
-    return total
+    return EvaluationCost(**{f.name: sum(getattr(c, f.name) for c in costs) for f in fields(EvaluationCost)})
