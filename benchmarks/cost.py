@@ -202,7 +202,7 @@ def measure(
         "tokens": int(usage["tokens"] or 0),
         "costs": costs.as_dict(),
         "test_best": test_best,
-        "screened_out": sum(1 for s in screenings if s["outcome"] == "screened_out"),
+        "screened_out": sum(1 for s in screenings if s.outcome == "screened_out"),
         "screenings": len(screenings),
     }
 

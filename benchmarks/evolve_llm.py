@@ -102,7 +102,7 @@ def candidate_prices(store: RunStore) -> dict[tuple[int, int], float]:
     rows = store.query("""SELECT round, phase, coalesce(sum(calls + coalesce(cache_hits, 0)), 0) AS calls,
                                  count(*) FILTER (WHERE reused IS NULL) AS n
                           FROM question_records WHERE phase NOT IN ('test_start', 'test_best') GROUP BY round, phase""")
-    passed = {s["round"]: s["attempt"] for s in store.screenings() if s["outcome"] == "passed"}
+    passed = {s.round: s.attempt for s in store.screenings() if s.outcome == "passed"}
     answered: dict[tuple[int, int], list[float]] = defaultdict(lambda: [0.0, 0.0])
     retrieval: dict[tuple[int, int], float] = {}
     for r in rows:
@@ -142,8 +142,7 @@ def describe_run(out: Path, wall: float) -> dict:
             * store.query("SELECT count(*) AS n FROM question_records WHERE round = 0 AND phase = 'dev'")[0]["n"]
         )
     rungs = [
-        f"r{s['round']}.{s['attempt']}:{s['rung'] if s['rung'] is not None else '-'}"
-        f"{'✓' if s['outcome'] == 'passed' else '✗'}"
+        f"r{s.round}.{s.attempt}:{s.rung if s.rung is not None else '-'}{'✓' if s.outcome == 'passed' else '✗'}"
         for s in screenings
     ]
     accepted = [d["round"] for d in decisions if d["accepted"] and d["round"] > 0]

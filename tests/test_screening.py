@@ -371,7 +371,7 @@ def test_tpe_learns_the_minibatch_estimate_of_every_screened_out_config(tmp_path
     with Session.create(spec, tmp_path / "run", load_config("weak")[0], ui) as session:
         runner = EvolutionRunner(spec, session.store, session.workspace, session, session.init_config())
         runner.run()
-        screened = [row for row in session.store.screenings() if row["outcome"] == SCREENED_OUT]
+        screened = [row for row in session.store.screenings() if row.outcome == SCREENED_OUT]
         evaluated = session.store.query("SELECT round, all_f1 FROM rounds WHERE phase = 'dev' ORDER BY round")
     assert screened, "weak on synth: some candidate must fail its minibatch for this test to mean anything"
     trials = runner.diagnoser.study.trials
@@ -380,7 +380,7 @@ def test_tpe_learns_the_minibatch_estimate_of_every_screened_out_config(tmp_path
     told = sorted(round(t.value, 9) for t in trials if t.state == optuna.trial.TrialState.COMPLETE)
     score_of = {r["round"]: r["all_f1"] for r in evaluated}
     expected = [score_of[r["round"]] for r in evaluated]
-    expected += [estimated_score(row, score_of[row["compared_with"]], "balanced") for row in screened]
+    expected += [estimated_score(row, score_of[row.compared_with], "balanced") for row in screened]
     assert told == sorted(round(v, 9) for v in expected)
 
 
@@ -417,7 +417,7 @@ def test_the_benchmark_prices_each_candidate_at_its_own_calls_a_question(tmp_pat
         prices = candidate_prices(store)
         screening = store.screenings()[0]
     assert list(prices) == [(1, 1)]
-    answered = screening["n_questions"] - len(
+    answered = (screening.n_questions or 0) - len(
         query(run, "SELECT 1 FROM question_records WHERE phase = 'screen1' AND reused IS NOT NULL")
     )
-    assert prices[(1, 1)] == pytest.approx(screening["calls"] / answered) and prices[(1, 1)] >= 1.9
+    assert prices[(1, 1)] == pytest.approx((screening.calls or 0) / answered) and prices[(1, 1)] >= 1.9

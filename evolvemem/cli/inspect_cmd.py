@@ -135,7 +135,7 @@ def show_run(ui: UI, run: str) -> dict:
         per_round = round_costs(store)
         costs = {c.round: c.as_dict() for c in per_round}
         total = total_cost(per_round)
-        screenings = store.screenings()
+        screenings = [s.as_row() for s in store.screenings()]
         best_round = store.best_round()
     spec = manifest.get("spec", {})
     objective = spec.get("objective", "all")

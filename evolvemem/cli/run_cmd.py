@@ -94,7 +94,7 @@ def screening_lines(round_no: int, screenings: list[dict]) -> list[str]:
 
     return [
         f"  round {round_no} screening {s['attempt']} ({s['source']}, {s['n_questions']} questions, "
-        f"{s['calls'] or 0} calls): {s['outcome'].replace('_', ' ')}{rung_text(s)}: {escape(s['reason'])}"
+        f"{s['calls'] or 0} calls): {s['outcome'].replace('_', ' ')}{rung_text(s.get('rung'))}: {escape(s['reason'])}"
         for s in screenings
     ]
 

@@ -38,6 +38,7 @@ from evolvemem.loop.screening import (
     screening_enabled,
 )
 from evolvemem.loop.spec import CONTEXTS_ONLY, GuardSettings, objective_group
+from evolvemem.store.rows import ScreeningRow
 from evolvemem.space.action_space import ActionSpace
 from evolvemem.space.config import RetrievalConfig, parse_config
 from evolvemem.space.ops import perturb
@@ -149,7 +150,7 @@ def choose_among(
     if not todo:
         return incumbent.config
     rows = {attempt: done[attempt] for attempt, _, _ in todo if attempt in done}
-    climbing: dict[int, tuple[RetrievalConfig, dict[str, Any], RungZero]] = {}
+    climbing: dict[int, tuple[RetrievalConfig, ScreeningRow, RungZero]] = {}
     for attempt, config, source in todo:
         if attempt not in rows:
             row, rung0 = screener.climb_rung0(round_no, attempt, config, source, incumbent)
@@ -162,7 +163,7 @@ def choose_among(
     comparisons: dict[int, Comparison] = {a: screener.minibatch_comparison(round_no, a, incumbent) for a in climbing}
     # Holm over every candidate of the round: one stopped at rung 0 was a test too (p = 1)
     attempts = [attempt for attempt, _, _ in todo]
-    paired = {a: (comparisons[a].as_dict() if a in comparisons else rows[a].get("paired")) for a in attempts}
+    paired = {a: (comparisons[a].as_dict() if a in comparisons else rows[a].paired) for a in attempts}
     p_values = [gain_p(paired[a], spec.objective, spec.guard.min_effect) for a in attempts]
     levels = dict(zip(attempts, holm_levels(p_values, spec.screen_alpha, len(attempts))))
     verdicts = {}
@@ -188,7 +189,7 @@ def choose_among(
             row, rung0, comparisons[attempt], verdict, outcome, summary, seconds, alpha=levels[attempt][0]
         )
     for attempt, config, _ in todo:
-        if rows[attempt]["outcome"] == PASSED:
+        if rows[attempt].outcome == PASSED:
             return config
         seen.add(config.fingerprint())
     return incumbent.config

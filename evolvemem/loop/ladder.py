@@ -35,9 +35,8 @@ from evolvemem.store.run_store import RunStore
 RUNG_NAMES = {0: "contexts' evidence", 1: "paired minibatch", 2: "full dev evaluation"}
 
 
-def rung_text(screening: dict[str, Any]) -> str:
+def rung_text(rung: int | None) -> str:
     """Where on the ladder a screened candidate stopped ("" for screenings recorded before the ladder)."""
-    rung = screening.get("rung")
     if rung is None:
         return ""
     return f" (reached rung {rung}: {RUNG_NAMES[rung]})" if rung == 2 else f" at rung {rung} ({RUNG_NAMES[rung]})"

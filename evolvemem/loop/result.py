@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from evolvemem.store.costs import EvaluationCost
+from evolvemem.store.rows import ScreeningRow
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class RoundDone:
     seconds: float
     eval_seconds: float
     usage: dict[str, Any]  # calls, cache hits and tokens over the round's phases
-    screenings: list[dict[str, Any]]
+    screenings: list[ScreeningRow]
     cost: dict[str, Any] | None  # against a full evaluation (store/costs.py)
 
     def as_dict(self) -> dict[str, Any]:

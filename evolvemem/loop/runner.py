@@ -241,9 +241,9 @@ class EvolutionRunner:
             else screener.choose(round_no, config, incumbent, seen, self._exploration_dims())
         )
         for row in self.store.screenings(round_no):  # read back on resume too: told once per process
-            if row["outcome"] != PASSED:
+            if row.outcome != PASSED and row.config is not None:
                 self.diagnoser.observe(
-                    self._config_from_json(row["config"]), estimated_score(row, incumbent.score, self.spec.objective)
+                    self._config_from_json(row.config), estimated_score(row, incumbent.score, self.spec.objective)
                 )
         return chosen
 

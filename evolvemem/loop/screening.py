@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
 from evolvemem.contracts.vocab import Phase, contexts_phase, screen_phase
@@ -42,6 +42,7 @@ from evolvemem.loop.spec import RunSpec, objective_group
 from evolvemem.space.action_space import ActionSpace
 from evolvemem.space.config import RetrievalConfig, parse_config
 from evolvemem.space.ops import diff_configs, perturb
+from evolvemem.store.rows import ScreeningRow
 
 PASSED, SCREENED_OUT = "passed", "screened_out"
 OUTRANKED = "outranked"  # passed its minibatch, but another of the round's parallel candidates gained more
@@ -102,16 +103,16 @@ def screen_verdict(
     return ScreenVerdict(True, f"gains on {', '.join(gaining)} {where}")
 
 
-def estimated_score(row: dict[str, Any], incumbent_score: float, objective: str) -> float:
+def estimated_score(row: ScreeningRow, incumbent_score: float, objective: str) -> float:
     """What a screened-out config would score on every dev question, as far as its screening
     tells: the incumbent's score plus the paired minibatch difference in the objective's group —
     or, for a candidate stopped at rung 0, plus its (negative) evidence-recall difference, a
     rough stand-in in other units that at least points the right way. A model-based diagnoser
     (tpe) learns from it instead of never hearing of the config."""
-    if row.get("paired") is None:
-        return incumbent_score + float((row.get("evidence") or {}).get("diff") or 0.0)
+    if row.paired is None:
+        return incumbent_score + float((row.evidence or {}).get("diff") or 0.0)
     group = objective_group(objective)
-    return incumbent_score + float(row["paired"]["groups"][group]["diff"])
+    return incumbent_score + float(row.paired["groups"][group]["diff"])
 
 
 class Screener:
@@ -138,7 +139,7 @@ class Screener:
             if candidate.fingerprint() == incumbent.config.fingerprint():
                 return candidate  # nothing to screen: the incumbent's records are reused
             row = done.get(attempt) or self._screen(round_no, attempt, candidate, source, incumbent)
-            if row["outcome"] == PASSED:
+            if row.outcome == PASSED:
                 return candidate
             seen.add(candidate.fingerprint())
             if attempt < self.spec.screen_budget:
@@ -147,20 +148,18 @@ class Screener:
 
     def resume(
         self, round_no: int, seen: set[str], space: ActionSpace
-    ) -> tuple[dict[int, dict[str, Any]], RetrievalConfig | None]:
+    ) -> tuple[dict[int, ScreeningRow], RetrievalConfig | None]:
         """The round's screenings recorded so far, by attempt (the configs they screened out join
         `seen`), and the config of its full evaluation if one had begun (None otherwise), read in
         the run's `space`."""
-        done = {row["attempt"]: row for row in self.store.screenings(round_no)}
-        for row in done.values():
-            if row["outcome"] != PASSED:
-                seen.add(row["config_fingerprint"])
+        done = {row.attempt: row for row in self.store.screenings(round_no)}
+        seen.update(row.config_fingerprint for row in done.values() if row.outcome != PASSED and row.config_fingerprint)
         started = self.store.round_row(round_no, Phase.DEV)
         return done, None if started is None else parse_config(started["config"], source="run store", space=space)[0]
 
     def _screen(
         self, round_no: int, attempt: int, candidate: RetrievalConfig, source: str, incumbent: RoundScore
-    ) -> dict[str, Any]:
+    ) -> ScreeningRow:
         """The candidate up the ladder: rung 0 (its contexts' evidence), then rung 1 (the minibatch)."""
         row, rung0 = self.climb_rung0(round_no, attempt, candidate, source, incumbent)
         if rung0.stopped:
@@ -176,22 +175,23 @@ class Screener:
 
     def climb_rung0(
         self, round_no: int, attempt: int, candidate: RetrievalConfig, source: str, incumbent: RoundScore
-    ) -> tuple[dict[str, Any], RungZero]:
+    ) -> tuple[ScreeningRow, RungZero]:
         """The screening row so far and rung 0's verdict; a candidate stopped there is recorded."""
-        row = {
-            "round": round_no,
-            "attempt": attempt,
-            "source": source,
-            "config_fingerprint": candidate.fingerprint(),
-            "config": candidate.model_dump(),
-            "changes": [c.as_dict() for c in diff_configs(incumbent.config, candidate)],
-            "compared_with": incumbent.round,
-        }
+        row = ScreeningRow(
+            round=round_no,
+            attempt=attempt,
+            source=source,
+            config_fingerprint=candidate.fingerprint(),
+            config=candidate.model_dump(),
+            changes=[c.as_dict() for c in diff_configs(incumbent.config, candidate)],
+            compared_with=incumbent.round,
+        )
         rung0 = self.rung0.judge(round_no, attempt, candidate, incumbent.config, incumbent.round)
         if rung0.stopped:
             phase = contexts_phase(attempt)
             usage = self.store.phase_usage(round_no, phase)
-            row.update(
+            row = replace(
+                row,
                 phase=phase,
                 outcome=SCREENED_OUT,
                 rung=0,
@@ -225,7 +225,7 @@ class Screener:
 
     def record_minibatch(
         self,
-        row: dict[str, Any],
+        row: ScreeningRow,
         rung0: RungZero,
         comparison: Comparison,
         verdict: ScreenVerdict,
@@ -233,11 +233,12 @@ class Screener:
         summary: dict[str, Any],
         seconds: float,
         alpha: float | None = None,
-    ) -> dict[str, Any]:
+    ) -> ScreeningRow:
         """Record a screening that reached rung 1 (passed on to rung 2 when `outcome` is PASSED)."""
-        phase = screen_phase(row["attempt"])
-        usage = self.store.phase_usage(row["round"], phase)
-        row.update(
+        phase = screen_phase(row.attempt)
+        usage = self.store.phase_usage(row.round, phase)
+        row = replace(
+            row,
             phase=phase,
             outcome=outcome,
             rung=2 if outcome == PASSED else 1,

@@ -29,6 +29,7 @@ from evolvemem.store.rows import (
     JSONObject,
     ProposedDimension,
     RoundSummary,
+    ScreeningRow,
 )
 
 if TYPE_CHECKING:
@@ -177,7 +178,7 @@ class ReportData:
     # minibatch screenings of its candidates (loop/screening.py)
     costs: list[RoundCost] = field(default_factory=list)
     cost_total: EvaluationCost | None = None
-    screenings: list[dict] = field(default_factory=list)
+    screenings: list[ScreeningRow] = field(default_factory=list)
 
     def round(self, number: int) -> RoundView | None:
         return next((r for r in self.rounds if r.round == number), None)

@@ -952,9 +952,9 @@ def cost_section(data: ReportData) -> str:
 
     rows = [row(f"round {c.round}", c) for c in data.costs] + [row("total", data.cost_total)]
     screened = "".join(
-        f"<li>round {s['round']}, screening {s['attempt']} ({escape(str(s['source']))}, "
-        f"{count(s['n_questions'])} questions, {count(s['calls'])} calls): "
-        f"<b>{escape(str(s['outcome']).replace('_', ' '))}</b>{escape(rung_text(s))} — {escape(str(s['reason']))}</li>"
+        f"<li>round {s.round}, screening {s.attempt} ({escape(str(s.source))}, "
+        f"{count(s.n_questions)} questions, {count(s.calls)} calls): "
+        f"<b>{escape(str(s.outcome).replace('_', ' '))}</b>{escape(rung_text(s.rung))} — {escape(str(s.reason))}</li>"
         for s in data.screenings
     )
     lead = (

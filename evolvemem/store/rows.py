@@ -82,6 +82,34 @@ class DecisionRow(StoredRow):
 
 
 @dataclass(frozen=True)
+class ScreeningRow(StoredRow):
+    """One candidate screened before a round's full evaluation (a `screenings` row): made at rung 0
+    with what was screened, completed with the verdict where it stopped (loop/screening.py)."""
+
+    round: int
+    attempt: int
+    source: str | None
+    config_fingerprint: str | None
+    config: JSONObject | None
+    changes: list[JSONObject] | None
+    compared_with: int | None
+    phase: str | None = None
+    outcome: str | None = None
+    rung: int | None = None
+    evidence: JSONObject | None = None
+    reason: str | None = None
+    paired: JSONObject | None = None
+    n_questions: int | None = None
+    main_f1: float | None = None
+    adversarial_f1: float | None = None
+    all_f1: float | None = None
+    calls: int | None = None
+    tokens: int | None = None
+    wall_seconds: float | None = None
+    alpha: float | None = None
+
+
+@dataclass(frozen=True)
 class RoundUsage:
     """LLM calls and tokens of one round, over its phases and roles."""
 

@@ -18,6 +18,7 @@ from evolvemem.store.reads import RunReads
 from evolvemem.contracts.vocab import Phase
 from evolvemem.errors import EvolveMemError
 from evolvemem.store.columnar import equal_to, insert_columns
+from evolvemem.store.rows import ScreeningRow
 from evolvemem.store.schema import SCHEMA_VERSION, TABLES, create_statements
 from evolvemem.store.usage_journal import JOURNAL_NAME, UsageJournal, usage_rows_of
 
@@ -303,9 +304,9 @@ class RunStore(RunReads, Closing):
         self._insert("diagnoses", [row])
         self.record_proposed_dimensions(proposed_dimensions)
 
-    def record_screening(self, row: dict[str, Any]) -> None:
+    def record_screening(self, row: ScreeningRow) -> None:
         """One minibatch screening of a round's candidate and its verdict (loop/screening.py)."""
-        self._insert("screenings", [row])
+        self._insert("screenings", [row.as_row()])
 
     def record_proposed_dimensions(self, rows: Iterable[dict[str, Any]]) -> None:
         self._insert("proposed_dimensions", rows)
@@ -349,11 +350,13 @@ class RunStore(RunReads, Closing):
         reuses instead of asking again."""
         return self.query("SELECT * FROM question_records WHERE NOT failed ORDER BY round, phase, question_id")
 
-    def screenings(self, round_no: int | None = None) -> list[dict[str, Any]]:
+    def screenings(self, round_no: int | None = None) -> list[ScreeningRow]:
         """Screenings of one round (every round: None), in order."""
         if round_no is None:
-            return self.query("SELECT * FROM screenings ORDER BY round, attempt")
-        return self.query("SELECT * FROM screenings WHERE round = ? ORDER BY attempt", [round_no])
+            rows = self.query("SELECT * FROM screenings ORDER BY round, attempt")
+        else:
+            rows = self.query("SELECT * FROM screenings WHERE round = ? ORDER BY attempt", [round_no])
+        return [ScreeningRow.from_row(r) for r in rows]
 
     def phase_usage(self, round_no: int, phase: str) -> dict[str, Any]:
         """Calls and tokens of one (round, phase), over every role."""
