@@ -263,9 +263,12 @@ def _header(run_dir: Path, manifest: dict, objective: str) -> list[tuple[str, st
     rows += [(k, str(v)) for k, v in optional if v not in (None, "")]
     rows.append(("models", _models_text(manifest.get("models"))))
     local = LocalModels.from_spec(manifest).or_else(LocalModels.from_spec(spec))
-    shown = {"embedding model": local.embedding, "rerank model": local.rerank}
-    shown["second embedding model"] = local.second_embedding
-    rows += [(k, v) for k, v in shown.items() if v]
+    named = (
+        ("embedding model", local.embedding),
+        ("rerank model", local.rerank),
+        ("second embedding model", local.second_embedding),
+    )
+    rows += [(k, v) for k, v in named if v]
     rows += [
         ("diagnoser", str(manifest.get("diagnoser", "-"))),
         ("seed", str(manifest.get("seed", "-"))),
