@@ -53,19 +53,10 @@ class PhaseUsage:
 
 @dataclass
 class RoundView:
-    """One evaluated round: its scores, the guard's decision after it, and why."""
+    """One evaluated round: its scores (the store's own row), the guard's decision after it, and why."""
 
-    round: int
-    status: str
+    scores: RoundSummary
     score: float | None  # the dev objective's headline number (main F1 for `main`, else all F1)
-    all_f1: float | None
-    main_f1: float | None
-    adversarial_f1: float | None
-    evidence_recall: float | None
-    n_questions: int
-    n_failed: int
-    wall_seconds: float | None
-    by_category: dict[str, dict]
     failures: dict[str, int]
     n_correct: int
     usage: PhaseUsage
@@ -73,8 +64,6 @@ class RoundView:
     reason: str = ""
     delta: float | None = None
     best_so_far: float | None = None
-    main_evidence_recall: float | None = None  # evidence recall over the answerable questions
-    context_tokens: float | None = None  # mean estimated tokens of the answer contexts
     changes: list[Change] = field(default_factory=list)
     reextracted_sessions: list[str] = field(default_factory=list)
     memories_added: int = 0
@@ -98,6 +87,15 @@ class RoundView:
     diagnoser_flags: list[str] = field(default_factory=list)
     fallback: str = ""  # why the model's diagnosis was replaced by the rubric's best action
     emerged_used: list[str] = field(default_factory=list)  # levers that emerged in the run, switched on here
+
+    @property
+    def round(self) -> int:
+        return self.scores.round
+
+    @property
+    def by_category(self) -> JSONObject:
+        """Per-category figures (key -> n, f1, evidence_recall, ...; none for an older round)."""
+        return self.scores.by_category or {}
 
     def group(self, name: str) -> PairedStat | None:
         """One group's paired statistics (None when the round was not compared or the group is empty)."""
@@ -341,19 +339,8 @@ def _round_view(
     proposal = (diagnosis.proposal if diagnosis else None) or {}
     folder = run_dir / "rounds" / f"round_{summary.round:02d}"
     return RoundView(
-        round=summary.round,
-        status=summary.status or "",
+        scores=summary,
         score=score,
-        all_f1=summary.all_f1,
-        main_f1=summary.main_f1,
-        adversarial_f1=summary.adversarial_f1,
-        evidence_recall=summary.evidence_recall,
-        main_evidence_recall=summary.main_evidence_recall,
-        context_tokens=summary.context_tokens,
-        n_questions=summary.n_questions or 0,
-        n_failed=summary.n_failed or 0,
-        wall_seconds=summary.wall_seconds,
-        by_category=summary.by_category or {},
         failures={k: v for k, v in counts.items() if k != "correct"},
         n_correct=counts.get("correct", 0),
         usage=usage,
@@ -450,7 +437,7 @@ def _finals(
             FinalScore(
                 which,
                 number,
-                _scores(r.__dict__ | {"n": r.n_questions}),
+                _scores(r.scores.as_row() | {"n": r.scores.n_questions or 0}),
                 None if test is None else _scores(test | {"n": test["n_questions"]}),
             )
         )

@@ -140,7 +140,10 @@ def _trajectory_series(data: ReportData, rounds: list[RoundView]) -> list[svg.Se
     """Each group's dev F1 (when scored), the best score so far, and the headline score, drawn last (on top)."""
     series = [
         svg.Series(
-            f"dev {name} F1", svg.GROUP_COLORS[group], [(r.round, getattr(r, f"{group}_f1")) for r in rounds], width=1.6
+            f"dev {name} F1",
+            svg.GROUP_COLORS[group],
+            [(r.round, r.scores.column(f"{group}_f1")) for r in rounds],
+            width=1.6,
         )
         for group, name in GROUP_NAMES.items()
     ]
@@ -187,8 +190,8 @@ def _decision_marker(data: ReportData, r: RoundView, score: float) -> svg.Marker
     kind = r.decision or "pending"
     change = "; ".join(f"{c.field} {value_text(c.old)}→{value_text(c.new)}" for c in r.changes[:3])
     tip = (
-        f"round {r.round}: dev {f4(r.score)} {signed(r.delta)} (main {f3(r.main_f1)}, adversarial "
-        f"{f3(r.adversarial_f1)}) — {kind}" + (f": {change}" if change else "")
+        f"round {r.round}: dev {f4(r.score)} {signed(r.delta)} (main {f3(r.scores.main_f1)}, adversarial "
+        f"{f3(r.scores.adversarial_f1)}) — {kind}" + (f": {change}" if change else "")
     )
     best = r.round == data.best_round
     return svg.Marker(
@@ -393,10 +396,10 @@ def summary_cards(data: ReportData) -> str:
     elif data.rounds:
         r = data.rounds[0]
         cards += [
-            ("all F1", f4(r.all_f1), f"{count(r.n_questions)} questions"),
-            ("main F1", f4(r.main_f1), "non-adversarial"),
-            ("adversarial F1", f4(r.adversarial_f1), "unanswerable questions"),
-            ("evidence recall", f3(r.evidence_recall), "gold evidence in context"),
+            ("all F1", f4(r.scores.all_f1), f"{count(r.scores.n_questions)} questions"),
+            ("main F1", f4(r.scores.main_f1), "non-adversarial"),
+            ("adversarial F1", f4(r.scores.adversarial_f1), "unanswerable questions"),
+            ("evidence recall", f3(r.scores.evidence_recall), "gold evidence in context"),
         ]
     calls = sum(u.usage.calls for u in data.usage)
     tokens = sum(u.usage.tokens for u in data.usage)
@@ -432,10 +435,10 @@ def trajectory_section(data: ReportData) -> str:
                 f'<td{best}><a href="#round-{r.round}">{r.round}</a></td>',
                 num(f4(r.score), "score"),
                 num(signed(r.delta), "delta"),
-                num(f3(r.main_f1)),
-                num(f3(r.adversarial_f1)),
-                num(f3(r.evidence_recall)),
-                num(count(r.n_questions)),
+                num(f3(r.scores.main_f1)),
+                num(f3(r.scores.adversarial_f1)),
+                num(f3(r.scores.evidence_recall)),
+                num(count(r.scores.n_questions)),
             ]
             + (
                 [num(f3(test.get("main_f1")) if test else ""), num(f3(test.get("adversarial_f1")) if test else "")]
@@ -571,23 +574,23 @@ def _round_head(data: ReportData, r: RoundView, is_best: bool) -> str:
 def _round_figures(data: ReportData, r: RoundView) -> list[str]:
     """The article's left column: its numbers, its failure bar, and a warning when it did not finish."""
     cells = [
-        ("main", f3(r.main_f1)),
-        ("adversarial", f3(r.adversarial_f1)),
-        ("all", f3(r.all_f1)),
-        ("evidence recall", f3(r.evidence_recall)),
-        ("questions", count(r.n_questions)),
-        ("time", "–" if r.wall_seconds is None else f"{r.wall_seconds:.1f} s"),
+        ("main", f3(r.scores.main_f1)),
+        ("adversarial", f3(r.scores.adversarial_f1)),
+        ("all", f3(r.scores.all_f1)),
+        ("evidence recall", f3(r.scores.evidence_recall)),
+        ("questions", count(r.scores.n_questions)),
+        ("time", "–" if r.scores.wall_seconds is None else f"{r.scores.wall_seconds:.1f} s"),
         ("calls", count(r.usage.usage.calls)),
     ]
-    if r.n_failed:
-        cells.append(("failed", count(r.n_failed)))
+    if r.scores.n_failed:
+        cells.append(("failed", count(r.scores.n_failed)))
     metrics = (
         '<div class="minis">'
         + "".join(f'<div class="mini"><span>{escape(k)}</span><b>{escape(v)}</b></div>' for k, v in cells)
         + "</div>"
     )
     left = [metrics, _failure_bar(r, data.failure_classes)]
-    if r.status != "done":
+    if r.scores.status != "done":
         left.append('<p class="warn">This round did not finish (resume the run to complete it).</p>')
     return left
 
@@ -891,7 +894,7 @@ def usage_section(data: ReportData) -> str:
             num("–" if wall is None else f"{wall:.1f} s"),
         ]
 
-    walls = {r.round: r.wall_seconds for r in data.rounds}
+    walls = {r.round: r.scores.wall_seconds for r in data.rounds}
     rows = [
         row(u.label, u.usage, u.calls_by_role, walls.get(u.round) if u.phase == data.phase and u.round >= 0 else None)
         for u in data.usage

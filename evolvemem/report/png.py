@@ -72,7 +72,7 @@ def _draw_lines(top: Any, data: ReportData, rounds: list[RoundView]) -> None:
             label="best so far",
         )
     for group, name in GROUP_NAMES.items():
-        points = _scored([(r.round, getattr(r, f"{group}_f1")) for r in rounds])
+        points = _scored([(r.round, r.scores.column(f"{group}_f1")) for r in rounds])
         if points:
             top.plot(*zip(*points), color=svg.GROUP_COLORS[group], linewidth=1.3, label=f"dev {name} F1")
     tests = {f.round: f.test for f in data.finals if f.test}.items()  # start and best may be one round
