@@ -109,8 +109,8 @@ class FinalScore:
 
     which: str
     round: int
-    dev: dict[str, Any]
-    test: dict[str, Any] | None
+    dev: RoundSummary
+    test: RoundSummary | None
 
 
 @dataclass
@@ -423,24 +423,14 @@ def _round_views(
     return rounds, categories
 
 
-def _finals(
-    rounds: list[RoundView], best_round: int | None, finals_rows: dict[str, dict[str, Any]]
-) -> list[FinalScore]:
+def _finals(rounds: list[RoundView], best_round: int | None, tests: dict[str, RoundSummary]) -> list[FinalScore]:
     """The start and the best dev round, each with its held-out test score when it has one."""
     finals: list[FinalScore] = []
     for which, number in (("start", rounds[0].round), ("best", best_round)):
         r = next((x for x in rounds if x.round == number), None)
         if r is None or number is None:
             continue
-        test = finals_rows.get(f"test_{which}")
-        finals.append(
-            FinalScore(
-                which,
-                number,
-                _scores(r.scores.as_row() | {"n": r.scores.n_questions or 0}),
-                None if test is None else _scores(test | {"n": test["n_questions"]}),
-            )
-        )
+        finals.append(FinalScore(which, number, r.scores, tests.get(f"test_{which}")))
     return finals
 
 
@@ -463,8 +453,8 @@ def gather(store: RunStore) -> ReportData:
     scored = [r for r in rounds if r.score is not None]
     # the guard's best (the store's rule: paired evidence, not the highest mean); a single evaluation has none
     best_round = store.best_round() if phase == "dev" and scored else None
-    finals_rows = {p: s.as_row() for p, s in store.test_scores().items()}
-    finals = _finals(rounds, best_round, finals_rows) if phase == "dev" and scored else []
+    tests = store.test_scores()
+    finals = _finals(rounds, best_round, tests) if phase == "dev" and scored else []
 
     sorted_categories = sorted(categories.items(), key=lambda kv: (not kv[0].isdigit(), kv[0].zfill(8)))
     test_flips = (
@@ -494,7 +484,7 @@ def gather(store: RunStore) -> ReportData:
         best_vs_start=_best_vs_start(rounds, best_round, store, phase, space),
         proposed_dimensions=sorted(store.proposed_dimensions(), key=lambda d: (d.round, d.name)),
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        category_scores=_category_scores(rounds, finals, sorted_categories, finals_rows),
+        category_scores=_category_scores(rounds, finals, sorted_categories, tests),
         test_flips=test_flips,
         ablation=ablation,
         ablation_round=ablation_round,
@@ -510,7 +500,7 @@ def flipped_questions(store: RunStore, a: tuple[str, int], b: tuple[str, int]) -
 
 
 def _category_scores(
-    rounds: list[RoundView], finals: list[FinalScore], categories: list[tuple[str, str]], test_rows: dict[str, dict]
+    rounds: list[RoundView], finals: list[FinalScore], categories: list[tuple[str, str]], tests: dict[str, RoundSummary]
 ) -> list[CategoryScores]:
     """Per category: start and best F1 on dev (their rounds) and on test (the two test scorings)."""
     by = {f.which: f for f in finals}
@@ -521,7 +511,7 @@ def _category_scores(
     def f1(cats: dict | None, key: str) -> float | None:
         return ((cats or {}).get(key) or {}).get("f1")
 
-    test_cats = {which: (test_rows.get(f"test_{which}") or {}).get("by_category") or {} for which in ("start", "best")}
+    test_cats = {which: _categories_of(tests.get(f"test_{which}")) for which in ("start", "best")}
     keys = dict(categories)
     for key, cat in test_cats["start"].items():
         keys.setdefault(key, category_label(key, (cat or {}).get("name")))
@@ -603,16 +593,5 @@ def comparison_from_json(raw: object) -> Comparison | None:
         return None
 
 
-def _scores(row: dict) -> dict[str, Any]:
-    return {
-        k: row.get(k)
-        for k in (
-            "all_f1",
-            "main_f1",
-            "adversarial_f1",
-            "evidence_recall",
-            "main_evidence_recall",
-            "context_tokens",
-            "n",
-        )
-    }
+def _categories_of(summary: RoundSummary | None) -> JSONObject:
+    return (summary.by_category if summary else None) or {}

@@ -22,7 +22,7 @@ from evolvemem.loop.paired import GROUPS, PairedStat
 from evolvemem.report.data import GROUP_NAMES, FinalScore, ReportData, RoundView
 from evolvemem.space.changes import Change
 from evolvemem.store.costs import EvaluationCost
-from evolvemem.store.rows import ProposedDimension
+from evolvemem.store.rows import ProposedDimension, RoundSummary
 
 
 # ---- small formatting helpers ---------------------------------------------------------------
@@ -106,7 +106,7 @@ def _x_ticks(rounds: list[RoundView]) -> list[tuple[float, str]]:
     return [(r.round, str(r.round)) for i, r in enumerate(rounds) if i % every == 0]
 
 
-def _test_scores(data: ReportData) -> dict[int, dict[str, float | None]]:
+def _test_scores(data: ReportData) -> dict[int, RoundSummary]:
     """Held-out test scores by dev round: only the start and best configs are scored on test, once."""
     return {f.round: f.test for f in data.finals if f.test}
 
@@ -170,7 +170,7 @@ def _test_markers(data: ReportData) -> list[svg.Marker]:
     markers = []
     for number, test in sorted(_test_scores(data).items()):
         for group in GROUP_NAMES:
-            value = test.get(f"{group}_f1")
+            value = test.column(f"{group}_f1")
             if value is not None:
                 markers.append(
                     svg.Marker(
@@ -360,16 +360,16 @@ def summary_cards(data: ReportData) -> str:
         for key, label in headline:
             digits = 0 if key == "context_tokens" else 4
             value = lambda v: "–" if v is None else f"{v:.{digits}f}"
-            dev = f"dev {value(start.dev.get(key))} → {value(best.dev.get(key))} (round {start.round} → {best.round})"
+            dev = f"dev {value(start.dev.column(key))} → {value(best.dev.column(key))} (round {start.round} → {best.round})"
             if start.test and best.test:
-                a, b = start.test.get(key), best.test.get(key)
+                a, b = start.test.column(key), best.test.column(key)
                 delta = signed(b - a, digits) if a is not None and b is not None else "–"
                 cards.append((f"test {label}", f"{value(a)} → {value(b)}", f"held out: {delta}; {dev}"))
             else:
                 cards.append(
                     (
                         f"dev {label}",
-                        f"{value(start.dev.get(key))} → {value(best.dev.get(key))}",
+                        f"{value(start.dev.column(key))} → {value(best.dev.column(key))}",
                         "test not scored: the run has not finished",
                     )
                 )
@@ -440,11 +440,7 @@ def trajectory_section(data: ReportData) -> str:
                 num(f3(r.scores.evidence_recall)),
                 num(count(r.scores.n_questions)),
             ]
-            + (
-                [num(f3(test.get("main_f1")) if test else ""), num(f3(test.get("adversarial_f1")) if test else "")]
-                if tests
-                else []
-            )
+            + ([num(f3(test.main_f1) if test else ""), num(f3(test.adversarial_f1) if test else "")] if tests else [])
             + ([badge(r.decision)] if decided else [])
         )
     if sum(r.score is not None for r in data.rounds) < 2:
@@ -993,8 +989,8 @@ def dev_test_section(data: ReportData, base: str) -> str:
     if start is None or best is None:
         return ""
 
-    def cells(a: dict | None, b: dict | None, key: str) -> list[str]:
-        return start_best_cells((a or {}).get(key), (b or {}).get(key))
+    def cells(a: RoundSummary | None, b: RoundSummary | None, key: str) -> list[str]:
+        return start_best_cells(a.column(key) if a else None, b.column(key) if b else None)
 
     metrics = (
         ("all_f1", "all F1"),
@@ -1006,7 +1002,7 @@ def dev_test_section(data: ReportData, base: str) -> str:
         f"<tr><td>{label}</td>{''.join(cells(start.dev, best.dev, k) + cells(start.test, best.test, k))}</tr>"
         for k, label in metrics
     )
-    n_dev, n_test = start.dev.get("n"), (start.test or {}).get("n")
+    n_dev, n_test = start.dev.n_questions, (start.test.n_questions if start.test else None)
     head = (
         f'<thead><tr><th></th><th colspan="3" class="group">dev ({count(n_dev)} questions, evolved on)</th>'
         f'<th colspan="3" class="group">test ({count(n_test)} questions, held out)</th></tr>'

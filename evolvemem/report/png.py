@@ -77,7 +77,7 @@ def _draw_lines(top: Any, data: ReportData, rounds: list[RoundView]) -> None:
             top.plot(*zip(*points), color=svg.GROUP_COLORS[group], linewidth=1.3, label=f"dev {name} F1")
     tests = {f.round: f.test for f in data.finals if f.test}.items()  # start and best may be one round
     for group, color in svg.GROUP_COLORS.items():
-        points = _scored([(x, t.get(f"{group}_f1")) for x, t in tests])
+        points = _scored([(x, t.column(f"{group}_f1")) for x, t in tests])
         if points:
             top.scatter(
                 *zip(*points),
