@@ -1,13 +1,15 @@
 """Does a refactor change what a run does? A fixed offline run, fingerprinted, compared.
 
-    python benchmarks/same_run.py run OUT.json [--data FILE] [--rounds 7] [--seed 1] [--keep DIR]
+    python benchmarks/same_run.py run OUT.json [--data FILE] [--rounds 7] [--seed 1] [--keep DIR] [-- OPTIONS]
     python benchmarks/same_run.py compare A.json B.json
 
 `run` starts `evolve run --benchmark locomo --data FILE --rounds N --seed S` with the offline roles
 in a fresh directory and writes a fingerprint of what it decided: every question record (sorted by
 round, phase and question id; floats rounded to 9 places; wall times left out), every decision,
-every screening and every round's scores. `compare` prints the first differences between two such
-files and exits 1 when there are any, 0 when the runs are the same.
+every screening and every round's scores; options after `--` go to `evolve run` as they are (e.g.
+`-- --objective balanced --screen-fraction 0.25 --candidates 2` for a run that screens). `compare`
+prints the first differences between two such files and exits 1 when there are any, 0 when the
+runs are the same.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ def fingerprint(run_dir: Path) -> dict[str, Any]:
     return {"digest": digest, "tables": tables}
 
 
-def run(out: Path, data: Path, rounds: int, seed: int, keep: Path | None) -> int:
+def run(out: Path, data: Path, rounds: int, seed: int, keep: Path | None, extra: list[str]) -> int:
     if not data.is_file():
         print(f"{data}: no LoCoMo dev file (set EVOLVEMEM_DEV_DATA)", file=sys.stderr)
         return 2
@@ -93,6 +95,7 @@ def run(out: Path, data: Path, rounds: int, seed: int, keep: Path | None) -> int
         str(seed),
         "--out",
         str(run_dir),
+        *extra,
     ]
     env = dict(os.environ, HF_HUB_OFFLINE="1", LITELLM_LOCAL_MODEL_COST_MAP="True")
     done = subprocess.run(command, env=env, stdout=subprocess.DEVNULL)
@@ -140,9 +143,11 @@ def main() -> int:
     c = sub.add_parser("compare")
     c.add_argument("a", type=Path)
     c.add_argument("b", type=Path)
-    args = parser.parse_args()
+    argv = sys.argv[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)  # what follows `--` goes to evolve run
+    args = parser.parse_args(argv[:cut])
     if args.command == "run":
-        return run(args.out, args.data, args.rounds, args.seed, args.keep)
+        return run(args.out, args.data, args.rounds, args.seed, args.keep, argv[cut + 1 :])
     return compare(args.a, args.b)
 
 
