@@ -19,7 +19,8 @@ from evolvemem.report import RIGHT_F1, flipped_questions
 from evolvemem.space.emerged import read_run_dimensions, run_space, switched_on
 
 if TYPE_CHECKING:
-    from evolvemem.store.rows import DecisionRow, RoundUsage
+    from evolvemem.store.costs import RoundCost
+    from evolvemem.store.rows import DecisionRow, RoundUsage, ScreeningRow
 
 
 def list_runs(ui: UI, root: str) -> list[dict]:
@@ -133,9 +134,9 @@ def show_run(ui: UI, run: str) -> dict:
         finals = {phase: s.as_row() for phase, s in store.test_scores().items()}
         new_dims = [d.as_row() for d in store.proposed_dimensions()]
         per_round = round_costs(store)
-        costs = {c.round: c.as_dict() for c in per_round}
+        costs = {c.round: c for c in per_round}
         total = total_cost(per_round)
-        screenings = [s.as_row() for s in store.screenings()]
+        screenings = store.screenings()
         best_round = store.best_round()
     spec = manifest.get("spec", {})
     objective = spec.get("objective", "all")
@@ -147,7 +148,7 @@ def show_run(ui: UI, run: str) -> dict:
     out_rounds = _show_rounds(ui, rounds, objective, usage, costs, screenings, levers)
     if screenings:
         ui.info(cost_line(total))
-    print_round_notes(ui, out_rounds)
+    print_round_notes(ui, out_rounds, screenings)
     result: dict[str, Any] = {"run_dir": run, "manifest": manifest, "rounds": out_rounds, "cost": total.as_dict()}
     if out_rounds and manifest.get("kind") == "run":
         by_recall = objective_metric(objective) == "evidence_recall"
@@ -170,11 +171,14 @@ def _show_rounds(
     rounds: list[dict[str, Any]],
     objective: str,
     usage: dict[int, RoundUsage],
-    costs: dict[int, dict[str, Any]],
-    screenings: list[dict[str, Any]],
+    costs: dict[int, RoundCost],
+    screenings: list[ScreeningRow],
     levers: set[str],
 ) -> list[dict[str, Any]]:
     """The rounds table and the per-category table of `evolve show`; returns its rounds for `--json`."""
+    from evolvemem.loop.paired import Comparison
+    from evolvemem.space.changes import Change
+
     categories = sorted({c for r in rounds for c in (r["by_category"] or {})})
     names = {c: category_name(c, *rounds) for c in categories}
     # an evidence run scores contexts, not answers: its F1 columns would be empty, so it shows
@@ -195,9 +199,9 @@ def _show_rounds(
         by_cat = r["by_category"] or {}
         used = switched_on(r["config"] or {}, levers)
         cost = costs.get(r["round"]) if r["phase"] == "dev" else None
-        mine = [s for s in screenings if s["round"] == r["round"]]
+        mine = [s for s in screenings if s.round == r["round"]]
         table.add_row(
-            round_label({"round": r["round"], "emerged_used": used}),
+            round_label(r["round"], used),
             fmt(score),
             "" if prev is None or score is None else f"{score - prev:+.4f}",
             *(
@@ -205,9 +209,9 @@ def _show_rounds(
                 if by_recall
                 else (fmt(r["main_f1"]), fmt(r["adversarial_f1"]))
             ),
-            paired_text(r["paired"], r["accepted"], mine, objective),
-            decision_text(r),
-            changes_text(r["changes"] or [], limit=6),
+            paired_text(Comparison.from_dict(r["paired"]), r["accepted"], mine, objective),
+            decision_text(r["decision"], r["fallback"], r["flags"] or []),
+            changes_text([Change.from_dict(c) for c in r["changes"] or []], limit=6),
             *(_usage_cells(u, cost, r["phase"]) if with_calls else []),
         )
         figures = {c: (by_cat.get(c) or {}).get(metric) for c in categories}
@@ -242,7 +246,7 @@ def _rounds_table(objective: str, by_recall: bool, with_calls: bool) -> Table:
     return table
 
 
-def _usage_cells(u: RoundUsage | None, cost: dict[str, Any] | None, phase: str) -> list[str]:
+def _usage_cells(u: RoundUsage | None, cost: RoundCost | None, phase: str) -> list[str]:
     """A round's calls, tokens and its cost against a full evaluation (dev rounds only)."""
     from evolvemem.session import vs_full_text
 
@@ -255,8 +259,8 @@ def round_entry(
     u: RoundUsage | None,
     by_category: dict[str, Any],
     used: list[str],
-    cost: dict[str, Any] | None,
-    screenings: list[dict[str, Any]],
+    cost: RoundCost | None,
+    screenings: list[ScreeningRow],
 ) -> dict[str, Any]:
     """One round of `evolve show --json`: scores, decision, usage, emerged levers, cost and screenings."""
     return {
@@ -283,17 +287,17 @@ def round_entry(
         "cost_usd": u.cost_usd if u else 0.0,
         "memories_added": r["memories_added"] or 0,
         "emerged_used": used,
-        "cost": cost,
-        "screenings": screenings,
+        "cost": cost.as_dict() if cost else None,
+        "screenings": [s.as_row() for s in screenings],
     }
 
 
-def print_round_notes(ui: UI, out_rounds: list[dict[str, Any]]) -> None:
+def print_round_notes(ui: UI, out_rounds: list[dict[str, Any]], screenings: list[ScreeningRow]) -> None:
     """Under the rounds table: each round's screenings, verdict, reason, fallback, flags and emerged levers."""
     from evolvemem.cli.run_cmd import screening_lines
 
     for r in out_rounds:
-        for line in screening_lines(r["round"], r["screenings"]):
+        for line in screening_lines(r["round"], [s for s in screenings if s.round == r["round"]]):
             ui.info(line)
         if r["verdict"] and r["round"] > 0:
             ui.info(f"  round {r['round']} judged: {r['verdict']}")
@@ -390,7 +394,7 @@ def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
         flips = [asdict(f) for f in flipped_questions(store, (phase[a], a), (phase[b], b))]
     old = parse_config(cfg[a]["config"], source=f"round {a}", space=space)[0]
     new = parse_config(cfg[b]["config"], source=f"round {b}", space=space)[0]
-    changes = [c.as_dict() for c in diff_configs(old, new)]
+    changes = diff_configs(old, new)
     metric = objective_metric(objective)  # F1, or the contexts' evidence recall of an evidence run
     score_diff = _category_diff(cfg[a], cfg[b], metric)
     ui.info(f"[bold]config diff[/bold] round {a} → round {b}: {changes_text(changes, limit=50)}")
@@ -418,7 +422,7 @@ def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
         "run_dir": run,
         "a": a,
         "b": b,
-        "config_changes": changes,
+        "config_changes": [c.as_dict() for c in changes],
         "score_diff": score_diff,
         "all_f1": {"a": cfg[a]["all_f1"], "b": cfg[b]["all_f1"]},
         "fixed": fixed,

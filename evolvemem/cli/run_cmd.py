@@ -19,7 +19,10 @@ from evolvemem.loop.spec import GuardSettings, RunSpec, objective_label, objecti
 
 if TYPE_CHECKING:
     from evolvemem.cli.options import RunOptions
+    from evolvemem.loop.paired import Comparison
     from evolvemem.session import EvaluationCost, LocalModels, RoundDone, RunResult, Session
+    from evolvemem.space.changes import Change
+    from evolvemem.store.rows import ScreeningRow
     from evolvemem.space.config import RetrievalConfig
 
 
@@ -31,16 +34,16 @@ def emerged_text(used: list[str]) -> str:
     return f"{EMERGED_MARK} used emerged lever(s): {', '.join(used)}" if used else ""
 
 
-def round_label(info: dict) -> str:
+def round_label(round_no: int, emerged_used: list[str]) -> str:
     """The round number, marked when its config used a lever that emerged in the run."""
-    return str(info["round"]) + (f" {EMERGED_MARK}" if info.get("emerged_used") else "")
+    return str(round_no) + (f" {EMERGED_MARK}" if emerged_used else "")
 
 
-def changes_text(changes: list[dict], limit: int = 4) -> str:
+def changes_text(changes: list[Change], limit: int = 4) -> str:
     parts = []
     for c in changes[:limit]:
-        scope = "" if c.get("scope", "global") == "global" else f"[{c['scope']}] "
-        parts.append(f"{scope}{c['field']}: {c['old']}→{c['new']}")
+        scope = "" if c.scope == "global" else f"[{c.scope}] "
+        parts.append(f"{scope}{c.field}: {c.old}→{c.new}")
     if len(changes) > limit:
         parts.append(f"+{len(changes) - limit} more")
     from rich.markup import escape
@@ -49,17 +52,20 @@ def changes_text(changes: list[dict], limit: int = 4) -> str:
 
 
 def paired_text(
-    paired: dict | None, accepted: bool | None, screenings: list[dict] | None = None, objective: str = "balanced"
+    paired: Comparison | None,
+    accepted: bool | None,
+    screenings: list[ScreeningRow] | None = None,
+    objective: str = "balanced",
 ) -> str:
     """A round against the incumbent: paired difference (F1, or evidence recall for an evidence run) and
     p-value per group, and the verdict (a round whose every candidate was screened out kept the
     incumbent: it says so)."""
-    if screenings and all(s["outcome"] == "screened_out" for s in screenings):
+    if screenings and all(s.outcome == "screened_out" for s in screenings):
         n = len(screenings)
-        where = "at rung 0 (contexts' evidence)" if all(s.get("rung") == 0 for s in screenings) else "on the ladder"
+        where = "at rung 0 (contexts' evidence)" if all(s.rung == 0 for s in screenings) else "on the ladder"
         return (
             f"{n} candidate{'s' if n > 1 else ''} screened out {where} → "
-            f"{kept_text(False, screenings[-1]['compared_with'])}"
+            f"{kept_text(False, screenings[-1].compared_with)}"
         )
     if not paired:
         return "start" if accepted else "-"
@@ -70,31 +76,30 @@ def paired_text(
         else (("main", "main F1"), ("adversarial", "adv F1"))
     )
     for group, label in labels:
-        stat = (paired.get("groups") or {}).get(group) or {}
-        if stat.get("n"):
-            p = min(stat["p_gain"], stat["p_loss"])
-            parts.append(f"{label} {stat['diff']:+.3f} (p {p:.2f})")
-    return f"vs r{paired['incumbent_round']}: {' · '.join(parts)} → {kept_text(accepted, paired['incumbent_round'])}"
+        stat = paired.groups.get(group)
+        if stat is not None and stat.n:
+            parts.append(f"{label} {stat.diff:+.3f} (p {min(stat.p_gain, stat.p_loss):.2f})")
+    return f"vs r{paired.incumbent_round}: {' · '.join(parts)} → {kept_text(accepted, paired.incumbent_round)}"
 
 
-def decision_text(info: dict) -> str:
+def decision_text(decision: str | None, fallback: str | None, flags: list[str]) -> str:
     """The guard's decision for the next round (the shared vocabulary of loop/guard.py), with a rubric
     fallback and evidence flags said out loud."""
-    text = next_step_text(info["decision"])
-    if info.get("fallback"):
+    text = next_step_text(decision)
+    if fallback:
         text += " (rubric fallback)"
-    if info.get("flags"):
-        text += f" ⚑{len(info['flags'])}"
+    if flags:
+        text += f" ⚑{len(flags)}"
     return text
 
 
-def screening_lines(round_no: int, screenings: list[dict]) -> list[str]:
+def screening_lines(round_no: int, screenings: list[ScreeningRow]) -> list[str]:
     """One line per minibatch screening of a round: its outcome, why, and what it cost."""
     from rich.markup import escape
 
     return [
-        f"  round {round_no} screening {s['attempt']} ({s['source']}, {s['n_questions']} questions, "
-        f"{s['calls'] or 0} calls): {s['outcome'].replace('_', ' ')}{rung_text(s.get('rung'))}: {escape(s['reason'])}"
+        f"  round {round_no} screening {s.attempt} ({s.source}, {s.n_questions} questions, "
+        f"{s.calls or 0} calls): {str(s.outcome).replace('_', ' ')}{rung_text(s.rung)}: {escape(s.reason or '')}"
         for s in screenings
     ]
 
@@ -116,22 +121,20 @@ def dev_scores_text(score: float, dev: dict, objective: str) -> str:
 def round_line(done: RoundDone, objective: str = "balanced") -> str:
     from evolvemem.session import vs_full_text
 
-    info = done.as_dict()
-    lines = screening_lines(info["round"], info.get("screenings") or [])
-    cost = f"; cost vs full evaluation {vs_full_text(info.get('cost'))}" if made_calls([done]) else ""
-    used = info.get("emerged_used") or []
-    lever = f" {emerged_text(used)};" if used else ""
-    paired = paired_text(info.get("paired"), info.get("accepted"), info.get("screenings"), objective)
+    lines = screening_lines(done.round, done.screenings)
+    cost = f"; cost vs full evaluation {vs_full_text(done.cost)}" if made_calls([done]) else ""
+    lever = f" {emerged_text(done.emerged_used)};" if done.emerged_used else ""
+    paired = paired_text(done.paired, done.accepted, done.screenings, objective)
     lines.append(
-        f"round {info['round']}:{lever} {dev_scores_text(info['score'], info['dev'], objective)} {paired}; "
-        f"{decision_text(info)}: {changes_text(info['changes'])}{cost}"
+        f"round {done.round}:{lever} {dev_scores_text(done.score, done.dev, objective)} {paired}; "
+        f"{decision_text(done.decision, done.fallback, done.flags)}: {changes_text(done.changes)}{cost}"
     )
     return "\n".join(lines)
 
 
 def made_calls(rounds: list[RoundDone]) -> bool:
     """Whether any round called a model (its usage counted calls)."""
-    return any((done.usage or {}).get("calls") for done in rounds)
+    return any(done.usage and done.usage.calls for done in rounds)
 
 
 def rounds_table(rounds: list[RoundDone], title: str, objective: str = "balanced") -> Table:
@@ -157,24 +160,21 @@ def rounds_table(rounds: list[RoundDone], title: str, objective: str = "balanced
         table.add_column(col, overflow="fold" if wrap else "ellipsis", no_wrap=not wrap)
     prev = None
     for done in rounds:
-        info = done.as_dict()
-        dev = info["dev"]
-        delta = "" if prev is None else f"{info['score'] - prev:+.4f}"
-        usage = info.get("usage") or {}
+        dev = done.dev
         table.add_row(
-            round_label(info),
-            f"{info['score']:.4f}",
-            delta,
+            round_label(done.round, done.emerged_used),
+            f"{done.score:.4f}",
+            "" if prev is None else f"{done.score - prev:+.4f}",
             fmt(dev.get("main")),
             fmt(dev.get("adversarial")),
             fmt(dev.get("evidence_recall")),
-            paired_text(info.get("paired"), info.get("accepted"), info.get("screenings"), objective),
-            decision_text(info),
-            changes_text(info["changes"], limit=6),
-            *((str(usage.get("calls") or 0), vs_full_text(info.get("cost"))) if with_calls else ()),
-            f"{info.get('seconds', 0):.1f}s",
+            paired_text(done.paired, done.accepted, done.screenings, objective),
+            decision_text(done.decision, done.fallback, done.flags),
+            changes_text(done.changes, limit=6),
+            *((str(done.usage.calls if done.usage else 0), vs_full_text(done.cost)) if with_calls else ()),
+            f"{done.seconds:.1f}s",
         )
-        prev = info["score"]
+        prev = done.score
     return table
 
 
@@ -229,7 +229,12 @@ def run_loop(ui: UI, session: Session, started: float | None = None, resumed: bo
     return {
         "run_dir": str(run_dir),
         "rounds": [
-            {"round": r.round, "dev_score": r.score, "decision": r.decision, "changes": r.changes}
+            {
+                "round": r.round,
+                "dev_score": r.score,
+                "decision": r.decision,
+                "changes": [c.as_dict() for c in r.changes],
+            }
             for r in result.rounds
         ],
         "best_round": result.best_round,

@@ -17,6 +17,7 @@ Every figure is recorded with the decision so a reader can judge it."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from dataclasses import asdict, dataclass, field
@@ -54,6 +55,32 @@ class Comparison:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: object) -> Comparison | None:
+        """A stored `paired` column (`as_dict()`, or its JSON text) back as a `Comparison`; None for
+        the start round, for stores written before paired decisions, and for a value this version
+        cannot read."""
+        if isinstance(raw, str):
+            raw = json.loads(raw)
+        if not isinstance(raw, dict):
+            return None
+        try:
+            names = PairedStat.__dataclass_fields__
+            groups = {
+                name: PairedStat(**{k: stat[k] for k in names})
+                for name, stat in (raw.get("groups") or {}).items()
+                if name in GROUPS
+            }
+            return cls(
+                int(raw["candidate_round"]),
+                int(raw["incumbent_round"]),
+                groups,
+                {str(k): float(v) for k, v in (raw.get("by_conversation") or {}).items()},
+                [float(x) for x in raw.get("by_fold") or []],
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,14 @@ Its own module because both the runner (which fills it) and the round snapshots 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evolvemem.store.costs import EvaluationCost
-from evolvemem.store.rows import ScreeningRow
+from evolvemem.loop.paired import Comparison
+from evolvemem.space.changes import Change
+from evolvemem.store.costs import EvaluationCost, RoundCost
+from evolvemem.store.rows import RoundUsage, ScreeningRow
 
 
 @dataclass(frozen=True)
@@ -22,22 +24,19 @@ class RoundDone:
     score: float  # its objective
     accepted: bool  # it beat the incumbent on paired evidence
     verdict: str
-    paired: dict[str, Any] | None
+    paired: Comparison | None  # against the incumbent (None: the start round)
     decision: str  # what the guard decided for the next round (contracts/vocab.Decision)
     fallback: str | None
     flags: list[str]
     emerged_used: list[str]  # levers that emerged in this run and the evaluated config switched on
     reason: str
-    changes: list[dict[str, Any]]
+    changes: list[Change]  # what the next round's config changes
     memories_added: int
     seconds: float
     eval_seconds: float
-    usage: dict[str, Any]  # calls, cache hits and tokens over the round's phases
+    usage: RoundUsage | None  # calls, cache hits and tokens over the round's phases (None: no call)
     screenings: list[ScreeningRow]
-    cost: dict[str, Any] | None  # against a full evaluation (store/costs.py)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    cost: RoundCost | None  # against a full evaluation (store/costs.py)
 
 
 @dataclass

@@ -37,6 +37,7 @@ from evolvemem.loop.snapshots import write_final, write_round_snapshot
 from evolvemem.loop.scorer import ProgressFn, RoundJob, RoundScorer, round_progress
 from evolvemem.loop.spec import CONTEXTS_ONLY, RunSpec, objective_column
 from evolvemem.space.action_space import ActionSpace
+from evolvemem.space.changes import Change
 from evolvemem.space.dimensions import Dimension
 from evolvemem.space.config import RetrievalConfig, parse_config
 from evolvemem.space.emerged import switched_on
@@ -188,19 +189,19 @@ class EvolutionRunner:
                 score=score,
                 accepted=accepted,
                 verdict=decision.get("verdict") or "",
-                paired=decision.get("paired"),
+                paired=Comparison.from_dict(decision.get("paired")),
                 decision=decision["decision"],
                 fallback=decision.get("fallback"),
                 flags=decision.get("flags") or [],
                 emerged_used=switched_on(config.model_dump(), {d.name for d in config.space.added()}),
                 reason=decision["reason"],
-                changes=decision["changes"] or [],
+                changes=[Change.from_dict(c) for c in decision["changes"] or []],
                 memories_added=decision["memories_added"] or 0,
                 seconds=time.perf_counter() - started,
                 eval_seconds=eval_seconds,
-                usage=self.store.round_usage(round_no),
+                usage=self.store.usage_by_round().get(round_no),
                 screenings=self.store.screenings(round_no),
-                cost=next((c.as_dict() for c in round_costs(self.store) if c.round == round_no), None),
+                cost=next((c for c in round_costs(self.store) if c.round == round_no), None),
             )
             result.rounds.append(info)
             if self.hooks.round_done:

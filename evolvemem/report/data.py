@@ -16,7 +16,7 @@ from evolvemem.contracts.local_models import LocalModels
 from evolvemem.contracts.records import FAILURE_CLASSES
 from evolvemem.contracts.usage import Usage
 from evolvemem.contracts.vocab import EVALUATED_PHASES
-from evolvemem.loop.paired import GROUPS, Comparison, PairedStat
+from evolvemem.loop.paired import Comparison, PairedStat
 from evolvemem.loop.spec import OBJECTIVE_MEANING, GuardSettings, objective_column, objective_label, objective_metric
 from evolvemem.space.action_space import ActionSpace
 from evolvemem.space.changes import Change
@@ -375,7 +375,7 @@ def _decided(view: RoundView, d: DecisionRow | None, proposal: JSONObject, previ
         significant_loss=d.significant_loss,
         compared_with=d.compared_with,
         verdict=d.verdict or "",
-        paired=comparison_from_json(d.paired),
+        paired=Comparison.from_dict(d.paired),
         flags=_texts(d.flags),
         diagnoser_flags=_texts(own_flags),
         fallback=d.fallback or "",
@@ -566,31 +566,6 @@ def _texts(raw: object) -> list[str]:
     if isinstance(raw, str):
         raw = json.loads(raw or "[]")
     return [str(x) for x in raw] if isinstance(raw, list) else []
-
-
-def comparison_from_json(raw: object) -> Comparison | None:
-    """The `paired` column (Comparison.as_dict() as JSON) back as a `Comparison`; None for the start
-    round, for stores written before paired decisions, and for a value this version cannot read."""
-    if isinstance(raw, str):
-        raw = json.loads(raw)
-    if not isinstance(raw, dict):
-        return None
-    try:
-        fields = PairedStat.__dataclass_fields__
-        groups = {
-            name: PairedStat(**{k: stat[k] for k in fields})
-            for name, stat in (raw.get("groups") or {}).items()
-            if name in GROUPS
-        }
-        return Comparison(
-            int(raw["candidate_round"]),
-            int(raw["incumbent_round"]),
-            groups,
-            {str(k): float(v) for k, v in (raw.get("by_conversation") or {}).items()},
-            [float(x) for x in raw.get("by_fold") or []],
-        )
-    except (KeyError, TypeError, ValueError):
-        return None
 
 
 def _categories_of(summary: RoundSummary | None) -> JSONObject:

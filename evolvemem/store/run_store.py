@@ -336,15 +336,6 @@ class RunStore(RunReads, Closing):
         """Memories that targeted re-extraction added (to restore them on resume)."""
         return self.query("SELECT * FROM memories WHERE added_round > 0")
 
-    def round_usage(self, round_no: int) -> dict[str, Any]:
-        """Calls, cache hits and tokens of one round, over every phase and role."""
-        return self.query(
-            """SELECT sum(calls) AS calls, sum(cache_hits) AS cache_hits,
-                                    sum(prompt_tokens) + sum(completion_tokens) AS tokens
-                             FROM usage WHERE round = ?""",
-            [round_no],
-        )[0]
-
     def scored_records(self) -> list[dict[str, Any]]:
         """Every record that was scored (not failed), oldest round first: what a resumed run
         reuses instead of asking again."""
