@@ -27,9 +27,11 @@ class LocalModels:
     @classmethod
     def from_spec(cls, spec: Mapping[str, object]) -> LocalModels:
         """The models a manifest (or its spec) names; absent, empty or `default`: None."""
-        names = [spec.get(key) for key in SPEC_KEYS]
-        embedding, rerank, second = (name if isinstance(name, str) and name != DEFAULT_MARK else None for name in names)
-        return cls(embedding or None, rerank or None, second or None)
+        named = [
+            value if isinstance(value, str) and value not in ("", DEFAULT_MARK) else None
+            for value in (spec.get(k) for k in SPEC_KEYS)
+        ]
+        return cls(*named)
 
     def as_spec(self) -> dict[str, str | None]:
         """The three flat keys a manifest stores."""

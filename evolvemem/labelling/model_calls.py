@@ -28,10 +28,10 @@ class JournaledModel:
 
     def fits(self, prompt: str, max_tokens: int) -> bool:
         """Whether `prompt` and a reply of `max_tokens` fit the model's window (unknown: yes)."""
-        return self.client.fits([{"role": "user", "content": prompt}], max_tokens)
+        return self.client.fits(_messages(prompt), max_tokens)
 
     def ask(self, prompt: str, *, purpose: str, max_tokens: int) -> JournaledReply:
-        messages = [{"role": "user", "content": prompt}]
+        messages = _messages(prompt)
         key = call_key(self.client.model, messages)
         known = self.journal.get(key)
         if known is not None:
@@ -57,3 +57,8 @@ def reply_field(parsed: Any, name: str) -> str | None:
                 return str(value)
             return value.strip() if isinstance(value, str) and value.strip() else None
     return None
+
+
+def _messages(prompt: str) -> list[dict]:
+    """A labelling call: the prompt as one user message (what the journal keys and the window counts)."""
+    return [{"role": "user", "content": prompt}]

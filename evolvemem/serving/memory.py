@@ -25,10 +25,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence, cast
 
-from evolvemem.contracts.closing import Closing
 from evolvemem.answering.evaluate import EffectiveConfigs
 from evolvemem.answering.path import answer_path, plugins_of
 from evolvemem.answering.stores import base_store, stores_for
+from evolvemem.contracts.closing import Closing
 from evolvemem.contracts.local_models import LocalModels
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.data.models import Conversation, Dataset, Question

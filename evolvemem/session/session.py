@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from evolvemem.contracts.closing import Closing
 from evolvemem.workspace.memory_rows import memory_rows, restore_added
 from evolvemem import __version__
 from evolvemem.answering.context_reuse import AnswerMemo
@@ -24,6 +23,7 @@ from evolvemem.answering.contexts import evaluate_contexts
 from evolvemem.answering.evaluate import ReuseKey, evaluate, remember
 from evolvemem.answering.stores import stores_needed
 from evolvemem.benchmarks import load_benchmark
+from evolvemem.contracts.closing import Closing
 from evolvemem.contracts.local_models import LocalModels
 from evolvemem.data.models import Dataset, Question
 from evolvemem.data.split import SPLITS, split_dataset, split_ids

@@ -3,8 +3,6 @@ and indexes, opened once per session and shared by every round."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from evolvemem.contracts.local_models import LocalModels
 from evolvemem.data.models import Dataset
 from evolvemem.errors import EvolveMemError
@@ -17,9 +15,6 @@ from evolvemem.roles.classify import reclassify
 from evolvemem.roles.factory import ModelSettings, build_roles, client_options_from_env
 from evolvemem.session.reporter import Reporter
 from evolvemem.workspace import Workspace
-
-if TYPE_CHECKING:
-    pass
 
 
 def announce_models(reporter: Reporter, settings: ModelSettings, diagnoses: bool = True) -> None:

@@ -56,20 +56,19 @@ class RoundCost(EvaluationCost):
     round: int
 
 
-def vs_full_text(cost: dict[str, Any] | EvaluationCost | None) -> str:
+def vs_full_text(cost: EvaluationCost | None) -> str:
     """ "0.31× (250/800 q, 3 reused by context)": calls against a full evaluation's when the run
     makes calls, answered questions otherwise."""
     if cost is None:
         return "-"
-    c = cost.as_dict() if isinstance(cost, EvaluationCost) else cost
-    ratio = c["call_ratio"] if c["call_ratio"] is not None else c["question_ratio"]
+    ratio = cost.call_ratio if cost.call_ratio is not None else cost.question_ratio
     if ratio is None:
         return "-"
-    text = f"{ratio:.2f}× ({c['scored']}/{c['full_questions']} q"
-    if c["reused_context"]:
-        text += f", {c['reused_context']} context-reused"
-    if c["screened_out"]:
-        text += f", {c['screened_out']} screened out"
+    text = f"{ratio:.2f}× ({cost.scored}/{cost.full_questions} q"
+    if cost.reused_context:
+        text += f", {cost.reused_context} context-reused"
+    if cost.screened_out:
+        text += f", {cost.screened_out} screened out"
     return text + ")"
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Protocol, Sequence, TypeVar
 
-from evolvemem.contracts.closing import Closing
 from evolvemem.store.reads import RunReads
+from evolvemem.contracts.closing import Closing
 from evolvemem.contracts.vocab import Phase
 from evolvemem.errors import EvolveMemError
 from evolvemem.store.columnar import equal_to, insert_columns
