@@ -240,6 +240,7 @@ def stage_rank(args: argparse.Namespace, dev: Any) -> dict:
     from benchmarks._mechanisms import offline_workspace
     from evolvemem.answering.contexts import evaluate_contexts
     from evolvemem.data.models import Dataset
+    from evolvemem.space.budget import TokenBudget
 
     done = args.state / "rank.json"
     if done.is_file():
@@ -256,7 +257,7 @@ def stage_rank(args: argparse.Namespace, dev: Any) -> dict:
         row = {}
         for label, questions in (("real", real), ("generated", made)):
             for cap, key in ((None, "own"), (BUDGET, str(BUDGET))):
-                records = evaluate_contexts(ws, config, questions, token_cap=cap).records
+                records = evaluate_contexts(ws, config.with_budget(TokenBudget(cap)), questions).records
                 failed = [r for r in records if r.get("failed")]
                 if failed:
                     raise SystemExit(f"{name}: {len(failed)} questions failed, e.g. {failed[0].get('error')}")
@@ -296,6 +297,7 @@ def stage_rank_f1(args: argparse.Namespace, dev: Any) -> dict:
     from benchmarks.reader_frontier import stratified_questions
     from evolvemem.data.models import Dataset
     from evolvemem.session import ModelSettings, QuietReporter, evaluate, open_workspace
+    from evolvemem.space.budget import TokenBudget
 
     done = args.state / "rank_f1.json"
     saved: dict[str, Any] = json.loads(done.read_text(encoding="utf-8")) if done.is_file() else {}
@@ -317,7 +319,7 @@ def stage_rank_f1(args: argparse.Namespace, dev: Any) -> dict:
                 continue
             row = {}
             for label, questions in (("real", real), ("generated", made)):
-                records = evaluate(ws, config.with_token_cap(BUDGET), questions, concurrency=1).records
+                records = evaluate(ws, config.with_budget(TokenBudget(BUDGET)), questions, concurrency=1).records
                 failed = [r for r in records if r.get("failed")]
                 if failed:
                     raise SystemExit(f"{name}: {len(failed)} answers failed, e.g. {failed[0].get('error')}")

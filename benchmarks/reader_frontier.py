@@ -60,6 +60,7 @@ def main() -> None:
 
     from benchmarks.local_llm_server import serve
     from evolvemem.data.split import split_dataset
+    from evolvemem.space.budget import TokenBudget
     from evolvemem.loop.paired import compare
     from evolvemem.session import ModelSettings, QuietReporter, evaluate, open_workspace
     from evolvemem.space.config import load_config
@@ -68,8 +69,8 @@ def main() -> None:
     answerable = [q for q in dataset.questions if q.category not in dataset.adversarial_categories and q.evidence]
     questions = stratified_questions(answerable, args.questions)
     configs = {
-        "evolved": load_config(str(args.evolved / "best_config.toml"))[0].with_token_cap(args.budget),
-        args.baseline: load_config(args.baseline)[0].with_token_cap(args.budget),
+        "evolved": load_config(str(args.evolved / "best_config.toml"))[0].with_budget(TokenBudget(args.budget)),
+        args.baseline: load_config(args.baseline)[0].with_budget(TokenBudget(args.budget)),
     }
     print(
         f"{len(questions)} answerable test questions of {', '.join(sorted(dataset.conversations))}; "

@@ -88,6 +88,7 @@ def main() -> None:
     from evolvemem.data.split import split_dataset
     from evolvemem.loop.paired import compare
     from evolvemem.scoring.metrics import evidence_recall
+    from evolvemem.space.budget import TokenBudget
     from evolvemem.space.config import load_config
 
     dataset = split_dataset(load_locomo_file(args.data), args.split)
@@ -130,7 +131,7 @@ def main() -> None:
         ws.prepare(questions, config)
         prep_ms = (time.perf_counter() - prep) * 1000 / len(questions)
         timed = time.perf_counter()
-        deep = evaluate_contexts(ws, config, questions, token_cap=DEEP).records
+        deep = evaluate_contexts(ws, config.with_budget(TokenBudget(DEEP)), questions).records
         deep_ms = (time.perf_counter() - timed) * 1000 / len(questions)
         q_by_id = {q.question_id: q for q in questions}
         at_k = {
@@ -147,7 +148,7 @@ def main() -> None:
             for k in RANKS
         }
         for budget in budgets:
-            records[(label, budget)] = evaluate_contexts(ws, config, questions, token_cap=budget).records
+            records[(label, budget)] = evaluate_contexts(ws, config.with_budget(TokenBudget(budget)), questions).records
         rows.append((label, at_k, prep_ms, deep_ms))
 
     plain = {b: plain_hybrid(ws, questions, b) for b in BUDGETS}

@@ -38,6 +38,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from evolvemem.space.budget import TokenBudget  # noqa: E402
 from evolvemem.mechanisms import candidate_sources  # noqa: E402
 from evolvemem.data.locomo import load_locomo  # noqa: E402
 from evolvemem.memory.offline_extract import OfflineExtractor  # noqa: E402
@@ -155,7 +156,7 @@ def main() -> None:
         print(f"ratio full / weak: {ours / baseline:.2f}x")
         for item in args.config:
             label, _, source = item.partition("=")
-            config = load_config(source)[0].with_token_cap(args.context_tokens)
+            config = load_config(source)[0].with_budget(TokenBudget(args.context_tokens))
             late = any(config.for_type(q.question_type).late_top_k for q in questions)
             if second is not None and uses_second_view(config):
                 embedded = second.texts_embedded

@@ -25,6 +25,7 @@ from evolvemem.retrieval.index import ConversationIndex
 from evolvemem.retrieval.late_interaction import LateIndex
 from evolvemem.retrieval.retriever import Retriever, context_tokens
 from evolvemem.retrieval.token_vectors import TokenVectors, content_piece
+from evolvemem.space.budget import TokenBudget
 from evolvemem.space.config import load_config
 from evolvemem.space.action_space import files_space
 
@@ -226,17 +227,20 @@ def test_a_token_budget_fills_past_view_sizes_and_the_item_cap(embedder):
     assert used <= 200 < used + context_tokens([tight.cut[0].memory])  # filled up to the next that would not fit
 
 
-def test_a_token_cap_applies_to_the_global_budget_and_every_override():
+def test_a_run_budget_caps_the_global_budget_and_every_override_and_survives_resolution():
     base, _ = load_config("default")
     cfg, _ = base.with_changes({"context_token_budget": 900})
     cfg, _ = cfg.with_changes({"context_token_budget": 2500}, question_type="temporal")
     cfg, _ = cfg.with_changes({"answer_style": "temporal"}, question_type="multi_hop")
-    capped = cfg.with_token_cap(1500)
-    assert capped.context_token_budget == 900  # its own budget is smaller
-    assert capped.for_type("temporal").context_token_budget == 1500
-    assert capped.for_type("multi_hop").context_token_budget == 900
-    assert base.with_token_cap(600).context_token_budget == 600  # no budget of its own: the cap
-    assert base.with_token_cap(None) is base
+    capped = cfg.with_budget(TokenBudget(1500))
+    assert capped.token_limit == 900  # its own budget is smaller
+    assert capped.for_type("temporal").token_limit == 1500
+    assert capped.for_type("multi_hop").token_limit == 900
+    assert capped.for_type("temporal").context_token_budget == 2500  # the tuned value is not rewritten
+    assert capped.fingerprint() == cfg.fingerprint()  # the budget is not a value
+    assert capped.with_changes({"max_context": 9})[0].budget == TokenBudget(1500)  # proposals keep it
+    assert base.with_budget(TokenBudget(600)).token_limit == 600  # no budget of its own: the run's
+    assert base.with_budget(TokenBudget()).token_limit == 0 == base.token_limit
 
 
 # ------------------------------------------------------------------------------ diagnosis

@@ -8,6 +8,7 @@ import random
 import pytest
 
 from evolvemem.errors import ConfigError
+from evolvemem.space.budget import TokenBudget
 from evolvemem.space.config import RetrievalConfig, config_to_toml, load_config, parse_config
 from evolvemem.space.ops import (
     action_space_text,
@@ -294,7 +295,10 @@ def test_a_space_with_more_levers_is_a_new_value_and_the_files_space_is_unchange
     # a config knows the space it was parsed with, and every config made from it keeps it
     config, _ = parse_config({"wide_pair": True}, space=grown)
     assert config.space is grown and config.for_type("temporal").semantic_top_k == 25
-    assert config.with_changes({"max_context": 20})[0].space is grown and config.with_token_cap(500).space is grown
+    assert (
+        config.with_changes({"max_context": 20})[0].space is grown
+        and config.with_budget(TokenBudget(500)).space is grown
+    )
     with pytest.raises(ConfigError, match="unknown config field 'wide_pair'"):
         parse_config({"wide_pair": True})  # the files' space alone does not know it
     plain = load_config("weak")[0]

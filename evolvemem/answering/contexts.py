@@ -3,9 +3,9 @@
 For each question this builds the first answer context the answer path would build (the store
 the router's rules pick, then retrieval under the effective config) and records its evidence
 recall and its size in tokens — no answer call, so it costs only retrieval (and an LLM
-decomposition when that is on, cached by text). With a `token_cap` the context is cut at that
-many estimated tokens as well, so configs are compared at an equal token budget: otherwise
-"more memories" always wins on recall. The records have no prediction and no F1; they pair with
+decomposition when that is on, cached by text). The context is cut at the token budget the
+config carries (`config.budget`, the run's), so configs are compared at an equal token budget:
+otherwise "more memories" always wins on recall. The records have no prediction and no F1; they pair with
 each other on `evidence_recall` (loop/paired.py, `metric`)."""
 
 from __future__ import annotations
@@ -40,11 +40,6 @@ if TYPE_CHECKING:
 FLUSH_EVERY = 256
 
 
-def capped(effective: RetrievalConfig, token_cap: int | None) -> RetrievalConfig:
-    """`effective` with its token budget no larger than `token_cap` (None: unchanged)."""
-    return effective.with_token_cap(token_cap)
-
-
 def context_record(
     ws: Workspace,
     question: Question,
@@ -53,14 +48,13 @@ def context_record(
     *,
     round_no: int,
     phase: str,
-    token_cap: int | None = None,
 ) -> QuestionRecord:
     """The first answer context of `question` and its evidence figures (no answer call: the
     store is the one the router's rules pick, never a model's)."""
     started = time.perf_counter()
     granularity, _how, _ = default_plugins(None).router.route(question, effective)
     store = base_store(effective) if granularity == FACT else granularity
-    retrieval = ws.retriever(question.conversation_id, store).retrieve(question, capped(effective, token_cap))
+    retrieval = ws.retriever(question.conversation_id, store).retrieve(question, effective)
     context = [item.memory for item in retrieval.items]
     ranked = [*context, *(item.memory for item in retrieval.cut)]
     record = replace(
@@ -93,7 +87,6 @@ def evaluate_contexts(
     *,
     round_no: int = 0,
     phase: str = "eval",
-    token_cap: int | None = None,
     on_record: RecordFn | None = None,
     sink: SinkFn | None = None,
 ) -> EvalOutcome:
@@ -109,9 +102,7 @@ def evaluate_contexts(
         for question in questions:
             effective, fingerprint = resolve(question.question_type)
             try:
-                row = context_record(
-                    ws, question, effective, fingerprint, round_no=round_no, phase=phase, token_cap=token_cap
-                ).as_row()
+                row = context_record(ws, question, effective, fingerprint, round_no=round_no, phase=phase).as_row()
             except Exception as exc:  # a decomposition fault must not kill the round
                 row = failed_record(question, f"{type(exc).__name__}: {exc}", round_no, phase).as_row()
             records.append(row)

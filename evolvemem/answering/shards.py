@@ -31,6 +31,7 @@ from evolvemem.retrieval.rerank import CrossEncoderReranker
 from evolvemem.retrieval.second_embedder import SecondEmbedder
 from evolvemem.roles.factory import ModelSettings, Roles, build_roles
 from evolvemem.space.action_space import files_space
+from evolvemem.space.budget import TokenBudget
 from evolvemem.space.config import parse_config
 from evolvemem.space.dimensions import Dimension
 from evolvemem.workspace import ConversationPack, Workspace, workspace_from_pack
@@ -60,6 +61,7 @@ class ShardTask:
     setup: WorkerSetup
     pack: Shared[ConversationPack]
     config: dict  # RetrievalConfig.model_dump(), parsed on the worker in the space its setup carries
+    budget: TokenBudget  # the token budget the config carries (values alone do not hold it)
     questions: tuple[Question, ...]
     round_no: int
     phase: str
@@ -154,7 +156,7 @@ def run_shard(task: ShardTask) -> ShardResult:
     """Evaluate one shard in this (worker) process; nothing is written here."""
     started = time.perf_counter()
     space = files_space().with_dimensions(task.setup.dimensions)  # a worker serves any run
-    config = parse_config(task.config, source="shard", space=space)[0]
+    config = parse_config(task.config, source="shard", space=space)[0].with_budget(task.budget)
     ws, setup_seconds = worker_workspace(task.setup, task.pack)
     shipped = task.memo.get() if task.memo is not None else None
     memo = AnswerMemo(shipped) if shipped is not None else None

@@ -20,7 +20,7 @@ def run_ablate(ui: UI, run: str, split: str) -> dict:
 
         rows = session.ablate(config, split, best_round, on_variant)
     cut = (
-        f", contexts cut at {session.spec.context_tokens} tokens"
+        f", contexts cut at {session.spec.token_budget} tokens"
         if getattr(session.spec, "objective", None) == "evidence"
         else ""
     )

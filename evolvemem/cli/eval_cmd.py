@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from evolvemem.cli.common import default_run_dir
 from evolvemem.cli.ui import UI, category_table, paired_table, report_failures, report_oversized
+from evolvemem.space.budget import TokenBudget
 
 if TYPE_CHECKING:
     from evolvemem.cli.log_progress import LogBars
@@ -39,7 +40,9 @@ def run_eval(
     paired difference (evolve transfer: the evolved config against the run's start on the target)."""
     from evolvemem.session import Session, resolve_config
 
-    config = resolve_config(ui, config_name).with_token_cap(context_tokens)
+    config = resolve_config(ui, config_name)  # a run directory's best config carries the run's budget
+    if context_tokens is not None:
+        config = config.with_budget(TokenBudget(context_tokens))
     run_dir = Path(out) if out else default_run_dir(kind, benchmark)
     with Session.open_eval(
         run_dir=run_dir,
@@ -66,7 +69,7 @@ def run_eval(
         causes = session.failure_causes()
         oversized = session.oversized_replies()
     summary = result.summary
-    _print_scores(ui, summary, benchmark, split, config_name, protocol, context_tokens)
+    _print_scores(ui, summary, benchmark, split, config_name, protocol, config.budget)
     ui.info(f"records: {run_dir / 'run.duckdb'}  ({result.wall_seconds:.1f}s)")
     out_baseline = None
     if baseline is not None and compared is not None:
@@ -89,15 +92,15 @@ def _print_scores(
     split: str,
     config_name: str,
     protocol: str,
-    context_tokens: int | None,
+    budget: TokenBudget,
 ) -> None:
-    """The per-category table, and with a token cap the evidence recall at that budget."""
+    """The per-category table, and with a token budget the evidence recall at that budget."""
     label = "" if protocol == "official" else " [adversarial scored with the EvolveMem paper protocol]"
     ui.print(category_table(summary, f"{benchmark} ({split}) · config {config_name}{label}"))
-    if context_tokens:
+    if budget:
         main = summary.get("main_evidence_recall")
         ui.info(
-            f"contexts cut at {context_tokens} tokens: evidence recall (answerable) "
+            f"{budget.describe()}: evidence recall (answerable) "
             f"{'-' if main is None else f'{main:.3f}'}, mean context {summary.get('context_tokens') or 0:.0f} tokens"
         )
 

@@ -230,7 +230,7 @@ def eval_command(
         None,
         "--context-tokens",
         min=1,
-        help="Cut every answer context at this many estimated tokens (the config's own budget where smaller), so configs are compared at an equal budget; the table's evidence recall is then recall at that budget.",
+        help="Cut every answer context at this many estimated tokens (the config's own budget where smaller), so configs are compared at an equal budget; the table's evidence recall is then recall at that budget [default: the budget the config carries: a run's best config was measured at its run's budget].",
     ),
     json_out: bool = typer.Option(False, "--json", help="End stdout with one JSON object (overall, by_category)."),
     quiet: bool = QuietOpt,

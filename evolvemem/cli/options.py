@@ -178,7 +178,7 @@ class RunOptions:
     context_tokens: Optional[int] = typer.Option(
         None,
         "--context-tokens",
-        help="--objective evidence: cut every answer context at this many estimated tokens, so configs are compared at an equal budget [default: the answer model's window share; 4096-token window without a model].",
+        help="Cut every answer context of every round at this many estimated tokens, so configs are compared at an equal budget; the budget travels with the configs the run hands on (best_config.toml) [default: the budget of an --init run's config; with --objective evidence the answer model's window share (4096-token window without a model); otherwise none].",
     )
     no_evidence_rung: bool = typer.Option(
         False,

@@ -397,7 +397,8 @@ def new_run_spec(ui: UI, o: RunOptions, local_models: LocalModels) -> tuple[RunS
         screen_alpha=o.screen_alpha,
         candidates=o.candidates,
         context_reuse=not o.no_context_reuse,
-        context_tokens=o.context_tokens,
+        # an --init RUN config carries the budget its run measured it at: the new run goes on at it
+        token_budget=o.context_tokens if o.context_tokens is not None else init_config.budget.tokens,
         evidence_rung=not o.no_evidence_rung,
     )
     return spec, init_config

@@ -42,7 +42,7 @@ def ablation_variants(config: RetrievalConfig) -> list[Variant]:
         variants.append(
             Variant(
                 name,
-                parse_config(changed, source=f"ablation of {name}", space=space)[0],
+                parse_config(changed, source=f"ablation of {name}", space=space)[0].with_budget(config.budget),
                 f"{name} = {off!r} everywhere",
             )
         )
@@ -51,7 +51,7 @@ def ablation_variants(config: RetrievalConfig) -> list[Variant]:
         variants.append(
             Variant(
                 f"overrides[{qtype}]",
-                parse_config(changed, source="ablation", space=space)[0],
+                parse_config(changed, source="ablation", space=space)[0].with_budget(config.budget),
                 f"drop the per-type override for {qtype}",
             )
         )
@@ -66,17 +66,16 @@ def run_ablation(
     on_variant: Callable[[dict[str, Any]], None] | None = None,
     *,
     contexts_only: bool = False,
-    token_cap: int | None = None,
 ) -> list[dict[str, Any]]:
     """Score `config` and every variant on `questions` the way the run measured its rounds (for an
-    `evidence` run: the answer contexts alone, cut at its token budget); rows carry the deltas
-    against the full config."""
+    `evidence` run: the answer contexts alone), every context cut at the token budget `config`
+    carries (the variants keep it); rows carry the deltas against the full config."""
     rows = []
     base = None
     for variant in [Variant("full config", config, "the config as evolved"), *ablation_variants(config)]:
         phase = "ablate" if base is None else f"ablate:{variant.label}"
         s, seconds = scorer.score_round(
-            RoundJob(variant.config, questions, round_no, phase, contexts_only=contexts_only, token_cap=token_cap)
+            RoundJob(variant.config, questions, round_no, phase, contexts_only=contexts_only)
         )
         row = {
             "mechanism": variant.label,

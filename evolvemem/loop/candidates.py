@@ -39,7 +39,6 @@ from evolvemem.loop.screening import (
 )
 from evolvemem.loop.spec import CONTEXTS_ONLY, GuardSettings, objective_group
 from evolvemem.store.rows import ScreeningRow
-from evolvemem.space.action_space import ActionSpace
 from evolvemem.space.config import RetrievalConfig, parse_config
 from evolvemem.space.ops import perturb
 
@@ -138,7 +137,7 @@ def choose_among(
     """The config round `round_no` evaluates on every dev question: the best of `candidates`
     that passes (see the module docstring), or the incumbent's when none does. Every candidate
     not chosen joins `seen`."""
-    done, started = screener.resume(round_no, seen, candidates[0][0].space)
+    done, started = screener.resume(round_no, seen, candidates[0][0])
     if started is not None:  # decided before an interruption: the round goes on with it
         return started
     spec = screener.spec
@@ -195,6 +194,10 @@ def choose_among(
     return incumbent.config
 
 
-def screened_candidates(rows: list[dict[str, Any]] | None, space: ActionSpace) -> list[tuple[RetrievalConfig, str]]:
-    """The further candidates a decision recorded, as configs of the run's `space` with their sources."""
-    return [(parse_config(row["config"], source="run store", space=space)[0], row["source"]) for row in rows or []]
+def screened_candidates(rows: list[dict[str, Any]] | None, like: RetrievalConfig) -> list[tuple[RetrievalConfig, str]]:
+    """The further candidates a decision recorded, with their sources: configs in the space of
+    `like` (the run's) and at its token budget."""
+    return [
+        (parse_config(row["config"], source="run store", space=like.space)[0].with_budget(like.budget), row["source"])
+        for row in rows or []
+    ]

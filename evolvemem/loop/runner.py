@@ -92,7 +92,7 @@ class EvolutionRunner:
         self.ws = workspace
         self.scorer = scorer
         dataset: Dataset = workspace.dataset
-        self.init_config = init_config
+        self.init_config = init_config.with_budget(spec.budget)  # every config of the run is measured at it
         # the run's action space: the files' dimensions and the run's levers; replaced (never
         # changed in place) when a lever emerges from a diagnosis
         self.space: ActionSpace = init_config.space
@@ -134,19 +134,12 @@ class EvolutionRunner:
             # again — once per process — so that every table compares evaluations of equal n
             self._retried.add((round_no, phase))
         on_record = round_progress(self.hooks.record, round_no, phase, len(questions))
-        job = RoundJob(
-            config,
-            questions,
-            round_no,
-            phase,
-            on_record,
-            contexts_only=self.contexts_only,
-            token_cap=self.spec.context_tokens if self.contexts_only else None,
-        )
+        job = RoundJob(config, questions, round_no, phase, on_record, contexts_only=self.contexts_only)
         return self.scorer.score_round(job, self.hooks.stage)
 
     def _config_from_json(self, data: dict[str, Any]) -> RetrievalConfig:
-        return parse_config(data, source="run store", space=self.space)[0]
+        """A config the run store kept, at the run's token budget (stored values hold no budget)."""
+        return parse_config(data, source="run store", space=self.space)[0].with_budget(self.spec.budget)
 
     # ---- the loop ----------------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -234,7 +227,7 @@ class EvolutionRunner:
             choose_among(
                 screener,
                 round_no,
-                [(config, "proposal"), *screened_candidates(others, self.space)],
+                [(config, "proposal"), *screened_candidates(others, config)],
                 incumbent,
                 seen,
             )
@@ -387,7 +380,7 @@ class EvolutionRunner:
             current_accepted=current.accepted,
             current_paired=None if comparison is None else comparison.as_dict(),
         )
-        inp.token_budget = int(self.spec.context_tokens or 0) if self.contexts_only else 0
+        inp.token_budget = int(base.config.budget.tokens or 0)
         free = self._free_dims()
         inp.fixed = () if free is None else tuple(name for name in self.space if name not in free)
         return inp

@@ -33,14 +33,13 @@ class RoundJob:
     phase: str
     on_record: RecordFn | None = None  # sees each record as it is written (progress bars)
     contexts_only: bool = False  # record each question's context and evidence figures, no answer
-    token_cap: int | None = None  # contexts cut at this many tokens (contexts_only)
 
 
 class RoundScorer(Protocol):
     """Scores a config on questions as one (round, phase) of the run store: begin → build the
     stores it reads → evaluate → usage → finish. `contexts_only`: build each question's answer
     context and record its evidence figures without asking the reader (rung 0, the `evidence`
-    objective), each context cut at `token_cap` estimated tokens when given."""
+    objective); every context is cut at the token budget the config carries (`config.budget`)."""
 
     def score_round(self, job: RoundJob, on_stage: StageFn | None = None) -> tuple[dict[str, Any], float]:
         """One evaluation; (summary, wall seconds)."""

@@ -39,7 +39,6 @@ from evolvemem.loop.ladder import ContextRung, LadderInputs, RungZero
 from evolvemem.loop.scorer import RoundJob, round_progress
 from evolvemem.loop.paired import Comparison, compare, gains, judged_groups, loses
 from evolvemem.loop.spec import RunSpec, objective_group
-from evolvemem.space.action_space import ActionSpace
 from evolvemem.space.config import RetrievalConfig, parse_config
 from evolvemem.space.ops import diff_configs, perturb
 from evolvemem.store.rows import ScreeningRow
@@ -131,7 +130,7 @@ class Screener:
         """The config round `round_no` evaluates on every dev question: the first candidate that
         passes its screening, or the incumbent's config when none does within the budget. Every
         screened-out config is added to `seen` (never proposed again)."""
-        done, started = self.resume(round_no, seen, first.space)
+        done, started = self.resume(round_no, seen, first)
         if started is not None:  # decided before an interruption: the round goes on with it
             return started
         candidate, source = first, "proposal"
@@ -147,15 +146,17 @@ class Screener:
         return incumbent.config
 
     def resume(
-        self, round_no: int, seen: set[str], space: ActionSpace
+        self, round_no: int, seen: set[str], like: RetrievalConfig
     ) -> tuple[dict[int, ScreeningRow], RetrievalConfig | None]:
         """The round's screenings recorded so far, by attempt (the configs they screened out join
         `seen`), and the config of its full evaluation if one had begun (None otherwise), read in
-        the run's `space`."""
+        the space of `like` and at its token budget."""
         done = {row.attempt: row for row in self.store.screenings(round_no)}
         seen.update(row.config_fingerprint for row in done.values() if row.outcome != PASSED and row.config_fingerprint)
         started = self.store.round_row(round_no, Phase.DEV)
-        return done, None if started is None else parse_config(started["config"], source="run store", space=space)[0]
+        if started is None:
+            return done, None
+        return done, parse_config(started["config"], source="run store", space=like.space)[0].with_budget(like.budget)
 
     def _screen(
         self, round_no: int, attempt: int, candidate: RetrievalConfig, source: str, incumbent: RoundScore

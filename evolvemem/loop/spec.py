@@ -9,6 +9,7 @@ from typing import Any
 from evolvemem.contracts.local_models import LocalModels
 from evolvemem.contracts.vocab import Objective
 from evolvemem.llm.client import redact_url
+from evolvemem.space.budget import TokenBudget
 
 
 # What each objective counts as a gain (shown by the CLI's help and the report).
@@ -105,12 +106,19 @@ class RunSpec:
     screen_alpha: float = 0.2  # a minibatch gain of at least the guard's min effect must have p below this
     candidates: int = 1  # configs a round screens at once (loop/candidates.py); > 1 needs screening
     context_reuse: bool = True  # reuse answers to an unchanged context (answering/context_reuse.py)
-    # the `evidence` objective's token budget: every context is cut at this many estimated tokens
-    # (set at the start of a run from the answer role's window share when not given)
-    context_tokens: int | None = None
+    # the run's token budget (--context-tokens): every context of every round is cut at this many
+    # estimated tokens, with or without a model answering; the `evidence` objective always has one
+    # (set when the run opens from the answer role's window share when not given). It travels with
+    # every config the run hands on (space/budget.py)
+    token_budget: int | None = None
     # rung 0 of the ladder: a candidate that changes the context is first compared on the evidence
     # recall of its contexts (no answer call) and stops there when significantly worse
     evidence_rung: bool = True
+
+    @property
+    def budget(self) -> TokenBudget:
+        """The token budget every context of this run is measured at."""
+        return TokenBudget(self.token_budget)
 
     def as_dict(self) -> dict[str, Any]:
         """What the manifest stores: credentials in the server's URL are masked (a resume is told
@@ -129,5 +137,6 @@ class RunSpec:
         data["guard"] = GuardSettings.from_dict(data.get("guard", {}))
         data["local_models"] = LocalModels.from_spec(data)
         data.setdefault("screen_fraction", 0.0)  # a run started before screening existed goes on without it
+        data["token_budget"] = TokenBudget.of_run({"spec": data}).tokens  # older runs: context_tokens
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in known})

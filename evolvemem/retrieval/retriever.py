@@ -92,7 +92,7 @@ class RetrievedItem:
 
 @dataclass(frozen=True)
 class RetrievalResult:
-    items: tuple[RetrievedItem, ...]  # the context: within max_context (and context_token_budget), in context_order
+    items: tuple[RetrievedItem, ...]  # the context: within max_context (and the token limit), in context_order
     cut: tuple[RetrievedItem, ...]  # ranked candidates that the context budget cut, by rank
     sub_queries: tuple[str, ...] = ()
     cost: Usage = Usage()
@@ -419,7 +419,7 @@ class Retriever:
         """A view's candidate count: its top-k, and with a token budget at least as many as it
         takes to fill the budget with the conversation's shortest memories — so no view size
         binds below the budget (a view's top-k still deepens it)."""
-        budget = config.context_token_budget
+        budget = config.token_limit
         floor = -(-budget // max(extras.min_tokens, 1)) if budget else 0
         return lambda k: max(k, floor)
 
@@ -628,7 +628,7 @@ class Retriever:
             RetrievedItem(memories[row], score, rank, labels[row])
             for rank, (row, score) in enumerate(zip(row_list, scores.tolist()), start=1)
         ]
-        keep = within_budget(items, config.max_context, config.context_token_budget)
+        keep = within_budget(items, config.max_context, config.token_limit)
         context, cut = items[:keep], items[keep:]
         if config.context_order == "chronological":
             days = state.timestamp_days

@@ -15,6 +15,7 @@ from evolvemem.contracts.local_models import LocalModels
 from evolvemem.contracts.vocab import Phase
 from evolvemem.errors import ConfigError
 from evolvemem.roles.factory import ModelSettings
+from evolvemem.space.budget import TokenBudget
 from evolvemem.space.config import RetrievalConfig, load_config, parse_config
 
 BEST_CONFIG = "best_config.toml"
@@ -49,10 +50,13 @@ def _from_run(run_dir: Path) -> LoadedConfig:
     with RunStore(run_dir, read_only=True) as store:
         best = store.best_round()
         row = store.round_row(best, Phase.TEST_BEST) or store.round_row(best, Phase.DEV)
-        spec = store.manifest().get("spec") or {}
+        manifest = store.manifest()
+        spec = manifest.get("spec") or {}
+        budget = TokenBudget.of_run(manifest)
     if row is None:
         raise ConfigError(f"{run_dir}: the run has no scored round yet")
     config, clamps = parse_config(row["config"], source=f"{run_dir} round {best}", space=space)
+    config = config.with_budget(budget)  # the budget the run measured it at: served contexts are the measured ones
     if not isinstance(spec, dict):
         spec = {}
     models = spec.get("models")

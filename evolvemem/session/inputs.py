@@ -15,6 +15,7 @@ from evolvemem.roles.factory import ModelSettings
 from evolvemem.session.reporter import Reporter
 from evolvemem.store.run_store import RunStore
 from evolvemem.space.action_space import ActionSpace
+from evolvemem.space.budget import TokenBudget
 from evolvemem.space.config import RetrievalConfig, load_config, parse_config
 from evolvemem.space.emerged import run_space
 
@@ -47,10 +48,12 @@ def best_config_path(run_dir: str | Path) -> Path:
 
 
 def manifest_start_config(manifest: dict, run_dir: str | Path, space: ActionSpace) -> RetrievalConfig:
-    """The config a run started from (its round 0), as its manifest holds it, in the run's `space`."""
+    """The config a run started from (its round 0), as its manifest holds it, in the run's `space`
+    and at the run's token budget."""
     if "init_config" not in manifest:
         raise EvolveMemError(f"{run_dir}: not an evolve run (no starting config in its manifest)")
-    return parse_config(manifest["init_config"], source=f"{run_dir} manifest", space=space)[0]
+    config = parse_config(manifest["init_config"], source=f"{run_dir} manifest", space=space)[0]
+    return config.with_budget(TokenBudget.of_run(manifest))
 
 
 def start_config(run_dir: str | Path) -> RetrievalConfig:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -47,6 +47,7 @@ from evolvemem.retrieval.stage_models import require_stage_models
 from evolvemem.session.setup import announce_models, check_endpoint, open_workspace
 from evolvemem.session.sharded import evaluate_sharded
 from evolvemem.space.action_space import ActionSpace, files_space
+from evolvemem.space.budget import TokenBudget
 from evolvemem.space.config import RetrievalConfig, config_to_toml, load_config
 from evolvemem.space.emerged import begin_run_dimensions, run_space
 from evolvemem.store.run_store import DB_NAME, RunStore
@@ -176,7 +177,7 @@ class Session(Closing):
         reads (`on_stage` reports their progress), resumes a half-finished evaluation (failed
         questions are asked again), records usage, returns (summary, wall seconds). `contexts_only`:
         record each question's answer context and its evidence figures without an answer
-        (answering/contexts.py), cut at `token_cap` tokens when given."""
+        (answering/contexts.py); every context is cut at the token budget the config carries."""
         return self.score_rounds([job], on_stage)[0]
 
     def score_rounds(self, jobs: list[RoundJob], on_stage: StageFn | None = None) -> list[tuple[dict, float]]:
@@ -242,7 +243,6 @@ class Session(Closing):
                     todo,
                     round_no=round_no,
                     phase=phase,
-                    token_cap=job.token_cap,
                     on_record=job.on_record,
                     sink=record,
                 )
@@ -413,12 +413,12 @@ class Session(Closing):
                 context_reuse=spec.context_reuse,
                 executor=executor,
             )
-            if spec.objective == CONTEXTS_ONLY and spec.context_tokens is None:
+            if spec.objective == CONTEXTS_ONLY and spec.token_budget is None:
                 # fixed once, in the manifest: every round's contexts are cut at the same budget
-                spec.context_tokens = context_token_share(workspace.roles.mechanism_client)
+                spec = replace(spec, token_budget=context_token_share(workspace.roles.mechanism_client))
                 store.set_manifest({"spec": spec.as_dict()})
                 reporter.info(
-                    f"[dim]evidence objective: contexts cut at {spec.context_tokens} tokens "
+                    f"[dim]evidence objective: contexts cut at {spec.token_budget} tokens "
                     "(the answer model's window share; --context-tokens sets it)[/dim]"
                 )
             session.spec = spec
@@ -494,6 +494,7 @@ class Session(Closing):
                     "models": settings.as_dict(),
                     "adversarial_protocol": protocol,
                     "config_source": config_source,
+                    "token_budget": config.budget.tokens,
                     "command": command_line(),
                     **local_models.as_spec(),
                 }
@@ -555,6 +556,9 @@ class Session(Closing):
             spec = RunSpec.from_dict(manifest["spec"])
             best_round = store.best_round()
             config = load_config(str(best_path))[0]
+            config = (
+                config if config.budget else config.with_budget(spec.budget)
+            )  # a file from before budgets travelled
             dataset = load_benchmark(spec.benchmark, spec.data)
             workspace = _run_workspace(reporter, dataset, ModelSettings(**spec.models), spec, store)
             session = cls(store, workspace, reporter, protocol=spec.protocol, concurrency=spec.concurrency)
@@ -568,17 +572,8 @@ class Session(Closing):
         self, config: RetrievalConfig, split: str, round_no: int, on_variant: Callable[[dict], None] | None = None
     ) -> list[dict]:
         questions = split_dataset(self.dataset, split).questions
-        spec = self.spec
-        contexts_only = spec is not None and spec.objective == CONTEXTS_ONLY
-        return run_ablation(
-            self,
-            config,
-            questions,
-            round_no,
-            on_variant,
-            contexts_only=contexts_only,
-            token_cap=spec.context_tokens if contexts_only and spec is not None else None,
-        )
+        contexts_only = self.spec is not None and self.spec.objective == CONTEXTS_ONLY
+        return run_ablation(self, config, questions, round_no, on_variant, contexts_only=contexts_only)
 
 
 def _check_resumable(
@@ -594,6 +589,7 @@ def _check_resumable(
         name
         for name, old, new in (
             ("config", existing["config_fingerprint"], config.fingerprint()),
+            ("token budget", TokenBudget.of_run(manifest), config.budget),
             ("data", manifest.get("data_hash"), data_hash),
             ("split", manifest.get("split"), split),
             ("adversarial protocol", manifest.get("adversarial_protocol"), protocol),

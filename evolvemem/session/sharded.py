@@ -202,6 +202,7 @@ def _shard_tasks(
                     setup,
                     executor.share(pack, pack.key),
                     config,
+                    job.config.budget,
                     tuple(group),
                     job.round_no,
                     job.phase,

@@ -4,7 +4,8 @@ Parsing is strict about names and types (an unknown field or a wrong type is an 
 it) and lenient about ranges (an out-of-range value is clamped and the clamp is reported).
 A config carries the `ActionSpace` it was parsed with (`config.space`): a lever that emerged in a
 run is one of its values (a pydantic extra, having no field of its own) only in that space, and
-every config made from it (`with_changes`, `for_type`, `with_token_cap`) keeps it.
+every config made from it (`with_changes`, `for_type`, `with_space`) keeps it, and so it keeps
+the run's token budget (`config.budget`, space/budget.py), which `token_limit` applies.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from evolvemem.errors import ConfigError
 from evolvemem.paths import action_space_dir
 from evolvemem.qtypes import QUESTION_TYPES
 from evolvemem.space.action_space import ActionSpace, files_space
+from evolvemem.space.budget import BUDGET_SECTION, TokenBudget
 from evolvemem.space.dimensions import Dimension, NumericDimension, toml_value
 from evolvemem.space.changes import ClampReport
 from evolvemem.space.emerged import EMBEDDED_SECTION, dimensions_from_tables, embedded_toml
@@ -107,6 +109,9 @@ class _ConfigBase(BaseModel):
     # kept as extra values, which `_clean` validated against the config's space like any field
     model_config = ConfigDict(extra="allow", frozen=True)
     _space: ActionSpace = PrivateAttr(default_factory=files_space)
+    # the budget a run measured this config at: a measurement setting, not a value, so it is in
+    # neither `values()` nor the fingerprint (a run's budget is the same for all its configs)
+    _budget: TokenBudget = PrivateAttr(default_factory=TokenBudget)
 
     @model_validator(mode="before")
     @classmethod
@@ -114,10 +119,13 @@ class _ConfigBase(BaseModel):
         return _clean(data, "config", None, _space_of(info)) if isinstance(data, dict) else data
 
     @classmethod
-    def _in_space(cls, cleaned: dict[str, Any], space: ActionSpace) -> RetrievalConfig:
-        """A config of validated values that knows `space`."""
+    def _in_space(
+        cls, cleaned: dict[str, Any], space: ActionSpace, budget: TokenBudget = TokenBudget()
+    ) -> RetrievalConfig:
+        """A config of validated values that knows `space` and carries `budget`."""
         config = cls.model_validate(cleaned, context={"space": space})
         config._space = space
+        config._budget = budget
         return cast("RetrievalConfig", config)
 
     # ---- behaviour shared by every generated config -----------------------------------------
@@ -126,8 +134,26 @@ class _ConfigBase(BaseModel):
         """The action space this config was parsed with (the files' plus the run's levers)."""
         return self._space
 
+    @property
+    def budget(self) -> TokenBudget:
+        """The token budget of the run this config was measured in (empty: none)."""
+        return self._budget
+
+    @property
+    def token_limit(self) -> int:
+        """The estimated tokens a context may hold under this config: its own
+        `context_token_budget` under the run's budget (0: no token limit, `max_context` alone)."""
+        return self._budget.limit(int(getattr(self, "context_token_budget") or 0))
+
+    def with_budget(self, budget: TokenBudget) -> RetrievalConfig:
+        """The same values, measured at `budget` (replacing the one it carried)."""
+        config = self.model_copy()
+        config._budget = budget
+        return cast("RetrievalConfig", config)
+
     def fingerprint(self) -> str:
-        """Stable short hash of every value: equal configs, equal fingerprints."""
+        """Stable short hash of every value: equal configs, equal fingerprints. The budget is not a
+        value (compare `budget` too where configs from different runs meet)."""
         data = self.model_dump()
         dims = self._space
         for name in self.model_extra or {}:  # an added lever at its default changes nothing
@@ -154,26 +180,7 @@ class _ConfigBase(BaseModel):
             if dim.maps_to and values.get(name):
                 values.update(_clean_values(dim.maps_to, dims, f"maps_to of {name}", "global", None, False))
         values[OVERRIDES] = {}
-        return self._in_space(values, dims)
-
-    def with_token_cap(self, cap: int | None) -> RetrievalConfig:
-        """This config with every context cut at `cap` estimated tokens at most (its own budget
-        where smaller, globally and in each override): configs compared at an equal budget.
-        Not clamped to the dimension's range: a cap is a measurement setting, not a tuned value."""
-        if not cap:
-            return cast("RetrievalConfig", self)
-        budget = "context_token_budget"
-
-        def capped(own: Any) -> int:
-            return min(int(own), cap) if own else cap
-
-        overrides = {
-            qtype: ({**values, budget: capped(values[budget])} if budget in values else dict(values))
-            for qtype, values in getattr(self, OVERRIDES).items()
-        }
-        return cast(
-            "RetrievalConfig", self.model_copy(update={budget: capped(getattr(self, budget)), OVERRIDES: overrides})
-        )
+        return self._in_space(values, dims, self._budget)
 
     def with_changes(
         self, changes: dict[str, Any], question_type: str | None = None
@@ -186,12 +193,13 @@ class _ConfigBase(BaseModel):
             merged = dict(data[OVERRIDES].get(question_type, {}))
             merged.update(changes)
             data[OVERRIDES] = {**data[OVERRIDES], question_type: merged}
-        return parse_config(data, source="proposal", space=self._space)
+        config, clamps = parse_config(data, source="proposal", space=self._space)
+        return config.with_budget(self._budget), clamps
 
     def with_space(self, space: ActionSpace) -> RetrievalConfig:
         """The same values in a larger space (a lever emerged since this config was made): the
         new levers read as their defaults, so the fingerprint stays."""
-        return parse_config(self.model_dump(), source="config", space=space)[0]
+        return parse_config(self.model_dump(), source="config", space=space)[0].with_budget(self._budget)
 
 
 def _field_for(dim: Dimension) -> tuple[Any, Any]:
@@ -250,7 +258,7 @@ def load_config(
     name_or_path: str | Path, space: ActionSpace | None = None
 ) -> tuple[RetrievalConfig, list[ClampReport]]:
     """Load a config from a preset name (`weak`, `default`) or a TOML/JSON file, in `space`
-    (default: the files') plus the levers the file embeds.
+    (default: the files') plus the levers the file embeds, with the token budget it carries.
 
     A run's exported config (`best_config.toml`) loads the same way."""
     space = space or files_space()
@@ -271,7 +279,12 @@ def load_config(
     if isinstance(raw, dict) and EMBEDDED_SECTION in raw:  # levers that emerged in a run travel with it
         raw = dict(raw)
         space = space.with_dimensions(dimensions_from_tables(raw.pop(EMBEDDED_SECTION), str(path), space))
-    return parse_config(raw, source=str(path), space=space)
+    budget = TokenBudget()
+    if isinstance(raw, dict) and BUDGET_SECTION in raw:  # the budget the run measured it at
+        raw = dict(raw)
+        budget = TokenBudget.from_table(raw.pop(BUDGET_SECTION), str(path))
+    config, clamps = parse_config(raw, source=str(path), space=space)
+    return config.with_budget(budget), clamps
 
 
 def config_to_toml(config: RetrievalConfig, header: str = "") -> str:
@@ -279,7 +292,7 @@ def config_to_toml(config: RetrievalConfig, header: str = "") -> str:
     an optional setting that is off is left out (as a comment) where off is its default, and written
     as "off" where leaving it out would mean something else (a per-type override would inherit the
     global value). A lever that emerged in a run is written with its definition, so the file is
-    readable on its own."""
+    readable on its own, and so is the token budget the run measured it at."""
     dims = config.space
     lines = [f"# {line}" for line in header.splitlines()] if header else []
     for key, value in config.values().items():
@@ -296,4 +309,6 @@ def config_to_toml(config: RetrievalConfig, header: str = "") -> str:
     definitions = embedded_toml(dims, list(config.values()))
     if definitions:
         lines += ["", definitions.rstrip("\n")]
+    if config.budget:
+        lines += ["", config.budget.as_toml().rstrip("\n")]
     return "\n".join(lines) + "\n"

@@ -49,7 +49,7 @@ def suggest_config(trial: Any, base: RetrievalConfig | None = None) -> Retrieval
     base = base or RetrievalConfig()
     values: dict[str, Any] = {name: dim.suggest(trial) for name, dim in base.space.items()}
     values[OVERRIDES] = base.overrides()
-    return parse_config(values, source="optuna trial", space=base.space)[0]
+    return parse_config(values, source="optuna trial", space=base.space)[0].with_budget(base.budget)
 
 
 def optuna_distributions(space: ActionSpace) -> dict[str, Any]:

@@ -1,0 +1,88 @@
+"""`TokenBudget`: the context size a run measured its configs at, carried by every config it hands on.
+
+Why a value of its own: a run compares configs at one context size (`--context-tokens`, or the
+answer model's window share under `--objective evidence`), otherwise "more memories" always wins
+on recall. That size is a setting of the measurement, not a tuned lever — the
+`context_token_budget` dimension is the config's own budget beneath it, which the loop may move.
+A config that forgot the run's budget would hand a served agent contexts the run never measured,
+so the budget travels with the config (`RetrievalConfig.budget`): through `for_type` and
+`with_changes`, into `best_config.toml` and each round's snapshot (a `[token_budget]` table), and
+back out of `load_config`. It is applied in one place, `RetrievalConfig.token_limit`, which is
+what a retriever cuts a context at. The measured size of a context is `context_tokens`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from evolvemem.contracts.vocab import Objective
+from evolvemem.errors import ConfigError
+
+BUDGET_SECTION = "token_budget"  # the TOML table a config file carries its budget in
+
+
+@dataclass(frozen=True)
+class TokenBudget:
+    """At most `tokens` estimated tokens a context (None: no run-wide budget; the config's own
+    `context_token_budget` and `max_context` alone decide)."""
+
+    tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.tokens is not None and (isinstance(self.tokens, bool) or not isinstance(self.tokens, int)):
+            raise ConfigError(f"a token budget is a whole number of tokens, not {self.tokens!r}")
+        if self.tokens is not None and self.tokens < 1:
+            raise ConfigError(f"a token budget must be 1 or more tokens, not {self.tokens}")
+
+    def __bool__(self) -> bool:
+        return self.tokens is not None
+
+    def limit(self, own: int) -> int:
+        """The token limit of a context whose config's own budget is `own` (0: none): the smaller
+        of the two; 0 when neither is set (memories are counted by `max_context` alone)."""
+        if self.tokens is None:
+            return own
+        return min(own, self.tokens) if own else self.tokens
+
+    def describe(self) -> str:
+        return "no token budget" if self.tokens is None else f"contexts cut at {self.tokens} tokens"
+
+    # ---- files ------------------------------------------------------------------------------
+    def as_toml(self) -> str:
+        """The `[token_budget]` table a config file carries ("" without a budget)."""
+        if self.tokens is None:
+            return ""
+        return (
+            f"[{BUDGET_SECTION}]\n"
+            "# the budget the run measured its contexts at: every context is cut at this many estimated\n"
+            "# tokens (the config's own context_token_budget where smaller); --context-tokens replaces it\n"
+            f"tokens = {self.tokens}\n"
+        )
+
+    @classmethod
+    def from_table(cls, table: object, source: str) -> TokenBudget:
+        """A config file's `[token_budget]` table; anything else there is an error naming it."""
+        if not isinstance(table, Mapping) or set(table) - {"tokens"}:
+            raise ConfigError(f"{source}: [{BUDGET_SECTION}] holds one key, tokens = <whole number>")
+        tokens = table.get("tokens")
+        if not isinstance(tokens, int) or isinstance(tokens, bool):
+            raise ConfigError(f"{source}: [{BUDGET_SECTION}] tokens must be a whole number, not {tokens!r}")
+        try:
+            return cls(tokens)
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+
+    @classmethod
+    def of_run(cls, manifest: Mapping[str, object]) -> TokenBudget:
+        """The budget a run directory's contexts were measured at, from its manifest: an `evolve
+        run`'s spec, or an `evolve eval`'s own key. A run started before the budget travelled kept
+        it as `context_tokens`, which only the evidence objective applied."""
+        spec = manifest.get("spec")
+        if isinstance(spec, Mapping):
+            tokens = spec.get(BUDGET_SECTION)
+            if tokens is None and spec.get("objective") == Objective.EVIDENCE:
+                tokens = spec.get("context_tokens")
+        else:
+            tokens = manifest.get(BUDGET_SECTION)
+        return cls(tokens if isinstance(tokens, int) else None)
