@@ -25,11 +25,10 @@ from evolvemem.answering.evaluate import (
     view_label,
     with_evidence_and_cost,
 )
-from evolvemem.answering.plugins import default_plugins
-from evolvemem.answering.stores import base_store, stores_needed
+from evolvemem.answering.first_context import RULES, first_context
+from evolvemem.answering.stores import stores_needed
 from evolvemem.contracts.records import QuestionRecord
 from evolvemem.data.models import Question
-from evolvemem.mechanisms.ama_router import FACT
 from evolvemem.retrieval.retriever import context_tokens
 from evolvemem.scoring.aggregate import summarise
 from evolvemem.workspace import Workspace
@@ -52,9 +51,8 @@ def context_record(
     """The first answer context of `question` and its evidence figures (no answer call: the
     store is the one the router's rules pick, never a model's)."""
     started = time.perf_counter()
-    granularity, _how, _ = default_plugins(None).router.route(question, effective)
-    store = base_store(effective) if granularity == FACT else granularity
-    retrieval = ws.retriever(question.conversation_id, store).retrieve(question, effective)
+    first = first_context(ws, question, effective, RULES)
+    store, retrieval = first.store, first.retrieval
     context = [item.memory for item in retrieval.items]
     ranked = [*context, *(item.memory for item in retrieval.cut)]
     record = replace(

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
 from evolvemem.answering.context_reuse import AnswerMemo, context_key
+from evolvemem.answering.first_context import first_context, store_of
 from evolvemem.answering.plugins import AnswerPlugins, default_plugins
-from evolvemem.answering.stores import base_store
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.contracts.roles import AnswerResult
 from evolvemem.contracts.usage import Usage
@@ -34,6 +34,7 @@ from evolvemem.data.models import Question
 from evolvemem.mechanisms.ama_judge import PASS, REFRESH
 from evolvemem.mechanisms.ama_refresh import asks_current_state, find_conflicts
 from evolvemem.mechanisms.ama_router import EPISODE, FACT, RAW
+from evolvemem.retrieval.retriever import RetrievalResult
 from evolvemem.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -93,10 +94,6 @@ def plugins_of(ws: Workspace) -> AnswerPlugins:
     long as the workspace."""
     client = ws.roles.mechanism_client
     return ws.memo(f"answer-plugins:{id(client)}", lambda: default_plugins(client))
-
-
-def _store_name(granularity: str, effective: RetrievalConfig) -> str:
-    return base_store(effective) if granularity == FACT else granularity
 
 
 class _Path:
@@ -159,6 +156,9 @@ class _Path:
 
     def attempt_from_store(self, store: str) -> Attempt:
         retrieval = self.ws.retriever(self.question.conversation_id, store).retrieve(self.question, self.effective)
+        return self.attempt_from_retrieval(store, retrieval)
+
+    def attempt_from_retrieval(self, store: str, retrieval: RetrievalResult) -> Attempt:
         self.charge(retrieval.cost)
         return self.attempt(
             store,
@@ -206,17 +206,16 @@ class _Path:
         """The first source of RETRY_ORDER not tried yet whose store is built."""
         tried = {a.source for a in self.trace.attempts}
         for granularity in RETRY_ORDER:
-            source = RELATED if granularity == RELATED else _store_name(granularity, self.effective)
+            source = RELATED if granularity == RELATED else store_of(granularity, self.effective)
             needs = RAW if source == RELATED else source
             if source not in tried and self.ws.has_store(self.question.conversation_id, needs):
                 return source
         return None
 
     def run(self) -> AnswerTrace:
-        granularity, how, route_cost = self.plugins.router.route(self.question, self.effective)
-        first = _store_name(granularity, self.effective)
-        self.trace = trace = AnswerTrace(first, how, cost=route_cost)
-        trace.attempts.append(self.attempt_from_store(first))
+        first = first_context(self.ws, self.question, self.effective, self.plugins.router)
+        self.trace = trace = AnswerTrace(first.store, first.route, cost=first.route_cost)
+        trace.attempts.append(self.attempt_from_retrieval(first.store, first.retrieval))
         for _ in range(self.effective.judge_retries):
             last = trace.final
             if last.answer.failed:

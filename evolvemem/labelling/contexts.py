@@ -1,8 +1,9 @@
 """What a check or a generator is shown: turns as dated lines, and the best retrieved context.
 
-The retrieved context is the project's own retrieval (a Workspace over the conversations with the
-offline extractor, one memory per turn, and a retrieval config — by default the `default` preset),
-so "unanswerable against the best context" means what a tuned memory would hand a reader."""
+The retrieved context is the project's own first answer context (`answering/first_context.py`:
+a Workspace over the conversations with the offline extractor, one memory per turn, and a retrieval
+config — by default the `default` preset — routed by the router's rules), so "unanswerable against
+the best context" means what a tuned memory would hand a reader."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from evolvemem.answering.evaluate import EffectiveConfigs
-from evolvemem.answering.stores import base_store
+from evolvemem.answering.first_context import RULES, FirstContext, first_context
 from evolvemem.data.dates import format_day
 from evolvemem.data.models import Conversation, Dataset, Question, Session, Turn
 from evolvemem.memory.offline_extract import resolve_relative_dates
@@ -74,7 +75,9 @@ class Retrieval:
 
         self.workspace.ensure_stores(stores_needed(config))  # a config that reads raw turns or episodes
 
-    def _retrieve(self, conversation: Conversation, text: str, question_type: str):
+    def first(self, conversation: Conversation, text: str, question_type: str) -> tuple[RetrievalConfig, FirstContext]:
+        """The effective config of `question_type` and the first context it gives for `text`, asked
+        as of the conversation's last session."""
         last = conversation.sessions[-1].timestamp
         question = Question(
             question_id="label-check",
@@ -86,21 +89,20 @@ class Retrieval:
             question_date=last,
         )
         effective, _ = self._effective(question_type)
-        store = base_store(effective)
-        return effective, self.workspace.retriever(conversation.conversation_id, store).retrieve(question, effective)
+        return effective, first_context(self.workspace, question, effective, RULES)
 
     def context(self, conversation: Conversation, text: str, question_type: str, without: Sequence[str] = ()) -> str:
         """The config's context for `text`, minus memories drawn from the turns in `without`."""
-        effective, result = self._retrieve(conversation, text, question_type)
+        effective, first = self.first(conversation, text, question_type)
         dropped = set(without)
-        memories = [i.memory for i in result.items if not dropped.intersection(i.memory.source_turn_ids)]
+        memories = [m for m in first.memories if not dropped.intersection(m.source_turn_ids)]
         return format_context(memories, effective.context_layout)
 
     def turn_ids(self, conversation: Conversation, text: str, question_type: str) -> list[str]:
         """The source turns of the context for `text`, in rank order."""
-        _, result = self._retrieve(conversation, text, question_type)
+        _, first = self.first(conversation, text, question_type)
         seen: dict[str, None] = {}
-        for item in result.items:
-            for turn_id in item.memory.source_turn_ids:
+        for memory in first.memories:
+            for turn_id in memory.source_turn_ids:
                 seen.setdefault(turn_id, None)
         return list(seen)

@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence, cast
 
 from evolvemem.answering.evaluate import EffectiveConfigs
+from evolvemem.answering.first_context import first_context
 from evolvemem.answering.path import answer_path, plugins_of
-from evolvemem.answering.stores import base_store, stores_for
+from evolvemem.answering.stores import stores_for
 from evolvemem.contracts.closing import Closing
 from evolvemem.contracts.local_models import LocalModels
 from evolvemem.contracts.memory import MemoryUnit
@@ -37,7 +38,7 @@ from evolvemem.mechanisms.ama_refresh import asks_current_state
 from evolvemem.mechanisms.ama_router import FACT
 from evolvemem.qtypes import QUESTION_TYPES, classify_question
 from evolvemem.retrieval.rerank import CrossEncoderReranker, load_reranker
-from evolvemem.retrieval.retriever import RetrievalResult, RetrievedItem, context_tokens
+from evolvemem.retrieval.retriever import RetrievalResult, RetrievedItem, Retriever, context_tokens
 from evolvemem.retrieval.stage_models import require_stage_models
 from evolvemem.retrieval.second_embedder import (
     SecondEmbedder,
@@ -88,6 +89,21 @@ class _Retrieved:
     config_hash: str
     result: RetrievalResult
     context: tuple[MemoryUnit, ...]  # what the reader gets (refreshed when the config refreshes)
+
+
+@dataclass(frozen=True)
+class _StoresOnDemand:
+    """A user's workspace as the first context reads it: a store other than facts is built the
+    first time a question is routed to it (its contents embedded through evaluation's cache)."""
+
+    workspace: Workspace
+    embedder: ServingEmbedder
+
+    def retriever(self, conversation_id: str, store: str) -> Retriever:
+        if store != FACT:
+            with self.embedder.supplying({}):
+                self.workspace.ensure_stores({store})
+        return self.workspace.retriever(conversation_id, store)
 
 
 class Memory(Closing):
@@ -375,16 +391,11 @@ class Memory(Closing):
         effective, _ = effective_of(question.question_type)
         ws = state.workspace
         plugins = plugins_of(ws)
-        granularity, _how, _cost = plugins.router.route(question, effective)
-        store = base_store(effective) if granularity == FACT else granularity
-        if store != FACT:
-            with self.embedder.supplying({}):  # contents of other stores: evaluation's cache
-                ws.ensure_stores({store})
-        result = ws.retriever(question.conversation_id, store).retrieve(question, effective)
-        context = tuple(item.memory for item in result.items)
+        first = first_context(_StoresOnDemand(ws, self.embedder), question, effective, plugins.router)
+        context = first.memories
         if effective.enable_refresher and asks_current_state(question):
             context = tuple(plugins.refresher.refresh(question, context).context)
-        return _Retrieved(state, question, effective, config_hash, result, context)
+        return _Retrieved(state, question, effective, config_hash, first.retrieval, context)
 
     def _question(self, state: _UserState, query: str, question_type: str | None, at: datetime | None) -> Question:
         """The query as evaluation would hold it: typed by the rules unless a type is given, and
