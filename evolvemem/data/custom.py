@@ -51,10 +51,10 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, TypedDict
 
 from evolvemem.data.dates import parse_iso_datetime
-from evolvemem.data.loader import bytes_hash, parse_json_bytes, read_bytes
+from evolvemem.data.loader import JsonObject, bytes_hash, parse_json_bytes, read_bytes
 from evolvemem.data.models import Conversation, Dataset, Question, Session, Turn
 from evolvemem.errors import DataError
 from evolvemem.qtypes import QUESTION_TYPES, classify_question
@@ -88,7 +88,7 @@ def _is_note(key: str) -> bool:
     return key.startswith(NOTE_PREFIX) or key == PROVENANCE_KEY
 
 
-def _check_keys(record: dict, known: tuple[str, ...], where: str) -> None:
+def _check_keys(record: JsonObject, known: tuple[str, ...], where: str) -> None:
     """Refuse a key the format does not have, suggesting the nearest known one."""
     import difflib
 
@@ -114,7 +114,7 @@ def load_custom(path: str | Path) -> Dataset:
 Located = list[tuple[str, Any]]  # (where in the file, raw record)
 
 
-def _split_json(payload: bytes, label: str) -> tuple[dict, Located, Located]:
+def _split_json(payload: bytes, label: str) -> tuple[JsonObject, Located, Located]:
     raw = parse_json_bytes(payload, label)
     if not isinstance(raw, dict):
         raise DataError(f"{label}: top level must be an object with 'conversations' and 'questions'")
@@ -128,8 +128,8 @@ def _split_json(payload: bytes, label: str) -> tuple[dict, Located, Located]:
     return raw, parts[0], parts[1]
 
 
-def _split_jsonl(payload: bytes, label: str) -> tuple[dict, Located, Located]:
-    header: dict = {}
+def _split_jsonl(payload: bytes, label: str) -> tuple[JsonObject, Located, Located]:
+    header: JsonObject = {}
     conversations: Located = []
     questions: Located = []
     try:
@@ -159,7 +159,7 @@ def _split_jsonl(payload: bytes, label: str) -> tuple[dict, Located, Located]:
     return header, conversations, questions
 
 
-def _build(header: dict, conv_records: Located, question_records: Located, path: Path, digest: str) -> Dataset:
+def _build(header: JsonObject, conv_records: Located, question_records: Located, path: Path, digest: str) -> Dataset:
     label = path.name
     conversations: dict[str, Conversation] = {}
     for where, record in conv_records:
@@ -207,7 +207,7 @@ def _build(header: dict, conv_records: Located, question_records: Located, path:
     )
 
 
-def _text(record: dict, key: str, where: str) -> str:
+def _text(record: JsonObject, key: str, where: str) -> str:
     """A required non-empty string field; ints are accepted for ids."""
     value = record.get(key)
     if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value).strip() == "":
@@ -215,12 +215,12 @@ def _text(record: dict, key: str, where: str) -> str:
     return str(value).strip() if key.endswith("id") else str(value)
 
 
-def _optional_text(record: dict, key: str, where: str) -> str | None:
+def _optional_text(record: JsonObject, key: str, where: str) -> str | None:
     """An optional string field: absent is None, present must be a non-empty string."""
     return None if record.get(key) is None else _text(record, key, where)
 
 
-def _date(record: dict, key: str, where: str) -> datetime | None:
+def _date(record: JsonObject, key: str, where: str) -> datetime | None:
     value = record.get(key)
     if value is None:
         return None
@@ -230,7 +230,7 @@ def _date(record: dict, key: str, where: str) -> datetime | None:
         raise DataError(f"{where}: '{key}' {exc}") from None
 
 
-def _list(record: dict, key: str, where: str) -> list:
+def _list(record: JsonObject, key: str, where: str) -> list[Any]:
     value = record.get(key, [])
     if not isinstance(value, list):
         raise DataError(f"{where}: '{key}' must be a list")
@@ -354,9 +354,64 @@ def _answers(value: Any, where: str) -> tuple[str, ...]:
 # ----------------------------------------------------------------------------- writing
 
 
-def custom_records(dataset: Dataset) -> tuple[dict, list[dict], list[dict]]:
+class CustomHeader(TypedDict):
+    """The dataset's own fields (the JSON top level, or the JSON Lines "dataset" line)."""
+
+    name: str
+    category_names: dict[str, str]
+    adversarial_categories: list[str]
+
+
+class _CustomTurnRequired(TypedDict):
+    id: str
+    speaker: str
+    text: str
+
+
+class CustomTurn(_CustomTurnRequired, total=False):
+    """One turn; `date` only where it differs from its session's."""
+
+    image_caption: str
+    date: str
+
+
+class _CustomSessionRequired(TypedDict):
+    id: str
+    turns: list[CustomTurn]
+
+
+class CustomSession(_CustomSessionRequired, total=False):
+    date: str
+
+
+class CustomConversation(TypedDict):
+    id: str
+    speakers: list[str]
+    sessions: list[CustomSession]
+
+
+class _CustomQuestionRequired(TypedDict):
+    id: str
+    conversation_id: str
+    question: str
+    answer: list[str]
+    evidence: list[str]
+    category: str
+    question_type: str
+
+
+class CustomQuestion(_CustomQuestionRequired, total=False):
+    """One question; the optional fields are written only when the question has them."""
+
+    question_date: str
+    adversarial_answer: str
+    choices: list[str]
+    correct_choice: str
+
+
+def custom_records(dataset: Dataset) -> tuple[CustomHeader, list[CustomConversation], list[CustomQuestion]]:
     """The dataset as format records: (dataset header, conversations, questions)."""
-    header = {
+    header: CustomHeader = {
         "name": dataset.name,
         "category_names": dict(dataset.category_names),
         "adversarial_categories": list(dataset.adversarial_categories),
@@ -372,7 +427,7 @@ def dump_custom(dataset: Dataset, path: str | Path) -> Path:
     header, conversations, questions = custom_records(dataset)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix.lower() == ".jsonl":
-        lines: Iterable[dict] = (
+        lines: Iterable[dict[str, object]] = (
             [{"kind": "dataset", **header}]
             + [{"kind": "conversation", **c} for c in conversations]
             + [{"kind": "question", **q} for q in questions]
@@ -384,30 +439,26 @@ def dump_custom(dataset: Dataset, path: str | Path) -> Path:
     return path
 
 
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
-def _conversation_record(conversation: Conversation) -> dict:
-    sessions = []
+def _conversation_record(conversation: Conversation) -> CustomConversation:
+    sessions: list[CustomSession] = []
     for session in conversation.sessions:
-        turns = []
+        turns: list[CustomTurn] = []
         for turn in session.turns:
-            item: dict[str, Any] = {"id": turn.turn_id, "speaker": turn.speaker, "text": turn.text}
+            item: CustomTurn = {"id": turn.turn_id, "speaker": turn.speaker, "text": turn.text}
             if turn.image_caption:
                 item["image_caption"] = turn.image_caption
             if turn.timestamp != session.timestamp and turn.timestamp is not None:
-                item["date"] = _iso(turn.timestamp)
+                item["date"] = turn.timestamp.isoformat()
             turns.append(item)
-        entry: dict[str, Any] = {"id": session.session_id, "turns": turns}
+        entry: CustomSession = {"id": session.session_id, "turns": turns}
         if session.timestamp is not None:
-            entry["date"] = _iso(session.timestamp)
+            entry["date"] = session.timestamp.isoformat()
         sessions.append(entry)
     return {"id": conversation.conversation_id, "speakers": list(conversation.speakers), "sessions": sessions}
 
 
-def _question_record(question: Question) -> dict:
-    item: dict[str, Any] = {
+def _question_record(question: Question) -> CustomQuestion:
+    item: CustomQuestion = {
         "id": question.question_id,
         "conversation_id": question.conversation_id,
         "question": question.text,
@@ -416,11 +467,12 @@ def _question_record(question: Question) -> dict:
         "category": question.category,
         "question_type": question.question_type,
     }
-    optional = {
-        "question_date": _iso(question.question_date),
-        "adversarial_answer": question.adversarial_answer,
-        "choices": list(question.choices) or None,
-        "correct_choice": question.correct_choice,
-    }
-    item.update({k: v for k, v in optional.items() if v is not None})
+    if question.question_date is not None:
+        item["question_date"] = question.question_date.isoformat()
+    if question.adversarial_answer is not None:
+        item["adversarial_answer"] = question.adversarial_answer
+    if question.choices:
+        item["choices"] = list(question.choices)
+    if question.correct_choice is not None:
+        item["correct_choice"] = question.correct_choice
     return item

@@ -16,6 +16,11 @@ from typing import Any, Iterator
 from evolvemem.errors import DataError
 
 
+# A JSON object as a file holds it, before a loader has checked it: keys are text, values whatever
+# the file put there (each loader checks a field's type where it reads it, naming the record).
+JsonObject = dict[str, Any]
+
+
 def bytes_hash(data: bytes) -> str:
     """`Dataset.content_hash`: the first 16 hex digits of the sha256 of the data's bytes."""
     return hashlib.sha256(data).hexdigest()[:16]
@@ -42,7 +47,7 @@ def parse_json_bytes(data: bytes, label: str) -> Any:
         raise DataError(f"{label}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
 
 
-def read_json_list(path: Path, items: str) -> tuple[list, bytes]:
+def read_json_list(path: Path, items: str) -> tuple[list[object], bytes]:
     """A JSON file whose top level must be a list (of `items`, named in the error); returns the
     list and the raw bytes (for the dataset's content hash)."""
     payload = read_bytes(path)
@@ -53,8 +58,8 @@ def read_json_list(path: Path, items: str) -> tuple[list, bytes]:
 
 
 def keyed_entries(
-    raw: list, label: str, noun: str, key: str, *, strip: bool = False
-) -> Iterator[tuple[str, dict, str]]:
+    raw: list[object], label: str, noun: str, key: str, *, strip: bool = False
+) -> Iterator[tuple[str, JsonObject, str]]:
     """Each entry of a benchmark file's top-level list as (its id, the entry, where it stands for
     errors): the entry must be an object whose `key` is a non-blank string or integer (as text,
     `strip`ped when asked), unique in the file."""

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from evolvemem.data.dates import parse_locomo_datetime
-from evolvemem.data.loader import bytes_hash, keyed_entries, parse_json_bytes, read_json_list
+from evolvemem.data.loader import JsonObject, bytes_hash, keyed_entries, parse_json_bytes, read_json_list
 from evolvemem.data.models import Conversation, Dataset, Question, Session, Turn
 from evolvemem.errors import DataError
 from evolvemem.paths import cache_dir, write_atomic
@@ -156,7 +156,7 @@ def _conversation(raw: Any, sample_id: str, where: str) -> Conversation:
     return Conversation(conversation_id=sample_id, sessions=tuple(sessions), speakers=tuple(speakers))
 
 
-def _questions(sample: dict, conversation: Conversation, where: str) -> list[Question]:
+def _questions(sample: JsonObject, conversation: Conversation, where: str) -> list[Question]:
     qa = sample.get("qa")
     if not isinstance(qa, list):
         raise DataError(f"{where} has no 'qa' list")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evolvemem.data.dates import parse_longmemeval_date
-from evolvemem.data.loader import bytes_hash, keyed_entries, read_json_list
+from evolvemem.data.loader import JsonObject, bytes_hash, keyed_entries, read_json_list
 from evolvemem.data.models import Conversation, Dataset, Question, Session, Turn
 from evolvemem.errors import DataError
 
@@ -54,7 +54,7 @@ def load_longmemeval(path: str | Path) -> Dataset:
     )
 
 
-def _field(entry: dict, key: str, where: str, kind: type | tuple[type, ...]) -> Any:
+def _field(entry: JsonObject, key: str, where: str, kind: type | tuple[type, ...]) -> Any:
     if key not in entry:
         raise DataError(f"{where} has no '{key}'")
     value = entry[key]
@@ -63,7 +63,9 @@ def _field(entry: dict, key: str, where: str, kind: type | tuple[type, ...]) -> 
     return value
 
 
-def _conversation(entry: dict, question_id: str, where: str) -> tuple[Conversation, dict[str, list[str]], list[str]]:
+def _conversation(
+    entry: JsonObject, question_id: str, where: str
+) -> tuple[Conversation, dict[str, list[str]], list[str]]:
     """The history as sessions, session id -> its turn ids (for answer_session_ids), and the
     turns flagged has_answer."""
     session_ids = _field(entry, "haystack_session_ids", where, list)
@@ -121,7 +123,7 @@ def _conversation(entry: dict, question_id: str, where: str) -> tuple[Conversati
 
 
 def _question(
-    entry: dict, question_id: str, turns_of: dict[str, list[str]], flagged: list[str], where: str
+    entry: JsonObject, question_id: str, turns_of: dict[str, list[str]], flagged: list[str], where: str
 ) -> Question:
     text = _field(entry, "question", where, str)
     if not text.strip():

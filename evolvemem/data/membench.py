@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from evolvemem.data.dates import find_ymd_datetime
-from evolvemem.data.loader import bytes_hash, parse_json_bytes, read_bytes
+from evolvemem.data.loader import JsonObject, bytes_hash, parse_json_bytes, read_bytes
 from evolvemem.data.models import Conversation, Dataset, Question, Session, Turn
 from evolvemem.errors import DataError
 from evolvemem.qtypes import classify_question
@@ -202,7 +202,7 @@ def _message(message: Any, where: str) -> tuple[str, str, datetime | None]:
     return speaker, text, timestamp or _time_in_text(text)
 
 
-def _first_text(message: dict, keys: tuple[str, ...]) -> str | None:
+def _first_text(message: JsonObject, keys: tuple[str, ...]) -> str | None:
     for key in keys:
         value = message.get(key)
         if isinstance(value, str) and value.strip():
@@ -277,7 +277,7 @@ def _choices(raw: Any, where: str) -> tuple[list[str], list[str]]:
     raise DataError(f"{where}: 'choices' must be an object like {{\"A\": ...}} or a list")
 
 
-def _correct_letter(qa: dict, labels: list[str], texts: list[str], where: str) -> str:
+def _correct_letter(qa: JsonObject, labels: list[str], texts: list[str], where: str) -> str:
     """The right letter: `ground_truth`, else an `answer` that is a letter or a choice's text."""
     for key in ("ground_truth", "answer"):
         value = qa.get(key)

@@ -6,7 +6,7 @@ from typing import Any
 
 from evolvemem.contracts.usage import Usage
 from evolvemem.labelling.journal import Journal, JournaledReply, call_key
-from evolvemem.llm.client import LLMClient, LLMJSONError
+from evolvemem.llm.client import ChatMessage, LLMClient, LLMJSONError
 
 LABEL_ROLE = "label"
 
@@ -59,6 +59,6 @@ def reply_field(parsed: Any, name: str) -> str | None:
     return None
 
 
-def _messages(prompt: str) -> list[dict]:
+def _messages(prompt: str) -> list[ChatMessage]:
     """A labelling call: the prompt as one user message (what the journal keys and the window counts)."""
     return [{"role": "user", "content": prompt}]

@@ -39,6 +39,8 @@ REPLY_FLOOR_CHARS = 4096
 # sent with every request: the id its usage line carries in a run's journal (store/usage_journal.py),
 # so a server's log and the run's accounting can be matched call by call
 CALL_ID_HEADER = "X-Evolvemem-Call-Id"
+# One chat message as litellm takes it: {"role": "user" | "assistant" | "system", "content": text}.
+ChatMessage = dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -332,7 +334,7 @@ class LLMClient:
         return f"LLMClient({self.model!r}, api_base={redact_url(self.api_base or '')!r})"
 
     def _request_params(
-        self, messages: list[dict], temperature: float, max_tokens: int, json_mode: bool
+        self, messages: list[ChatMessage], temperature: float, max_tokens: int, json_mode: bool
     ) -> dict[str, Any]:
         """Everything that determines the reply; also the cache key's content."""
         params: dict[str, Any] = {
@@ -361,12 +363,12 @@ class LLMClient:
                     self._window = probe_server(self.api_base)
             return self._window
 
-    def fits(self, messages: list[dict], max_tokens: int) -> bool:
+    def fits(self, messages: list[ChatMessage], max_tokens: int) -> bool:
         """Whether `messages` and a reply of `max_tokens` fit the model's window (unknown: yes)."""
         window = self.context_window()
         return window is None or estimate_tokens(messages) + max_tokens <= window
 
-    def _check_fits(self, messages: list[dict], max_tokens: int, role: str) -> None:
+    def _check_fits(self, messages: list[ChatMessage], max_tokens: int, role: str) -> None:
         if self.fits(messages, max_tokens):
             return
         window = self.context_window()
@@ -417,7 +419,7 @@ class LLMClient:
 
     def complete(
         self,
-        messages: list[dict],
+        messages: list[ChatMessage],
         *,
         role: str,
         temperature: float = 0.0,
@@ -521,7 +523,7 @@ class LLMClient:
                     ) from None
 
     def _gave_up(
-        self, exc: BaseException, retryable: bool, attempt: int, messages: list[dict], role: str, call_id: str
+        self, exc: BaseException, retryable: bool, attempt: int, messages: list[ChatMessage], role: str, call_id: str
     ) -> LLMCallFailed:
         """The error a call ends with: `PromptTooLong` when the rejection names the model's window
         (learned for the rest of the run), else `LLMCallFailed` counted by the breaker."""
@@ -585,7 +587,7 @@ class LLMClient:
             cached=False,
         )
 
-    def complete_json(self, messages: list[dict], *, role: str, **kw: Any) -> tuple[Any, LLMReply]:
+    def complete_json(self, messages: list[ChatMessage], *, role: str, **kw: Any) -> tuple[Any, LLMReply]:
         """A JSON reply, parsed leniently; one re-ask when unparseable, then `LLMJSONError`."""
         kw["json_mode"] = self.json_mode
         first = self.complete(messages, role=role, **kw)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 import urllib.request
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 CHARS_PER_TOKEN = 3.0  # English text runs ~3.5-4 characters per token; 3 errs on the safe side
 MESSAGE_OVERHEAD = 8  # role markers and separators per chat message
@@ -25,7 +25,7 @@ _WINDOW_IN_ERROR = re.compile(
 )
 
 
-def estimate_tokens(messages: list[dict]) -> int:
+def estimate_tokens(messages: Sequence[Mapping[str, object]]) -> int:
     """A conservative token count of a chat request's messages."""
     chars = sum(len(str(m.get("content") or "")) for m in messages)
     return int(chars / CHARS_PER_TOKEN) + MESSAGE_OVERHEAD * len(messages)

@@ -11,12 +11,16 @@ the whole view whenever it fails.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evolvemem.contracts.usage import Usage
 from evolvemem.mechanisms.cue_graph_activation import build_graph, spread
+from evolvemem.mechanisms.source_cache import SourceCache, cached
 from evolvemem.retrieval.extensions import ViewRequest
 from evolvemem.retrieval.fusion import ViewHits, top_k
+
+if TYPE_CHECKING:
+    from evolvemem.space.config import RetrievalConfig
 
 LABEL = "cue_graph"
 
@@ -35,13 +39,12 @@ class CueGraphSource:
         self.llm_failures: list[str] = []
         self._lock = threading.Lock()
 
-    def enabled(self, config: Any) -> bool:
-        return config.cue_graph_top_k > 0
+    def enabled(self, config: RetrievalConfig) -> bool:
+        top_k: int = config.cue_graph_top_k
+        return top_k > 0
 
-    def hits(self, request: ViewRequest, cache: dict) -> tuple[list[ViewHits], Usage]:
-        graph = cache.get("graph")
-        if graph is None:
-            graph = cache.setdefault("graph", build_graph(request.state))
+    def hits(self, request: ViewRequest, cache: SourceCache) -> tuple[list[ViewHits], Usage]:
+        graph = cached(cache, "graph", lambda: build_graph(request.state))
         config = request.config
         seeds = graph.seeds(request.tokens, request.terms)
         activation = spread(graph, seeds, config.cue_graph_steps, config.cue_graph_beam, config.cue_graph_decay)
@@ -50,9 +53,7 @@ class CueGraphSource:
 
         from evolvemem.mechanisms.cue_graph_llm import GraphTools, kept_first, traverse
 
-        tools = cache.get("tools")
-        if tools is None:
-            tools = cache.setdefault("tools", GraphTools(graph, request.state))
+        tools = cached(cache, "tools", lambda: GraphTools(graph, request.state))
         walk = traverse(request, tools, activation)
         if walk.failure:
             with self._lock:

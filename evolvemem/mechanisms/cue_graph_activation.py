@@ -43,7 +43,8 @@ class CueGraph:
 
     @property
     def n_memories(self) -> int:
-        return self.to_memories.shape[0]
+        rows: int = self.to_memories.shape[0]
+        return rows
 
     @functools.cached_property
     def node_keys(self) -> tuple[str, ...]:

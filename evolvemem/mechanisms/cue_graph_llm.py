@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -71,14 +71,16 @@ class GraphTools:
         """Every memory's link strength to the nodes (the same weights spreading activation uses)."""
         active = np.zeros(self.by_node.shape[1], dtype=np.float64)
         active[list(nodes)] = 1.0
-        return self.graph.to_memories @ active
+        scores: np.ndarray = self.graph.to_memories @ active
+        return scores
 
     def cues_of(self, row: int, limit: int = CUES_PER_MEMORY) -> list[int]:
         """A memory's nodes that lead to another memory, rarest (most specific) first."""
         matrix = self.graph.to_memories
         nodes = matrix.indices[matrix.indptr[row] : matrix.indptr[row + 1]]
         nodes = nodes[self.linked[nodes] >= 2]
-        return nodes[rank_order(-self.linked[nodes].astype(np.float64), nodes)][:limit].tolist()
+        rarest_first: list[int] = nodes[rank_order(-self.linked[nodes].astype(np.float64), nodes)][:limit].tolist()
+        return rarest_first
 
     def cue_label(self, node: int) -> str:
         return f"{self.names[node]} [{self.linked[node]}]"
@@ -190,13 +192,13 @@ class _Walk:
         self.results.append(f"- {tool or '(no tool)'}: unknown tool (use cues, memories, search, keep, stop)")
         return False
 
-    def rows_of(self, call: dict, tool: str) -> list[int] | None:
+    def rows_of(self, call: Mapping[str, object], tool: str) -> list[int] | None:
         rows, bad = parse_ids(call.get("ids", call.get("arg")), self.tools.graph.n_memories)
         if bad:
             self.results.append(f"- {tool}: not memory ids: {', '.join(bad[:5])}")
         return rows or None
 
-    def cues(self, call: dict) -> bool:
+    def cues(self, call: Mapping[str, object]) -> bool:
         rows = self.rows_of(call, "cues")
         if rows is None:
             return False
@@ -236,7 +238,7 @@ class _Walk:
         self.show(f"- search({text}):", scores, RESULT_MEMORIES)
         return True
 
-    def keep(self, call: dict) -> bool:
+    def keep(self, call: Mapping[str, object]) -> bool:
         rows = self.rows_of(call, "keep")
         if rows is None:
             return False
@@ -254,7 +256,7 @@ class _Walk:
         return True
 
 
-def _first_text(call: dict, names: Sequence[str]) -> str:
+def _first_text(call: Mapping[str, object], names: Sequence[str]) -> str:
     for name in names:
         value = call.get(name)
         if isinstance(value, (str, int, float)) and str(value).strip():

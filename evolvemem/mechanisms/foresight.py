@@ -29,7 +29,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -38,6 +38,11 @@ from evolvemem.data.dates import NUMBER_WORDS
 from evolvemem.memory.offline_extract import WEEKDAYS
 from evolvemem.retrieval.fusion import ViewHits, merge_max, rank_order
 from evolvemem.contracts.usage import Usage
+from evolvemem.mechanisms.source_cache import SourceCache, cached
+
+if TYPE_CHECKING:
+    from evolvemem.retrieval.extensions import ViewRequest
+    from evolvemem.space.config import RetrievalConfig
 
 LABEL = "foresight"
 LLM_BATCH = 20  # memories per foresight prompt
@@ -108,7 +113,7 @@ def _count(word: str) -> int:
     return int(word) if word.isdigit() else _COUNTS[word.lower()]
 
 
-def _this_or_next(m: re.Match, day: date) -> date:
+def _this_or_next(m: re.Match[str], day: date) -> date:
     """End of the week, weekend, month or year named ("this", "next", "this coming", "later this")."""
     which, period = m.group(1).lower(), m.group(2).lower()
     ahead = 1 if which == "next" else 0
@@ -119,7 +124,7 @@ def _this_or_next(m: re.Match, day: date) -> date:
     return date(day.year + ahead, 12, 31)
 
 
-def _season(m: re.Match, day: date) -> date:
+def _season(m: re.Match[str], day: date) -> date:
     """Last day of the season named; "next" (said in or after that season this year) skips a year."""
     which, (first, last) = m.group(1).lower(), _SEASONS[m.group(2).lower()]
     year = day.year + (1 if last < first and day.month >= first else 0)
@@ -130,19 +135,21 @@ def _season(m: re.Match, day: date) -> date:
     return _end_of_month(end.year + 1, last) if which == "next" and start <= day else end
 
 
-def _weekday(m: re.Match, day: date) -> date:
+def _weekday(m: re.Match[str], day: date) -> date:
     ahead = (WEEKDAYS.index(m.group(2).lower()) - day.weekday()) % 7 or 7
     return day + timedelta(days=ahead + (7 if m.group(1).lower() == "next" else 0))  # "next": the later reading
 
 
-def _span(m: re.Match, day: date) -> date:
+def _span(m: re.Match[str], day: date) -> date:
     return day + timedelta(days=_count(m.group(1)) * _UNIT_DAYS[m.group(2).lower()])
 
 
 _FIXED = {"tonight": 0, "later today": 0, "tomorrow": 1, "the day after tomorrow": 2}
 # (pattern, resolver, ambiguous): an ambiguous expression ("this week", "on Friday", "for two
 # years") also reads as the past, so it sets the end of a plan but does not make one by itself.
-_EXPRESSIONS: tuple[tuple[re.Pattern, Any, bool], ...] = (
+# A time expression's match and the day it was said -> the last day it names (None: no such day).
+_Resolver = Callable[[re.Match[str], date], date | None]
+_EXPRESSIONS: tuple[tuple[re.Pattern[str], _Resolver, bool], ...] = (
     (
         re.compile(r"\b(the day after tomorrow|tomorrow|tonight|later today)\b", re.I),
         lambda m, day: day + timedelta(days=_FIXED[m.group(1).lower()]),
@@ -176,7 +183,7 @@ _EXPRESSIONS: tuple[tuple[re.Pattern, Any, bool], ...] = (
 )
 
 
-def _iso_parts(m: re.Match) -> date | None:
+def _iso_parts(m: re.Match[str]) -> date | None:
     try:
         return date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
     except ValueError:
@@ -314,7 +321,9 @@ class ForesightIndex:
     fallbacks: int = 0  # LLM batches that fell back to the rules
     reported: bool = False
     one_per_row: bool = True  # no two items share a memory row (always so for the rules)
-    _valid: dict = field(default_factory=dict, repr=False)  # (question day, horizon) -> item positions
+    _valid: dict[tuple[date | None, float], np.ndarray] = field(
+        default_factory=dict, repr=False
+    )  # (question day, horizon) -> item positions
 
     def __len__(self) -> int:
         return len(self.items)
@@ -363,10 +372,11 @@ def build_index(
 class ForesightSource:
     name = "foresight"
 
-    def enabled(self, config: Any) -> bool:
-        return config.foresight_top_k > 0
+    def enabled(self, config: RetrievalConfig) -> bool:
+        top_k: int = config.foresight_top_k
+        return top_k > 0
 
-    def hits(self, request: Any, cache: dict) -> tuple[list[ViewHits], Usage]:
+    def hits(self, request: ViewRequest, cache: SourceCache) -> tuple[list[ViewHits], Usage]:
         from evolvemem.mechanisms.scenes import rank_fusion
 
         config = request.config
@@ -386,21 +396,21 @@ class ForesightSource:
         return [ViewHits(LABEL, merged.rows[:k], merged.scores[:k])], cost
 
     @staticmethod
-    def index(request: Any, cache: dict) -> tuple[ForesightIndex, Usage]:
+    def index(request: ViewRequest, cache: SourceCache) -> tuple[ForesightIndex, Usage]:
         """The state's items (rules, or the model's when asked and available), built once under
         a lock; the build's cost goes to the first caller."""
         client = request.llm if request.config.foresight_llm else None
         key = ("items", getattr(client, "model", None), getattr(client, "api_base", None))
-        with cache.setdefault("lock", threading.Lock()):
-            index = cache.get(key)
-            if index is None:
-                memories = request.state.memories
-                if client is None:
-                    index = build_index(rule_items(memories), request.embed)
-                else:
-                    items, paid, fallbacks = llm_items(memories, client)
-                    index = build_index(items, request.embed, paid, fallbacks)
-                cache[key] = index
+
+        def build() -> ForesightIndex:
+            memories = request.state.memories
+            if client is None:
+                return build_index(rule_items(memories), request.embed)
+            items, paid, fallbacks = llm_items(memories, client)
+            return build_index(items, request.embed, paid, fallbacks)
+
+        with cached(cache, "lock", threading.Lock):
+            index = cached(cache, key, build)
             cost, index.reported = (Usage() if index.reported else index.cost), True
         return index, cost
 

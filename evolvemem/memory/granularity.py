@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -42,6 +43,8 @@ CUT_STD = 1.0  # a segment ends where neighbour cosine < session mean − CUT_ST
 MIN_SEGMENT = 2  # turns per segment at least (unless the session is shorter)
 MAX_SEGMENT = 8  # turns per segment at most: a long single-topic run is still split
 NARRATION_CONCURRENCY = 8  # narratives written at once with a model
+# One topic segment to narrate: its turns as lines, its date, and that date as people write it.
+_Plan = tuple[list[str], datetime | None, str | None]
 
 
 def topic_segments(
@@ -116,12 +119,12 @@ class EpisodeExtractor:
         units: list[MemoryUnit] = []
         cost = Usage()
         segments = self.segments(conversation, turn_ids)
-        plans = []
+        plans: list[_Plan] = []
         for segment in segments:
             when = next((t.timestamp for t in segment if t.timestamp), None)
             plans.append(([turn_line(t) for t in segment], when, format_day(when) if when else None))
 
-        def write(plan: tuple) -> tuple[str, Usage]:
+        def write(plan: _Plan) -> tuple[str, Usage]:
             return narrate_episode(self.client, plan[0], plan[2])
 
         if self.client is not None and len(plans) > 1:  # model calls wait on the network: overlap them

@@ -347,7 +347,7 @@ class RecurrenceExtractor:
         outcome.fallbacks += 1
         outcome.failures.append(message)
 
-    def _items(self, parsed: Any, key: str, outcome: _EpisodeOutcome) -> list | None:
+    def _items(self, parsed: Any, key: str, outcome: _EpisodeOutcome) -> list[object] | None:
         items = parsed.get(key) if isinstance(parsed, dict) else None
         if not isinstance(items, list):
             self._failed(outcome, f"{self.name}: reply has no {key!r} list")

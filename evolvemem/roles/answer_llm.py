@@ -71,7 +71,7 @@ def parse_answer(text: str, style: str = "concise") -> str:
     (step_by_step reasons first, and its last line is the answer if the label is missing),
     on one line, without quotes or markdown; an abstention in any wording becomes the one
     abstention text."""
-    finals = _FINAL_ANSWER.findall(text)
+    finals: list[str] = _FINAL_ANSWER.findall(text)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if finals:
         answer = finals[-1]

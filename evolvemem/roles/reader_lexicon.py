@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import Protocol
 
 from evolvemem.data.dates import WEEKDAY_NAMES
 
@@ -110,11 +111,18 @@ ALIKE_WEIGHT = 0.75
 _WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)?|[^\sA-Za-z0-9]")
 
 
+class _Stemmer(Protocol):
+    """What the reader uses of nltk's PorterStemmer (nltk ships no type information)."""
+
+    def stem(self, word: str) -> str: ...
+
+
 @functools.lru_cache(maxsize=1)
-def _stemmer():
+def _stemmer() -> _Stemmer:
     from nltk.stem.porter import PorterStemmer  # lazy: nltk import is slow-ish
 
-    return PorterStemmer()
+    stemmer: _Stemmer = PorterStemmer()
+    return stemmer
 
 
 @functools.lru_cache(maxsize=131072)

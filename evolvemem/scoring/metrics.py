@@ -17,12 +17,9 @@ import re
 import string
 from collections import Counter
 from functools import lru_cache
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import Iterable, Protocol, Sequence
 
 from evolvemem.errors import DataError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from nltk.stem.porter import PorterStemmer
 
 # --- abstention -------------------------------------------------------------------------------
 
@@ -64,7 +61,15 @@ def is_abstention(text: str, *, lenient: bool = False) -> bool:
 
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
 _FILLER_WORDS = re.compile(r"\b(a|an|the|and)\b")
-_stemmer: "PorterStemmer | None" = None
+
+
+class _Stemmer(Protocol):
+    """What this module uses of nltk's PorterStemmer (nltk ships no type information)."""
+
+    def stem(self, word: str) -> str: ...
+
+
+_stemmer: _Stemmer | None = None
 
 
 def normalize_answer(text: str) -> str:

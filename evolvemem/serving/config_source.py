@@ -70,7 +70,11 @@ def _from_run(run_dir: Path) -> LoadedConfig:
     )
 
 
-def source_signature(spec: str | Path) -> tuple:
+# What `source_signature` compares: (file, modification time in ns, size) per file, None when unreadable.
+SourceSignature = tuple[tuple[str, int | None, int | None], ...]
+
+
+def source_signature(spec: str | Path) -> SourceSignature:
     """Changes when the files a config comes from change (modification time and size). For a run
     directory that is its exported best config, written when the run finishes: a run still writing
     its store is not reloaded at every round."""

@@ -78,7 +78,7 @@ class ServingEmbedder:
         self.workers = workers if workers is not None else query_workers()
         self.model_name = inner.model_name
         self._local = threading.local()
-        self._pending: list[tuple[str, Future]] = []
+        self._pending: list[tuple[str, Future[np.ndarray]]] = []  # a query and its sentence vector to come
         self._pending_lock = threading.Condition()
         self._workers: list[threading.Thread] = []
         self._closed = False
@@ -165,8 +165,8 @@ class ServingEmbedder:
                 self._recent.popitem(last=False)
         return np.stack([vectors[t] for t in texts])
 
-    def _submit(self, text: str) -> Future:
-        future: Future = Future()
+    def _submit(self, text: str) -> Future[np.ndarray]:
+        future: Future[np.ndarray] = Future()
         with self._pending_lock:
             if not self._workers:
                 self._start_workers()

@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from evolvemem.errors import EvolveMemError
 from evolvemem.qtypes import QUESTION_TYPES
-from evolvemem.serving.config_source import source_signature
+from evolvemem.serving.config_source import SourceSignature, source_signature
 from evolvemem.serving.http_guards import (
     ASGIApp,
     BodyLimit,
@@ -70,7 +70,7 @@ class QueryRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     user: str = Field(min_length=1, max_length=MAX_NAME)
     query: str = Field(min_length=1, max_length=MAX_TEXT, pattern=r"\S")
-    question_type: Optional[QuestionType] = Field(  # type: ignore[valid-type]
+    question_type: Optional[QuestionType] = Field(
         None, description="Selects the config's per-type overrides; default: classified from the query."
     )
     at: Optional[datetime] = Field(None, description="When it is asked; default: the user's last session.")
@@ -126,7 +126,7 @@ class ConfigWatcher:
     def __init__(self, memory: Memory, spec: str, interval: float):
         self.memory, self.spec, self.interval = memory, spec, interval
         self._signature = source_signature(spec)
-        self._unsettled: tuple | None = None
+        self._unsettled: SourceSignature | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="evolvemem-config-watch", daemon=True)
 

@@ -36,7 +36,8 @@ class HTTPMiddleware:
         self.app = app
 
     def passes(self, scope: Scope) -> bool:
-        return scope["type"] != "http"
+        kind: str = scope["type"]
+        return kind != "http"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.passes(scope):

@@ -9,7 +9,7 @@ in the custom benchmark format, with no gold answer yet: label them, then `evolv
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, TypedDict
 
 from evolvemem.data.custom import custom_records
 from evolvemem.data.models import Dataset, Question
@@ -20,6 +20,20 @@ if TYPE_CHECKING:
 
 FLUSH_SECONDS = 1.0
 FLUSH_ROWS = 256
+
+
+class _ServedRequired(TypedDict):
+    served_kind: str
+    served_turn_ids: list[str]
+    served_config_hash: str
+    served_latency_ms: float
+    served_at: str
+
+
+class ServedNotes(_ServedRequired, total=False):
+    """What was served for a traced query: notes on its exported question (the loader skips them)."""
+
+    served_answer: str
 
 
 class TraceBuffer:
@@ -62,7 +76,7 @@ class TraceBuffer:
         self.flush()
 
 
-def trace_question(row: TraceRow, conversation_id: str) -> tuple[Question, dict[str, Any]]:
+def trace_question(row: TraceRow, conversation_id: str) -> tuple[Question, ServedNotes]:
     """A traced query as an unlabelled question, and what was served for it."""
     from evolvemem.data.dates import parse_iso_datetime
 
@@ -75,7 +89,7 @@ def trace_question(row: TraceRow, conversation_id: str) -> tuple[Question, dict[
         answers=(),
         question_date=parse_iso_datetime(row.question_date) if row.question_date else None,
     )
-    served = {
+    served: ServedNotes = {
         "served_kind": row.kind,
         "served_turn_ids": list(row.turn_ids),
         "served_config_hash": row.config_hash,
@@ -89,13 +103,13 @@ def trace_question(row: TraceRow, conversation_id: str) -> tuple[Question, dict[
 
 def export_dataset(
     memory: Memory, namespace: str, users: Sequence[str], *, with_traces: bool, name: str = "evolvemem-traces"
-) -> dict:
+) -> dict[str, Any]:
     """Users' conversations (and, `with_traces`, their traced queries) as one custom-format document.
     A question's `answer` is an empty list until someone labels it; the loader reads the extra
     `served_*` fields as notes and ignores them."""
     conversations = {}
     questions: list[Question] = []
-    served: dict[str, dict[str, Any]] = {}
+    served: dict[str, ServedNotes] = {}
     for user in users:
         conversation = memory.conversation(user, namespace)
         if conversation is None:
@@ -107,6 +121,5 @@ def export_dataset(
                 questions.append(question)
                 served[question.question_id] = extra
     header, conversation_records, question_records = custom_records(Dataset(name, conversations, questions))
-    for record in question_records:
-        record.update(served.get(record["id"], {}))
-    return {**header, "conversations": conversation_records, "questions": question_records}
+    noted: list[dict[str, object]] = [{**record, **served.get(record["id"], {})} for record in question_records]
+    return {**header, "conversations": conversation_records, "questions": noted}

@@ -6,8 +6,9 @@
 - `memory_rows`  the memories as run-store rows, and back on resume
 """
 
-from evolvemem.workspace.core import ProgressFn, SetupStats, Workspace, consolidated
+from evolvemem.workspace.core import SetupStats, Workspace, consolidated
 from evolvemem.workspace.packs import ConversationPack, pack_conversation, workspace_from_pack
+from evolvemem.workspace.stores import ProgressFn
 
 __all__ = [
     "ConversationPack",
