@@ -52,7 +52,7 @@ def _from_run(run_dir: Path) -> LoadedConfig:
         spec = store.manifest().get("spec") or {}
     if row is None:
         raise ConfigError(f"{run_dir}: the run has no scored round yet")
-    config, clamps = parse_config(row["config"], source=f"{run_dir} round {best}", space=space)
+    config, clamps = parse_config(row.config or {}, source=f"{run_dir} round {best}", space=space)
     if not isinstance(spec, dict):
         spec = {}
     models = spec.get("models")

@@ -13,6 +13,8 @@ from evolvemem.contracts.usage import Usage
 T = TypeVar("T", bound="StoredRow")
 
 JSONObject = dict[str, Any]  # a JSON column read back (a config, per-category figures, a paired comparison)
+SQLRow = dict[str, Any]  # one row of a query, by column name: whatever the SQL selects (`RunStore.query`)
+Manifest = dict[str, Any]  # the `manifest` table: field -> its JSON value (fields differ by kind of run)
 
 
 class StoredRow:
@@ -46,11 +48,30 @@ class RoundSummary(StoredRow):
     context_tokens: float | None
     by_category: JSONObject | None
     wall_seconds: float | None
+    config_fingerprint: str | None = None
 
     def column(self, name: str) -> float | None:
         """A score column by name (an objective's headline: loop/spec.objective_column)."""
         value = getattr(self, name)
         return None if value is None else float(value)
+
+    @property
+    def done(self) -> bool:
+        return self.status == "done"
+
+    def headline(self) -> dict[str, float | int | None]:
+        """The few figures `result.json`, `evolve run --json` and `evolve show --json` quote for one
+        evaluation (a public format: `n` is the scored questions)."""
+        return {
+            "main_f1": self.main_f1,
+            "adversarial_f1": self.adversarial_f1,
+            "all_f1": self.all_f1,
+            "evidence_recall": self.evidence_recall,
+            "main_evidence_recall": self.main_evidence_recall,
+            "context_tokens": self.context_tokens,
+            "n": self.n_questions,
+            "n_failed": self.n_failed,
+        }
 
 
 @dataclass(frozen=True)
@@ -74,11 +95,11 @@ class DecisionRow(StoredRow):
     significant_loss: bool | None
     compared_with: int | None
     verdict: str | None
-    flags: list[str] | None
-    fallback: str | None
-    paired: JSONObject | None
-    candidates: list[JSONObject] | None
-    comparisons: int | None
+    flags: list[str] | None = None
+    fallback: str | None = None
+    paired: JSONObject | None = None
+    candidates: list[JSONObject] | None = None
+    comparisons: int | None = None
 
 
 @dataclass(frozen=True)
@@ -137,6 +158,45 @@ class ProposedDimension(StoredRow):
     status: str | None
     reason: str | None
     file: str | None
+    per_type: bool | None = None  # whether it may be switched on for one question type
+
+
+@dataclass(frozen=True)
+class DiagnosisRow(StoredRow):
+    """What a diagnoser read and replied for one round (a `diagnoses` row)."""
+
+    round: int
+    diagnoser: str
+    input: JSONObject
+    prompt: str | None
+    raw_response: str | None
+    parse_error: str | None
+    proposal: JSONObject
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    prompt_trimmed: list[str] | None
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    """LLM usage of one role in one (round, phase), as a `usage` row adds it."""
+
+    round: int
+    phase: str
+    role: str
+    usage: Usage
+
+    def as_row(self) -> JSONObject:
+        return {"round": self.round, "phase": self.phase, "role": self.role, **self.usage.as_dict()}
+
+
+@dataclass(frozen=True)
+class PhaseCalls:
+    """Calls and tokens of one (round, phase), over every role (what a screening cost)."""
+
+    calls: int
+    tokens: int
 
 
 @dataclass(frozen=True)
