@@ -38,6 +38,7 @@ def is_adversarial(question_type: str | None) -> bool:
     """Whether a question of this type is adversarial (unanswerable from the conversation)."""
     return question_type == ADVERSARIAL
 
+
 _TEMPORAL = re.compile(
     r"^\s*(when|what (year|month|day|date|time)|how long (ago|before|after)|since when)\b"
     r"|\b(before|after|during|first|last|earlier|later|how long|which (year|month|day))\b",

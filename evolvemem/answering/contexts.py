@@ -99,9 +99,7 @@ def evaluate_contexts(
     records reach `sink` in batches, as `evaluate`'s do, so an interruption loses nothing."""
 
     def contexts(question: Question, effective: RetrievalConfig, fingerprint: str) -> QuestionRecord:
-        return context_record(
-            ws, question, effective, fingerprint, round_no=round_no, phase=phase, token_cap=token_cap
-        )
+        return context_record(ws, question, effective, fingerprint, round_no=round_no, phase=phase, token_cap=token_cap)
 
     stream = RecordStream(sink, on_record, batch=FLUSH_EVERY)
     return evaluate_each(ws, config, questions, contexts, stream, round_no=round_no, phase=phase)

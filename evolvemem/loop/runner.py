@@ -110,9 +110,7 @@ class EvolutionRunner:
         # under the evidence objective a full evaluation is itself only contexts: nothing to screen
         self.contexts_only = spec.objective == CONTEXTS_ONLY
         self.screener = (
-            Screener(
-                LadderInputs(spec, store, scorer, self.dev.questions, self.hooks.record)
-            )
+            Screener(LadderInputs(spec, store, scorer, self.dev.questions, self.hooks.record))
             if screening_enabled(spec.screen_fraction) and not self.contexts_only
             else None
         )

@@ -168,7 +168,9 @@ class Screener:
         verdict = screen_verdict(
             comparison, self.spec.objective, self.spec, evidence_gained=rung0.gained(self.spec.guard)
         )
-        return self.record_minibatch(row, rung0, comparison, verdict, PASSED if verdict.passed else SCREENED_OUT, summary)
+        return self.record_minibatch(
+            row, rung0, comparison, verdict, PASSED if verdict.passed else SCREENED_OUT, summary
+        )
 
     def climb_rung0(
         self, round_no: int, attempt: int, candidate: RetrievalConfig, source: str, incumbent: RoundScore

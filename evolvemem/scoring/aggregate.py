@@ -120,9 +120,7 @@ def group_scores(rows: list[QuestionRecord], name: str | None = None) -> GroupSc
         means[metric] = sum(values) / len(values) if values else None
         if metric == "evidence_recall":
             n_evidence = len(values)
-    return GroupScores(
-        n=len(scored), n_failed=len(rows) - len(scored), n_evidence=n_evidence, name=name, **means
-    )
+    return GroupScores(n=len(scored), n_failed=len(rows) - len(scored), n_evidence=n_evidence, name=name, **means)
 
 
 def _natural_key(label: str) -> tuple[int, int | str]:
@@ -172,6 +170,8 @@ def summarise(rows: Iterable[QuestionRecord], category_names: Mapping[str, str] 
         n_evidence=overall.n_evidence,
         main_macro_f1=sum(main_f1s) / len(main_f1s) if main_f1s else None,
         groups=groups,
-        by_question_type={label: group_scores(members) for label, members in _grouped_by(rows, "question_type").items()},
+        by_question_type={
+            label: group_scores(members) for label, members in _grouped_by(rows, "question_type").items()
+        },
         adversarial_categories=tuple(sorted({_label(row.category) for row in adversarial}, key=_natural_key)),
     )

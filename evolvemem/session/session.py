@@ -272,9 +272,7 @@ class Session(Closing):
         store.fold_usage_journal()
         return self._finish(job, time.perf_counter() - started, ws.roles.stopped_model())
 
-    def _finish(
-        self, job: RoundJob, seconds: float, stopped: str | None
-    ) -> tuple[EvaluationScores, RoundSummary]:
+    def _finish(self, job: RoundJob, seconds: float, stopped: str | None) -> tuple[EvaluationScores, RoundSummary]:
         """Score every record (round, phase) holds — those of an earlier, interrupted process too,
         and those a remote executor wrote — and close it; a model that stopped answering or a
         round without one scored question is an error (the round stays open for a resume)."""

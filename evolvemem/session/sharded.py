@@ -16,7 +16,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from evolvemem.answering.context_reuse import AnswerMemo, MemoEntries
-from evolvemem.answering.evaluate import FLUSH_EVERY, EffectiveConfigs, ReuseKey, ReuseMap, record_key, reuse_key, reused_record
+from evolvemem.answering.evaluate import (
+    FLUSH_EVERY,
+    EffectiveConfigs,
+    ReuseKey,
+    ReuseMap,
+    record_key,
+    reuse_key,
+    reused_record,
+)
 from evolvemem.answering.shards import ShardTask, WorkerSetup, by_conversation, run_shard, shard_cpus
 from evolvemem.contracts.records import QuestionRecord
 from evolvemem.contracts.usage import Usage

@@ -80,21 +80,21 @@ class DecisionRow(StoredRow):
 
     round: int
     decision: str
-    reason: str | None
-    score: float | None
-    delta: float | None
-    base_round: int | None
-    base_score: float | None
-    best_round: int | None
-    best_score: float | None
-    changes: list[JSONObject] | None
-    next_config: JSONObject | None
-    reextracted_sessions: list[str] | None
-    memories_added: int | None
-    accepted: bool | None
-    significant_loss: bool | None
-    compared_with: int | None
-    verdict: str | None
+    reason: str | None = None
+    score: float | None = None
+    delta: float | None = None
+    base_round: int | None = None
+    base_score: float | None = None
+    best_round: int | None = None
+    best_score: float | None = None
+    changes: list[JSONObject] | None = None
+    next_config: JSONObject | None = None
+    reextracted_sessions: list[str] | None = None
+    memories_added: int | None = None
+    accepted: bool | None = None
+    significant_loss: bool | None = None
+    compared_with: int | None = None
+    verdict: str | None = None
     flags: list[str] | None = None
     fallback: str | None = None
     paired: JSONObject | None = None
@@ -152,12 +152,12 @@ class ProposedDimension(StoredRow):
 
     round: int
     name: str
-    description: str | None
-    rationale: str | None
-    maps_to: JSONObject | None
-    status: str | None
-    reason: str | None
-    file: str | None
+    description: str | None = None
+    rationale: str | None = None
+    maps_to: JSONObject | None = None
+    status: str | None = None
+    reason: str | None = None
+    file: str | None = None
     per_type: bool | None = None  # whether it may be switched on for one question type
 
 
@@ -167,15 +167,15 @@ class DiagnosisRow(StoredRow):
 
     round: int
     diagnoser: str
-    input: JSONObject
-    prompt: str | None
-    raw_response: str | None
-    parse_error: str | None
     proposal: JSONObject
-    calls: int
-    prompt_tokens: int
-    completion_tokens: int
-    prompt_trimmed: list[str] | None
+    input: JSONObject | None = None
+    prompt: str | None = None
+    raw_response: str | None = None
+    parse_error: str | None = None
+    calls: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    prompt_trimmed: list[str] | None = None
 
 
 @dataclass(frozen=True)

@@ -453,9 +453,7 @@ class RunStore(RunReads, Closing):
             ],
         )
 
-    def finish_round(
-        self, round_no: int, phase: str, scores: EvaluationScores, wall_seconds: float
-    ) -> RoundSummary:
+    def finish_round(self, round_no: int, phase: str, scores: EvaluationScores, wall_seconds: float) -> RoundSummary:
         """Close (round, phase) with its scores; returns the round as the store now holds it (what a
         resume reads back, so a fresh and a resumed run go on from the same values)."""
         self.con.execute(
@@ -526,7 +524,6 @@ class RunStore(RunReads, Closing):
     def drop_failed(self, round_no: int, phase: str) -> None:
         """Forget failed records of a round so a resume retries them."""
         self.con.execute("DELETE FROM question_records WHERE round = ? AND phase = ? AND failed", [round_no, phase])
-
 
 
 def _memory_row(unit: MemoryUnit) -> SQLRow:
