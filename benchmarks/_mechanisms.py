@@ -97,7 +97,8 @@ def run_variant(ws: Any, questions: list, config: Any, *, time_retrieval: bool =
         retrieval_seconds(ws, questions[:50], config, repeats=1)
         retrieval_ms = retrieval_seconds(ws, questions, config) / len(questions) * 1000
     outcome = evaluate(ws, config, questions)
-    return VariantRun(outcome.summary, outcome.records, outcome.wall_seconds / len(questions) * 1000, retrieval_ms)
+    records = [r.as_row() for r in outcome.records]  # the tables below read the `evolve eval --json` spelling
+    return VariantRun(outcome.summary.as_json(), records, outcome.wall_seconds / len(questions) * 1000, retrieval_ms)
 
 
 def print_variant(name: str, run: VariantRun, *extras: str) -> None:

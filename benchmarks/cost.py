@@ -248,8 +248,7 @@ def report(full: dict, screened: dict) -> None:
         f"dev rounds {screened['dev_answer_calls'] / full['dev_answer_calls']:.3f}×; "
         f"tokens {screened['tokens'] / full['tokens']:.3f}×; wall {screened['wall'] / full['wall']:.3f}×"
     )
-    adversarial = {str(r["category"]) for r in full["test_best"] if r.get("question_type") == "adversarial"}
-    paired = compare(screened["test_best"], full["test_best"], 1, 0, adversarial, "balanced")
+    paired = compare(screened["test_best"], full["test_best"], 1, 0, "balanced")
     for group in ("main", "all"):
         s = paired.groups[group]
         inside = s.ci_low <= 0.0 <= s.ci_high

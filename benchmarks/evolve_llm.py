@@ -83,8 +83,8 @@ def run_or_resume(out: Path, args: list[str], api_base: str | None = None) -> fl
     return time.perf_counter() - started
 
 
-def paired_cell(candidate: list[dict], incumbent: list[dict], group: str, metric: str) -> str:
-    comparison = compare(candidate, incumbent, 1, 0, {str(ADVERSARIAL)}, "balanced", metric=metric)
+def paired_cell(candidate: list, incumbent: list, group: str, metric: str) -> str:
+    comparison = compare(candidate, incumbent, 1, 0, "balanced", metric=metric)
     s = comparison.groups[group]
     if not s.n:
         return "–"

@@ -273,6 +273,7 @@ def journal_overhead(calls: int = 2000) -> tuple[float, float]:
     """(µs to journal one call, ms of the per-call usage write to DuckDB the journal replaced),
     each the mean of `calls` in a fresh run directory."""
     from evolvemem.contracts.usage import Usage
+    from evolvemem.store.rows import UsageRow
     from evolvemem.store import RunStore
 
     usage = Usage(calls=1, prompt_tokens=812, completion_tokens=9)
@@ -281,7 +282,7 @@ def journal_overhead(calls: int = 2000) -> tuple[float, float]:
         for _ in range(calls):
             store.journal.append("answer", usage, "0123456789abcdef0123456789abcdef")
         journal_us = (time.perf_counter() - started) / calls * 1e6
-        row = {"round": 0, "phase": "dev", "role": "answer", **usage.as_dict()}
+        row = UsageRow(0, "dev", "answer", usage)
         started = time.perf_counter()
         for _ in range(calls // 10):
             store.record_usage([row])

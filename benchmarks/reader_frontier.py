@@ -77,7 +77,7 @@ def main() -> None:
         f"contexts cut at {args.budget} tokens; reader Qwen2.5-Coder {args.model}",
         flush=True,
     )
-    records: dict[str, list[dict]] = {label: [] for label in configs}
+    records: dict[str, list[Any]] = {label: [] for label in configs}
     seconds = {label: 0.0 for label in configs}
     with serve(args.model, n_ctx=WINDOW) as server:
         settings = ModelSettings(
@@ -91,24 +91,22 @@ def main() -> None:
                 started = time.perf_counter()
                 records[label] += evaluate(ws, config, chunk, concurrency=1).records
                 seconds[label] += time.perf_counter() - started
-            report(records, seconds, args.baseline, dataset.adversarial_categories, compare)
+            report(records, seconds, args.baseline, compare)
 
 
-def report(
-    records: dict[str, list[dict]], seconds: dict[str, float], baseline: str, adversarial: tuple[str, ...], compare: Any
-) -> None:
+def report(records: dict[str, list[Any]], seconds: dict[str, float], baseline: str, compare: Any) -> None:
     for label, rows in records.items():
-        ok = [r for r in rows if not r.get("failed")]
+        ok = [r for r in rows if not r.failed]
         n = max(len(ok), 1)
-        failures = sorted({str(r.get("error") or "")[:160] for r in rows if r.get("failed")})
+        failures = sorted({str(r.error or "")[:160] for r in rows if r.failed})
         print(
-            f"{label:10s} {len(rows)} questions: answerable F1 {sum(r['f1'] for r in ok) / n:.3f}  evidence recall "
-            f"{sum(r['evidence_recall'] or 0 for r in ok) / n:.3f}  context {sum(r['context_tokens'] or 0 for r in ok) / n:.0f} "
+            f"{label:10s} {len(rows)} questions: answerable F1 {sum(r.f1 for r in ok) / n:.3f}  evidence recall "
+            f"{sum(r.evidence_recall or 0 for r in ok) / n:.3f}  context {sum(r.context_tokens or 0 for r in ok) / n:.0f} "
             f"tokens  failed {len(rows) - len(ok)}{' (e.g. ' + failures[0] + ')' if failures else ''}  "
             f"{seconds[label] / max(len(rows), 1):.1f} s/question",
             flush=True,
         )
-    stat = compare(records["evolved"], records[baseline], 1, 0, adversarial, "main").groups["main"]
+    stat = compare(records["evolved"], records[baseline], 1, 0, "main").groups["main"]
     print(
         f"paired, evolved − {baseline}: answerable F1 {stat.diff:+.3f} [{stat.ci_low:+.3f}, {stat.ci_high:+.3f}] "
         f"p(gain) {stat.p_gain:.3f} on {stat.n} questions",

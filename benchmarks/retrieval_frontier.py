@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +125,7 @@ def main() -> None:
             for store in {"fact", *stores_needed(config)}:
                 turns_of.update({m.memory_id: m.source_turn_ids for m in ws.store_memories(conv_id, store)})
 
-    records: dict[tuple[str, int], list[dict]] = {}
+    records: dict[tuple[str, int], list[Any]] = {}
     rows = []
     for label, (config, budgets) in systems.items():
         prep = time.perf_counter()
@@ -138,8 +139,8 @@ def main() -> None:
             k: np.mean(
                 [
                     evidence_recall(
-                        q_by_id[r["question_id"]].evidence,
-                        [turns_of[i] for i in [*r["context_ids"], *r["cut_ids"]][:k]],
+                        q_by_id[r.question_id].evidence,
+                        [turns_of[i] for i in [*(r.context_ids or ()), *(r.cut_ids or ())][:k]],
                     )
                     or 0.0
                     for r in deep
@@ -154,7 +155,7 @@ def main() -> None:
     plain = {b: plain_hybrid(ws, questions, b) for b in BUDGETS}
     for budget in BUDGETS:
         records[("plain hybrid (independent)", budget)] = [
-            {**r, "evidence_recall": plain[budget][r["question_id"]], "context_tokens": None}
+            replace(r, evidence_recall=plain[budget][r.question_id], context_tokens=None)
             for r in records[("hybrid", budget)]
         ]
     rows.append(("plain hybrid (independent)", {k: float("nan") for k in RANKS}, float("nan"), float("nan")))
@@ -171,10 +172,10 @@ def main() -> None:
         + "   tokens@1500  prep ms/q  retrieval ms/q"
     )
     for label, at_k, prep_ms, deep_ms in rows:
-        recall = {b: np.mean([r["evidence_recall"] for r in records[(label, b)]]) for b in BUDGETS}
+        recall = {b: np.mean([r.evidence_recall for r in records[(label, b)]]) for b in BUDGETS}
         mid = records[(label, 1500)]
-        by_cat = [np.mean([r["evidence_recall"] for r in mid if r["category"] == c]) for c in categories]
-        tokens = [r["context_tokens"] for r in mid if r.get("context_tokens") is not None]
+        by_cat = [np.mean([r.evidence_recall for r in mid if r.category == c]) for c in categories]
+        tokens = [r.context_tokens for r in mid if r.context_tokens is not None]
         print(
             f"{label:28s} "
             + " ".join(f"{recall[b]:.3f}  " for b in BUDGETS)
@@ -197,7 +198,6 @@ def main() -> None:
                     records[(reference, budget)],
                     1,
                     0,
-                    (),
                     "evidence",
                     metric="evidence_recall",
                 ).groups["main"]
@@ -209,15 +209,9 @@ def main() -> None:
         for label, *_ in rows:
             if label == reference:
                 continue
-            mine, theirs = records[(label, 1500)], {r["question_id"]: r for r in records[(reference, 1500)]}
+            mine, theirs = records[(label, 1500)], {r.question_id: r for r in records[(reference, 1500)]}
             diffs = [
-                np.mean(
-                    [
-                        r["evidence_recall"] - theirs[r["question_id"]]["evidence_recall"]
-                        for r in mine
-                        if r["category"] == c
-                    ]
-                )
+                np.mean([r.evidence_recall - theirs[r.question_id].evidence_recall for r in mine if r.category == c])
                 for c in categories
             ]
             print(

@@ -47,6 +47,7 @@ from evolvemem.loop.spec import RunSpec  # noqa: E402
 from evolvemem.session import Session  # noqa: E402
 from evolvemem.space.config import load_config  # noqa: E402
 from evolvemem.store.run_store import RunStore  # noqa: E402
+from evolvemem.contracts.records import QuestionRecord  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo10_dev8.json"
 LONGMEMEVAL_QUESTIONS = 500
@@ -224,11 +225,11 @@ def store_writes(run_dir: Path, scratch: Path) -> tuple[float, float]:
     with RunStore(scratch) as store:
         started = time.perf_counter()
         for i in range(50):
-            store.record_questions([{**sample[0], "round": 1000 + i}])
+            store.record_questions([QuestionRecord.from_row({**sample[0], "round": 1000 + i})])
         single = (time.perf_counter() - started) / 50
         started = time.perf_counter()
         for i in range(10):
-            store.record_questions([{**row, "round": 2000 + i} for row in sample])
+            store.record_questions([QuestionRecord.from_row({**row, "round": 2000 + i}) for row in sample])
         bulk = (time.perf_counter() - started) / (10 * len(sample))
     return single, bulk
 

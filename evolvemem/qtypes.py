@@ -24,6 +24,21 @@ QUESTION_TYPES = (
 # exploit the benchmark's label rather than the question.
 LABEL_ONLY_TYPES = ("adversarial",)
 
+# The one rule for which questions are adversarial (unanswerable): their type says so. Scores keep
+# them out of the main average (scoring/aggregate.py), paired decisions judge them as their own
+# group (loop/paired.py), the failure view calls a wrong answer to one a hallucination
+# (store/schema.py: `ADVERSARIAL_SQL`). Every loader maps its own label onto this type (LoCoMo's
+# category 5, LongMemEval's "_abs" questions, a custom file's question_type), so the rule reads
+# the record alone, with no benchmark at hand.
+ADVERSARIAL = "adversarial"
+ADVERSARIAL_SQL = f"question_type = '{ADVERSARIAL}'"  # the same rule over `question_records`
+
+
+def is_adversarial(question_type: str | None) -> bool:
+    """Whether a question of this type is adversarial (unanswerable from the conversation)."""
+    return question_type == ADVERSARIAL
+
+
 _TEMPORAL = re.compile(
     r"^\s*(when|what (year|month|day|date|time)|how long (ago|before|after)|since when)\b"
     r"|\b(before|after|during|first|last|earlier|later|how long|which (year|month|day))\b",

@@ -175,18 +175,18 @@ def test_emergence_materialises_valid_proposals_once_and_records_every_refusal(t
     ]
     space, rows = emerge(tmp_path, 2, proposed, files_space())
     assert [d.name for d in space.added()] == ["wide_views"]
-    assert [(r["name"], r["status"]) for r in rows] == [
+    assert [(r.name, r.status) for r in rows] == [
         ("wide_views", "materialised"),
         ("wide_twice", "refused"),
         ("per_type_junk", "refused"),
         ("score", "refused"),
     ]
-    assert rows[0]["file"] == "rounds/round_02/new_dimensions/wide_views.toml" and rows[0]["reason"] is None
-    assert "duplicate" in rows[1]["reason"] and "per_type must be true or false" in rows[2]["reason"]
+    assert rows[0].file == "rounds/round_02/new_dimensions/wide_views.toml" and rows[0].reason is None
+    assert "duplicate" in str(rows[1].reason) and "per_type must be true or false" in str(rows[2].reason)
     # a resumed round (its lever loaded from the file) asks again: the same lever, not a name clash
     same, again = emerge(tmp_path, 2, [NewDimension("wide_views", "Both views wider.", "misses", dict(WIDE))], space)
     assert same is space
-    assert again[0]["status"] == "materialised"
+    assert again[0].status == "materialised"
     assert len(list(tmp_path.glob("rounds/*/new_dimensions/*.toml"))) == 1
 
 

@@ -7,6 +7,7 @@ on the fixtures' invented conversations."""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 
 import json
 import re
@@ -136,11 +137,11 @@ def test_show_prints_each_verdict_once(balanced_run, tmp_path):
         row = store.decision(1)
         store.con.execute("DELETE FROM decisions WHERE round = 1")  # the store holds one decision per round
         store.record_decision(
-            {
-                **row,
-                "decision": "reverted",
-                "reason": f"{row['verdict']}; the proposal is applied to the best config instead",
-            }
+            replace(
+                row,
+                decision="reverted",
+                reason=f"{row.verdict}; the proposal is applied to the best config instead",
+            )
         )
         verdicts = [r["verdict"] for r in store.query("SELECT verdict FROM decisions WHERE round > 0")]
     text = " ".join(invoke("show", str(copy)).output.split())

@@ -13,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 
 from evolvemem.contracts.memory import MemoryUnit
+from evolvemem.contracts.records import QuestionRecord
 from evolvemem.data.split import split_dataset
 from evolvemem.data.synth import generate_synth
 from evolvemem.diagnosers.rubric import RubricDiagnoser
@@ -40,7 +41,7 @@ def ladder_run(server: FakeLLMServer, out: Path, *extra: str):
 
 def evidence_count() -> int:
     ds = generate_synth()
-    return len(evidence_questions(split_dataset(ds, "dev").questions, ds.adversarial_categories))
+    return len(evidence_questions(split_dataset(ds, "dev").questions))
 
 
 def test_a_candidate_whose_contexts_lose_evidence_stops_at_rung_0_without_an_answer_call(tmp_path: Path) -> None:
@@ -258,14 +259,14 @@ def test_the_session_layout_groups_memories_under_dated_headers_in_time_order() 
 
 
 def test_paired_comparisons_can_pair_on_evidence_recall() -> None:
-    def rec(qid: str, recall: float | None, f1: float | None) -> dict:
-        return {"question_id": qid, "conversation_id": "c1", "category": "1", "f1": f1, "evidence_recall": recall}
+    def rec(qid: str, recall: float | None, f1: float | None) -> QuestionRecord:
+        return QuestionRecord(1, "dev", qid, "c1", "1", "single_fact", "?", "", "", f1=f1, evidence_recall=recall)
 
     base = [rec(f"q{i}", 0.0, None) for i in range(10)]
     better = [rec(f"q{i}", 1.0, None) for i in range(10)]
-    comparison = compare(better, base, 1, 0, {"5"}, "evidence")
+    comparison = compare(better, base, 1, 0, "evidence")
     assert comparison.groups["main"].diff == 1.0 and comparison.groups["main"].p_gain < 0.01
-    assert compare(better, base, 1, 0, {"5"}, "balanced").groups["main"].n == 0  # no F1 to pair
+    assert compare(better, base, 1, 0, "balanced").groups["main"].n == 0  # no F1 to pair
 
 
 def test_the_rubric_targets_reader_errors_with_the_context_format_and_budget_cuts_with_the_budget() -> None:
@@ -319,7 +320,7 @@ def test_an_evidence_gain_passes_a_minibatch_that_shows_no_loss_but_never_one_th
 
     def verdict(f1s: list[float]):
         return screen_verdict(
-            compare(_records(f1s), incumbent, 1, 0, {"5"}, "balanced"), "balanced", spec, evidence_gained=True
+            compare(_records(f1s), incumbent, 1, 0, "balanced"), "balanced", spec, evidence_gained=True
         )
 
     assert verdict([0.5] * 30).passed

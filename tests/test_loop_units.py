@@ -13,6 +13,7 @@ from evolvemem.space.changes import Change
 from evolvemem.space.ops import perturb
 from evolvemem.loop.guard import RoundScore, check_regression, decide
 from evolvemem.loop.spec import GuardSettings
+from evolvemem.store.rows import DecisionRow
 from evolvemem.contracts.diagnosis import Proposal, proposal_from_raw
 from evolvemem.space.config import RetrievalConfig, load_config
 from evolvemem.space.action_space import files_space
@@ -239,14 +240,14 @@ def test_the_store_reads_back_the_best_round_the_guard_chose(tmp_path):
         assert store.best_round() == 0  # nothing decided yet: the start
         for i, (n, won, score) in enumerate(verdicts):
             store.record_decision(
-                {
-                    "round": n,
-                    "decision": "applied",
-                    "reason": "-",
-                    "score": score,
-                    "accepted": won,
-                    "best_round": incumbent_of(scores[: i + 1]).round,
-                }
+                DecisionRow(
+                    round=n,
+                    decision="applied",
+                    reason="-",
+                    score=score,
+                    accepted=won,
+                    best_round=incumbent_of(scores[: i + 1]).round,
+                )
             )
             assert store.best_round() == incumbent_of(scores[: i + 1]).round
         assert store.best_round() == 3  # round 2 had the highest mean but lost its comparison

@@ -456,7 +456,7 @@ def test_evaluate_end_to_end_with_routing_judge_and_refresher(ws, tmp_path: Path
         assert row["calls"] == 0 and row["prompt_tokens"] == 0
     assert rows["q-quote"]["granularity"] == "raw" and rows["q-feel"]["granularity"] == "episode"
     assert rows["q-now"]["refreshed_ids"] and rows["q-now"]["prediction"]
-    assert outcome.summary["all"] is not None
+    assert outcome.summary.all_f1 is not None
     # the default path is unchanged: base store, no verdicts, no refresh
     default = config()
     effective, fingerprint = EffectiveConfigs(default)(QUESTIONS[0].question_type)

@@ -6,6 +6,7 @@ from evolvemem.space.config import RetrievalConfig
 
 import random
 
+from evolvemem.contracts.records import QuestionRecord
 from evolvemem.loop.paired import accept, compare
 from evolvemem.space.action_space import files_space
 from evolvemem.loop.spec import GuardSettings
@@ -14,18 +15,20 @@ from dataclasses import replace
 from evolvemem.contracts.diagnosis import GroupOutcome, HistoryEntry, ScoreSummary
 from evolvemem.space.changes import Change
 
-ADV = ("5",)
+
+def record(question_id: str, conversation: str, qtype: str, f1: float) -> QuestionRecord:
+    return QuestionRecord(1, "dev", question_id, conversation, qtype, qtype, "?", "", "", f1=f1)
 
 
-def records(scores: dict[str, list[float]], adversarial: dict[str, list[float]] | None = None) -> list[dict]:
+def records(scores: dict[str, list[float]], adversarial: dict[str, list[float]] | None = None) -> list[QuestionRecord]:
     """Records of invented questions: conversation -> F1 per answerable question (then adversarial)."""
     out = []
     for conv, values in scores.items():
         for i, f1 in enumerate(values):
-            out.append({"question_id": f"{conv}-q{i}", "conversation_id": conv, "category": "1", "f1": f1})
+            out.append(record(f"{conv}-q{i}", conv, "single_fact", f1))
     for conv, values in (adversarial or {}).items():
         for i, f1 in enumerate(values):
-            out.append({"question_id": f"{conv}-a{i}", "conversation_id": conv, "category": "5", "f1": f1})
+            out.append(record(f"{conv}-a{i}", conv, "adversarial", f1))
     return out
 
 
@@ -41,7 +44,7 @@ CONVS = ("c1", "c2", "c3", "c4")
 def test_a_clear_gain_on_answerable_questions_is_accepted_and_recorded_with_its_statistics():
     base = records({c: [0.0] * 100 for c in CONVS}, {c: [1.0] * 20 for c in CONVS})
     better = records({c: flips(100, 10, i) for i, c in enumerate(CONVS)}, {c: [1.0] * 20 for c in CONVS})
-    comparison = compare(better, base, 3, 1, ADV, "balanced")
+    comparison = compare(better, base, 3, 1, "balanced")
     main = comparison.groups["main"]
     assert main.n == 400 and abs(main.diff - 0.10) < 1e-9 and main.p_gain < 0.001 and main.ci_low > 0
     assert comparison.groups["adversarial"].diff == 0 and set(comparison.by_conversation) == set(CONVS)
@@ -54,18 +57,18 @@ def test_abstaining_more_is_not_a_gain_under_the_balanced_objective():
     """More traps declined (+adversarial) bought with answered questions lost (−main)."""
     base = records({c: [1.0] * 40 + [0.0] * 60 for c in CONVS}, {c: [0.0] * 25 for c in CONVS})
     traded = records({c: [1.0] * 36 + [0.0] * 64 for c in CONVS}, {c: [1.0] * 10 + [0.0] * 15 for c in CONVS})
-    comparison = compare(traded, base, 2, 0, ADV, "balanced")
+    comparison = compare(traded, base, 2, 0, "balanced")
     assert comparison.groups["adversarial"].diff > 0.3 and comparison.groups["all"].diff > 0
     verdict = accept(comparison, "balanced", GuardSettings())
     assert not verdict.accepted and "loses on main" in verdict.reason
     # the `all` objective would have taken it: that is why balanced is the default
-    assert accept(compare(traded, base, 2, 0, ADV, "all"), "all", GuardSettings()).accepted
+    assert accept(compare(traded, base, 2, 0, "all"), "all", GuardSettings()).accepted
 
 
 def test_noise_is_not_a_gain():
     base = records({c: flips(200, 60, i) for i, c in enumerate(CONVS)})
     noisy = records({c: flips(200, 61, i + 10) for i, c in enumerate(CONVS)})
-    comparison = compare(noisy, base, 1, 0, ADV, "balanced")
+    comparison = compare(noisy, base, 1, 0, "balanced")
     assert comparison.groups["main"].p_gain > 0.05
     assert not accept(comparison, "balanced", GuardSettings()).accepted
 
@@ -75,7 +78,7 @@ def test_one_conversation_cannot_carry_a_gain():
     but only 1 of 4 conversations holds."""
     base = records({"c1": [0.0] * 100, **{c: [1.0] * 2 + [0.0] * 98 for c in CONVS[1:]}})
     lopsided = records({"c1": [1.0] * 60 + [0.0] * 40, **{c: [0.0] * 100 for c in CONVS[1:]}})
-    comparison = compare(lopsided, base, 1, 0, ADV, "balanced")
+    comparison = compare(lopsided, base, 1, 0, "balanced")
     assert comparison.groups["main"].diff > 0 and comparison.groups["main"].p_gain < 0.05
     assert comparison.by_conversation["c1"] == 0.6 and comparison.by_conversation["c2"] == -0.02
     verdict = accept(comparison, "balanced", GuardSettings())
@@ -86,8 +89,8 @@ def test_one_conversation_cannot_carry_a_gain():
 def test_failed_questions_are_left_out_of_the_pairs_and_folds_must_all_hold():
     base = records({c: [0.0] * 50 for c in CONVS})
     better = records({c: [1.0] * 10 + [0.0] * 40 for c in CONVS})
-    better[0]["failed"], better[0]["f1"] = True, None
-    comparison = compare(better, base, 1, 0, ADV, "balanced", folds=2)
+    better[0] = replace(better[0], failed=True, f1=None)
+    comparison = compare(better, base, 1, 0, "balanced", folds=2)
     assert comparison.groups["main"].n == 199 and len(comparison.by_fold) == 2
     assert accept(comparison, "balanced", GuardSettings(folds=2)).accepted
 

@@ -21,6 +21,8 @@ from typer.testing import CliRunner
 from evolvemem.cli.main import app
 from evolvemem.report import svg
 from evolvemem.loop.guard import next_step_text
+from evolvemem.store.rows import DecisionRow, DiagnosisRow
+from dataclasses import replace
 
 runner = CliRunner()
 
@@ -220,56 +222,28 @@ def test_png_is_written_beside_the_html(report):
 def test_usage_and_proposed_dimensions_come_from_the_store(synth_run, tmp_path):
     """Offline runs make no LLM calls; add usage and a proposed dimension to a copy of the store
     (as an LLM run would) and check the page sums and lists them."""
+    from evolvemem.contracts.usage import Usage
     from evolvemem.store import RunStore
+    from evolvemem.store.rows import ProposedDimension, UsageRow
 
     copy = tmp_path / "copy"
     shutil.copytree(synth_run, copy)
     with RunStore(copy) as store:
         store.record_usage(
             [
-                {
-                    "round": 1,
-                    "phase": "dev",
-                    "role": "answer",
-                    "calls": 30,
-                    "cache_hits": 4,
-                    "failures": 1,
-                    "prompt_tokens": 12000,
-                    "completion_tokens": 900,
-                    "cost_usd": 0.0125,
-                },
-                {
-                    "round": 1,
-                    "phase": "dev",
-                    "role": "diagnose",
-                    "calls": 1,
-                    "cache_hits": 0,
-                    "failures": 0,
-                    "prompt_tokens": 3000,
-                    "completion_tokens": 400,
-                    "cost_usd": 0.004,
-                },
-                {
-                    "round": -1,
-                    "phase": "dev",
-                    "role": "extract",
-                    "calls": 12,
-                    "cache_hits": 0,
-                    "failures": 0,
-                    "prompt_tokens": 50000,
-                    "completion_tokens": 7000,
-                    "cost_usd": 0.05,
-                },
+                UsageRow(1, "dev", "answer", Usage(30, 4, 12000, 900, 0.0125, failures=1)),
+                UsageRow(1, "dev", "diagnose", Usage(1, 0, 3000, 400, 0.004)),
+                UsageRow(-1, "dev", "extract", Usage(12, 0, 50000, 7000, 0.05)),
             ]
         )
         store.record_proposed_dimensions(
             [
-                {
-                    "round": 2,
-                    "name": "speaker_filter_top_k",
-                    "description": "keep only memories said by the asked-about person",
-                    "rationale": "questions about Priya Raman retrieve Tomasz's memories",
-                }
+                ProposedDimension(
+                    round=2,
+                    name="speaker_filter_top_k",
+                    description="keep only memories said by the asked-about person",
+                    rationale="questions about Priya Raman retrieve Tomasz's memories",
+                )
             ]
         )
     result = invoke("report", str(copy), "--no-png", "--out", str(tmp_path / "out" / "page.html"), "--json")
@@ -517,13 +491,11 @@ def test_flags_and_rubric_fallbacks_are_shown_and_counted(synth_run, tmp_path):
         row = store.decision(3)
         store.extend_rounds(4)  # forgets round 3's 'stopped' decision
         store.record_diagnosis(
-            {
-                "round": 3,
-                "diagnoser": "llm",
-                "proposal": {"changes": {}, "flags": own, "rationale": "shrink the context"},
-            }
+            DiagnosisRow(
+                round=3, diagnoser="llm", proposal={"changes": {}, "flags": own, "rationale": "shrink the context"}
+            )
         )
-        store.record_decision(row | {"decision": "applied", "flags": rubric, "fallback": fallback})
+        store.record_decision(replace(row, decision="applied", flags=rubric, fallback=fallback))
 
     page, text = _copy_report(synth_run, tmp_path, edit)
     row = {r[0]: r for r in page.tables["decisions-table"][1:]}["3"]
@@ -551,10 +523,12 @@ def test_a_store_without_paired_decisions_shows_dashes(synth_run, tmp_path):
         row = store.decision(3)
         store.extend_rounds(4)
         store.record_decision(
-            {
-                k: row[k]
-                for k in ("round", "decision", "reason", "score", "delta", "best_round", "best_score", "changes")
-            }
+            DecisionRow(
+                **{
+                    k: getattr(row, k)
+                    for k in ("round", "decision", "reason", "score", "delta", "best_round", "best_score", "changes")
+                }
+            )
         )
 
     page, _ = _copy_report(synth_run, tmp_path, edit)

@@ -10,6 +10,10 @@ import time
 
 import pytest
 
+from typing import Any
+
+from evolvemem.contracts.records import QuestionRecord
+from evolvemem.data.locomo import CATEGORY_TO_TYPE
 from evolvemem.data.models import Question
 from evolvemem.errors import ConfigError, DataError
 from evolvemem.contracts.roles import ABSTENTION_TEXT
@@ -244,54 +248,68 @@ def test_other_benchmarks_plain_f1_and_abstention() -> None:
 # --- aggregation --------------------------------------------------------------------------------
 
 
+def _row(category: str, question_type: str, **figures: Any) -> QuestionRecord:
+    """A scored record of an invented question: only what a summary reads."""
+    return QuestionRecord(0, "dev", "q", "c", category, question_type, "?", "", "", **figures)
+
+
 def test_summarise_headlines_categories_and_failures() -> None:
     rows = [
-        {"category": "1", "question_type": "multi_hop", "f1": 0.5, "bleu1": 0.4, "evidence_recall": 1.0},
-        {"category": "1", "question_type": "multi_hop", "f1": 1.0, "bleu1": 0.8, "evidence_recall": 0.5},
-        {"category": "4", "question_type": "single_fact", "f1": 0.0, "bleu1": 0.0, "evidence_recall": None},
-        {"category": "5", "question_type": "adversarial", "f1": 1.0, "bleu1": 1.0, "evidence_recall": 0.0},
-        {"category": "4", "question_type": "single_fact", "f1": None, "failed": True},
-        {"category": "10", "question_type": "temporal", "f1": 0.3, "bleu1": 0.3},
+        _row("1", "multi_hop", f1=0.5, bleu1=0.4, evidence_recall=1.0),
+        _row("1", "multi_hop", f1=1.0, bleu1=0.8, evidence_recall=0.5),
+        _row("4", "single_fact", f1=0.0, bleu1=0.0, evidence_recall=None),
+        _row("5", "adversarial", f1=1.0, bleu1=1.0, evidence_recall=0.0),
+        _row("4", "single_fact", f1=None, failed=True),
+        _row("10", "temporal", f1=0.3, bleu1=0.3),
     ]
-    summary = summarise(rows, adversarial_categories=("5",), category_names={"1": "multi-hop"})
-    by_category = summary["by_category"]
+    summary = summarise(rows, category_names={"1": "multi-hop"})
+    by_category = summary.by_category
     assert list(by_category) == ["1", "4", "5", "10"]  # numeric order
-    assert by_category["1"]["n"] == 2 and by_category["1"]["f1"] == pytest.approx(0.75)
-    assert by_category["1"]["evidence_recall"] == pytest.approx(0.75)
-    assert by_category["1"]["name"] == "multi-hop" and by_category["4"]["name"] == ""
+    assert by_category["1"].n == 2 and by_category["1"].f1 == pytest.approx(0.75)
+    assert by_category["1"].evidence_recall == pytest.approx(0.75)
+    assert by_category["1"].name == "multi-hop" and by_category["4"].name == ""
     four = by_category["4"]
-    assert (four["n"], four["n_failed"], four["f1"], four["evidence_recall"], four["n_evidence"]) == (
-        1,
-        1,
-        0.0,
-        None,
-        0,
-    )
+    assert (four.n, four.n_failed, four.f1, four.evidence_recall, four.n_evidence) == (1, 1, 0.0, None, 0)
     # main: F1 (0.5 + 1.0 + 0.0 + 0.3) / 4 = 0.45; the failed row is excluded and counted
-    assert summary["main"] == pytest.approx(0.45) and summary["n_main"] == 4
-    main = summary["groups"]["main"]
-    assert main["n_failed"] == 1 and main["bleu1"] == pytest.approx(1.5 / 4)
-    assert main["evidence_recall"] == pytest.approx(0.75) and main["n_evidence"] == 2
-    assert summary["adversarial"] == 1.0 and summary["n_adversarial"] == 1
+    assert summary.main_f1 == pytest.approx(0.45) and summary.n_main == 4
+    main = summary.groups["main"]
+    assert main.n_failed == 1 and main.bleu1 == pytest.approx(1.5 / 4)
+    assert main.evidence_recall == pytest.approx(0.75) and main.n_evidence == 2
+    assert summary.adversarial_f1 == 1.0 and summary.n_adversarial == 1
     # all: F1 2.8 / 5, BLEU-1 2.5 / 5, evidence recall (1 + 0.5 + 0) / 3
-    assert summary["all"] == pytest.approx(2.8 / 5) and summary["n"] == 5 and summary["n_failed"] == 1
-    assert summary["bleu1"] == pytest.approx(0.5) and summary["evidence_recall"] == pytest.approx(0.5)
+    assert summary.all_f1 == pytest.approx(2.8 / 5) and summary.n_questions == 5 and summary.n_failed == 1
+    assert summary.bleu1 == pytest.approx(0.5) and summary.evidence_recall == pytest.approx(0.5)
     # macro over main categories: (0.75 + 0.0 + 0.3) / 3
-    assert summary["main_macro_f1"] == pytest.approx(0.35)
-    assert summary["by_question_type"]["multi_hop"]["bleu1"] == pytest.approx(0.6)
-    assert summary["exact_match"] is None  # no row measured it
-    assert json.loads(json.dumps(summary)) == summary  # JSON-ready as it is
+    assert summary.main_macro_f1 == pytest.approx(0.35)
+    assert summary.by_question_type["multi_hop"].bleu1 == pytest.approx(0.6)
+    assert summary.exact_match is None  # no row measured it
+    assert summary.adversarial_categories == ("5",)
+    shown = summary.as_json()  # the `evolve eval --json` spelling
+    assert (shown["main"], shown["all"], shown["n"]) == (summary.main_f1, summary.all_f1, 5)
+    assert shown["by_category"]["1"] == {
+        "n": 2,
+        "n_failed": 0,
+        "f1": pytest.approx(0.75),
+        "bleu1": pytest.approx(0.6),
+        "exact_match": None,
+        "mc_accuracy": None,
+        "evidence_recall": pytest.approx(0.75),
+        "n_evidence": 2,
+        "context_tokens": None,
+        "name": "multi-hop",
+    }
+    assert json.loads(json.dumps(shown)) == shown  # JSON-ready as it is
 
 
-def test_summarise_other_adversarial_categories_and_empty() -> None:
-    rows = [{"category": "temporal", "f1": 0.2}, {"category": "adversarial", "f1": 1.0}]
-    summary = summarise(rows, adversarial_categories=("adversarial",))
-    assert summary["main"] == 0.2 and summary["adversarial"] == 1.0 and summary["all"] == pytest.approx(0.6)
-    assert summary["by_question_type"]["unknown"]["n"] == 2
+def test_summarise_adversarial_by_question_type_and_empty() -> None:
+    """The adversarial group is the questions typed adversarial, whatever a benchmark calls their category."""
+    rows = [_row("temporal", "", f1=0.2), _row("abstention", "adversarial", f1=1.0)]
+    summary = summarise(rows)
+    assert summary.main_f1 == 0.2 and summary.adversarial_f1 == 1.0 and summary.all_f1 == pytest.approx(0.6)
+    assert summary.adversarial_categories == ("abstention",)
+    assert summary.by_question_type["unknown"].n == 1
     empty = summarise([])
-    assert empty["n"] == 0 and empty["all"] is None and empty["main_macro_f1"] is None
-    with pytest.raises(ValueError, match="row 0 has no 'category'"):
-        summarise([{"f1": 1.0}])
+    assert empty.n_questions == 0 and empty.all_f1 is None and empty.main_macro_f1 is None
 
 
 # --- real data ----------------------------------------------------------------------------------
@@ -328,18 +346,22 @@ def test_real_locomo_gold_scores_itself_and_is_fast() -> None:
         if scores["f1"] < 1.0:
             below_one.append(question)
         rows.append(
-            {
-                "category": question.category,
+            _row(
+                question.category,
+                CATEGORY_TO_TYPE[question.category],
                 **scores,
-                "evidence_recall": evidence_recall(question.evidence, [question.evidence]),
-            }
+                evidence_recall=evidence_recall(question.evidence, [question.evidence]),
+            )
         )
     elapsed = time.perf_counter() - start
     summary = summarise(rows)
-    assert summary["n"] == len(questions) == 1586
-    assert summary["by_category"]["5"]["n"] == 360 and summary["adversarial"] == 1.0
-    assert summary["by_category"]["1"]["f1"] == summary["by_category"]["4"]["f1"] == 1.0
-    assert summary["evidence_recall"] == 1.0
+    assert summary.n_questions == len(questions) == 1586
+    assert summary.by_category["5"].n == 360 and summary.adversarial_f1 == 1.0
+    assert summary.n_adversarial == 360 and summary.adversarial_categories == (
+        "5",
+    )  # category 5 is the adversarial type
+    assert summary.by_category["1"].f1 == summary.by_category["4"].f1 == 1.0
+    assert summary.evidence_recall == 1.0
     # only category-3 golds with a ';' rationale fall short when the whole gold is the prediction
     assert below_one and all(x.category == "3" and ";" in str(x.answer) for x in below_one)
     assert len(below_one) == sum(x.category == "3" and ";" in str(x.answer) for x in questions)

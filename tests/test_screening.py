@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from evolvemem.contracts.records import QuestionRecord
 from evolvemem.data.synth import generate_synth
 from evolvemem.data.split import split_dataset
 from evolvemem.loop.screening import minibatch, screen_verdict
@@ -293,18 +294,8 @@ def test_the_minibatch_is_fixed_stratified_and_seeded() -> None:
     assert minibatch(questions, 0.25, 1) != batch or len(cells) == len(batch)
 
 
-def _records(f1s: list[float], qtype: str = "single_hop") -> list[dict]:
-    return [
-        {
-            "question_id": f"q{i}",
-            "conversation_id": f"c{i % 3}",
-            "category": "1",
-            "question_type": qtype,
-            "f1": f,
-            "failed": False,
-        }
-        for i, f in enumerate(f1s)
-    ]
+def _records(f1s: list[float], qtype: str = "single_hop") -> list[QuestionRecord]:
+    return [QuestionRecord(1, "dev", f"q{i}", f"c{i % 3}", "1", qtype, "?", "", "", f1=f) for i, f in enumerate(f1s)]
 
 
 def test_screening_passes_a_gain_and_stops_no_gain_or_a_loss() -> None:
@@ -312,7 +303,7 @@ def test_screening_passes_a_gain_and_stops_no_gain_or_a_loss() -> None:
     incumbent = _records([0.5] * 30)
 
     def verdict(f1s: list[float]) -> Any:
-        return screen_verdict(compare(_records(f1s), incumbent, 1, 0, {"5"}, "balanced"), "balanced", spec)
+        return screen_verdict(compare(_records(f1s), incumbent, 1, 0, "balanced"), "balanced", spec)
 
     assert verdict([1.0] * 10 + [0.5] * 20).passed
     same = verdict([0.5] * 30)

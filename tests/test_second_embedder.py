@@ -303,6 +303,6 @@ def test_evolve_eval_with_a_second_model_end_to_end(tiny_embedding_model, tmp_pa
         results[label] = json.loads(done.stdout.strip().splitlines()[-1])["overall"]
         with RunStore(tmp_path / label, read_only=True) as store:
             assert store.manifest()["second_embedding_model"] == str(tiny_embedding_model)
-            views = " ".join(" ".join(r.get("context_views") or ()) for r in store.round_records(0, "eval"))
+            views = " ".join(" ".join(r.context_views or ()) for r in store.round_records(0, "eval"))
         assert ("second_semantic:" in views) == (label == "second")
     assert results["first"]["main_evidence_recall"] != results["second"]["main_evidence_recall"]

@@ -99,9 +99,9 @@ def test_evaluating_a_config_builds_the_stores_it_reads_first(synth):
         ws = Workspace(synth, build_roles(ModelSettings()))
         ws.build()
         records = score(ws, raw_config, synth.questions[:4]).records
-        assert records and not any(r["failed"] for r in records), records[0].get("error")
+        assert records and not any(r.failed for r in records), records[0].error
         raw_ids = {u.memory_id for c in synth.conversations for u in ws.store_memories(c, "raw")}
-        assert all(r["context_ids"] and set(r["context_ids"]) <= raw_ids for r in records)
+        assert all(r.context_ids and set(r.context_ids) <= raw_ids for r in records)
 
 
 def test_dimension_groups_expand_and_unknown_names_are_refused():
@@ -207,7 +207,10 @@ def test_a_run_store_from_an_older_version_gains_the_new_columns(tmp_path):
     con.execute("INSERT INTO question_records (round, phase, question_id) VALUES (0, 'dev', 'q-old')")
     con.close()
     with RunStore(tmp_path) as store:
-        store.record_questions([{"round": 1, "phase": "dev", "question_id": "q-new", "retries": 2}])
+        from evolvemem.contracts.records import QuestionRecord
+
+        new = QuestionRecord(1, "dev", "q-new", "c", "1", "single_fact", "?", "", "", retries=2)
+        store.record_questions([new])
         rows = store.query("SELECT question_id, retries FROM question_records ORDER BY question_id")
     assert rows == [{"question_id": "q-new", "retries": 2}, {"question_id": "q-old", "retries": None}]
 

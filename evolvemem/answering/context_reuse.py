@@ -15,9 +15,10 @@ from __future__ import annotations
 import hashlib
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from evolvemem.contracts.memory import MemoryUnit
+from evolvemem.contracts.records import QuestionRecord
 from evolvemem.contracts.roles import AnswerResult
 
 if TYPE_CHECKING:
@@ -104,27 +105,22 @@ class AnswerMemo:
             with self._lock:
                 self._verdicts.setdefault(key, verdict)
 
-    def restore(self, records: Iterable[Mapping[str, object]]) -> int:
+    def restore(self, records: Iterable[QuestionRecord]) -> int:
         """Refill from stored records (a resume): each scored record's final answer step (what its
         prompt left out is kept only for a single-answer path, where it was that step's). Returns
         how many keys were added."""
         added = 0
         for record in records:
-            key = record.get("context_key")
-            if not key or record.get("failed") or not isinstance(key, str):
+            key = record.context_key
+            if not key or record.failed:
                 continue
-            trimmed = record.get("prompt_trimmed")
-            single = not record.get("retries")
-            notes: dict[str, object] = (
-                {"trimmed": [str(t) for t in trimmed]}
-                if single and isinstance(trimmed, (list, tuple)) and trimmed
-                else {}
-            )
-            judged = record.get("judge")
-            if isinstance(judged, (int, float)):
-                self.put_verdict(key, float(judged))
+            trimmed = record.prompt_trimmed
+            single = not record.retries
+            notes: dict[str, object] = {"trimmed": [str(t) for t in trimmed]} if single and trimmed else {}
+            if record.judge is not None:
+                self.put_verdict(key, float(record.judge))
             with self._lock:
                 if key not in self._answers:
-                    self._answers[key] = AnswerResult(str(record.get("prediction") or ""), notes=notes)
+                    self._answers[key] = AnswerResult(record.prediction or "", notes=notes)
                     added += 1
         return added

@@ -15,22 +15,19 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from evolvemem.answering.evaluate import (
-    EffectiveConfigs,
     EvalOutcome,
     RecordFn,
     RecordStream,
     SinkFn,
-    failed_record,
+    evaluate_each,
     unanswered_record,
     view_label,
     with_evidence_and_cost,
 )
 from evolvemem.answering.first_context import RULES, first_context
-from evolvemem.answering.stores import stores_needed
 from evolvemem.contracts.records import QuestionRecord
 from evolvemem.data.models import Question
 from evolvemem.retrieval.retriever import context_tokens
-from evolvemem.scoring.aggregate import summarise
 from evolvemem.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -90,23 +87,9 @@ def evaluate_contexts(
 ) -> EvalOutcome:
     """`context_record` for every question, in order (retrieval is CPU-bound: a plain loop);
     records reach `sink` in batches, as `evaluate`'s do, so an interruption loses nothing."""
-    started = time.perf_counter()
-    ws.ensure_stores(stores_needed(config))
-    ws.prepare(questions, config)
-    resolve = EffectiveConfigs(config)
-    records: list[dict] = []
+
+    def contexts(question: Question, effective: RetrievalConfig, fingerprint: str) -> QuestionRecord:
+        return context_record(ws, question, effective, fingerprint, round_no=round_no, phase=phase)
+
     stream = RecordStream(sink, on_record, batch=FLUSH_EVERY)
-    try:
-        for question in questions:
-            effective, fingerprint = resolve(question.question_type)
-            try:
-                row = context_record(ws, question, effective, fingerprint, round_no=round_no, phase=phase).as_row()
-            except Exception as exc:  # a decomposition fault must not kill the round
-                row = failed_record(question, f"{type(exc).__name__}: {exc}", round_no, phase).as_row()
-            records.append(row)
-            stream.add(row)
-    finally:
-        stream.close()
-    ds = ws.dataset
-    summary = summarise(records, adversarial_categories=ds.adversarial_categories, category_names=ds.category_names)
-    return EvalOutcome(summary, records, time.perf_counter() - started)
+    return evaluate_each(ws, config, questions, contexts, stream, round_no=round_no, phase=phase)

@@ -24,7 +24,7 @@ from evolvemem.contracts.usage import Usage
 from evolvemem.data.models import Question
 from evolvemem.benchmarks import score_prediction
 from evolvemem.retrieval.retriever import context_tokens
-from evolvemem.scoring.aggregate import summarise
+from evolvemem.scoring.aggregate import EvaluationScores, summarise
 from evolvemem.scoring.metrics import evidence_recall, is_abstention
 from evolvemem.workspace import Workspace
 
@@ -34,15 +34,18 @@ if TYPE_CHECKING:
 FLUSH_EVERY = 64  # records a free batch holds at most
 FLUSH_SECONDS = 0.5  # ... and the longest it waits
 ANSWER_THREAD_PREFIX = "evolvemem-answer"  # the CLI's Ctrl-C handler looks for these threads
-RecordFn = Callable[[dict], None]
-SinkFn = Callable[[list[dict]], object]
-ReuseKey = tuple[str, str, int]
+RecordFn = Callable[[QuestionRecord], None]
+SinkFn = Callable[[list[QuestionRecord]], object]
+ReuseKey = tuple[str, str | None, int | None]
+ReuseMap = dict[ReuseKey, QuestionRecord]
+# the per-question step of an evaluation: (question, its effective config, that config's fingerprint) -> record
+PerQuestion = Callable[[Question, "RetrievalConfig", str], QuestionRecord]
 
 
 @dataclass
 class EvalOutcome:
-    summary: dict  # over the records evaluated in this call
-    records: list[dict]  # in question order
+    summary: EvaluationScores  # over the records evaluated in this call
+    records: list[QuestionRecord]  # in question order
     wall_seconds: float
     n_reused: int = 0  # records copied whole (config-level reuse)
     n_context_reused: int = 0  # records whose answers all came from the context memo
@@ -205,37 +208,41 @@ def failed_record(question: Question, error: str, round_no: int, phase: str) -> 
     return replace(unanswered_record(question, round_no, phase), failed=True, error=error[:300])
 
 
-def reuse_key(question_id: str, effective_fingerprint: str, memory_version: int) -> ReuseKey:
+def reuse_key(question_id: str, effective_fingerprint: str | None, memory_version: int | None) -> ReuseKey:
     return (question_id, effective_fingerprint, memory_version)
 
 
-def reused_row(
-    reuse: dict[ReuseKey, dict], ws: Workspace, question: Question, fingerprint: str, round_no: int, phase: str
-) -> dict | None:
+def record_key(record: QuestionRecord) -> ReuseKey:
+    """The reuse key of a record: its question, effective config and memories."""
+    return reuse_key(record.question_id, record.config_fingerprint, record.memory_version)
+
+
+def reused_record(
+    reuse: ReuseMap, ws: Workspace, question: Question, fingerprint: str | None, round_no: int, phase: str
+) -> QuestionRecord | None:
     """An earlier record of this question under the same effective config and memories, as a
     record of (round_no, phase) that cost nothing (None: it must be answered)."""
     earlier = reuse.get(reuse_key(question.question_id, fingerprint, ws.memory_version(question.conversation_id)))
     if earlier is None:
         return None
-    return {
-        **earlier,
-        "round": round_no,
-        "phase": phase,
-        "calls": 0,
-        "cache_hits": 0,
-        "prompt_tokens": 0,
-        "completion_tokens": 0,
-        "reused": CONFIG_REUSE,
-    }
+    return replace(
+        earlier,
+        round=round_no,
+        phase=phase,
+        calls=0,
+        cache_hits=0,
+        prompt_tokens=0,
+        completion_tokens=0,
+        reused=CONFIG_REUSE,
+    )
 
 
-def remember(reuse: dict[ReuseKey, dict], records: list[dict]) -> None:
+def remember(reuse: ReuseMap, records: Iterable[QuestionRecord]) -> None:
     """Add answered records to a reuse map (failed ones are asked again; a contexts-only record,
     rung 0's or the evidence objective's, holds no answer to reuse)."""
     for record in records:
-        answered = record.get("f1") is not None or record.get("mc_accuracy") is not None
-        if not record.get("failed") and answered:
-            reuse[reuse_key(record["question_id"], record["config_fingerprint"], record["memory_version"])] = record
+        if record.answered:
+            reuse[record_key(record)] = record
 
 
 class RecordStream:
@@ -255,18 +262,18 @@ class RecordStream:
     ):
         self.sink, self.on_record = sink, on_record
         self.batch, self.seconds, self.paid_at_once = batch, seconds, paid_at_once
-        self.buffer: list[dict] = []
+        self.buffer: list[QuestionRecord] = []
         self.last_flush = time.monotonic()
 
-    def add(self, row: dict) -> None:
-        self.buffer.append(row)
-        if self.sink is not None and self._due(row):
+    def add(self, record: QuestionRecord) -> None:
+        self.buffer.append(record)
+        if self.sink is not None and self._due(record):
             self.flush()
         if self.on_record:
-            self.on_record(row)
+            self.on_record(record)
 
-    def _due(self, row: dict) -> bool:
-        if self.paid_at_once and row.get("calls"):
+    def _due(self, record: QuestionRecord) -> bool:
+        if self.paid_at_once and record.calls:
             return True
         if len(self.buffer) >= self.batch:
             return True
@@ -284,13 +291,13 @@ class RecordStream:
             self.flush()
 
 
-AnswerOne = Callable[[Question], tuple[dict, bool]]
+AnswerOne = Callable[[Question], tuple[QuestionRecord, bool]]
 
 
 def answer_each(
-    questions: list[Question], answer_one: AnswerOne, done: Callable[[int, dict, bool], None], *, threads: int
+    questions: list[Question], answer_one: AnswerOne, done: Callable[[int, QuestionRecord, bool], None], *, threads: int
 ) -> None:
-    """`answer_one` for every question, `done(index, row, reused)` as each finishes: on `threads`
+    """`answer_one` for every question, `done(index, record, reused)` as each finishes: on `threads`
     threads when more than one (LLM roles wait on the network), else in a plain loop (offline roles
     are CPU-bound: threads would only add overhead)."""
     if threads <= 1:
@@ -308,6 +315,60 @@ def answer_each(
         pool.shutdown(wait=False, cancel_futures=True)
 
 
+def evaluate_each(
+    ws: Workspace,
+    config: RetrievalConfig,
+    questions: list[Question],
+    per_question: PerQuestion,
+    stream: RecordStream,
+    *,
+    round_no: int,
+    phase: str,
+    threads: int = 1,
+    reuse: ReuseMap | None = None,
+) -> EvalOutcome:
+    """The one skeleton of an evaluation: build the stores `config` reads and prepare the questions;
+    then for each question resolve its effective config once per type, copy an earlier record of
+    it from `reuse` or make one with `per_question` (a question whose step raises is a failed
+    record: a role bug or an LLM fault must not kill the round), and stream the records to their
+    sink; then summarise them. `evaluate` answers, `evaluate_contexts` only builds the contexts."""
+    started = time.perf_counter()
+    ws.ensure_stores(stores_needed(config))
+    # with an LLM decomposer, sub-queries are made inside the concurrent loop instead
+    ws.prepare(questions, config)
+    resolve = EffectiveConfigs(config)
+    finished: dict[int, QuestionRecord] = {}
+    n_reused = 0
+
+    def one(question: Question) -> tuple[QuestionRecord, bool]:
+        effective, fingerprint = resolve(question.question_type)
+        if reuse is not None:
+            copied = reused_record(reuse, ws, question, fingerprint, round_no, phase)
+            if copied is not None:
+                return copied, True
+        try:
+            return per_question(question, effective, fingerprint), False
+        except Exception as exc:  # a role bug or an LLM fault must not kill the round
+            return failed_record(question, f"{type(exc).__name__}: {exc}", round_no, phase), False
+
+    def done(index: int, record: QuestionRecord, reused: bool) -> None:
+        nonlocal n_reused
+        n_reused += int(reused)
+        finished[index] = record
+        stream.add(record)
+
+    try:
+        answer_each(questions, one, done, threads=threads)
+    finally:
+        stream.close()
+    records = [finished[i] for i in sorted(finished)]  # in question order
+    if reuse is not None:
+        remember(reuse, records)
+    summary = summarise(records, category_names=ws.dataset.category_names)
+    n_context = sum(1 for r in records if r.reused == CONTEXT_REUSE)
+    return EvalOutcome(summary, records, time.perf_counter() - started, n_reused, n_context)
+
+
 def evaluate(
     ws: Workspace,
     config: RetrievalConfig,
@@ -319,7 +380,7 @@ def evaluate(
     protocol: str = "official",
     on_record: RecordFn | None = None,
     sink: SinkFn | None = None,
-    reuse: dict[ReuseKey, dict] | None = None,
+    reuse: ReuseMap | None = None,
     memo: AnswerMemo | None = None,
 ) -> EvalOutcome:
     """Evaluate `config` on `questions` (the memory stores it reads are built first where they are
@@ -331,54 +392,24 @@ def evaluate(
     when the effective config and the conversation's memories are unchanged the record is copied,
     not recomputed (and costs no call); the records scored here are added to it. `memo` reuses
     answers at the level of a question's answer context (answering/context_reuse.py)."""
-    started = time.perf_counter()
-    ws.ensure_stores(stores_needed(config))
-    # with an LLM decomposer, sub-queries are made inside the concurrent loop instead
-    ws.prepare(questions, config)
     benchmark = ws.dataset.name
-    finished: dict[int, dict] = {}
-    n_reused = 0
+
+    def answer(question: Question, effective: RetrievalConfig, fingerprint: str) -> QuestionRecord:
+        return answer_question(
+            ws,
+            question,
+            effective,
+            fingerprint,
+            protocol=protocol,
+            benchmark=benchmark,
+            round_no=round_no,
+            phase=phase,
+            memo=memo,
+        )
+
     # a paid answer is written at once; free ones wait for a batch, bounded in size and in time
     stream = RecordStream(sink, on_record, batch=FLUSH_EVERY, seconds=FLUSH_SECONDS, paid_at_once=True)
-    resolve = EffectiveConfigs(config)
-
-    def answer_one(question: Question) -> tuple[dict, bool]:
-        effective, fingerprint = resolve(question.question_type)
-        if reuse is not None:
-            copied = reused_row(reuse, ws, question, fingerprint, round_no, phase)
-            if copied is not None:
-                return copied, True
-        try:
-            record = answer_question(
-                ws,
-                question,
-                effective,
-                fingerprint,
-                protocol=protocol,
-                benchmark=benchmark,
-                round_no=round_no,
-                phase=phase,
-                memo=memo,
-            )
-        except Exception as exc:  # a role bug or an LLM fault must not kill the round
-            record = failed_record(question, f"{type(exc).__name__}: {exc}", round_no, phase)
-        return record.as_row(), False
-
-    def done(index: int, row: dict, reused: bool) -> None:
-        nonlocal n_reused
-        n_reused += int(reused)
-        finished[index] = row
-        stream.add(row)
-
-    try:
-        answer_each(questions, answer_one, done, threads=concurrency if ws.roles.uses_llm else 1)
-    finally:
-        stream.close()
-
-    fresh = [finished[i] for i in sorted(finished)]  # in question order
-    if reuse is not None:
-        remember(reuse, fresh)
-    ds = ws.dataset
-    summary = summarise(fresh, adversarial_categories=ds.adversarial_categories, category_names=ds.category_names)
-    n_context = sum(1 for r in fresh if r.get("reused") == CONTEXT_REUSE)
-    return EvalOutcome(summary, fresh, time.perf_counter() - started, n_reused, n_context)
+    threads = concurrency if ws.roles.uses_llm else 1
+    return evaluate_each(
+        ws, config, questions, answer, stream, round_no=round_no, phase=phase, threads=threads, reuse=reuse
+    )

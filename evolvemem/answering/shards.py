@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from evolvemem.answering.context_reuse import AnswerMemo, MemoEntries
 from evolvemem.answering.evaluate import evaluate
 from evolvemem.contracts.local_models import LocalModels
+from evolvemem.contracts.records import QuestionRecord
 from evolvemem.contracts.usage import Usage
 from evolvemem.data.models import Question
 from evolvemem.paths import cache_dir
@@ -73,7 +74,7 @@ class ShardTask:
 @dataclass
 class ShardResult:
     job: int
-    records: list[dict]  # in question order
+    records: list[QuestionRecord]  # in question order
     usage: dict[str, Usage]  # per role, what this shard's calls cost
     answers: MemoEntries = field(default_factory=MemoEntries)  # memo entries the shard added
     stopped: str | None = None  # a model whose circuit breaker tripped

@@ -13,7 +13,9 @@ from evolvemem.space.budget import TokenBudget
 if TYPE_CHECKING:
     from evolvemem.cli.log_progress import LogBars
     from evolvemem.cli.ui import Bars
+    from evolvemem.contracts.records import QuestionRecord
     from evolvemem.loop.paired import Comparison
+    from evolvemem.scoring.aggregate import EvaluationScores
     from evolvemem.session import LocalModels, ModelSettings
     from evolvemem.space.config import RetrievalConfig
 
@@ -79,15 +81,15 @@ def run_eval(
     return {
         "run_dir": str(run_dir),
         "protocol": protocol,
-        "overall": {k: v for k, v in summary.items() if k != "by_category"},
-        "by_category": summary["by_category"],
+        "overall": {k: v for k, v in summary.as_json().items() if k != "by_category"},
+        "by_category": summary.by_category_json(),
         "baseline": out_baseline,
     }
 
 
 def _print_scores(
     ui: UI,
-    summary: dict,
+    summary: EvaluationScores,
     benchmark: str,
     split: str,
     config_name: str,
@@ -98,15 +100,15 @@ def _print_scores(
     label = "" if protocol == "official" else " [adversarial scored with the EvolveMem paper protocol]"
     ui.print(category_table(summary, f"{benchmark} ({split}) · config {config_name}{label}"))
     if budget:
-        main = summary.get("main_evidence_recall")
+        main = summary.main_evidence_recall
         ui.info(
             f"{budget.describe()}: evidence recall (answerable) "
-            f"{'-' if main is None else f'{main:.3f}'}, mean context {summary.get('context_tokens') or 0:.0f} tokens"
+            f"{'-' if main is None else f'{main:.3f}'}, mean context {summary.context_tokens or 0:.0f} tokens"
         )
 
 
 def _baseline_comparison(
-    ui: UI, baseline_label: str, config_name: str, base_summary: dict, comparison: Comparison
+    ui: UI, baseline_label: str, config_name: str, base_summary: EvaluationScores, comparison: Comparison
 ) -> dict:
     """Print the paired table against the baseline; its block of the JSON result."""
     ui.print(
@@ -116,20 +118,20 @@ def _baseline_comparison(
     )
     return {
         "label": baseline_label,
-        "overall": {k: v for k, v in base_summary.items() if k != "by_category"},
+        "overall": {k: v for k, v in base_summary.as_json().items() if k != "by_category"},
         "paired": comparison.as_dict(),
     }
 
 
-def _answer_counter(bars: Bars | LogBars, total: int) -> Callable[[dict], None]:
+def _answer_counter(bars: Bars | LogBars, total: int) -> Callable[[QuestionRecord], None]:
     """A record callback that moves the answer bar: questions done, cache hits, failures and calls."""
     counts = {"done": 0, "failed": 0, "hits": 0, "calls": 0}
 
-    def on_record(record: dict) -> None:
+    def on_record(record: QuestionRecord) -> None:
         counts["done"] += 1
-        counts["failed"] += int(bool(record.get("failed")))
-        counts["hits"] += int(record.get("cache_hits") or 0)
-        counts["calls"] += int(record.get("calls") or 0)
+        counts["failed"] += int(bool(record.failed))
+        counts["hits"] += int(record.cache_hits or 0)
+        counts["calls"] += int(record.calls or 0)
         bars.questions(
             "answer", counts["done"], total, cache_hits=counts["hits"], failed=counts["failed"], calls=counts["calls"]
         )

@@ -20,7 +20,7 @@ from evolvemem.space.emerged import read_run_dimensions, run_space, switched_on
 
 if TYPE_CHECKING:
     from evolvemem.store.costs import RoundCost
-    from evolvemem.store.rows import DecisionRow, RoundUsage, ScreeningRow
+    from evolvemem.store.rows import DecisionRow, RoundSummary, RoundUsage, ScreeningRow
 
 
 def list_runs(ui: UI, root: str) -> list[dict]:
@@ -131,7 +131,7 @@ def show_run(ui: UI, run: str) -> dict:
             for s in store.round_summaries((Phase.DEV, Phase.EVAL))
         ]
         usage = store.usage_by_round()
-        finals = {phase: s.as_row() for phase, s in store.test_scores().items()}
+        finals = store.test_scores()
         new_dims = [d.as_row() for d in store.proposed_dimensions()]
         per_round = round_costs(store)
         costs = {c.round: c for c in per_round}
@@ -313,13 +313,11 @@ def print_round_notes(ui: UI, out_rounds: list[dict[str, Any]], screenings: list
 
 
 def print_start_vs_best(
-    ui: UI, out_rounds: list[dict[str, Any]], best_round: int, finals: dict[str, dict[str, Any]], by_recall: bool
+    ui: UI, out_rounds: list[dict[str, Any]], best_round: int, finals: dict[str, RoundSummary], by_recall: bool
 ) -> dict[str, Any]:
     """The start and the best config side by side, dev and test; returns their entries of `show --json`."""
-    from evolvemem.session import headline
-
     best = next((x for x in out_rounds if x["round"] == best_round), out_rounds[0])
-    test_scores = {k.removeprefix("test_"): headline(v) for k, v in finals.items()}
+    test_scores = {k.removeprefix("test_"): v.headline() for k, v in finals.items()}
     t = Table(title="start vs best: dev (evolution) and test (scored once at the end)", title_justify="left")
     fields = (
         (("main_evidence_recall", "recall (answerable)"), ("context_tokens", "context tokens"))

@@ -19,10 +19,11 @@ from evolvemem.loop.spec import GuardSettings, RunSpec, objective_label, objecti
 
 if TYPE_CHECKING:
     from evolvemem.cli.options import RunOptions
+    from evolvemem.contracts.records import QuestionRecord
     from evolvemem.loop.paired import Comparison
     from evolvemem.session import EvaluationCost, LocalModels, RoundDone, RunResult, Session
     from evolvemem.space.changes import Change
-    from evolvemem.store.rows import ScreeningRow
+    from evolvemem.store.rows import RoundSummary, ScreeningRow
     from evolvemem.space.config import RetrievalConfig
 
 
@@ -104,17 +105,17 @@ def screening_lines(round_no: int, screenings: list[ScreeningRow]) -> list[str]:
     ]
 
 
-def dev_scores_text(score: float, dev: dict, objective: str) -> str:
+def dev_scores_text(score: float, dev: RoundSummary, objective: str) -> str:
     """A round's dev figures as the console prints them: the objective by name, then its companions
     (F1 of both groups; an evidence run's contexts have no F1: their recall and size instead)."""
     if objective_metric(objective) == "evidence_recall":
         return (
-            f"dev {objective_label(objective)} {score:.4f} (all questions {fmt(dev.get('evidence_recall'))}, "
-            f"context {fmt(dev.get('context_tokens'), 0)} tokens)"
+            f"dev {objective_label(objective)} {score:.4f} (all questions {fmt(dev.evidence_recall)}, "
+            f"context {fmt(dev.context_tokens, 0)} tokens)"
         )
     return (
-        f"dev {objective_label(objective)} {score:.4f} (main F1 {fmt(dev.get('main'))}, adversarial F1 "
-        f"{fmt(dev.get('adversarial'))})"
+        f"dev {objective_label(objective)} {score:.4f} (main F1 {fmt(dev.main_f1)}, adversarial F1 "
+        f"{fmt(dev.adversarial_f1)})"
     )
 
 
@@ -165,9 +166,9 @@ def rounds_table(rounds: list[RoundDone], title: str, objective: str = "balanced
             round_label(done.round, done.emerged_used),
             f"{done.score:.4f}",
             "" if prev is None else f"{done.score - prev:+.4f}",
-            fmt(dev.get("main")),
-            fmt(dev.get("adversarial")),
-            fmt(dev.get("evidence_recall")),
+            fmt(dev.main_f1),
+            fmt(dev.adversarial_f1),
+            fmt(dev.evidence_recall),
             paired_text(done.paired, done.accepted, done.screenings, objective),
             decision_text(done.decision, done.fallback, done.flags),
             changes_text(done.changes, limit=6),
@@ -193,12 +194,12 @@ def run_loop(ui: UI, session: Session, started: float | None = None, resumed: bo
     with session, ui.progress() as bars:
         counts: dict[str, list[int]] = {}
 
-        def on_record(label: str, record: dict, total: int) -> None:
+        def on_record(label: str, record: QuestionRecord, total: int) -> None:
             c = counts.setdefault(label, [0, 0, 0, 0])
             c[0] += 1
-            c[1] += int(record.get("cache_hits") or 0)
-            c[2] += int(bool(record.get("failed")))
-            c[3] += int(record.get("calls") or 0)
+            c[1] += int(record.cache_hits or 0)
+            c[2] += int(bool(record.failed))
+            c[3] += int(record.calls or 0)
             bars.questions(label, c[0], total, cache_hits=c[1], failed=c[2], calls=c[3])
 
         hooks = Hooks(

@@ -18,6 +18,7 @@ from rich.table import Table
 
 if TYPE_CHECKING:
     from evolvemem.cli.log_progress import LogBars
+    from evolvemem.scoring.aggregate import EvaluationScores
 
 
 class UI:
@@ -117,32 +118,32 @@ def fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
-def category_table(summary: dict, title: str) -> Table:
+def category_table(summary: EvaluationScores, title: str) -> Table:
     """Per-category F1 / BLEU-1 / evidence recall / n, then the headline averages."""
     table = Table(title=title, title_justify="left")
     for col in ("category", "n", "F1", "BLEU-1", "evidence recall", "failed"):
         table.add_column(col, justify="left" if col == "category" else "right")
-    for key, row in summary["by_category"].items():
-        name = row.get("name") or ""
+    for key, group in summary.by_category.items():
+        name = group.name or ""
         label = key if name.replace(" ", "_") in ("", key) else f"{key} {name}"
         table.add_row(
             label,
-            str(row["n"]),
-            fmt(row["f1"]),
-            fmt(row["bleu1"]),
-            fmt(row.get("evidence_recall")),
-            str(row.get("n_failed", 0)),
+            str(group.n),
+            fmt(group.f1),
+            fmt(group.bleu1),
+            fmt(group.evidence_recall),
+            str(group.n_failed),
         )
     table.add_section()
-    table.add_row("main (non-adversarial)", str(summary.get("n_main", "")), fmt(summary["main"]), "", "", "")
-    table.add_row("adversarial", str(summary.get("n_adversarial", "")), fmt(summary["adversarial"]), "", "", "")
+    table.add_row("main (non-adversarial)", str(summary.n_main), fmt(summary.main_f1), "", "", "")
+    table.add_row("adversarial", str(summary.n_adversarial), fmt(summary.adversarial_f1), "", "", "")
     table.add_row(
         "all",
-        str(summary["n"]),
-        fmt(summary["all"]),
-        fmt(summary.get("bleu1")),
-        fmt(summary.get("evidence_recall")),
-        str(summary["n_failed"]),
+        str(summary.n_questions),
+        fmt(summary.all_f1),
+        fmt(summary.bleu1),
+        fmt(summary.evidence_recall),
+        str(summary.n_failed),
     )
     return table
 

@@ -7,7 +7,7 @@ schema, the docs' run-store reference, and older run stores on open (NULL for th
 from __future__ import annotations
 
 from dataclasses import MISSING, asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Mapping
 
 from evolvemem.contracts.vocab import FailureClass
 
@@ -113,6 +113,20 @@ class QuestionRecord:
         """The `question_records` row (lists where the table holds lists)."""
         row = asdict(self)
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in row.items()}
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> QuestionRecord:
+        """A `question_records` row read back (its lists as tuples; a column an older store lacks is
+        the field's default)."""
+        values: dict[str, Any] = {
+            f.name: (tuple(v) if isinstance(v := row[f.name], list) else v) for f in fields(cls) if f.name in row
+        }
+        return cls(**values)
+
+    @property
+    def answered(self) -> bool:
+        """Scored with an answer (not failed, not a contexts-only record): what reuse can copy."""
+        return not self.failed and (self.f1 is not None or self.mc_accuracy is not None)
 
 
 def record_columns() -> list[tuple[str, str, str]]:

@@ -34,8 +34,8 @@ category_names and adversarial_categories. Blank lines are ignored.
 
 Rules: turn ids are unique within a conversation; question ids are unique; evidence must name
 turns of the question's conversation; question_type is one of evolvemem.qtypes.QUESTION_TYPES.
-Unanswerable questions use question_type "adversarial" (list them in adversarial_categories if
-they should not count in the main average); their "answer" is what a right reply says, e.g.
+Unanswerable questions use question_type "adversarial", which alone keeps them out of the main
+average (qtypes.is_adversarial; adversarial_categories names their categories for reference); their "answer" is what a right reply says, e.g.
 "Not mentioned in the conversation" (abstentions score as correct on them), and the wrong answer
 a reader might be lured into goes in "adversarial_answer". Every conversation needs at least one
 question. A key that is not one of the above is refused with the nearest known one ("did you

@@ -78,7 +78,7 @@ class Dataset:
     conversations: dict[str, Conversation]
     questions: list[Question]
     category_names: dict[str, str] = field(default_factory=dict)
-    # categories excluded from the "main" average (LoCoMo: adversarial "5")
+    # the categories of the adversarial questions (LoCoMo: "5"); scores read the question type (qtypes.is_adversarial)
     adversarial_categories: tuple[str, ...] = ()
     source: str = ""
     content_hash: str = ""

@@ -74,19 +74,19 @@ def run_ablation(
     base = None
     for variant in [Variant("full config", config, "the config as evolved"), *ablation_variants(config)]:
         phase = "ablate" if base is None else f"ablate:{variant.label}"
-        s, seconds = scorer.score_round(
+        s = scorer.score_round(
             RoundJob(variant.config, questions, round_no, phase, contexts_only=contexts_only)
         )
-        row = {
+        row: dict[str, Any] = {
             "mechanism": variant.label,
             "what": variant.what,
-            "all_f1": s["all"],
-            "main_f1": s["main"],
-            "adversarial_f1": s["adversarial"],
-            "evidence_recall": s["evidence_recall"],
-            "main_evidence_recall": s.get("main_evidence_recall"),
-            "by_category": {k: v["f1"] for k, v in s["by_category"].items()},
-            "seconds": seconds,
+            "all_f1": s.all_f1,
+            "main_f1": s.main_f1,
+            "adversarial_f1": s.adversarial_f1,
+            "evidence_recall": s.evidence_recall,
+            "main_evidence_recall": s.main_evidence_recall,
+            "by_category": {k: v["f1"] for k, v in (s.by_category or {}).items()},
+            "seconds": s.wall_seconds,
         }
         if base is None:
             base = row

@@ -183,9 +183,8 @@ def choose_among(
         verdict = verdicts[attempt]
         if outcome == OUTRANKED:
             verdict = ScreenVerdict(False, f"{verdict.reason}; outranked by candidate {chosen}")
-        summary, seconds = scored[attempt]
         rows[attempt] = screener.record_minibatch(
-            row, rung0, comparisons[attempt], verdict, outcome, summary, seconds, alpha=levels[attempt][0]
+            row, rung0, comparisons[attempt], verdict, outcome, scored[attempt], alpha=levels[attempt][0]
         )
     for attempt, config, _ in todo:
         if rows[attempt].outcome == PASSED:

@@ -7,20 +7,19 @@ Every proposal, materialised or refused, becomes one row of `proposed_dimensions
 
 from __future__ import annotations
 
-from typing import Any
-
 from pathlib import Path
 
 from evolvemem.contracts.diagnosis import NewDimension
 from evolvemem.space.action_space import ActionSpace
 from evolvemem.space.emerged import RefusedDimension, build_dimension, materialise, round_dimensions_dir
+from evolvemem.store.rows import ProposedDimension
 
 MATERIALISED, REFUSED = "materialised", "refused"
 
 
 def emerge(
     run_dir: Path, round_no: int, proposed: list[NewDimension], space: ActionSpace
-) -> tuple[ActionSpace, list[dict[str, Any]]]:
+) -> tuple[ActionSpace, list[ProposedDimension]]:
     """Materialise the valid proposals of round `round_no` as levers of `space`; returns the space
     with them and the `proposed_dimensions` rows (status and reason for each)."""
     rows = []
@@ -36,16 +35,16 @@ def emerge(
             except RefusedDimension as exc:
                 item.refused = str(exc)
         rows.append(
-            {
-                "round": round_no,
-                "name": item.name,
-                "description": item.description,
-                "rationale": item.rationale,
-                "maps_to": item.maps_to,
-                "per_type": item.per_type if isinstance(item.per_type, bool) else None,
-                "status": REFUSED if path is None else MATERIALISED,
-                "reason": item.refused or None,
-                "file": None if path is None else str(path.relative_to(run_dir)),
-            }
+            ProposedDimension(
+                round=round_no,
+                name=item.name,
+                description=item.description,
+                rationale=item.rationale,
+                maps_to=item.maps_to,
+                per_type=item.per_type if isinstance(item.per_type, bool) else None,
+                status=REFUSED if path is None else MATERIALISED,
+                reason=item.refused or None,
+                file=None if path is None else str(path.relative_to(run_dir)),
+            )
         )
     return space, rows

@@ -21,11 +21,13 @@ from typing import Any
 
 from dataclasses import dataclass
 
+from evolvemem.contracts.records import QuestionRecord
 from evolvemem.contracts.vocab import contexts_phase
 from evolvemem.data.models import Question
 from evolvemem.loop.paired import PairedStat, compare, gains, loses
 from evolvemem.loop.scorer import ProgressFn, RoundJob, RoundScorer, round_progress
 from evolvemem.loop.spec import CONTEXTS_ONLY, GuardSettings, RunSpec
+from evolvemem.qtypes import is_adversarial
 from evolvemem.space.config import RetrievalConfig
 from evolvemem.space.ops import diff_configs
 from evolvemem.store.run_store import RunStore
@@ -64,10 +66,9 @@ def moves_context(incumbent: RetrievalConfig, candidate: RetrievalConfig) -> boo
     )
 
 
-def evidence_questions(dev: list[Question], adversarial_categories: tuple[str, ...] | set[str]) -> list[Question]:
+def evidence_questions(dev: list[Question]) -> list[Question]:
     """The answerable dev questions that carry gold evidence: what rung 0 judges."""
-    adversarial = {str(c) for c in adversarial_categories}
-    return [q for q in dev if q.evidence and str(q.category) not in adversarial]
+    return [q for q in dev if q.evidence and not is_adversarial(q.question_type)]
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,6 @@ class LadderInputs:
     store: RunStore
     scorer: RoundScorer
     dev: list[Question]
-    adversarial_categories: tuple[str, ...] | set[str]
     on_record: ProgressFn | None = None  # progress: a retrieval-stage model makes rung 0 slow
 
 
@@ -88,13 +88,12 @@ class ContextRung:
 
     def __init__(self, inputs: LadderInputs):
         self.spec, self.store, self.scorer = inputs.spec, inputs.store, inputs.scorer
-        self.questions = evidence_questions(inputs.dev, inputs.adversarial_categories)
-        self.adversarial_categories = inputs.adversarial_categories
+        self.questions = evidence_questions(inputs.dev)
         self.on_record = inputs.on_record
 
-    def _records(self, config: RetrievalConfig, round_no: int, phase: str) -> list[dict[str, Any]]:
+    def _records(self, config: RetrievalConfig, round_no: int, phase: str) -> list[QuestionRecord]:
         row = self.store.round_row(round_no, phase)
-        if not (row and row["status"] == "done"):
+        if not (row and row.done):
             on_record = round_progress(self.on_record, round_no, phase, len(self.questions))
             self.scorer.score_round(RoundJob(config, self.questions, round_no, phase, on_record, contexts_only=True))
         return self.store.round_records(round_no, phase)
@@ -112,13 +111,11 @@ class ContextRung:
             return RungZero(False, f"rung 0 skipped: {why}", {"skipped": why})
         base = self._records(incumbent, round_no, contexts_phase(0))
         mine = self._records(candidate, round_no, contexts_phase(attempt))
-        comparison = compare(
-            mine, base, round_no, incumbent_round, self.adversarial_categories, CONTEXTS_ONLY, seed=self.spec.seed
-        )
+        comparison = compare(mine, base, round_no, incumbent_round, CONTEXTS_ONLY, seed=self.spec.seed)
         stat = comparison.groups["main"]
 
-        def tokens(records: list[dict[str, Any]]) -> float | None:
-            values = [r["context_tokens"] for r in records if r.get("context_tokens") is not None]
+        def tokens(records: list[QuestionRecord]) -> float | None:
+            values = [r.context_tokens for r in records if r.context_tokens is not None]
             return sum(values) / len(values) if values else None
 
         evidence = {

@@ -1,8 +1,8 @@
 """Paired decisions: is a candidate round better than the incumbent on the *same* dev questions?
 
 Both rounds answered every dev question, so each question gives one difference (candidate F1 −
-incumbent F1). Per group of questions (answerable = "main", unanswerable = "adversarial", and
-"all") we report the mean difference, a 95% interval from a two-stage bootstrap (whole
+incumbent F1). Per group of questions (answerable = "main", unanswerable = "adversarial" as
+`qtypes.is_adversarial` says, and "all") we report the mean difference, a 95% interval from a two-stage bootstrap (whole
 conversations resampled, then questions within them: one conversation cannot carry it), and one-sided p-values from a sign-flip
 permutation test over questions (under "no difference" each difference is as likely to have
 the other sign). A change becomes the new best only when it passes `accept`:
@@ -18,14 +18,16 @@ Every figure is recorded with the decision so a reader can judge it."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Sequence
 
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from evolvemem.contracts.records import QuestionRecord
 from evolvemem.contracts.vocab import Objective
 from evolvemem.loop.spec import GuardSettings, objective_group, objective_metric
+from evolvemem.qtypes import is_adversarial
 
 GROUPS = ("main", "adversarial", "all")
 RESAMPLES = 4000
@@ -121,11 +123,10 @@ def _stat(
 
 
 def compare(
-    candidate: list[dict[str, Any]],
-    incumbent: list[dict[str, Any]],
+    candidate: Sequence[QuestionRecord],
+    incumbent: Sequence[QuestionRecord],
     candidate_round: int,
     incumbent_round: int,
-    adversarial_categories: tuple[str, ...] | set[str],
     objective: str,
     folds: int = 0,
     seed: int = 0,
@@ -134,19 +135,17 @@ def compare(
     """Pair two rounds' records by question on `metric` (by default the objective's: F1, or the
     context's evidence recall; records without a value or failed on either side are left out)."""
     metric = metric or objective_metric(objective)
-    inc_by_id = {r["question_id"]: r for r in incumbent if not r.get("failed") and r.get(metric) is not None}
-    pairs = [
-        (r, inc_by_id[r["question_id"]])
-        for r in candidate
-        if not r.get("failed") and r.get(metric) is not None and r["question_id"] in inc_by_id
-    ]
-    pairs.sort(key=lambda p: p[0]["question_id"])
-    cand = np.array([c[metric] for c, _ in pairs], dtype=float)
-    inc = np.array([i[metric] for _, i in pairs], dtype=float)
-    convs = np.array([c["conversation_id"] for c, _ in pairs], dtype=object)
-    adversarial = np.array(
-        [str(c["category"]) in {str(a) for a in adversarial_categories} for c, _ in pairs], dtype=bool
-    )
+
+    def paired(record: QuestionRecord) -> bool:
+        return not record.failed and getattr(record, metric) is not None
+
+    inc_by_id = {r.question_id: r for r in incumbent if paired(r)}
+    pairs = [(r, inc_by_id[r.question_id]) for r in candidate if paired(r) and r.question_id in inc_by_id]
+    pairs.sort(key=lambda p: p[0].question_id)
+    cand = np.array([getattr(c, metric) for c, _ in pairs], dtype=float)
+    inc = np.array([getattr(i, metric) for _, i in pairs], dtype=float)
+    convs = np.array([c.conversation_id for c, _ in pairs], dtype=object)
+    adversarial = np.array([is_adversarial(c.question_type) for c, _ in pairs], dtype=bool)
     diffs = cand - inc
     rng = np.random.default_rng(seed)
     masks = {"main": ~adversarial, "adversarial": adversarial, "all": np.ones(len(pairs), dtype=bool)}

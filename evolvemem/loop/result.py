@@ -12,7 +12,7 @@ from typing import Any
 from evolvemem.loop.paired import Comparison
 from evolvemem.space.changes import Change
 from evolvemem.store.costs import EvaluationCost, RoundCost
-from evolvemem.store.rows import RoundUsage, ScreeningRow
+from evolvemem.store.rows import RoundSummary, RoundUsage, ScreeningRow
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class RoundDone:
     """One judged round as the loop reports it: to `Hooks.round_done` as it ends, and in `RunResult.rounds`."""
 
     round: int
-    dev: dict[str, Any]  # the dev evaluation's summary (scoring/aggregate.py)
+    dev: RoundSummary  # the dev evaluation, as the store holds it
     score: float  # its objective
     accepted: bool  # it beat the incumbent on paired evidence
     verdict: str

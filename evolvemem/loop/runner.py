@@ -15,7 +15,6 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from evolvemem.workspace.memory_rows import memory_rows
 from evolvemem.contracts.vocab import FINAL_DECISIONS, Decision, Phase
 from evolvemem.contracts.diagnosis import Proposal
 from evolvemem.data.models import Dataset, Question
@@ -42,7 +41,8 @@ from evolvemem.space.dimensions import Dimension
 from evolvemem.space.config import RetrievalConfig, parse_config
 from evolvemem.space.emerged import switched_on
 from evolvemem.store.costs import round_costs, total_cost
-from evolvemem.store.run_store import RunStore, headline, round_summary
+from evolvemem.store.rows import DecisionRow, DiagnosisRow, JSONObject, RoundSummary
+from evolvemem.store.run_store import RunStore
 from evolvemem.workspace import Workspace
 
 
@@ -56,10 +56,6 @@ class Hooks:
     message: Callable[[str], None] | None = None
 
 
-# a summary's key for each `rounds` column an objective's headline can be in
-_SUMMARY_KEY = {"all_f1": "all", "main_f1": "main", "main_evidence_recall": "main_evidence_recall"}
-
-
 RAW_RESPONSE_LIMIT = 64_000  # characters of a diagnosis reply kept in the store
 
 
@@ -70,11 +66,14 @@ def bounded_raw(text: str) -> str:
     return text[:RAW_RESPONSE_LIMIT] + f"\n[… {len(text) - RAW_RESPONSE_LIMIT} more characters not kept]"
 
 
-def objective_of(summary_or_row: dict[str, Any], objective: str) -> float:
+def objective_of(summary: RoundSummary, objective: str) -> float:
     """The round's headline number for `objective` (balanced: all F1; decisions are paired)."""
-    column = objective_column(objective)
-    value = summary_or_row.get(_SUMMARY_KEY[column], summary_or_row.get(column))
-    return float(value or 0.0)
+    return summary.column(objective_column(objective)) or 0.0
+
+
+def headline(summary: RoundSummary | None) -> dict[str, float | int | None]:
+    """An evaluation's headline figures as `result.json` holds them ({} when it was not made)."""
+    return summary.headline() if summary is not None else {}
 
 
 class EvolutionRunner:
@@ -111,9 +110,7 @@ class EvolutionRunner:
         # under the evidence objective a full evaluation is itself only contexts: nothing to screen
         self.contexts_only = spec.objective == CONTEXTS_ONLY
         self.screener = (
-            Screener(
-                LadderInputs(spec, store, scorer, self.dev.questions, dataset.adversarial_categories, self.hooks.record)
-            )
+            Screener(LadderInputs(spec, store, scorer, self.dev.questions, self.hooks.record))
             if screening_enabled(spec.screen_fraction) and not self.contexts_only
             else None
         )
@@ -123,13 +120,11 @@ class EvolutionRunner:
         if self.hooks.message:
             self.hooks.message(text)
 
-    def _evaluate(
-        self, config: RetrievalConfig, questions: list[Question], round_no: int, phase: str
-    ) -> tuple[dict[str, Any], float]:
+    def _evaluate(self, config: RetrievalConfig, questions: list[Question], round_no: int, phase: str) -> RoundSummary:
         row = self.store.round_row(round_no, phase)
-        if row and row["status"] == "done" and not (row["n_failed"] and (round_no, phase) not in self._retried):
-            return round_summary(row), row["wall_seconds"] or 0.0
-        if row and row["status"] == "done":
+        if row and row.done and not (row.n_failed and (round_no, phase) not in self._retried):
+            return row
+        if row and row.done:
             # a finished evaluation with failed questions (a faulty server): a resume asks them
             # again — once per process — so that every table compares evaluations of equal n
             self._retried.add((round_no, phase))
@@ -149,24 +144,24 @@ class EvolutionRunner:
         config = self.init_config
         result = RunResult(self.store.run_dir)
         for round_no in range(spec.rounds + 1):
-            others: list[dict[str, Any]] = []  # --candidates: the configs screened beside next_config
+            others: list[JSONObject] = []  # --candidates: the configs screened beside next_config
             if round_no > 0:
                 previous = self.store.decision(round_no - 1)
-                if previous is None or previous["decision"] in FINAL_DECISIONS:
+                if previous is None or previous.decision in FINAL_DECISIONS:
                     break
-                config = self._config_from_json(previous["next_config"])
-                others = previous.get("candidates") or []
+                config = self._config_from_json(previous.next_config or {})
+                others = previous.candidates or []
             started = time.perf_counter()
             if round_no > 0 and self.screener is not None:
                 config = self._screen(self.screener, round_no, config, others, scores, seen)
-            summary, eval_seconds = self._evaluate(config, self.dev.questions, round_no, Phase.DEV)
+            summary = self._evaluate(config, self.dev.questions, round_no, Phase.DEV)
             score = objective_of(summary, spec.objective)
             decision = self.store.decision(round_no)
             comparison, verdict = None, None
             if round_no == 0:
                 accepted, loss = True, False
-            elif decision is not None and decision.get("accepted") is not None:
-                accepted, loss = bool(decision["accepted"]), bool(decision["significant_loss"])
+            elif decision is not None and decision.accepted is not None:
+                accepted, loss = bool(decision.accepted), bool(decision.significant_loss)
             else:
                 comparison, verdict = self._judge(round_no, incumbent_of(scores).round)
                 accepted, loss = verdict.accepted, verdict.significant_loss
@@ -181,17 +176,17 @@ class EvolutionRunner:
                 dev=summary,
                 score=score,
                 accepted=accepted,
-                verdict=decision.get("verdict") or "",
-                paired=Comparison.from_dict(decision.get("paired")),
-                decision=decision["decision"],
-                fallback=decision.get("fallback"),
-                flags=decision.get("flags") or [],
+                verdict=decision.verdict or "",
+                paired=Comparison.from_dict(decision.paired),
+                decision=decision.decision,
+                fallback=decision.fallback,
+                flags=decision.flags or [],
                 emerged_used=switched_on(config.model_dump(), {d.name for d in config.space.added()}),
-                reason=decision["reason"],
-                changes=[Change.from_dict(c) for c in decision["changes"] or []],
-                memories_added=decision["memories_added"] or 0,
+                reason=decision.reason or "",
+                changes=[Change.from_dict(c) for c in decision.changes or []],
+                memories_added=decision.memories_added or 0,
                 seconds=time.perf_counter() - started,
-                eval_seconds=eval_seconds,
+                eval_seconds=summary.wall_seconds or 0.0,
                 usage=self.store.usage_by_round().get(round_no),
                 screenings=self.store.screenings(round_no),
                 cost=next((c for c in round_costs(self.store) if c.round == round_no), None),
@@ -215,7 +210,7 @@ class EvolutionRunner:
         screener: Screener,
         round_no: int,
         config: RetrievalConfig,
-        others: list[dict[str, Any]],
+        others: list[JSONObject],
         scores: list[RoundScore],
         seen: set[str],
     ) -> RetrievalConfig:
@@ -250,7 +245,6 @@ class EvolutionRunner:
             self.store.round_records(incumbent_round, Phase.DEV),
             round_no,
             incumbent_round,
-            self.ws.dataset.adversarial_categories,
             spec.objective,
             folds=spec.guard.folds,
             seed=spec.seed,
@@ -277,18 +271,21 @@ class EvolutionRunner:
         stale: int,
         comparison: Comparison | None,
         verdict: Verdict | None,
-    ) -> dict[str, Any]:
+    ) -> DecisionRow:
         """The guard's decision after a round (recorded, with the round's snapshot): stop at the
         round limit or when patience runs out; else diagnose the round the next config builds on
         and let the guard apply, revert or explore."""
         spec = self.spec
         current = scores[-1]
-        row = self._decision_row(round_no, scores, comparison, verdict)
         if round_no >= spec.rounds or (spec.patience and stale >= spec.patience):
             final = round_no >= spec.rounds
-            row.update(
-                decision=Decision.STOPPED if final else Decision.CONVERGED,
-                reason="round limit reached" if final else f"no significant gain for {stale} rounds",
+            row = self._decision_row(
+                round_no,
+                scores,
+                comparison,
+                verdict,
+                Decision.STOPPED if final else Decision.CONVERGED,
+                "round limit reached" if final else f"no significant gain for {stale} rounds",
             )
             self.store.record_decision(row)
             write_round_snapshot(self.store.run_dir, round_no, current.config, row, None, None)
@@ -302,12 +299,15 @@ class EvolutionRunner:
             free_dims = self._exploration_dims()  # of the space before a lever emerges from this diagnosis
             proposal, fallback = self._checked_proposal(diagnosis, inp, base.config)
             self._record_diagnosis(round_no, inp, diagnosis, scores)
+            sessions: list[str] = []
+            added = 0
             if spec.reextract and inp.taxonomy.get("extraction_gap", 0):
-                row.update(self._reextract(base.round, round_no))
+                sessions, added = self._reextract(base.round, round_no)
             rng = random.Random(f"guard-{spec.seed}-{round_no}")
             decision = decide(scores, regression, proposal, spec.guard, rng, seen, free_dims)
+            candidates = None
             if spec.candidates > 1:  # the next round screens K candidates at once (loop/candidates.py)
-                row["candidates"] = alternative_candidates(
+                candidates = alternative_candidates(
                     self.diagnoser,
                     inp,
                     base.config,
@@ -322,44 +322,56 @@ class EvolutionRunner:
         self.store.fold_usage_journal()
         if fallback:
             self._say(f"round {round_no}: {fallback}")
-        row.update(flags=proposal.flags, fallback=fallback or None)
-        row.update(
-            decision=decision.decision,
-            reason=decision.reason,
+        row = replace(
+            self._decision_row(round_no, scores, comparison, verdict, decision.decision, decision.reason),
             base_round=base.round,
             base_score=base.score,
             changes=[c.as_dict() for c in decision.changes],
             next_config=decision.next_config.model_dump(),
+            reextracted_sessions=sessions,
+            memories_added=added,
+            flags=proposal.flags,
+            fallback=fallback or None,
+            candidates=candidates,
         )
         self.store.record_decision(row)
         write_round_snapshot(self.store.run_dir, round_no, current.config, row, inp.as_dict(), diagnosis)
         return row
 
     def _decision_row(
-        self, round_no: int, scores: list[RoundScore], comparison: Comparison | None, verdict: Verdict | None
-    ) -> dict[str, Any]:
-        """A `decisions` row with the round's scores and verdict, before the decision is taken."""
+        self,
+        round_no: int,
+        scores: list[RoundScore],
+        comparison: Comparison | None,
+        verdict: Verdict | None,
+        decision: str,
+        reason: str,
+    ) -> DecisionRow:
+        """A `decisions` row with the round's scores and verdict (a stop's whole row; a diagnosed
+        round's next config, changes and what re-extraction added are filled in by `_decide`)."""
         current = scores[-1]
         best = incumbent_of(scores)
-        return {
-            "round": round_no,
-            "score": current.score,
-            "delta": current.score - scores[-2].score if len(scores) > 1 else None,
-            "best_round": best.round,
-            "best_score": best.score,
-            "changes": [],
-            "next_config": None,
-            "reextracted_sessions": [],
-            "memories_added": 0,
-            "base_round": current.round,
-            "base_score": current.score,
-            "accepted": current.accepted,
-            "significant_loss": current.significant_loss,
-            "compared_with": None if comparison is None else comparison.incumbent_round,
-            "verdict": "starting config" if verdict is None else verdict.reason,
-            "paired": None if comparison is None else comparison.as_dict(),
-            "comparisons": self._comparisons(round_no),
-        }
+        return DecisionRow(
+            round=round_no,
+            decision=decision,
+            reason=reason,
+            score=current.score,
+            delta=current.score - scores[-2].score if len(scores) > 1 else None,
+            base_round=current.round,
+            base_score=current.score,
+            best_round=best.round,
+            best_score=best.score,
+            changes=[],
+            next_config=None,
+            reextracted_sessions=[],
+            memories_added=0,
+            accepted=current.accepted,
+            significant_loss=current.significant_loss,
+            compared_with=None if comparison is None else comparison.incumbent_round,
+            verdict="starting config" if verdict is None else verdict.reason,
+            paired=None if comparison is None else comparison.as_dict(),
+            comparisons=self._comparisons(round_no),
+        )
 
     def _diagnosis_input(
         self, base: RoundScore, scores: list[RoundScore], comparison: Comparison | None
@@ -393,34 +405,34 @@ class EvolutionRunner:
         grown, proposed_dimensions = emerge(self.store.run_dir, round_no, diagnosis.proposal.new_dimensions, self.space)
         self._grow(grown, scores)
         self.store.record_diagnosis(
-            {
-                "round": round_no,
-                "diagnoser": self.diagnoser.name,
-                "input": inp.as_dict(),
-                "prompt": diagnosis.prompt,
-                "raw_response": bounded_raw(diagnosis.raw_response),
-                "parse_error": diagnosis.parse_error or None,
-                "proposal": diagnosis.proposal.as_dict(),
-                "calls": diagnosis.cost.calls,
-                "prompt_tokens": diagnosis.cost.prompt_tokens,
-                "completion_tokens": diagnosis.cost.completion_tokens,
-                "prompt_trimmed": diagnosis.trimmed,
-            },
+            DiagnosisRow(
+                round=round_no,
+                diagnoser=self.diagnoser.name,
+                input=inp.as_dict(),
+                prompt=diagnosis.prompt,
+                raw_response=bounded_raw(diagnosis.raw_response),
+                parse_error=diagnosis.parse_error or None,
+                proposal=diagnosis.proposal.as_dict(),
+                calls=diagnosis.cost.calls,
+                prompt_tokens=diagnosis.cost.prompt_tokens,
+                completion_tokens=diagnosis.cost.completion_tokens,
+                prompt_trimmed=diagnosis.trimmed,
+            ),
             proposed_dimensions,
         )
         if diagnosis.parse_error:
             self._say(f"round {round_no}: diagnosis reply rejected in part: {diagnosis.parse_error}")
 
-    def _reextract(self, base_round: int, round_no: int) -> dict[str, Any]:
+    def _reextract(self, base_round: int, round_no: int) -> tuple[list[str], int]:
         """Extract again the dev sessions whose evidence no memory covers (each once per run); the
-        decision row's fields for what it added (none when no session is left)."""
+        sessions re-extracted and the memories they added (none when no session is left)."""
         done = self.store.reextracted_sessions()
         targets = uncovered_sessions(self.store, self.ws, base_round, set(self.dev.conversations), done)
         if not targets:
-            return {}
+            return [], 0
         extra = reextract(self.ws, targets, round_no + 1)
-        self.store.record_memories(memory_rows(self.ws, extra.units))
-        return {"reextracted_sessions": extra.sessions, "memories_added": extra.added}
+        self.store.record_memories(extra.units)
+        return list(extra.sessions), extra.added
 
     def _grow(self, space: ActionSpace, scores: list[RoundScore]) -> None:
         """A lever emerged: the run's space from now on is `space`, and the configs the run keeps
@@ -508,14 +520,13 @@ class EvolutionRunner:
     def _score_on_test(self, start: RoundScore, best: RoundScore) -> dict[str, Any]:
         if not self.test.questions:
             return {}
-        start_summary, _ = self._evaluate(start.config, self.test.questions, 0, Phase.TEST_START)
-        best_summary, _ = self._evaluate(best.config, self.test.questions, best.round, Phase.TEST_BEST)
+        start_summary = self._evaluate(start.config, self.test.questions, 0, Phase.TEST_START)
+        best_summary = self._evaluate(best.config, self.test.questions, best.round, Phase.TEST_BEST)
         held = compare(
             self.store.round_records(best.round, Phase.TEST_BEST),
             self.store.round_records(0, Phase.TEST_START),
             best.round,
             0,
-            self.ws.dataset.adversarial_categories,
             self.spec.objective,
             seed=self.spec.seed,
         )

@@ -5,14 +5,16 @@ candidates, which a remote executor evaluates in parallel)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Callable, Protocol
 
+from evolvemem.contracts.records import QuestionRecord
 from evolvemem.data.models import Question
 from evolvemem.space.config import RetrievalConfig
+from evolvemem.store.rows import RoundSummary
 
-RecordFn = Callable[[dict[str, Any]], None]
+RecordFn = Callable[[QuestionRecord], None]
 StageFn = Callable[[str, int, int], None]
-ProgressFn = Callable[[str, dict[str, Any], int], None]  # (label, record, total): what the progress bars see
+ProgressFn = Callable[[str, QuestionRecord, int], None]  # (label, record, total): what the progress bars see
 
 
 def round_progress(hook: ProgressFn | None, round_no: int, phase: str, total: int) -> RecordFn | None:
@@ -41,10 +43,10 @@ class RoundScorer(Protocol):
     context and record its evidence figures without asking the reader (rung 0, the `evidence`
     objective); every context is cut at the token budget the config carries (`config.budget`)."""
 
-    def score_round(self, job: RoundJob, on_stage: StageFn | None = None) -> tuple[dict[str, Any], float]:
-        """One evaluation; (summary, wall seconds)."""
+    def score_round(self, job: RoundJob, on_stage: StageFn | None = None) -> RoundSummary:
+        """One evaluation: its finished `rounds` row (scores and wall seconds)."""
         ...
 
-    def score_rounds(self, jobs: list[RoundJob], on_stage: StageFn | None = None) -> list[tuple[dict[str, Any], float]]:
-        """Several evaluations, each as `score_round`; (summary, wall seconds) per job."""
+    def score_rounds(self, jobs: list[RoundJob], on_stage: StageFn | None = None) -> list[RoundSummary]:
+        """Several evaluations, each as `score_round`, in the jobs' order."""
         ...

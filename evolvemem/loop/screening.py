@@ -30,7 +30,7 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from typing import Any, Iterable
+from typing import Iterable
 
 from evolvemem.contracts.vocab import Phase, contexts_phase, screen_phase
 from evolvemem.data.models import Question
@@ -41,7 +41,7 @@ from evolvemem.loop.paired import Comparison, compare, gains, judged_groups, los
 from evolvemem.loop.spec import RunSpec, objective_group
 from evolvemem.space.config import RetrievalConfig, parse_config
 from evolvemem.space.ops import diff_configs, perturb
-from evolvemem.store.rows import ScreeningRow
+from evolvemem.store.rows import RoundSummary, ScreeningRow
 
 PASSED, SCREENED_OUT = "passed", "screened_out"
 OUTRANKED = "outranked"  # passed its minibatch, but another of the round's parallel candidates gained more
@@ -120,7 +120,6 @@ class Screener:
     def __init__(self, inputs: LadderInputs):
         self.spec, self.store, self.scorer = inputs.spec, inputs.store, inputs.scorer
         self.batch = minibatch(inputs.dev, self.spec.screen_fraction, self.spec.seed)
-        self.adversarial_categories = inputs.adversarial_categories
         self.rung0 = ContextRung(inputs)
         self.on_record = inputs.on_record
 
@@ -156,7 +155,7 @@ class Screener:
         started = self.store.round_row(round_no, Phase.DEV)
         if started is None:
             return done, None
-        return done, parse_config(started["config"], source="run store", space=like.space)[0].with_budget(like.budget)
+        return done, parse_config(started.config or {}, source="run store", space=like.space)[0].with_budget(like.budget)
 
     def _screen(
         self, round_no: int, attempt: int, candidate: RetrievalConfig, source: str, incumbent: RoundScore
@@ -165,13 +164,13 @@ class Screener:
         row, rung0 = self.climb_rung0(round_no, attempt, candidate, source, incumbent)
         if rung0.stopped:
             return row
-        summary, seconds = self.scorer.score_rounds([self.minibatch_job(round_no, attempt, candidate)])[0]
+        summary = self.scorer.score_rounds([self.minibatch_job(round_no, attempt, candidate)])[0]
         comparison = self.minibatch_comparison(round_no, attempt, incumbent)
         verdict = screen_verdict(
             comparison, self.spec.objective, self.spec, evidence_gained=rung0.gained(self.spec.guard)
         )
         return self.record_minibatch(
-            row, rung0, comparison, verdict, PASSED if verdict.passed else SCREENED_OUT, summary, seconds
+            row, rung0, comparison, verdict, PASSED if verdict.passed else SCREENED_OUT, summary
         )
 
     def climb_rung0(
@@ -200,9 +199,9 @@ class Screener:
                 evidence=rung0.evidence,
                 paired=None,
                 n_questions=rung0.evidence["n"],
-                calls=usage["calls"],
-                tokens=usage["tokens"],
-                wall_seconds=(self.store.round_row(round_no, phase) or {}).get("wall_seconds"),
+                calls=usage.calls,
+                tokens=usage.tokens,
+                wall_seconds=_wall_seconds(self.store.round_row(round_no, phase)),
             )
             self.store.record_screening(row)
         return row, rung0
@@ -219,7 +218,6 @@ class Screener:
             self.store.round_records(incumbent.round, Phase.DEV),
             round_no,
             incumbent.round,
-            self.adversarial_categories,
             self.spec.objective,
             seed=self.spec.seed,
         )
@@ -231,8 +229,7 @@ class Screener:
         comparison: Comparison,
         verdict: ScreenVerdict,
         outcome: str,
-        summary: dict[str, Any],
-        seconds: float,
+        summary: RoundSummary,
         alpha: float | None = None,
     ) -> ScreeningRow:
         """Record a screening that reached rung 1 (passed on to rung 2 when `outcome` is PASSED)."""
@@ -246,13 +243,13 @@ class Screener:
             reason=f"{verdict.reason}; {rung0.reason}",
             evidence=rung0.evidence,
             paired=comparison.as_dict(),
-            n_questions=summary["n"],
-            main_f1=summary["main"],
-            adversarial_f1=summary["adversarial"],
-            all_f1=summary["all"],
-            calls=usage["calls"],
-            tokens=usage["tokens"],
-            wall_seconds=seconds,
+            n_questions=summary.n_questions,
+            main_f1=summary.main_f1,
+            adversarial_f1=summary.adversarial_f1,
+            all_f1=summary.all_f1,
+            calls=usage.calls,
+            tokens=usage.tokens,
+            wall_seconds=summary.wall_seconds,
             alpha=self.spec.screen_alpha if alpha is None else alpha,
         )
         self.store.record_screening(row)
@@ -270,3 +267,7 @@ class Screener:
             if explored.fingerprint() not in seen:
                 break
         return explored
+
+
+def _wall_seconds(row: RoundSummary | None) -> float | None:
+    return None if row is None else row.wall_seconds

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from evolvemem.contracts.diagnosis import DiagnosisResult
 from evolvemem.paths import write_atomic
 from evolvemem.space.config import RetrievalConfig, config_to_toml
+from evolvemem.store.rows import DecisionRow
 
 if TYPE_CHECKING:
     from evolvemem.loop.guard import RoundScore
@@ -37,7 +38,7 @@ def write_round_snapshot(
     run_dir: Path,
     round_no: int,
     config: RetrievalConfig,
-    decision: dict[str, Any],
+    decision: DecisionRow,
     diagnosis_input: dict[str, Any] | None,
     diagnosis: DiagnosisResult | None,
 ) -> None:
@@ -46,7 +47,7 @@ def write_round_snapshot(
         config_to_toml(config, header=f"config evaluated in round {round_no} (fingerprint {config.fingerprint()})"),
         encoding="utf-8",
     )
-    _dump(folder / "decision.json", {k: v for k, v in decision.items() if k != "next_config"})
+    _dump(folder / "decision.json", {k: v for k, v in decision.as_row().items() if k != "next_config"})
     if diagnosis_input is not None:
         _dump(folder / "diagnosis_input.json", diagnosis_input)
     if diagnosis is not None:

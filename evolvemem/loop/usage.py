@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from evolvemem.contracts.usage import Usage
+from evolvemem.store.rows import UsageRow
 
 
-def usage_rows(before: dict[str, Usage], after: dict[str, Usage], round_no: int, phase: str) -> list[dict[str, Any]]:
+def usage_rows(before: dict[str, Usage], after: dict[str, Usage], round_no: int, phase: str) -> list[UsageRow]:
     rows = []
     for role, now in after.items():
         delta = now - before.get(role, Usage())
         if delta != Usage():
-            rows.append({"round": round_no, "phase": phase, "role": role, **delta.as_dict()})
+            rows.append(UsageRow(round_no, phase, role, delta))
     return rows

@@ -55,7 +55,7 @@ def _from_run(run_dir: Path) -> LoadedConfig:
         budget = TokenBudget.of_run(manifest)
     if row is None:
         raise ConfigError(f"{run_dir}: the run has no scored round yet")
-    config, clamps = parse_config(row["config"], source=f"{run_dir} round {best}", space=space)
+    config, clamps = parse_config(row.config or {}, source=f"{run_dir} round {best}", space=space)
     config = config.with_budget(budget)  # the budget the run measured it at: served contexts are the measured ones
     if not isinstance(spec, dict):
         spec = {}

@@ -31,7 +31,7 @@ from evolvemem.session.reporter import QuietReporter, Reporter
 from evolvemem.session.session import EvalResult, Session, compare_rounds, open_run
 from evolvemem.session.setup import open_workspace
 from evolvemem.store.costs import EvaluationCost, round_costs, total_cost, vs_full_text
-from evolvemem.store.run_store import RunLockedError, RunStore, headline
+from evolvemem.store.run_store import RunLockedError, RunStore
 
 __all__ = [
     "ANSWER_THREAD_PREFIX",
@@ -61,7 +61,6 @@ __all__ = [
     "default_objective",
     "diagnoser_entry",
     "evaluate",
-    "headline",
     "load_config_reporting",
     "load_split",
     "model_settings",

@@ -16,15 +16,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from evolvemem.workspace.memory_rows import memory_rows, restore_added
+from evolvemem.workspace.memory_rows import all_memories, restore_added
 from evolvemem import __version__
 from evolvemem.answering.context_reuse import AnswerMemo
 from evolvemem.answering.contexts import evaluate_contexts
-from evolvemem.answering.evaluate import ReuseKey, evaluate, remember
+from evolvemem.answering.evaluate import ReuseMap, evaluate, remember
 from evolvemem.answering.stores import stores_needed
 from evolvemem.benchmarks import load_benchmark
 from evolvemem.contracts.closing import Closing
 from evolvemem.contracts.local_models import LocalModels
+from evolvemem.contracts.records import QuestionRecord
 from evolvemem.data.models import Dataset, Question
 from evolvemem.data.split import SPLITS, split_dataset, split_ids
 from evolvemem.errors import EvolveMemError
@@ -39,7 +40,7 @@ from evolvemem.loop.runner import EvolutionRunner, Hooks
 from evolvemem.loop.spec import CONTEXTS_ONLY, RunSpec
 from evolvemem.roles.answer_llm import context_token_share
 from evolvemem.roles.factory import ModelSettings
-from evolvemem.scoring.aggregate import summarise
+from evolvemem.scoring.aggregate import EvaluationScores, summarise
 from evolvemem.scoring.locomo import check_protocol
 from evolvemem.session.inputs import best_config_path, manifest_start_config, small_dev_warning
 from evolvemem.session.reporter import QuietReporter, Reporter
@@ -50,6 +51,7 @@ from evolvemem.space.action_space import ActionSpace, files_space
 from evolvemem.space.budget import TokenBudget
 from evolvemem.space.config import RetrievalConfig, config_to_toml, load_config
 from evolvemem.space.emerged import begin_run_dimensions, run_space
+from evolvemem.store.rows import RoundSummary
 from evolvemem.store.run_store import DB_NAME, RunStore
 from evolvemem.store.usage_journal import JOURNAL_NAME
 from evolvemem.workspace import Workspace
@@ -101,7 +103,7 @@ def take_over_unstarted(run_dir: Path, reporter: Reporter) -> None:
 @dataclass
 class EvalResult:
     run_dir: Path
-    summary: dict
+    summary: EvaluationScores
     wall_seconds: float
 
 
@@ -132,7 +134,7 @@ class Session(Closing):
         self.space: ActionSpace = files_space()
         # what this run already paid for, reused by later evaluations (and refilled on resume):
         # whole records of an identical effective config, answers to an identical context
-        self.reuse: dict[ReuseKey, dict] = {}
+        self.reuse: ReuseMap = {}
         self.answers: AnswerMemo | None = AnswerMemo() if context_reuse else None
         stored = store.scored_records()
         remember(self.reuse, stored)
@@ -172,18 +174,24 @@ class Session(Closing):
         return self.store.failure_causes()
 
     # ---- the round bracket -------------------------------------------------------------------
-    def score_round(self, job: RoundJob, on_stage: StageFn | None = None) -> tuple[dict, float]:
+    def score_round(self, job: RoundJob, on_stage: StageFn | None = None) -> RoundSummary:
         """Score `job.config` on `job.questions` as (round, phase): builds the memory stores it
         reads (`on_stage` reports their progress), resumes a half-finished evaluation (failed
-        questions are asked again), records usage, returns (summary, wall seconds). `contexts_only`:
+        questions are asked again), records usage, returns the finished round. `contexts_only`:
         record each question's answer context and its evidence figures without an answer
         (answering/contexts.py); every context is cut at the token budget the config carries."""
         return self.score_rounds([job], on_stage)[0]
 
-    def score_rounds(self, jobs: list[RoundJob], on_stage: StageFn | None = None) -> list[tuple[dict, float]]:
+    def score_rounds(self, jobs: list[RoundJob], on_stage: StageFn | None = None) -> list[RoundSummary]:
         """Several evaluations, each as `score_round` scores one: in this process one after
         another; on a remote executor all at once, split by conversation (session/sharded.py).
         Contexts-only evaluations make no answer call (milliseconds a question): always here."""
+        return [row for _, row in self._score_rounds(jobs, on_stage)]
+
+    def _score_rounds(
+        self, jobs: list[RoundJob], on_stage: StageFn | None = None
+    ) -> list[tuple[EvaluationScores, RoundSummary]]:
+        """`score_rounds` with each round's full scores (per group and question type too)."""
         sharded = [i for i, job in enumerate(jobs) if self.executor.remote and not job.contexts_only]
         scored = {i: self._score_here(job, on_stage) for i, job in enumerate(jobs) if i not in sharded}
         if sharded:
@@ -218,8 +226,9 @@ class Session(Closing):
         done_ids = store.finished_question_ids(job.round_no, job.phase)
         return [q for q in job.questions if q.question_id not in done_ids]
 
-    def _score_here(self, job: RoundJob, on_stage: StageFn | None) -> tuple[dict, float]:
-        """One evaluation in this process, its records flushed batch by batch."""
+    def _score_here(self, job: RoundJob, on_stage: StageFn | None) -> tuple[EvaluationScores, RoundSummary]:
+        """One evaluation in this process, its records flushed batch by batch (it is scored by
+        `_finish`, from the store: a resumed round's earlier records count too)."""
         store, ws = self.store, self.workspace
         round_no, phase = job.round_no, job.phase
         started = time.perf_counter()
@@ -230,7 +239,7 @@ class Session(Closing):
         # connection to one writer at a time
         writing = threading.Lock()
 
-        def record(batch: list[dict]) -> None:
+        def record(batch: list[QuestionRecord]) -> None:
             with writing:
                 store.record_questions(batch)
                 store.fold_usage_journal()
@@ -263,24 +272,24 @@ class Session(Closing):
         store.fold_usage_journal()
         return self._finish(job, time.perf_counter() - started, ws.roles.stopped_model())
 
-    def _finish(self, job: RoundJob, seconds: float, stopped: str | None) -> tuple[dict, float]:
-        """Score what (round, phase) recorded and close it; a model that stopped answering or a
+    def _finish(self, job: RoundJob, seconds: float, stopped: str | None) -> tuple[EvaluationScores, RoundSummary]:
+        """Score every record (round, phase) holds — those of an earlier, interrupted process too,
+        and those a remote executor wrote — and close it; a model that stopped answering or a
         round without one scored question is an error (the round stays open for a resume)."""
         store, ds = self.store, self.workspace.dataset
         round_no, phase = job.round_no, job.phase
         records = store.round_records(round_no, phase)
         if stopped:  # a model stopped answering mid-round: the round is not scored on what was left
             raise EvolveMemError(f"round {round_no} ({phase}) stopped: {stopped}")
-        if job.questions and not any(not r["failed"] for r in records):
+        if job.questions and not any(not r.failed for r in records):
             cause, n = (store.failure_causes(round_no, phase) or [("no reason recorded", len(job.questions))])[0]
             raise EvolveMemError(
                 f"round {round_no} ({phase}): every one of its {len(records)} questions failed; {n} with: {cause}"
             )
         if not job.contexts_only:  # a record without an answer is no answer to reuse
             remember(self.reuse, records)
-        summary = summarise(records, adversarial_categories=ds.adversarial_categories, category_names=ds.category_names)
-        store.finish_round(round_no, phase, summary, seconds)
-        return summary, seconds
+        scores = summarise(records, category_names=ds.category_names)
+        return scores, store.finish_round(round_no, phase, scores, seconds)
 
     # ---- evolve run --------------------------------------------------------------------------
     @classmethod
@@ -424,7 +433,7 @@ class Session(Closing):
             session.spec = spec
             session.space = space
             if not store.has_memories():
-                store.record_memories(memory_rows(workspace))
+                store.record_memories(all_memories(workspace))
             else:
                 restored = restore_added(workspace, store.added_memories())
                 if restored:
@@ -510,7 +519,7 @@ class Session(Closing):
             require_stage_models(config, workspace.reranker, workspace.second_embedder)
             session = cls(store, workspace, reporter, protocol=protocol, concurrency=concurrency, executor=executor)
             if not store.has_memories():
-                store.record_memories(memory_rows(workspace))
+                store.record_memories(all_memories(workspace))
         except BaseException:
             store.close()
             raise
@@ -524,19 +533,18 @@ class Session(Closing):
         on_stage: StageFn | None = None,
     ) -> EvalResult:
         """Round 0 of an eval directory, and its config.toml."""
-        summary, seconds = self.score_round(RoundJob(config, self.dataset.questions, 0, "eval", on_record), on_stage)
+        [(scores, row)] = self._score_rounds([RoundJob(config, self.dataset.questions, 0, "eval", on_record)], on_stage)
         (self.run_dir / "config.toml").write_text(
             config_to_toml(config, header=f"evolvemem config (from {config_source})"), encoding="utf-8"
         )
-        return EvalResult(self.run_dir, summary, seconds)
+        return EvalResult(self.run_dir, scores, row.wall_seconds or 0.0)
 
-    def compare_with_baseline(self, baseline: RetrievalConfig) -> tuple[dict, Comparison]:
+    def compare_with_baseline(self, baseline: RetrievalConfig) -> tuple[EvaluationScores, Comparison]:
         """The same questions scored with `baseline` (phase "baseline"), and the paired comparison of
         the eval's config against it: what a transferred config is worth on the target."""
-        summary, _ = self.score_round(RoundJob(baseline, self.dataset.questions, 0, "baseline"))
+        [(scores, _)] = self._score_rounds([RoundJob(baseline, self.dataset.questions, 0, "baseline")])
         evaluated, base = self.store.round_records(0, "eval"), self.store.round_records(0, "baseline")
-        comparison = compare(evaluated, base, 0, 0, self.dataset.adversarial_categories, "balanced")
-        return summary, comparison
+        return scores, compare(evaluated, base, 0, 0, "balanced")
 
     # ---- evolve ablate -----------------------------------------------------------------------
     @classmethod
@@ -588,7 +596,7 @@ def _check_resumable(
     differences = [
         name
         for name, old, new in (
-            ("config", existing["config_fingerprint"], config.fingerprint()),
+            ("config", existing.config_fingerprint, config.fingerprint()),
             ("token budget", TokenBudget.of_run(manifest), config.budget),
             ("data", manifest.get("data_hash"), data_hash),
             ("split", manifest.get("split"), split),
@@ -608,12 +616,10 @@ def _check_resumable(
 
 
 def compare_rounds(store: RunStore, a: int, b: int, objective: str = "balanced") -> Comparison:
-    """Round `b` against round `a` on the questions both answered (the guard's paired statistics;
-    the adversarial group is the questions typed adversarial)."""
+    """Round `b` against round `a` on the questions both answered (the guard's paired statistics)."""
     phase = "dev" if store.round_row(a, "dev") else "eval"
     first, second = store.round_records(a, phase), store.round_records(b, phase)
-    adversarial = {str(r["category"]) for r in first + second if r.get("question_type") == "adversarial"}
-    return compare(second, first, b, a, adversarial, objective)
+    return compare(second, first, b, a, objective)
 
 
 def _run_workspace(

@@ -16,8 +16,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from evolvemem.answering.context_reuse import AnswerMemo, MemoEntries
-from evolvemem.answering.evaluate import FLUSH_EVERY, EffectiveConfigs, ReuseKey, reuse_key, reused_row
+from evolvemem.answering.evaluate import (
+    FLUSH_EVERY,
+    EffectiveConfigs,
+    ReuseKey,
+    ReuseMap,
+    record_key,
+    reuse_key,
+    reused_record,
+)
 from evolvemem.answering.shards import ShardTask, WorkerSetup, by_conversation, run_shard, shard_cpus
+from evolvemem.contracts.records import QuestionRecord
 from evolvemem.contracts.usage import Usage
 from evolvemem.data.models import Question
 from evolvemem.executor import Executor
@@ -51,11 +60,11 @@ class _Writer:
 
     def __init__(self, store: RunStore):
         self.store = store
-        self.records: list[dict] = []
+        self.records: list[QuestionRecord] = []
         self.usage: dict[tuple[int, str], dict[str, Usage]] = defaultdict(dict)
         self.flushed = time.perf_counter()
 
-    def add(self, job: RoundJob, records: list[dict], usage: dict[str, Usage] | None = None) -> None:
+    def add(self, job: RoundJob, records: list[QuestionRecord], usage: dict[str, Usage] | None = None) -> None:
         self.records += records
         totals = self.usage[(job.round_no, job.phase)]
         for role, spent in (usage or {}).items():
@@ -80,7 +89,7 @@ def evaluate_sharded(
     jobs: list[RoundJob],
     todos: list[list[Question]],
     *,
-    reuse: dict[ReuseKey, dict],
+    reuse: ReuseMap,
     memo: AnswerMemo | None,
     protocol: str,
     concurrency: int,
@@ -137,20 +146,21 @@ class _Batch:
         self.ws, self.jobs, self.writer, self.outcomes, self.started = ws, jobs, writer, outcomes, started
         self.waiting: dict[ReuseKey, list[tuple[int, Question]]] = defaultdict(list)  # later jobs' copies
 
-    def claim(self, reuse: dict[ReuseKey, dict], todos: list[list[Question]]) -> list[list[Question]]:
+    def claim(self, reuse: ReuseMap, todos: list[list[Question]]) -> list[list[Question]]:
         """Each job's questions to ask: earlier records are copied at once, a question an earlier
         job of the batch claimed waits for its answer."""
         claimed: set[ReuseKey] = set()
         fresh: list[list[Question]] = []
         for index, (job, todo) in enumerate(zip(self.jobs, todos)):
             resolve = EffectiveConfigs(job.config)
-            copied, mine = [], []
+            copied: list[QuestionRecord] = []
+            mine: list[Question] = []
             for question in todo:
                 fingerprint = resolve(question.question_type)[1]
-                row = reused_row(reuse, self.ws, question, fingerprint, job.round_no, job.phase)
+                copy = reused_record(reuse, self.ws, question, fingerprint, job.round_no, job.phase)
                 key = reuse_key(question.question_id, fingerprint, self.ws.memory_version(question.conversation_id))
-                if row is not None:
-                    copied.append(row)
+                if copy is not None:
+                    copied.append(copy)
                 elif key in claimed:
                     self.waiting[key].append((index, question))
                 else:
@@ -161,18 +171,18 @@ class _Batch:
             fresh.append(mine)
         return fresh
 
-    def copy_answers(self, records: list[dict]) -> list[tuple[int, Question]]:
+    def copy_answers(self, records: list[QuestionRecord]) -> list[tuple[int, Question]]:
         """Copy each answered record to the later jobs waiting for it; returns the (job, question)
         pairs whose record failed: nothing to copy, the later job asks it itself."""
         unanswered = []
         for record in records:
-            key = reuse_key(record["question_id"], record["config_fingerprint"], record["memory_version"])
+            key = record_key(record)
             for later, question in self.waiting.pop(key, []):
-                if record["failed"]:
+                if record.failed:
                     unanswered.append((later, question))
                     continue
                 job = self.jobs[later]
-                copy = reused_row({key: record}, self.ws, question, key[1], job.round_no, job.phase)
+                copy = reused_record({key: record}, self.ws, question, key[1], job.round_no, job.phase)
                 self.writer.add(job, [copy] if copy is not None else [])
                 self.outcomes[later].seconds = time.perf_counter() - self.started
         return unanswered

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 from evolvemem.contracts.records import RIGHT_F1
 from evolvemem.contracts.vocab import TEST_PHASES, FailureClass
+from evolvemem.qtypes import ADVERSARIAL_SQL
 from evolvemem.contracts.usage import Usage
 from evolvemem.store.rows import (
     DecisionRow,
@@ -222,7 +223,7 @@ class RunReads:
                 FROM (SELECT question_id, unnest(string_split(memory_views, '|')) AS label
                       FROM (SELECT question_id, unnest(context_views) AS memory_views FROM question_records
                             WHERE round = ? AND phase = ? AND NOT failed AND f1 >= {RIGHT_F1}
-                              AND question_type <> 'adversarial'))
+                              AND NOT ({ADVERSARIAL_SQL})))
                 GROUP BY view""",
                 params,
             )

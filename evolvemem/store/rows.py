@@ -13,6 +13,8 @@ from evolvemem.contracts.usage import Usage
 T = TypeVar("T", bound="StoredRow")
 
 JSONObject = dict[str, Any]  # a JSON column read back (a config, per-category figures, a paired comparison)
+SQLRow = dict[str, Any]  # one row of a query, by column name: whatever the SQL selects (`RunStore.query`)
+Manifest = dict[str, Any]  # the `manifest` table: field -> its JSON value (fields differ by kind of run)
 
 
 class StoredRow:
@@ -46,11 +48,30 @@ class RoundSummary(StoredRow):
     context_tokens: float | None
     by_category: JSONObject | None
     wall_seconds: float | None
+    config_fingerprint: str | None = None
 
     def column(self, name: str) -> float | None:
         """A score column by name (an objective's headline: loop/spec.objective_column)."""
         value = getattr(self, name)
         return None if value is None else float(value)
+
+    @property
+    def done(self) -> bool:
+        return self.status == "done"
+
+    def headline(self) -> dict[str, float | int | None]:
+        """The few figures `result.json`, `evolve run --json` and `evolve show --json` quote for one
+        evaluation (a public format: `n` is the scored questions)."""
+        return {
+            "main_f1": self.main_f1,
+            "adversarial_f1": self.adversarial_f1,
+            "all_f1": self.all_f1,
+            "evidence_recall": self.evidence_recall,
+            "main_evidence_recall": self.main_evidence_recall,
+            "context_tokens": self.context_tokens,
+            "n": self.n_questions,
+            "n_failed": self.n_failed,
+        }
 
 
 @dataclass(frozen=True)
@@ -59,26 +80,26 @@ class DecisionRow(StoredRow):
 
     round: int
     decision: str
-    reason: str | None
-    score: float | None
-    delta: float | None
-    base_round: int | None
-    base_score: float | None
-    best_round: int | None
-    best_score: float | None
-    changes: list[JSONObject] | None
-    next_config: JSONObject | None
-    reextracted_sessions: list[str] | None
-    memories_added: int | None
-    accepted: bool | None
-    significant_loss: bool | None
-    compared_with: int | None
-    verdict: str | None
-    flags: list[str] | None
-    fallback: str | None
-    paired: JSONObject | None
-    candidates: list[JSONObject] | None
-    comparisons: int | None
+    reason: str | None = None
+    score: float | None = None
+    delta: float | None = None
+    base_round: int | None = None
+    base_score: float | None = None
+    best_round: int | None = None
+    best_score: float | None = None
+    changes: list[JSONObject] | None = None
+    next_config: JSONObject | None = None
+    reextracted_sessions: list[str] | None = None
+    memories_added: int | None = None
+    accepted: bool | None = None
+    significant_loss: bool | None = None
+    compared_with: int | None = None
+    verdict: str | None = None
+    flags: list[str] | None = None
+    fallback: str | None = None
+    paired: JSONObject | None = None
+    candidates: list[JSONObject] | None = None
+    comparisons: int | None = None
 
 
 @dataclass(frozen=True)
@@ -131,12 +152,51 @@ class ProposedDimension(StoredRow):
 
     round: int
     name: str
-    description: str | None
-    rationale: str | None
-    maps_to: JSONObject | None
-    status: str | None
-    reason: str | None
-    file: str | None
+    description: str | None = None
+    rationale: str | None = None
+    maps_to: JSONObject | None = None
+    status: str | None = None
+    reason: str | None = None
+    file: str | None = None
+    per_type: bool | None = None  # whether it may be switched on for one question type
+
+
+@dataclass(frozen=True)
+class DiagnosisRow(StoredRow):
+    """What a diagnoser read and replied for one round (a `diagnoses` row)."""
+
+    round: int
+    diagnoser: str
+    proposal: JSONObject
+    input: JSONObject | None = None
+    prompt: str | None = None
+    raw_response: str | None = None
+    parse_error: str | None = None
+    calls: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    prompt_trimmed: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    """LLM usage of one role in one (round, phase), as a `usage` row adds it."""
+
+    round: int
+    phase: str
+    role: str
+    usage: Usage
+
+    def as_row(self) -> JSONObject:
+        return {"round": self.round, "phase": self.phase, "role": self.role, **self.usage.as_dict()}
+
+
+@dataclass(frozen=True)
+class PhaseCalls:
+    """Calls and tokens of one (round, phase), over every role (what a screening cost)."""
+
+    calls: int
+    tokens: int
 
 
 @dataclass(frozen=True)

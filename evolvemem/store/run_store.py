@@ -15,17 +15,31 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Protocol, Sequence, T
 
 from evolvemem.store.reads import RunReads
 from evolvemem.contracts.closing import Closing
+from evolvemem.contracts.memory import MemoryUnit
+from evolvemem.contracts.records import QuestionRecord
 from evolvemem.contracts.vocab import Phase
 from evolvemem.errors import EvolveMemError
 from evolvemem.store.columnar import equal_to, insert_columns
-from evolvemem.store.rows import ScreeningRow
+from evolvemem.store.rows import (
+    DecisionRow,
+    DiagnosisRow,
+    Manifest,
+    PhaseCalls,
+    ProposedDimension,
+    RoundSummary,
+    ScreeningRow,
+    SQLRow,
+    UsageRow,
+)
 from evolvemem.store.schema import SCHEMA_VERSION, TABLES, create_statements
 from evolvemem.store.usage_journal import JOURNAL_NAME, UsageJournal, usage_rows_of
 
 if TYPE_CHECKING:
+    from evolvemem.scoring.aggregate import EvaluationScores
     from evolvemem.space.config import RetrievalConfig
 
 DB_NAME = "run.duckdb"
+MEMORY_COLUMNS = tuple(name for name, _, _ in TABLES["memories"])  # `MemoryUnit` field names
 JOURNAL_FOLDED = "usage_journal_bytes"  # manifest: how much of the usage journal `usage` holds
 
 
@@ -134,7 +148,7 @@ class RunStore(RunReads, Closing):
         )
 
     @classmethod
-    def create(cls, run_dir: str | Path, manifest: dict[str, Any]) -> "RunStore":
+    def create(cls, run_dir: str | Path, manifest: Manifest) -> "RunStore":
         """A new store that holds `manifest` from the moment it exists: built under a staging
         folder and moved into place whole, so a kill at any moment leaves either no store or one
         a resume can continue (never a store without its manifest)."""
@@ -233,7 +247,7 @@ class RunStore(RunReads, Closing):
             shutil.rmtree(folder, ignore_errors=True)
             raise
 
-    def _insert(self, table: str, rows: Iterable[dict[str, Any]]) -> int:
+    def _insert(self, table: str, rows: Iterable[SQLRow]) -> int:
         """Insert rows (dicts keyed by column; missing columns are NULL) in one statement."""
         rows = list(rows)
         if not rows:
@@ -249,15 +263,15 @@ class RunStore(RunReads, Closing):
         ]
         return insert_columns(self.con, table, spec, cells)
 
-    def record_questions(self, records: Iterable[dict[str, Any]]) -> int:
-        """Question records (`QuestionRecord.as_row()` plus the round and phase), in one batch."""
-        return self._insert("question_records", records)
+    def record_questions(self, records: Iterable[QuestionRecord]) -> int:
+        """Question records (each holds its round and phase), in one batch."""
+        return self._insert("question_records", (record.as_row() for record in records))
 
-    def record_usage(self, rows: Iterable[dict[str, Any]]) -> int:
+    def record_usage(self, usage: Iterable[UsageRow]) -> int:
         """Add usage (one row per role with a non-zero difference; see loop/usage.py) to the
         (round, phase, role) totals: usage is recorded as it happens, batch by batch, and the table
         keeps one row per (round, phase, role)."""
-        rows = list(rows)
+        rows = [u.as_row() for u in usage]
         counters = [name for name, sql_type, _ in TABLES["usage"] if name not in ("round", "phase", "role")]
         new = []
         for row in rows:
@@ -292,24 +306,25 @@ class RunStore(RunReads, Closing):
             self._put_manifest(JOURNAL_FOLDED, end)
         return len(entries)
 
-    def record_memories(self, rows: Iterable[dict[str, Any]]) -> int:
-        return self._insert("memories", rows)
+    def record_memories(self, units: Iterable[MemoryUnit]) -> int:
+        """Memories as rows of `memories` (its columns are `MemoryUnit` fields)."""
+        return self._insert("memories", (_memory_row(unit) for unit in units))
 
-    def record_decision(self, row: dict[str, Any]) -> None:
+    def record_decision(self, row: DecisionRow) -> None:
         """The guard's decision after one round (one row per round)."""
-        self._insert("decisions", [row])
+        self._insert("decisions", [row.as_row()])
 
-    def record_diagnosis(self, row: dict[str, Any], proposed_dimensions: Iterable[dict[str, Any]] = ()) -> None:
+    def record_diagnosis(self, row: DiagnosisRow, proposed_dimensions: Iterable[ProposedDimension] = ()) -> None:
         """What a diagnoser read and replied for one round, and the new dimensions it proposed."""
-        self._insert("diagnoses", [row])
+        self._insert("diagnoses", [row.as_row()])
         self.record_proposed_dimensions(proposed_dimensions)
 
     def record_screening(self, row: ScreeningRow) -> None:
         """One minibatch screening of a round's candidate and its verdict (loop/screening.py)."""
         self._insert("screenings", [row.as_row()])
 
-    def record_proposed_dimensions(self, rows: Iterable[dict[str, Any]]) -> None:
-        self._insert("proposed_dimensions", rows)
+    def record_proposed_dimensions(self, rows: Iterable[ProposedDimension]) -> None:
+        self._insert("proposed_dimensions", (row.as_row() for row in rows))
 
     def extend_rounds(self, rounds: int) -> None:
         """A resume with a higher round limit extends a finished run: forget the 'stopped'
@@ -317,9 +332,9 @@ class RunStore(RunReads, Closing):
         self.con.execute("DELETE FROM decisions WHERE decision = 'stopped' AND round < ?", [rounds])
 
     # ---- reads -------------------------------------------------------------------------------
-    def decision(self, round_no: int) -> dict[str, Any] | None:
+    def decision(self, round_no: int) -> DecisionRow | None:
         rows = self.query("SELECT * FROM decisions WHERE round = ?", [round_no])
-        return rows[0] if rows else None
+        return DecisionRow.from_row(rows[0]) if rows else None
 
     def reextracted_sessions(self) -> set[str]:
         """Every session a round already re-extracted (never twice)."""
@@ -332,14 +347,17 @@ class RunStore(RunReads, Closing):
     def has_memories(self) -> bool:
         return bool(self.query("SELECT 1 FROM memories LIMIT 1"))
 
-    def added_memories(self) -> list[dict[str, Any]]:
+    def added_memories(self) -> list[MemoryUnit]:
         """Memories that targeted re-extraction added (to restore them on resume)."""
-        return self.query("SELECT * FROM memories WHERE added_round > 0")
+        return [_memory_unit(row) for row in self.query("SELECT * FROM memories WHERE added_round > 0")]
 
-    def scored_records(self) -> list[dict[str, Any]]:
+    def scored_records(self) -> list[QuestionRecord]:
         """Every record that was scored (not failed), oldest round first: what a resumed run
         reuses instead of asking again."""
-        return self.query("SELECT * FROM question_records WHERE NOT failed ORDER BY round, phase, question_id")
+        return [
+            QuestionRecord.from_row(row)
+            for row in self.query("SELECT * FROM question_records WHERE NOT failed ORDER BY round, phase, question_id")
+        ]
 
     def screenings(self, round_no: int | None = None) -> list[ScreeningRow]:
         """Screenings of one round (every round: None), in order."""
@@ -349,7 +367,7 @@ class RunStore(RunReads, Closing):
             rows = self.query("SELECT * FROM screenings WHERE round = ? ORDER BY attempt", [round_no])
         return [ScreeningRow.from_row(r) for r in rows]
 
-    def phase_usage(self, round_no: int, phase: str) -> dict[str, Any]:
+    def phase_usage(self, round_no: int, phase: str) -> PhaseCalls:
         """Calls and tokens of one (round, phase), over every role."""
         row = self.query(
             """SELECT coalesce(sum(calls), 0) AS calls,
@@ -357,17 +375,20 @@ class RunStore(RunReads, Closing):
                             FROM usage WHERE round = ? AND phase = ?""",
             [round_no, phase],
         )[0]
-        return {"calls": int(row["calls"]), "tokens": int(row["tokens"])}
+        return PhaseCalls(int(row["calls"]), int(row["tokens"]))
 
-    def round_records(self, round_no: int, phase: str) -> list[dict[str, Any]]:
+    def round_records(self, round_no: int, phase: str) -> list[QuestionRecord]:
         """Every record of one evaluation, in question-id order."""
-        return self.query(
-            "SELECT * FROM question_records WHERE round = ? AND phase = ? ORDER BY question_id", [round_no, phase]
-        )
+        return [
+            QuestionRecord.from_row(row)
+            for row in self.query(
+                "SELECT * FROM question_records WHERE round = ? AND phase = ? ORDER BY question_id", [round_no, phase]
+            )
+        ]
 
-    def query(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
-        """Run a read query and return rows as dicts (JSON columns come back as parsed values);
-        what reports and the diagnosis input are built from."""
+    def query(self, sql: str, params: list[Any] | None = None) -> list[SQLRow]:
+        """Run a read query and return its rows by column name (JSON columns come back as parsed
+        values): the typed readers (store/reads.py) and ad-hoc SQL (benchmarks) are built on it."""
         cursor = self.con.execute(sql, params or [])
         names = [d[0] for d in cursor.description]
         json_cols = {d[0] for d in cursor.description if str(d[1]).upper() == "JSON"}
@@ -381,7 +402,7 @@ class RunStore(RunReads, Closing):
         return out
 
     # ---- manifest ----------------------------------------------------------------------------
-    def set_manifest(self, values: dict[str, Any]) -> None:
+    def set_manifest(self, values: Manifest) -> None:
         """Write manifest fields in one transaction: a kill leaves all of them or none."""
         with self._transaction():
             for key, value in values.items():
@@ -409,7 +430,7 @@ class RunStore(RunReads, Closing):
             "SELECT 1 FROM question_records LIMIT 1"
         )
 
-    def manifest(self) -> dict[str, Any]:
+    def manifest(self) -> Manifest:
         return {row["key"]: row["value"] for row in self.query("SELECT key, value FROM manifest")}
 
     # ---- rounds ------------------------------------------------------------------------------
@@ -432,32 +453,38 @@ class RunStore(RunReads, Closing):
             ],
         )
 
-    def finish_round(self, round_no: int, phase: str, summary: dict[str, Any], wall_seconds: float) -> None:
+    def finish_round(self, round_no: int, phase: str, scores: EvaluationScores, wall_seconds: float) -> RoundSummary:
+        """Close (round, phase) with its scores; returns the round as the store now holds it (what a
+        resume reads back, so a fresh and a resumed run go on from the same values)."""
         self.con.execute(
             """UPDATE rounds SET status = 'done', n_questions = ?, n_failed = ?, main_f1 = ?,
                adversarial_f1 = ?, all_f1 = ?, evidence_recall = ?, main_evidence_recall = ?,
                context_tokens = ?, by_category = ?::JSON, wall_seconds = ?, finished_at = ?
                WHERE round = ? AND phase = ?""",
             [
-                summary["n"],
-                summary["n_failed"],
-                summary["main"],
-                summary["adversarial"],
-                summary["all"],
-                summary["evidence_recall"],
-                summary.get("main_evidence_recall"),
-                summary.get("context_tokens"),
-                _jsonable(summary["by_category"]),
+                scores.n_questions,
+                scores.n_failed,
+                scores.main_f1,
+                scores.adversarial_f1,
+                scores.all_f1,
+                scores.evidence_recall,
+                scores.main_evidence_recall,
+                scores.context_tokens,
+                _jsonable(scores.by_category_json()),
                 wall_seconds,
                 _utcnow(),
                 round_no,
                 phase,
             ],
         )
+        finished = self.round_row(round_no, phase)
+        assert finished is not None  # begun by begin_round
+        return finished
 
-    def round_row(self, round_no: int, phase: str) -> dict[str, Any] | None:
+    def round_row(self, round_no: int, phase: str) -> RoundSummary | None:
+        """One evaluation's `rounds` row (None: not begun)."""
         rows = self.query("SELECT * FROM rounds WHERE round = ? AND phase = ?", [round_no, phase])
-        return rows[0] if rows else None
+        return RoundSummary.from_row(rows[0]) if rows else None
 
     def best_round(self) -> int:
         """The guard's best round: the one a finished run scored on test as its best, else (a run still
@@ -499,33 +526,12 @@ class RunStore(RunReads, Closing):
         self.con.execute("DELETE FROM question_records WHERE round = ? AND phase = ? AND failed", [round_no, phase])
 
 
-def round_summary(row: dict[str, Any]) -> dict[str, Any]:
-    """A `rounds` row in the shape `evaluate` summaries have (so a finished round is read back)."""
-    return {
-        "n": row["n_questions"],
-        "n_failed": row["n_failed"],
-        "main": row["main_f1"],
-        "adversarial": row["adversarial_f1"],
-        "all": row["all_f1"],
-        "evidence_recall": row["evidence_recall"],
-        "main_evidence_recall": row.get("main_evidence_recall"),
-        "context_tokens": row.get("context_tokens"),
-        "by_category": row["by_category"] or {},
-    }
+def _memory_row(unit: MemoryUnit) -> SQLRow:
+    """A memory as its `memories` row (lists where the table holds lists)."""
+    return {c: (list(v) if isinstance(v, tuple) else v) for c in MEMORY_COLUMNS for v in [getattr(unit, c)]}
 
 
-def headline(summary_or_row: dict[str, Any] | None) -> dict[str, Any]:
-    """The few figures reports quote for one evaluation: from a summary or a `rounds` row."""
-    if not summary_or_row:
-        return {}
-    s = summary_or_row if "main" in summary_or_row else round_summary(summary_or_row)
-    return {
-        "main_f1": s["main"],
-        "adversarial_f1": s["adversarial"],
-        "all_f1": s["all"],
-        "evidence_recall": s["evidence_recall"],
-        "main_evidence_recall": s.get("main_evidence_recall"),
-        "context_tokens": s.get("context_tokens"),
-        "n": s["n"],
-        "n_failed": s["n_failed"],
-    }
+def _memory_unit(row: SQLRow) -> MemoryUnit:
+    """A `memories` row read back (NULL columns take the field's default)."""
+    values: SQLRow = {k: (tuple(v) if isinstance(v, list) else v) for k, v in row.items() if v is not None}
+    return MemoryUnit(**values)

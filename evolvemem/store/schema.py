@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from evolvemem.contracts.records import RIGHT_F1, record_columns
 from evolvemem.contracts.vocab import FailureClass
+from evolvemem.qtypes import ADVERSARIAL_SQL
 
 SCHEMA_VERSION = 1
 
@@ -198,7 +199,8 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
 }
 
 # A view over question_records: why each wrong answer went wrong, using the gold evidence. The labels
-# are FailureClass members (contracts/vocab.py), spelled once.
+# are FailureClass members (contracts/vocab.py), spelled once; which questions are adversarial is
+# the one rule of qtypes.py.
 FAILURE_VIEW = """
 CREATE OR REPLACE VIEW question_failures AS
 SELECT *,
@@ -218,8 +220,8 @@ SELECT *,
     WHEN f1 > 0 THEN '{f.FORMAT_MISMATCH}'
     ELSE '{f.ANSWER_ERROR}'
   END AS failure
-FROM (SELECT *, question_type = 'adversarial' AS category_is_adversarial FROM question_records)
-""".format(right_f1=RIGHT_F1, f=FailureClass)
+FROM (SELECT *, {adversarial} AS category_is_adversarial FROM question_records)
+""".format(right_f1=RIGHT_F1, f=FailureClass, adversarial=ADVERSARIAL_SQL)
 
 
 def create_statements() -> list[str]:

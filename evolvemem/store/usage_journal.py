@@ -25,9 +25,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from evolvemem.contracts.usage import USAGE_FIELDS, Usage
+from evolvemem.store.rows import UsageRow
 
 JOURNAL_NAME = "usage.jsonl"
 SETUP = (-1, "setup")  # usage outside any round: extraction and indexing when a run opens
@@ -128,10 +128,10 @@ def parse_line(raw: bytes) -> JournalEntry | None:
         return None
 
 
-def usage_rows_of(entries: list[JournalEntry]) -> list[dict[str, Any]]:
+def usage_rows_of(entries: list[JournalEntry]) -> list[UsageRow]:
     """`usage` table rows: the entries summed per (round, phase, role)."""
     totals: dict[tuple[int, str, str], Usage] = {}
     for e in entries:
         key = (e.round, e.phase, e.role)
         totals[key] = totals.get(key, Usage()) + e.usage
-    return [{"round": r, "phase": p, "role": role, **u.as_dict()} for (r, p, role), u in totals.items()]
+    return [UsageRow(r, p, role, u) for (r, p, role), u in totals.items()]

@@ -3,7 +3,7 @@
 - `core`         `Workspace`: memories per conversation (the fact store), their indexes and retrievers
 - `stores`       `MemoryStores`: the other memory stores, built when a config first needs them
 - `packs`        `ConversationPack`: one conversation packed for another process, and unpacked there
-- `memory_rows`  the memories as run-store rows, and back on resume
+- `memory_rows`  the memories a run records at its start, and those it restores on resume
 """
 
 from evolvemem.workspace.core import SetupStats, Workspace, consolidated
