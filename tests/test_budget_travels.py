@@ -95,9 +95,7 @@ def test_a_served_run_directory_hands_the_measured_contexts(budgeted_run, tmp_pa
                         at=session.timestamp,
                     )
         served = {
-            q.question_id: tuple(
-                memory.context(q.conversation_id, q.text, question_type=q.question_type).memory_ids
-            )
+            q.question_id: tuple(memory.context(q.conversation_id, q.text, question_type=q.question_type).memory_ids)
             for q in test.questions
         }
     assert served == measured

@@ -360,7 +360,7 @@ def test_tpe_learns_the_minibatch_estimate_of_every_screened_out_config(tmp_path
     )
     ui = UI(quiet=True)
     with Session.create(spec, tmp_path / "run", load_config("weak")[0], ui) as session:
-        runner = EvolutionRunner(spec, session.store, session.workspace, session, session.init_config())
+        runner = EvolutionRunner(spec, session.store, session.workspace, session.rounds, session.init_config())
         runner.run()
         screened = [row for row in session.store.screenings() if row.outcome == SCREENED_OUT]
         evaluated = session.store.query("SELECT round, all_f1 FROM rounds WHERE phase = 'dev' ORDER BY round")

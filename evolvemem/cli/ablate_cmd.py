@@ -19,16 +19,13 @@ def run_ablate(ui: UI, run: str, split: str) -> dict:
             bars.update("ablation", len(done), len(done), extra=row["mechanism"])
 
         rows = session.ablate(config, split, best_round, on_variant)
-    cut = (
-        f", contexts cut at {session.spec.token_budget} tokens"
-        if getattr(session.spec, "objective", None) == "evidence"
-        else ""
-    )
+    spec = session.run_spec
+    evidence_run = spec.objective == "evidence"  # contexts only: no answers, no F1
+    cut = f", {spec.budget.describe()}" if spec.budget else ""
     table = Table(
         title=f"ablation of the best config (round {best_round}) on {split}{cut}: each mechanism off in turn",
         title_justify="left",
     )
-    evidence_run = getattr(session.spec, "objective", None) == "evidence"  # contexts only: no answers, no F1
     columns = (
         ("mechanism", "switched off", "recall (answerable)", "Δ recall")
         if evidence_run

@@ -185,7 +185,7 @@ def run_loop(ui: UI, session: Session, started: float | None = None, resumed: bo
     from evolvemem.session import Hooks
 
     started = time.perf_counter() if started is None else started
-    spec = session.spec
+    spec = session.run_spec
     run_dir = session.run_dir
     ui.info(
         f"[bold]Run[/bold] {run_dir}  ·  diagnoser {spec.diagnoser}  ·  rounds 0..{spec.rounds}  ·  "
@@ -337,45 +337,22 @@ def check_executor(executor_name: str, ray_address: str | None) -> None:
 
 
 def new_run_spec(ui: UI, o: RunOptions, local_models: LocalModels) -> tuple[RunSpec, RetrievalConfig]:
-    """Check a new run's options against each other and fill the defaults that hang on the models
-    (objective, diagnoser, screening); the spec and the starting config, or one error line."""
-    from evolvemem.session import (
-        OBJECTIVES,
-        check_protocol,
-        default_objective,
-        diagnoser_entry,
-        model_settings,
-        resolve_config,
-        run_local_models,
-    )
+    """The spec of a new run from its options (the spec checks itself and fills the defaults that
+    hang on the models: loop/spec.py) and the starting config, or one error line."""
+    from evolvemem.session import model_settings, resolve_config, run_local_models
     from evolvemem.space.action_space import files_space
 
-    check_protocol(o.adversarial_protocol)
     settings = model_settings(o)
-    answered = settings.for_role("answer") != "offline"
-    objective = o.objective or default_objective(answered)
-    if objective not in OBJECTIVES:
-        raise EvolveMemError(f"--objective must be {' or '.join(OBJECTIVES)}, not {objective!r}")
-    rounds = RUN_DEFAULTS.rounds if o.rounds is None else o.rounds
-    if rounds < 0:
-        raise EvolveMemError("--rounds must be 0 or more")
-    entry = diagnoser_entry(o.diagnoser or ("llm" if settings.for_role("diagnose") != "offline" else "rubric"))
-    if entry.modes and o.diagnosis_mode not in entry.modes:
-        raise EvolveMemError(f"--diagnosis-mode must be {' or '.join(entry.modes)}, not {o.diagnosis_mode!r}")
-    frozen = files_space().expand([n for item in o.freeze or [] for n in item.split(",")])
-    screen_fraction = o.screen_fraction
-    if screen_fraction is None:  # K candidates are compared on the minibatch, offline too
-        screen_fraction = RUN_DEFAULTS.screen_fraction if answered or o.candidates > 1 else 0.0
-    _check_levels(o, objective, screen_fraction)
     init_config = resolve_config(ui, o.init)
-    spec = RunSpec(
+    spec = RunSpec.for_models(
+        objective=o.objective,
+        diagnoser=o.diagnoser,
+        screen_fraction=o.screen_fraction,
         benchmark=o.benchmark,
         data=o.data,
-        rounds=rounds,
-        diagnoser=entry.name,
+        rounds=RUN_DEFAULTS.rounds if o.rounds is None else o.rounds,
         init=o.init,
         seed=o.seed,
-        objective=objective,
         protocol=o.adversarial_protocol,
         models=dict(settings.__dict__),
         guard=GuardSettings(
@@ -391,9 +368,8 @@ def new_run_spec(ui: UI, o: RunOptions, local_models: LocalModels) -> tuple[RunS
         patience=o.patience,
         reextract=not o.no_reextract,
         cache_enabled=not o.no_cache,
-        frozen=frozen,
+        frozen=files_space().expand([n for item in o.freeze or [] for n in item.split(",")]),
         diagnosis_mode=o.diagnosis_mode,
-        screen_fraction=screen_fraction,
         screen_budget=o.screen_budget,
         screen_alpha=o.screen_alpha,
         candidates=o.candidates,
@@ -403,21 +379,3 @@ def new_run_spec(ui: UI, o: RunOptions, local_models: LocalModels) -> tuple[RunS
         evidence_rung=not o.no_evidence_rung,
     )
     return spec, init_config
-
-
-def _check_levels(o: RunOptions, objective: str, screen_fraction: float) -> None:
-    """The screening and significance settings: in range and possible together."""
-    from evolvemem.session import candidates_problem
-
-    if not 0.0 <= screen_fraction <= 1.0:
-        raise EvolveMemError(f"--screen-fraction must be between 0 and 1, not {screen_fraction:g}")
-    if o.screen_budget < 1:
-        raise EvolveMemError("--screen-budget must be 1 or more")
-    problem = candidates_problem(o.candidates, screen_fraction, o.screen_budget, objective)
-    if problem:
-        raise EvolveMemError(problem)
-    if o.context_tokens is not None and o.context_tokens < 1:
-        raise EvolveMemError(f"--context-tokens must be 1 or more, not {o.context_tokens}")
-    for name, level in (("--alpha", o.alpha), ("--screen-alpha", o.screen_alpha)):
-        if not 0.0 < level < 1.0:
-            raise EvolveMemError(f"{name} must be between 0 and 1 (exclusive), not {level:g}")

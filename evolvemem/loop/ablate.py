@@ -74,9 +74,7 @@ def run_ablation(
     base = None
     for variant in [Variant("full config", config, "the config as evolved"), *ablation_variants(config)]:
         phase = "ablate" if base is None else f"ablate:{variant.label}"
-        s = scorer.score_round(
-            RoundJob(variant.config, questions, round_no, phase, contexts_only=contexts_only)
-        )
+        s = scorer.score_round(RoundJob(variant.config, questions, round_no, phase, contexts_only=contexts_only))
         row: dict[str, Any] = {
             "mechanism": variant.label,
             "what": variant.what,

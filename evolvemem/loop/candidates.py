@@ -35,32 +35,13 @@ from evolvemem.loop.screening import (
     Screener,
     ScreenVerdict,
     screen_verdict,
-    screening_enabled,
 )
-from evolvemem.loop.spec import CONTEXTS_ONLY, GuardSettings, objective_group
+from evolvemem.loop.spec import GuardSettings, objective_group
 from evolvemem.store.rows import ScreeningRow
 from evolvemem.space.config import RetrievalConfig, parse_config
 from evolvemem.space.ops import perturb
 
 ALTERNATIVE, EXPLORATION = "alternative", "exploration"
-
-
-def candidates_problem(k: int, screen_fraction: float, screen_budget: int, objective: str) -> str:
-    """Why a run cannot screen `k` candidates a round with these settings ("" when it can)."""
-    if k < 1:
-        return "--candidates must be 1 or more"
-    if k == 1:
-        return ""
-    if objective == CONTEXTS_ONLY:
-        return (
-            "--candidates needs an objective that answers (--objective balanced, all or main): under the "
-            "evidence objective a round costs milliseconds a question and is not screened"
-        )
-    if not screening_enabled(screen_fraction):
-        return "--candidates compares candidates on the screening minibatch: --screen-fraction must be between 0 and 1"
-    if screen_budget > 1:
-        return "--screen-budget explores one candidate after another; with --candidates a round screens them at once"
-    return ""
 
 
 def alternative_candidates(

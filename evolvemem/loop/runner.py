@@ -31,10 +31,10 @@ from evolvemem.loop.reextract import reextract, uncovered_sessions
 from evolvemem.loop.candidates import alternative_candidates, choose_among, corrected, screened_candidates
 from evolvemem.loop.result import RoundDone, RunResult
 from evolvemem.loop.ladder import LadderInputs
-from evolvemem.loop.screening import PASSED, Screener, estimated_score, screening_enabled
+from evolvemem.loop.screening import PASSED, Screener, estimated_score
 from evolvemem.loop.snapshots import write_final, write_round_snapshot
 from evolvemem.loop.scorer import ProgressFn, RoundJob, RoundScorer, round_progress
-from evolvemem.loop.spec import CONTEXTS_ONLY, RunSpec, objective_column
+from evolvemem.loop.spec import CONTEXTS_ONLY, RunSpec, objective_column, screening_enabled
 from evolvemem.space.action_space import ActionSpace
 from evolvemem.space.changes import Change
 from evolvemem.space.dimensions import Dimension

@@ -47,11 +47,6 @@ PASSED, SCREENED_OUT = "passed", "screened_out"
 OUTRANKED = "outranked"  # passed its minibatch, but another of the round's parallel candidates gained more
 
 
-def screening_enabled(fraction: float) -> bool:
-    """0 (no minibatch) and 1 (the minibatch is the whole dev set) both mean: no screening."""
-    return 0.0 < fraction < 1.0
-
-
 def minibatch(questions: Iterable[Question], fraction: float, seed: int) -> list[Question]:
     """A fixed share of every (question type, conversation) cell, at least one question each,
     drawn with `seed`; in the questions' order."""
@@ -155,7 +150,9 @@ class Screener:
         started = self.store.round_row(round_no, Phase.DEV)
         if started is None:
             return done, None
-        return done, parse_config(started.config or {}, source="run store", space=like.space)[0].with_budget(like.budget)
+        return done, parse_config(started.config or {}, source="run store", space=like.space)[0].with_budget(
+            like.budget
+        )
 
     def _screen(
         self, round_no: int, attempt: int, candidate: RetrievalConfig, source: str, incumbent: RoundScore

@@ -8,6 +8,7 @@ from typing import Any
 
 from evolvemem.contracts.local_models import LocalModels
 from evolvemem.contracts.vocab import Objective
+from evolvemem.errors import EvolveMemError
 from evolvemem.llm.client import redact_url
 from evolvemem.space.budget import TokenBudget
 
@@ -57,6 +58,9 @@ def objective_metric(objective: str) -> str:
     return "evidence_recall" if objective == CONTEXTS_ONLY else "f1"
 
 
+DEFAULT_SCREEN_FRACTION = 0.25  # the share of dev questions a screening minibatch takes
+
+
 @dataclass(frozen=True)
 class GuardSettings:
     """How the guard judges a round against the incumbent (evolvemem/loop/paired.py)."""
@@ -70,6 +74,21 @@ class GuardSettings:
     consistency_tolerance: float = 0.005  # a conversation "holds" when it loses less than this
     folds: int = 0  # > 1: every fold of dev conversations must hold too
 
+    def __post_init__(self) -> None:
+        if not 0.0 < self.alpha < 1.0:
+            raise EvolveMemError(f"--alpha must be between 0 and 1 (exclusive), not {self.alpha:g}")
+        for flag, value in (
+            ("--tau-rev", self.revert_threshold),
+            ("--min-effect", self.min_effect),
+            ("--max-loss", self.max_loss),
+        ):
+            if value < 0:
+                raise EvolveMemError(f"{flag} must be 0 or more, not {value:g}")
+        if self.explore_dims < 1:
+            raise EvolveMemError(f"--explore-dims must be 1 or more, not {self.explore_dims}")
+        if self.folds < 0:
+            raise EvolveMemError(f"--folds must be 0 or more, not {self.folds}")
+
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
@@ -79,8 +98,35 @@ class GuardSettings:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
-@dataclass
+def screening_enabled(fraction: float) -> bool:
+    """0 (no minibatch) and 1 (the minibatch is the whole dev set) both mean: no screening."""
+    return 0.0 < fraction < 1.0
+
+
+def candidates_problem(k: int, screen_fraction: float, screen_budget: int, objective: str) -> str:
+    """Why a run cannot screen `k` candidates a round with these settings ("" when it can)."""
+    if k < 1:
+        return "--candidates must be 1 or more"
+    if k == 1:
+        return ""
+    if objective == CONTEXTS_ONLY:
+        return (
+            "--candidates needs an objective that answers (--objective balanced, all or main): under the "
+            "evidence objective a round costs milliseconds a question and is not screened"
+        )
+    if not screening_enabled(screen_fraction):
+        return "--candidates compares candidates on the screening minibatch: --screen-fraction must be between 0 and 1"
+    if screen_budget > 1:
+        return "--screen-budget explores one candidate after another; with --candidates a round screens them at once"
+    return ""
+
+
+@dataclass(frozen=True)
 class RunSpec:
+    """Everything that defines a run. It checks itself when made (one line naming the setting, the
+    same whether the CLI or a library caller made it); `for_models` fills the defaults that hang
+    on which roles a model plays."""
+
     benchmark: str
     data: str | None
     diagnoser: str
@@ -101,7 +147,7 @@ class RunSpec:
     # candidates are first scored on a fixed stratified minibatch of this share of the dev
     # questions and fully evaluated only when they pass (loop/screening.py); 0 or 1: off (what
     # `evolve run` picks when the answers are offline: a full evaluation costs seconds there)
-    screen_fraction: float = 0.25
+    screen_fraction: float = DEFAULT_SCREEN_FRACTION
     screen_budget: int = 1  # screenings per round before the incumbent is carried
     screen_alpha: float = 0.2  # a minibatch gain of at least the guard's min effect must have p below this
     candidates: int = 1  # configs a round screens at once (loop/candidates.py); > 1 needs screening
@@ -114,6 +160,60 @@ class RunSpec:
     # rung 0 of the ladder: a candidate that changes the context is first compared on the evidence
     # recall of its contexts (no answer call) and stops there when significantly worse
     evidence_rung: bool = True
+
+    def __post_init__(self) -> None:
+        from evolvemem.diagnosers import diagnoser_entry
+        from evolvemem.scoring.locomo import check_protocol
+
+        check_protocol(self.protocol)
+        if self.objective not in OBJECTIVES:
+            raise EvolveMemError(f"--objective must be {' or '.join(OBJECTIVES)}, not {self.objective!r}")
+        if self.rounds < 0:
+            raise EvolveMemError("--rounds must be 0 or more")
+        entry = diagnoser_entry(self.diagnoser)
+        if entry.modes and self.diagnosis_mode not in entry.modes:
+            raise EvolveMemError(f"--diagnosis-mode must be {' or '.join(entry.modes)}, not {self.diagnosis_mode!r}")
+        if not 0.0 <= self.screen_fraction <= 1.0:
+            raise EvolveMemError(f"--screen-fraction must be between 0 and 1, not {self.screen_fraction:g}")
+        if self.screen_budget < 1:
+            raise EvolveMemError("--screen-budget must be 1 or more")
+        if not 0.0 < self.screen_alpha < 1.0:
+            raise EvolveMemError(f"--screen-alpha must be between 0 and 1 (exclusive), not {self.screen_alpha:g}")
+        problem = candidates_problem(self.candidates, self.screen_fraction, self.screen_budget, self.objective)
+        if problem:
+            raise EvolveMemError(problem)
+        if self.token_budget is not None and self.token_budget < 1:
+            raise EvolveMemError(f"--context-tokens must be 1 or more, not {self.token_budget}")
+        if self.concurrency < 1:
+            raise EvolveMemError(f"--concurrency must be 1 or more, not {self.concurrency}")
+        if self.patience < 0:
+            raise EvolveMemError(f"--patience must be 0 or more, not {self.patience}")
+
+    @classmethod
+    def for_models(
+        cls,
+        *,
+        objective: str | None = None,
+        diagnoser: str | None = None,
+        screen_fraction: float | None = None,
+        **given: Any,
+    ) -> RunSpec:
+        """A spec whose unset objective, diagnoser and screen fraction follow the models in
+        `given["models"]`: with a model answering, the balanced objective and a screened round;
+        offline, the evidence objective (default_objective) and no screening unless several
+        candidates are compared; the llm diagnoser when a model diagnoses, else the rubric."""
+        from evolvemem.roles.factory import ModelSettings
+
+        settings = ModelSettings(**given.get("models", {}))
+        answered = settings.for_role("answer") != "offline"
+        if screen_fraction is None:  # K candidates are compared on the minibatch, offline too
+            screen_fraction = DEFAULT_SCREEN_FRACTION if answered or given.get("candidates", 1) > 1 else 0.0
+        return cls(
+            objective=objective or default_objective(answered),
+            diagnoser=diagnoser or ("llm" if settings.for_role("diagnose") != "offline" else "rubric"),
+            screen_fraction=screen_fraction,
+            **given,
+        )
 
     @property
     def budget(self) -> TokenBudget:

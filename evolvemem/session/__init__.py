@@ -12,7 +12,7 @@ from evolvemem.contracts.local_models import LocalModels
 from evolvemem.data.split import SPLITS
 from evolvemem.diagnosers import DIAGNOSERS, diagnoser_entry
 from evolvemem.executor import EXECUTORS, open_executor
-from evolvemem.loop.candidates import candidates_problem
+from evolvemem.loop.spec import candidates_problem
 from evolvemem.loop.result import RoundDone, RunResult
 from evolvemem.loop.runner import Hooks
 from evolvemem.loop.spec import GuardSettings, OBJECTIVES, RunSpec, default_objective

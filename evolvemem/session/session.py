@@ -3,30 +3,23 @@
 The composition root of the library: `Session.create` (a new `evolve run`), `Session.resume`
 (continue one from its directory alone), `Session.open_eval` (`evolve eval` / `evolve transfer`,
 which resumes itself when pointed at the same directory) and `Session.open_ablation`. Every
-evaluation goes through `score_round`, the one round bracket: begin the round → build the memory
+evaluation goes through its `RoundBracket` (session/rounds.py): begin the round → build the memory
 stores the config reads → evaluate → usage rows → finish the round. The CLI parses options and
 renders; benchmarks and tests call these same verbs."""
 
 from __future__ import annotations
 
 import sys
-import threading
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
 from evolvemem.workspace.memory_rows import all_memories, restore_added
 from evolvemem import __version__
-from evolvemem.answering.context_reuse import AnswerMemo
-from evolvemem.answering.contexts import evaluate_contexts
-from evolvemem.answering.evaluate import ReuseMap, evaluate, remember
-from evolvemem.answering.stores import stores_needed
 from evolvemem.benchmarks import load_benchmark
 from evolvemem.contracts.closing import Closing
 from evolvemem.contracts.local_models import LocalModels
-from evolvemem.contracts.records import QuestionRecord
-from evolvemem.data.models import Dataset, Question
+from evolvemem.data.models import Dataset
 from evolvemem.data.split import SPLITS, split_dataset, split_ids
 from evolvemem.errors import EvolveMemError
 from evolvemem.executor import Executor
@@ -40,18 +33,17 @@ from evolvemem.loop.runner import EvolutionRunner, Hooks
 from evolvemem.loop.spec import CONTEXTS_ONLY, RunSpec
 from evolvemem.roles.answer_llm import context_token_share
 from evolvemem.roles.factory import ModelSettings
-from evolvemem.scoring.aggregate import EvaluationScores, summarise
+from evolvemem.scoring.aggregate import EvaluationScores
 from evolvemem.scoring.locomo import check_protocol
 from evolvemem.session.inputs import best_config_path, manifest_start_config, small_dev_warning
 from evolvemem.session.reporter import QuietReporter, Reporter
 from evolvemem.retrieval.stage_models import require_stage_models
 from evolvemem.session.setup import announce_models, check_endpoint, open_workspace
-from evolvemem.session.sharded import evaluate_sharded
+from evolvemem.session.rounds import RoundBracket
 from evolvemem.space.action_space import ActionSpace, files_space
 from evolvemem.space.budget import TokenBudget
 from evolvemem.space.config import RetrievalConfig, config_to_toml, load_config
 from evolvemem.space.emerged import begin_run_dimensions, run_space
-from evolvemem.store.rows import RoundSummary
 from evolvemem.store.run_store import DB_NAME, RunStore
 from evolvemem.store.usage_journal import JOURNAL_NAME
 from evolvemem.workspace import Workspace
@@ -120,26 +112,23 @@ class Session(Closing):
         concurrency: int,
         context_reuse: bool = True,
         executor: Executor | None = None,
+        spec: RunSpec | None = None,
+        space: ActionSpace | None = None,
     ):
         self.store = store
+        self.spec = spec  # an evolve run's (None for an eval or transfer directory)
         self.workspace = workspace
         self.reporter = reporter
         # where evaluations run (executor/): in this process unless a caller passes another; the
         # caller that made an executor closes it
         self.executor: Executor = executor or LocalExecutor()
-        self.protocol = protocol
-        self.concurrency = concurrency
-        # a run's action space (the files' dimensions and its levers): `_open_run` reads it from
-        # the run's files, the runner replaces it as levers emerge
-        self.space: ActionSpace = files_space()
-        # what this run already paid for, reused by later evaluations (and refilled on resume):
-        # whole records of an identical effective config, answers to an identical context
-        self.reuse: ReuseMap = {}
-        self.answers: AnswerMemo | None = AnswerMemo() if context_reuse else None
-        stored = store.scored_records()
-        remember(self.reuse, stored)
-        if self.answers is not None:
-            self.answers.restore(stored)
+        # a run's action space (the files' dimensions and its levers, read from the run's files);
+        # the runner replaces it as levers emerge
+        self.space: ActionSpace = space or files_space()
+        # every evaluation goes through the one round bracket (session/rounds.py)
+        self.rounds = RoundBracket(
+            store, workspace, self.executor, protocol=protocol, concurrency=concurrency, context_reuse=context_reuse
+        )
         # every LLM event goes to the run's usage journal as it happens (the openers attach it
         # before the workspace is built, so setup's extraction calls are journaled one by one too)
         if workspace.roles.ledger is not None:
@@ -162,6 +151,13 @@ class Session(Closing):
         return self.store.run_dir
 
     @property
+    def run_spec(self) -> RunSpec:
+        """The spec of the evolve run this session opened (an eval directory has none)."""
+        if self.spec is None:
+            raise EvolveMemError(f"{self.run_dir}: not an evolve run (an `evolve eval` or `transfer` directory)")
+        return self.spec
+
+    @property
     def dataset(self) -> Dataset:
         return self.workspace.dataset
 
@@ -172,124 +168,6 @@ class Session(Closing):
     def failure_causes(self) -> list[tuple[str, int]]:
         """(cause, questions) of every failed question of the run, most common first."""
         return self.store.failure_causes()
-
-    # ---- the round bracket -------------------------------------------------------------------
-    def score_round(self, job: RoundJob, on_stage: StageFn | None = None) -> RoundSummary:
-        """Score `job.config` on `job.questions` as (round, phase): builds the memory stores it
-        reads (`on_stage` reports their progress), resumes a half-finished evaluation (failed
-        questions are asked again), records usage, returns the finished round. `contexts_only`:
-        record each question's answer context and its evidence figures without an answer
-        (answering/contexts.py); every context is cut at the token budget the config carries."""
-        return self.score_rounds([job], on_stage)[0]
-
-    def score_rounds(self, jobs: list[RoundJob], on_stage: StageFn | None = None) -> list[RoundSummary]:
-        """Several evaluations, each as `score_round` scores one: in this process one after
-        another; on a remote executor all at once, split by conversation (session/sharded.py).
-        Contexts-only evaluations make no answer call (milliseconds a question): always here."""
-        return [row for _, row in self._score_rounds(jobs, on_stage)]
-
-    def _score_rounds(
-        self, jobs: list[RoundJob], on_stage: StageFn | None = None
-    ) -> list[tuple[EvaluationScores, RoundSummary]]:
-        """`score_rounds` with each round's full scores (per group and question type too)."""
-        sharded = [i for i, job in enumerate(jobs) if self.executor.remote and not job.contexts_only]
-        scored = {i: self._score_here(job, on_stage) for i, job in enumerate(jobs) if i not in sharded}
-        if sharded:
-            started = time.perf_counter()
-            batch = [jobs[i] for i in sharded]
-            todos = [self._begin(job, on_stage) for job in batch]
-            outcomes = evaluate_sharded(
-                self.executor,
-                self.store,
-                self.workspace,
-                batch,
-                todos,
-                reuse=self.reuse,
-                memo=self.answers,
-                protocol=self.protocol,
-                concurrency=self.concurrency,
-            )
-            setup = max(0.0, time.perf_counter() - started - max(o.seconds for o in outcomes))
-            for i, job, outcome in zip(sharded, batch, outcomes):
-                scored[i] = self._finish(job, setup + outcome.seconds, outcome.stopped)
-        return [scored[i] for i in range(len(jobs))]
-
-    def _begin(self, job: RoundJob, on_stage: StageFn | None) -> list[Question]:
-        """Open (round, phase), build the stores its config reads (their cost is the round's) and
-        return the questions not answered yet (failed ones are asked again)."""
-        store, ws = self.store, self.workspace
-        store.begin_round(job.round_no, job.phase, job.config)
-        with store.journal.phase(job.round_no, job.phase):
-            ws.ensure_stores(stores_needed(job.config), progress=on_stage)
-        store.fold_usage_journal()
-        store.drop_failed(job.round_no, job.phase)
-        done_ids = store.finished_question_ids(job.round_no, job.phase)
-        return [q for q in job.questions if q.question_id not in done_ids]
-
-    def _score_here(self, job: RoundJob, on_stage: StageFn | None) -> tuple[EvaluationScores, RoundSummary]:
-        """One evaluation in this process, its records flushed batch by batch (it is scored by
-        `_finish`, from the store: a resumed round's earlier records count too)."""
-        store, ws = self.store, self.workspace
-        round_no, phase = job.round_no, job.phase
-        started = time.perf_counter()
-        todo = self._begin(job, on_stage)
-        # each call's usage is journaled as it returns (store/usage_journal.py); the journal is
-        # folded into the usage table with every flushed batch of records, so a killed process
-        # loses neither the answers it paid for nor their cost; one lock keeps the store's
-        # connection to one writer at a time
-        writing = threading.Lock()
-
-        def record(batch: list[QuestionRecord]) -> None:
-            with writing:
-                store.record_questions(batch)
-                store.fold_usage_journal()
-
-        with store.journal.phase(round_no, phase):
-            if job.contexts_only:
-                evaluate_contexts(
-                    ws,
-                    job.config,
-                    todo,
-                    round_no=round_no,
-                    phase=phase,
-                    on_record=job.on_record,
-                    sink=record,
-                )
-            else:
-                evaluate(
-                    ws,
-                    job.config,
-                    todo,
-                    round_no=round_no,
-                    phase=phase,
-                    concurrency=self.concurrency,
-                    protocol=self.protocol,
-                    on_record=job.on_record,
-                    sink=record,
-                    reuse=self.reuse,
-                    memo=self.answers,
-                )
-        store.fold_usage_journal()
-        return self._finish(job, time.perf_counter() - started, ws.roles.stopped_model())
-
-    def _finish(self, job: RoundJob, seconds: float, stopped: str | None) -> tuple[EvaluationScores, RoundSummary]:
-        """Score every record (round, phase) holds — those of an earlier, interrupted process too,
-        and those a remote executor wrote — and close it; a model that stopped answering or a
-        round without one scored question is an error (the round stays open for a resume)."""
-        store, ds = self.store, self.workspace.dataset
-        round_no, phase = job.round_no, job.phase
-        records = store.round_records(round_no, phase)
-        if stopped:  # a model stopped answering mid-round: the round is not scored on what was left
-            raise EvolveMemError(f"round {round_no} ({phase}) stopped: {stopped}")
-        if job.questions and not any(not r.failed for r in records):
-            cause, n = (store.failure_causes(round_no, phase) or [("no reason recorded", len(job.questions))])[0]
-            raise EvolveMemError(
-                f"round {round_no} ({phase}): every one of its {len(records)} questions failed; {n} with: {cause}"
-            )
-        if not job.contexts_only:  # a record without an answer is no answer to reuse
-            remember(self.reuse, records)
-        scores = summarise(records, category_names=ds.category_names)
-        return scores, store.finish_round(round_no, phase, scores, seconds)
 
     # ---- evolve run --------------------------------------------------------------------------
     @classmethod
@@ -324,7 +202,7 @@ class Session(Closing):
         if too_small:
             reporter.warn(too_small)
         # resume must not depend on the shell: the manifest holds the resolved data file
-        spec.data = resolved_data_path(spec.data, dataset)
+        spec = replace(spec, data=resolved_data_path(spec.data, dataset))
         run_dir.mkdir(parents=True, exist_ok=True)
         # the levers an --init RUN config uses become the run's own
         space, start = begin_run_dimensions(run_dir, init_config.model_dump(), init_config.space)
@@ -375,9 +253,9 @@ class Session(Closing):
         space = run_space(run_dir)  # the levers that emerged before the interruption
         spec = RunSpec.from_dict(manifest["spec"])
         if rounds is not None:
-            spec.rounds = rounds
+            spec = replace(spec, rounds=rounds)
         if api_base is not None:
-            spec.models = {**spec.models, "api_base": api_base}
+            spec = replace(spec, models={**spec.models, "api_base": api_base})
         elif "***@" in str(spec.models.get("api_base") or ""):
             raise EvolveMemError(
                 f"{run}: its --api-base held credentials, which are not stored; pass the URL again: "
@@ -393,7 +271,7 @@ class Session(Closing):
                 f"{run_dir}: {what} differs from the one the run started with (hash "
                 f"{dataset.content_hash} ≠ {manifest['data_hash']})"
             )
-        spec.data = resolved_data_path(data or recorded, dataset)
+        spec = replace(spec, data=resolved_data_path(data or recorded, dataset))
         store = RunStore(run_dir)
         store.set_manifest({"spec": spec.as_dict()})
         store.extend_rounds(spec.rounds)
@@ -413,15 +291,6 @@ class Session(Closing):
             settings = ModelSettings(**spec.models)
             announce_models(reporter, settings)
             workspace = _run_workspace(reporter, dataset, settings, spec, store)
-            session = cls(
-                store,
-                workspace,
-                reporter,
-                protocol=spec.protocol,
-                concurrency=spec.concurrency,
-                context_reuse=spec.context_reuse,
-                executor=executor,
-            )
             if spec.objective == CONTEXTS_ONLY and spec.token_budget is None:
                 # fixed once, in the manifest: every round's contexts are cut at the same budget
                 spec = replace(spec, token_budget=context_token_share(workspace.roles.mechanism_client))
@@ -430,8 +299,17 @@ class Session(Closing):
                     f"[dim]evidence objective: contexts cut at {spec.token_budget} tokens "
                     "(the answer model's window share; --context-tokens sets it)[/dim]"
                 )
-            session.spec = spec
-            session.space = space
+            session = cls(
+                store,
+                workspace,
+                reporter,
+                protocol=spec.protocol,
+                concurrency=spec.concurrency,
+                context_reuse=spec.context_reuse,
+                executor=executor,
+                spec=spec,
+                space=space,
+            )
             if not store.has_memories():
                 store.record_memories(all_memories(workspace))
             else:
@@ -443,8 +321,6 @@ class Session(Closing):
             raise
         return session
 
-    spec: RunSpec
-
     def init_config(self) -> RetrievalConfig:
         return manifest_start_config(self.store.manifest(), self.run_dir, self.space)
 
@@ -452,7 +328,7 @@ class Session(Closing):
         """Rounds 0..N (continuing from the store), then start and best scored once on test."""
         start = self.init_config()
         require_stage_models(start, self.workspace.reranker, self.workspace.second_embedder)
-        runner = EvolutionRunner(self.spec, self.store, self.workspace, self, start, hooks)
+        runner = EvolutionRunner(self.run_spec, self.store, self.workspace, self.rounds, start, hooks)
         try:
             return runner.run()
         finally:
@@ -533,7 +409,9 @@ class Session(Closing):
         on_stage: StageFn | None = None,
     ) -> EvalResult:
         """Round 0 of an eval directory, and its config.toml."""
-        [(scores, row)] = self._score_rounds([RoundJob(config, self.dataset.questions, 0, "eval", on_record)], on_stage)
+        [(scores, row)] = self.rounds.score_with_scores(
+            [RoundJob(config, self.dataset.questions, 0, "eval", on_record)], on_stage
+        )
         (self.run_dir / "config.toml").write_text(
             config_to_toml(config, header=f"evolvemem config (from {config_source})"), encoding="utf-8"
         )
@@ -542,7 +420,7 @@ class Session(Closing):
     def compare_with_baseline(self, baseline: RetrievalConfig) -> tuple[EvaluationScores, Comparison]:
         """The same questions scored with `baseline` (phase "baseline"), and the paired comparison of
         the eval's config against it: what a transferred config is worth on the target."""
-        [(scores, _)] = self._score_rounds([RoundJob(baseline, self.dataset.questions, 0, "baseline")])
+        [(scores, _)] = self.rounds.score_with_scores([RoundJob(baseline, self.dataset.questions, 0, "baseline")])
         evaluated, base = self.store.round_records(0, "eval"), self.store.round_records(0, "baseline")
         return scores, compare(evaluated, base, 0, 0, "balanced")
 
@@ -569,8 +447,7 @@ class Session(Closing):
             )  # a file from before budgets travelled
             dataset = load_benchmark(spec.benchmark, spec.data)
             workspace = _run_workspace(reporter, dataset, ModelSettings(**spec.models), spec, store)
-            session = cls(store, workspace, reporter, protocol=spec.protocol, concurrency=spec.concurrency)
-            session.spec = spec
+            session = cls(store, workspace, reporter, protocol=spec.protocol, concurrency=spec.concurrency, spec=spec)
         except BaseException:
             store.close()
             raise
@@ -581,7 +458,7 @@ class Session(Closing):
     ) -> list[dict]:
         questions = split_dataset(self.dataset, split).questions
         contexts_only = self.spec is not None and self.spec.objective == CONTEXTS_ONLY
-        return run_ablation(self, config, questions, round_no, on_variant, contexts_only=contexts_only)
+        return run_ablation(self.rounds, config, questions, round_no, on_variant, contexts_only=contexts_only)
 
 
 def _check_resumable(

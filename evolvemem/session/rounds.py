@@ -1,0 +1,171 @@
+"""`RoundBracket`: how one evaluation becomes one finished (round, phase) of the run store.
+
+Begin the round → build the memory stores its config reads (their cost is the round's) → evaluate
+the questions not answered yet, here or sharded on a remote executor → fold the usage journal →
+score every record the round holds and finish it. It is the `RoundScorer` the loop, the ladder,
+the ablation and `evolve eval` all score through; it also holds what a run already paid for
+(whole records of an identical effective config, answers to an identical context), refilled from
+the store on open so a resume re-asks nothing."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from evolvemem.answering.context_reuse import AnswerMemo
+from evolvemem.answering.contexts import evaluate_contexts
+from evolvemem.answering.evaluate import ReuseMap, evaluate, remember
+from evolvemem.answering.stores import stores_needed
+from evolvemem.contracts.records import QuestionRecord
+from evolvemem.data.models import Question
+from evolvemem.errors import EvolveMemError
+from evolvemem.executor import Executor
+from evolvemem.loop.scorer import RoundJob, StageFn
+from evolvemem.scoring.aggregate import EvaluationScores, summarise
+from evolvemem.session.sharded import evaluate_sharded
+from evolvemem.store.rows import RoundSummary
+from evolvemem.store.run_store import RunStore
+from evolvemem.workspace import Workspace
+
+
+class RoundBracket:
+    """Scores jobs as (round, phase) of `store`, in `workspace`, on `executor`."""
+
+    def __init__(
+        self,
+        store: RunStore,
+        workspace: Workspace,
+        executor: Executor,
+        *,
+        protocol: str,
+        concurrency: int,
+        context_reuse: bool = True,
+    ):
+        self.store = store
+        self.workspace = workspace
+        self.executor = executor
+        self.protocol = protocol
+        self.concurrency = concurrency
+        self.reuse: ReuseMap = {}
+        self.answers: AnswerMemo | None = AnswerMemo() if context_reuse else None
+        stored = store.scored_records()
+        remember(self.reuse, stored)
+        if self.answers is not None:
+            self.answers.restore(stored)
+
+    def score_round(self, job: RoundJob, on_stage: StageFn | None = None) -> RoundSummary:
+        """Score `job.config` on `job.questions` as (round, phase): builds the memory stores it
+        reads (`on_stage` reports their progress), resumes a half-finished evaluation (failed
+        questions are asked again), records usage, returns the finished round. `contexts_only`:
+        record each question's answer context and its evidence figures without an answer
+        (answering/contexts.py); every context is cut at the token budget the config carries."""
+        return self.score_rounds([job], on_stage)[0]
+
+    def score_rounds(self, jobs: list[RoundJob], on_stage: StageFn | None = None) -> list[RoundSummary]:
+        """Several evaluations, each as `score_round` scores one: in this process one after
+        another; on a remote executor all at once, split by conversation (session/sharded.py).
+        Contexts-only evaluations make no answer call (milliseconds a question): always here."""
+        return [row for _, row in self.score_with_scores(jobs, on_stage)]
+
+    def score_with_scores(
+        self, jobs: list[RoundJob], on_stage: StageFn | None = None
+    ) -> list[tuple[EvaluationScores, RoundSummary]]:
+        """`score_rounds` with each round's full scores (per group and question type too)."""
+        sharded = [i for i, job in enumerate(jobs) if self.executor.remote and not job.contexts_only]
+        scored = {i: self._score_here(job, on_stage) for i, job in enumerate(jobs) if i not in sharded}
+        if sharded:
+            started = time.perf_counter()
+            batch = [jobs[i] for i in sharded]
+            todos = [self._begin(job, on_stage) for job in batch]
+            outcomes = evaluate_sharded(
+                self.executor,
+                self.store,
+                self.workspace,
+                batch,
+                todos,
+                reuse=self.reuse,
+                memo=self.answers,
+                protocol=self.protocol,
+                concurrency=self.concurrency,
+            )
+            setup = max(0.0, time.perf_counter() - started - max(o.seconds for o in outcomes))
+            for i, job, outcome in zip(sharded, batch, outcomes):
+                scored[i] = self._finish(job, setup + outcome.seconds, outcome.stopped)
+        return [scored[i] for i in range(len(jobs))]
+
+    def _begin(self, job: RoundJob, on_stage: StageFn | None) -> list[Question]:
+        """Open (round, phase), build the stores its config reads (their cost is the round's) and
+        return the questions not answered yet (failed ones are asked again)."""
+        store, ws = self.store, self.workspace
+        store.begin_round(job.round_no, job.phase, job.config)
+        with store.journal.phase(job.round_no, job.phase):
+            ws.ensure_stores(stores_needed(job.config), progress=on_stage)
+        store.fold_usage_journal()
+        store.drop_failed(job.round_no, job.phase)
+        done_ids = store.finished_question_ids(job.round_no, job.phase)
+        return [q for q in job.questions if q.question_id not in done_ids]
+
+    def _score_here(self, job: RoundJob, on_stage: StageFn | None) -> tuple[EvaluationScores, RoundSummary]:
+        """One evaluation in this process, its records flushed batch by batch (it is scored by
+        `_finish`, from the store: a resumed round's earlier records count too)."""
+        store, ws = self.store, self.workspace
+        round_no, phase = job.round_no, job.phase
+        started = time.perf_counter()
+        todo = self._begin(job, on_stage)
+        # each call's usage is journaled as it returns (store/usage_journal.py); the journal is
+        # folded into the usage table with every flushed batch of records, so a killed process
+        # loses neither the answers it paid for nor their cost; one lock keeps the store's
+        # connection to one writer at a time
+        writing = threading.Lock()
+
+        def record(batch: list[QuestionRecord]) -> None:
+            with writing:
+                store.record_questions(batch)
+                store.fold_usage_journal()
+
+        with store.journal.phase(round_no, phase):
+            if job.contexts_only:
+                evaluate_contexts(
+                    ws,
+                    job.config,
+                    todo,
+                    round_no=round_no,
+                    phase=phase,
+                    on_record=job.on_record,
+                    sink=record,
+                )
+            else:
+                evaluate(
+                    ws,
+                    job.config,
+                    todo,
+                    round_no=round_no,
+                    phase=phase,
+                    concurrency=self.concurrency,
+                    protocol=self.protocol,
+                    on_record=job.on_record,
+                    sink=record,
+                    reuse=self.reuse,
+                    memo=self.answers,
+                )
+        store.fold_usage_journal()
+        return self._finish(job, time.perf_counter() - started, ws.roles.stopped_model())
+
+    def _finish(self, job: RoundJob, seconds: float, stopped: str | None) -> tuple[EvaluationScores, RoundSummary]:
+        """Score every record (round, phase) holds — those of an earlier, interrupted process too,
+        and those a remote executor wrote — and close it; a model that stopped answering or a
+        round without one scored question is an error (the round stays open for a resume)."""
+        store, ds = self.store, self.workspace.dataset
+        round_no, phase = job.round_no, job.phase
+        records = store.round_records(round_no, phase)
+        if stopped:  # a model stopped answering mid-round: the round is not scored on what was left
+            raise EvolveMemError(f"round {round_no} ({phase}) stopped: {stopped}")
+        if job.questions and not any(not r.failed for r in records):
+            cause, n = (store.failure_causes(round_no, phase) or [("no reason recorded", len(job.questions))])[0]
+            raise EvolveMemError(
+                f"round {round_no} ({phase}): every one of its {len(records)} questions failed; {n} with: {cause}"
+            )
+        if not job.contexts_only:  # a record without an answer is no answer to reuse
+            remember(self.reuse, records)
+        scores = summarise(records, category_names=ds.category_names)
+        return scores, store.finish_round(round_no, phase, scores, seconds)
