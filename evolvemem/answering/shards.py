@@ -18,7 +18,8 @@ import os
 import time
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any
 
 from evolvemem.answering.context_reuse import AnswerMemo, MemoEntries
 from evolvemem.answering.evaluate import evaluate
@@ -61,7 +62,7 @@ class ShardTask:
     job: int  # which evaluation of the driver's batch
     setup: WorkerSetup
     pack: Shared[ConversationPack]
-    config: dict  # RetrievalConfig.model_dump(), parsed on the worker in the space its setup carries
+    config: dict[str, Any]  # RetrievalConfig.model_dump(), parsed on the worker in the space its setup carries
     budget: TokenBudget  # the token budget the config carries (values alone do not hold it)
     questions: tuple[Question, ...]
     round_no: int
@@ -96,11 +97,11 @@ def by_conversation(questions: list[Question]) -> list[list[Question]]:
 
 
 # ---- the worker side ---------------------------------------------------------------------------
-_roles: dict[tuple, Roles] = {}
-_embedders: dict[tuple, Embedder] = {}
+_roles: dict[Hashable, Roles] = {}
+_embedders: dict[Hashable, Embedder] = {}
 _rerankers: dict[str, CrossEncoderReranker] = {}
-_second_embedders: dict[tuple, SecondEmbedder] = {}
-_workspaces: OrderedDict[tuple, Workspace] = OrderedDict()
+_second_embedders: dict[Hashable, SecondEmbedder] = {}
+_workspaces: OrderedDict[Hashable, Workspace] = OrderedDict()
 
 
 def worker_roles(setup: WorkerSetup) -> Roles:

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from evolvemem.cli.ui import UI, fmt
+from evolvemem.cli.ui import UI, fmt, JsonResult
 
 
-def run_ablate(ui: UI, run: str, split: str) -> dict:
+def run_ablate(ui: UI, run: str, split: str) -> JsonResult:
     from evolvemem.session import Session
 
     session, config, best_round = Session.open_ablation(run, split, reporter=ui)
     with session, ui.progress() as bars:
         done: list[str] = []
 
-        def on_variant(row: dict) -> None:
+        def on_variant(row: JsonResult) -> None:
             done.append(row["mechanism"])
             bars.update("ablation", len(done), len(done), extra=row["mechanism"])
 
@@ -44,7 +44,10 @@ def run_ablate(ui: UI, run: str, split: str) -> dict:
     for col in columns:
         table.add_column(col)
     for r in rows:
-        delta = lambda k: "" if r[k] is None or r["mechanism"] == "full config" else f"{r[k]:+.4f}"
+
+        def delta(key: str, r: JsonResult = r) -> str:
+            return "" if r[key] is None or r["mechanism"] == "full config" else f"{r[key]:+.4f}"
+
         if evidence_run:
             table.add_row(
                 r["mechanism"], r["what"], fmt(r["main_evidence_recall"], 4), delta("delta_main_evidence_recall")

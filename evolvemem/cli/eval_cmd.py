@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from evolvemem.cli.common import default_run_dir
-from evolvemem.cli.ui import UI, category_table, paired_table, report_failures, report_oversized
+from evolvemem.cli.ui import UI, category_table, paired_table, report_failures, report_oversized, JsonResult
 from evolvemem.space.budget import TokenBudget
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def run_eval(
     source_run: str | None = None,
     baseline: tuple[str, RetrievalConfig] | None = None,
     context_tokens: int | None = None,
-) -> dict:
+) -> JsonResult:
     """Score one config; with `baseline` (label, config) the same questions again with it, and the
     paired difference (evolve transfer: the evolved config against the run's start on the target)."""
     from evolvemem.session import Session, resolve_config
@@ -109,7 +109,7 @@ def _print_scores(
 
 def _baseline_comparison(
     ui: UI, baseline_label: str, config_name: str, base_summary: EvaluationScores, comparison: Comparison
-) -> dict:
+) -> JsonResult:
     """Print the paired table against the baseline; its block of the JSON result."""
     ui.print(
         paired_table(

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from evolvemem.cli.options import LabelOptions
-from evolvemem.cli.ui import UI
+from evolvemem.cli.ui import UI, JsonResult
 from evolvemem.data.models import Dataset, Question
 from evolvemem.errors import EvolveMemError
 from evolvemem.labelling.kinds import LABEL_KINDS
@@ -77,7 +77,7 @@ def load_inputs(data: str | None, traces: str | None) -> tuple[Dataset, list[Que
     return dataset, seeds
 
 
-def run_label(ui: UI, o: LabelOptions) -> dict:
+def run_label(ui: UI, o: LabelOptions) -> JsonResult:
     from evolvemem.labelling.run import label_dataset
 
     chosen = chosen_model(o.model)

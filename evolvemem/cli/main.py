@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import TYPE_CHECKING, Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Optional, ParamSpec, TypeVar
 
 import typer
 
@@ -73,11 +74,15 @@ def exit_now_if_calls_in_flight(code: int) -> None:
         os._exit(code)
 
 
-def user_errors(func):
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def user_errors(func: Callable[P, R]) -> Callable[P, R]:
     """Print a user-facing error as one line and exit non-zero; never a traceback."""
 
     @functools.wraps(func)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         from evolvemem.errors import EvolveMemError
 
         try:
@@ -120,7 +125,7 @@ def space(
     run_dir: Optional[str] = typer.Option(
         None, "--run", metavar="RUN", help="Also list the levers that emerged in (or came with) this run."
     ),
-):
+) -> None:
     """Print the action space: every tunable dimension, its range and default."""
     from rich.markup import escape
     from rich.table import Table
@@ -234,7 +239,7 @@ def eval_command(
     ),
     json_out: bool = typer.Option(False, "--json", help="End stdout with one JSON object (overall, by_category)."),
     quiet: bool = QuietOpt,
-):
+) -> None:
     """Score one retrieval config on a benchmark; every question's record goes to DuckDB."""
     from evolvemem.cli.eval_cmd import run_eval
     from evolvemem.session import check_protocol, run_local_models
@@ -288,7 +293,7 @@ def run(
     ctx: typer.Context,
     opts: RunOptions = option_group(RunOptions),
     local: LocalModelOptions = option_group(LocalModelOptions),
-):
+) -> None:
     """Evolve the retrieval config: evaluate → diagnose → propose → guard, round by round."""
     import time
 
@@ -321,7 +326,7 @@ def run(
 def runs_command(
     root: str = typer.Argument("runs", help="Folder holding run directories."),
     json_out: bool = JsonOpt,
-):
+) -> None:
     """List the runs in a folder."""
     from evolvemem.cli.inspect_cmd import list_runs
 
@@ -332,7 +337,7 @@ def runs_command(
 
 @app.command()
 @user_errors
-def show(run_dir: str = typer.Argument(..., metavar="RUN"), json_out: bool = JsonOpt):
+def show(run_dir: str = typer.Argument(..., metavar="RUN"), json_out: bool = JsonOpt) -> None:
     """Per round: dev score, per category, Δ, decision, changes, calls and tokens; dev vs test."""
     from evolvemem.cli.inspect_cmd import show_run
 
@@ -348,7 +353,7 @@ def diff(
     b: int = typer.Argument(..., help="Second round."),
     limit: int = typer.Option(20, "--limit", help="Flipped questions shown per direction."),
     json_out: bool = JsonOpt,
-):
+) -> None:
     """Config diff, score diff per category, and which questions flipped right↔wrong and why."""
     from evolvemem.cli.inspect_cmd import diff_rounds
 
@@ -372,7 +377,7 @@ def transfer(
     local: LocalModelOptions = option_group(LocalModelOptions),
     json_out: bool = JsonOpt,
     quiet: bool = QuietOpt,
-):
+) -> None:
     """Score a run's evolved config zero-shot on another benchmark (overrides apply via question types)."""
 
     from evolvemem.cli.common import default_run_dir
@@ -410,7 +415,7 @@ def report(
         True, "--png/--no-png", help="Also write the trajectory as a PNG beside the HTML (needs matplotlib)."
     ),
     json_out: bool = typer.Option(False, "--json", help="End stdout with one JSON object: the paths written."),
-):
+) -> None:
     """One self-contained HTML report (trajectory, categories, failures, every round's diff) and a PNG."""
     from evolvemem.cli.report_cmd import write_report
 
@@ -425,7 +430,7 @@ def ablate(
     split: str = typer.Option("test", "--split", help="Questions to score on: test (held out), dev or all."),
     json_out: bool = typer.Option(False, "--json", help="End stdout with one JSON object (the Δ table)."),
     quiet: bool = QuietOpt,
-):
+) -> None:
     """Re-score a run's best config with each enabled mechanism switched off in turn (Δ table)."""
     from evolvemem.cli.ablate_cmd import run_ablate
 
@@ -440,7 +445,7 @@ def label(
     options: LabelOptions = option_group(LabelOptions),
     json_out: bool = JsonOpt,
     quiet: bool = QuietOpt,
-):
+) -> None:
     """Write a dev set from your own conversations: generated questions, each checked by independent model calls."""
     from evolvemem.cli.label_cmd import run_label
 
@@ -485,7 +490,7 @@ def serve(
         help="Seconds between checks of --config for a newly evolved config, swapped in without a restart (0: never).",
     ),
     no_mcp: bool = typer.Option(False, "--no-mcp", help="Do not serve the MCP tools at /mcp."),
-):
+) -> None:
     """Serve the memory over HTTP (JSON API, OpenAPI at /docs) and MCP (streamable HTTP at /mcp)."""
     from evolvemem.cli.serve_cmd import run_server
 
@@ -513,7 +518,7 @@ def mcp_command(
     store: str = StoreOpt,
     models: ServedModels = option_group(ServedModels),
     local: LocalModelOptions = option_group(LocalModelOptions),
-):
+) -> None:
     """Serve the memory as MCP tools (remember, recall, answer, forget) over stdio."""
     from evolvemem.cli.serve_cmd import run_mcp_stdio
 
@@ -534,7 +539,7 @@ def traces_export(
     ),
     user: Optional[list[str]] = typer.Option(None, "--user", help="Only these users (repeat) [default: all]."),
     json_out: bool = JsonOpt,
-):
+) -> None:
     """Write the stored conversations with every traced query as an unlabelled question."""
     from evolvemem.cli.serve_cmd import export_traces
 

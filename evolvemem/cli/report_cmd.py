@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evolvemem.cli.ui import UI
+from evolvemem.cli.ui import UI, JsonResult
 from evolvemem.errors import EvolveMemError
 
 REPORT_NAME = "report.html"
@@ -21,7 +21,7 @@ def report_paths(run_dir: Path, out: str | None) -> tuple[Path, Path]:
     return html, png
 
 
-def write_report(ui: UI, run: str, out: str | None = None, png: bool = True) -> dict:
+def write_report(ui: UI, run: str, out: str | None = None, png: bool = True) -> JsonResult:
     """Gather the run store, write the HTML (and the PNG when matplotlib is there); return the paths."""
     from evolvemem.report.data import gather
     from evolvemem.report.html import render_html

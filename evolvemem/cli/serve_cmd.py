@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from evolvemem.cli.ui import UI
+from evolvemem.cli.ui import UI, JsonResult
 from evolvemem.errors import EvolveMemError
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ def run_mcp_stdio(ui: UI, *, config: str, store: str, models: ServedModels, loca
         memory.close()
 
 
-def export_traces(ui: UI, *, store: str, out: str, namespace: str | None, users: list[str] | None) -> dict:
+def export_traces(ui: UI, *, store: str, out: str, namespace: str | None, users: list[str] | None) -> JsonResult:
     """Write the store's conversations and traced queries in the custom benchmark format."""
     from evolvemem.serving.memory import DEFAULT_NAMESPACE, Memory
     from evolvemem.serving.traces import export_dataset

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from evolvemem.scoring.aggregate import EvaluationScores
 
 
+JsonResult = dict[str, Any]  # a command's --json document: one JSON object, whatever its command puts in it
+
+
 class UI:
     def __init__(self, json_mode: bool = False, quiet: bool = False):
         self.json_mode = json_mode
@@ -43,11 +46,11 @@ class UI:
     def print(self, renderable: Any) -> None:
         self.console.print(renderable)
 
-    def emit_json(self, payload: dict) -> None:
+    def emit_json(self, payload: JsonResult) -> None:
         sys.stdout.write(json.dumps(payload, default=str) + "\n")
         sys.stdout.flush()
 
-    def emit_result(self, payload: dict) -> None:
+    def emit_result(self, payload: JsonResult) -> None:
         """A command's result as the one JSON object on stdout, when --json asked for it."""
         if self.json_mode:
             self.emit_json(payload)

@@ -97,7 +97,8 @@ class RayExecutor:
     @property
     def workers(self) -> int:
         """The cluster's CPUs: how many one-CPU items run at once."""
-        return max(1, int(self._ray.cluster_resources().get("CPU", 1)))
+        resources: dict[str, float] = self._ray.cluster_resources()  # type: ignore[no-untyped-call]  # ray ships no annotations here
+        return max(1, int(resources.get("CPU", 1)))
 
     def share(self, value: T, key: str) -> RayShared:
         """Put `value` in the object store once per key (later calls with the key reuse it)."""

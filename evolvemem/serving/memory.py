@@ -569,7 +569,7 @@ class Memory(Closing):
                 state = self._state(namespace, user)
         return None if state is None else state.conversation
 
-    def export(self, user: str, *, namespace: str = DEFAULT_NAMESPACE, with_traces: bool = False) -> dict:
+    def export(self, user: str, *, namespace: str = DEFAULT_NAMESPACE, with_traces: bool = False) -> dict[str, Any]:
         """The user's conversation in the custom benchmark format (evolvemem/data/custom.py), so it
         can be labelled and evolved on; `with_traces` adds every served query as a question with
         no gold answer yet (`served_answer` holds what was answered)."""

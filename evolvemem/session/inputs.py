@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import os
 from dataclasses import fields
 from pathlib import Path
@@ -47,7 +50,7 @@ def best_config_path(run_dir: str | Path) -> Path:
     return path
 
 
-def manifest_start_config(manifest: dict, run_dir: str | Path, space: ActionSpace) -> RetrievalConfig:
+def manifest_start_config(manifest: Mapping[str, Any], run_dir: str | Path, space: ActionSpace) -> RetrievalConfig:
     """The config a run started from (its round 0), as its manifest holds it, in the run's `space`
     and at the run's token budget."""
     if "init_config" not in manifest:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from evolvemem.workspace.memory_rows import all_memories, restore_added
 from evolvemem import __version__
@@ -454,8 +454,12 @@ class Session(Closing):
         return session, config, best_round
 
     def ablate(
-        self, config: RetrievalConfig, split: str, round_no: int, on_variant: Callable[[dict], None] | None = None
-    ) -> list[dict]:
+        self,
+        config: RetrievalConfig,
+        split: str,
+        round_no: int,
+        on_variant: Callable[[dict[str, Any]], None] | None = None,
+    ) -> list[dict[str, Any]]:
         questions = split_dataset(self.dataset, split).questions
         contexts_only = self.spec is not None and self.spec.objective == CONTEXTS_ONLY
         return run_ablation(self.rounds, config, questions, round_no, on_variant, contexts_only=contexts_only)
