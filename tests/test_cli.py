@@ -211,7 +211,7 @@ def test_resume_after_interruption_loses_nothing_and_matches_an_uninterrupted_ru
     from evolvemem.cli.run_cmd import run_loop
     from evolvemem.cli.ui import UI
     from evolvemem.session import RunSpec, Session
-    from evolvemem.session import session as session_module
+    from evolvemem.session import rounds as rounds_module
     from evolvemem.space.config import load_config
 
     spec = RunSpec(benchmark="synth", data=None, rounds=2, diagnoser="rubric", init="weak")
@@ -219,7 +219,7 @@ def test_resume_after_interruption_loses_nothing_and_matches_an_uninterrupted_ru
     reference = run_loop(ui, Session.create(spec, tmp_path / "reference", load_config("weak")[0], ui))
 
     calls = {"n": 0}
-    original = session_module.evaluate
+    original = rounds_module.evaluate
 
     def interrupting_evaluate(*args, **kwargs):
         on_record = kwargs.get("on_record")
@@ -234,12 +234,12 @@ def test_resume_after_interruption_loses_nothing_and_matches_an_uninterrupted_ru
         kwargs["on_record"] = counting
         return original(*args, **kwargs)
 
-    session_module.evaluate = interrupting_evaluate
+    rounds_module.evaluate = interrupting_evaluate
     try:
         with pytest.raises(KeyboardInterrupt):
             run_loop(ui, Session.create(spec, tmp_path / "crashy", load_config("weak")[0], ui))
     finally:
-        session_module.evaluate = original
+        rounds_module.evaluate = original
     con = duckdb.connect(str(tmp_path / "crashy" / "run.duckdb"), read_only=True)
     # answered records (rung 0's contexts of round 1 are no answers)
     partial = con.execute(

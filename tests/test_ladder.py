@@ -211,7 +211,7 @@ def test_the_evidence_objective_defaults_to_the_answer_window_share_and_rejects_
         == 0
     )
     manifest = query(run, "SELECT value FROM manifest WHERE key = 'spec'")[0]["value"]
-    assert manifest["context_tokens"] == context_token_share(None) > 1000
+    assert manifest["token_budget"] == context_token_share(None) > 1000
     bad = evolve(
         "run",
         "--benchmark",

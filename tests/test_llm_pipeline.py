@@ -410,9 +410,9 @@ def test_usage_is_recorded_as_it_happens_so_an_interrupted_eval_never_undercount
 ) -> None:
     """A process stopped mid-round (Ctrl-C here; kill -9 loses at most the unflushed batch) has
     recorded the calls of every answer it kept; the resumed round adds only its own."""
-    from evolvemem.session import session as session_module
+    from evolvemem.session import rounds as rounds_module
 
-    original = session_module.evaluate
+    original = rounds_module.evaluate
     seen = {"n": 0}
 
     def interrupting(*args: Any, **kwargs: Any) -> Any:
@@ -429,13 +429,13 @@ def test_usage_is_recorded_as_it_happens_so_an_interrupted_eval_never_undercount
         return original(*args, **kwargs)
 
     with FakeLLMServer(make_responder()) as server:
-        monkeypatch.setattr(session_module, "evaluate", interrupting)
+        monkeypatch.setattr(rounds_module, "evaluate", interrupting)
         stopped = llm_eval(server, tmp_path / "ev", "--concurrency", "1", "--no-cache")
         assert stopped.exit_code == 130
         kept = query(tmp_path / "ev", "SELECT count(*) AS n, sum(calls) AS calls FROM question_records")[0]
         billed = query(tmp_path / "ev", "SELECT sum(calls) AS calls FROM usage WHERE round = 0")[0]
         assert kept["n"] == 25 and billed["calls"] == kept["calls"] == len(server.requests) == 25
-        monkeypatch.setattr(session_module, "evaluate", original)
+        monkeypatch.setattr(rounds_module, "evaluate", original)
         resumed = llm_eval(server, tmp_path / "ev", "--concurrency", "1", "--no-cache")
         assert resumed.exit_code == 0, resumed.output
         usage = query(tmp_path / "ev", "SELECT role, calls FROM usage WHERE round = 0")

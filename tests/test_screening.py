@@ -240,9 +240,9 @@ def test_after_a_screened_out_proposal_the_round_goes_on_with_an_exploration(tmp
 
 
 def test_a_resume_after_an_interrupted_screening_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from evolvemem.session import session as session_module
+    from evolvemem.session import rounds as rounds_module
 
-    original = session_module.evaluate
+    original = rounds_module.evaluate
     seen = {"n": 0}
 
     def interrupting(*args: Any, **kwargs: Any) -> Any:
@@ -260,14 +260,14 @@ def test_a_resume_after_an_interrupted_screening_loses_nothing(tmp_path: Path, m
     run = tmp_path / "run"
     batch = minibatch(split_dataset(generate_synth(), "dev").questions, 0.25, 0)
     with FakeLLMServer(make_responder(SCREENED_OUT_PROPOSAL)) as server:
-        monkeypatch.setattr(session_module, "evaluate", interrupting)
+        monkeypatch.setattr(rounds_module, "evaluate", interrupting)
         stopped = screened_out_run(server, run, "--concurrency", "1")
         assert stopped.exit_code == 130
         kept = query(run, "SELECT count(*) AS n, sum(calls) AS calls FROM question_records WHERE phase = 'screen1'")[0]
         assert kept["n"] == 5 and kept["calls"] == 5
         assert query(run, "SELECT count(*) AS n FROM screenings")[0]["n"] == 0  # no verdict yet
         before = answer_calls(server)
-        monkeypatch.setattr(session_module, "evaluate", original)
+        monkeypatch.setattr(rounds_module, "evaluate", original)
         resumed = evolve("run", "--resume", str(run), "--quiet")
         assert resumed.exit_code == 0, resumed.output
         asked_on_resume = answer_calls(server) - before
