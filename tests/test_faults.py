@@ -444,3 +444,25 @@ def test_the_preflight_accepts_credentials_in_the_url() -> None:
         assert endpoint_problem(server.url.replace("http://", "http://u:p%40ss@"), 5) is None
     url, auth = split_credentials("http://u:p%40ss@host:8080/v1/models")
     assert url == "http://host:8080/v1/models" and auth == "Basic " + base64.b64encode(b"u:p@ss").decode()
+
+
+def test_a_resume_retries_the_failed_questions_of_a_finished_screening_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, new_cache
+) -> None:  # noqa: F811
+    """A screening's minibatch is a phase of its own: its failed questions must not outlive a resume."""
+    monkeypatch.setenv("EVOLVEMEM_LLM_MAX_RETRIES", "0")
+    monkeypatch.setenv("EVOLVEMEM_LLM_BREAKER", "0")
+    run = tmp_path / "run"
+    with FakeLLMServer(make_responder()) as server:
+        assert llm_run(server.url, run, "--rounds", "0", "--no-evidence-rung", "--concurrency", "1").exit_code == 0
+        server.fail_next(500, count=4)  # the resumed run's first answer calls: round 1's minibatch
+        extended = evolve("run", "--resume", str(run), "--rounds", "1", "--api-base", server.url, "--quiet")
+        assert extended.exit_code == 0, extended.output
+    failed = query(run, "SELECT phase, count(*) AS n FROM question_records WHERE failed GROUP BY phase")
+    assert failed == [{"phase": "screen1", "n": 4}]
+    with FakeLLMServer(make_responder()) as server:
+        resumed = evolve("run", "--resume", str(run), "--api-base", server.url, "--quiet")
+        assert resumed.exit_code == 0, resumed.output
+        assert server.request_count == 4  # exactly the failed questions, asked again
+    assert query(run, "SELECT count(*) AS n FROM question_records WHERE failed") == [{"n": 0}]
+    assert query(run, "SELECT n_failed FROM rounds WHERE phase = 'screen1'") == [{"n_failed": 0}]

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from evolvemem.contracts.vocab import FINAL_DECISIONS, Decision, Phase
+from evolvemem.contracts.vocab import CONTEXTS_PREFIX, FINAL_DECISIONS, SCREEN_PREFIX, Decision, Phase
 from evolvemem.contracts.diagnosis import Proposal
 from evolvemem.data.models import Dataset, Question
 from evolvemem.data.split import split_dataset
@@ -132,6 +132,21 @@ class EvolutionRunner:
         job = RoundJob(config, questions, round_no, phase, on_record, contexts_only=self.contexts_only)
         return self.scorer.score_round(job, self.hooks.stage)
 
+    def _complete_screenings(self) -> None:
+        """On resume, ask the failed questions of finished screenings again (a faulty server's), so
+        that no phase keeps a failed record; dev and test evaluations are re-asked as the loop reaches
+        them (`_evaluate`). A screening's verdict was recorded when it was made and stands; only its
+        records and scores are completed."""
+        dev = {q.question_id: q for q in self.dev.questions}
+        for row in self.store.finished_with_failures():
+            if not row.phase.startswith((SCREEN_PREFIX, CONTEXTS_PREFIX)):
+                continue
+            asked = self.store.question_ids(row.round, row.phase)
+            questions = [q for qid, q in dev.items() if qid in asked]
+            config = self._config_from_json(row.config or {})
+            contexts_only = row.phase.startswith(CONTEXTS_PREFIX)
+            self.scorer.score_round(RoundJob(config, questions, row.round, row.phase, contexts_only=contexts_only))
+
     def _config_from_json(self, data: dict[str, Any]) -> RetrievalConfig:
         """A config the run store kept, at the run's token budget (stored values hold no budget)."""
         return parse_config(data, source="run store", space=self.space)[0].with_budget(self.spec.budget)
@@ -143,6 +158,7 @@ class EvolutionRunner:
         seen: set[str] = set()
         config = self.init_config
         result = RunResult(self.store.run_dir)
+        self._complete_screenings()
         for round_no in range(spec.rounds + 1):
             others: list[JSONObject] = []  # --candidates: the configs screened beside next_config
             if round_no > 0:

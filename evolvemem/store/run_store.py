@@ -502,6 +502,18 @@ class RunStore(RunReads, Closing):
         judged = [JudgedRound(0, True)] + [JudgedRound(row["round"], row["accepted"]) for row in decided]
         return incumbent(judged).round
 
+    def finished_with_failures(self) -> list[RoundSummary]:
+        """Finished evaluations that kept failed questions (a faulty server's), by round and phase."""
+        rows = self.query("SELECT * FROM rounds WHERE status = 'done' AND n_failed > 0 ORDER BY round, phase")
+        return [RoundSummary.from_row(row) for row in rows]
+
+    def question_ids(self, round_no: int, phase: str) -> set[str]:
+        """Every question an evaluation recorded, failed ones included."""
+        rows = self.con.execute(
+            "SELECT question_id FROM question_records WHERE round = ? AND phase = ?", [round_no, phase]
+        ).fetchall()
+        return {r[0] for r in rows}
+
     def finished_question_ids(self, round_no: int, phase: str) -> set[str]:
         """Questions already recorded (and not failed) for this round: a resume skips them."""
         rows = self.con.execute(
