@@ -358,7 +358,7 @@ def candidates_run(data: Path, out: Path, rounds: int, k: int, api_base: str, ex
     return {
         "screened": sum(len(r.screenings) for r in later),
         "wall": sum(r.seconds for r in later),
-        "passed": sum(1 for r in later for s in r.screenings if s["outcome"] == "passed"),
+        "passed": sum(1 for r in later for s in r.screenings if s.outcome == "passed"),
         "accepted": sum(1 for r in later if r.accepted),
     }
 

@@ -182,7 +182,7 @@ def test_the_png_raises_no_matplotlib_warning_without_category_scores(evidence_r
     with open_run(str(evidence_run[0])) as store:
         data = gather(store)
     for r in data.rounds:  # as a store that kept no per-category scores
-        r.scores = dataclasses.replace(r.scores, by_category=None)
+        r.outcome = dataclasses.replace(r.outcome, summary=dataclasses.replace(r.scores, by_category=None))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         write_png(data, tmp_path / "t.png")

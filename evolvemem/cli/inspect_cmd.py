@@ -19,8 +19,8 @@ from evolvemem.report import RIGHT_F1, flipped_questions
 from evolvemem.space.emerged import read_run_dimensions, run_space, switched_on
 
 if TYPE_CHECKING:
-    from evolvemem.store.costs import RoundCost
-    from evolvemem.store.rows import DecisionRow, RoundSummary, RoundUsage, ScreeningRow
+    from evolvemem.loop.outcome import RoundOutcome
+    from evolvemem.store.rows import JSONObject, RoundSummary
 
 
 def list_runs(ui: UI, root: str) -> list[dict]:
@@ -118,41 +118,36 @@ def proposed_status(row: dict) -> str:
 
 def show_run(ui: UI, run: str) -> dict:
     from evolvemem.cli.run_cmd import cost_line
-    from evolvemem.session import open_run, round_costs, total_cost
+    from evolvemem.session import RoundFacts, open_run, round_outcomes, total_cost
 
     with open_run(run) as store:
         if store.live:
             ui.warn(f"{run} is still being written by another process: showing it as of now")
         manifest = store.manifest()
+        spec = manifest.get("spec", {})
+        objective = spec.get("objective", "all")
         levers = {d.name for d in read_run_dimensions(store.run_dir)}
-        decisions = store.decisions()
-        rounds = [
-            {**s.as_row(), **decision_fields(decisions.get(s.round) if s.phase == Phase.DEV else None)}
-            for s in store.round_summaries((Phase.DEV, Phase.EVAL))
-        ]
-        usage = store.usage_by_round()
+        facts = RoundFacts.read(store)
+        rounds = round_outcomes(store, (Phase.DEV, Phase.EVAL), objective, levers, facts)
         finals = store.test_scores()
         new_dims = [d.as_row() for d in store.proposed_dimensions()]
-        per_round = round_costs(store)
-        costs = {c.round: c for c in per_round}
-        total = total_cost(per_round)
-        screenings = store.screenings()
         best_round = store.best_round()
-    spec = manifest.get("spec", {})
-    objective = spec.get("objective", "all")
+    total = total_cost(list(facts.costs.values()))
     ui.info(
         f"[bold]{run}[/bold] · {manifest.get('kind')} · benchmark {manifest.get('benchmark')} · "
         f"diagnoser {manifest.get('diagnoser', '-')} · seed {manifest.get('seed', '-')} · "
         f"models: {models_line(manifest.get('models') or {})}"
     )
-    out_rounds = _show_rounds(ui, rounds, objective, usage, costs, screenings, levers)
-    if screenings:
+    # offline runs: no calls/tokens columns of zeros (any call of the run counts, setup's too)
+    with_calls = any(u.calls for u in facts.usage.values())
+    out_rounds = _show_rounds(ui, rounds, objective, with_calls)
+    if facts.screenings:
         ui.info(cost_line(total))
-    print_round_notes(ui, out_rounds, screenings)
+    print_round_notes(ui, rounds)
     result: dict[str, Any] = {"run_dir": run, "manifest": manifest, "rounds": out_rounds, "cost": total.as_dict()}
     if out_rounds and manifest.get("kind") == "run":
         by_recall = objective_metric(objective) == "evidence_recall"
-        result.update(print_start_vs_best(ui, out_rounds, best_round, finals, by_recall))
+        result.update(print_start_vs_best(ui, rounds, out_rounds, best_round, finals, by_recall))
     if new_dims:
         ui.info("[bold]proposed new dimensions[/bold] (a materialised one is a lever from the next round on):")
         for d in new_dims:
@@ -166,26 +161,14 @@ def show_run(ui: UI, run: str) -> dict:
     return result
 
 
-def _show_rounds(
-    ui: UI,
-    rounds: list[dict[str, Any]],
-    objective: str,
-    usage: dict[int, RoundUsage],
-    costs: dict[int, RoundCost],
-    screenings: list[ScreeningRow],
-    levers: set[str],
-) -> list[dict[str, Any]]:
+def _show_rounds(ui: UI, rounds: list[RoundOutcome], objective: str, with_calls: bool) -> list[dict[str, Any]]:
     """The rounds table and the per-category table of `evolve show`; returns its rounds for `--json`."""
-    from evolvemem.loop.paired import Comparison
-    from evolvemem.space.changes import Change
-
-    categories = sorted({c for r in rounds for c in (r["by_category"] or {})})
-    names = {c: category_name(c, *rounds) for c in categories}
+    categories = sorted({c for r in rounds for c in (r.summary.by_category or {})})
+    names = {c: category_name(c, *(r.summary.by_category for r in rounds)) for c in categories}
     # an evidence run scores contexts, not answers: its F1 columns would be empty, so it shows
     # recall over every question with evidence and what the contexts cost in tokens instead
     metric = objective_metric(objective)
     by_recall = metric == "evidence_recall"
-    with_calls = any(u.calls for u in usage.values())  # offline runs: no calls/tokens columns of zeros
     table = _rounds_table(objective, by_recall, with_calls)
     # categories get their own table: beside the decisions they pushed the headers into wrapping
     by_category = Table(title=f"{'evidence recall' if by_recall else 'F1'} per category (dev)", title_justify="left")
@@ -194,29 +177,24 @@ def _show_rounds(
     out_rounds = []
     prev = None
     for r in rounds:
-        score = r[objective_column(objective)]
-        u = usage.get(r["round"])
-        by_cat = r["by_category"] or {}
-        used = switched_on(r["config"] or {}, levers)
-        cost = costs.get(r["round"]) if r["phase"] == "dev" else None
-        mine = [s for s in screenings if s.round == r["round"]]
+        s, score = r.summary, r.score
+        by_cat = s.by_category or {}
         table.add_row(
-            round_label(r["round"], used),
+            round_label(r.round, r.emerged_used),
             fmt(score),
             "" if prev is None or score is None else f"{score - prev:+.4f}",
             *(
-                (fmt(r["evidence_recall"]), fmt(r["context_tokens"], 0))
+                (fmt(s.evidence_recall), fmt(s.context_tokens, 0))
                 if by_recall
-                else (fmt(r["main_f1"]), fmt(r["adversarial_f1"]))
+                else (fmt(s.main_f1), fmt(s.adversarial_f1))
             ),
-            paired_text(Comparison.from_dict(r["paired"]), r["accepted"], mine, objective),
-            decision_text(r["decision"], r["fallback"], r["flags"] or []),
-            changes_text([Change.from_dict(c) for c in r["changes"] or []], limit=6),
-            *(_usage_cells(u, cost, r["phase"]) if with_calls else []),
+            paired_text(r.paired, r.accepted, r.screenings, objective),
+            decision_text(r.next_step, r.fallback, r.flags),
+            changes_text(r.changes, limit=6),
+            *(_usage_cells(r) if with_calls else []),
         )
-        figures = {c: (by_cat.get(c) or {}).get(metric) for c in categories}
-        out_rounds.append(round_entry(r, score, u, figures, used, cost, mine))
-        by_category.add_row(str(r["round"]), *[fmt((by_cat.get(c) or {}).get(metric)) for c in categories])
+        out_rounds.append(round_entry(r, {c: (by_cat.get(c) or {}).get(metric) for c in categories}))
+        by_category.add_row(str(r.round), *[fmt((by_cat.get(c) or {}).get(metric)) for c in categories])
         prev = score if score is not None else prev
     ui.print(table)
     if categories:
@@ -246,77 +224,80 @@ def _rounds_table(objective: str, by_recall: bool, with_calls: bool) -> Table:
     return table
 
 
-def _usage_cells(u: RoundUsage | None, cost: RoundCost | None, phase: str) -> list[str]:
+def _usage_cells(r: RoundOutcome) -> list[str]:
     """A round's calls, tokens and its cost against a full evaluation (dev rounds only)."""
     from evolvemem.session import vs_full_text
 
-    return [str(u.calls if u else 0), str(u.tokens if u else 0), vs_full_text(cost) if phase == "dev" else "-"]
+    u = r.usage
+    dev = r.summary.phase == Phase.DEV
+    return [str(u.calls if u else 0), str(u.tokens if u else 0), vs_full_text(r.cost) if dev else "-"]
 
 
-def round_entry(
-    r: dict[str, Any],
-    score: float | None,
-    u: RoundUsage | None,
-    by_category: dict[str, Any],
-    used: list[str],
-    cost: RoundCost | None,
-    screenings: list[ScreeningRow],
-) -> dict[str, Any]:
-    """One round of `evolve show --json`: scores, decision, usage, emerged levers, cost and screenings."""
+def round_entry(r: RoundOutcome, by_category: dict[str, float | None]) -> dict[str, Any]:
+    """One round of `evolve show --json`: scores, decision, usage, emerged levers, cost and screenings
+    (`by_category`: its figure per category of the run). The decision's JSON columns are quoted as
+    the store holds them."""
+    s, u, stored = r.summary, r.usage, r.decision
     return {
-        "round": r["round"],
-        "dev_score": score,
-        "main_f1": r["main_f1"],
-        "adversarial_f1": r["adversarial_f1"],
-        "all_f1": r["all_f1"],
-        "evidence_recall": r["evidence_recall"],
-        "main_evidence_recall": r["main_evidence_recall"],
-        "context_tokens": r["context_tokens"],
+        "round": r.round,
+        "dev_score": r.score,
+        "main_f1": s.main_f1,
+        "adversarial_f1": s.adversarial_f1,
+        "all_f1": s.all_f1,
+        "evidence_recall": s.evidence_recall,
+        "main_evidence_recall": s.main_evidence_recall,
+        "context_tokens": s.context_tokens,
         "by_category": by_category,
-        "decision": r["decision"],
-        "reason": r["reason"],
-        "changes": r["changes"] or [],
-        "accepted": r["accepted"],
-        "verdict": r["verdict"],
-        "paired": r["paired"],
-        "flags": r["flags"] or [],
-        "fallback": r["fallback"],
+        "decision": r.next_step,
+        "reason": r.reason,
+        "changes": (stored.changes if stored else None) or [],
+        "accepted": r.accepted,
+        "verdict": r.verdict,
+        "paired": stored.paired if stored else None,
+        "flags": r.flags,
+        "fallback": r.fallback,
         "calls": u.calls if u else 0,
         "cache_hits": u.cache_hits if u else 0,
         "tokens": u.tokens if u else 0,
         "cost_usd": u.cost_usd if u else 0.0,
-        "memories_added": r["memories_added"] or 0,
-        "emerged_used": used,
-        "cost": cost.as_dict() if cost else None,
-        "screenings": [s.as_row() for s in screenings],
+        "memories_added": r.memories_added,
+        "emerged_used": list(r.emerged_used),
+        "cost": r.cost.as_dict() if r.cost else None,
+        "screenings": [row.as_row() for row in r.screenings],
     }
 
 
-def print_round_notes(ui: UI, out_rounds: list[dict[str, Any]], screenings: list[ScreeningRow]) -> None:
+def print_round_notes(ui: UI, rounds: list[RoundOutcome]) -> None:
     """Under the rounds table: each round's screenings, verdict, reason, fallback, flags and emerged levers."""
     from evolvemem.cli.run_cmd import screening_lines
 
-    for r in out_rounds:
-        for line in screening_lines(r["round"], [s for s in screenings if s.round == r["round"]]):
+    for r in rounds:
+        for line in screening_lines(r.round, r.screenings):
             ui.info(line)
-        if r["verdict"] and r["round"] > 0:
-            ui.info(f"  round {r['round']} judged: {r['verdict']}")
-        reason = without_verdict(r["reason"] or "", r["verdict"] or "")
+        if r.verdict and r.round > 0:
+            ui.info(f"  round {r.round} judged: {r.verdict}")
+        reason = without_verdict(r.reason or "", r.verdict or "")
         if reason:
-            ui.info(f"  round {r['round']} → {next_step_text(r['decision'])}: {reason}")
-        if r["fallback"]:
-            ui.info(f"  round {r['round']} fallback: {r['fallback']}")
-        for flag in r["flags"]:
-            ui.info(f"  round {r['round']} ⚑ against the evidence: {flag}")
-        if r["emerged_used"]:
-            ui.info(f"  round {r['round']} {emerged_text(r['emerged_used'])}")
+            ui.info(f"  round {r.round} → {next_step_text(r.next_step)}: {reason}")
+        if r.fallback:
+            ui.info(f"  round {r.round} fallback: {r.fallback}")
+        for flag in r.flags:
+            ui.info(f"  round {r.round} ⚑ against the evidence: {flag}")
+        if r.emerged_used:
+            ui.info(f"  round {r.round} {emerged_text(r.emerged_used)}")
 
 
 def print_start_vs_best(
-    ui: UI, out_rounds: list[dict[str, Any]], best_round: int, finals: dict[str, RoundSummary], by_recall: bool
+    ui: UI,
+    rounds: list[RoundOutcome],
+    out_rounds: list[dict[str, Any]],
+    best_round: int,
+    finals: dict[str, RoundSummary],
+    by_recall: bool,
 ) -> dict[str, Any]:
-    """The start and the best config side by side, dev and test; returns their entries of `show --json`."""
-    best = next((x for x in out_rounds if x["round"] == best_round), out_rounds[0])
+    """The start and the best config side by side, dev and test; returns their entries of `show --json`
+    (`out_rounds`: `rounds` as `round_entry` renders them)."""
+    best = next((i for i, r in enumerate(rounds) if r.round == best_round), 0)
     test_scores = {k.removeprefix("test_"): v.headline() for k, v in finals.items()}
     t = Table(title="start vs best: dev (evolution) and test (scored once at the end)", title_justify="left")
     fields = (
@@ -328,39 +309,26 @@ def print_start_vs_best(
     for side in ("dev", "test"):
         for _, label in fields:
             t.add_column(f"{side} {label}")
-    for which, row in (("start", out_rounds[0]), (f"best (round {best['round']})", best)):
+    for which, row in (("start", rounds[0]), (f"best (round {rounds[best].round})", rounds[best])):
         test = test_scores.get("start" if which == "start" else "best", {})
+        dev = row.summary.headline()
         t.add_row(
             which,
-            *[fmt(source.get(key), 0 if key == "context_tokens" else 3) for source in (row, test) for key, _ in fields],
+            *[fmt(source.get(key), 0 if key == "context_tokens" else 3) for source in (dev, test) for key, _ in fields],
         )
     ui.print(t)
-    return {"best_round": best["round"], "dev": {"start": out_rounds[0], "best": best}, "test": test_scores}
+    return {
+        "best_round": rounds[best].round,
+        "dev": {"start": out_rounds[0], "best": out_rounds[best]},
+        "test": test_scores,
+    }
 
 
-DECISION_FIELDS = (
-    "decision",
-    "reason",
-    "changes",
-    "delta",
-    "memories_added",
-    "accepted",
-    "paired",
-    "verdict",
-    "flags",
-    "fallback",
-)
-
-
-def decision_fields(decision: DecisionRow | None) -> dict[str, Any]:
-    """What `evolve show` prints of a round's decision (None for each when the round has none)."""
-    return {name: None if decision is None else getattr(decision, name) for name in DECISION_FIELDS}
-
-
-def category_name(key: str, *rows: dict) -> str:
-    """A category as `evolve show` names it: the benchmark's name for it, else `cat <key>`."""
-    for row in rows:
-        name = ((row.get("by_category") or {}).get(key) or {}).get("name")
+def category_name(key: str, *by_category: JSONObject | None) -> str:
+    """A category as `evolve show` names it (from rounds' per-category figures): the benchmark's name
+    for it, else `cat <key>`."""
+    for figures in by_category:
+        name = ((figures or {}).get(key) or {}).get("name")
         if name:
             return str(name)
     return f"cat {key}"
@@ -437,7 +405,7 @@ def _category_diff(row_a: dict[str, Any], row_b: dict[str, Any], metric: str) ->
     cats = sorted(set(row_a["by_category"] or {}) | set(row_b["by_category"] or {}))
     score_diff: dict[str, dict[str, Any]] = {
         c: {
-            "name": category_name(c, row_a, row_b),
+            "name": category_name(c, row_a["by_category"], row_b["by_category"]),
             "a": ((row_a["by_category"] or {}).get(c) or {}).get(metric),
             "b": ((row_b["by_category"] or {}).get(c) or {}).get(metric),
         }
@@ -457,7 +425,7 @@ def _score_diff_table(
         t.add_column(col)
     for c, v in score_diff.items():
         t.add_row(
-            category_name(c, cfg[a], cfg[b]),
+            category_name(c, cfg[a]["by_category"], cfg[b]["by_category"]),
             fmt(v["a"]),
             fmt(v["b"]),
             "-" if v["delta"] is None else f"{v['delta']:+.3f}",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from rich.table import Table
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from evolvemem.cli.options import RunOptions
     from evolvemem.contracts.records import QuestionRecord
     from evolvemem.loop.paired import Comparison
-    from evolvemem.session import EvaluationCost, LocalModels, RoundDone, RunResult, Session
+    from evolvemem.session import EvaluationCost, LocalModels, RoundOutcome, RunResult, Session
     from evolvemem.space.changes import Change
     from evolvemem.store.rows import RoundSummary, ScreeningRow
     from evolvemem.space.config import RetrievalConfig
@@ -30,12 +30,12 @@ if TYPE_CHECKING:
 EMERGED_MARK = "✦"  # the round's config switched on a lever that emerged in the run
 
 
-def emerged_text(used: list[str]) -> str:
+def emerged_text(used: Sequence[str]) -> str:
     """What a round's mark means, in words ("" when it used no emerged lever)."""
     return f"{EMERGED_MARK} used emerged lever(s): {', '.join(used)}" if used else ""
 
 
-def round_label(round_no: int, emerged_used: list[str]) -> str:
+def round_label(round_no: int, emerged_used: Sequence[str]) -> str:
     """The round number, marked when its config used a lever that emerged in the run."""
     return str(round_no) + (f" {EMERGED_MARK}" if emerged_used else "")
 
@@ -55,7 +55,7 @@ def changes_text(changes: list[Change], limit: int = 4) -> str:
 def paired_text(
     paired: Comparison | None,
     accepted: bool | None,
-    screenings: list[ScreeningRow] | None = None,
+    screenings: Sequence[ScreeningRow] | None = None,
     objective: str = "balanced",
 ) -> str:
     """A round against the incumbent: paired difference (F1, or evidence recall for an evidence run) and
@@ -94,7 +94,7 @@ def decision_text(decision: str | None, fallback: str | None, flags: list[str]) 
     return text
 
 
-def screening_lines(round_no: int, screenings: list[ScreeningRow]) -> list[str]:
+def screening_lines(round_no: int, screenings: Sequence[ScreeningRow]) -> list[str]:
     """One line per minibatch screening of a round: its outcome, why, and what it cost."""
     from rich.markup import escape
 
@@ -119,7 +119,7 @@ def dev_scores_text(score: float, dev: RoundSummary, objective: str) -> str:
     )
 
 
-def round_line(done: RoundDone, objective: str = "balanced") -> str:
+def round_line(done: RoundOutcome, objective: str = "balanced") -> str:
     from evolvemem.session import vs_full_text
 
     lines = screening_lines(done.round, done.screenings)
@@ -127,18 +127,18 @@ def round_line(done: RoundDone, objective: str = "balanced") -> str:
     lever = f" {emerged_text(done.emerged_used)};" if done.emerged_used else ""
     paired = paired_text(done.paired, done.accepted, done.screenings, objective)
     lines.append(
-        f"round {done.round}:{lever} {dev_scores_text(done.score, done.dev, objective)} {paired}; "
-        f"{decision_text(done.decision, done.fallback, done.flags)}: {changes_text(done.changes)}{cost}"
+        f"round {done.round}:{lever} {dev_scores_text(done.objective_score, done.summary, objective)} {paired}; "
+        f"{decision_text(done.next_step, done.fallback, done.flags)}: {changes_text(done.changes)}{cost}"
     )
     return "\n".join(lines)
 
 
-def made_calls(rounds: list[RoundDone]) -> bool:
+def made_calls(rounds: list[RoundOutcome]) -> bool:
     """Whether any round called a model (its usage counted calls)."""
     return any(done.usage and done.usage.calls for done in rounds)
 
 
-def rounds_table(rounds: list[RoundDone], title: str, objective: str = "balanced") -> Table:
+def rounds_table(rounds: list[RoundOutcome], title: str, objective: str = "balanced") -> Table:
     from evolvemem.session import vs_full_text
 
     table = Table(title=title, title_justify="left")
@@ -161,21 +161,21 @@ def rounds_table(rounds: list[RoundDone], title: str, objective: str = "balanced
         table.add_column(col, overflow="fold" if wrap else "ellipsis", no_wrap=not wrap)
     prev = None
     for done in rounds:
-        dev = done.dev
+        dev, score = done.summary, done.objective_score
         table.add_row(
             round_label(done.round, done.emerged_used),
-            f"{done.score:.4f}",
-            "" if prev is None else f"{done.score - prev:+.4f}",
+            f"{score:.4f}",
+            "" if prev is None else f"{score - prev:+.4f}",
             fmt(dev.main_f1),
             fmt(dev.adversarial_f1),
             fmt(dev.evidence_recall),
             paired_text(done.paired, done.accepted, done.screenings, objective),
-            decision_text(done.decision, done.fallback, done.flags),
+            decision_text(done.next_step, done.fallback, done.flags),
             changes_text(done.changes, limit=6),
             *((str(done.usage.calls if done.usage else 0), vs_full_text(done.cost)) if with_calls else ()),
-            f"{done.seconds:.1f}s",
+            f"{done.seconds or 0.0:.1f}s",
         )
-        prev = done.score
+        prev = score
     return table
 
 
@@ -232,8 +232,8 @@ def run_loop(ui: UI, session: Session, started: float | None = None, resumed: bo
         "rounds": [
             {
                 "round": r.round,
-                "dev_score": r.score,
-                "decision": r.decision,
+                "dev_score": r.objective_score,
+                "decision": r.next_step,
                 "changes": [c.as_dict() for c in r.changes],
             }
             for r in result.rounds

@@ -29,17 +29,16 @@ from evolvemem.loop.guard import RoundScore, check_regression, decide, incumbent
 from evolvemem.loop.paired import Comparison, Verdict, accept, compare
 from evolvemem.loop.reextract import reextract, uncovered_sessions
 from evolvemem.loop.candidates import alternative_candidates, choose_among, corrected, screened_candidates
-from evolvemem.loop.result import RoundDone, RunResult
+from evolvemem.loop.outcome import RoundFacts, RoundOutcome, round_outcome
+from evolvemem.loop.result import RunResult
 from evolvemem.loop.ladder import LadderInputs
 from evolvemem.loop.screening import PASSED, Screener, estimated_score
 from evolvemem.loop.snapshots import write_final, write_round_snapshot
 from evolvemem.loop.scorer import ProgressFn, RoundJob, RoundScorer, round_progress
 from evolvemem.loop.spec import CONTEXTS_ONLY, RunSpec, objective_column, screening_enabled
 from evolvemem.space.action_space import ActionSpace
-from evolvemem.space.changes import Change
 from evolvemem.space.dimensions import Dimension
 from evolvemem.space.config import RetrievalConfig, parse_config
-from evolvemem.space.emerged import switched_on
 from evolvemem.store.costs import round_costs, total_cost
 from evolvemem.store.rows import DecisionRow, DiagnosisRow, JSONObject, RoundSummary
 from evolvemem.store.run_store import RunStore
@@ -52,7 +51,7 @@ class Hooks:
 
     stage: Callable[[str, int, int], None] | None = None
     record: ProgressFn | None = None
-    round_done: Callable[[RoundDone], None] | None = None
+    round_done: Callable[[RoundOutcome], None] | None = None
     message: Callable[[str], None] | None = None
 
 
@@ -186,26 +185,11 @@ class EvolutionRunner:
             self.diagnoser.observe(config, score)
             stale = round_no - incumbent_of(scores).round
             if decision is None:
-                decision = self._decide(round_no, scores, seen, stale, comparison, verdict)
-            info = RoundDone(
-                round=round_no,
-                dev=summary,
-                score=score,
-                accepted=accepted,
-                verdict=decision.verdict or "",
-                paired=Comparison.from_dict(decision.paired),
-                decision=decision.decision,
-                fallback=decision.fallback,
-                flags=decision.flags or [],
-                emerged_used=switched_on(config.model_dump(), {d.name for d in config.space.added()}),
-                reason=decision.reason or "",
-                changes=[Change.from_dict(c) for c in decision.changes or []],
-                memories_added=decision.memories_added or 0,
-                seconds=time.perf_counter() - started,
-                eval_seconds=summary.wall_seconds or 0.0,
-                usage=self.store.usage_by_round().get(round_no),
-                screenings=self.store.screenings(round_no),
-                cost=next((c for c in round_costs(self.store) if c.round == round_no), None),
+                self._decide(round_no, scores, seen, stale, comparison, verdict)
+            seconds = time.perf_counter() - started
+            levers = {d.name for d in self.space.added()}
+            info = round_outcome(
+                summary, RoundFacts.read(self.store), spec.objective, levers, seconds=seconds, judged=accepted
             )
             result.rounds.append(info)
             if self.hooks.round_done:

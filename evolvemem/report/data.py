@@ -7,7 +7,7 @@ phases), `evolve eval` (one round, phase 'eval') and `evolve transfer` (phase 't
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,12 +16,13 @@ from evolvemem.contracts.local_models import LocalModels
 from evolvemem.contracts.records import FAILURE_CLASSES
 from evolvemem.contracts.usage import Usage
 from evolvemem.contracts.vocab import EVALUATED_PHASES
+from evolvemem.loop.outcome import RoundFacts, RoundOutcome, round_outcomes
 from evolvemem.loop.paired import Comparison, PairedStat
-from evolvemem.loop.spec import OBJECTIVE_MEANING, GuardSettings, objective_column, objective_label, objective_metric
+from evolvemem.loop.spec import OBJECTIVE_MEANING, GuardSettings, objective_label, objective_metric
 from evolvemem.space.action_space import ActionSpace
 from evolvemem.space.changes import Change
-from evolvemem.space.emerged import run_space, switched_on
-from evolvemem.store.costs import EvaluationCost, RoundCost, round_costs, total_cost
+from evolvemem.space.emerged import run_space
+from evolvemem.store.costs import EvaluationCost, RoundCost, total_cost
 from evolvemem.store.rows import (
     DecisionRow,
     DiagnosisSummary,
@@ -53,20 +54,15 @@ class PhaseUsage:
 
 @dataclass
 class RoundView:
-    """One evaluated round: its scores (the store's own row), the guard's decision after it, and why."""
+    """One evaluated round as the report shows it: its outcome (loop/outcome.py: scores, the guard's
+    decision after it, and why) and what only the report reads beside it — failure classes, the
+    phase's usage per role, the diagnosis and the snapshot files."""
 
-    scores: RoundSummary
-    score: float | None  # the dev objective's headline number (main F1 for `main`, else all F1)
+    outcome: RoundOutcome
     failures: dict[str, int]
     n_correct: int
     usage: PhaseUsage
-    decision: str | None = None
-    reason: str = ""
-    delta: float | None = None
-    best_so_far: float | None = None
-    changes: list[Change] = field(default_factory=list)
-    reextracted_sessions: list[str] = field(default_factory=list)
-    memories_added: int = 0
+    delta: float | None = None  # the decision's, else the change from the previous scored round
     diagnoser: str = ""
     rationale: str = ""
     proposed: list[Change] = field(default_factory=list)  # what the diagnoser asked for (no `old`)
@@ -74,32 +70,98 @@ class RoundView:
     missing_topics: list[str] = field(default_factory=list)
     parse_error: str = ""
     files: list[str] = field(default_factory=list)  # snapshot files, relative to the run directory
-    # the paired decision (loop/paired.py): this round vs the incumbent on the same dev questions;
-    # None / empty in stores written before it was recorded
-    accepted: bool | None = None
-    significant_loss: bool | None = None
-    compared_with: int | None = None
-    verdict: str = ""
-    paired: Comparison | None = None
-    # the applied proposal's changes that the round's own evidence contradicts (loop/evidence_check.py);
-    # after a rubric fallback these are the rubric's, and `diagnoser_flags` the replaced diagnosis's
-    flags: list[str] = field(default_factory=list)
+    # the flags of the diagnosis itself: after a rubric fallback the outcome's `flags` are the
+    # rubric's (the proposal applied) and these the replaced diagnosis's
     diagnoser_flags: list[str] = field(default_factory=list)
-    fallback: str = ""  # why the model's diagnosis was replaced by the rubric's best action
-    emerged_used: list[str] = field(default_factory=list)  # levers that emerged in the run, switched on here
 
     @property
     def round(self) -> int:
-        return self.scores.round
+        return self.outcome.round
+
+    @property
+    def scores(self) -> RoundSummary:
+        """The store's own row of the evaluation."""
+        return self.outcome.summary
+
+    @property
+    def score(self) -> float | None:
+        """The dev objective's headline number (main F1 for `main`, else all F1)."""
+        return self.outcome.score
 
     @property
     def by_category(self) -> JSONObject:
         """Per-category figures (key -> n, f1, evidence_recall, ...; none for an older round)."""
         return self.scores.by_category or {}
 
+    @property
+    def decision(self) -> str | None:
+        return self.outcome.next_step
+
+    @property
+    def reason(self) -> str:
+        return self.outcome.reason or ""
+
+    @property
+    def verdict(self) -> str:
+        return self.outcome.verdict or ""
+
+    @property
+    def fallback(self) -> str:
+        """Why the model's diagnosis was replaced by the rubric's best action."""
+        return self.outcome.fallback or ""
+
+    @property
+    def flags(self) -> list[str]:
+        """The applied proposal's changes that the round's own evidence contradicts (loop/evidence_check.py)."""
+        return self.outcome.flags
+
+    @property
+    def changes(self) -> list[Change]:
+        return self.outcome.changes
+
+    @property
+    def paired(self) -> Comparison | None:
+        """This round vs the incumbent on the same dev questions (loop/paired.py); None in stores
+        written before it was recorded."""
+        return self.outcome.paired
+
+    @property
+    def accepted(self) -> bool | None:
+        return self.outcome.accepted
+
+    @property
+    def significant_loss(self) -> bool | None:
+        d = self.outcome.decision
+        return d.significant_loss if d else None
+
+    @property
+    def compared_with(self) -> int | None:
+        d = self.outcome.decision
+        return d.compared_with if d else None
+
+    @property
+    def best_so_far(self) -> float | None:
+        d = self.outcome.decision
+        return d.best_score if d else None
+
+    @property
+    def reextracted_sessions(self) -> list[str]:
+        d = self.outcome.decision
+        return list((d.reextracted_sessions if d else None) or [])
+
+    @property
+    def memories_added(self) -> int:
+        return self.outcome.memories_added
+
+    @property
+    def emerged_used(self) -> list[str]:
+        """Levers that emerged in the run, switched on here."""
+        return list(self.outcome.emerged_used)
+
     def group(self, name: str) -> PairedStat | None:
         """One group's paired statistics (None when the round was not compared or the group is empty)."""
-        stat = self.paired.groups.get(name) if self.paired else None
+        paired = self.paired
+        stat = paired.groups.get(name) if paired else None
         return stat if stat is not None and stat.n else None
 
 
@@ -326,24 +388,25 @@ def _best_vs_start(
 
 
 def _round_view(
-    summary: RoundSummary,
-    score: float | None,
+    outcome: RoundOutcome,
     counts: dict[str, int],
     diagnosis: DiagnosisSummary | None,
     usage: PhaseUsage,
     run_dir: Path,
-    levers: set[str],
+    previous: float | None,
 ) -> RoundView:
-    """One evaluated round as the report shows it: its scores, failures, usage and diagnosis (its
-    decision: `_decided`)."""
+    """One evaluated round as the report shows it: its outcome, failures, usage, diagnosis and
+    snapshot files; its Δ is the decision's, else the change from `previous` (the last scored round)."""
     proposal = (diagnosis.proposal if diagnosis else None) or {}
-    folder = run_dir / "rounds" / f"round_{summary.round:02d}"
+    folder = run_dir / "rounds" / f"round_{outcome.round:02d}"
+    d = outcome.decision
+    step = None if previous is None or outcome.score is None else outcome.score - previous
     return RoundView(
-        scores=summary,
-        score=score,
+        outcome=outcome,
         failures={k: v for k, v in counts.items() if k != "correct"},
         n_correct=counts.get("correct", 0),
         usage=usage,
+        delta=d.delta if d is not None and d.delta is not None else step,
         diagnoser=(diagnosis.diagnoser if diagnosis else None) or "",
         rationale=str(proposal.get("rationale") or ""),
         proposed=_proposal_changes(proposal),
@@ -351,35 +414,16 @@ def _round_view(
         missing_topics=[str(x) for x in proposal.get("missing_topics") or []],
         parse_error=(diagnosis.parse_error if diagnosis else None) or "",
         files=[f"rounds/{folder.name}/{name}" for name in SNAPSHOT_FILES if (folder / name).is_file()],
-        emerged_used=switched_on(summary.config or {}, levers),
+        diagnoser_flags=_texts(_diagnosis_flags(d, proposal)),
     )
 
 
-def _decided(view: RoundView, d: DecisionRow | None, proposal: JSONObject, previous: float | None) -> RoundView:
-    """`view` with the guard's decision after its round (none yet: only the change from `previous`)."""
-    step = None if previous is None or view.score is None else view.score - previous
-    if d is None:
-        return replace(view, delta=step, diagnoser_flags=_texts(proposal.get("flags")))
-    # stores before the diagnosis kept its own flags: the decision's are the diagnoser's unless it fell back
-    own_flags = proposal["flags"] if "flags" in proposal else (None if d.fallback else d.flags)
-    return replace(
-        view,
-        decision=d.decision,
-        reason=d.reason or "",
-        delta=d.delta if d.delta is not None else step,
-        best_so_far=d.best_score,
-        changes=[Change.from_dict(c) for c in d.changes or []],
-        reextracted_sessions=list(d.reextracted_sessions or []),
-        memories_added=d.memories_added or 0,
-        accepted=d.accepted,
-        significant_loss=d.significant_loss,
-        compared_with=d.compared_with,
-        verdict=d.verdict or "",
-        paired=Comparison.from_dict(d.paired),
-        flags=_texts(d.flags),
-        diagnoser_flags=_texts(own_flags),
-        fallback=d.fallback or "",
-    )
+def _diagnosis_flags(d: DecisionRow | None, proposal: JSONObject) -> object:
+    """The flags of the round's diagnosis itself. Stores before the diagnosis kept its own flags
+    hold them only in the decision: those are the diagnoser's unless it fell back to the rubric."""
+    if d is None or "flags" in proposal:
+        return proposal.get("flags")
+    return None if d.fallback else d.flags
 
 
 def _phase_usage(store: RunStore) -> dict[tuple[int, str], PhaseUsage]:
@@ -394,32 +438,24 @@ def _phase_usage(store: RunStore) -> dict[tuple[int, str], PhaseUsage]:
 
 
 def _round_views(
-    store: RunStore,
-    phase: str,
-    objective: str,
-    usage: dict[tuple[int, str], PhaseUsage],
-    levers: set[str],
+    store: RunStore, phase: str, outcomes: list[RoundOutcome], usage: dict[tuple[int, str], PhaseUsage]
 ) -> tuple[list[RoundView], dict[str, str]]:
-    """Every evaluated round of `phase` as the report shows it, and the categories they score
-    (key -> label)."""
+    """Every evaluated round of `phase` (`outcomes`) as the report shows it, and the categories they
+    score (key -> label)."""
     run_dir = Path(store.run_dir)
-    decisions = store.decisions()
     diagnoses = store.diagnosis_summaries()
     failures = store.failure_counts(phase)
     rounds: list[RoundView] = []
     categories: dict[str, str] = {}
     previous: float | None = None
-    for summary in store.round_summaries((phase,)):
-        number = summary.round
-        score = summary.column(objective_column(objective))
-        for key, cat in (summary.by_category or {}).items():
+    for outcome in outcomes:
+        number = outcome.round
+        for key, cat in (outcome.summary.by_category or {}).items():
             categories.setdefault(key, category_label(key, (cat or {}).get("name")))
-        diagnosis = diagnoses.get(number)
-        phase_usage = usage.get((number, summary.phase)) or PhaseUsage(_usage_label(number, phase), number, phase)
-        view = _round_view(summary, score, failures.get(number, {}), diagnosis, phase_usage, run_dir, levers)
-        view = _decided(view, decisions.get(number), (diagnosis.proposal if diagnosis else None) or {}, previous)
+        phase_usage = usage.get((number, phase)) or PhaseUsage(_usage_label(number, phase), number, phase)
+        view = _round_view(outcome, failures.get(number, {}), diagnoses.get(number), phase_usage, run_dir, previous)
         rounds.append(view)
-        previous = score if score is not None else previous
+        previous = outcome.score if outcome.score is not None else previous
     return rounds, categories
 
 
@@ -446,7 +482,9 @@ def gather(store: RunStore) -> ReportData:
 
     space = run_space(run_dir)  # the run's configs may use its levers
     usage = _phase_usage(store)
-    rounds, categories = _round_views(store, phase, objective, usage, {d.name for d in space.added()})
+    facts = RoundFacts.read(store)
+    outcomes = round_outcomes(store, (phase,), objective, {d.name for d in space.added()}, facts)
+    rounds, categories = _round_views(store, phase, outcomes, usage)
 
     classes: list[str] = [str(c) for c in FAILURE_CLASSES]
     classes += sorted({c for r in rounds for c in r.failures} - set(classes))
@@ -465,7 +503,7 @@ def gather(store: RunStore) -> ReportData:
     ablation, ablation_round = _ablation(store)
     setup = [u for key, u in sorted(usage.items()) if key[0] < 0]
     later = [u for key, u in sorted(usage.items()) if key[0] >= 0 and key[1] != phase]
-    costs = round_costs(store) if phase == "dev" else []
+    costs = list(facts.costs.values()) if phase == "dev" else []
     return ReportData(
         run_dir=run_dir,
         run_id=run_dir.name,
@@ -490,7 +528,7 @@ def gather(store: RunStore) -> ReportData:
         ablation_round=ablation_round,
         costs=costs,
         cost_total=total_cost(costs) if costs else None,
-        screenings=store.screenings() if phase == "dev" else [],
+        screenings=list(facts.screenings) if phase == "dev" else [],
     )
 
 

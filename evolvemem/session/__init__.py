@@ -12,10 +12,10 @@ from evolvemem.contracts.local_models import LocalModels
 from evolvemem.data.split import SPLITS
 from evolvemem.diagnosers import DIAGNOSERS, diagnoser_entry
 from evolvemem.executor import EXECUTORS, open_executor
-from evolvemem.loop.spec import candidates_problem
-from evolvemem.loop.result import RoundDone, RunResult
+from evolvemem.loop.outcome import RoundFacts, RoundOutcome, round_outcomes
+from evolvemem.loop.result import RunResult
 from evolvemem.loop.runner import Hooks
-from evolvemem.loop.spec import GuardSettings, OBJECTIVES, RunSpec, default_objective
+from evolvemem.loop.spec import GuardSettings, OBJECTIVES, RunSpec, candidates_problem, default_objective
 from evolvemem.roles.factory import ModelSettings
 from evolvemem.scoring.locomo import PROTOCOLS, check_protocol
 from evolvemem.session.inputs import (
@@ -47,7 +47,8 @@ __all__ = [
     "PROTOCOLS",
     "QuietReporter",
     "Reporter",
-    "RoundDone",
+    "RoundFacts",
+    "RoundOutcome",
     "RunLockedError",
     "RunResult",
     "RunSpec",
@@ -69,6 +70,7 @@ __all__ = [
     "open_workspace",
     "resolve_config",
     "round_costs",
+    "round_outcomes",
     "run_local_models",
     "start_config",
     "total_cost",
