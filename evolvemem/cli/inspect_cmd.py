@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
@@ -12,7 +13,7 @@ from rich.table import Table
 from evolvemem.contracts.vocab import Phase
 from evolvemem.loop.spec import objective_column, objective_label, objective_metric
 from evolvemem.cli.run_cmd import changes_text, decision_text, emerged_text, paired_text, round_label
-from evolvemem.cli.ui import UI, fmt, paired_table
+from evolvemem.cli.ui import UI, JsonResult, fmt, paired_table
 from evolvemem.errors import EvolveMemError
 from evolvemem.loop.guard import next_step_text
 from evolvemem.report import RIGHT_F1, flipped_questions
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from evolvemem.store.rows import JSONObject, RoundSummary
 
 
-def list_runs(ui: UI, root: str) -> list[dict]:
+def list_runs(ui: UI, root: str) -> list[JsonResult]:
     from evolvemem.session import RunLockedError, open_run
 
     rows = []
@@ -95,7 +96,7 @@ def unreadable_reason(exc: BaseException) -> str:
     return text if len(text) <= 160 else text[:159] + "…"
 
 
-def models_line(models: dict) -> str:
+def models_line(models: Mapping[str, object]) -> str:
     """Roles grouped by the model they use, e.g. `openai/qwen (answer, verify) · offline (the rest)`."""
     by_model: dict[str, list[str]] = {}
     for role, model in sorted(models.items()):
@@ -106,7 +107,7 @@ def models_line(models: dict) -> str:
     return " · ".join(f"{model} ({', '.join(roles)})" for model, roles in ordered)
 
 
-def proposed_status(row: dict) -> str:
+def proposed_status(row: JSONObject) -> str:
     """A proposed dimension's fate in words: materialised with its bundle, or refused and why."""
     if row.get("status") == "materialised":
         bundle = ", ".join(f"{k} = {v}" for k, v in (row.get("maps_to") or {}).items())
@@ -116,7 +117,7 @@ def proposed_status(row: dict) -> str:
     return f"refused ({row.get('reason')})"
 
 
-def show_run(ui: UI, run: str) -> dict:
+def show_run(ui: UI, run: str) -> JsonResult:
     from evolvemem.cli.run_cmd import cost_line
     from evolvemem.session import RoundFacts, open_run, round_outcomes, total_cost
 
@@ -342,7 +343,7 @@ def without_verdict(reason: str, verdict: str) -> str:
     return reason
 
 
-def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> dict:
+def diff_rounds(ui: UI, run: str, a: int, b: int, limit: int = 20) -> JsonResult:
     from evolvemem.session import compare_rounds, open_run
     from evolvemem.space.config import parse_config
     from evolvemem.space.ops import diff_configs

@@ -11,7 +11,7 @@ from rich.table import Table
 from evolvemem.cli.common import default_run_dir
 from evolvemem.cli.log_progress import duration_text
 from evolvemem.cli.defaults import RUN_DEFAULTS
-from evolvemem.cli.ui import UI, fmt, report_failures, report_oversized
+from evolvemem.cli.ui import UI, JsonResult, fmt, report_failures, report_oversized
 from evolvemem.errors import EvolveMemError
 from evolvemem.loop.guard import kept_text, next_step_text
 from evolvemem.loop.ladder import rung_text
@@ -179,7 +179,7 @@ def rounds_table(rounds: list[RoundOutcome], title: str, objective: str = "balan
     return table
 
 
-def run_loop(ui: UI, session: Session, started: float | None = None, resumed: bool = False) -> dict:
+def run_loop(ui: UI, session: Session, started: float | None = None, resumed: bool = False) -> JsonResult:
     """Drive an opened run session round by round, with progress bars and the per-round lines; the
     total time printed at the end counts from `started` (the command's start: setup included)."""
     from evolvemem.session import Hooks
@@ -302,7 +302,7 @@ def _print_dev_test(ui: UI, result: RunResult) -> None:
         ui.info(held)
 
 
-def held_out_text(paired: dict | None, objective: str) -> str:
+def held_out_text(paired: JsonResult | None, objective: str) -> str:
     """Whether the best config holds on the held-out conversations: best − start on the same test
     questions, per group, with the interval (conversations resampled) and one-sided p of a gain."""
     if not paired:

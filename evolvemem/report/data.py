@@ -28,9 +28,11 @@ from evolvemem.store.rows import (
     DiagnosisSummary,
     FlippedQuestion,
     JSONObject,
+    Manifest,
     ProposedDimension,
     RoundSummary,
     ScreeningRow,
+    SQLRow,
 )
 
 if TYPE_CHECKING:
@@ -306,7 +308,7 @@ def _models_text(models: Any) -> str:
     return ", ".join(f"{role}: {model}" for role, model in models.items())
 
 
-def _header(run_dir: Path, manifest: dict, objective: str) -> list[tuple[str, str]]:
+def _header(run_dir: Path, manifest: Manifest, objective: str) -> list[tuple[str, str]]:
     spec = manifest.get("spec") or {}
     rows = [
         ("run", run_dir.name),
@@ -546,7 +548,7 @@ def _category_scores(
         return []
     dev = {which: (next((r for r in rounds if r.round == by[which].round), None)) for which in ("start", "best")}
 
-    def f1(cats: dict | None, key: str) -> float | None:
+    def f1(cats: dict[str, Any] | None, key: str) -> float | None:
         return ((cats or {}).get(key) or {}).get("f1")
 
     test_cats = {which: _categories_of(tests.get(f"test_{which}")) for which in ("start", "best")}
@@ -577,10 +579,10 @@ def _ablation(store: RunStore) -> tuple[list[AblationRow], int | None]:
     rows = [r for r in rows if r["round"] == latest]
     full = next((r for r in rows if r["phase"] == "ablate"), None)
 
-    def delta(row: dict, key: str) -> float | None:
+    def delta(row: SQLRow, key: str) -> float | None:
         if full is None or row is full or row[key] is None or full[key] is None:
             return None
-        return row[key] - full[key]
+        return float(row[key]) - float(full[key])
 
     ordered = ([full] if full else []) + [r for r in rows if r is not full]
     return [

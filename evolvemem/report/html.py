@@ -359,7 +359,10 @@ def summary_cards(data: ReportData) -> str:
         )
         for key, label in headline:
             digits = 0 if key == "context_tokens" else 4
-            value = lambda v: "–" if v is None else f"{v:.{digits}f}"
+
+            def value(v: float | None, digits: int = digits) -> str:
+                return "–" if v is None else f"{v:.{digits}f}"
+
             dev = f"dev {value(start.dev.column(key))} → {value(best.dev.column(key))} (round {start.round} → {best.round})"
             if start.test and best.test:
                 a, b = start.test.column(key), best.test.column(key)

@@ -18,7 +18,7 @@ class PngUnavailable(RuntimeError):
     """matplotlib is not installed."""
 
 
-def _pyplot():
+def _pyplot() -> Any:  # matplotlib.pyplot (matplotlib is optional: not imported at module level)
     try:
         import matplotlib
     except ImportError:
