@@ -351,3 +351,34 @@ def test_acts_when_is_read_checked_and_decides_whether_a_change_acts(tmp_path):
         with pytest.raises(ConfigError, match="9_extra.toml") as error:
             _space_with(tmp_path, good + bad + "\n")
         assert says in str(error.value)
+
+
+def test_the_typed_view_is_generated_from_the_files_and_up_to_date():
+    """config_fields.py (what a type checker reads of RetrievalConfig) is what the generator writes
+    from action_space/ now, with one attribute per field of the model, typed as the model types it."""
+    import typing
+
+    from evolvemem.space import config_fields, gen_typed
+    from evolvemem.space.action_space import registry_space
+
+    assert gen_typed.TARGET.read_text(encoding="utf-8") == gen_typed.render(registry_space())
+    annotations = typing.get_type_hints(config_fields.ConfigFields)
+    fields = {k: f.annotation for k, f in RetrievalConfig.model_fields.items() if k != "per_category_overrides"}
+    assert annotations == fields
+    assert gen_typed.type_text(annotations["fusion_mode"]) == 'Literal["sum", "weighted_sum", "rrf"]'
+    assert gen_typed.type_text(annotations["time_decay_half_life_days"]) == "float | None"
+
+
+def test_value_reads_any_dimension_of_the_configs_space_a_runs_lever_included():
+    from evolvemem.space.dimensions import dimension_from_table
+    from pathlib import Path
+
+    lever = dimension_from_table(
+        Path("lever.toml"),
+        "wide_recall",
+        {"type": "bool", "default": False, "description": "d", "maps_to": {"semantic_top_k": 25, "keyword_top_k": 25}},
+    )
+    config, _ = parse_config({"wide_recall": True}, space=files_space().with_dimensions([lever]))
+    assert config.value("wide_recall") is True and config.value("max_context") == config.max_context
+    with pytest.raises(KeyError, match="nonesuch"):
+        config.value("nonesuch")

@@ -268,7 +268,7 @@ class LLMDiagnoser:
             return (fitted[-1] if fitted else None), None, None, f"diagnosis call failed: {str(exc)[:300]}", exc.cost
         return last, parsed, reply, "", reply.as_cost()
 
-    def observe(self, config: Any, score: float) -> None:
+    def observe(self, config: RetrievalConfig, score: float) -> None:
         return None
 
 

@@ -719,7 +719,7 @@ class RubricDiagnoser:
         ranked = viable_actions(inp, config.space)
         return [action_proposal(action, effective) for action, effective in ranked[1 : k + 1]]
 
-    def observe(self, config: Any, score: float) -> None:
+    def observe(self, config: RetrievalConfig, score: float) -> None:
         return None
 
 

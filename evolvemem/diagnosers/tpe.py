@@ -14,6 +14,7 @@ from evolvemem.space.ops import config_to_trial_params, optuna_distributions, su
 
 
 if TYPE_CHECKING:
+    from evolvemem.space.config import RetrievalConfig
     from evolvemem.llm.client import LLMClient
 
 
@@ -30,15 +31,15 @@ class TPEDiagnoser:
         self.study = optuna.create_study(direction="maximize", sampler=sampler)
         self.pending: dict[str, Any] = {}  # config fingerprint -> trial
 
-    def diagnose(self, inp: DiagnosisInput, config: Any) -> DiagnosisResult:
+    def diagnose(self, inp: DiagnosisInput, config: RetrievalConfig) -> DiagnosisResult:
         self._close_unevaluated()
         return DiagnosisResult(self._ask(config))
 
-    def alternatives(self, inp: DiagnosisInput, config: Any, k: int) -> list[Proposal]:
+    def alternatives(self, inp: DiagnosisInput, config: RetrievalConfig, k: int) -> list[Proposal]:
         """`k` further trials asked beside the round's first (parallel candidates)."""
         return [self._ask(config) for _ in range(k)]
 
-    def _ask(self, config: Any) -> Proposal:
+    def _ask(self, config: RetrievalConfig) -> Proposal:
         trial = self.study.ask()
         candidate = suggest_config(trial, base=config)
         self.pending[candidate.fingerprint()] = trial
@@ -57,7 +58,7 @@ class TPEDiagnoser:
             self.study.tell(stale, state=optuna.trial.TrialState.FAIL)
         self.pending.clear()
 
-    def observe(self, config: Any, score: float) -> None:
+    def observe(self, config: RetrievalConfig, score: float) -> None:
         import optuna
 
         trial = self.pending.pop(config.fingerprint(), None)

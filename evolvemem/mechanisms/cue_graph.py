@@ -11,12 +11,15 @@ the whole view whenever it fails.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evolvemem.contracts.usage import Usage
 from evolvemem.mechanisms.cue_graph_activation import build_graph, spread
 from evolvemem.retrieval.extensions import ViewRequest
 from evolvemem.retrieval.fusion import ViewHits, top_k
+
+if TYPE_CHECKING:
+    from evolvemem.space.config import RetrievalConfig
 
 LABEL = "cue_graph"
 
@@ -35,7 +38,7 @@ class CueGraphSource:
         self.llm_failures: list[str] = []
         self._lock = threading.Lock()
 
-    def enabled(self, config: Any) -> bool:
+    def enabled(self, config: RetrievalConfig) -> bool:
         return config.cue_graph_top_k > 0
 
     def hits(self, request: ViewRequest, cache: dict) -> tuple[list[ViewHits], Usage]:

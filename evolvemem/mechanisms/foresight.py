@@ -29,7 +29,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -38,6 +38,10 @@ from evolvemem.data.dates import NUMBER_WORDS
 from evolvemem.memory.offline_extract import WEEKDAYS
 from evolvemem.retrieval.fusion import ViewHits, merge_max, rank_order
 from evolvemem.contracts.usage import Usage
+
+if TYPE_CHECKING:
+    from evolvemem.retrieval.extensions import ViewRequest
+    from evolvemem.space.config import RetrievalConfig
 
 LABEL = "foresight"
 LLM_BATCH = 20  # memories per foresight prompt
@@ -363,10 +367,10 @@ def build_index(
 class ForesightSource:
     name = "foresight"
 
-    def enabled(self, config: Any) -> bool:
+    def enabled(self, config: RetrievalConfig) -> bool:
         return config.foresight_top_k > 0
 
-    def hits(self, request: Any, cache: dict) -> tuple[list[ViewHits], Usage]:
+    def hits(self, request: ViewRequest, cache: dict) -> tuple[list[ViewHits], Usage]:
         from evolvemem.mechanisms.scenes import rank_fusion
 
         config = request.config
@@ -386,7 +390,7 @@ class ForesightSource:
         return [ViewHits(LABEL, merged.rows[:k], merged.scores[:k])], cost
 
     @staticmethod
-    def index(request: Any, cache: dict) -> tuple[ForesightIndex, Usage]:
+    def index(request: ViewRequest, cache: dict) -> tuple[ForesightIndex, Usage]:
         """The state's items (rules, or the model's when asked and available), built once under
         a lock; the build's cost goes to the first caller."""
         client = request.llm if request.config.foresight_llm else None

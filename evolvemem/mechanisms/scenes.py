@@ -45,13 +45,17 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
 from evolvemem.memory.granularity import topic_segments
 from evolvemem.retrieval.fusion import ViewHits, merge_max, rank_order
 from evolvemem.contracts.usage import Usage
+
+if TYPE_CHECKING:
+    from evolvemem.retrieval.extensions import ViewRequest
+    from evolvemem.space.config import RetrievalConfig
 
 CUT_STD = 1.0  # an episode ends where neighbour cosine < session mean − CUT_STD · std
 MIN_EPISODE = 2  # no cut leaves an episode shorter than this
@@ -158,12 +162,12 @@ def cluster_scenes(episodes: Episodes, similarity: float, max_gap_days: float) -
     return _groups([sorted(rows) for rows in members], len(episodes.groups.of_row))
 
 
-def fact_scores(state: Any, vector: np.ndarray, keyword: np.ndarray, config: Any) -> np.ndarray:
+def fact_scores(state: Any, vector: np.ndarray, keyword: np.ndarray, config: RetrievalConfig) -> np.ndarray:
     """Rank fusion of the dense and BM25 ranks of every memory (no BM25 match adds nothing)."""
     return rank_fusion(state.embeddings @ vector, keyword, config)
 
 
-def rank_fusion(dense: np.ndarray, keyword: np.ndarray, config: Any) -> np.ndarray:
+def rank_fusion(dense: np.ndarray, keyword: np.ndarray, config: RetrievalConfig) -> np.ndarray:
     """rrf of two score vectors over the same candidates, weighted like the semantic and
     keyword views; a candidate without a BM25 match gets nothing from the keyword side."""
     n, k = len(dense), float(config.rrf_k)
@@ -280,10 +284,10 @@ class _Narrated:
 class SceneSource:
     name = "scenes"
 
-    def enabled(self, config: Any) -> bool:
+    def enabled(self, config: RetrievalConfig) -> bool:
         return config.scene_top_k > 0
 
-    def hits(self, request: Any, cache: dict) -> tuple[list[ViewHits], Usage]:
+    def hits(self, request: ViewRequest, cache: dict) -> tuple[list[ViewHits], Usage]:
         config, state = request.config, request.state
         client = request.llm if config.scene_llm else None
         if client is None:
@@ -314,7 +318,7 @@ class SceneSource:
             episodes = cache.setdefault("episodes", build_episodes(state))
         return episodes
 
-    def _narrated(self, request: Any, cache: dict, client: Any) -> tuple[Episodes, Usage]:
+    def _narrated(self, request: ViewRequest, cache: dict, client: Any) -> tuple[Episodes, Usage]:
         """Narrated episodes, written once per (index state, model) under a lock so concurrent
         questions never pay for the same narrative twice; the first question reports the cost."""
         key = ("narrated", getattr(client, "model", ""), getattr(client, "api_base", None))
@@ -329,7 +333,7 @@ class SceneSource:
         return entry.episodes, cost
 
     @staticmethod
-    def _scenes(cache: dict, config: Any, episodes: Episodes, narrated: bool) -> Groups:
+    def _scenes(cache: dict, config: RetrievalConfig, episodes: Episodes, narrated: bool) -> Groups:
         key = ("scenes", float(config.scene_similarity), float(config.scene_max_gap_days), narrated)
         scenes = cache.get(key)
         if scenes is None:
@@ -337,7 +341,7 @@ class SceneSource:
         return scenes
 
     @staticmethod
-    def _fixed_rewrites(request: Any, cache: dict) -> list[str]:
+    def _fixed_rewrites(request: ViewRequest, cache: dict) -> list[str]:
         """Keywords only and names stripped: they depend on the question alone, so memoised."""
         text = request.question.text
         memo = cache.setdefault("rewrites", {})
@@ -349,14 +353,14 @@ class SceneSource:
             memo[text] = [q for q in (" ".join(request.tokens), stripped) if q.strip() and q != text]
         return memo[text]
 
-    def _offline_rewrites(self, request: Any, cache: dict, scenes: Groups, top_row: int) -> list[str]:
+    def _offline_rewrites(self, request: ViewRequest, cache: dict, scenes: Groups, top_row: int) -> list[str]:
         """The fixed rewrites plus the question expanded with the salient terms of `top_row`'s scene."""
         extra = salient_terms(request.state, scenes.members(int(scenes.of_row[top_row])), request.tokens)
         return self._fixed_rewrites(request, cache) + ([f"{request.question.text} {' '.join(extra)}"] if extra else [])
 
     @staticmethod
     def _search(
-        request: Any, episodes: Groups, scenes: Groups, queries: Sequence[str]
+        request: ViewRequest, episodes: Groups, scenes: Groups, queries: Sequence[str]
     ) -> list[tuple[np.ndarray, np.ndarray, float]]:
         """Scene-guided search of each query: (rows, scores, cosine of its best row with the query)."""
         from evolvemem.memory.nlp import tokenize
@@ -370,7 +374,7 @@ class SceneSource:
         return out
 
     def _rewrite_view(
-        self, request: Any, cache: dict, episodes: Groups, scenes: Groups, rows: np.ndarray, rounds: int
+        self, request: ViewRequest, cache: dict, episodes: Groups, scenes: Groups, rows: np.ndarray, rounds: int
     ) -> ViewHits:
         config = request.config
         searched: set[str] = {request.question.text}
@@ -396,7 +400,7 @@ class SceneSource:
 
     def _llm_rewrite_view(
         self,
-        request: Any,
+        request: ViewRequest,
         cache: dict,
         client: Any,
         episodes: Groups,
