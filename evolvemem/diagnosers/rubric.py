@@ -26,6 +26,7 @@ from evolvemem.contracts.diagnosis import (
     move_direction,
 )
 from evolvemem.qtypes import LABEL_ONLY_TYPES as NO_OVERRIDE_TYPES
+from evolvemem.space.acting import idle_changes
 from evolvemem.space.action_space import ActionSpace
 
 if TYPE_CHECKING:
@@ -672,8 +673,9 @@ def candidate_actions(inp: DiagnosisInput, space: ActionSpace) -> list[Action]:
 
 def viable_actions(inp: DiagnosisInput, space: ActionSpace) -> list[tuple[Action, dict[str, Any]]]:
     """Every rule that fires, strongest first, with the changes it would still make (settings
-    already in effect left out), skipping moves already tried without a gain (for a bundle: the
-    same bundle already tried)."""
+    already in effect left out, and settings that would act on nothing under the config the
+    action makes), skipping moves already tried without a gain (for a bundle: the same bundle
+    already tried)."""
     bad = inp.failed_moves(space)
     tried = inp.tried_change_sets()
     fixed = set(inp.fixed)
@@ -686,6 +688,9 @@ def viable_actions(inp: DiagnosisInput, space: ActionSpace) -> list[tuple[Action
         before = inp.overrides.get(action.qtype, {}) if action.qtype else inp.config
         current = {**inp.config, **before}
         effective = {k: val for k, val in action.changes.items() if current.get(k) != val}
+        # a move the code ignores under the config it makes (space/acting.py) would spend a round on nothing
+        idle = idle_changes(space, inp.config, inp.overrides, effective, action.qtype)
+        effective = {k: val for k, val in effective.items() if k not in idle}
         if not effective:
             continue
         if action.bundle:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from evolvemem.contracts.diagnosis import DiagnosisInput, DiagnosisResult, Proposal
+from evolvemem.space.acting import config_idle_changes
 from evolvemem.space.ops import config_to_trial_params, optuna_distributions, suggest_config
 
 
@@ -42,8 +43,12 @@ class TPEDiagnoser:
     def _ask(self, config: RetrievalConfig) -> Proposal:
         trial = self.study.ask()
         candidate = suggest_config(trial, base=config)
-        self.pending[candidate.fingerprint()] = trial
         changes = {k: v for k, v in candidate.values().items() if config.values()[k] != v}
+        # a sampled value the code ignores under the sampled config is left out (space/acting.py);
+        # the trial is told the score of the config that is evaluated, which it does not change
+        idle = config_idle_changes(config, changes)
+        changes = {k: v for k, v in changes.items() if k not in idle}
+        self.pending[config.with_changes(changes)[0].fingerprint()] = trial
         return Proposal(changes=changes, rationale=f"TPE trial {trial.number}")
 
     def _close_unevaluated(self) -> None:
