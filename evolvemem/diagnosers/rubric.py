@@ -512,17 +512,22 @@ TYPE_MENUS: dict[str, tuple[dict[str, Any], ...]] = {
 }
 
 
-def _type_actions(space: ActionSpace, qtype: str, f1: float, mean: float, share: float, values: dict) -> list[Action]:
+def _type_actions(
+    space: ActionSpace, qtype: str, f1: float, mean: float, share: float, values: dict, budgeted: bool = False
+) -> list[Action]:
     """Per-type overrides that keep the other types as they are; strength = the F1 gap times
-    the type's share of the questions (a small type lagging far can gain little overall)."""
+    the type's share of the questions (a small type lagging far can gain little overall). Under a
+    token budget a `Step` (more items, a wider view) changes nothing the budget lets through, so
+    those moves are left out (the others keep their strength)."""
     gap = mean - f1
     strength = gap * share
     reason = f"{qtype} lags the mean F1 by {gap:.2f}"
     menu = [
-        {k: _bump(space, values, k, val.by) if isinstance(val, Step) else val for k, val in changes.items()}
-        for changes in TYPE_MENUS.get(qtype, ())
+        (i, {k: _bump(space, values, k, val.by) if isinstance(val, Step) else val for k, val in changes.items()})
+        for i, changes in enumerate(TYPE_MENUS.get(qtype, ()))
+        if not (budgeted and any(isinstance(val, Step) for val in changes.values()))
     ]
-    return [Action(strength * (1 - MENU_DECAY * i), reason, changes, qtype) for i, changes in enumerate(menu)]
+    return [Action(strength * (1 - MENU_DECAY * i), reason, changes, qtype) for i, changes in menu]
 
 
 def _f1(row: TypeRow) -> float:
@@ -544,7 +549,9 @@ def lagging_type_actions(c: RuleContext) -> list[Action]:
     for row in sorted(typed, key=_f1):
         if _f1(row) < mean - LAG_MARGIN:
             merged = {**c.v, **inp.overrides.get(row.question_type, {})}
-            actions.extend(_type_actions(c.space, row.question_type, _f1(row), mean, row.n / total_n, merged))
+            actions.extend(
+                _type_actions(c.space, row.question_type, _f1(row), mean, row.n / total_n, merged, c.budgeted)
+            )
     return actions
 
 
