@@ -229,7 +229,6 @@ class LLMDiagnoser:
             if proposal.overrides.pop(qtype, None) is not None:
                 proposal.rejected.append(f"overrides for {qtype} are not allowed (they would use the label)")
         drop_echoes(proposal, prompt)
-        drop_idle(proposal, config)
         error = error or "; ".join(proposal.rejected)
         return DiagnosisResult(proposal, prompt, reply.text, error, cost, trimmed)
 
