@@ -281,7 +281,17 @@ def dimension_notes(dim: Any) -> str:
         notes.append("can ask the model again")
     if dim.maps_to:
         notes.append("true sets " + ", ".join(f"`{k} = {v}`" for k, v in dim.maps_to.items()))
+    if dim.acts_when:
+        notes.append("acts only when " + ", or ".join(acts_when_text(alternative) for alternative in dim.acts_when))
     return "; ".join(notes)
+
+
+def acts_when_text(conditions: Any) -> str:
+    """One alternative of a dimension's `acts_when` as prose: `fusion_mode` in {`weighted_sum`, `rrf`} and `late_top_k` on."""
+    return " and ".join(
+        f"`{c.dimension}` {c.switched}" if c.switched else f"`{c.dimension}` in {{{code(c.values)}}}"
+        for c in conditions
+    )
 
 
 def dimension_range(dim: Any) -> str:

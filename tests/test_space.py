@@ -304,3 +304,85 @@ def test_a_space_with_more_levers_is_a_new_value_and_the_files_space_is_unchange
     plain = load_config("weak")[0]
     assert plain.space == files and plain.with_space(grown).values()["wide_pair"] is False
     assert plain.with_space(grown).fingerprint() == plain.fingerprint()  # a lever at its default changes nothing
+
+
+def _space_with(tmp_path, table: str):
+    """The files' space plus one extra file holding `table` (read fresh, not from the cache)."""
+    from evolvemem.paths import action_space_dir
+    from evolvemem.space.action_space import _files_space
+
+    (tmp_path / "9_extra.toml").write_text(table)
+    return _files_space.__wrapped__((action_space_dir(), tmp_path))
+
+
+def test_acts_when_is_read_checked_and_decides_whether_a_change_acts(tmp_path):
+    from evolvemem.space.acting import acts, idle_changes
+
+    dims = files_space()
+    values = RetrievalConfig().values()
+    # rrf by default: a view's weight acts once its view is on; under sum fusion no weight does
+    assert not acts(dims, "late_weight", values) and acts(dims, "late_weight", {**values, "late_top_k": 10})
+    assert not acts(dims, "late_weight", {**values, "late_top_k": 10, "fusion_mode": "sum"})
+    assert acts(dims, "rrf_k", values) and not acts(dims, "rrf_k", {**values, "fusion_mode": "weighted_sum"})
+    # any one alternative is enough: scenes read rrf_k whatever the fusion
+    assert acts(dims, "rrf_k", {**values, "fusion_mode": "sum", "scene_top_k": 10})
+    assert not acts(dims, "max_context", {**values, "context_token_budget": 800})
+    assert acts(dims, "max_context", {**values, "context_token_budget": 800, "judge_retries": 1})
+    assert not acts(dims, "recency_weight", values)  # no half-life: recency is off whatever its weight
+    # a change acts under the config it makes: together with the view, the weight acts
+    assert idle_changes(dims, values, {}, {"late_weight": 2.0}) == ["late_weight"]
+    assert idle_changes(dims, values, {}, {"late_weight": 2.0, "late_top_k": 10}) == []
+    # a global change acts where a type's override leaves it to the global value, not where it sets it
+    overrides = {"temporal": {"late_top_k": 10}}
+    assert idle_changes(dims, values, overrides, {"late_weight": 2.0}) == []
+    assert idle_changes(dims, values, {"temporal": {"late_top_k": 10, "late_weight": 1.5}}, {"late_weight": 2.0}) == [
+        "late_weight"
+    ]
+    assert idle_changes(dims, values, overrides, {"late_weight": 2.0}, "multi_hop") == ["late_weight"]
+
+    good = '[odd]\ntype = "int"\nmin = 1\nmax = 5\ndefault = 2\ndescription = "d"\n'
+    space = _space_with(tmp_path, good + 'acts_when = { fusion_mode = ["rrf"], enable_entity_swap = "on" }\n')
+    assert acts(space, "odd", {"fusion_mode": "rrf", "enable_entity_swap": True})
+    assert not acts(space, "odd", {"fusion_mode": "rrf", "enable_entity_swap": False})
+    for bad, says in (
+        ('acts_when = { nonesuch = "on" }', "unknown dimension 'nonesuch'"),
+        ('acts_when = { fusion_mode = ["max"] }', "expected one of sum, weighted_sum, rrf"),
+        ('acts_when = { fusion_mode = "on" }', "fusion_mode has no off state"),
+        ('acts_when = { odd = "on" }', "names the dimension itself"),
+        ('acts_when = { late_top_k = "sometimes" }', 'expected a list of values, "on" or "off"'),
+        ("acts_when = []", "acts_when must be a table of conditions"),
+    ):
+        with pytest.raises(ConfigError, match="9_extra.toml") as error:
+            _space_with(tmp_path, good + bad + "\n")
+        assert says in str(error.value)
+
+
+def test_the_typed_view_is_generated_from_the_files_and_up_to_date():
+    """config_fields.py (what a type checker reads of RetrievalConfig) is what the generator writes
+    from action_space/ now, with one attribute per field of the model, typed as the model types it."""
+    import typing
+
+    from evolvemem.space import config_fields, gen_typed
+    from evolvemem.space.action_space import registry_space
+
+    assert gen_typed.TARGET.read_text(encoding="utf-8") == gen_typed.render(registry_space())
+    annotations = typing.get_type_hints(config_fields.ConfigFields)
+    fields = {k: f.annotation for k, f in RetrievalConfig.model_fields.items() if k != "per_category_overrides"}
+    assert annotations == fields
+    assert gen_typed.type_text(annotations["fusion_mode"]) == 'Literal["sum", "weighted_sum", "rrf"]'
+    assert gen_typed.type_text(annotations["time_decay_half_life_days"]) == "float | None"
+
+
+def test_value_reads_any_dimension_of_the_configs_space_a_runs_lever_included():
+    from evolvemem.space.dimensions import dimension_from_table
+    from pathlib import Path
+
+    lever = dimension_from_table(
+        Path("lever.toml"),
+        "wide_recall",
+        {"type": "bool", "default": False, "description": "d", "maps_to": {"semantic_top_k": 25, "keyword_top_k": 25}},
+    )
+    config, _ = parse_config({"wide_recall": True}, space=files_space().with_dimensions([lever]))
+    assert config.value("wide_recall") is True and config.value("max_context") == config.max_context
+    with pytest.raises(KeyError, match="nonesuch"):
+        config.value("nonesuch")

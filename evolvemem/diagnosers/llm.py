@@ -30,6 +30,7 @@ from evolvemem.llm.echo import EchoDetector
 from evolvemem.prompts import load_prompt
 from evolvemem.qtypes import LABEL_ONLY_TYPES as NO_OVERRIDE_TYPES
 from evolvemem.qtypes import QUESTION_TYPES
+from evolvemem.space.acting import idle_changes
 from evolvemem.space.action_space import ActionSpace
 from evolvemem.space.config import RetrievalConfig
 from evolvemem.space.ops import action_space_text
@@ -141,6 +142,21 @@ def drop_echoes(proposal: Proposal, prompt: str) -> None:
             proposal.rejected.append(f"new dimension copied from the prompt's example: {dim.name!r}")
 
 
+IDLE = "acts on nothing under the config the proposal makes (its acts_when does not hold)"
+
+
+def drop_idle(proposal: Proposal, config: RetrievalConfig) -> None:
+    """Remove the changes the code would ignore under the config the proposal makes
+    (space/acting.py), each listed in `rejected`: a round spent on one changes nothing."""
+    made = proposal.apply_to(config)[0]
+    values, overrides = made.values(), made.overrides()
+    for qtype, settings in [(None, proposal.changes), *proposal.overrides.items()]:
+        for name in idle_changes(made.space, values, overrides, settings, qtype):
+            del settings[name]
+            proposal.rejected.append(f"{name} ({qtype or 'global'}): {IDLE}")
+    proposal.overrides = {q: s for q, s in proposal.overrides.items() if s}
+
+
 def menu_text(actions: list[tuple[Action, dict[str, Any]]]) -> str:
     return "\n".join(
         f"{i}. {'[' + a.qtype + ' questions only] ' if a.qtype else ''}{_compact(changes)} — {a.reason}"
@@ -201,7 +217,7 @@ class LLMDiagnoser:
         self._menu_left = None
         space = config.space
         if self.mode == "menu":
-            return self._from_menu(inp, viable_actions(inp, space)[:MENU_SIZE], space)
+            return self._from_menu(inp, viable_actions(inp, space)[:MENU_SIZE], config)
         fitted, parsed, reply, error, cost = self._ask(
             lambda: fit_prompt(self.client, diagnosis_variants(inp, space), MAX_REPLY_TOKENS, MIN_REPLY_TOKENS)
         )
@@ -223,14 +239,14 @@ class LLMDiagnoser:
             self._menu_left = viable_actions(inp, config.space)[:MENU_SIZE]
         picked = []
         for _ in range(k):
-            result = self._from_menu(inp, self._menu_left, config.space)
+            result = self._from_menu(inp, self._menu_left, config)
             if result.proposal.is_empty:
                 break
             picked.append(result.proposal)
         return picked
 
     def _from_menu(
-        self, inp: DiagnosisInput, actions: list[tuple[Action, dict[str, Any]]], space: ActionSpace
+        self, inp: DiagnosisInput, actions: list[tuple[Action, dict[str, Any]]], config: RetrievalConfig
     ) -> DiagnosisResult:
         if not actions:
             return DiagnosisResult(Proposal(rationale="no candidate change is left to choose from"))
@@ -244,7 +260,8 @@ class LLMDiagnoser:
         _, parsed, reply, error, cost = self._ask(lambda: fit_prompt(self.client, [("", prompt)], MENU_REPLY_TOKENS))
         if reply is None:
             return DiagnosisResult(Proposal(), prompt, "", error, cost)
-        proposal = proposal_from_menu(parsed, actions, space) if not error else Proposal()
+        proposal = proposal_from_menu(parsed, actions, config.space) if not error else Proposal()
+        drop_idle(proposal, config)  # an adjustment may switch off what a candidate's other move needs
         choice, _ = menu_choice(parsed, len(actions)) if not error else (None, "")
         self._menu_left = [entry for i, entry in enumerate(actions, 1) if i != choice]
         return DiagnosisResult(proposal, prompt, reply.text, error or "; ".join(proposal.rejected), cost)
@@ -268,7 +285,7 @@ class LLMDiagnoser:
             return (fitted[-1] if fitted else None), None, None, f"diagnosis call failed: {str(exc)[:300]}", exc.cost
         return last, parsed, reply, "", reply.as_cost()
 
-    def observe(self, config: Any, score: float) -> None:
+    def observe(self, config: RetrievalConfig, score: float) -> None:
         return None
 
 

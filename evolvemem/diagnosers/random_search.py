@@ -4,13 +4,14 @@ paper's ablation baseline). Deterministic per (seed, round) so a resumed run pro
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from evolvemem.contracts.diagnosis import DiagnosisInput, DiagnosisResult, Proposal
 from evolvemem.space.ops import perturb
 
 
 if TYPE_CHECKING:
+    from evolvemem.space.config import RetrievalConfig
     from evolvemem.llm.client import LLMClient
 
 
@@ -21,20 +22,20 @@ class RandomDiagnoser:
         self.seed = seed
         self.n_dims = n_dims
 
-    def diagnose(self, inp: DiagnosisInput, config: Any) -> DiagnosisResult:
+    def diagnose(self, inp: DiagnosisInput, config: RetrievalConfig) -> DiagnosisResult:
         return DiagnosisResult(self._draw(config, random.Random(f"random-{self.seed}-{inp.round}")))
 
-    def alternatives(self, inp: DiagnosisInput, config: Any, k: int) -> list[Proposal]:
+    def alternatives(self, inp: DiagnosisInput, config: RetrievalConfig, k: int) -> list[Proposal]:
         """`k` further draws, each seeded by (seed, round, draw)."""
         return [self._draw(config, random.Random(f"random-{self.seed}-{inp.round}-{i}")) for i in range(1, k + 1)]
 
-    def _draw(self, config: Any, rng: random.Random) -> Proposal:
+    def _draw(self, config: RetrievalConfig, rng: random.Random) -> Proposal:
         _, changes = perturb(config, rng, self.n_dims)
         return Proposal(
             changes={c.field: c.new for c in changes}, rationale=f"random perturbation of {len(changes)} dimensions"
         )
 
-    def observe(self, config: Any, score: float) -> None:
+    def observe(self, config: RetrievalConfig, score: float) -> None:
         return None
 
 

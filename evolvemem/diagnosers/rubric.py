@@ -26,6 +26,7 @@ from evolvemem.contracts.diagnosis import (
     move_direction,
 )
 from evolvemem.qtypes import LABEL_ONLY_TYPES as NO_OVERRIDE_TYPES
+from evolvemem.space.acting import idle_changes
 from evolvemem.space.action_space import ActionSpace
 
 if TYPE_CHECKING:
@@ -511,17 +512,22 @@ TYPE_MENUS: dict[str, tuple[dict[str, Any], ...]] = {
 }
 
 
-def _type_actions(space: ActionSpace, qtype: str, f1: float, mean: float, share: float, values: dict) -> list[Action]:
+def _type_actions(
+    space: ActionSpace, qtype: str, f1: float, mean: float, share: float, values: dict, budgeted: bool = False
+) -> list[Action]:
     """Per-type overrides that keep the other types as they are; strength = the F1 gap times
-    the type's share of the questions (a small type lagging far can gain little overall)."""
+    the type's share of the questions (a small type lagging far can gain little overall). Under a
+    token budget a `Step` (more items, a wider view) changes nothing the budget lets through, so
+    those moves are left out (the others keep their strength)."""
     gap = mean - f1
     strength = gap * share
     reason = f"{qtype} lags the mean F1 by {gap:.2f}"
     menu = [
-        {k: _bump(space, values, k, val.by) if isinstance(val, Step) else val for k, val in changes.items()}
-        for changes in TYPE_MENUS.get(qtype, ())
+        (i, {k: _bump(space, values, k, val.by) if isinstance(val, Step) else val for k, val in changes.items()})
+        for i, changes in enumerate(TYPE_MENUS.get(qtype, ()))
+        if not (budgeted and any(isinstance(val, Step) for val in changes.values()))
     ]
-    return [Action(strength * (1 - MENU_DECAY * i), reason, changes, qtype) for i, changes in enumerate(menu)]
+    return [Action(strength * (1 - MENU_DECAY * i), reason, changes, qtype) for i, changes in menu]
 
 
 def _f1(row: TypeRow) -> float:
@@ -543,7 +549,9 @@ def lagging_type_actions(c: RuleContext) -> list[Action]:
     for row in sorted(typed, key=_f1):
         if _f1(row) < mean - LAG_MARGIN:
             merged = {**c.v, **inp.overrides.get(row.question_type, {})}
-            actions.extend(_type_actions(c.space, row.question_type, _f1(row), mean, row.n / total_n, merged))
+            actions.extend(
+                _type_actions(c.space, row.question_type, _f1(row), mean, row.n / total_n, merged, c.budgeted)
+            )
     return actions
 
 
@@ -672,8 +680,9 @@ def candidate_actions(inp: DiagnosisInput, space: ActionSpace) -> list[Action]:
 
 def viable_actions(inp: DiagnosisInput, space: ActionSpace) -> list[tuple[Action, dict[str, Any]]]:
     """Every rule that fires, strongest first, with the changes it would still make (settings
-    already in effect left out), skipping moves already tried without a gain (for a bundle: the
-    same bundle already tried)."""
+    already in effect left out, and settings that would act on nothing under the config the
+    action makes), skipping moves already tried without a gain (for a bundle: the same bundle
+    already tried)."""
     bad = inp.failed_moves(space)
     tried = inp.tried_change_sets()
     fixed = set(inp.fixed)
@@ -686,6 +695,9 @@ def viable_actions(inp: DiagnosisInput, space: ActionSpace) -> list[tuple[Action
         before = inp.overrides.get(action.qtype, {}) if action.qtype else inp.config
         current = {**inp.config, **before}
         effective = {k: val for k, val in action.changes.items() if current.get(k) != val}
+        # a move the code ignores under the config it makes (space/acting.py) would spend a round on nothing
+        idle = idle_changes(space, inp.config, inp.overrides, effective, action.qtype)
+        effective = {k: val for k, val in effective.items() if k not in idle}
         if not effective:
             continue
         if action.bundle:
@@ -719,7 +731,7 @@ class RubricDiagnoser:
         ranked = viable_actions(inp, config.space)
         return [action_proposal(action, effective) for action, effective in ranked[1 : k + 1]]
 
-    def observe(self, config: Any, score: float) -> None:
+    def observe(self, config: RetrievalConfig, score: float) -> None:
         return None
 
 

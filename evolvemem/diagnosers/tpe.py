@@ -10,10 +10,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from evolvemem.contracts.diagnosis import DiagnosisInput, DiagnosisResult, Proposal
+from evolvemem.space.acting import config_idle_changes
 from evolvemem.space.ops import config_to_trial_params, optuna_distributions, suggest_config
 
 
 if TYPE_CHECKING:
+    from evolvemem.space.config import RetrievalConfig
     from evolvemem.llm.client import LLMClient
 
 
@@ -30,19 +32,23 @@ class TPEDiagnoser:
         self.study = optuna.create_study(direction="maximize", sampler=sampler)
         self.pending: dict[str, Any] = {}  # config fingerprint -> trial
 
-    def diagnose(self, inp: DiagnosisInput, config: Any) -> DiagnosisResult:
+    def diagnose(self, inp: DiagnosisInput, config: RetrievalConfig) -> DiagnosisResult:
         self._close_unevaluated()
         return DiagnosisResult(self._ask(config))
 
-    def alternatives(self, inp: DiagnosisInput, config: Any, k: int) -> list[Proposal]:
+    def alternatives(self, inp: DiagnosisInput, config: RetrievalConfig, k: int) -> list[Proposal]:
         """`k` further trials asked beside the round's first (parallel candidates)."""
         return [self._ask(config) for _ in range(k)]
 
-    def _ask(self, config: Any) -> Proposal:
+    def _ask(self, config: RetrievalConfig) -> Proposal:
         trial = self.study.ask()
         candidate = suggest_config(trial, base=config)
-        self.pending[candidate.fingerprint()] = trial
         changes = {k: v for k, v in candidate.values().items() if config.values()[k] != v}
+        # a sampled value the code ignores under the sampled config is left out (space/acting.py);
+        # the trial is told the score of the config that is evaluated, which it does not change
+        idle = config_idle_changes(config, changes)
+        changes = {k: v for k, v in changes.items() if k not in idle}
+        self.pending[config.with_changes(changes)[0].fingerprint()] = trial
         return Proposal(changes=changes, rationale=f"TPE trial {trial.number}")
 
     def _close_unevaluated(self) -> None:
@@ -57,7 +63,7 @@ class TPEDiagnoser:
             self.study.tell(stale, state=optuna.trial.TrialState.FAIL)
         self.pending.clear()
 
-    def observe(self, config: Any, score: float) -> None:
+    def observe(self, config: RetrievalConfig, score: float) -> None:
         import optuna
 
         trial = self.pending.pop(config.fingerprint(), None)

@@ -40,8 +40,7 @@ class CueGraphSource:
         self._lock = threading.Lock()
 
     def enabled(self, config: RetrievalConfig) -> bool:
-        top_k: int = config.cue_graph_top_k
-        return top_k > 0
+        return config.cue_graph_top_k > 0
 
     def hits(self, request: ViewRequest, cache: SourceCache) -> tuple[list[ViewHits], Usage]:
         graph = cached(cache, "graph", lambda: build_graph(request.state))

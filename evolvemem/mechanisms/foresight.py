@@ -373,8 +373,7 @@ class ForesightSource:
     name = "foresight"
 
     def enabled(self, config: RetrievalConfig) -> bool:
-        top_k: int = config.foresight_top_k
-        return top_k > 0
+        return config.foresight_top_k > 0
 
     def hits(self, request: ViewRequest, cache: SourceCache) -> tuple[list[ViewHits], Usage]:
         from evolvemem.mechanisms.scenes import rank_fusion

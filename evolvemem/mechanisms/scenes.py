@@ -286,8 +286,7 @@ class SceneSource:
     name = "scenes"
 
     def enabled(self, config: RetrievalConfig) -> bool:
-        top_k: int = config.scene_top_k
-        return top_k > 0
+        return config.scene_top_k > 0
 
     def hits(self, request: ViewRequest, cache: SourceCache) -> tuple[list[ViewHits], Usage]:
         config, state = request.config, request.state

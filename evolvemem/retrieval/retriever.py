@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Collection, Sequence
 
 import numpy as np
 
@@ -45,6 +45,9 @@ from evolvemem.retrieval.rerank import NO_RERANKER, CrossEncoderReranker, blende
 from evolvemem.retrieval.second_embedder import NO_SECOND_EMBEDDER, SecondEmbedder
 from evolvemem.retrieval.temporal import question_span
 from evolvemem.contracts.usage import Usage
+
+if TYPE_CHECKING:
+    from evolvemem.space.config import RetrievalConfig
 
 REFLECTION_SEEDS = 3  # top memories whose terms expand the query in a reflection round
 REFLECTION_TERMS = 5  # salient terms added per round
@@ -243,7 +246,9 @@ class Retriever:
             entry.reported = True
             return entry.cost
 
-    def prepare(self, questions: Sequence[Question], config: Any = None, *, decompose: bool = True) -> None:
+    def prepare(
+        self, questions: Sequence[Question], config: RetrievalConfig | None = None, *, decompose: bool = True
+    ) -> None:
         """Analyse and batch-embed every question and its name-stripped form up front.
 
         With `config` (the run's config, overrides included), questions whose effective config
@@ -307,7 +312,7 @@ class Retriever:
         return scores
 
     # ------------------------------------------------------------------------ retrieval
-    def retrieve(self, question: Question, config: Any) -> RetrievalResult:
+    def retrieve(self, question: Question, config: RetrievalConfig) -> RetrievalResult:
         """The ranked context for `question` under its effective `config`."""
         state = self.index.state
         if not state.memories:
@@ -379,7 +384,7 @@ class Retriever:
             rows, final, views = self._rerank(state, text, rows, final, views, config)
         return self._assemble(state, rows, final, views, config, sub_queries, cost)
 
-    def _swap_views(self, state: IndexState, stripped: str, config: Any) -> list[ViewHits]:
+    def _swap_views(self, state: IndexState, stripped: str, config: RetrievalConfig) -> list[ViewHits]:
         """Entity swap: the question without its person names, as a semantic and a keyword view."""
         return [
             top_k(
@@ -398,7 +403,13 @@ class Retriever:
         ]
 
     def _rerank(
-        self, state: IndexState, text: str, rows: np.ndarray, final: np.ndarray, views: list[ViewHits], config: Any
+        self,
+        state: IndexState,
+        text: str,
+        rows: np.ndarray,
+        final: np.ndarray,
+        views: list[ViewHits],
+        config: RetrievalConfig,
     ) -> tuple[np.ndarray, np.ndarray, list[ViewHits]]:
         """The first `rerank_top_k` ranked rows reordered by the cross-encoder's blend
         (retrieval/rerank.py); its own order is kept as the `rerank` view."""
@@ -415,7 +426,7 @@ class Retriever:
         return rows, final, views
 
     @staticmethod
-    def _depth(extras: _StateExtras, config: Any) -> Callable[[int], int]:
+    def _depth(extras: _StateExtras, config: RetrievalConfig) -> Callable[[int], int]:
         """A view's candidate count: its top-k, and with a token budget at least as many as it
         takes to fill the budget with the conversation's shortest memories — so no view size
         binds below the budget (a view's top-k still deepens it)."""
@@ -428,7 +439,7 @@ class Retriever:
         extras: _StateExtras,
         rows: np.ndarray,
         fused: np.ndarray,
-        config: Any,
+        config: RetrievalConfig,
         persons: Sequence[str],
         span: tuple[float, float] | None = None,
     ) -> np.ndarray:
@@ -466,7 +477,7 @@ class Retriever:
         return out
 
     def _request(
-        self, state: IndexState, question: Question, info: _QueryInfo, vector: np.ndarray, config: Any
+        self, state: IndexState, question: Question, info: _QueryInfo, vector: np.ndarray, config: RetrievalConfig
     ) -> ViewRequest:
         def keyword_scores(tokens: Sequence[str]) -> np.ndarray:
             return self._keyword_scores(state, tokens)
@@ -492,7 +503,7 @@ class Retriever:
 
     @staticmethod
     def _ranking_terms(
-        state: IndexState, config: Any, question_day: float, query_terms: Sequence[str] = ()
+        state: IndexState, config: RetrievalConfig, question_day: float, query_terms: Sequence[str] = ()
     ) -> np.ndarray:
         """Importance, recency and reinforcement terms of every memory (once per question: the
         follow-up rounds and the final ranking index it by their candidate rows).
@@ -528,7 +539,7 @@ class Retriever:
         k_semantic: int,
         k_keyword: int,
         k_keep: int,
-        config: Any,
+        config: RetrievalConfig,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Semantic + keyword hits of one derived query (its BM25 scores over every memory),
         fused; the best `k_keep` as (rows, score)."""
@@ -541,7 +552,7 @@ class Retriever:
         keep = rank_order(scores, rows)[:k_keep]
         return rows[keep], scores[keep]
 
-    def _sub_query_view(self, state: IndexState, sub_queries: Sequence[str], config: Any) -> ViewHits:
+    def _sub_query_view(self, state: IndexState, sub_queries: Sequence[str], config: RetrievalConfig) -> ViewHits:
         k = config.decomposition_merge_top_k
         self._embed(sub_queries)
         lists = [
@@ -562,7 +573,7 @@ class Retriever:
         rows: np.ndarray,
         fused: np.ndarray,
         terms: np.ndarray,
-        config: Any,
+        config: RetrievalConfig,
     ) -> tuple[list[ViewHits], np.ndarray, np.ndarray]:
         """Follow-up retrieval: the query plus what its current best memories are about.
         `keyword_scores` are the question's own BM25 scores (None without a keyword view); each
@@ -612,7 +623,7 @@ class Retriever:
         rows: np.ndarray,
         scores: np.ndarray,
         views: Sequence[ViewHits],
-        config: Any,
+        config: RetrievalConfig,
         sub_queries: tuple[str, ...],
         cost: Usage,
     ) -> RetrievalResult:

@@ -12,12 +12,19 @@ import functools
 import os
 import tomllib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from evolvemem.errors import ConfigError
 from evolvemem.paths import action_space_dir
-from evolvemem.space.dimensions import Dimension, EnumDimension, NumericDimension, dimension_from_table
+from evolvemem.space.dimensions import (
+    Condition,
+    Dimension,
+    EnumDimension,
+    NumericDimension,
+    dimension_from_table,
+)
 
 
 @dataclass(frozen=True)
@@ -124,9 +131,42 @@ class ActionSpace:
         return self if len(extra) == len(self.extra) else ActionSpace(self.base, tuple(extra))
 
 
+def _checked_condition(where: str, condition: Condition, dims: dict[str, Dimension]) -> Condition:
+    """A condition of `acts_when` whose dimension exists and whose values are values of it (read
+    into its type), or a ConfigError naming the file and the table."""
+    other = dims.get(condition.dimension)
+    if other is None:
+        raise ConfigError(f"{where}: acts_when names an unknown dimension {condition.dimension!r}")
+    if condition.switched:
+        if not other.has_off_state():
+            raise ConfigError(
+                f"{where}: acts_when {condition.dimension} = {condition.switched!r}, but {condition.dimension} "
+                "has no off state (no off value, null or mechanism): name its values instead"
+            )
+        return condition
+    values: list[Any] = []
+    for raw in condition.values:
+        try:
+            values.append(other.coerce(raw))
+        except ValueError as exc:
+            raise ConfigError(f"{where}: acts_when {condition.dimension}: {exc}") from None
+    return replace(condition, values=tuple(values))
+
+
+def _with_checked_conditions(path: Path, dim: Dimension, dims: dict[str, Dimension]) -> Dimension:
+    if not dim.acts_when:
+        return dim
+    where = f"{path}: [{dim.name}]"
+    if any(c.dimension == dim.name for alternative in dim.acts_when for c in alternative):
+        raise ConfigError(f"{where}: acts_when names the dimension itself")
+    checked = tuple(tuple(_checked_condition(where, c, dims) for c in alt) for alt in dim.acts_when)
+    return replace(dim, acts_when=checked)
+
+
 @functools.lru_cache(maxsize=None)
 def _files_space(folders: tuple[Path, ...]) -> ActionSpace:
     dims: dict[str, Dimension] = {}
+    paths: dict[str, Path] = {}
     for folder in folders:
         for path in sorted(folder.glob("*.toml")):
             try:
@@ -137,7 +177,15 @@ def _files_space(folders: tuple[Path, ...]) -> ActionSpace:
                 if name in dims:
                     raise ConfigError(f"{path}: dimension {name!r} is defined twice")
                 dims[name] = dimension_from_table(path, name, spec)
-    return ActionSpace(tuple(dims.values()))
+                paths[name] = path
+    # `acts_when` names other dimensions: checked once all are read (any file may name any other)
+    return ActionSpace(tuple(_with_checked_conditions(paths[name], dim, dims) for name, dim in dims.items()))
+
+
+def registry_space() -> ActionSpace:
+    """The dimensions of `action_space/` alone (no EVOLVEMEM_ACTION_SPACE folders): what the
+    typed view of the config is generated from (space/gen_typed.py)."""
+    return _files_space((action_space_dir(),))
 
 
 def files_space() -> ActionSpace:

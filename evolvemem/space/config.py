@@ -163,6 +163,13 @@ class _ConfigBase(BaseModel):
         blob = json.dumps(data, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
+    def value(self, name: str) -> object:
+        """The value of any dimension of this config's space, a lever that emerged in a run
+        included (the typed attributes name only the files' dimensions); KeyError for another name."""
+        if name not in self._space:
+            raise KeyError(f"{name!r} is not a dimension of this config's action space")
+        return getattr(self, name)
+
     def values(self) -> dict[str, Any]:
         """Global values without the overrides (the space's added levers included)."""
         return {k: v for k, v in self.model_dump().items() if k != OVERRIDES}
@@ -221,11 +228,12 @@ def _build_model() -> type[_ConfigBase]:
 
 
 if TYPE_CHECKING:
+    from evolvemem.space.config_fields import ConfigFields
 
-    class RetrievalConfig(_ConfigBase):
-        """The static face of the generated model: one attribute per action-space dimension."""
+    class RetrievalConfig(ConfigFields, _ConfigBase):
+        """The static face of the generated model: the files' dimensions as typed attributes
+        (space/config_fields.py, generated from the files); a run's levers through `value`."""
 
-        def __getattr__(self, name: str) -> Any: ...
 else:
     RetrievalConfig = _build_model()
 

@@ -21,6 +21,28 @@ from evolvemem.errors import ConfigError
 # configs that build the same context and agree on these give the same answer.
 STAGES = ("retrieval", "answer")
 NULL_WORDS = ("null", "none", "off", "")
+# `acts_when` words: the other dimension is switched on (not at its off value) / off (at it)
+ON, OFF = "on", "off"
+
+
+@dataclass(frozen=True)
+class Condition:
+    """What another dimension must hold for a dimension to act: one of `values`, or switched
+    `switched` ("on" / "off"; see `Dimension.is_off`). Written in `acts_when` as
+    `fusion_mode = ["weighted_sum", "rrf"]` or `late_top_k = "on"`."""
+
+    dimension: str
+    values: tuple[Any, ...] = ()
+    switched: str = ""
+
+    def holds(self, value: Any, dim: Dimension) -> bool:
+        """Whether `value` of `dim` (the dimension this condition names) meets it."""
+        if not self.switched:
+            return value in self.values
+        return dim.is_off(value) == (self.switched == OFF)
+
+    def toml(self) -> str:
+        return f"{self.dimension} = {toml_value(self.switched or list(self.values))}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,6 +74,10 @@ class Dimension:
     # only has an effect with a second embedding model (--second-embedding-model): runs without one never change it
     needs_second_embedder: bool = False
     stage: str = "retrieval"
+    # when it acts at all: any one of these alternatives, each a set of conditions on other
+    # dimensions that all hold (empty: always). Outside them the code ignores its value, so a
+    # change to it alters nothing (space/acting.py)
+    acts_when: tuple[tuple[Condition, ...], ...] = ()
 
     # ---- value handling -------------------------------------------------------------------
     def coerce(self, value: Any) -> Any:
@@ -94,6 +120,20 @@ class Dimension:
     def can_switch_off(self) -> bool:
         """Whether a value outside the range means off (an `off` value, or null)."""
         return self.off is not None or self.optional
+
+    def has_off_state(self) -> bool:
+        """Whether `is_off` means something: a bool, a setting with an off value or null, or a
+        mechanism with the value `evolve ablate` switches it off with."""
+        return isinstance(self, BoolDimension) or self.can_switch_off() or self.mechanism_off is not None
+
+    def is_off(self, value: Any) -> bool:
+        """Whether `value` switches this setting off: false for a bool, its off value (null when
+        optional), else its mechanism's off value."""
+        if isinstance(self, BoolDimension):
+            return not value
+        if self.can_switch_off():
+            return value == self.off_value or value is None
+        return self.mechanism_off is not None and value == self.mechanism_off
 
     @property
     def off_value(self) -> Any:
@@ -320,8 +360,33 @@ _KNOWN_FIELDS = frozenset(
         "needs_reranker",
         "needs_second_embedder",
         "stage",
+        "acts_when",
     }
 )
+
+
+def _acts_when(where: str, raw: Any) -> tuple[tuple[Condition, ...], ...]:
+    """`acts_when` read: one table of conditions (all hold), or an array of them (any one holds).
+    Which dimensions and values it names is checked once the whole space is read (action_space.py)."""
+    alternatives = raw if isinstance(raw, list) else [raw]
+    shape = (
+        f'{where}: acts_when must be a table of conditions, e.g. {{ fusion_mode = ["rrf"] }} or '
+        f'{{ late_top_k = "{ON}" }}, or an array of such tables (any one holding)'
+    )
+    if not alternatives or not all(isinstance(a, dict) and a for a in alternatives):
+        raise ConfigError(shape)
+    out = []
+    for alternative in alternatives:
+        conditions = []
+        for name, wanted in alternative.items():
+            if wanted in (ON, OFF):
+                conditions.append(Condition(name, switched=wanted))
+            elif isinstance(wanted, list) and wanted:
+                conditions.append(Condition(name, values=tuple(wanted)))
+            else:
+                raise ConfigError(f'{where}: acts_when {name}: expected a list of values, "{ON}" or "{OFF}"')
+        out.append(tuple(conditions))
+    return tuple(out)
 
 
 def _kind_fields(where: str, cls: type[Dimension], spec: dict[str, Any]) -> dict[str, Any]:
@@ -371,6 +436,7 @@ def dimension_from_table(path: Path, name: str, spec: dict[str, Any]) -> Dimensi
         needs_reranker=bool(spec.get("needs_reranker", False)),
         needs_second_embedder=bool(spec.get("needs_second_embedder", False)),
         stage=spec.get("stage", "retrieval"),
+        acts_when=_acts_when(where, spec["acts_when"]) if "acts_when" in spec else (),
         **kind_fields,
     )
     if "mechanism" in spec:
@@ -426,4 +492,7 @@ def dimension_to_toml(dim: Dimension, table: str | None = None) -> str:
     lines.append(f"description = {toml_value(dim.description)}")
     if dim.maps_to:
         lines.append(f"maps_to = {{ {', '.join(f'{k} = {toml_value(v)}' for k, v in dim.maps_to.items())} }}")
+    if dim.acts_when:
+        tables = [f"{{ {', '.join(c.toml() for c in alternative)} }}" for alternative in dim.acts_when]
+        lines.append(f"acts_when = [{', '.join(tables)}]")
     return "\n".join(lines) + "\n"

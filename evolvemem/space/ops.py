@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from evolvemem.space.acting import config_idle_changes
 from evolvemem.space.action_space import ActionSpace
 from evolvemem.space.changes import Change
 from evolvemem.space.config import OVERRIDES, RetrievalConfig, parse_config
@@ -33,14 +34,32 @@ def perturb(
     config: RetrievalConfig, rng: random.Random, n_dims: int = 3, names: list[str] | None = None
 ) -> tuple[RetrievalConfig, list[Change]]:
     """Change `n_dims` randomly chosen global dimensions of the config's space to random values
-    within their ranges."""
+    within their ranges, each one that acts under the config they make (space/acting.py)."""
     dims = config.space
     pool = names or list(dims)
     chosen = rng.sample(pool, k=min(n_dims, len(pool)))
     values = config.values()
     updates = {name: dims[name].sample(rng, values[name]) for name in chosen}
-    new, _ = config.with_changes(updates)
+    new, _ = config.with_changes(_acting_draws(config, updates, pool, rng, n_dims))
     return new, diff_configs(config, new)
+
+
+def _acting_draws(
+    config: RetrievalConfig, updates: dict[str, Any], pool: list[str], rng: random.Random, n_dims: int
+) -> dict[str, Any]:
+    """`updates` without the draws that would act on nothing, each dropped one replaced by a draw
+    of a dimension of `pool` not drawn yet. The generator is read again only when a draw is
+    dropped: a perturbation whose draws all act is the one drawn without this rule."""
+    dims, values = config.space, config.values()
+    drawn = set(updates)
+    while idle := config_idle_changes(config, updates):
+        for name in idle:
+            del updates[name]
+        left = [name for name in pool if name not in drawn]
+        extra = rng.sample(left, k=min(n_dims - len(updates), len(left)))
+        drawn.update(extra)
+        updates.update({name: dims[name].sample(rng, values[name]) for name in extra})
+    return updates
 
 
 def suggest_config(trial: Any, base: RetrievalConfig | None = None) -> RetrievalConfig:
