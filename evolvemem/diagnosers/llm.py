@@ -151,7 +151,7 @@ def drop_idle(proposal: Proposal, config: RetrievalConfig) -> None:
     made = proposal.apply_to(config)[0]
     values, overrides = made.values(), made.overrides()
     for qtype, settings in [(None, proposal.changes), *proposal.overrides.items()]:
-        for name in idle_changes(made.space, values, overrides, settings, qtype):
+        for name in idle_changes(made.space, values, overrides, settings, qtype, made.budget):
             del settings[name]
             proposal.rejected.append(f"{name} ({qtype or 'global'}): {IDLE}")
     proposal.overrides = {q: s for q, s in proposal.overrides.items() if s}

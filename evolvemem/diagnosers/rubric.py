@@ -27,6 +27,7 @@ from evolvemem.contracts.diagnosis import (
 )
 from evolvemem.qtypes import LABEL_ONLY_TYPES as NO_OVERRIDE_TYPES
 from evolvemem.space.acting import idle_changes
+from evolvemem.space.budget import TokenBudget
 from evolvemem.space.action_space import ActionSpace
 
 if TYPE_CHECKING:
@@ -696,7 +697,9 @@ def viable_actions(inp: DiagnosisInput, space: ActionSpace) -> list[tuple[Action
         current = {**inp.config, **before}
         effective = {k: val for k, val in action.changes.items() if current.get(k) != val}
         # a move the code ignores under the config it makes (space/acting.py) would spend a round on nothing
-        idle = idle_changes(space, inp.config, inp.overrides, effective, action.qtype)
+        idle = idle_changes(
+            space, inp.config, inp.overrides, effective, action.qtype, TokenBudget(inp.token_budget or None)
+        )
         effective = {k: val for k, val in effective.items() if k not in idle}
         if not effective:
             continue

@@ -3,6 +3,7 @@ run directory."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -96,6 +97,20 @@ class GuardSettings:
     def from_dict(cls, data: dict[str, Any]) -> "GuardSettings":
         """From a manifest (settings a newer version dropped are ignored)."""
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+def manifest_budget(manifest: Mapping[str, object]) -> TokenBudget:
+    """The token budget a run directory's contexts were measured at, from its manifest: an `evolve
+    run`'s spec, or an `evolve eval`'s own key. A run started before the budget travelled kept it as
+    `context_tokens`, which only the evidence objective applied."""
+    spec = manifest.get("spec")
+    if isinstance(spec, Mapping):
+        tokens = spec.get("token_budget")
+        if tokens is None and spec.get("objective") == CONTEXTS_ONLY:
+            tokens = spec.get("context_tokens")
+    else:
+        tokens = manifest.get("token_budget")
+    return TokenBudget(tokens if isinstance(tokens, int) else None)
 
 
 def screening_enabled(fraction: float) -> bool:
@@ -237,6 +252,6 @@ class RunSpec:
         data["guard"] = GuardSettings.from_dict(data.get("guard", {}))
         data["local_models"] = LocalModels.from_spec(data)
         data.setdefault("screen_fraction", 0.0)  # a run started before screening existed goes on without it
-        data["token_budget"] = TokenBudget.of_run({"spec": data}).tokens  # older runs: context_tokens
+        data["token_budget"] = manifest_budget({"spec": data}).tokens  # older runs: context_tokens
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in known})

@@ -15,7 +15,7 @@ from evolvemem.contracts.local_models import LocalModels
 from evolvemem.contracts.vocab import Phase
 from evolvemem.errors import ConfigError
 from evolvemem.roles.factory import ModelSettings
-from evolvemem.space.budget import TokenBudget
+from evolvemem.loop.spec import manifest_budget
 from evolvemem.space.config import RetrievalConfig, load_config, parse_config
 
 BEST_CONFIG = "best_config.toml"
@@ -52,7 +52,7 @@ def _from_run(run_dir: Path) -> LoadedConfig:
         row = store.round_row(best, Phase.TEST_BEST) or store.round_row(best, Phase.DEV)
         manifest = store.manifest()
         spec = manifest.get("spec") or {}
-        budget = TokenBudget.of_run(manifest)
+        budget = manifest_budget(manifest)
     if row is None:
         raise ConfigError(f"{run_dir}: the run has no scored round yet")
     config, clamps = parse_config(row.config or {}, source=f"{run_dir} round {best}", space=space)

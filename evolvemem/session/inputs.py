@@ -18,7 +18,7 @@ from evolvemem.roles.factory import ModelSettings
 from evolvemem.session.reporter import Reporter
 from evolvemem.store.run_store import RunStore
 from evolvemem.space.action_space import ActionSpace
-from evolvemem.space.budget import TokenBudget
+from evolvemem.loop.spec import manifest_budget
 from evolvemem.space.config import RetrievalConfig, load_config, parse_config
 from evolvemem.space.emerged import run_space
 
@@ -56,7 +56,7 @@ def manifest_start_config(manifest: Mapping[str, Any], run_dir: str | Path, spac
     if "init_config" not in manifest:
         raise EvolveMemError(f"{run_dir}: not an evolve run (no starting config in its manifest)")
     config = parse_config(manifest["init_config"], source=f"{run_dir} manifest", space=space)[0]
-    return config.with_budget(TokenBudget.of_run(manifest))
+    return config.with_budget(manifest_budget(manifest))
 
 
 def start_config(run_dir: str | Path) -> RetrievalConfig:

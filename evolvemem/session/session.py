@@ -30,7 +30,7 @@ from evolvemem.loop.scorer import RecordFn, RoundJob, StageFn
 from evolvemem.loop.paired import Comparison, compare
 from evolvemem.loop.result import RunResult
 from evolvemem.loop.runner import EvolutionRunner, Hooks
-from evolvemem.loop.spec import CONTEXTS_ONLY, RunSpec
+from evolvemem.loop.spec import CONTEXTS_ONLY, RunSpec, manifest_budget
 from evolvemem.roles.answer_llm import context_token_share
 from evolvemem.roles.factory import ModelSettings
 from evolvemem.scoring.aggregate import EvaluationScores
@@ -41,7 +41,6 @@ from evolvemem.retrieval.stage_models import require_stage_models
 from evolvemem.session.setup import announce_models, check_endpoint, open_workspace
 from evolvemem.session.rounds import RoundBracket
 from evolvemem.space.action_space import ActionSpace, files_space
-from evolvemem.space.budget import TokenBudget
 from evolvemem.space.config import RetrievalConfig, config_to_toml, load_config
 from evolvemem.space.emerged import begin_run_dimensions, run_space
 from evolvemem.store.run_store import DB_NAME, RunStore
@@ -478,7 +477,7 @@ def _check_resumable(
         name
         for name, old, new in (
             ("config", existing.config_fingerprint, config.fingerprint()),
-            ("token budget", TokenBudget.of_run(manifest), config.budget),
+            ("token budget", manifest_budget(manifest), config.budget),
             ("data", manifest.get("data_hash"), data_hash),
             ("split", manifest.get("split"), split),
             ("adversarial protocol", manifest.get("adversarial_protocol"), protocol),

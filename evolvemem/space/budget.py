@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from evolvemem.contracts.vocab import Objective
 from evolvemem.errors import ConfigError
 
 BUDGET_SECTION = "token_budget"  # the TOML table a config file carries its budget in
@@ -72,17 +71,3 @@ class TokenBudget:
             return cls(tokens)
         except ConfigError as exc:
             raise ConfigError(f"{source}: {exc}") from None
-
-    @classmethod
-    def of_run(cls, manifest: Mapping[str, object]) -> TokenBudget:
-        """The budget a run directory's contexts were measured at, from its manifest: an `evolve
-        run`'s spec, or an `evolve eval`'s own key. A run started before the budget travelled kept
-        it as `context_tokens`, which only the evidence objective applied."""
-        spec = manifest.get("spec")
-        if isinstance(spec, Mapping):
-            tokens = spec.get(BUDGET_SECTION)
-            if tokens is None and spec.get("objective") == Objective.EVIDENCE:
-                tokens = spec.get("context_tokens")
-        else:
-            tokens = manifest.get(BUDGET_SECTION)
-        return cls(tokens if isinstance(tokens, int) else None)
