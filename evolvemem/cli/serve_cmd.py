@@ -90,6 +90,7 @@ def run_mcp_stdio(ui: UI, *, config: str, store: str, models: ServedModels, loca
     _need_serve_extra()
     import anyio
 
+    from evolvemem.serving.mcp_stdio import serve_stdio
     from evolvemem.serving.mcp_tools import build_mcp_server
 
     memory = open_memory(ui, config, store, models, local_models)
@@ -99,7 +100,7 @@ def run_mcp_stdio(ui: UI, *, config: str, store: str, models: ServedModels, loca
             file=sys.stderr,
             flush=True,
         )
-        anyio.run(build_mcp_server(memory).run_stdio_async)
+        anyio.run(serve_stdio, build_mcp_server(memory))
     finally:
         memory.close()
 
