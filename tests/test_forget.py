@@ -115,3 +115,25 @@ def test_forget_audit_command_names_the_files(tmp_path, cache):
     result = CliRunner().invoke(app, ["forget-audit", "--store", str(store), "--text", CODE, "--json"])
     assert result.exit_code == 0, result.output
     assert '"found": 0' in result.output
+
+
+def test_http_delete_leaves_the_sentence_in_no_file(tmp_path, cache):
+    """The same bar through `evolve serve`: add → search → answer → DELETE (no wait), then a clean stop."""
+    import httpx
+
+    from tests.serve_server import ServeProcess
+
+    store = tmp_path / "memory.duckdb"
+    with ServeProcess(store, env={"EVOLVEMEM_CACHE_DIR": str(cache)}) as server:
+        api = httpx.Client(base_url=server.url, timeout=60)
+        turns = [{"speaker": "Kim", "text": SECRET, "at": "2024-05-01"}]
+        assert api.post("/v1/memories", json={"user": "kim", "turns": turns}).status_code == 200
+        assert api.post("/v1/search", json={"user": "kim", "query": "What is my locker code?"}).json()["hits"]
+        assert api.post("/v1/answer", json={"user": "kim", "query": "What is Kim's locker code?"}).status_code == 200
+        assert found(store, CODE) > 0
+        assert api.delete("/v1/users/kim").json()["forgotten_turns"] == 1
+        time.sleep(FLUSH_SECONDS * 2)
+        assert found(store, CODE) == 0
+    report = audit(store, SECRET)
+    assert report.tables_scanned and report.found == 0, report.findings
+    assert found(store, CODE) == 0
