@@ -547,6 +547,23 @@ def traces_export(
     ui.emit_result(export_traces(ui, store=store, out=out, namespace=namespace, users=user))
 
 
+@app.command("forget-audit")
+@user_errors
+def forget_audit_command(
+    store: str = StoreOpt,
+    text: str = typer.Option(..., "--text", "-t", help="The text to look for (e.g. a forgotten sentence)."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Where TEXT is still found: the store file, its WAL, its tables and the cache directory (exit 1 if anywhere)."""
+    from evolvemem.cli.serve_cmd import forget_audit
+
+    ui = UI(json_mode=json_out)
+    result = forget_audit(ui, store=store, text=text)
+    ui.emit_result(result)
+    if result["found"]:
+        raise typer.Exit(1)
+
+
 def main() -> None:  # pragma: no cover - console script entry
     app()
 

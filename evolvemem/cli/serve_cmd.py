@@ -1,4 +1,5 @@
-"""`evolve serve`, `evolve mcp` and `evolve traces export`: parse, open the memory, hand over.
+"""`evolve serve`, `evolve mcp`, `evolve traces export` and `evolve forget-audit`: parse, open the
+memory, hand over.
 
 The work is in evolvemem/serving/; this module only checks options, prints the one-line banners
 and runs uvicorn or the MCP stdio loop.
@@ -89,6 +90,7 @@ def run_mcp_stdio(ui: UI, *, config: str, store: str, models: ServedModels, loca
     _need_serve_extra()
     import anyio
 
+    from evolvemem.serving.mcp_stdio import serve_stdio
     from evolvemem.serving.mcp_tools import build_mcp_server
 
     memory = open_memory(ui, config, store, models, local_models)
@@ -98,7 +100,7 @@ def run_mcp_stdio(ui: UI, *, config: str, store: str, models: ServedModels, loca
             file=sys.stderr,
             flush=True,
         )
-        anyio.run(build_mcp_server(memory).run_stdio_async)
+        anyio.run(serve_stdio, build_mcp_server(memory))
     finally:
         memory.close()
 
@@ -135,3 +137,20 @@ def export_traces(ui: UI, *, store: str, out: str, namespace: str | None, users:
         "(custom format; label the answers, then evolve run --benchmark custom --data ...)"
     )
     return summary
+
+
+def forget_audit(ui: UI, *, store: str, text: str) -> JsonResult:
+    """Print every file (and store column) of a served memory where `text` is still found."""
+    from evolvemem.serving.forget_audit import audit
+
+    report = audit(store, text)
+    for finding in report.findings:
+        ui.info(f"{finding.count:>6}  {finding.where}")
+    tables = "and its tables" if report.tables_scanned else "(its tables not read: the store is open in a server)"
+    ui.info(f"{report.found} occurrence(s) in {report.files_scanned} files of {store}, its WAL and the cache {tables}")
+    return {
+        "found": report.found,
+        "files_scanned": report.files_scanned,
+        "tables_scanned": report.tables_scanned,
+        "findings": [{"where": f.where, "count": f.count} for f in report.findings],
+    }

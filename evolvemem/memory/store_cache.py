@@ -2,7 +2,8 @@
 
 Key: conversation id + a hash of the conversation's content, the extractor's name, its model and
 its prompt/rules version. Any edit to a turn, a prompt or a rule therefore misses the cache and
-re-extracts; nothing is ever invalidated by hand. Files live under `cache_dir()/memories/` as
+re-extracts; nothing is ever invalidated by hand (but a served memory that forgets a user removes
+that conversation's files: `forget_conversation`). Files live under `cache_dir()/memories/` as
 JSON and are written atomically (temp file, then rename), so a crash never leaves half a file.
 """
 
@@ -62,10 +63,13 @@ def cache_key(extractor: Extractor, conversation: Conversation, turn_ids: set[st
     return key
 
 
+def _folder(conversation_id: str) -> Path:
+    return cache_dir() / "memories" / (_SAFE_NAME.sub("_", conversation_id) or "conversation")
+
+
 def cache_path(key: dict[str, str]) -> Path:
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode("utf-8")).hexdigest()[:32]
-    folder = _SAFE_NAME.sub("_", key["conversation_id"]) or "conversation"
-    return cache_dir() / "memories" / folder / f"{_SAFE_NAME.sub('_', key['extractor'])}-{digest}.json"
+    return _folder(key["conversation_id"]) / f"{_SAFE_NAME.sub('_', key['extractor'])}-{digest}.json"
 
 
 def unit_to_dict(unit: MemoryUnit) -> dict[str, Any]:
@@ -107,6 +111,22 @@ def write_cached(key: dict[str, str], units: list[MemoryUnit], cost: Usage) -> P
     """Write atomically (`paths.write_atomic`): readers never see half a file."""
     payload = {"key": key, "cost": asdict(cost), "units": [unit_to_dict(u) for u in units]}
     return write_atomic(cache_path(key), json.dumps(payload, ensure_ascii=False))
+
+
+def forget_conversation(conversation_id: str) -> int:
+    """Delete every cached extraction of `conversation_id` (other conversations whose ids share its
+    folder name are kept); returns the files deleted."""
+    folder = _folder(conversation_id)
+    deleted = 0
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            key = json.loads(path.read_text(encoding="utf-8")).get("key", {})
+        except (OSError, ValueError, AttributeError):
+            key = {"conversation_id": conversation_id}  # unreadable: it may be this one's, and is only a cache
+        if key.get("conversation_id") == conversation_id:
+            path.unlink(missing_ok=True)
+            deleted += 1
+    return deleted
 
 
 def load_or_extract(

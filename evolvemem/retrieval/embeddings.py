@@ -4,7 +4,8 @@ A run embeds every memory once, ever: vectors are stored per model under
 `cache_dir()/embeddings/<model-slug>/` as shards (`<id>.vectors.npy` + `<id>.keys.npy`), each
 written atomically, so concurrent processes never clash and a crash leaves no half shard. Many
 small shards are compacted into one when the cache is opened, so loading ~10k vectors takes
-milliseconds. Only texts missing from the cache reach the model, and the model itself (and
+milliseconds. `forget` rewrites the shards holding given contents without them (a served memory
+forgetting a user leaves no vector of its memories behind). Only texts missing from the cache reach the model, and the model itself (and
 torch) is imported only when the first such text appears.
 """
 
@@ -15,7 +16,7 @@ import re
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -136,6 +137,27 @@ class _ShardCache:
         for path in old_shards:
             for stale in (path, path.with_name(path.name.replace(".keys.npy", ".vectors.npy"))):
                 stale.unlink(missing_ok=True)
+
+    def forget(self, keys: set[bytes]) -> int:
+        """Drop `keys` here and from every shard on disk that holds one (rewritten without them,
+        then removed); returns the rows removed from disk."""
+        for key in keys:
+            self.rows.pop(key, None)
+        removed = 0
+        for keys_path in sorted(self.folder.glob("*.keys.npy")) if self.folder.is_dir() else []:
+            block = self._read(keys_path)
+            if block is None:
+                continue
+            stored, vectors = block
+            keep = np.array([key not in keys for key in stored.tolist()], dtype=bool)
+            if keep.all():
+                continue
+            if keep.any():
+                self.write(stored[keep], vectors[keep])
+            keys_path.unlink(missing_ok=True)  # keys first: a shard without keys is never read
+            keys_path.with_name(keys_path.name.replace(".keys.npy", ".vectors.npy")).unlink(missing_ok=True)
+            removed += int((~keep).sum())
+        return removed
 
     def write(self, keys: np.ndarray, vectors: np.ndarray) -> None:
         """Write one shard atomically: vectors first, then keys (whose presence marks it complete)."""
@@ -273,6 +295,18 @@ class Embedder:
             self._cache.write(keys, vectors)
             self._cache.remember(keys, vectors)
         self.texts_embedded += len(missing)
+
+    def forget(self, hashes: Iterable[str]) -> int:
+        """Remove the vectors (sentence and token) of contents with these hashes from the cache,
+        on disk and in memory; returns the sentence vectors removed from disk."""
+        keys = {h.encode("ascii") for h in hashes}
+        if not keys:
+            return 0
+        with self._model_lock, self._lock:  # no embedding writes a shard meanwhile
+            removed = self._cache.forget(keys)
+            tokens = self._tokens or self.token_vectors()
+        tokens.forget(keys)  # outside the model lock: token vectors take theirs first, then the model's
+        return removed
 
     def cached(self, text: str) -> bool:
         """Whether `text` would be served from the cache."""

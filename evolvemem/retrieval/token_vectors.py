@@ -156,6 +156,29 @@ class TokenVectors:
             self._rows.update(zip(keys.tolist(), np.split(flat, np.cumsum(lengths)[:-1])))
         self._loaded = True
 
+    def forget(self, keys: set[bytes]) -> None:
+        """Drop the token vectors of these content hashes, in memory and in every shard on disk
+        (a shard holding one is rewritten without it, then removed)."""
+        with self._lock:
+            for key in keys:
+                self._rows.pop(key, None)
+            for keys_path in sorted(self.folder.glob("*.keys.npy")) if self.folder.is_dir() else []:
+                stem = keys_path.name[: -len(".keys.npy")]
+                try:
+                    stored = np.load(keys_path).tolist()
+                    if not keys.intersection(stored):
+                        continue
+                    lengths = np.load(self.folder / f"{stem}.lengths.npy")
+                    flat = np.load(self.folder / f"{stem}.vectors.npy")
+                except (OSError, ValueError):
+                    continue
+                rows = np.split(flat, np.cumsum(lengths)[:-1]) if len(lengths) else []
+                kept = [(k, v) for k, v in zip(stored, rows) if k not in keys]
+                if kept:
+                    self._write([k for k, _ in kept], [v for _, v in kept])
+                for name in ("keys", "lengths", "vectors"):  # keys first: a shard without keys is never read
+                    (self.folder / f"{stem}.{name}.npy").unlink(missing_ok=True)
+
     def _write(self, keys: list[bytes], vectors: list[np.ndarray]) -> None:
         stem = uuid.uuid4().hex
         arrays = (

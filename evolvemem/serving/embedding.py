@@ -32,7 +32,7 @@ import os
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future
-from typing import Any, Iterator, Protocol, Sequence
+from typing import Any, Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
 
@@ -142,6 +142,15 @@ class ServingEmbedder:
         if not unique:
             return {}
         return {content_hash(t): v for t, v in zip(unique, self.inner.encode(unique))}
+
+    def forget(self, hashes: Iterable[str]) -> None:
+        """Remove memory contents' vectors (sentence and token) from the caches, on disk and here."""
+        wanted = set(hashes)
+        self.inner.forget(wanted)
+        with self._recent_lock:
+            tokens = self._tokens
+        if tokens is not None:
+            tokens.forget({h.encode("ascii") for h in wanted})
 
     # ---- queries --------------------------------------------------------------------------------
     def _encode_queries(self, texts: Sequence[str]) -> np.ndarray:

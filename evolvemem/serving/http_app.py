@@ -10,18 +10,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from datetime import datetime
-from typing import Any, AsyncIterator, Callable, Literal, Optional, cast
+from typing import Any, AsyncIterator, Callable, Optional, cast
 
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from evolvemem.errors import EvolveMemError
-from evolvemem.qtypes import QUESTION_TYPES
 from evolvemem.serving.config_source import SourceSignature, source_signature
 from evolvemem.serving.http_guards import (
     ASGIApp,
@@ -37,49 +35,23 @@ from evolvemem.serving.keys import KeyRing
 from evolvemem.serving.memory import Memory
 from evolvemem.serving.metrics import Metrics, MetricsMiddleware
 from evolvemem.serving.models import (
-    MAX_LIMIT,
     MAX_NAME,
-    MAX_TEXT,
     MAX_TURNS,
+    AddRequest,
     AddResult,
     AnswerResult,
     ContextResult,
     ForgetResult,
+    QueryRequest,
+    SearchRequest,
     SearchResult,
-    TurnIn,
+    validation_message,
 )
 
 log = logging.getLogger("evolvemem.serve")
-QuestionType = Literal[QUESTION_TYPES]  # type: ignore[valid-type]
 CONFIG_HEADER = b"x-evolvemem-config"
 DEFAULT_MAX_BODY = 1_000_000
 DEFAULT_MAX_IN_FLIGHT = 64
-
-
-class AddRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    user: str = Field(min_length=1, max_length=MAX_NAME)
-    turns: list[TurnIn] = Field(min_length=1, max_length=MAX_TURNS)
-    session: Optional[str] = Field(
-        None, min_length=1, max_length=MAX_NAME, description="Session of turns that name none."
-    )
-    at: Optional[datetime] = Field(None, description="Date of turns that give none (ISO 8601).")
-
-
-class QueryRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    user: str = Field(min_length=1, max_length=MAX_NAME)
-    query: str = Field(min_length=1, max_length=MAX_TEXT, pattern=r"\S")
-    question_type: Optional[QuestionType] = Field(
-        None, description="Selects the config's per-type overrides; default: classified from the query."
-    )
-    at: Optional[datetime] = Field(None, description="When it is asked; default: the user's last session.")
-
-
-class SearchRequest(QueryRequest):
-    limit: Optional[int] = Field(
-        None, ge=1, le=MAX_LIMIT, description="Top candidates to return; default: the ones the context holds."
-    )
 
 
 class Health(BaseModel):
@@ -282,9 +254,7 @@ def _error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
-        where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
-        return JSONResponse({"error": f"{where}: {first.get('msg')}" if where else str(first.get("msg"))}, 422)
+        return JSONResponse({"error": validation_message(exc.errors())}, 422)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -52,6 +52,7 @@ from evolvemem.serving.embedding import ServingEmbedder
 from evolvemem.serving.models import AddResult, AnswerResult, ContextResult, ForgetResult, Hit, SearchResult, TurnIn
 from evolvemem.serving.store import MemoryStore, StoredTurn, TraceRow, utcnow
 from evolvemem.serving.traces import TraceBuffer
+from evolvemem.serving.user_gate import UserGate
 from evolvemem.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -131,6 +132,7 @@ class Memory(Closing):
         self._current = (EffectiveConfigs(loaded.config), self._hash)
         self._states: dict[tuple[str, str], _UserState] = {}
         self._locks: dict[tuple[str, str], threading.Lock] = {}
+        self._gates: dict[tuple[str, str], UserGate] = {}
         self._locks_guard = threading.Lock()
         self.traces = TraceBuffer(store)
 
@@ -211,6 +213,10 @@ class Memory(Closing):
     def _lock(self, key: tuple[str, str]) -> threading.Lock:
         with self._locks_guard:
             return self._locks.setdefault(key, threading.Lock())
+
+    def _gate(self, key: tuple[str, str]) -> UserGate:
+        with self._locks_guard:
+            return self._gates.setdefault(key, UserGate())
 
     def users(self, namespace: str = DEFAULT_NAMESPACE) -> list[str]:
         return self.store.users(namespace)
@@ -330,31 +336,39 @@ class Memory(Closing):
         session: str | None = None,
         namespace: str = DEFAULT_NAMESPACE,
     ) -> ForgetResult:
-        """Forget a user (everything, traces included), or some of its turns (by id or session):
-        the memories of the remaining turns are extracted again."""
+        """Forget a user (everything, traces included), or some of its turns (by id or session) and
+        the traces that cite them: the memories of the remaining turns are extracted again.
+
+        Forget means gone: the user's searches and answers under way finish first and new ones
+        wait (`UserGate`), their buffered traces are dropped, the store file is rewritten without
+        the deleted rows, and the caches outside the store lose what only the forgotten memories
+        had (`_forget_cached`)."""
         key = (namespace, user)
-        with self._lock(key):
+        with self._gate(key).closed(), self._lock(key):
             state = self._state(namespace, user)
             if state is None:
                 return ForgetResult(forgotten_turns=0, config_hash=self.config_hash)
-            if turn_ids is None and session is None:
-                count = self.store.forget(namespace, user, None)
-                self._states.pop(key, None)
-                return ForgetResult(forgotten_turns=count, config_hash=self.config_hash)
-            gone = {
-                t.turn_id
-                for t in state.turns
-                if (turn_ids is not None and t.turn_id in set(turn_ids)) or (session and t.session_id == session)
-            }
-            kept = [t for t in state.turns if t.turn_id not in gone]
+            gone = (
+                None
+                if turn_ids is None and session is None
+                else {
+                    t.turn_id
+                    for t in state.turns
+                    if (turn_ids is not None and t.turn_id in set(turn_ids)) or (session and t.session_id == session)
+                }
+            )
+            kept = [t for t in state.turns if gone is not None and t.turn_id not in gone]
+            self.traces.drop(namespace, user, gone if kept else None)
             if not kept:
                 count = self.store.forget(namespace, user, None)
                 self._states.pop(key, None)
+                self._forget_cached(state, None)
                 return ForgetResult(forgotten_turns=count, config_hash=self.config_hash)
             conversation = build_conversation(user, kept)
             units = self._extract(conversation, None)
             ws = self._workspace(conversation, units, state.vectors)
             new_state = _UserState(conversation, tuple(kept), tuple(units), self._extractor_key(conversation), ws)
+            assert gone is not None
             count = self.store.forget(
                 namespace,
                 user,
@@ -365,7 +379,23 @@ class Memory(Closing):
                 new_state.vectors,
             )
             self._states[key] = new_state
+            self._forget_cached(state, new_state)
         return ForgetResult(forgotten_turns=count, config_hash=self.config_hash)
+
+    def _forget_cached(self, old: _UserState, new: _UserState | None) -> None:
+        """Remove from the caches outside the store what only the forgotten memories had: their
+        vectors, unless a memory still in the store or of a loaded user has the same content, and
+        the conversation's cached extractions of the other memory stores (built again on demand)."""
+        from evolvemem.memory.store_cache import forget_conversation
+
+        gone = _content_hashes(old) - (_content_hashes(new) if new is not None else set())
+        for state in list(self._states.values()):
+            gone -= _content_hashes(state)
+        gone -= set(self.store.referenced(gone))
+        self.embedder.forget(gone)
+        if self.second_embedder is not None:
+            self.second_embedder.embedder.forget(gone)
+        forget_conversation(old.conversation.conversation_id)
 
     # ---- reading ------------------------------------------------------------------------------------
     def _reading_state(self, namespace: str, user: str, query: str) -> _UserState | None:
@@ -428,16 +458,19 @@ class Memory(Closing):
         """Ranked memories for `query`: by default the ones the context holds (the config's
         `max_context` and token budget), with `limit` the top `limit` candidates by rank."""
         started = time.perf_counter()
-        found = self._retrieve(namespace, user, query, question_type, at)
-        if found is None:
-            return SearchResult(hits=[], question_type=_query_type(query, question_type), config_hash=self.config_hash)
-        in_context = {item.memory.memory_id for item in found.result.items}
-        ranked = sorted((*found.result.items, *found.result.cut), key=lambda item: item.rank)
-        chosen = ranked[:limit] if limit is not None else [i for i in ranked if i.memory.memory_id in in_context]
-        hits = [_hit(item, item.memory.memory_id in in_context) for item in chosen]
-        ids, turns = [h.memory_id for h in hits], [t for h in hits for t in h.turn_ids]
-        self._trace("search", namespace, found.question, found.config_hash, ids, turns, started)
-        return SearchResult(hits=hits, question_type=found.question.question_type, config_hash=found.config_hash)
+        with self._gate((namespace, user)).reading():
+            found = self._retrieve(namespace, user, query, question_type, at)
+            if found is None:
+                return SearchResult(
+                    hits=[], question_type=_query_type(query, question_type), config_hash=self.config_hash
+                )
+            in_context = {item.memory.memory_id for item in found.result.items}
+            ranked = sorted((*found.result.items, *found.result.cut), key=lambda item: item.rank)
+            chosen = ranked[:limit] if limit is not None else [i for i in ranked if i.memory.memory_id in in_context]
+            hits = [_hit(item, item.memory.memory_id in in_context) for item in chosen]
+            ids, turns = [h.memory_id for h in hits], [t for h in hits for t in h.turn_ids]
+            self._trace("search", namespace, found.question, found.config_hash, ids, turns, started)
+            return SearchResult(hits=hits, question_type=found.question.question_type, config_hash=found.config_hash)
 
     def context(
         self,
@@ -450,26 +483,27 @@ class Memory(Closing):
     ) -> ContextResult:
         """The exact context text (and its estimated tokens) the config hands a reader for `query`."""
         started = time.perf_counter()
-        found = self._retrieve(namespace, user, query, question_type, at)
-        if found is None:
+        with self._gate((namespace, user)).reading():
+            found = self._retrieve(namespace, user, query, question_type, at)
+            if found is None:
+                return ContextResult(
+                    context=format_context([]),
+                    tokens=0,
+                    memory_ids=[],
+                    turn_ids=[],
+                    question_type=_query_type(query, question_type),
+                    config_hash=self.config_hash,
+                )
+            ids, turns = _sources(found.context)
+            self._trace("context", namespace, found.question, found.config_hash, ids, turns, started)
             return ContextResult(
-                context=format_context([]),
-                tokens=0,
-                memory_ids=[],
-                turn_ids=[],
-                question_type=_query_type(query, question_type),
-                config_hash=self.config_hash,
+                context=format_context(found.context, found.effective.context_layout),
+                tokens=context_tokens(found.context),
+                memory_ids=ids,
+                turn_ids=turns,
+                question_type=found.question.question_type,
+                config_hash=found.config_hash,
             )
-        ids, turns = _sources(found.context)
-        self._trace("context", namespace, found.question, found.config_hash, ids, turns, started)
-        return ContextResult(
-            context=format_context(found.context, found.effective.context_layout),
-            tokens=context_tokens(found.context),
-            memory_ids=ids,
-            turn_ids=turns,
-            question_type=found.question.question_type,
-            config_hash=found.config_hash,
-        )
 
     def answer(
         self,
@@ -483,38 +517,39 @@ class Memory(Closing):
         """Answer through the answer path: the answer role (the offline reader without a model),
         verification and judge retries as the config says."""
         started = time.perf_counter()
-        state = self._reading_state(namespace, user, query)
-        if state is None:
-            return AnswerResult(
-                answer="",
-                failed=True,
-                error=f"no memories for user {user!r}",
-                context=format_context([]),
-                memory_ids=[],
-                turn_ids=[],
-                question_type=_query_type(query, question_type),
-                config_hash=self.config_hash,
+        with self._gate((namespace, user)).reading():
+            state = self._reading_state(namespace, user, query)
+            if state is None:
+                return AnswerResult(
+                    answer="",
+                    failed=True,
+                    error=f"no memories for user {user!r}",
+                    context=format_context([]),
+                    memory_ids=[],
+                    turn_ids=[],
+                    question_type=_query_type(query, question_type),
+                    config_hash=self.config_hash,
+                )
+            effective_of, config_hash = self._current
+            question = self._question(state, query, question_type, at)
+            effective, _ = effective_of(question.question_type)
+            with self.embedder.supplying({}):
+                state.workspace.ensure_stores(stores_for(effective))
+            trace = answer_path(state.workspace, question, effective)
+            final = trace.final
+            ids, turns = _sources(final.context)
+            result = AnswerResult(
+                answer=final.answer.text,
+                failed=final.answer.failed,
+                error=final.answer.error or None,
+                context=format_context(final.context, effective.context_layout),
+                memory_ids=ids,
+                turn_ids=turns,
+                question_type=question.question_type,
+                config_hash=config_hash,
             )
-        effective_of, config_hash = self._current
-        question = self._question(state, query, question_type, at)
-        effective, _ = effective_of(question.question_type)
-        with self.embedder.supplying({}):
-            state.workspace.ensure_stores(stores_for(effective))
-        trace = answer_path(state.workspace, question, effective)
-        final = trace.final
-        ids, turns = _sources(final.context)
-        result = AnswerResult(
-            answer=final.answer.text,
-            failed=final.answer.failed,
-            error=final.answer.error or None,
-            context=format_context(final.context, effective.context_layout),
-            memory_ids=ids,
-            turn_ids=turns,
-            question_type=question.question_type,
-            config_hash=config_hash,
-        )
-        self._trace("answer", namespace, question, config_hash, ids, turns, started, result.answer)
-        return result
+            self._trace("answer", namespace, question, config_hash, ids, turns, started, result.answer)
+            return result
 
     def _trace(
         self,
@@ -609,6 +644,15 @@ def _appends(conversation: Conversation, fresh: Sequence[StoredTurn]) -> bool:
     """Whether the new turns are the last turns of the conversation (then only they are extracted)."""
     tail = [t.turn_id for t in conversation.turns()][-len(fresh) :]
     return tail == [t.turn_id for t in fresh]
+
+
+def _content_hashes(state: _UserState) -> set[str]:
+    """Content hashes of every memory of a user's state: extracted, indexed and of other stores."""
+    cid = state.conversation.conversation_id
+    hashes = {u.content_hash for u in state.units} | set(state.vectors)
+    for _store, units, _retriever in state.workspace.stores.of_conversation(cid):
+        hashes |= {u.content_hash for u in units}
+    return hashes
 
 
 def _sources(context: Sequence[MemoryUnit]) -> tuple[list[str], list[str]]:

@@ -2,15 +2,18 @@
 
 Pydantic models, so the library, the HTTP API (its OpenAPI schema) and the MCP tools share one
 typed contract. Limits on sizes live here too: a request the models accept is one the memory can
-take.
+take. The requests are the HTTP API's bodies, and the MCP tools validate their arguments with the
+same models (`validation_message` words a refusal the same way at both doors).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, Mapping, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from evolvemem.qtypes import QUESTION_TYPES
 
 MAX_TEXT = 20_000  # characters of one turn or query
 MAX_NAME = 200  # characters of a user, speaker, session or turn id
@@ -51,6 +54,56 @@ class TurnIn(BaseModel):
             if "content" in data and "text" not in data:
                 data["text"] = data.pop("content")
         return data
+
+
+QuestionType = Literal[QUESTION_TYPES]  # type: ignore[valid-type]
+
+
+class AddRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    user: str = Field(min_length=1, max_length=MAX_NAME)
+    turns: list[TurnIn] = Field(min_length=1, max_length=MAX_TURNS)
+    session: Optional[str] = Field(
+        None, min_length=1, max_length=MAX_NAME, description="Session of turns that name none."
+    )
+    at: Optional[datetime] = Field(None, description="Date of turns that give none (ISO 8601).")
+
+
+class QueryRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    user: str = Field(min_length=1, max_length=MAX_NAME)
+    query: str = Field(min_length=1, max_length=MAX_TEXT, pattern=r"\S")
+    question_type: Optional[QuestionType] = Field(
+        None, description="Selects the config's per-type overrides; default: classified from the query."
+    )
+    at: Optional[datetime] = Field(None, description="When it is asked; default: the user's last session.")
+
+
+class SearchRequest(QueryRequest):
+    limit: Optional[int] = Field(
+        None, ge=1, le=MAX_LIMIT, description="Top candidates to return; default: the ones the context holds."
+    )
+
+
+class ForgetRequest(BaseModel):
+    """A forget as MCP's `forget` takes it (the HTTP API takes the same in its path and query)."""
+
+    model_config = ConfigDict(extra="forbid")
+    user: str = Field(min_length=1, max_length=MAX_NAME)
+    session: Optional[str] = Field(None, min_length=1, max_length=MAX_NAME)
+
+
+def validation_message(errors: Sequence[Mapping[str, object]]) -> str:
+    """A request's first validation error in one line, `<field>: <reason>` (the body's own name left
+    out), as both the HTTP API and the MCP tools report it."""
+    if not errors:
+        return "invalid request"
+    first = errors[0]
+    loc = first.get("loc", ())
+    parts = loc if isinstance(loc, (tuple, list)) else ()
+    where = ".".join(str(part) for part in parts if part != "body")
+    message = str(first.get("msg", "invalid request")).splitlines()[0]
+    return f"{where}: {message}" if where else message
 
 
 class AddResult(BaseModel):

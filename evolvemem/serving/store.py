@@ -8,16 +8,22 @@ reopen embeds nothing), and the traces of served searches and answers.
 
 An add is one transaction: turns, memories and vectors are committed together before the add is
 acknowledged, so a crash leaves every acknowledged add whole and an unacknowledged one absent.
+
+A forget rewrites the file (`_rewrite`): DuckDB's DELETE only marks rows, and a CHECKPOINT frees
+their blocks without overwriting them (VACUUM does not reclaim deletes either), so the deleted text
+would stay readable in the file. Copying the live rows into a fresh file and swapping it in leaves
+it in no file, WAL included. The copy costs time in proportion to the store, on a forget only.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
@@ -25,6 +31,9 @@ from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.errors import EvolveMemError
 from evolvemem.memory.store_cache import unit_from_dict, unit_to_dict
 from evolvemem.store.columnar import Column, create_table, equal_to, insert_columns
+
+if TYPE_CHECKING:
+    import duckdb
 
 FORMAT_VERSION = "1"
 
@@ -114,28 +123,26 @@ class TraceRow:
     at: datetime
 
 
+def wal_of(path: Path) -> Path:
+    """DuckDB's write-ahead log of the database file `path`."""
+    return path.with_name(path.name + ".wal")
+
+
+def rewrite_path(path: Path) -> Path:
+    """Where a store file is copied to before it replaces the original (see `_rewrite`)."""
+    return path.with_name(f".{path.name}.rewrite")
+
+
 class MemoryStore:
     """A memory store file, opened for writing by this process alone. Thread-safe: one lock
     serialises every statement on the one connection."""
 
     def __init__(self, path: str | Path):
-        import duckdb
-
         self.path = Path(path)
         if self.path.is_dir():
             raise EvolveMemError(f"{self.path}: is a directory; a memory store is one file (e.g. memory.duckdb)")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self.con = duckdb.connect(str(self.path))
-        except duckdb.IOException as exc:
-            if "lock" in str(exc).lower():
-                raise StoreLockedError(
-                    f"{self.path}: the memory store is open for writing in another process "
-                    "(one writer per store); stop it or use another store file"
-                ) from None
-            raise EvolveMemError(f"{self.path}: cannot open memory store ({str(exc).splitlines()[0]})") from None
-        except duckdb.Error as exc:
-            raise EvolveMemError(f"{self.path}: not a memory store ({str(exc).splitlines()[0]})") from None
+        self.con = self._connect()
         self._lock = threading.RLock()
         self._closed = False
         for statement in _SCHEMA:
@@ -145,6 +152,21 @@ class MemoryStore:
             self.con.execute("INSERT INTO meta VALUES ('format', ?)", [FORMAT_VERSION])
         elif found[0] != FORMAT_VERSION:
             raise EvolveMemError(f"{self.path}: memory store format {found[0]}, this version reads {FORMAT_VERSION}")
+
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        import duckdb
+
+        try:
+            return duckdb.connect(str(self.path))
+        except duckdb.IOException as exc:
+            if "lock" in str(exc).lower():
+                raise StoreLockedError(
+                    f"{self.path}: the memory store is open for writing in another process "
+                    "(one writer per store); stop it or use another store file"
+                ) from None
+            raise EvolveMemError(f"{self.path}: cannot open memory store ({str(exc).splitlines()[0]})") from None
+        except duckdb.Error as exc:
+            raise EvolveMemError(f"{self.path}: not a memory store ({str(exc).splitlines()[0]})") from None
 
     def close(self) -> None:
         with self._lock:
@@ -336,31 +358,77 @@ class MemoryStore:
         model: str = "",
         vectors: dict[str, np.ndarray] | None = None,
     ) -> int:
-        """Delete all of a user's turns, memories and traces (`turn_ids` None), or some turns, the
-        user's memories then being `units` (extracted again from the turns left). Vectors that no
-        memory refers to any more go too. Returns the turns deleted."""
-        with self._lock, self._transaction():
-            if turn_ids is None:
-                found = self.con.execute(
-                    "SELECT count(*) FROM turns WHERE ns = ? AND user_id = ?", [ns, user]
-                ).fetchone()
-                for table in ("turns", "units", "traces"):
-                    self.con.execute(f"DELETE FROM {table} WHERE ns = ? AND user_id = ?", [ns, user])
-            else:
-                params = [ns, user, list(turn_ids)]
-                found = self.con.execute(
-                    "SELECT count(*) FROM turns WHERE ns = ? AND user_id = ? AND turn_id IN "
-                    "(SELECT unnest(?::VARCHAR[]))",
-                    params,
-                ).fetchone()
-                self.con.execute(
-                    "DELETE FROM turns WHERE ns = ? AND user_id = ? AND turn_id IN (SELECT unnest(?::VARCHAR[]))",
-                    params,
-                )
-                self._write_units(ns, user, units, extractor_key, True)
-                self._write_vectors(model, vectors or {})
-            self.con.execute("DELETE FROM vectors WHERE content_hash NOT IN (SELECT content_hash FROM units)")
+        """Delete all of a user's turns, memories and traces (`turn_ids` None), or some turns and
+        the traces that cite them, the user's memories then being `units` (extracted again from the
+        turns left). Vectors that no memory refers to any more go too. Then the file is rewritten,
+        so what was deleted is in no file (the module docstring says why). Returns the turns deleted."""
+        with self._lock:
+            with self._transaction():
+                if turn_ids is None:
+                    found = self.con.execute(
+                        "SELECT count(*) FROM turns WHERE ns = ? AND user_id = ?", [ns, user]
+                    ).fetchone()
+                    for table in ("turns", "units", "traces"):
+                        self.con.execute(f"DELETE FROM {table} WHERE ns = ? AND user_id = ?", [ns, user])
+                else:
+                    found = self._forget_turns(ns, user, turn_ids)
+                    self._write_units(ns, user, units, extractor_key, True)
+                    self._write_vectors(model, vectors or {})
+                self.con.execute("DELETE FROM vectors WHERE content_hash NOT IN (SELECT content_hash FROM units)")
+            self._rewrite()
         return int(found[0]) if found else 0
+
+    def referenced(self, hashes: Iterable[str]) -> list[str]:
+        """Those of `hashes` some stored memory (of any user) or stored vector still has."""
+        wanted = sorted(set(hashes))
+        if not wanted:
+            return []
+        rows = self._rows(
+            "SELECT content_hash FROM units WHERE content_hash IN (SELECT unnest(?::VARCHAR[])) "
+            "UNION SELECT content_hash FROM vectors WHERE content_hash IN (SELECT unnest(?::VARCHAR[]))",
+            [wanted, wanted],
+        )
+        return [r[0] for r in rows]
+
+    def _forget_turns(self, ns: str, user: str, turn_ids: Sequence[str]) -> tuple[Any, ...] | None:
+        """Delete some turns of a user and the traces that cite any of them; (count,) of the turns."""
+        params = [ns, user, list(turn_ids)]
+        found = self.con.execute(
+            "SELECT count(*) FROM turns WHERE ns = ? AND user_id = ? AND turn_id IN (SELECT unnest(?::VARCHAR[]))",
+            params,
+        ).fetchone()
+        self.con.execute(
+            "DELETE FROM turns WHERE ns = ? AND user_id = ? AND turn_id IN (SELECT unnest(?::VARCHAR[]))", params
+        )
+        gone = set(turn_ids)
+        traced = self.con.execute("SELECT trace_id, turn_ids FROM traces WHERE ns = ? AND user_id = ?", [ns, user])
+        citing = [r[0] for r in traced.fetchall() if gone & set(json.loads(r[1]))]
+        if citing:
+            self.con.execute("DELETE FROM traces WHERE trace_id IN (SELECT unnest(?::VARCHAR[]))", [citing])
+        return found
+
+    def _rewrite(self) -> None:
+        """Copy the live rows into a fresh file and put it in this file's place (held: the lock).
+
+        The old WAL is removed before the swap (the copy holds everything committed, and a WAL
+        left beside the new file would be replayed onto it); a crash before the swap leaves the
+        old file whole, after it the new one."""
+        fresh = rewrite_path(self.path)
+        for leftover in (fresh, wal_of(fresh)):
+            leftover.unlink(missing_ok=True)
+        self.con.execute("CHECKPOINT")
+        one = self.con.execute("SELECT current_database()").fetchone()
+        name = str(one[0]) if one else ""
+        target = str(fresh).replace("'", "''")
+        self.con.execute(f"ATTACH '{target}' AS evolvemem_rewrite")
+        try:
+            self.con.execute(f'COPY FROM DATABASE "{name.replace(chr(34), chr(34) * 2)}" TO evolvemem_rewrite')
+        finally:
+            self.con.execute("DETACH evolvemem_rewrite")
+        self.con.close()
+        wal_of(self.path).unlink(missing_ok=True)
+        os.replace(fresh, self.path)
+        self.con = self._connect()
 
     def record_traces(self, rows: Sequence[TraceRow]) -> None:
         if not rows:

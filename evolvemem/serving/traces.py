@@ -2,14 +2,16 @@
 
 Searches are recorded in batches (a write per search would cost more than the search): a trace
 reaches the store within `FLUSH_SECONDS`, soon after `FLUSH_ROWS` traces are buffered, or when the
-memory closes. The writing is always the flush thread's: a search never waits for it. `export_dataset` writes the stored conversations with the traced queries as questions
+memory closes. The writing is always the flush thread's: a search never waits for it. A forget
+drops its user's buffered traces (`drop`) after waiting out any write under way, so no trace of a
+forgotten user reaches the store after the forget. `export_dataset` writes the stored conversations with the traced queries as questions
 in the custom benchmark format, with no gold answer yet: label them, then `evolve run` on them.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Sequence, TypedDict
+from typing import TYPE_CHECKING, Any, Collection, Sequence, TypedDict
 
 from evolvemem.data.custom import custom_records
 from evolvemem.data.models import Dataset, Question
@@ -44,6 +46,7 @@ class TraceBuffer:
         self.store = store
         self._rows: list[TraceRow] = []
         self._lock = threading.Lock()
+        self._writing = threading.Lock()  # held from taking rows to their commit (a drop waits for it)
         self._stop = threading.Event()
         self._full = threading.Event()
         self._thread = threading.Thread(target=self._run, name="evolvemem-traces", daemon=True)
@@ -57,10 +60,25 @@ class TraceBuffer:
             self._full.set()
 
     def flush(self) -> None:
-        with self._lock:
-            rows, self._rows = self._rows, []
-        if rows:
-            self.store.record_traces(rows)
+        with self._writing:
+            with self._lock:
+                rows, self._rows = self._rows, []
+            if rows:
+                self.store.record_traces(rows)
+
+    def drop(self, ns: str, user: str, citing: Collection[str] | None = None) -> None:
+        """Forget the buffered traces of a user (only those citing one of the turns `citing`, if
+        given). Returns once no write taken before it is still under way."""
+        with self._writing, self._lock:
+            self._rows = [
+                row
+                for row in self._rows
+                if not (
+                    row.ns == ns
+                    and row.user_id == user
+                    and (citing is None or any(turn in citing for turn in row.turn_ids))
+                )
+            ]
 
     def _run(self) -> None:
         while not self._stop.is_set():
