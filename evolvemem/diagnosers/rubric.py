@@ -52,7 +52,7 @@ UNSUPPORTED_LEVER = 0.001  # a lever no firing rule asks for is still tried once
 class Action:
     strength: float
     reason: str
-    changes: dict
+    changes: dict[str, Any]
     qtype: str | None = None
     # a bundle (a traded change kept with its counterweight) is one experiment: its moves are not
     # checked one by one against moves that failed alone, only the whole against tried bundles
@@ -60,7 +60,7 @@ class Action:
     rule: str = ""  # the row of RULES that proposed it ("" for a trade, a type's menu or a lever)
 
 
-def _bump(space: ActionSpace, config: dict, name: str, step: float) -> Any:
+def _bump(space: ActionSpace, config: dict[str, Any], name: str, step: float) -> Any:
     """`name` moved by `step` within its range (switched on at its default when off)."""
     return space[name].step(config[name], step)
 
@@ -197,7 +197,7 @@ class Rule:
 VIEW_SIZES = ("semantic_top_k", "keyword_top_k", "structured_top_k")
 
 
-def _one_more_view(space: ActionSpace, v: dict) -> dict[str, Any]:
+def _one_more_view(space: ActionSpace, v: dict[str, Any]) -> dict[str, Any]:
     """More candidates for the reader: the dense view when it is off, else a wider keyword view."""
     dense = space["semantic_top_k"]
     if v["semantic_top_k"] == dense.off:
@@ -205,7 +205,7 @@ def _one_more_view(space: ActionSpace, v: dict) -> dict[str, Any]:
     return {"keyword_top_k": _bump(space, v, "keyword_top_k", 5)}
 
 
-def _widen_views(space: ActionSpace, v: dict) -> dict[str, Any]:
+def _widen_views(space: ActionSpace, v: dict[str, Any]) -> dict[str, Any]:
     """One step more candidates from each view that is on, and a context budget grown towards
     what the views now rank (one budget step at most): extra candidates that the budget cuts
     before the reader sees them change nothing it reads."""
@@ -514,7 +514,7 @@ TYPE_MENUS: dict[str, tuple[dict[str, Any], ...]] = {
 
 
 def _type_actions(
-    space: ActionSpace, qtype: str, f1: float, mean: float, share: float, values: dict, budgeted: bool = False
+    space: ActionSpace, qtype: str, f1: float, mean: float, share: float, values: dict[str, Any], budgeted: bool = False
 ) -> list[Action]:
     """Per-type overrides that keep the other types as they are; strength = the F1 gap times
     the type's share of the questions (a small type lagging far can gain little overall). Under a
@@ -556,7 +556,7 @@ def lagging_type_actions(c: RuleContext) -> list[Action]:
     return actions
 
 
-def _evidence_counterweight(space: ActionSpace, v: dict) -> dict[str, Any]:
+def _evidence_counterweight(space: ActionSpace, v: dict[str, Any]) -> dict[str, Any]:
     """Everything that gives answerable questions their evidence back, at once: one more view of
     the memories (the dense one when it is off, else a wider keyword view), a context budget that
     holds every candidate the views now return (a budget already full of them would cut the new
@@ -574,7 +574,7 @@ def _evidence_counterweight(space: ActionSpace, v: dict) -> dict[str, Any]:
     return out
 
 
-def _counterweights(space: ActionSpace, v: dict, losing: str) -> list[dict[str, Any]]:
+def _counterweights(space: ActionSpace, v: dict[str, Any], losing: str) -> list[dict[str, Any]]:
     """Changes that protect the group a tried change hurt. Unanswerable questions lose when more
     context makes the reader answer them: check answers against the context, or answer only what it
     supports. Answerable questions lose when the reader abstains or misses: give it more evidence

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from evolvemem.contracts.usage import Usage
 from evolvemem.mechanisms.cue_graph_activation import build_graph, spread
-from evolvemem.mechanisms.source_cache import SourceCache, cached
+from evolvemem.retrieval.source_cache import SourceCache, cached
 from evolvemem.retrieval.extensions import ViewRequest
 from evolvemem.retrieval.fusion import ViewHits, top_k
 

@@ -38,7 +38,7 @@ from evolvemem.data.dates import NUMBER_WORDS
 from evolvemem.memory.offline_extract import WEEKDAYS
 from evolvemem.retrieval.fusion import ViewHits, merge_max, rank_order
 from evolvemem.contracts.usage import Usage
-from evolvemem.mechanisms.source_cache import SourceCache, cached
+from evolvemem.retrieval.source_cache import SourceCache, cached
 
 if TYPE_CHECKING:
     from evolvemem.retrieval.extensions import ViewRequest

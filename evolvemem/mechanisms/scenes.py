@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
-from evolvemem.mechanisms.source_cache import SourceCache, cached
+from evolvemem.retrieval.source_cache import SourceCache, cached
 from evolvemem.memory.granularity import topic_segments
 from evolvemem.retrieval.fusion import ViewHits, merge_max, rank_order
 from evolvemem.contracts.usage import Usage

@@ -80,7 +80,7 @@ def load_torch_model(build: Callable[[], Any], what: str, failure: str) -> Any:
 
         torch.set_num_threads(threads)
     bars_were_on = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # huggingface_hub ships this untyped
     try:
         return build()
     except Exception as exc:  # noqa: BLE001 - any loading failure is reported in one line
@@ -88,7 +88,7 @@ def load_torch_model(build: Callable[[], Any], what: str, failure: str) -> Any:
         raise ConfigError(f"{what} {failure}: {first_line[:300]}") from None
     finally:
         if bars_were_on:
-            hf_logging.enable_progress_bar()
+            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
 
 
 class _ShardCache:

@@ -17,6 +17,7 @@ import numpy as np
 
 from evolvemem.data.models import Question
 from evolvemem.retrieval.fusion import ViewHits
+from evolvemem.retrieval.source_cache import SourceCache
 from evolvemem.contracts.usage import Usage
 
 if TYPE_CHECKING:
@@ -45,4 +46,4 @@ class CandidateSource(Protocol):
 
     def enabled(self, config: RetrievalConfig) -> bool: ...
 
-    def hits(self, request: ViewRequest, cache: dict) -> tuple[list[ViewHits], Usage]: ...
+    def hits(self, request: ViewRequest, cache: SourceCache) -> tuple[list[ViewHits], Usage]: ...

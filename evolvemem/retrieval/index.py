@@ -54,7 +54,8 @@ def memory_terms(unit: MemoryUnit, known_persons: Collection[str] = ()) -> list[
 
 
 def _idf(document_frequency: np.ndarray, n_docs: int) -> np.ndarray:
-    return np.log1p(n_docs / np.maximum(document_frequency, 1)).astype(np.float32)
+    weights: np.ndarray = np.log1p(n_docs / np.maximum(document_frequency, 1)).astype(np.float32)
+    return weights
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,8 @@ class KeywordIndex:
     def scores(self, token_ids: Sequence[int], n_rows: int) -> np.ndarray:
         if self.bm25 is None or not token_ids:
             return np.zeros(n_rows, dtype=np.float32)
-        return self.bm25.get_scores_from_ids(list(token_ids))
+        scores: np.ndarray = self.bm25.get_scores_from_ids(list(token_ids))
+        return scores
 
     def extended(self, scores: np.ndarray, more_ids: Sequence[int]) -> np.ndarray:
         """`scores(ids + more_ids)` from `scores(ids)`, bit for bit, reading only `more_ids`'

@@ -37,6 +37,7 @@ from evolvemem.errors import ConfigError
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.llm.context_window import estimate_text_tokens
 from evolvemem.retrieval.extensions import CandidateSource, ViewRequest
+from evolvemem.retrieval.source_cache import SourceCache
 from evolvemem.retrieval.fusion import ViewHits, final_scores, fuse, merge_max, rank_order, recency, top_k
 from evolvemem.retrieval.index import ConversationIndex, IndexState, to_days
 from evolvemem.retrieval.late_interaction import LateIndex
@@ -170,7 +171,7 @@ class Retriever:
         self._second_vectors: BoundedMemo[str, np.ndarray] = BoundedMemo()
         self._decompositions: dict[tuple[str, int], _Decomposition] = {}
         self._lock = threading.Lock()
-        self._source_caches: dict[tuple[str, int], tuple[IndexState, dict]] = {}
+        self._source_caches: dict[tuple[str, int], tuple[IndexState, SourceCache]] = {}
         self._extras: _StateExtras | None = None
 
     # ------------------------------------------------------------------------ query side
@@ -214,7 +215,8 @@ class Retriever:
         if vector is None:
             self._second_query_vectors([text])
             vector = self._second_vectors[text]
-        return self._second_matrix(extras) @ vector
+        scores: np.ndarray = self._second_matrix(extras) @ vector
+        return scores
 
     def _second_matrix(self, extras: _StateExtras) -> np.ndarray:
         """The second model's vectors of this index state's memories (from its cache by content)."""
@@ -488,7 +490,7 @@ class Retriever:
 
         return ViewRequest(state, question, info.tokens, info.terms, vector, config, embed, keyword_scores, self.llm)
 
-    def _source_cache(self, name: str, state: IndexState) -> dict:
+    def _source_cache(self, name: str, state: IndexState) -> SourceCache:
         """Per (source, index state) scratch space; a new state (after re-extraction) starts empty."""
         with self._lock:
             key = (name, id(state))
@@ -615,7 +617,8 @@ class Retriever:
         keep = (keyword.token_df[ids] >= 2) & fresh
         ids, shared = ids[keep], shared[keep]
         order = rank_order(shared * keyword.token_idf[ids], ids)[:REFLECTION_TERMS]
-        return ids[order].tolist()
+        ordered: list[int] = ids[order].tolist()
+        return ordered
 
     def _assemble(
         self,

@@ -197,4 +197,5 @@ class TokenVectors:
 def _unit_rows(vectors: Any) -> np.ndarray:
     array = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(array, axis=1, keepdims=True)
-    return array / np.maximum(norms, 1e-12)
+    unit: np.ndarray = array / np.maximum(norms, 1e-12)
+    return unit
