@@ -492,7 +492,12 @@ def test_flags_and_rubric_fallbacks_are_shown_and_counted(synth_run, tmp_path):
         store.extend_rounds(4)  # forgets round 3's 'stopped' decision
         store.record_diagnosis(
             DiagnosisRow(
-                round=3, diagnoser="llm", proposal={"changes": {}, "flags": own, "rationale": "shrink the context"}
+                round=3,
+                diagnoser="llm",
+                proposal={"changes": {}, "flags": own, "rationale": "shrink the context"},
+                input={},
+                prompt="",
+                raw_response="",
             )
         )
         store.record_decision(replace(row, decision="applied", flags=rubric, fallback=fallback))

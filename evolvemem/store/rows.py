@@ -152,9 +152,9 @@ class ProposedDimension(StoredRow):
 
     round: int
     name: str
-    description: str | None = None
-    rationale: str | None = None
-    maps_to: JSONObject | None = None
+    description: str  # a diagnoser's NewDimension always says what it would control, and why
+    rationale: str
+    maps_to: JSONObject | None = None  # None: a run from before levers had bundles
     status: str | None = None
     reason: str | None = None
     file: str | None = None
@@ -168,9 +168,9 @@ class DiagnosisRow(StoredRow):
     round: int
     diagnoser: str
     proposal: JSONObject
-    input: JSONObject | None = None
-    prompt: str | None = None
-    raw_response: str | None = None
+    input: JSONObject  # the DiagnosisInput it read
+    prompt: str  # "" for a diagnoser without a model
+    raw_response: str  # the model's reply, bounded; "" without a model
     parse_error: str | None = None
     calls: int | None = None
     prompt_tokens: int | None = None
