@@ -473,7 +473,7 @@ class EvolutionRunner:
     def _unusable(self) -> list[tuple[set[str], str]]:
         """Settings this run cannot use, each group with why: those that act only through a model
         the run lacks — an answer-side model (roles answering offline), a cross-encoder, a second
-        embedding model. Changing them would change nothing (and a config that turns on a stage
+        embedding model — and, under the evidence objective, the answer stage. Changing them would change nothing (and a config that turns on a stage
         without its model is refused)."""
         needs: tuple[tuple[object, Callable[[Dimension], bool], str], ...] = (
             (
@@ -491,6 +491,8 @@ class EvolutionRunner:
         groups = [
             ({n for n, d in self.space.items() if needs_it(d)}, why) for model, needs_it, why in needs if model is None
         ]
+        if self.contexts_only:  # its rounds build contexts and ask no reader: the answer stage acts on nothing
+            groups.append((set(self.space.answer_stage()), "acts on the answer; the evidence objective asks for none"))
         return [(names, why) for names, why in groups if names]
 
     def _free_dims(self) -> list[str] | None:
