@@ -34,7 +34,7 @@ def contexts(run_dir: Path, round_no: int, phase: str) -> dict[str, tuple[str, .
     with RunStore(run_dir, read_only=True) as store:
         rows = store.round_records(round_no, phase)
     assert rows, f"{run_dir}: no records for round {round_no} {phase}"
-    return {str(r["question_id"]): tuple(r["context_ids"] or ()) for r in rows}
+    return {r.question_id: tuple(r.context_ids or ()) for r in rows}
 
 
 @pytest.fixture(scope="module")
