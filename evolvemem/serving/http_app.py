@@ -10,8 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from datetime import datetime
-from typing import Any, AsyncIterator, Callable, Literal, Optional, cast
+from typing import Annotated, Any, AsyncIterator, Callable, Literal, Optional, cast
 
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -28,10 +27,12 @@ from evolvemem.serving.http_guards import (
     BodyLimit,
     HTTPMiddleware,
     InFlightLimit,
+    KeyGate,
     Message,
     Receive,
     Scope,
     Send,
+    send_error,
 )
 from evolvemem.serving.keys import KeyRing
 from evolvemem.serving.memory import Memory
@@ -45,8 +46,10 @@ from evolvemem.serving.models import (
     AnswerResult,
     ContextResult,
     ForgetResult,
+    IsoDatetime,
     SearchResult,
     TurnIn,
+    UserId,
 )
 
 log = logging.getLogger("evolvemem.serve")
@@ -54,38 +57,43 @@ QuestionType = Literal[QUESTION_TYPES]  # type: ignore[valid-type]
 CONFIG_HEADER = b"x-evolvemem-config"
 DEFAULT_MAX_BODY = 1_000_000
 DEFAULT_MAX_IN_FLIGHT = 64
+DEFAULT_MAX_UNAUTHENTICATED = 8  # requests at once on the paths open without a key (health, schema, docs)
+DEFAULT_READ_TIMEOUT = 10.0  # seconds a client has to send a request's head, and again its body
 
 
 class AddRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    user: str = Field(min_length=1, max_length=MAX_NAME)
+    user: UserId
     turns: list[TurnIn] = Field(min_length=1, max_length=MAX_TURNS)
     session: Optional[str] = Field(
         None, min_length=1, max_length=MAX_NAME, description="Session of turns that name none."
     )
-    at: Optional[datetime] = Field(None, description="Date of turns that give none (ISO 8601).")
+    at: Optional[IsoDatetime] = Field(None, description="Date of turns that give none (ISO 8601).")
 
 
 class QueryRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    user: str = Field(min_length=1, max_length=MAX_NAME)
+    user: UserId
     query: str = Field(min_length=1, max_length=MAX_TEXT, pattern=r"\S")
     question_type: Optional[QuestionType] = Field(
         None, description="Selects the config's per-type overrides; default: classified from the query."
     )
-    at: Optional[datetime] = Field(None, description="When it is asked; default: the user's last session.")
+    at: Optional[IsoDatetime] = Field(None, description="When it is asked; default: the user's last session.")
 
 
 class SearchRequest(QueryRequest):
     limit: Optional[int] = Field(
-        None, ge=1, le=MAX_LIMIT, description="Top candidates to return; default: the ones the context holds."
+        None,
+        ge=1,
+        le=MAX_LIMIT,
+        strict=True,
+        description="Top candidates to return; default: the ones the context holds.",
     )
 
 
 class Health(BaseModel):
     status: str
     config_hash: str
-    config_source: str
     namespaces: str = Field(description="'open' (one namespace, loopback only) or 'keys'.")
 
 
@@ -93,7 +101,8 @@ class ErrorBody(BaseModel):
     error: str
 
 
-ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (400, 401, 413, 422, 503)}
+KEYED_ERRORS = (400, 401, 408, 413, 422, 503)
+ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in KEYED_ERRORS}
 
 
 class ConfigHeader(HTTPMiddleware):
@@ -169,12 +178,15 @@ def create_app(
     *,
     max_body_bytes: int = DEFAULT_MAX_BODY,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    max_unauthenticated: int = DEFAULT_MAX_UNAUTHENTICATED,
+    read_timeout: float = DEFAULT_READ_TIMEOUT,
     watcher: ConfigWatcher | None = None,
     with_mcp: bool = True,
     host: str = "127.0.0.1",
 ) -> ASGIApp:
-    """The served ASGI app: the API behind its guards (outermost first: metrics, in-flight bound,
-    body limit, config header)."""
+    """The served ASGI app: the API behind its guards (outermost first: metrics, the config header,
+    the key check; then for a keyed request the in-flight bound and the body's size and deadline,
+    for one on a path open without a key a bound of its own)."""
     metrics = Metrics()
     slots: list[InFlightLimit] = []
     api = build_api(
@@ -187,8 +199,17 @@ def create_app(
         metrics=metrics,
         in_flight=lambda: slots[0].in_flight if slots else 0,
     )
-    slots.append(InFlightLimit(BodyLimit(ConfigHeader(cast(ASGIApp, api), memory), max_body_bytes), max_in_flight))
-    return MetricsMiddleware(slots[0], metrics)
+    routes = cast(ASGIApp, api)
+    slots.append(InFlightLimit(BodyLimit(routes, max_body_bytes, read_timeout), max_in_flight))
+    public = InFlightLimit(routes, max_unauthenticated, exempt=())
+    gate = KeyGate(slots[0], public, keys.caller, public_paths(api))
+    return MetricsMiddleware(ConfigHeader(gate, memory), metrics)
+
+
+def public_paths(api: FastAPI) -> frozenset[str]:
+    """What answers without a key: liveness, and the schema and docs (which name no user)."""
+    paths = ("/health", api.openapi_url, api.docs_url, api.redoc_url, api.swagger_ui_oauth2_redirect_url)
+    return frozenset(path for path in paths if path)
 
 
 def build_api(
@@ -259,35 +280,35 @@ def _lifespan(
 
 
 def _namespace_of(keys: KeyRing) -> Callable[..., str]:
-    """The dependency that turns a request's bearer key into its namespace (401 without a known key)."""
+    """The dependency that turns a request's bearer key into its namespace (401 without a known key),
+    by the rule `KeyGate` applied before (the bearer scheme is declared for the schema)."""
     bearer = HTTPBearer(auto_error=False, description="An API key from EVOLVEMEM_API_KEYS (none: open namespace).")
 
-    def namespace(credentials: Optional[HTTPAuthorizationCredentials] = Depends(bearer)) -> str:
-        header = f"Bearer {credentials.credentials}" if credentials is not None else None
-        found = keys.namespace(header)
-        if found is None:
-            raise HTTPException(
-                401,
-                "missing or unknown API key (send Authorization: Bearer KEY)",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-        return found
+    def namespace(request: Request, _credentials: Optional[HTTPAuthorizationCredentials] = Depends(bearer)) -> str:
+        found = keys.caller(request.scope.get("headers") or [])
+        if found.namespace is None:
+            raise HTTPException(401, found.refusal, headers={"WWW-Authenticate": "Bearer"})
+        return found.namespace
 
     return namespace
 
 
 def _error_handlers(app: FastAPI) -> None:
-    """Every error as `{"error": "<one message>"}`: 422 for a request that does not validate, 400 for
-    our own errors, 500 (logged) for the rest."""
+    """Every error as `{"error": "<one message>"}`: 422 for a request that does not validate or a
+    body that does not parse, 400 for our own errors, 500 (logged) for the rest."""
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+        if first.get("type") == "json_invalid":
+            return JSONResponse({"error": "request body is not valid JSON"}, 422)
         where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
         return JSONResponse({"error": f"{where}: {first.get('msg')}" if where else str(first.get("msg"))}, 422)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:  # the framework's own: a body it cannot parse (not UTF-8 JSON)
+            return JSONResponse({"error": "request body is not UTF-8 JSON"}, 422)
         return JSONResponse({"error": str(exc.detail)}, exc.status_code, headers=getattr(exc, "headers", None))
 
     @app.exception_handler(EvolveMemError)
@@ -327,10 +348,15 @@ def _memory_routes(app: FastAPI, memory: Memory, namespace: Callable[..., str]) 
         return memory.answer(body.user, body.query, question_type=body.question_type, at=body.at, namespace=ns)
 
     @app.delete(
-        "/v1/users/{user}", response_model=ForgetResult, responses=ERRORS, summary="Forget a user, or some of its turns"
+        "/v1/users/{user:path}",
+        response_model=ForgetResult,
+        responses=ERRORS,
+        summary="Forget a user, or some of its turns",
+        description="The user id is the rest of the path, percent-encoded or not: a user added as "
+        "`team/alice` is `/v1/users/team%2Falice` (or `/v1/users/team/alice`).",
     )
     def forget(
-        user: str = Path(min_length=1, max_length=MAX_NAME),
+        user: Annotated[UserId, Path()],
         session: Optional[str] = Query(None, min_length=1, max_length=MAX_NAME),
         turn_id: Optional[list[str]] = Query(None, max_length=MAX_TURNS),
         ns: str = Depends(namespace),
@@ -339,19 +365,28 @@ def _memory_routes(app: FastAPI, memory: Memory, namespace: Callable[..., str]) 
 
 
 def _status_routes(app: FastAPI, memory: Memory, keys: KeyRing, counted: Metrics, in_flight: Callable[[], int]) -> None:
-    """/health (liveness and the config served) and /metrics (Prometheus text), open to any caller."""
+    """/health (liveness and the config's hash, nothing about files), open to any caller, and
+    /metrics (Prometheus text), for a caller with a key: its counts span every key's users."""
 
-    @app.get("/health", response_model=Health, summary="Liveness and the config served")
+    @app.get(
+        "/health",
+        response_model=Health,
+        responses={503: {"model": ErrorBody}},
+        summary="Liveness and the config served",
+    )
     def health() -> Health:
-        return Health(
-            status="ok",
-            config_hash=memory.config_hash,
-            config_source=memory.config_source,
-            namespaces="open" if keys.open else "keys",
-        )
+        return Health(status="ok", config_hash=memory.config_hash, namespaces="open" if keys.open else "keys")
 
-    @app.get("/metrics", response_class=PlainTextResponse, summary="Prometheus metrics")
-    def metrics_text() -> str:
+    @app.get(
+        "/metrics",
+        response_class=PlainTextResponse,
+        responses={
+            code: {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
+            for code in (401, 503)
+        },
+        summary="Prometheus metrics (any API key)",
+    )
+    def metrics_text(_ns: str = Depends(_namespace_of(keys))) -> str:
         loaded = memory.loaded_users()
         gauges = {
             "users_loaded": float(len(loaded)),
@@ -365,14 +400,12 @@ def _status_routes(app: FastAPI, memory: Memory, keys: KeyRing, counted: Metrics
 
 def _keyed(route: Any, keys: KeyRing) -> Any:
     """The MCP route behind the same bearer check as the JSON API (401 without a known key)."""
-    from evolvemem.serving.http_guards import send_error
-
     inner = route.app
 
     async def checked(scope: Scope, receive: Receive, send: Send) -> None:
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
-        if keys.namespace(headers.get("authorization")) is None:
-            await send_error(send, 401, "missing or unknown API key (send Authorization: Bearer KEY)")
+        found = keys.caller(scope.get("headers") or [])
+        if found.namespace is None:
+            await send_error(send, 401, found.refusal, ((b"www-authenticate", b"Bearer"),))
             return
         await inner(scope, receive, send)
 

@@ -14,7 +14,7 @@ from mcp.server.mcpserver import Context, MCPServer
 
 from evolvemem.errors import EvolveMemError
 from evolvemem.serving.memory import DEFAULT_NAMESPACE, Memory
-from evolvemem.serving.models import AddResult, AnswerResult, ForgetResult, SearchResult, TurnIn
+from evolvemem.serving.models import AddResult, AnswerResult, ForgetResult, SearchResult, TurnIn, check_user_id
 
 NamespaceFn = Callable[[Mapping[str, str] | None], str | None]
 
@@ -63,6 +63,6 @@ def build_mcp_server(memory: Memory, namespace: NamespaceFn = open_namespace) ->
     @server.tool()
     def forget(user: str, ctx: Context, session: str | None = None) -> ForgetResult:
         """Forget `user` entirely, or one of its sessions."""
-        return memory.forget(user, session=session, namespace=resolve(ctx))
+        return memory.forget(check_user_id(user), session=session, namespace=resolve(ctx))
 
     return server

@@ -49,7 +49,16 @@ from evolvemem.roles.context_format import format_context
 from evolvemem.serving.config_source import LoadedConfig, load_serving_config
 from evolvemem.serving.conversation import build_conversation, new_turns
 from evolvemem.serving.embedding import ServingEmbedder
-from evolvemem.serving.models import AddResult, AnswerResult, ContextResult, ForgetResult, Hit, SearchResult, TurnIn
+from evolvemem.serving.models import (
+    AddResult,
+    AnswerResult,
+    ContextResult,
+    ForgetResult,
+    Hit,
+    SearchResult,
+    TurnIn,
+    check_user_id,
+)
 from evolvemem.serving.store import MemoryStore, StoredTurn, TraceRow, utcnow
 from evolvemem.serving.traces import TraceBuffer
 from evolvemem.workspace import Workspace
@@ -641,5 +650,5 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def check_name(what: str, value: str) -> None:
-    if not isinstance(value, str) or not value.strip() or len(value) > 200:
-        raise EvolveMemError(f"{what} must be a non-empty name of at most 200 characters")
+    """The one rule of a user id (`models.UserId`), as the HTTP API and the MCP tools apply it."""
+    check_user_id(value, what)

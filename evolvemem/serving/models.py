@@ -7,15 +7,82 @@ take.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
+import re
+from datetime import date, datetime
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    TypeAdapter,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from evolvemem.errors import EvolveMemError
 
 MAX_TEXT = 20_000  # characters of one turn or query
 MAX_NAME = 200  # characters of a user, speaker, session or turn id
 MAX_TURNS = 1_000  # turns in one add
 MAX_LIMIT = 200  # hits one search may ask for
+
+# What a user id may hold, for every door (the library, the HTTP API, the MCP tools): any text
+# that has a non-blank character and no control character. "/" is allowed: the HTTP API takes
+# the id percent-encoded in DELETE /v1/users/{user} (team%2Falice), or as the rest of the path.
+USER_ID_PATTERN = r"^[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
+USER_ID_RULE = f"1 to {MAX_NAME} characters, not all blank, with no control characters"
+_USER_ID = re.compile(USER_ID_PATTERN)
+
+
+def _user_id(value: str) -> str:
+    if not _USER_ID.fullmatch(value):
+        raise PydanticCustomError("user_id", "a user id is " + USER_ID_RULE)
+    return value
+
+
+UserId = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=MAX_NAME),
+    AfterValidator(_user_id),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_NAME,
+            "pattern": USER_ID_PATTERN,
+            "description": f"A user id: {USER_ID_RULE}.",
+        }
+    ),
+]
+_USER_ID_ADAPTER: TypeAdapter[str] = TypeAdapter(UserId)
+
+
+def check_user_id(user: object, what: str = "user") -> str:
+    """`user` if it is a user id by the rule of `UserId`, else one EvolveMemError: for the doors
+    that take a bare string (the library's verbs, the MCP tools)."""
+    if not isinstance(user, str):
+        raise EvolveMemError(f"{what} must be a string: {USER_ID_RULE}")
+    try:
+        return _USER_ID_ADAPTER.validate_python(user)
+    except ValidationError:
+        raise EvolveMemError(f"{what} must be {USER_ID_RULE}") from None
+
+
+def _date_text(value: object) -> object:
+    """A date is ISO 8601 text (or a date object from Python): a number or a boolean is refused
+    rather than read as seconds since 1970."""
+    if isinstance(value, (str, date)):
+        return value
+    raise PydanticCustomError("iso_date", "must be an ISO 8601 date, as a string")
+
+
+IsoDatetime = Annotated[datetime, BeforeValidator(_date_text)]
 
 
 class TurnIn(BaseModel):
@@ -26,7 +93,7 @@ class TurnIn(BaseModel):
 
     speaker: str = Field(min_length=1, max_length=MAX_NAME, description="Who said it (a name, or a chat role).")
     text: str = Field(max_length=MAX_TEXT, description="What was said.")
-    at: datetime | None = Field(None, description="When (ISO 8601); default: the session's date, else none.")
+    at: IsoDatetime | None = Field(None, description="When (ISO 8601); default: the session's date, else none.")
     session: str | None = Field(
         None,
         min_length=1,
