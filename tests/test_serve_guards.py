@@ -8,6 +8,7 @@ in-process, through the ASGI stack `create_app` builds."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import time
 
@@ -205,3 +206,19 @@ def test_keyed_requests_fill_their_bound_only(tmp_path):
 
     with Memory.open(tmp_path / "memory.duckdb") as memory:
         asyncio.run(scenario(memory))
+
+
+def test_a_request_the_parser_refuses_gets_the_json_error_shape(server):
+    for raw in (b"NOT HTTP AT ALL\r\n\r\n", b"GET /v1/users/" + b"x" * 120_000 + b" HTTP/1.1\r\nHost: a\r\n\r\n"):
+        sock = socket.create_connection(("127.0.0.1", server.port))
+        try:
+            sock.settimeout(30)
+            sock.sendall(raw)
+            data = b""
+            while chunk := sock.recv(65536):
+                data += chunk
+        finally:
+            sock.close()
+        head, _, body = data.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400") and b"content-type: application/json" in head.lower()
+        assert list(json.loads(body)) == ["error"]

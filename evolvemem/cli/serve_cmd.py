@@ -62,7 +62,7 @@ def run_server(
     import uvicorn
 
     from evolvemem.serving.http_app import ConfigWatcher, create_app
-    from evolvemem.serving.http_guards import header_deadline_protocol
+    from evolvemem.serving.http_guards import guarded_protocol
     from evolvemem.serving.keys import KEYS_ENV, check_exposure, keys_from
 
     keys = keys_from(keys_file)
@@ -93,7 +93,7 @@ def run_server(
             app,
             host=host,
             port=port,
-            http=header_deadline_protocol(read_timeout),
+            http=guarded_protocol(read_timeout),
             log_level="warning",
             access_log=False,
             timeout_graceful_shutdown=5,

@@ -16,7 +16,10 @@ from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field
+from annotated_types import Len
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic.json_schema import SkipJsonSchema
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from evolvemem.errors import EvolveMemError
@@ -38,15 +41,16 @@ from evolvemem.serving.keys import KeyRing
 from evolvemem.serving.memory import Memory
 from evolvemem.serving.metrics import Metrics, MetricsMiddleware
 from evolvemem.serving.models import (
-    MAX_LIMIT,
     MAX_NAME,
     MAX_TEXT,
     MAX_TURNS,
+    NOT_BLANK,
     AddResult,
     AnswerResult,
     ContextResult,
     ForgetResult,
     IsoDatetime,
+    Limit,
     SearchResult,
     TurnIn,
     UserId,
@@ -74,7 +78,7 @@ class AddRequest(BaseModel):
 class QueryRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     user: UserId
-    query: str = Field(min_length=1, max_length=MAX_TEXT, pattern=r"\S")
+    query: str = Field(min_length=1, max_length=MAX_TEXT, pattern=NOT_BLANK)
     question_type: Optional[QuestionType] = Field(
         None, description="Selects the config's per-type overrides; default: classified from the query."
     )
@@ -82,11 +86,8 @@ class QueryRequest(BaseModel):
 
 
 class SearchRequest(QueryRequest):
-    limit: Optional[int] = Field(
+    limit: Optional[Limit] = Field(
         None,
-        ge=1,
-        le=MAX_LIMIT,
-        strict=True,
         description="Top candidates to return; default: the ones the context holds.",
     )
 
@@ -101,6 +102,7 @@ class ErrorBody(BaseModel):
     error: str
 
 
+TurnIds = Annotated[list[Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME)]], Len(0, MAX_TURNS)]
 KEYED_ERRORS = (400, 401, 408, 413, 422, 503)
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in KEYED_ERRORS}
 
@@ -321,6 +323,22 @@ def _error_handlers(app: FastAPI) -> None:
         return JSONResponse({"error": f"internal error ({type(exc).__name__}); see the server log"}, 500)
 
 
+class _AnyText(Convertor[str]):
+    """A path parameter that is the rest of the path, "/" and line breaks included (Starlette's
+    `path` stops at a line break): a user id is refused by its own rule (422), never by routing (404)."""
+
+    regex = r"[\s\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("user_id", _AnyText())
+
+
 def _memory_routes(app: FastAPI, memory: Memory, namespace: Callable[..., str]) -> None:
     """The `Memory` verbs, each in the namespace of the request's key."""
 
@@ -348,7 +366,7 @@ def _memory_routes(app: FastAPI, memory: Memory, namespace: Callable[..., str]) 
         return memory.answer(body.user, body.query, question_type=body.question_type, at=body.at, namespace=ns)
 
     @app.delete(
-        "/v1/users/{user:path}",
+        "/v1/users/{user:user_id}",
         response_model=ForgetResult,
         responses=ERRORS,
         summary="Forget a user, or some of its turns",
@@ -356,11 +374,15 @@ def _memory_routes(app: FastAPI, memory: Memory, namespace: Callable[..., str]) 
         "`team/alice` is `/v1/users/team%2Falice` (or `/v1/users/team/alice`).",
     )
     def forget(
+        request: Request,
         user: Annotated[UserId, Path()],
-        session: Optional[str] = Query(None, min_length=1, max_length=MAX_NAME),
-        turn_id: Optional[list[str]] = Query(None, max_length=MAX_TURNS),
+        # absent, not null: a query string has no null, so the schema names none
+        session: Annotated[str | SkipJsonSchema[None], Query(min_length=1, max_length=MAX_NAME)] = None,
+        turn_id: Annotated[TurnIds | SkipJsonSchema[None], Query()] = None,
         ns: str = Depends(namespace),
     ) -> ForgetResult:
+        if len(request.query_params.getlist("session")) > 1:
+            raise RequestValidationError([{"loc": ("query", "session"), "msg": "one session, given once"}])
         return memory.forget(user, turn_ids=turn_id, session=session, namespace=ns)
 
 

@@ -185,17 +185,21 @@ class InFlightLimit(HTTPMiddleware):
             self.in_flight -= 1
 
 
-def header_deadline_protocol(seconds: float) -> type[asyncio.Protocol]:
-    """uvicorn's HTTP protocol with a deadline on each request's head: a connection that has not sent
-    a whole request line and headers `seconds` after it opened, or after its last response, is
-    closed. Without it a client that trickles its headers (or sends none) holds a socket for ever:
-    uvicorn's keep-alive timer is reset by every byte."""
+def guarded_protocol(seconds: float) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol with a deadline on each request's head, and its own refusals in the
+    API's error shape.
+
+    A connection that has not sent a whole request line and headers `seconds` after it opened, or
+    after its last response, is closed: without it a client that trickles its head (or sends none)
+    holds a socket for ever, as uvicorn's keep-alive timer is reset by every byte. A request the
+    parser refuses (malformed, or a head larger than it takes) gets 400 as `{"error": ...}` JSON,
+    not uvicorn's plain text."""
     try:
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as Base
     except ImportError:  # uvicorn without httptools: its h11 protocol has the same hooks
         from uvicorn.protocols.http.h11_impl import H11Protocol as Base  # type: ignore[assignment]
 
-    class HeaderDeadline(Base):
+    class Guarded(Base):
         _deadline: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -211,6 +215,14 @@ def header_deadline_protocol(seconds: float) -> type[asyncio.Protocol]:
                 self._deadline.cancel()
             super().connection_lost(exc)
 
+        def send_400_response(self, msg: str) -> None:
+            body = json.dumps({"error": f"{msg.rstrip('.')} (malformed, or its head too large)"}).encode()
+            head = [b"HTTP/1.1 400 Bad Request"]
+            head += [name + b": " + value for name, value in self.server_state.default_headers]
+            head += [b"content-type: application/json", b"content-length: " + str(len(body)).encode()]
+            self.transport.write(b"\r\n".join([*head, b"connection: close", b"", body]))
+            self.transport.close()
+
         def _arm(self) -> None:
             if self._deadline is not None:
                 self._deadline.cancel()
@@ -225,4 +237,4 @@ def header_deadline_protocol(seconds: float) -> type[asyncio.Protocol]:
             if not headed and not answering and not self.transport.is_closing():
                 self.transport.close()
 
-    return HeaderDeadline
+    return Guarded

@@ -57,6 +57,7 @@ from evolvemem.serving.models import (
     Hit,
     SearchResult,
     TurnIn,
+    blank,
     check_user_id,
 )
 from evolvemem.serving.store import MemoryStore, StoredTurn, TraceRow, utcnow
@@ -380,7 +381,7 @@ class Memory(Closing):
     def _reading_state(self, namespace: str, user: str, query: str) -> _UserState | None:
         """The user's loaded state for a query (None: no memories), after checking both names."""
         check_name("user", user)
-        if not query.strip():
+        if blank(query):
             raise EvolveMemError("query is empty")
         state = self._states.get((namespace, user))
         if state is None:

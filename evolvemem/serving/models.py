@@ -23,6 +23,7 @@ from pydantic import (
     WithJsonSchema,
     model_validator,
 )
+from pydantic.config import JsonDict
 from pydantic_core import PydanticCustomError
 
 from evolvemem.errors import EvolveMemError
@@ -32,10 +33,22 @@ MAX_NAME = 200  # characters of a user, speaker, session or turn id
 MAX_TURNS = 1_000  # turns in one add
 MAX_LIMIT = 200  # hits one search may ask for
 
+# Blank characters, spelled out: "\s" differs between the regex engines that read these patterns
+# (pydantic's, Python's, and the ECMA one of JSON Schema clients), so "not blank" is this class.
+BLANK = r"\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+NOT_BLANK = f"[^{BLANK}]"  # a pattern that a text with a non-blank character matches
+_NOT_BLANK = re.compile(NOT_BLANK)
+
+
+def blank(text: str) -> bool:
+    """Whether `text` has no character but blanks (the rule of every "not blank" in the API)."""
+    return _NOT_BLANK.search(text) is None
+
+
 # What a user id may hold, for every door (the library, the HTTP API, the MCP tools): any text
 # that has a non-blank character and no control character. "/" is allowed: the HTTP API takes
 # the id percent-encoded in DELETE /v1/users/{user} (team%2Falice), or as the rest of the path.
-USER_ID_PATTERN = r"^[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
+USER_ID_PATTERN = rf"^[^\x00-\x1f\x7f]*[^{BLANK}\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
 USER_ID_RULE = f"1 to {MAX_NAME} characters, not all blank, with no control characters"
 _USER_ID = re.compile(USER_ID_PATTERN)
 
@@ -85,11 +98,30 @@ def _date_text(value: object) -> object:
 IsoDatetime = Annotated[datetime, BeforeValidator(_date_text)]
 
 
+def _whole_number(value: object) -> object:
+    """A count is a JSON number: `true` is not 1 and "5" is not 5 (the schema says integer)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise PydanticCustomError("whole_number", "must be an integer")
+    return value
+
+
+# Hits one search may ask for (the bounds before the check, so that the schema states them).
+Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT), BeforeValidator(_whole_number)]
+# A turn says something: text with a non-blank character, or an image's caption (the JSON schema
+# states it too, so that a request the schema allows is one the memory takes).
+_SAYS_SOMETHING: JsonDict = {
+    "anyOf": [
+        {"properties": {"text": {"pattern": NOT_BLANK}}},
+        {"properties": {"image_caption": {"type": "string", "minLength": 1}}, "required": ["image_caption"]},
+    ]
+}
+
+
 class TurnIn(BaseModel):
     """One utterance to remember. A chat message (`{"role": ..., "content": ...}`) is accepted
     too: its role is the speaker."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_SAYS_SOMETHING)
 
     speaker: str = Field(min_length=1, max_length=MAX_NAME, description="Who said it (a name, or a chat role).")
     text: str = Field(max_length=MAX_TEXT, description="What was said.")
@@ -118,6 +150,12 @@ class TurnIn(BaseModel):
             if "content" in data and "text" not in data:
                 data["text"] = data.pop("content")
         return data
+
+    @model_validator(mode="after")
+    def _says_something(self) -> TurnIn:
+        if blank(self.text) and not self.image_caption:
+            raise PydanticCustomError("empty_turn", "a turn needs text with a non-blank character, or an image_caption")
+        return self
 
 
 class AddResult(BaseModel):
