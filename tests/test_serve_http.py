@@ -301,3 +301,30 @@ def test_a_config_file_is_read_only_once_its_write_has_settled(tmp_path):
         assert watcher.check() and memory.config_hash != served  # unchanged since the last check: read
         assert memory.config.max_context == 9
         assert not watcher.check()  # nothing new
+
+
+def test_a_granularity_swap_builds_its_stores_before_it_is_served(tmp_path):
+    """Swapping to a routed granularity builds the raw and episode stores of every loaded user
+    before the new config is served, so no request after the swap waits for a build."""
+    from evolvemem import Memory
+    from evolvemem.serving.http_app import ConfigWatcher
+
+    config = tmp_path / "served.toml"
+    config.write_text("max_context = 6\n")
+    turns = [
+        {"speaker": "Ana" if i % 2 else "Ben", "text": f"On day {i} we cycled to lake {i % 4}."} for i in range(12)
+    ]
+    with Memory.open(tmp_path / "memory.duckdb", str(config)) as memory:
+        for user in ("ana", "ben"):
+            memory.add(user, turns, session="s1", at="2024-03-01")
+            memory.search(user, "Where did we cycle?")  # loaded, under the fact granularity
+        workspaces = [memory._states[("local", user)].workspace for user in ("ana", "ben")]
+        assert not any(ws.has_store(user, "raw") for ws, user in zip(workspaces, ("ana", "ben")))
+        served = memory.config_hash
+        watcher = ConfigWatcher(memory, str(config), interval=0)
+        config.write_text('max_context = 6\nmemory_granularity = "routed"\n')
+        assert not watcher.check() and watcher.check()  # settled, then swapped
+        assert memory.config_hash != served
+        for ws, user in zip(workspaces, ("ana", "ben")):
+            assert ws.has_store(user, "raw") and ws.has_store(user, "episode")
+        assert memory.search("ana", "Why did we go to the lake?").hits
