@@ -1,6 +1,6 @@
 """Fuzz a real `evolve serve` from its own OpenAPI schema with schemathesis: every check, both modes.
 
-    python benchmarks/serve_schemathesis.py [--max-examples 40] [--seed 46] [--config default]
+    python benchmarks/serve_schemathesis.py [--max-examples 100] [--seed 46] [--config default]
 
 A server on 127.0.0.1 with one API key (offline roles), seeded with one user so that searches find
 something; then `schemathesis run <server>/openapi.json --checks all --mode positive` and again with
@@ -122,7 +122,7 @@ def seed_user(url: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--max-examples", type=int, default=40, help="cases per operation and mode")
+    parser.add_argument("--max-examples", type=int, default=100, help="cases per operation and mode")
     parser.add_argument("--seed", type=int, default=46)
     parser.add_argument("--config", default="default", help="what the server serves: a preset, a file or a run")
     parser.add_argument("--keep", action="store_true", help="keep the store, the logs and the reports")
