@@ -1,8 +1,9 @@
 """`evolve serve`: a real server on 127.0.0.1, a real HTTP client.
 
-Covers the JSON API's verbs and error shape, per-key isolation, 401/413/422/503, the config hash on
-every response, a config swapped without a restart, no key in the log or the store, and a fuzz of
-the API from its own OpenAPI schema with no 5xx."""
+Covers the JSON API's verbs and error shape, per-key isolation, 401/413/422/503, strict types, a
+user id with "/" deleted, nothing but liveness without a key, the config hash on every response, a
+config swapped without a restart, no key in the log or the store, and a fuzz of the API from its
+own OpenAPI schema with no 5xx. The guards against slow clients are in test_serve_guards.py."""
 
 from __future__ import annotations
 
@@ -76,7 +77,7 @@ def test_verbs_and_the_config_hash_on_every_response(server):
             client.get("/openapi.json"),
         ):
             assert response.headers["x-evolvemem-config"] == config_hash
-        assert 'evolvemem_requests_total{route="/v1/search",status="200"}' in client.get("/metrics").text
+        assert 'evolvemem_requests_total{route="/v1/search",status="200"}' in client.get("/metrics", headers=key).text
         assert client.get("/docs").status_code == 200
         gone = client.request("DELETE", "/v1/users/dora", headers=key)
         assert gone.json()["forgotten_turns"] == 2
@@ -138,12 +139,59 @@ def test_bad_requests_get_one_json_message(server):
                 413,
             ),
             (client.get("/v1/nothing-here", headers=key), 404),
+            # strict types: a boolean is no limit, a number is no date, a blank is no user
+            (client.post("/v1/search", headers=key, json={"user": "ana", "query": "x", "limit": True}), 422),
+            (client.post("/v1/search", headers=key, json={"user": "ana", "query": "x", "limit": 2.5}), 422),
+            (client.post("/v1/search", headers=key, json={"user": "ana", "query": "x", "at": 0}), 422),
+            (client.post("/v1/context", headers=key, json={"user": "  ", "query": "x"}), 422),
+            (client.post("/v1/answer", headers=key, json={"user": "a\u0000b", "query": "x"}), 422),
+            (
+                client.post(
+                    "/v1/memories", headers=key, json={"user": "ana", "turns": [{"speaker": "A", "text": "x", "at": 0}]}
+                ),
+                422,
+            ),
+            (
+                client.post(
+                    "/v1/search",
+                    headers={**key, "Content-Type": "application/json"},
+                    content=b'{"user": "\xff", "query": "x"}',
+                ),
+                422,
+            ),
+            (client.request("DELETE", "/v1/users/a%01b", headers=key), 422),
         ]
         for response, status in cases:
             assert response.status_code == status, (response.status_code, response.text)
             body = response.json()
             assert list(body) == ["error"] and isinstance(body["error"], str) and "\n" not in body["error"]
         assert "query" in cases[1][0].json()["error"]
+
+
+def test_a_user_whose_id_holds_a_slash_is_deleted(server):
+    key = auth(KEYS[2])
+    turns = [{"speaker": "Alice", "text": "My locker code is zq-slash-4417."}]
+    query = {"query": "What is the locker code?"}
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        for user, path in (("team/alice", "/v1/users/team%2Falice"), ("team/bob", "/v1/users/team/bob")):
+            assert client.post("/v1/memories", headers=key, json={"user": user, "turns": turns}).status_code == 200
+            assert "zq-slash-4417" in client.post("/v1/search", headers=key, json={"user": user, **query}).text
+            gone = client.request("DELETE", path, headers=key)
+            assert gone.status_code == 200 and gone.json()["forgotten_turns"] == 1, gone.text
+            assert client.post("/v1/search", headers=key, json={"user": user, **query}).json()["hits"] == []
+
+
+def test_nothing_leaks_without_a_key(server):
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        metrics = client.get("/metrics")
+        assert metrics.status_code == 401 and list(metrics.json()) == ["error"]
+        assert "evolvemem_" not in metrics.text
+        assert client.get("/metrics", headers=auth(KEYS[0])).text.startswith("# TYPE")
+        health = client.get("/health")
+        assert health.status_code == 200 and set(health.json()) == {"status", "config_hash", "namespaces"}
+        assert str(server.config_path.parent) not in health.text and "served.toml" not in health.text
+        for path in ("/v1/nothing-here", "/v1/users/ana", "/mcp"):
+            assert client.get(path).status_code == 401
 
 
 def test_requests_beyond_the_in_flight_bound_get_503(tmp_path):
@@ -253,3 +301,30 @@ def test_a_config_file_is_read_only_once_its_write_has_settled(tmp_path):
         assert watcher.check() and memory.config_hash != served  # unchanged since the last check: read
         assert memory.config.max_context == 9
         assert not watcher.check()  # nothing new
+
+
+def test_a_granularity_swap_builds_its_stores_before_it_is_served(tmp_path):
+    """Swapping to a routed granularity builds the raw and episode stores of every loaded user
+    before the new config is served, so no request after the swap waits for a build."""
+    from evolvemem import Memory
+    from evolvemem.serving.http_app import ConfigWatcher
+
+    config = tmp_path / "served.toml"
+    config.write_text("max_context = 6\n")
+    turns = [
+        {"speaker": "Ana" if i % 2 else "Ben", "text": f"On day {i} we cycled to lake {i % 4}."} for i in range(12)
+    ]
+    with Memory.open(tmp_path / "memory.duckdb", str(config)) as memory:
+        for user in ("ana", "ben"):
+            memory.add(user, turns, session="s1", at="2024-03-01")
+            memory.search(user, "Where did we cycle?")  # loaded, under the fact granularity
+        workspaces = [memory._states[("local", user)].workspace for user in ("ana", "ben")]
+        assert not any(ws.has_store(user, "raw") for ws, user in zip(workspaces, ("ana", "ben")))
+        served = memory.config_hash
+        watcher = ConfigWatcher(memory, str(config), interval=0)
+        config.write_text('max_context = 6\nmemory_granularity = "routed"\n')
+        assert not watcher.check() and watcher.check()  # settled, then swapped
+        assert memory.config_hash != served
+        for ws, user in zip(workspaces, ("ana", "ben")):
+            assert ws.has_store(user, "raw") and ws.has_store(user, "episode")
+        assert memory.search("ana", "Why did we go to the lake?").hits

@@ -481,7 +481,13 @@ def serve(
         1_000_000, "--max-body", min=1024, help="Largest request body in bytes (larger: 413)."
     ),
     max_in_flight: int = typer.Option(
-        64, "--max-in-flight", min=1, help="Requests handled at once (more: 503 with Retry-After)."
+        64, "--max-in-flight", min=1, help="Keyed requests handled at once (more: 503 with Retry-After)."
+    ),
+    read_timeout: float = typer.Option(
+        10.0,
+        "--read-timeout",
+        min=0.1,
+        help="Seconds a client has to send a request's headers, and again its body (slower: connection closed, 408).",
     ),
     reload_config: float = typer.Option(
         2.0,
@@ -505,6 +511,7 @@ def serve(
         local_models=local.models(),
         max_body=max_body,
         max_in_flight=max_in_flight,
+        read_timeout=read_timeout,
         reload_seconds=reload_config,
         mcp=not no_mcp,
     )

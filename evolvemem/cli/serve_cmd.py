@@ -55,6 +55,7 @@ def run_server(
     local_models: LocalModels,
     max_body: int,
     max_in_flight: int,
+    read_timeout: float,
     reload_seconds: float,
     mcp: bool,
 ) -> None:
@@ -62,6 +63,7 @@ def run_server(
     import uvicorn
 
     from evolvemem.serving.http_app import ConfigWatcher, create_app
+    from evolvemem.serving.http_guards import guarded_protocol
     from evolvemem.serving.keys import KEYS_ENV, check_exposure, keys_from
 
     keys = keys_from(keys_file)
@@ -70,7 +72,14 @@ def run_server(
     try:
         watcher = ConfigWatcher(memory, config, reload_seconds)
         app = create_app(
-            memory, keys, max_body_bytes=max_body, max_in_flight=max_in_flight, watcher=watcher, with_mcp=mcp, host=host
+            memory,
+            keys,
+            max_body_bytes=max_body,
+            max_in_flight=max_in_flight,
+            read_timeout=read_timeout,
+            watcher=watcher,
+            with_mcp=mcp,
+            host=host,
         )
         access = (
             f"{len(keys.digests)} API key(s), one namespace each"
@@ -81,7 +90,15 @@ def run_server(
             f"serving {store} with config {memory.config_hash} ({memory.config_source}) on "
             f"http://{host}:{port} — {access}; docs at /docs" + ("; MCP at /mcp" if mcp else "")
         )
-        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=5)
+        uvicorn.run(
+            app,
+            host=host,
+            port=port,
+            http=guarded_protocol(read_timeout),
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=5,
+        )
     finally:
         memory.close()
 

@@ -14,7 +14,7 @@ from typing import Sequence
 from evolvemem.data.dates import parse_iso_datetime
 from evolvemem.data.models import Conversation, Session, Turn
 from evolvemem.errors import EvolveMemError
-from evolvemem.serving.models import TurnIn
+from evolvemem.serving.models import TurnIn, blank
 from evolvemem.serving.store import StoredTurn
 
 DEFAULT_SESSION = "session-1"
@@ -74,7 +74,7 @@ def new_turns(
             while turn_id in taken:  # a given id took the default name
                 number += 1
                 turn_id = f"{session_id}:{number}"
-        if not turn.text.strip() and not turn.image_caption:
+        if blank(turn.text) and not turn.image_caption:  # TurnIn refuses it too; a turn built otherwise
             raise EvolveMemError(f"turn {turn_id!r}: empty text")
         taken.add(turn_id)
         out.append(

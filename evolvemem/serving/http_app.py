@@ -10,13 +10,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from typing import Any, AsyncIterator, Callable, Optional, cast
+from typing import Annotated, Any, AsyncIterator, Callable, Optional, cast
 
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, Field
+from annotated_types import Len
+from pydantic import BaseModel, Field, StringConstraints
+from pydantic.json_schema import SkipJsonSchema
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from evolvemem.errors import EvolveMemError
@@ -26,10 +29,12 @@ from evolvemem.serving.http_guards import (
     BodyLimit,
     HTTPMiddleware,
     InFlightLimit,
+    KeyGate,
     Message,
     Receive,
     Scope,
     Send,
+    send_error,
 )
 from evolvemem.serving.keys import KeyRing
 from evolvemem.serving.memory import Memory
@@ -44,20 +49,22 @@ from evolvemem.serving.models import (
     ForgetResult,
     QueryRequest,
     SearchRequest,
-    SearchResult,
     validation_message,
+    SearchResult,
+    UserId,
 )
 
 log = logging.getLogger("evolvemem.serve")
 CONFIG_HEADER = b"x-evolvemem-config"
 DEFAULT_MAX_BODY = 1_000_000
 DEFAULT_MAX_IN_FLIGHT = 64
+DEFAULT_MAX_UNAUTHENTICATED = 8  # requests at once on the paths open without a key (health, schema, docs)
+DEFAULT_READ_TIMEOUT = 10.0  # seconds a client has to send a request's head, and again its body
 
 
 class Health(BaseModel):
     status: str
     config_hash: str
-    config_source: str
     namespaces: str = Field(description="'open' (one namespace, loopback only) or 'keys'.")
 
 
@@ -65,7 +72,9 @@ class ErrorBody(BaseModel):
     error: str
 
 
-ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (400, 401, 413, 422, 503)}
+TurnIds = Annotated[list[Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME)]], Len(0, MAX_TURNS)]
+KEYED_ERRORS = (400, 401, 408, 413, 422, 503)
+ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in KEYED_ERRORS}
 
 
 class ConfigHeader(HTTPMiddleware):
@@ -141,12 +150,15 @@ def create_app(
     *,
     max_body_bytes: int = DEFAULT_MAX_BODY,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    max_unauthenticated: int = DEFAULT_MAX_UNAUTHENTICATED,
+    read_timeout: float = DEFAULT_READ_TIMEOUT,
     watcher: ConfigWatcher | None = None,
     with_mcp: bool = True,
     host: str = "127.0.0.1",
 ) -> ASGIApp:
-    """The served ASGI app: the API behind its guards (outermost first: metrics, in-flight bound,
-    body limit, config header)."""
+    """The served ASGI app: the API behind its guards (outermost first: metrics, the config header,
+    the key check; then for a keyed request the in-flight bound and the body's size and deadline,
+    for one on a path open without a key a bound of its own)."""
     metrics = Metrics()
     slots: list[InFlightLimit] = []
     api = build_api(
@@ -159,8 +171,17 @@ def create_app(
         metrics=metrics,
         in_flight=lambda: slots[0].in_flight if slots else 0,
     )
-    slots.append(InFlightLimit(BodyLimit(ConfigHeader(cast(ASGIApp, api), memory), max_body_bytes), max_in_flight))
-    return MetricsMiddleware(slots[0], metrics)
+    routes = cast(ASGIApp, api)
+    slots.append(InFlightLimit(BodyLimit(routes, max_body_bytes, read_timeout), max_in_flight))
+    public = InFlightLimit(routes, max_unauthenticated, exempt=())
+    gate = KeyGate(slots[0], public, keys.caller, public_paths(api))
+    return MetricsMiddleware(ConfigHeader(gate, memory), metrics)
+
+
+def public_paths(api: FastAPI) -> frozenset[str]:
+    """What answers without a key: liveness, and the schema and docs (which name no user)."""
+    paths = ("/health", api.openapi_url, api.docs_url, api.redoc_url, api.swagger_ui_oauth2_redirect_url)
+    return frozenset(path for path in paths if path)
 
 
 def build_api(
@@ -231,33 +252,34 @@ def _lifespan(
 
 
 def _namespace_of(keys: KeyRing) -> Callable[..., str]:
-    """The dependency that turns a request's bearer key into its namespace (401 without a known key)."""
+    """The dependency that turns a request's bearer key into its namespace (401 without a known key),
+    by the rule `KeyGate` applied before (the bearer scheme is declared for the schema)."""
     bearer = HTTPBearer(auto_error=False, description="An API key from EVOLVEMEM_API_KEYS (none: open namespace).")
 
-    def namespace(credentials: Optional[HTTPAuthorizationCredentials] = Depends(bearer)) -> str:
-        header = f"Bearer {credentials.credentials}" if credentials is not None else None
-        found = keys.namespace(header)
-        if found is None:
-            raise HTTPException(
-                401,
-                "missing or unknown API key (send Authorization: Bearer KEY)",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-        return found
+    def namespace(request: Request, _credentials: Optional[HTTPAuthorizationCredentials] = Depends(bearer)) -> str:
+        found = keys.caller(request.scope.get("headers") or [])
+        if found.namespace is None:
+            raise HTTPException(401, found.refusal, headers={"WWW-Authenticate": "Bearer"})
+        return found.namespace
 
     return namespace
 
 
 def _error_handlers(app: FastAPI) -> None:
-    """Every error as `{"error": "<one message>"}`: 422 for a request that does not validate, 400 for
-    our own errors, 500 (logged) for the rest."""
+    """Every error as `{"error": "<one message>"}`: 422 for a request that does not validate or a
+    body that does not parse, 400 for our own errors, 500 (logged) for the rest."""
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"error": validation_message(exc.errors())}, 422)
+        errors = exc.errors()
+        if errors and errors[0].get("type") == "json_invalid":
+            return JSONResponse({"error": "request body is not valid JSON"}, 422)
+        return JSONResponse({"error": validation_message(errors)}, 422)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:  # the framework's own: a body it cannot parse (not UTF-8 JSON)
+            return JSONResponse({"error": "request body is not UTF-8 JSON"}, 422)
         return JSONResponse({"error": str(exc.detail)}, exc.status_code, headers=getattr(exc, "headers", None))
 
     @app.exception_handler(EvolveMemError)
@@ -268,6 +290,22 @@ def _error_handlers(app: FastAPI) -> None:
     async def internal(_request: Request, exc: Exception) -> JSONResponse:
         log.error("internal error: %s: %s", type(exc).__name__, exc)
         return JSONResponse({"error": f"internal error ({type(exc).__name__}); see the server log"}, 500)
+
+
+class _AnyText(Convertor[str]):
+    """A path parameter that is the rest of the path, "/" and line breaks included (Starlette's
+    `path` stops at a line break): a user id is refused by its own rule (422), never by routing (404)."""
+
+    regex = r"[\s\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("user_id", _AnyText())
 
 
 def _memory_routes(app: FastAPI, memory: Memory, namespace: Callable[..., str]) -> None:
@@ -297,31 +335,49 @@ def _memory_routes(app: FastAPI, memory: Memory, namespace: Callable[..., str]) 
         return memory.answer(body.user, body.query, question_type=body.question_type, at=body.at, namespace=ns)
 
     @app.delete(
-        "/v1/users/{user}", response_model=ForgetResult, responses=ERRORS, summary="Forget a user, or some of its turns"
+        "/v1/users/{user:user_id}",
+        response_model=ForgetResult,
+        responses=ERRORS,
+        summary="Forget a user, or some of its turns",
+        description="The user id is the rest of the path, percent-encoded or not: a user added as "
+        "`team/alice` is `/v1/users/team%2Falice` (or `/v1/users/team/alice`).",
     )
     def forget(
-        user: str = Path(min_length=1, max_length=MAX_NAME),
-        session: Optional[str] = Query(None, min_length=1, max_length=MAX_NAME),
-        turn_id: Optional[list[str]] = Query(None, max_length=MAX_TURNS),
+        request: Request,
+        user: Annotated[UserId, Path()],
+        # absent, not null: a query string has no null, so the schema names none
+        session: Annotated[str | SkipJsonSchema[None], Query(min_length=1, max_length=MAX_NAME)] = None,
+        turn_id: Annotated[TurnIds | SkipJsonSchema[None], Query()] = None,
         ns: str = Depends(namespace),
     ) -> ForgetResult:
+        if len(request.query_params.getlist("session")) > 1:
+            raise RequestValidationError([{"loc": ("query", "session"), "msg": "one session, given once"}])
         return memory.forget(user, turn_ids=turn_id, session=session, namespace=ns)
 
 
 def _status_routes(app: FastAPI, memory: Memory, keys: KeyRing, counted: Metrics, in_flight: Callable[[], int]) -> None:
-    """/health (liveness and the config served) and /metrics (Prometheus text), open to any caller."""
+    """/health (liveness and the config's hash, nothing about files), open to any caller, and
+    /metrics (Prometheus text), for a caller with a key: its counts span every key's users."""
 
-    @app.get("/health", response_model=Health, summary="Liveness and the config served")
+    @app.get(
+        "/health",
+        response_model=Health,
+        responses={503: {"model": ErrorBody}},
+        summary="Liveness and the config served",
+    )
     def health() -> Health:
-        return Health(
-            status="ok",
-            config_hash=memory.config_hash,
-            config_source=memory.config_source,
-            namespaces="open" if keys.open else "keys",
-        )
+        return Health(status="ok", config_hash=memory.config_hash, namespaces="open" if keys.open else "keys")
 
-    @app.get("/metrics", response_class=PlainTextResponse, summary="Prometheus metrics")
-    def metrics_text() -> str:
+    @app.get(
+        "/metrics",
+        response_class=PlainTextResponse,
+        responses={
+            code: {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
+            for code in (401, 503)
+        },
+        summary="Prometheus metrics (any API key)",
+    )
+    def metrics_text(_ns: str = Depends(_namespace_of(keys))) -> str:
         loaded = memory.loaded_users()
         gauges = {
             "users_loaded": float(len(loaded)),
@@ -335,14 +391,12 @@ def _status_routes(app: FastAPI, memory: Memory, keys: KeyRing, counted: Metrics
 
 def _keyed(route: Any, keys: KeyRing) -> Any:
     """The MCP route behind the same bearer check as the JSON API (401 without a known key)."""
-    from evolvemem.serving.http_guards import send_error
-
     inner = route.app
 
     async def checked(scope: Scope, receive: Receive, send: Send) -> None:
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
-        if keys.namespace(headers.get("authorization")) is None:
-            await send_error(send, 401, "missing or unknown API key (send Authorization: Bearer KEY)")
+        found = keys.caller(scope.get("headers") or [])
+        if found.namespace is None:
+            await send_error(send, 401, found.refusal, ((b"www-authenticate", b"Bearer"),))
             return
         await inner(scope, receive, send)
 

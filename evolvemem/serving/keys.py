@@ -12,6 +12,7 @@ import hmac
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 from evolvemem.errors import EvolveMemError
 from evolvemem.serving.memory import DEFAULT_NAMESPACE
@@ -19,6 +20,16 @@ from evolvemem.serving.memory import DEFAULT_NAMESPACE
 KEYS_ENV = "EVOLVEMEM_API_KEYS"
 MIN_KEY_LENGTH = 16
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+MISSING_KEY = "missing or unknown API key (send Authorization: Bearer KEY)"
+TWO_KEYS = "more than one Authorization header (send one)"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who sent a request: its namespace, or None and why it has none (the 401 message)."""
+
+    namespace: str | None
+    refusal: str = ""
 
 
 def namespace_of(key: str) -> str:
@@ -48,6 +59,18 @@ class KeyRing:
             if hmac.compare_digest(given, digest):
                 found = namespace
         return found
+
+    def caller(self, headers: Iterable[tuple[bytes, bytes]]) -> Caller:
+        """The caller of a request from its raw ASGI headers: the one rule of the JSON API and of
+        /mcp. With keys, a request carrying more than one Authorization header is refused
+        whatever they hold (proxies and frameworks disagree on which one counts)."""
+        if self.open:
+            return Caller(DEFAULT_NAMESPACE)
+        given = [value for name, value in headers if name.lower() == b"authorization"]
+        if len(given) > 1:
+            return Caller(None, TWO_KEYS)
+        found = self.namespace(given[0].decode("latin-1")) if given else None
+        return Caller(found, "" if found is not None else MISSING_KEY)
 
 
 def key_ring(keys: list[str]) -> KeyRing:

@@ -51,8 +51,8 @@ def open_namespace(_headers: Mapping[str, str] | None) -> str:
 
 
 def checked(model: type[Request], **arguments: object) -> Request:
-    """The arguments as the HTTP API's request model, or a ToolError with the HTTP API's message."""
-    # TODO(lead): the user-id rule (serving/models.py, from the HTTP side's branch) applies here through the models
+    """The arguments as the HTTP API's request model (its user-id rule included), or a ToolError with
+    the HTTP API's message."""
     try:
         return model.model_validate(arguments)
     except ValidationError as exc:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence, cast
 from evolvemem.answering.evaluate import EffectiveConfigs
 from evolvemem.answering.first_context import first_context
 from evolvemem.answering.path import answer_path, plugins_of
-from evolvemem.answering.stores import stores_for
+from evolvemem.answering.stores import stores_for, stores_needed
 from evolvemem.contracts.closing import Closing
 from evolvemem.contracts.local_models import LocalModels
 from evolvemem.contracts.memory import MemoryUnit
@@ -49,7 +49,17 @@ from evolvemem.roles.context_format import format_context
 from evolvemem.serving.config_source import LoadedConfig, load_serving_config
 from evolvemem.serving.conversation import build_conversation, new_turns
 from evolvemem.serving.embedding import ServingEmbedder
-from evolvemem.serving.models import AddResult, AnswerResult, ContextResult, ForgetResult, Hit, SearchResult, TurnIn
+from evolvemem.serving.models import (
+    AddResult,
+    AnswerResult,
+    ContextResult,
+    ForgetResult,
+    Hit,
+    SearchResult,
+    TurnIn,
+    blank,
+    check_user_id,
+)
 from evolvemem.serving.store import MemoryStore, StoredTurn, TraceRow, utcnow
 from evolvemem.serving.traces import TraceBuffer
 from evolvemem.serving.user_gate import UserGate
@@ -200,14 +210,24 @@ class Memory(Closing):
 
     def use_config(self, config: str | Path | LoadedConfig) -> str:
         """Swap in another config (a newly evolved one) without reopening; returns its hash.
-        Memories stay: extraction does not depend on the retrieval config."""
+        Memories stay: extraction does not depend on the retrieval config. The stores the new
+        config reads that are not built yet (the raw and episode stores of a routed granularity)
+        are built for every loaded user first, while requests are still served with the old
+        config: the swap happens when they are ready, and no request waits for a build."""
         loaded = config if isinstance(config, LoadedConfig) else load_serving_config(config)
         require_stage_models(loaded.config, self.reranker, self.second_embedder)
+        self._build_stores(stores_needed(loaded.config))
         effective, config_hash = EffectiveConfigs(loaded.config), loaded.config.fingerprint()
         # readers take (effective, hash) from one tuple: they see the old pair or the new one
         self._config, self._hash = loaded, config_hash
         self._current = (effective, config_hash)
         return config_hash
+
+    def _build_stores(self, stores: set[str]) -> None:
+        """Build `stores` for every user loaded (each workspace builds a store once, under its lock)."""
+        for state in list(self._states.values()):
+            with self.embedder.supplying({}):
+                state.workspace.ensure_stores(stores)
 
     # ---- users --------------------------------------------------------------------------------------
     def _lock(self, key: tuple[str, str]) -> threading.Lock:
@@ -401,7 +421,7 @@ class Memory(Closing):
     def _reading_state(self, namespace: str, user: str, query: str) -> _UserState | None:
         """The user's loaded state for a query (None: no memories), after checking both names."""
         check_name("user", user)
-        if not query.strip():
+        if blank(query):
             raise EvolveMemError("query is empty")
         state = self._states.get((namespace, user))
         if state is None:
@@ -685,5 +705,5 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def check_name(what: str, value: str) -> None:
-    if not isinstance(value, str) or not value.strip() or len(value) > 200:
-        raise EvolveMemError(f"{what} must be a non-empty name of at most 200 characters")
+    """The one rule of a user id (`models.UserId`), as the HTTP API and the MCP tools apply it."""
+    check_user_id(value, what)
