@@ -24,6 +24,7 @@ from evolvemem.cli.options import (
     ScoringModels,
     ServeConfigOpt,
     ServedModels,
+    ServerLimits,
     SplitAllOpt,
     StoreOpt,
 )
@@ -477,18 +478,7 @@ def serve(
     ),
     models: ServedModels = option_group(ServedModels),
     local: LocalModelOptions = option_group(LocalModelOptions),
-    max_body: int = typer.Option(
-        1_000_000, "--max-body", min=1024, help="Largest request body in bytes (larger: 413)."
-    ),
-    max_in_flight: int = typer.Option(
-        64, "--max-in-flight", min=1, help="Keyed requests handled at once (more: 503 with Retry-After)."
-    ),
-    read_timeout: float = typer.Option(
-        10.0,
-        "--read-timeout",
-        min=0.1,
-        help="Seconds a client has to send a request's headers, and again its body (slower: connection closed, 408).",
-    ),
+    limits: ServerLimits = option_group(ServerLimits),
     reload_config: float = typer.Option(
         2.0,
         "--reload-config",
@@ -509,9 +499,7 @@ def serve(
         keys_file=keys_file,
         models=models,
         local_models=local.models(),
-        max_body=max_body,
-        max_in_flight=max_in_flight,
-        read_timeout=read_timeout,
+        limits=limits,
         reload_seconds=reload_config,
         mcp=not no_mcp,
     )

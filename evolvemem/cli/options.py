@@ -120,6 +120,23 @@ class ServedModels:
 
 
 @dataclass(frozen=True)
+class ServerLimits:
+    """How much one client may ask of `evolve serve`: a body's size, requests at once, and how
+    long it may take to send one (a slow client must not hold the server)."""
+
+    max_body: int = typer.Option(1_000_000, "--max-body", min=1024, help="Largest request body in bytes (larger: 413).")
+    max_in_flight: int = typer.Option(
+        64, "--max-in-flight", min=1, help="Keyed requests handled at once (more: 503 with Retry-After)."
+    )
+    read_timeout: float = typer.Option(
+        10.0,
+        "--read-timeout",
+        min=0.1,
+        help="Seconds a client has to send a request's headers, and again its body (slower: connection closed, 408).",
+    )
+
+
+@dataclass(frozen=True)
 class LocalModelOptions:
     """The sentence-transformers models of `evolve run`, `eval`, `transfer`, `serve` and `mcp`
     (each defaults to a run's own where the command starts from a run directory)."""

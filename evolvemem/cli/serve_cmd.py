@@ -16,7 +16,7 @@ from evolvemem.cli.ui import UI, JsonResult
 from evolvemem.errors import EvolveMemError
 
 if TYPE_CHECKING:
-    from evolvemem.cli.options import ServedModels
+    from evolvemem.cli.options import ServedModels, ServerLimits
     from evolvemem.serving.memory import Memory
     from evolvemem.session import LocalModels
 
@@ -53,9 +53,7 @@ def run_server(
     keys_file: str | None,
     models: ServedModels,
     local_models: LocalModels,
-    max_body: int,
-    max_in_flight: int,
-    read_timeout: float,
+    limits: ServerLimits,
     reload_seconds: float,
     mcp: bool,
 ) -> None:
@@ -74,9 +72,9 @@ def run_server(
         app = create_app(
             memory,
             keys,
-            max_body_bytes=max_body,
-            max_in_flight=max_in_flight,
-            read_timeout=read_timeout,
+            max_body_bytes=limits.max_body,
+            max_in_flight=limits.max_in_flight,
+            read_timeout=limits.read_timeout,
             watcher=watcher,
             with_mcp=mcp,
             host=host,
@@ -94,7 +92,7 @@ def run_server(
             app,
             host=host,
             port=port,
-            http=guarded_protocol(read_timeout),
+            http=guarded_protocol(limits.read_timeout),
             log_level="warning",
             access_log=False,
             timeout_graceful_shutdown=5,

@@ -25,6 +25,16 @@ def round_progress(hook: ProgressFn | None, round_no: int, phase: str, total: in
     return lambda record: hook(label, record, total)
 
 
+@dataclass(frozen=True)
+class Scoring:
+    """How a session scores every job: the adversarial protocol, answers asked at once, and whether
+    an answer to an unchanged context is reused (a run's come from its spec)."""
+
+    protocol: str = "official"
+    concurrency: int = 8
+    context_reuse: bool = True
+
+
 @dataclass
 class RoundJob:
     """One evaluation: `config` on `questions`, recorded as (`round_no`, `phase`)."""

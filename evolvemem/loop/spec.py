@@ -11,6 +11,7 @@ from evolvemem.contracts.local_models import LocalModels
 from evolvemem.contracts.vocab import Objective
 from evolvemem.errors import EvolveMemError
 from evolvemem.llm.client import redact_url
+from evolvemem.loop.scorer import Scoring
 from evolvemem.space.budget import TokenBudget
 
 
@@ -229,6 +230,11 @@ class RunSpec:
             screen_fraction=screen_fraction,
             **given,
         )
+
+    @property
+    def scoring(self) -> Scoring:
+        """How the run's rounds are scored (the session's round bracket)."""
+        return Scoring(self.protocol, self.concurrency, self.context_reuse)
 
     @property
     def budget(self) -> TokenBudget:

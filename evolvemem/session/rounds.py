@@ -20,7 +20,7 @@ from evolvemem.contracts.records import QuestionRecord
 from evolvemem.data.models import Question
 from evolvemem.errors import EvolveMemError
 from evolvemem.executor import Executor
-from evolvemem.loop.scorer import RoundJob, StageFn
+from evolvemem.loop.scorer import RoundJob, Scoring, StageFn
 from evolvemem.scoring.aggregate import EvaluationScores, summarise
 from evolvemem.session.sharded import evaluate_sharded
 from evolvemem.store.rows import RoundSummary
@@ -36,18 +36,15 @@ class RoundBracket:
         store: RunStore,
         workspace: Workspace,
         executor: Executor,
-        *,
-        protocol: str,
-        concurrency: int,
-        context_reuse: bool = True,
+        scoring: Scoring,
     ):
         self.store = store
         self.workspace = workspace
         self.executor = executor
-        self.protocol = protocol
-        self.concurrency = concurrency
+        self.protocol = scoring.protocol
+        self.concurrency = scoring.concurrency
         self.reuse: ReuseMap = {}
-        self.answers: AnswerMemo | None = AnswerMemo() if context_reuse else None
+        self.answers: AnswerMemo | None = AnswerMemo() if scoring.context_reuse else None
         stored = store.scored_records()
         remember(self.reuse, stored)
         if self.answers is not None:

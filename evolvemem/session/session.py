@@ -26,7 +26,7 @@ from evolvemem.executor import Executor
 from evolvemem.executor.local import LocalExecutor
 from evolvemem.llm.client import redact_url
 from evolvemem.loop.ablate import run_ablation
-from evolvemem.loop.scorer import RecordFn, RoundJob, StageFn
+from evolvemem.loop.scorer import RecordFn, RoundJob, Scoring, StageFn
 from evolvemem.loop.paired import Comparison, compare
 from evolvemem.loop.result import RunResult
 from evolvemem.loop.runner import EvolutionRunner, Hooks
@@ -107,9 +107,7 @@ class Session(Closing):
         workspace: Workspace,
         reporter: Reporter,
         *,
-        protocol: str,
-        concurrency: int,
-        context_reuse: bool = True,
+        scoring: Scoring = Scoring(),
         executor: Executor | None = None,
         spec: RunSpec | None = None,
         space: ActionSpace | None = None,
@@ -125,9 +123,7 @@ class Session(Closing):
         # the runner replaces it as levers emerge
         self.space: ActionSpace = space or files_space()
         # every evaluation goes through the one round bracket (session/rounds.py)
-        self.rounds = RoundBracket(
-            store, workspace, self.executor, protocol=protocol, concurrency=concurrency, context_reuse=context_reuse
-        )
+        self.rounds = RoundBracket(store, workspace, self.executor, scoring)
         # every LLM event goes to the run's usage journal as it happens (the openers attach it
         # before the workspace is built, so setup's extraction calls are journaled one by one too)
         if workspace.roles.ledger is not None:
@@ -298,17 +294,7 @@ class Session(Closing):
                     f"[dim]evidence objective: contexts cut at {spec.token_budget} tokens "
                     "(the answer model's window share; --context-tokens sets it)[/dim]"
                 )
-            session = cls(
-                store,
-                workspace,
-                reporter,
-                protocol=spec.protocol,
-                concurrency=spec.concurrency,
-                context_reuse=spec.context_reuse,
-                executor=executor,
-                spec=spec,
-                space=space,
-            )
+            session = cls(store, workspace, reporter, scoring=spec.scoring, executor=executor, spec=spec, space=space)
             if not store.has_memories():
                 store.record_memories(all_memories(workspace))
             else:
@@ -392,7 +378,7 @@ class Session(Closing):
                 usage_sink=store.journal.append,
             )
             require_stage_models(config, workspace.reranker, workspace.second_embedder)
-            session = cls(store, workspace, reporter, protocol=protocol, concurrency=concurrency, executor=executor)
+            session = cls(store, workspace, reporter, scoring=Scoring(protocol, concurrency), executor=executor)
             if not store.has_memories():
                 store.record_memories(all_memories(workspace))
         except BaseException:
@@ -446,7 +432,7 @@ class Session(Closing):
             )  # a file from before budgets travelled
             dataset = load_benchmark(spec.benchmark, spec.data)
             workspace = _run_workspace(reporter, dataset, ModelSettings(**spec.models), spec, store)
-            session = cls(store, workspace, reporter, protocol=spec.protocol, concurrency=spec.concurrency, spec=spec)
+            session = cls(store, workspace, reporter, scoring=spec.scoring, spec=spec)
         except BaseException:
             store.close()
             raise
