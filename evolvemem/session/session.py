@@ -71,10 +71,25 @@ def open_run(run: str) -> RunStore:
     return RunStore(path, read_only=True)
 
 
-def check_out_dir(run_dir: Path) -> None:
-    """--out must name a directory (or nothing yet): one line, before any work."""
+def check_out_dir(run_dir: Path, kind: str) -> bool:
+    """--out must name a directory (or nothing yet) and not one holding another command's work
+    (`kind`: the command's manifest kind, "run", "eval" or "transfer"): one line, before any work,
+    the directory only read. True when it holds another command's store stopped before its first
+    evaluation, which the caller takes over (`take_over_unstarted`)."""
     if run_dir.exists() and not run_dir.is_dir():
         raise EvolveMemError(f"--out {run_dir} is a file, not a directory; pick another --out")
+    if not (run_dir / DB_NAME).is_file():
+        return False
+    with RunStore(run_dir, read_only=True) as store:
+        held = store.manifest().get("kind") or "run"  # runs written before manifests named their kind
+        unstarted = store.is_unstarted()
+    if held == kind:
+        return False
+    if not unstarted:
+        raise EvolveMemError(
+            f"{run_dir} holds the work of an `evolve {held}`, which is never taken over; pick another --out"
+        )
+    return True
 
 
 def take_over_unstarted(run_dir: Path, reporter: Reporter) -> None:
@@ -178,7 +193,7 @@ class Session(Closing):
         run on `executor` (default: in this process)."""
         reporter = reporter or QuietReporter()
         check_protocol(spec.protocol)
-        check_out_dir(run_dir)
+        check_out_dir(run_dir, "run")
         if (run_dir / DB_NAME).exists():
             take_over_unstarted(run_dir, reporter)
         dataset = load_benchmark(spec.benchmark, spec.data)
@@ -344,7 +359,8 @@ class Session(Closing):
         config on the same questions in the same way (its failed questions are asked again)."""
         reporter = reporter or QuietReporter()
         check_protocol(protocol)
-        check_out_dir(run_dir)
+        if check_out_dir(run_dir, kind):
+            take_over_unstarted(run_dir, reporter)
         full = load_benchmark(benchmark, data)
         for warning in full.warnings:
             reporter.warn(warning)
