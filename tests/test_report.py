@@ -380,7 +380,10 @@ def _copy_report(run: Path, tmp_path: Path, edit) -> tuple[Page, str]:
 
 
 def _p_text(stat: dict) -> str:
-    return f"p={min(stat['p_gain'], stat['p_loss']):.3f}"
+    """The one-sided p of the direction the difference points, its side named."""
+    if stat["p_gain"] <= stat["p_loss"]:
+        return f"p(better) {stat['p_gain']:.3f}"
+    return f"p(worse) {stat['p_loss']:.3f}"
 
 
 def test_the_objective_is_named_and_explained(synth_run, report, tmp_path):

@@ -40,7 +40,7 @@ def run_eval(
 ) -> JsonResult:
     """Score one config; with `baseline` (label, config) the same questions again with it, and the
     paired difference (evolve transfer: the evolved config against the run's start on the target)."""
-    from evolvemem.session import Session, resolve_config
+    from evolvemem.session import GuardSettings, Session, resolve_config, small_transfer_warning
 
     config = resolve_config(ui, config_name)  # a run directory's best config carries the run's budget
     if context_tokens is not None:
@@ -62,6 +62,9 @@ def run_eval(
         source_run=source_run,
         reporter=ui,
     ) as session:
+        too_few = small_transfer_warning(session.dataset, GuardSettings().alpha) if baseline else ""
+        if too_few:
+            ui.warn(too_few)
         with ui.progress() as bars:
             on_record = _answer_counter(bars, len(session.dataset.questions))
             result = session.evaluate_once(config, config_name, on_record, bars.stage)
@@ -72,7 +75,7 @@ def run_eval(
         oversized = session.oversized_replies()
     summary = result.summary
     _print_scores(ui, summary, benchmark, split, config_name, protocol, config.budget)
-    ui.info(f"records: {run_dir / 'run.duckdb'}  ({result.wall_seconds:.1f}s)")
+    ui.result(f"records: {run_dir / 'run.duckdb'}  ({result.wall_seconds:.1f}s)")
     out_baseline = None
     if baseline is not None and compared is not None:
         out_baseline = _baseline_comparison(ui, baseline[0], config_name, *compared)
@@ -101,7 +104,7 @@ def _print_scores(
     ui.print(category_table(summary, f"{benchmark} ({split}) · config {config_name}{label}"))
     if budget:
         main = summary.main_evidence_recall
-        ui.info(
+        ui.result(
             f"{budget.describe()}: evidence recall (answerable) "
             f"{'-' if main is None else f'{main:.3f}'}, mean context {summary.context_tokens or 0:.0f} tokens"
         )

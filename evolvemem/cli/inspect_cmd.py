@@ -118,8 +118,8 @@ def proposed_status(row: JSONObject) -> str:
 
 
 def show_run(ui: UI, run: str) -> JsonResult:
-    from evolvemem.cli.run_cmd import cost_line
-    from evolvemem.session import RoundFacts, open_run, round_outcomes, total_cost
+    from evolvemem.cli.run_cmd import cost_line, held_out_text
+    from evolvemem.session import RoundFacts, open_run, round_outcomes, stored_held_out, total_cost
 
     with open_run(run) as store:
         if store.live:
@@ -131,6 +131,7 @@ def show_run(ui: UI, run: str) -> JsonResult:
         facts = RoundFacts.read(store)
         rounds = round_outcomes(store, (Phase.DEV, Phase.EVAL), objective, levers, facts)
         finals = store.test_scores()
+        held = stored_held_out(store)
         new_dims = [d.as_row() for d in store.proposed_dimensions()]
         best_round = store.best_round()
     total = total_cost(list(facts.costs.values()))
@@ -149,6 +150,9 @@ def show_run(ui: UI, run: str) -> JsonResult:
     if out_rounds and manifest.get("kind") == "run":
         by_recall = objective_metric(objective) == "evidence_recall"
         result.update(print_start_vs_best(ui, rounds, out_rounds, best_round, finals, by_recall))
+        if held is not None:  # the held-out verdict, as `evolve run` printed it
+            result["test"]["paired"] = held.as_dict()
+            ui.result(held_out_text(result["test"]["paired"], objective))
     if new_dims:
         ui.info("[bold]proposed new dimensions[/bold] (a materialised one is a lever from the next round on):")
         for d in new_dims:

@@ -70,6 +70,8 @@ def paired_text(
         )
     if not paired:
         return "start" if accepted else "-"
+    from evolvemem.loop.paired import named_p
+
     parts = []
     labels = (
         (("main", "answerable recall"),)
@@ -79,7 +81,7 @@ def paired_text(
     for group, label in labels:
         stat = paired.groups.get(group)
         if stat is not None and stat.n:
-            parts.append(f"{label} {stat.diff:+.3f} (p {min(stat.p_gain, stat.p_loss):.2f})")
+            parts.append(f"{label} {stat.diff:+.3f} ({named_p(stat, 2)})")
     return f"vs r{paired.incumbent_round}: {' · '.join(parts)} → {kept_text(accepted, paired.incumbent_round)}"
 
 
@@ -217,11 +219,11 @@ def run_loop(ui: UI, session: Session, started: float | None = None, resumed: bo
             raise
     ui.print(rounds_table(result.rounds, f"{spec.benchmark} · {spec.diagnoser} · {run_dir.name}", spec.objective))
     if made_calls(result.rounds):
-        ui.info(cost_line(result.cost))
+        ui.result(cost_line(result.cost))
     _print_dev_test(ui, result)
-    ui.info(f"best round {result.best_round}; best config: {result.best_config_path}")
+    ui.result(f"best round {result.best_round}; best config: {result.best_config_path}")
     seconds = time.perf_counter() - started
-    ui.info(
+    ui.result(
         f"total time: {duration_text(seconds)}"
         + (" (this invocation; the earlier part of the run is not counted)" if resumed else "")
     )
@@ -299,7 +301,7 @@ def _print_dev_test(ui: UI, result: RunResult) -> None:
     ui.print(table)
     held = held_out_text(result.test.get("paired"), result.test.get("objective", "balanced"))
     if held:
-        ui.info(held)
+        ui.result(held)
 
 
 def held_out_text(paired: JsonResult | None, objective: str) -> str:
@@ -315,7 +317,7 @@ def held_out_text(paired: JsonResult | None, objective: str) -> str:
         s = (paired.get("groups") or {}).get(group) or {}
         if s.get("n"):
             parts.append(
-                f"{label} {s['diff']:+.4f} [{s['ci_low']:+.4f}, {s['ci_high']:+.4f}] p={s['p_gain']:.3f} (n={s['n']})"
+                f"{label} {s['diff']:+.4f} [{s['ci_low']:+.4f}, {s['ci_high']:+.4f}] p(better) {s['p_gain']:.3f} (n={s['n']})"
             )
     return (
         f"held out (test, best − start on the same questions, {what}; the run's objective is "

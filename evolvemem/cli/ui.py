@@ -1,8 +1,9 @@
 """Console output: progress bars, tables, the one-line error style, the final JSON object.
 
 Human-readable output goes to stderr when `--json` is given so that stdout carries exactly one
-JSON object; `--quiet` hides progress bars. When stderr is not a terminal (a log, CI) progress is
-written as plain lines every few seconds instead (cli/log_progress.py)."""
+JSON object; `--quiet` hides progress (bars, setup and round lines), never a result line. When
+stderr is not a terminal (a log, CI) progress is written as plain lines every few seconds instead
+(cli/log_progress.py)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,11 @@ class UI:
     def info(self, message: str) -> None:
         if not self.quiet:
             self.console.print(message)
+
+    def result(self, message: str) -> None:
+        """A result line (a verdict, the best round, a summary): printed with --quiet too, which
+        hides progress only."""
+        self.console.print(message)
 
     def warn(self, message: str) -> None:
         self.err.print(f"[yellow]warning:[/yellow] {message}")

@@ -136,18 +136,24 @@ class ContextRung:
             else ""
         )
 
-        def detail(p: float) -> str:
+        def detail(side: str, p: float) -> str:
             return (
-                f"evidence recall {stat.diff:+.4f} [{stat.ci_low:+.4f}, {stat.ci_high:+.4f}] p={p:.3f} "
+                f"evidence recall {stat.diff:+.4f} [{stat.ci_low:+.4f}, {stat.ci_high:+.4f}] p({side}) {p:.3f} "
                 f"n={stat.n} vs round {incumbent_round}{size}"
             )
 
         if loses(stat, self.spec.guard):
             return RungZero(
-                True, f"stopped at rung 0: its contexts hold less evidence ({detail(stat.p_loss)})", evidence, stat
+                True,
+                f"stopped at rung 0: its contexts hold less evidence ({detail('worse', stat.p_loss)})",
+                evidence,
+                stat,
             )
         if gains(stat, self.spec.guard):
             return RungZero(
-                False, f"rung 0 gained: its contexts hold more evidence ({detail(stat.p_gain)})", evidence, stat
+                False,
+                f"rung 0 gained: its contexts hold more evidence ({detail('better', stat.p_gain)})",
+                evidence,
+                stat,
             )
-        return RungZero(False, f"rung 0 held ({detail(stat.p_loss)})", evidence, stat)
+        return RungZero(False, f"rung 0 held ({detail('worse', stat.p_loss)})", evidence, stat)

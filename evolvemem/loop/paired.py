@@ -47,6 +47,14 @@ class PairedStat:
     p_loss: float  # one-sided: the candidate is worse
 
 
+def named_p(stat: PairedStat, digits: int = 3) -> str:
+    """The one-sided p of the direction the difference points, with its side named as `evolve diff`
+    names its columns: `p(better) 0.012` or `p(worse) 0.429` (a bare p reads as either)."""
+    if stat.p_gain <= stat.p_loss:
+        return f"p(better) {stat.p_gain:.{digits}f}"
+    return f"p(worse) {stat.p_loss:.{digits}f}"
+
+
 @dataclass(frozen=True)
 class Comparison:
     candidate_round: int
@@ -200,7 +208,7 @@ def accept(comparison: Comparison, objective: str, settings: GuardSettings) -> V
 
     def describe(name: str) -> str:
         s = g[name]
-        return f"{name} {s.diff:+.4f} [{s.ci_low:+.4f}, {s.ci_high:+.4f}] p={min(s.p_gain, s.p_loss):.3f}"
+        return f"{name} {s.diff:+.4f} [{s.ci_low:+.4f}, {s.ci_high:+.4f}] {named_p(s)}"
 
     detail = "; ".join(describe(name) for name in ("main", "adversarial", "all") if g[name].n)
     if gaining and not losses and consistent and folds_hold:

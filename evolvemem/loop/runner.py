@@ -25,6 +25,7 @@ from evolvemem.loop.evidence_check import flag_proposal
 from evolvemem.errors import DataError
 from evolvemem.loop.diagnosis_input import build_diagnosis_input
 from evolvemem.loop.emergence import emerge
+from evolvemem.loop.held_out import held_out
 from evolvemem.loop.guard import RoundScore, check_regression, decide, incumbent_of
 from evolvemem.loop.paired import Comparison, Verdict, accept, compare
 from evolvemem.loop.reextract import reextract, uncovered_sessions
@@ -524,14 +525,7 @@ class EvolutionRunner:
             return {}
         start_summary = self._evaluate(start.config, self.test.questions, 0, Phase.TEST_START)
         best_summary = self._evaluate(best.config, self.test.questions, best.round, Phase.TEST_BEST)
-        held = compare(
-            self.store.round_records(best.round, Phase.TEST_BEST),
-            self.store.round_records(0, Phase.TEST_START),
-            best.round,
-            0,
-            self.spec.objective,
-            seed=self.spec.seed,
-        )
+        held = held_out(self.store, best.round, self.spec.objective, self.spec.seed)
         return {
             "start": headline(start_summary),
             "best": headline(best_summary),

@@ -83,7 +83,7 @@ def screen_verdict(
     gaining = [name for name in judged if gains(groups[name], spec.guard, level)]
     detail = "; ".join(
         f"{name} {groups[name].diff:+.4f} [{groups[name].ci_low:+.4f}, {groups[name].ci_high:+.4f}] "
-        f"p={groups[name].p_gain:.3f} n={groups[name].n}"
+        f"p(better) {groups[name].p_gain:.3f} n={groups[name].n}"
         for name in judged
         if groups[name].n
     )

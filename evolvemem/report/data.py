@@ -16,6 +16,7 @@ from evolvemem.contracts.local_models import LocalModels
 from evolvemem.contracts.records import FAILURE_CLASSES
 from evolvemem.contracts.usage import Usage
 from evolvemem.contracts.vocab import EVALUATED_PHASES
+from evolvemem.loop.held_out import stored_held_out
 from evolvemem.loop.outcome import RoundFacts, RoundOutcome, round_outcomes
 from evolvemem.loop.paired import Comparison, PairedStat
 from evolvemem.loop.spec import OBJECTIVE_MEANING, GuardSettings, objective_label, objective_metric
@@ -241,6 +242,8 @@ class ReportData:
     costs: list[RoundCost] = field(default_factory=list)
     cost_total: EvaluationCost | None = None
     screenings: list[ScreeningRow] = field(default_factory=list)
+    # the held-out verdict: best − start on the same test questions, paired (loop/held_out.py)
+    held_out: Comparison | None = None
 
     def round(self, number: int) -> RoundView | None:
         return next((r for r in self.rounds if r.round == number), None)
@@ -526,6 +529,7 @@ def gather(store: RunStore) -> ReportData:
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         category_scores=_category_scores(rounds, finals, sorted_categories, tests),
         test_flips=test_flips,
+        held_out=stored_held_out(store) if len(finals) == 2 else None,
         ablation=ablation,
         ablation_round=ablation_round,
         costs=costs,

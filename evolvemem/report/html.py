@@ -18,7 +18,7 @@ from evolvemem.loop.guard import next_step_text
 from evolvemem.report import svg
 from evolvemem.contracts.records import RIGHT_F1
 from evolvemem.contracts.usage import Usage
-from evolvemem.loop.paired import GROUPS, PairedStat
+from evolvemem.loop.paired import GROUPS, Comparison, PairedStat, named_p
 from evolvemem.report.data import GROUP_NAMES, FinalScore, ReportData, RoundView
 from evolvemem.space.changes import Change
 from evolvemem.store.costs import EvaluationCost
@@ -367,6 +367,7 @@ def summary_cards(data: ReportData) -> str:
             if start.test and best.test:
                 a, b = start.test.column(key), best.test.column(key)
                 delta = signed(b - a, digits) if a is not None and b is not None else "–"
+                delta += held_out_interval(data.held_out, key)
                 cards.append((f"test {label}", f"{value(a)} → {value(b)}", f"held out: {delta}; {dev}"))
             else:
                 cards.append(
@@ -653,12 +654,25 @@ def _proposal_notes(r: RoundView) -> list[str]:
     return notes
 
 
+def held_out_interval(held: Comparison | None, key: str) -> str:
+    """` [+0.020, +0.210] p(better) 0.012 (paired, n=120)`: the held-out verdict of the group a
+    headline figure belongs to, as `evolve run` prints it (one-sided p of a gain); "" for a figure
+    that is not a group's compared metric (the headline's keys follow the run's metric)."""
+    group = {"main_f1": "main", "adversarial_f1": "adversarial", "main_evidence_recall": "main"}.get(key)
+    if held is None or group is None:
+        return ""
+    stat = held.groups.get(group)
+    if stat is None or not stat.n:
+        return ""
+    return f" [{stat.ci_low:+.3f}, {stat.ci_high:+.3f}] p(better) {stat.p_gain:.3f} (paired, n={stat.n})"
+
+
 def paired_cell(stat: PairedStat | None) -> str:
-    """`+0.0123 [-0.004, +0.030] p=0.012`: mean paired difference, 95% interval, and the one-sided p-value
-    of the direction it points (the smaller of p_gain and p_loss, as `evolve show` and the verdict give it)."""
+    """`+0.0123 [-0.004, +0.030] p(better) 0.012`: mean paired difference, 95% interval, and the
+    one-sided p-value of the direction it points, its side named (as `evolve show` gives it)."""
     if stat is None:
         return "–"
-    return f"{stat.diff:+.4f} [{stat.ci_low:+.3f}, {stat.ci_high:+.3f}] p={min(stat.p_gain, stat.p_loss):.3f}"
+    return f"{stat.diff:+.4f} [{stat.ci_low:+.3f}, {stat.ci_high:+.3f}] {named_p(stat)}"
 
 
 def _two_line(text: str) -> str:

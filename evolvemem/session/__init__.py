@@ -12,6 +12,7 @@ from evolvemem.contracts.local_models import LocalModels
 from evolvemem.data.split import SPLITS
 from evolvemem.diagnosers import DIAGNOSERS, diagnoser_entry
 from evolvemem.executor import EXECUTORS, open_executor
+from evolvemem.loop.held_out import stored_held_out
 from evolvemem.loop.outcome import RoundFacts, RoundOutcome, round_outcomes
 from evolvemem.loop.result import RunResult
 from evolvemem.loop.runner import Hooks
@@ -25,6 +26,7 @@ from evolvemem.session.inputs import (
     model_settings,
     resolve_config,
     run_local_models,
+    small_transfer_warning,
     start_config,
 )
 from evolvemem.session.reporter import QuietReporter, Reporter
@@ -72,7 +74,9 @@ __all__ = [
     "round_costs",
     "round_outcomes",
     "run_local_models",
+    "small_transfer_warning",
     "start_config",
+    "stored_held_out",
     "total_cost",
     "vs_full_text",
 ]

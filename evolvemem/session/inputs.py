@@ -11,7 +11,7 @@ from pathlib import Path
 
 from evolvemem.benchmarks import load_benchmark
 from evolvemem.contracts.local_models import LocalModels
-from evolvemem.data.models import Dataset
+from evolvemem.data.models import Dataset, Question
 from evolvemem.data.split import split_dataset
 from evolvemem.errors import EvolveMemError
 from evolvemem.roles.factory import ModelSettings
@@ -91,18 +91,10 @@ def small_dev_warning(dataset: Dataset, dev_ids: list[str], objective: str, alph
     """A warning when the dev split is too small for the guard to accept a gain of
     DETECTABLE_TARGET, naming the smallest gain it could accept; "" when it is large enough."""
     from evolvemem.loop.paired import DETECTABLE_TARGET, judged_groups, questions_needed, smallest_detectable_gain
-    from evolvemem.loop.spec import CONTEXTS_ONLY
 
     dev = set(dev_ids)
     questions = [q for q in dataset.questions if q.conversation_id in dev]
-    adversarial = set(dataset.adversarial_categories)
-    sizes = {
-        "main": sum(
-            q.category not in adversarial and (objective != CONTEXTS_ONLY or bool(q.evidence)) for q in questions
-        ),
-        "adversarial": sum(q.category in adversarial for q in questions),
-        "all": len(questions),
-    }
+    sizes = _group_sizes(dataset, questions, objective)
     judged = judged_groups(objective)
     gain = min(smallest_detectable_gain(sizes[g], alpha, min_effect) for g in judged)
     if gain <= DETECTABLE_TARGET:
@@ -119,3 +111,34 @@ def small_dev_warning(dataset: Dataset, dev_ids: list[str], objective: str, alph
         f"needs at least {questions_needed(alpha)} dev questions in a judged group "
         "(docs/guides/custom-data.md#how-much-data)"
     )
+
+
+def small_transfer_warning(dataset: Dataset, alpha: float) -> str:
+    """`evolve transfer`'s paired comparison on too few answerable questions to tell a gain of
+    DETECTABLE_TARGET from chance (the dev-split warning's rule); "" when there are enough."""
+    from evolvemem.loop.paired import DETECTABLE_TARGET, questions_needed, smallest_detectable_gain
+
+    answerable = _group_sizes(dataset, dataset.questions, "balanced")["main"]
+    gain = smallest_detectable_gain(answerable, alpha)
+    if gain <= DETECTABLE_TARGET:
+        return ""
+    floor = "no gain at all" if gain == float("inf") else f"no mean gain below {gain:.2f}"
+    return (
+        f"a small sample: {answerable} answerable questions; at alpha {alpha:g} the paired comparison can "
+        f"call {floor} significant, and a gain of {DETECTABLE_TARGET:g} needs at least "
+        f"{questions_needed(alpha)}: read its interval, not its point estimate"
+    )
+
+
+def _group_sizes(dataset: Dataset, questions: list[Question], objective: str) -> dict[str, int]:
+    """Questions per paired group (an evidence objective judges only answerable ones with evidence)."""
+    from evolvemem.loop.spec import CONTEXTS_ONLY
+
+    adversarial = set(dataset.adversarial_categories)
+    return {
+        "main": sum(
+            q.category not in adversarial and (objective != CONTEXTS_ONLY or bool(q.evidence)) for q in questions
+        ),
+        "adversarial": sum(q.category in adversarial for q in questions),
+        "all": len(questions),
+    }
