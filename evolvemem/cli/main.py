@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Optional, ParamSpec, TypeVar
 
 import typer
 
-from evolvemem.cli.defaults import RUN_DEFAULTS
+from evolvemem.cli.defaults import PRESETS, RUN_DEFAULTS
 from evolvemem.cli.option_groups import option_group, with_option_groups
 from evolvemem.cli.options import (
     BenchmarkOpt,
@@ -217,7 +217,7 @@ def eval_command(
         "default",
         "--config",
         "-c",
-        help="Preset name (weak, default), a config file, or a run directory (its best config, scored with the run's local models unless given). eval scores what you would deploy untuned, so it defaults to `default` (every dimension at its default); `run` starts from `weak` (the EvolveMem paper's BM25-only start) to leave the loop room to climb, and `transfer` compares with the run's own start.",
+        help=f"Preset name ({PRESETS}), a config file, or a run directory (its best config, scored with the run's local models unless given). eval scores what you would deploy untuned, so it defaults to `default` (every dimension at its default); `run` starts from `weak` (the EvolveMem paper's BM25-only start) to leave the loop room to climb, and `transfer` compares with the run's own start.",
     ),
     split: str = SplitAllOpt,
     models: ScoringModels = option_group(ScoringModels),

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from evolvemem.cli.defaults import BENCHMARK_HELP, GUARD_DEFAULTS, RUN_DEFAULTS
+from evolvemem.cli.defaults import BENCHMARK_HELP, GUARD_DEFAULTS, PRESETS, RUN_DEFAULTS
 from evolvemem.labelling.kinds import DEFAULT_MATCH_F1, DEFAULT_PER_SESSION
 
 if TYPE_CHECKING:
@@ -28,7 +28,8 @@ JudgeOpt = typer.Option(None, "--judge-model", help="Model for the LLM-judge met
 ClassifyOpt = typer.Option(
     None, "--classify-model", help="Model that re-types questions that came without a type (default: rules)."
 )
-ApiBaseOpt = typer.Option(
+ApiBaseOpt = typer.Option(None, "--api-base", help="Base URL of an OpenAI-compatible server (vLLM, Ollama, ...).")
+RunApiBaseOpt = typer.Option(
     None,
     "--api-base",
     help="Base URL of an OpenAI-compatible server (vLLM, Ollama, ...); with --resume, the run's server at a new address.",
@@ -173,7 +174,7 @@ class RunOptions:
     diagnosis_model: Optional[str] = DiagnosisOpt
     judge_model: Optional[str] = JudgeOpt
     classify_model: Optional[str] = ClassifyOpt
-    api_base: Optional[str] = ApiBaseOpt
+    api_base: Optional[str] = RunApiBaseOpt
     context_window: Optional[int] = ContextWindowOpt
     diagnoser: Optional[str] = typer.Option(
         None, "--diagnoser", help="llm, rubric, random or tpe (default: llm with a model, else rubric)."
@@ -184,7 +185,7 @@ class RunOptions:
         help="llm diagnoser: free (it writes the changes) or menu (it picks one of the rubric's ranked candidates; short prompt, small reply).",
     )
     init: str = typer.Option(
-        RUN_DEFAULTS.init, "--init", help="Starting config: weak, default, a config file, or a run directory."
+        RUN_DEFAULTS.init, "--init", help=f"Starting config: a preset ({PRESETS}), a config file, or a run directory."
     )
     seed: int = typer.Option(RUN_DEFAULTS.seed, "--seed", help="Seed for exploration, random and tpe.")
     objective: Optional[str] = typer.Option(
