@@ -137,3 +137,26 @@ def test_http_delete_leaves_the_sentence_in_no_file(tmp_path, cache):
     report = audit(store, SECRET)
     assert report.tables_scanned and report.found == 0, report.findings
     assert found(store, CODE) == 0
+
+
+def test_a_model_answering_leaves_no_reply_behind_a_forget(tmp_path, cache, monkeypatch):
+    """Model replies are kept beside the store (a reply cannot say whose turns its prompt held), so a
+    forget clears them: with a model answering too, the forgotten text is in no file."""
+    from evolvemem.roles.factory import ModelSettings
+    from evolvemem.serving.store import replies_of
+    from tests.fake_llm_server import FakeLLMServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "none")  # the local server takes any key
+    store = tmp_path / "memory.duckdb"
+    with FakeLLMServer() as server:  # echoes the prompt back: its reply holds the context
+        models = ModelSettings(answer_model="openai/fake-model", api_base=server.url)
+        with Memory.open(store, models=models) as memory:
+            memory.add("kim", [{"speaker": "Kim", "text": SECRET}], session="s1", at="2024-05-01")
+            assert not memory.answer("kim", "What is Kim's locker code?").failed
+            replies = [p for p in replies_of(store).rglob("*.json")]
+            assert replies and any(CODE in p.read_text() for p in replies)  # kept beside the store
+            assert not (cache / "llm").exists()  # not in the user's shared reply cache
+            memory.forget("kim")
+            time.sleep(FLUSH_SECONDS * 2)
+            report = audit(store, CODE)
+            assert report.found == 0, report.findings

@@ -4,6 +4,7 @@ configured for a role, litellm-backed ones otherwise. The engine only sees the P
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,8 +135,9 @@ class Roles:
         return self.client_of("extract")
 
 
-def build_roles(settings: ModelSettings, cache_enabled: bool = True) -> Roles:
-    """Instantiate every role. LLM clients share one usage ledger and one response cache."""
+def build_roles(settings: ModelSettings, cache_enabled: bool = True, reply_cache: Path | None = None) -> Roles:
+    """Instantiate every role. LLM clients share one usage ledger and one response cache (under
+    `reply_cache`, else the user's cache directory)."""
     ledger = UsageLedger()
     clients: dict[str, LLMClient] = {}
 
@@ -147,7 +149,7 @@ def build_roles(settings: ModelSettings, cache_enabled: bool = True) -> Roles:
                 api_base=settings.api_base,
                 usage=ledger,
                 context_window=settings.context_window,
-                cache=ResponseCache(enabled=cache_enabled),
+                cache=ResponseCache(reply_cache, enabled=cache_enabled),
                 **client_options_from_env(),
             )
         return clients[model]

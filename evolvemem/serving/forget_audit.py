@@ -16,7 +16,7 @@ from typing import Iterable
 
 from evolvemem.errors import EvolveMemError
 from evolvemem.paths import cache_dir
-from evolvemem.serving.store import rewrite_path, wal_of
+from evolvemem.serving.store import replies_of, rewrite_path, wal_of
 
 CHUNK = 8 << 20  # bytes read at a time: model weights in the cache can be large
 
@@ -41,10 +41,11 @@ class AuditReport:
 
 
 def owned_files(store: Path) -> list[Path]:
-    """Every file a served memory of `store` writes: the store, its WAL, a rewrite's leftovers,
-    and everything under the cache directory (embeddings, extractions, LLM replies)."""
+    """Every file a served memory of `store` writes: the store, its WAL, a rewrite's leftovers, its
+    model replies, and everything under the cache directory (embeddings, extractions, LLM replies)."""
     beside = [store, wal_of(store), rewrite_path(store), wal_of(rewrite_path(store))]
-    return [p for p in beside if p.is_file()] + sorted(p for p in cache_dir().rglob("*") if p.is_file())
+    replies = sorted(p for p in replies_of(store).rglob("*") if p.is_file())
+    return [p for p in beside if p.is_file()] + replies + sorted(p for p in cache_dir().rglob("*") if p.is_file())
 
 
 def forms(text: str) -> list[bytes]:

@@ -60,7 +60,7 @@ from evolvemem.serving.models import (
     blank,
     check_user_id,
 )
-from evolvemem.serving.store import MemoryStore, StoredTurn, TraceRow, utcnow
+from evolvemem.serving.store import MemoryStore, StoredTurn, TraceRow, replies_of, utcnow
 from evolvemem.serving.traces import TraceBuffer
 from evolvemem.serving.user_gate import UserGate
 from evolvemem.workspace import Workspace
@@ -168,7 +168,7 @@ class Memory(Closing):
 
         loaded = load_serving_config(config)
         settings = models or loaded.models or ModelSettings()
-        roles = build_roles(settings, cache_enabled=cache_enabled)
+        roles = build_roles(settings, cache_enabled=cache_enabled, reply_cache=replies_of(Path(store)))
         opened = MemoryStore(store)
         try:
             local = local_models.or_else(loaded.local_models)
@@ -405,7 +405,8 @@ class Memory(Closing):
     def _forget_cached(self, old: _UserState, new: _UserState | None) -> None:
         """Remove from the caches outside the store what only the forgotten memories had: their
         vectors, unless a memory still in the store or of a loaded user has the same content, and
-        the conversation's cached extractions of the other memory stores (built again on demand)."""
+        the conversation's cached extractions of the other memory stores (built again on demand),
+        and the store's model replies (asked again on demand)."""
         from evolvemem.memory.store_cache import forget_conversation
 
         gone = _content_hashes(old) - (_content_hashes(new) if new is not None else set())
@@ -416,6 +417,9 @@ class Memory(Closing):
         if self.second_embedder is not None:
             self.second_embedder.embedder.forget(gone)
         forget_conversation(old.conversation.conversation_id)
+        for client in self.roles.clients.values():  # the store's own model replies: whose prompt held what is unknown
+            if client.cache is not None:
+                client.cache.clear()
 
     # ---- reading ------------------------------------------------------------------------------------
     def _reading_state(self, namespace: str, user: str, query: str) -> _UserState | None:

@@ -128,6 +128,12 @@ def wal_of(path: Path) -> Path:
     return path.with_name(path.name + ".wal")
 
 
+def replies_of(path: Path) -> Path:
+    """The model replies a served memory of the store file `path` keeps (one reply cache per store:
+    a forget clears it whole, since a reply cannot say whose turns its prompt held)."""
+    return path.with_name(path.name + ".replies")
+
+
 def rewrite_path(path: Path) -> Path:
     """Where a store file is copied to before it replaces the original (see `_rewrite`)."""
     return path.with_name(f".{path.name}.rewrite")
