@@ -19,6 +19,7 @@ from evolvemem.errors import ConfigError
 from evolvemem.space.budget import TokenBudget
 from evolvemem.space.config import config_to_toml, load_config
 from evolvemem.store.run_store import RunStore
+from tests.test_memory_api import add_turn_by_turn
 
 EVOLVE = [sys.executable, "-m", "evolvemem.cli.main"]
 BUDGET = 120  # small enough to cut the synthetic conversations' contexts
@@ -86,14 +87,7 @@ def test_a_served_run_directory_hands_the_measured_contexts(budgeted_run, tmp_pa
     test = split_dataset(load_benchmark("synth", None), "test")
     with Memory.open(tmp_path / "memory.duckdb", budgeted_run) as memory:
         for conversation in test.conversations.values():
-            for session in conversation.sessions:
-                for turn in session.turns:
-                    memory.add(
-                        conversation.conversation_id,
-                        [{"speaker": turn.speaker, "text": turn.text, "id": turn.turn_id}],
-                        session=session.session_id,
-                        at=session.timestamp,
-                    )
+            add_turn_by_turn(memory, conversation)
         served = {
             q.question_id: tuple(memory.context(q.conversation_id, q.text, question_type=q.question_type).memory_ids)
             for q in test.questions

@@ -25,6 +25,7 @@ from evolvemem.roles.factory import ModelSettings, build_roles
 from evolvemem.serving.config_source import load_serving_config
 from evolvemem.space.config import RetrievalConfig
 from evolvemem.workspace import Workspace
+from tests.test_memory_api import add_turn_by_turn
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "first_context_conversation.json"
 
@@ -119,14 +120,7 @@ def served(memory: Memory, dataset: Dataset, spec: str) -> dict[str, Seen]:
 def test_every_reader_gets_the_same_first_context_under_every_config(dataset, specs, tmp_path):
     with Memory.open(tmp_path / "memory.duckdb", "default") as memory:
         for conversation in dataset.conversations.values():
-            for session in conversation.sessions:
-                for turn in session.turns:
-                    memory.add(
-                        conversation.conversation_id,
-                        [{"speaker": turn.speaker, "text": turn.text, "id": turn.turn_id}],
-                        session=session.session_id,
-                        at=session.timestamp,
-                    )
+            add_turn_by_turn(memory, conversation)
         stores_read: dict[str, set[str]] = {}
         for name, spec in specs.items():
             config = load_serving_config(spec).config

@@ -41,8 +41,7 @@ class RoundBracket:
         self.store = store
         self.workspace = workspace
         self.executor = executor
-        self.protocol = scoring.protocol
-        self.concurrency = scoring.concurrency
+        self.scoring = scoring
         self.reuse: ReuseMap = {}
         self.answers: AnswerMemo | None = AnswerMemo() if scoring.context_reuse else None
         stored = store.scored_records()
@@ -82,8 +81,8 @@ class RoundBracket:
                 todos,
                 reuse=self.reuse,
                 memo=self.answers,
-                protocol=self.protocol,
-                concurrency=self.concurrency,
+                protocol=self.scoring.protocol,
+                concurrency=self.scoring.concurrency,
             )
             setup = max(0.0, time.perf_counter() - started - max(o.seconds for o in outcomes))
             for i, job, outcome in zip(sharded, batch, outcomes):
@@ -138,8 +137,8 @@ class RoundBracket:
                     todo,
                     round_no=round_no,
                     phase=phase,
-                    concurrency=self.concurrency,
-                    protocol=self.protocol,
+                    concurrency=self.scoring.concurrency,
+                    protocol=self.scoring.protocol,
                     on_record=job.on_record,
                     sink=record,
                     reuse=self.reuse,

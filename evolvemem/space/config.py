@@ -143,7 +143,7 @@ class _ConfigBase(BaseModel):
     def token_limit(self) -> int:
         """The estimated tokens a context may hold under this config: its own
         `context_token_budget` under the run's budget (0: no token limit, `max_context` alone)."""
-        return self._budget.limit(int(getattr(self, "context_token_budget") or 0))
+        return self._budget.limit(int(getattr(self, "context_token_budget") or 0))  # a field of the generated model
 
     def with_budget(self, budget: TokenBudget) -> RetrievalConfig:
         """The same values, measured at `budget` (replacing the one it carried)."""
