@@ -77,36 +77,55 @@ LOCAL_LLM_HOWTO = (
 )
 
 
+MAX_WORKERS = 4  # each worker loads torch and the embedding model (~0.6 GB); more rarely pays on a laptop
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (pyproject's addopts): one worker a core, at most MAX_WORKERS."""
+    return max(1, min(MAX_WORKERS, os.cpu_count() or 1))
+
+
+def group_for_workers(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist's `--dist loadgroup`: a test file runs whole on one worker, so its module
+    fixtures are built once; every real-model test shares one group, so one llama.cpp server at a time
+    reads the CPU."""
+    for item in items:
+        group = "real_llm" if "real_llm" in item.keywords else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+def real_llm_skip_reason() -> str | None:
+    """Why the real-model tests skip on this machine, or None when they run (always under CI=true)."""
+    if os.environ.get(SKIP_REAL_LLM) == "1":
+        return f"{SKIP_REAL_LLM}=1: real-model tests not run"
+    if in_ci():
+        return None
+    from benchmarks.local_llm_server import server_available
+
+    why = server_available()
+    return None if why is None else f"real-model tests need llama-cpp-python[server] ({why}); {LOCAL_LLM_HOWTO}"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """`real_llm` tests run against the real local model. EVOLVEMEM_SKIP_REAL_LLM=1 skips them; so does a
     machine without llama-cpp-python (a user who installed only the test extra), with the reason and how to
     install it. Under CI=true they are never skipped for a missing server: the fixture fails loudly."""
+    group_for_workers(items)
     real = [item for item in items if "real_llm" in item.keywords]
-    if not real:
+    reason = real_llm_skip_reason() if real else None
+    if reason is None:
         return
-    if os.environ.get(SKIP_REAL_LLM) == "1":
-        reason = f"{SKIP_REAL_LLM}=1: real-model tests not run"
-    elif in_ci():
-        return
-    else:
-        from benchmarks.local_llm_server import server_available
-
-        why = server_available()
-        if why is None:
-            return
-        reason = f"real-model tests need llama-cpp-python[server] ({why}); {LOCAL_LLM_HOWTO}"
     skip = pytest.mark.skip(reason=reason)
     for item in real:
         item.add_marker(skip)
-    config.stash[REAL_LLM_SKIPPED] = reason
-
-
-REAL_LLM_SKIPPED = pytest.StashKey[str]()
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    reason = config.stash.get(REAL_LLM_SKIPPED, None)
-    if reason:
+    """The note is read from the skipped reports, which reach the main process from xdist workers too."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    if any("real_llm" in getattr(report, "keywords", {}) for report in skipped):
         terminalreporter.write_line(
-            f"NOTE: the real_llm tests (llama.cpp + Qwen2.5 0.5B) were skipped - {reason}. CI runs them.", yellow=True
+            f"NOTE: the real_llm tests (llama.cpp + Qwen2.5 0.5B) were skipped - {real_llm_skip_reason()}. "
+            "CI runs them.",
+            yellow=True,
         )

@@ -37,7 +37,20 @@ def child_pytest(test: str, tmp_path: Path, *, ci: bool, extra_env: dict[str, st
     )
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(REPO), env.get("PYTHONPATH", "")])
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", test, "-p", "outcome_plugin", "-p", "no:cacheprovider", "-q", "-rs"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            test,
+            "-n",
+            "0",
+            "-p",
+            "outcome_plugin",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-rs",
+        ],
         cwd=REPO,
         env=env,
         capture_output=True,
