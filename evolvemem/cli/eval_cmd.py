@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from evolvemem.cli.common import default_run_dir
+from evolvemem.contracts.vocab import ContextMode
 from evolvemem.cli.ui import UI, category_table, paired_table, report_failures, report_oversized, JsonResult
 from evolvemem.space.budget import TokenBudget
 
@@ -37,9 +38,11 @@ def run_eval(
     source_run: str | None = None,
     baseline: tuple[str, RetrievalConfig] | None = None,
     context_tokens: int | None = None,
+    context: ContextMode = ContextMode.RETRIEVED,
 ) -> JsonResult:
     """Score one config; with `baseline` (label, config) the same questions again with it, and the
-    paired difference (evolve transfer: the evolved config against the run's start on the target)."""
+    paired difference (evolve transfer: the evolved config against the run's start on the target).
+    An oracle `context` answers from the gold evidence (answering/oracle.py)."""
     from evolvemem.session import GuardSettings, Session, resolve_config, small_transfer_warning
 
     config = resolve_config(ui, config_name)  # a run directory's best config carries the run's budget
@@ -61,13 +64,14 @@ def run_eval(
         kind=kind,
         source_run=source_run,
         reporter=ui,
+        context=context,
     ) as session:
         too_few = small_transfer_warning(session.dataset, GuardSettings().alpha) if baseline else ""
         if too_few:
             ui.warn(too_few)
         with ui.progress() as bars:
-            on_record = _answer_counter(bars, len(session.dataset.questions))
-            result = session.evaluate_once(config, config_name, on_record, bars.stage)
+            on_record = _answer_counter(bars, len(session.eval_questions(context)[0]))
+            result = session.evaluate_once(config, config_name, on_record, bars.stage, context)
             compared = None
             if baseline is not None:
                 compared = session.compare_with_baseline(baseline[1])
@@ -75,6 +79,11 @@ def run_eval(
         oversized = session.oversized_replies()
     summary = result.summary
     _print_scores(ui, summary, benchmark, split, config_name, protocol, config.budget)
+    if context is not ContextMode.RETRIEVED:
+        ui.result(
+            f"context {context}: the reader read the gold evidence turns; "
+            f"{result.skipped} questions without gold evidence turns skipped"
+        )
     ui.result(f"records: {run_dir / 'run.duckdb'}  ({result.wall_seconds:.1f}s)")
     out_baseline = None
     if baseline is not None and compared is not None:
@@ -87,6 +96,8 @@ def run_eval(
         "overall": {k: v for k, v in summary.as_json().items() if k != "by_category"},
         "by_category": summary.by_category_json(),
         "baseline": out_baseline,
+        "context": str(context),
+        "skipped": result.skipped,
     }
 
 
