@@ -30,7 +30,12 @@ def test_each_failure_class_on_a_fixed_case(prediction, gold, abstained, expecte
     assert token_f1(prediction, gold) < RIGHT_F1  # every case is a wrong answer by F1
     assert failure_class(prediction, gold, abstained) is expected
     split = reader_split(
-        evidence_recall=1.0, f1=token_f1(prediction, gold), judge=None, abstained=abstained, prediction=prediction, gold=gold
+        evidence_recall=1.0,
+        f1=token_f1(prediction, gold),
+        judge=None,
+        abstained=abstained,
+        prediction=prediction,
+        gold=gold,
     )
     assert split == type(split)(EvidenceInContext.FULL, False, expected)
 

@@ -66,7 +66,9 @@ def gold_units(ws: Workspace, question: Question) -> list[MemoryUnit]:
     conv = question.conversation_id
     by_turn = ws.raw_unit_by_turn(conv)
     return [
-        by_turn[t].evolve(memory_id=oracle_memory_id(conv, t)) for t in gold_turn_ids(ws.dataset, question) if t in by_turn
+        by_turn[t].evolve(memory_id=oracle_memory_id(conv, t))
+        for t in gold_turn_ids(ws.dataset, question)
+        if t in by_turn
     ]
 
 
@@ -113,4 +115,3 @@ def with_distractors(
 def _when(item: RetrievedItem) -> datetime:
     """A context line's date for chronological order (undated lines last)."""
     return item.memory.timestamp or datetime.max
-

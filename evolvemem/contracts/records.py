@@ -117,7 +117,9 @@ class QuestionRecord:
         None,
     )
     answer_right: bool | None = column(
-        "BOOLEAN", "reader split: the judge's verdict where there is one, else F1 >= RIGHT_F1 (NULL: not answered by a model)", None
+        "BOOLEAN",
+        "reader split: the judge's verdict where there is one, else F1 >= RIGHT_F1 (NULL: not answered by a model)",
+        None,
     )
     reader_failure: str | None = column(
         "VARCHAR",
