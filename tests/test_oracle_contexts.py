@@ -19,6 +19,9 @@ from evolvemem.cli.main import app
 from evolvemem.contracts.vocab import ContextMode
 from evolvemem.data.custom import load_custom
 from evolvemem.data.models import Dataset
+from evolvemem.diagnosers.llm import diagnosis_variants
+from evolvemem.loop.diagnosis_input import build_diagnosis_input
+from evolvemem.store.run_store import RunStore
 from evolvemem.errors import ConfigError
 from evolvemem.roles.context_format import format_context
 from evolvemem.roles.factory import ModelSettings, build_roles
@@ -138,3 +141,11 @@ def test_oracle_eval_against_a_model_records_the_split_and_show_json_carries_it(
     assert split["context"] == "oracle"
     assert split["evidence"]["full"]["wrong"] == 9 and split["evidence"]["full"]["right"] == 0
     assert split["full_wrong"] == {"abstained": 8, "entity": 1}
+    # the llm diagnoser reads the same split
+    with RunStore(out, read_only=True) as store:
+        config = load_serving_config("default").config
+        inp = build_diagnosis_input(store, 0, "eval", config, "all", 0.0, None)
+    assert inp.reader_evidence == {"full": {"right": 0, "wrong": 9}}
+    assert inp.reader_failures == {"abstained": 8, "entity": 1}
+    prompt = next(diagnosis_variants(inp, files_space()))[1]
+    assert "Reader split" in prompt and '"entity"' in prompt and "no answer model" not in prompt
