@@ -118,7 +118,7 @@ class QuestionRecord:
     )
     answer_right: bool | None = column(
         "BOOLEAN",
-        "reader split: the judge's verdict where there is one, else F1 >= RIGHT_F1 (NULL: not answered by a model)",
+        "reader split: the judge's verdict where there is one, else F1 >= 0.5 (NULL: not answered by a model)",
         None,
     )
     reader_failure: str | None = column(
