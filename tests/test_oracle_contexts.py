@@ -131,6 +131,7 @@ def test_oracle_eval_against_a_model_records_the_split_and_show_json_carries_it(
         assert done.exit_code == 0, done.output
         payload = json.loads(done.stdout.strip().splitlines()[-1])
         assert payload["context"] == "oracle" and payload["skipped"] == 1  # the adversarial question has no evidence
+        assert payload["reader_split"]["full_wrong"] == {"abstained": 8, "entity": 1}
         # a resume must repeat --context
         again = _invoke(*args, "--api-base", server.url, "--out", str(out), "--quiet")
         assert again.exit_code != 0 and "--context" in again.output

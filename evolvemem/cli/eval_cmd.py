@@ -7,8 +7,18 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from evolvemem.cli.common import default_run_dir
+from evolvemem.contracts.records import RIGHT_F1
 from evolvemem.contracts.vocab import ContextMode
-from evolvemem.cli.ui import UI, category_table, paired_table, report_failures, report_oversized, JsonResult
+from evolvemem.cli.ui import (
+    UI,
+    category_table,
+    full_wrong_text,
+    reader_split_table,
+    paired_table,
+    report_failures,
+    report_oversized,
+    JsonResult,
+)
 from evolvemem.space.budget import TokenBudget
 
 if TYPE_CHECKING:
@@ -77,13 +87,17 @@ def run_eval(
                 compared = session.compare_with_baseline(baseline[1])
         causes = session.failure_causes()
         oversized = session.oversized_replies()
+        reader = session.eval_reader_split()
     summary = result.summary
     _print_scores(ui, summary, benchmark, split, config_name, protocol, config.budget)
     if context is not ContextMode.RETRIEVED:
-        ui.result(
-            f"context {context}: the reader read the gold evidence turns; "
-            f"{result.skipped} questions without gold evidence turns skipped"
+        handed = "the gold evidence turns" + (
+            ", topped up to the budget" if context is ContextMode.ORACLE_DISTRACTORS else ""
         )
+        ui.result(f"context {context}: the reader was handed {handed}; {result.skipped} questions without any skipped")
+    if reader is not None:
+        ui.print(reader_split_table(reader, "reader split"))
+        ui.info(f"right = the judge's verdict, else F1 ≥ {RIGHT_F1}; {full_wrong_text(reader)}")
     ui.result(f"records: {run_dir / 'run.duckdb'}  ({result.wall_seconds:.1f}s)")
     out_baseline = None
     if baseline is not None and compared is not None:
@@ -98,6 +112,7 @@ def run_eval(
         "baseline": out_baseline,
         "context": str(context),
         "skipped": result.skipped,
+        "reader_split": reader.as_dict() if reader is not None else None,
     }
 
 

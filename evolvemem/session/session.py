@@ -20,7 +20,7 @@ from evolvemem.benchmarks import load_benchmark
 from evolvemem.contracts.closing import Closing
 from evolvemem.answering.oracle import oracle_questions
 from evolvemem.contracts.local_models import LocalModels
-from evolvemem.contracts.vocab import ContextMode
+from evolvemem.contracts.vocab import ContextMode, Phase
 from evolvemem.data.models import Dataset, Question
 from evolvemem.data.split import SPLITS, split_dataset, split_ids
 from evolvemem.errors import EvolveMemError
@@ -45,6 +45,7 @@ from evolvemem.session.rounds import RoundBracket
 from evolvemem.space.action_space import ActionSpace, files_space
 from evolvemem.space.config import RetrievalConfig, config_to_toml, load_config
 from evolvemem.space.emerged import begin_run_dimensions, run_space
+from evolvemem.store.rows import ReaderSplitCounts
 from evolvemem.store.run_store import DB_NAME, RunStore
 from evolvemem.store.usage_journal import JOURNAL_NAME
 from evolvemem.workspace import Workspace
@@ -181,6 +182,10 @@ class Session(Closing):
     def failure_causes(self) -> list[tuple[str, int]]:
         """(cause, questions) of every failed question of the run, most common first."""
         return self.store.failure_causes()
+
+    def eval_reader_split(self) -> ReaderSplitCounts | None:
+        """The reader failure split of an eval directory's round (None: no model answered)."""
+        return self.store.reader_splits().get((0, Phase.EVAL))
 
     # ---- evolve run --------------------------------------------------------------------------
     @classmethod
