@@ -67,6 +67,7 @@ def test_oracle_contexts_hold_exactly_the_gold_turns_in_conversation_order_with_
         gold = sorted(question.evidence, key=order.index)
         assert record.context_ids == tuple(oracle_memory_id(question.conversation_id, t) for t in gold)
         assert record.context_mode == "oracle" and record.route == "oracle"
+        assert record.answer_right is None  # the offline reader is no model: no reader split
         if question.evidence:
             assert record.evidence_recall == 1.0
     # the reader sees each gold turn as any context line: numbered, dated, attributed

@@ -142,7 +142,7 @@ def answer_question(
         latency_ms=latency_ms,
         cost=cost,
     )
-    return with_reader_split(record) if ws.roles.uses_llm else record
+    return with_reader_split(record) if ws.roles.model_answers else record
 
 
 def with_reader_split(record: QuestionRecord) -> QuestionRecord:
