@@ -365,7 +365,8 @@ def test_a_run_written_by_an_older_version_is_shown_diffed_and_reported(tmp_path
     )
     con = duckdb.connect(str(out / DB_NAME))  # make it look like a store from before screening and emergence
     con.execute("DROP VIEW question_failures")
-    for column in ("reused", "context_key"):
+    old_columns = ("reused", "context_key", "context_mode", "evidence_in_context", "answer_right", "reader_failure")
+    for column in old_columns:
         con.execute(f"ALTER TABLE question_records DROP COLUMN {column}")
     con.execute("DROP TABLE screenings")
     con.execute("ALTER TABLE proposed_dimensions DROP COLUMN status")

@@ -16,15 +16,18 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from evolvemem.answering.context_reuse import CONFIG_REUSE, CONTEXT_REUSE, AnswerMemo
+from evolvemem.answering.oracle import ORACLE_STORE
 from evolvemem.answering.path import AnswerTrace, answer_path
 from evolvemem.answering.stores import stores_needed
 from evolvemem.contracts.records import QuestionRecord
 from evolvemem.contracts.roles import AnswerResult
 from evolvemem.contracts.usage import Usage
+from evolvemem.contracts.vocab import ContextMode
 from evolvemem.data.models import Question
 from evolvemem.benchmarks import score_prediction
 from evolvemem.retrieval.retriever import context_tokens
 from evolvemem.scoring.aggregate import EvaluationScores, summarise
+from evolvemem.scoring.failure_split import reader_split
 from evolvemem.scoring.metrics import evidence_recall, is_abstention
 from evolvemem.workspace import Workspace
 
@@ -81,13 +84,15 @@ def answer_question(
     round_no: int = 0,
     phase: str = "eval",
     memo: AnswerMemo | None = None,
+    mode: ContextMode = ContextMode.RETRIEVED,
 ) -> QuestionRecord:
     """The full per-question path under its effective config (route → retrieve → answer → verify →
     judge/retry, evolvemem/answering/path.py) and its scores. Context, evidence recall and coverage
     describe the answer kept (the last one). With `memo`, answers to a context already answered
-    are reused (answering/context_reuse.py)."""
+    are reused (answering/context_reuse.py). An oracle `mode` answers from the gold evidence
+    (answering/oracle.py). When a model answered, the record holds its reader split."""
     started = time.perf_counter()
-    trace = answer_path(ws, question, effective, memo)
+    trace = answer_path(ws, question, effective, memo, mode)
     final = trace.final
     answer: AnswerResult = final.answer
     latency_ms = (time.perf_counter() - started) * 1000
@@ -124,8 +129,9 @@ def answer_question(
         reused=CONTEXT_REUSE if trace.context_reused else None,
         context_key=trace.answer_keys[-1] if trace.answer_keys else None,
         context_tokens=context_tokens(final.context),
+        context_mode=str(mode),
     )
-    return with_evidence_and_cost(
+    record = with_evidence_and_cost(
         record,
         ws,
         question,
@@ -135,6 +141,28 @@ def answer_question(
         fingerprint=fingerprint,
         latency_ms=latency_ms,
         cost=cost,
+    )
+    return with_reader_split(record) if ws.roles.model_answers else record
+
+
+def with_reader_split(record: QuestionRecord) -> QuestionRecord:
+    """`record` with its place in the reader failure split (scoring/failure_split.py); a failed
+    or unscored answer has none."""
+    if record.failed or (record.f1 is None and record.judge is None):
+        return record
+    split = reader_split(
+        evidence_recall=record.evidence_recall,
+        f1=record.f1,
+        judge=record.judge,
+        abstained=bool(record.abstained),
+        prediction=record.prediction,
+        gold=record.gold,
+    )
+    return replace(
+        record,
+        evidence_in_context=None if split.evidence is None else str(split.evidence),
+        answer_right=split.right,
+        reader_failure=None if split.failure is None else str(split.failure),
     )
 
 
@@ -239,9 +267,10 @@ def reused_record(
 
 def remember(reuse: ReuseMap, records: Iterable[QuestionRecord]) -> None:
     """Add answered records to a reuse map (failed ones are asked again; a contexts-only record,
-    rung 0's or the evidence objective's, holds no answer to reuse)."""
+    rung 0's or the evidence objective's, holds no answer to reuse; an oracle answer is no answer
+    of the config's own context)."""
     for record in records:
-        if record.answered:
+        if record.answered and record.context_mode in (None, ContextMode.RETRIEVED):
             reuse[record_key(record)] = record
 
 
@@ -382,6 +411,7 @@ def evaluate(
     sink: SinkFn | None = None,
     reuse: ReuseMap | None = None,
     memo: AnswerMemo | None = None,
+    mode: ContextMode = ContextMode.RETRIEVED,
 ) -> EvalOutcome:
     """Evaluate `config` on `questions` (the memory stores it reads are built first where they are
     not yet: the session's `score_round` builds them before, so their cost is the round's). Records
@@ -391,7 +421,8 @@ def evaluate(
     `reuse` maps (question_id, effective-config fingerprint, memory version) to an earlier record:
     when the effective config and the conversation's memories are unchanged the record is copied,
     not recomputed (and costs no call); the records scored here are added to it. `memo` reuses
-    answers at the level of a question's answer context (answering/context_reuse.py)."""
+    answers at the level of a question's answer context (answering/context_reuse.py). An oracle
+    `mode` hands the reader the gold evidence instead of the config's context (answering/oracle.py)."""
     benchmark = ws.dataset.name
 
     def answer(question: Question, effective: RetrievalConfig, fingerprint: str) -> QuestionRecord:
@@ -405,8 +436,11 @@ def evaluate(
             round_no=round_no,
             phase=phase,
             memo=memo,
+            mode=mode,
         )
 
+    if mode is not ContextMode.RETRIEVED:
+        ws.ensure_stores({ORACLE_STORE})  # the gold turns' raw memories (built from the turns: free)
     # a paid answer is written at once; free ones wait for a batch, bounded in size and in time
     stream = RecordStream(sink, on_record, batch=FLUSH_EVERY, seconds=FLUSH_SECONDS, paid_at_once=True)
     threads = concurrency if ws.roles.uses_llm else 1

@@ -26,10 +26,12 @@ from typing import TYPE_CHECKING, Sequence
 
 from evolvemem.answering.context_reuse import AnswerMemo, context_key
 from evolvemem.answering.first_context import first_context, store_of
+from evolvemem.answering.oracle import ORACLE_ROUTE, ORACLE_STORE, oracle_retrieval
 from evolvemem.answering.plugins import AnswerPlugins, default_plugins
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.contracts.roles import AnswerResult
 from evolvemem.contracts.usage import Usage
+from evolvemem.contracts.vocab import ContextMode
 from evolvemem.data.models import Question
 from evolvemem.mechanisms.ama_judge import PASS, REFRESH
 from evolvemem.mechanisms.ama_refresh import asks_current_state, find_conflicts
@@ -99,8 +101,15 @@ def plugins_of(ws: Workspace) -> AnswerPlugins:
 class _Path:
     """The state of one question's answer path (see the module docstring)."""
 
-    def __init__(self, ws: Workspace, question: Question, effective: RetrievalConfig, memo: AnswerMemo | None = None):
-        self.ws, self.question, self.effective, self.memo = ws, question, effective, memo
+    def __init__(
+        self,
+        ws: Workspace,
+        question: Question,
+        effective: RetrievalConfig,
+        memo: AnswerMemo | None = None,
+        mode: ContextMode = ContextMode.RETRIEVED,
+    ):
+        self.ws, self.question, self.effective, self.memo, self.mode = ws, question, effective, memo, mode
         self.plugins = plugins_of(ws)
         self.current_state = effective.enable_refresher and asks_current_state(question)
         self.trace: AnswerTrace  # set by run()
@@ -212,7 +221,32 @@ class _Path:
                 return source
         return None
 
+    def run_oracle(self) -> AnswerTrace:
+        """One answer from the oracle context (answering/oracle.py), verified as the config says;
+        no judge retry or refresh: either would hand the reader another context than the gold."""
+        retrieved, cost = None, Usage()
+        if self.mode is ContextMode.ORACLE_DISTRACTORS:
+            first = first_context(self.ws, self.question, self.effective, self.plugins.router)
+            retrieved, cost = first.retrieval, first.route_cost
+        self.trace = trace = AnswerTrace(ORACLE_STORE, ORACLE_ROUTE, cost=cost)
+        oracle = oracle_retrieval(self.ws, self.question, self.effective, self.mode, retrieved)
+        self.charge(oracle.cost)
+        context = [i.memory for i in oracle.items]
+        trace.attempts.append(
+            self.attempt(
+                ORACLE_STORE,
+                context,
+                [i.views for i in oracle.items],
+                [i.memory for i in oracle.cut],
+                oracle.sub_queries,
+                refresh=False,
+            )
+        )
+        return trace
+
     def run(self) -> AnswerTrace:
+        if self.mode is not ContextMode.RETRIEVED:
+            return self.run_oracle()
         first = first_context(self.ws, self.question, self.effective, self.plugins.router)
         self.trace = trace = AnswerTrace(first.store, first.route, cost=first.route_cost)
         trace.attempts.append(self.attempt_from_retrieval(first.store, first.retrieval))
@@ -238,11 +272,16 @@ class _Path:
 
 
 def answer_path(
-    ws: Workspace, question: Question, effective: RetrievalConfig, memo: AnswerMemo | None = None
+    ws: Workspace,
+    question: Question,
+    effective: RetrievalConfig,
+    memo: AnswerMemo | None = None,
+    mode: ContextMode = ContextMode.RETRIEVED,
 ) -> AnswerTrace:
     """Route, retrieve, refresh, answer, verify and judge one question under its effective config
-    (answer steps whose context `memo` knows are reused, not asked)."""
-    return _Path(ws, question, effective, memo).run()
+    (answer steps whose context `memo` knows are reused, not asked); with an oracle `mode`, one
+    answer from the oracle context."""
+    return _Path(ws, question, effective, memo, mode).run()
 
 
 def related_turns(ws: Workspace, conversation_id: str, context: Sequence[MemoryUnit], limit: int) -> list[MemoryUnit]:

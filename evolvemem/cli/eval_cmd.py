@@ -7,7 +7,18 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from evolvemem.cli.common import default_run_dir
-from evolvemem.cli.ui import UI, category_table, paired_table, report_failures, report_oversized, JsonResult
+from evolvemem.contracts.records import RIGHT_F1
+from evolvemem.contracts.vocab import ContextMode
+from evolvemem.cli.ui import (
+    UI,
+    category_table,
+    full_wrong_text,
+    reader_split_table,
+    paired_table,
+    report_failures,
+    report_oversized,
+    JsonResult,
+)
 from evolvemem.space.budget import TokenBudget
 
 if TYPE_CHECKING:
@@ -37,9 +48,11 @@ def run_eval(
     source_run: str | None = None,
     baseline: tuple[str, RetrievalConfig] | None = None,
     context_tokens: int | None = None,
+    context: ContextMode = ContextMode.RETRIEVED,
 ) -> JsonResult:
     """Score one config; with `baseline` (label, config) the same questions again with it, and the
-    paired difference (evolve transfer: the evolved config against the run's start on the target)."""
+    paired difference (evolve transfer: the evolved config against the run's start on the target).
+    An oracle `context` answers from the gold evidence (answering/oracle.py)."""
     from evolvemem.session import GuardSettings, Session, resolve_config, small_transfer_warning
 
     config = resolve_config(ui, config_name)  # a run directory's best config carries the run's budget
@@ -61,20 +74,30 @@ def run_eval(
         kind=kind,
         source_run=source_run,
         reporter=ui,
+        context=context,
     ) as session:
         too_few = small_transfer_warning(session.dataset, GuardSettings().alpha) if baseline else ""
         if too_few:
             ui.warn(too_few)
         with ui.progress() as bars:
-            on_record = _answer_counter(bars, len(session.dataset.questions))
-            result = session.evaluate_once(config, config_name, on_record, bars.stage)
+            on_record = _answer_counter(bars, len(session.eval_questions(context)[0]))
+            result = session.evaluate_once(config, config_name, on_record, bars.stage, context)
             compared = None
             if baseline is not None:
                 compared = session.compare_with_baseline(baseline[1])
         causes = session.failure_causes()
         oversized = session.oversized_replies()
+        reader = session.eval_reader_split()
     summary = result.summary
     _print_scores(ui, summary, benchmark, split, config_name, protocol, config.budget)
+    if context is not ContextMode.RETRIEVED:
+        handed = "the gold evidence turns" + (
+            ", topped up to the budget" if context is ContextMode.ORACLE_DISTRACTORS else ""
+        )
+        ui.result(f"context {context}: the reader was handed {handed}; {result.skipped} questions without any skipped")
+    if reader is not None:
+        ui.print(reader_split_table(reader, "reader split"))
+        ui.info(f"right = the judge's verdict, else F1 ≥ {RIGHT_F1}; {full_wrong_text(reader)}")
     ui.result(f"records: {run_dir / 'run.duckdb'}  ({result.wall_seconds:.1f}s)")
     out_baseline = None
     if baseline is not None and compared is not None:
@@ -87,6 +110,9 @@ def run_eval(
         "overall": {k: v for k, v in summary.as_json().items() if k != "by_category"},
         "by_category": summary.by_category_json(),
         "baseline": out_baseline,
+        "context": str(context),
+        "skipped": result.skipped,
+        "reader_split": reader.as_dict() if reader is not None else None,
     }
 
 

@@ -146,6 +146,7 @@ def show_run(ui: UI, run: str) -> JsonResult:
     if facts.screenings:
         ui.info(cost_line(total))
     print_round_notes(ui, rounds)
+    print_reader_split(ui, rounds, best_round)
     result: dict[str, Any] = {"run_dir": run, "manifest": manifest, "rounds": out_rounds, "cost": total.as_dict()}
     if out_rounds and manifest.get("kind") == "run":
         by_recall = objective_metric(objective) == "evidence_recall"
@@ -269,7 +270,21 @@ def round_entry(r: RoundOutcome, by_category: dict[str, float | None]) -> dict[s
         "emerged_used": list(r.emerged_used),
         "cost": r.cost.as_dict() if r.cost else None,
         "screenings": [row.as_row() for row in r.screenings],
+        "reader_split": r.reader_split.as_dict() if r.reader_split else None,
     }
+
+
+def print_reader_split(ui: UI, rounds: list[RoundOutcome], best_round: int) -> None:
+    """The reader failure split of the eval round, or of a run's best round, when a model answered."""
+    from evolvemem.cli.ui import full_wrong_text, reader_split_table
+
+    shown = next((r for r in rounds if r.summary.phase == Phase.EVAL), None) or next(
+        (r for r in rounds if r.round == best_round), None
+    )
+    if shown is None or shown.reader_split is None:
+        return
+    ui.print(reader_split_table(shown.reader_split, f"reader split · round {shown.round} {shown.summary.phase}"))
+    ui.info(f"right = the judge's verdict, else F1 ≥ {RIGHT_F1}; {full_wrong_text(shown.reader_split)}")
 
 
 def print_round_notes(ui: UI, rounds: list[RoundOutcome]) -> None:

@@ -238,14 +238,21 @@ def eval_command(
         min=1,
         help="Cut every answer context at this many estimated tokens (the config's own budget where smaller), so configs are compared at an equal budget; the table's evidence recall is then recall at that budget [default: the budget the config carries: a run's best config was measured at its run's budget].",
     ),
+    context: str = typer.Option(
+        "retrieved",
+        "--context",
+        help="What the reader is handed: retrieved (the config's own retrieval), oracle (exactly each question's gold evidence turns, dated, in conversation order: the reader's ceiling) or oracle+distractors (those, topped up to the budget with the config's retrieved lines). Oracle modes skip questions without gold evidence turns and are never a config the loop can pick.",
+    ),
     json_out: bool = typer.Option(False, "--json", help="End stdout with one JSON object (overall, by_category)."),
     quiet: bool = QuietOpt,
 ) -> None:
     """Score one retrieval config on a benchmark; every question's record goes to DuckDB."""
+    from evolvemem.answering.oracle import context_mode
     from evolvemem.cli.eval_cmd import run_eval
     from evolvemem.session import check_protocol, run_local_models
 
     check_protocol(adversarial_protocol)
+    mode = context_mode(context)
     ui = UI(json_mode=json_out, quiet=quiet)
     result = run_eval(
         ui,
@@ -260,6 +267,7 @@ def eval_command(
         local_models=local.models().or_else(run_local_models(config)),
         cache_enabled=not no_cache,
         context_tokens=context_tokens,
+        context=mode,
     )
     ui.emit_result(result)
 

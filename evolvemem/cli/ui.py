@@ -20,6 +20,7 @@ from rich.table import Table
 if TYPE_CHECKING:
     from evolvemem.cli.log_progress import LogBars
     from evolvemem.scoring.aggregate import EvaluationScores
+    from evolvemem.store.rows import ReaderSplitCounts
 
 
 JsonResult = dict[str, Any]  # a command's --json document: one JSON object, whatever its command puts in it
@@ -202,3 +203,21 @@ def paired_table(paired: Any, before: str, after: str, title: str) -> Table:
     conversations = ", ".join(f"{c} {d:+.3f}" for c, d in paired.by_conversation.items())
     table.caption = f"per conversation: {conversations}"
     return table
+
+
+def reader_split_table(split: ReaderSplitCounts, title: str) -> Table:
+    """The reader failure split: rows by how much gold evidence was in context, columns right /
+    wrong (right: the judge's verdict, else F1 >= RIGHT_F1)."""
+    table = Table(title=f"{title} · context {split.context}", title_justify="left")
+    for col in ("gold evidence in context", "right", "wrong"):
+        table.add_column(col, justify="left" if col.startswith("gold") else "right")
+    for bucket, right, wrong in split.cells:
+        if right or wrong:
+            table.add_row(bucket, str(right), str(wrong))
+    return table
+
+
+def full_wrong_text(split: ReaderSplitCounts) -> str:
+    """The line under the split: why the answers with the whole evidence in context went wrong."""
+    classes = ", ".join(f"{name} {n}" for name, n in split.full_wrong) or "none"
+    return f"wrong with the full evidence in context: {classes}"

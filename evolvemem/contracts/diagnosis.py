@@ -172,6 +172,11 @@ class DiagnosisInput:
     # the token budget the run cuts every context at (--objective evidence, --context-tokens; 0: none):
     # below a budget, more candidates or a larger item cap change nothing the reader sees
     token_budget: int = 0
+    # the reader failure split of the round when a model answered (scoring/failure_split.py):
+    # evidence in context (full, partial, none, no evidence) -> {"right": n, "wrong": n}, and the
+    # kinds of wrong answers given with the full evidence in context; empty: no model answered
+    reader_evidence: dict[str, dict[str, int]] = field(default_factory=dict)
+    reader_failures: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values with the rows' own keys (what the run store and the round's snapshot keep)."""

@@ -108,6 +108,24 @@ class QuestionRecord:
     context_tokens: int | None = column(
         "INTEGER", "estimated tokens of the answer context's memories (what a token budget counts)", None
     )
+    context_mode: str | None = column(
+        "VARCHAR", "what the reader was handed: retrieved (NULL in older stores), oracle or oracle+distractors", None
+    )
+    evidence_in_context: str | None = column(
+        "VARCHAR",
+        "reader split, when a model answered: full, partial or none of the gold evidence in context (NULL: no evidence ids)",
+        None,
+    )
+    answer_right: bool | None = column(
+        "BOOLEAN",
+        "reader split: the judge's verdict where there is one, else F1 >= 0.5 (NULL: not answered by a model)",
+        None,
+    )
+    reader_failure: str | None = column(
+        "VARCHAR",
+        "reader split: why an answer with the full evidence in context is wrong: abstained, date_form, too_long, entity, other",
+        None,
+    )
 
     def as_row(self) -> dict[str, Any]:
         """The `question_records` row (lists where the table holds lists)."""

@@ -95,3 +95,31 @@ class StoreKind(StrEnum):
     RECURRENCE = "recurrence"  # RecMem's consolidated store
     RAW = "raw"  # the conversation's turns, one memory each
     EPISODE = "episode"  # a narrative per session
+
+
+class ContextMode(StrEnum):
+    """What the reader is handed in `evolve eval --context` (an evaluation mode, never a config
+    dimension: the loop cannot pick the gold evidence). answering/oracle.py builds the oracle ones."""
+
+    RETRIEVED = "retrieved"  # the config's own retrieval (every run and eval until now)
+    ORACLE = "oracle"  # exactly the question's gold evidence turns, in conversation order
+    ORACLE_DISTRACTORS = "oracle+distractors"  # the gold turns, topped up to the budget with retrieved lines
+
+
+class EvidenceInContext(StrEnum):
+    """How much of a question's gold evidence its answer context held (evidence recall 1 / between / 0)."""
+
+    FULL = "full"
+    PARTIAL = "partial"
+    NONE = "none"
+
+
+class ReaderFailure(StrEnum):
+    """Why a reader answered wrong although the whole gold evidence was in its context
+    (scoring/failure_split.py holds the rules)."""
+
+    ABSTAINED = "abstained"  # it said the context does not hold the answer
+    DATE_FORM = "date_form"  # the gold is a date; the answer gives it relatively or in another form
+    TOO_LONG = "too_long"  # the gold is mostly inside an answer too long for token F1
+    ENTITY = "entity"  # the answer names another person or thing than the gold does
+    OTHER = "other"

@@ -108,6 +108,8 @@ def diagnosis_variants(inp: DiagnosisInput, space: ActionSpace) -> Iterator[tupl
                 taxonomy=_compact(inp.taxonomy),
                 dominant=inp.dominant_failure() or "none",
                 taxonomy_by_type=_compact(inp.taxonomy_by_type),
+                reader_split=_compact(inp.reader_evidence) if inp.reader_evidence else "none (no answer model)",
+                reader_failures=_compact(inp.reader_failures) if inp.reader_evidence else "none",
                 worst_cases=_worst_text(worst),
                 history=_history_text(history),
             ),

@@ -143,6 +143,7 @@ def build_diagnosis_input(
     previous = store.type_f1(previous_round, phase) if previous_round is not None else None
     decided = store.decision_history(current_round)
     overall = seen.overall
+    split = store.reader_splits().get((round_no, phase))
     return DiagnosisInput(
         round=round_no,
         objective=objective,
@@ -158,4 +159,6 @@ def build_diagnosis_input(
         history=history_entries(decided, current_round, current_score, current_accepted, current_paired),
         mean_context=float(overall.get("mean_context") or 0.0),
         view_credit=dict(seen.view_credit),
+        reader_evidence={b: {"right": r, "wrong": w} for b, r, w in split.cells if r or w} if split else {},
+        reader_failures=dict(split.full_wrong) if split else {},
     )

@@ -8,7 +8,7 @@ its stored values (None where an older run lacks a column), the others read its 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from evolvemem.contracts.vocab import Phase
@@ -17,7 +17,7 @@ from evolvemem.loop.spec import objective_column
 from evolvemem.space.changes import Change
 from evolvemem.space.emerged import switched_on
 from evolvemem.store.costs import RoundCost, round_costs
-from evolvemem.store.rows import DecisionRow, RoundSummary, RoundUsage, ScreeningRow
+from evolvemem.store.rows import DecisionRow, ReaderSplitCounts, RoundSummary, RoundUsage, ScreeningRow
 from evolvemem.store.run_store import RunStore
 
 
@@ -38,6 +38,7 @@ class RoundOutcome:
     screenings: tuple[ScreeningRow, ...]  # candidates screened before the full evaluation
     emerged_used: tuple[str, ...]  # levers that emerged in this run and the round's config switched on
     seconds: float | None = None
+    reader_split: ReaderSplitCounts | None = None  # where a model's answers went wrong (None: no model answered)
 
     @property
     def round(self) -> int:
@@ -99,6 +100,7 @@ class RoundFacts:
     usage: dict[int, RoundUsage]
     costs: dict[int, RoundCost]
     screenings: tuple[ScreeningRow, ...]
+    splits: dict[tuple[int, str], ReaderSplitCounts] = field(default_factory=dict)  # by (round, phase)
 
     @classmethod
     def read(cls, store: RunStore) -> RoundFacts:
@@ -107,6 +109,7 @@ class RoundFacts:
             usage=store.usage_by_round(),
             costs={c.round: c for c in round_costs(store)},
             screenings=tuple(store.screenings()),
+            splits=store.reader_splits(),
         )
 
 
@@ -135,6 +138,7 @@ def round_outcome(
         screenings=tuple(s for s in facts.screenings if s.round == summary.round),
         emerged_used=tuple(switched_on(summary.config or {}, levers)),
         seconds=seconds,
+        reader_split=facts.splits.get((summary.round, summary.phase)),
     )
 
 

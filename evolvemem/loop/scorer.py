@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from evolvemem.contracts.records import QuestionRecord
+from evolvemem.contracts.vocab import ContextMode
 from evolvemem.data.models import Question
 from evolvemem.space.config import RetrievalConfig
 from evolvemem.store.rows import RoundSummary
@@ -45,6 +46,7 @@ class RoundJob:
     phase: str
     on_record: RecordFn | None = None  # sees each record as it is written (progress bars)
     contexts_only: bool = False  # record each question's context and evidence figures, no answer
+    context: ContextMode = ContextMode.RETRIEVED  # what the reader is handed (`evolve eval --context`)
 
 
 class RoundScorer(Protocol):

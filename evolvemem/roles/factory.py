@@ -108,6 +108,11 @@ class Roles:
         return self.ledger.snapshot() if self.ledger is not None else {}
 
     @property
+    def model_answers(self) -> bool:
+        """The answerer is a model (not the offline reader): what the reader failure split measures."""
+        return self.settings.for_role("answer") != OFFLINE
+
+    @property
     def uses_llm(self) -> bool:
         return not self.settings.is_offline()
 

@@ -17,6 +17,7 @@ from evolvemem.answering.contexts import evaluate_contexts
 from evolvemem.answering.evaluate import ReuseMap, evaluate, remember
 from evolvemem.answering.stores import stores_needed
 from evolvemem.contracts.records import QuestionRecord
+from evolvemem.contracts.vocab import ContextMode
 from evolvemem.data.models import Question
 from evolvemem.errors import EvolveMemError
 from evolvemem.executor import Executor
@@ -67,7 +68,12 @@ class RoundBracket:
         self, jobs: list[RoundJob], on_stage: StageFn | None = None
     ) -> list[tuple[EvaluationScores, RoundSummary]]:
         """`score_rounds` with each round's full scores (per group and question type too)."""
-        sharded = [i for i, job in enumerate(jobs) if self.executor.remote and not job.contexts_only]
+        # contexts-only and oracle evaluations (`evolve eval` only) always run here
+        sharded = [
+            i
+            for i, job in enumerate(jobs)
+            if self.executor.remote and not job.contexts_only and job.context is ContextMode.RETRIEVED
+        ]
         scored = {i: self._score_here(job, on_stage) for i, job in enumerate(jobs) if i not in sharded}
         if sharded:
             started = time.perf_counter()
@@ -141,8 +147,10 @@ class RoundBracket:
                     protocol=self.scoring.protocol,
                     on_record=job.on_record,
                     sink=record,
-                    reuse=self.reuse,
+                    # a whole earlier record answered from another context is no oracle answer
+                    reuse=self.reuse if job.context is ContextMode.RETRIEVED else None,
                     memo=self.answers,
+                    mode=job.context,
                 )
         store.fold_usage_journal()
         return self._finish(job, time.perf_counter() - started, ws.roles.stopped_model())

@@ -18,8 +18,10 @@ from evolvemem.workspace.memory_rows import all_memories, restore_added
 from evolvemem import __version__
 from evolvemem.benchmarks import load_benchmark
 from evolvemem.contracts.closing import Closing
+from evolvemem.answering.oracle import oracle_questions
 from evolvemem.contracts.local_models import LocalModels
-from evolvemem.data.models import Dataset
+from evolvemem.contracts.vocab import ContextMode, Phase
+from evolvemem.data.models import Dataset, Question
 from evolvemem.data.split import SPLITS, split_dataset, split_ids
 from evolvemem.errors import EvolveMemError
 from evolvemem.executor import Executor
@@ -43,6 +45,7 @@ from evolvemem.session.rounds import RoundBracket
 from evolvemem.space.action_space import ActionSpace, files_space
 from evolvemem.space.config import RetrievalConfig, config_to_toml, load_config
 from evolvemem.space.emerged import begin_run_dimensions, run_space
+from evolvemem.store.rows import ReaderSplitCounts
 from evolvemem.store.run_store import DB_NAME, RunStore
 from evolvemem.store.usage_journal import JOURNAL_NAME
 from evolvemem.workspace import Workspace
@@ -111,6 +114,7 @@ class EvalResult:
     run_dir: Path
     summary: EvaluationScores
     wall_seconds: float
+    skipped: int = 0  # questions an oracle context could not be built for (no gold evidence turn)
 
 
 class Session(Closing):
@@ -178,6 +182,10 @@ class Session(Closing):
     def failure_causes(self) -> list[tuple[str, int]]:
         """(cause, questions) of every failed question of the run, most common first."""
         return self.store.failure_causes()
+
+    def eval_reader_split(self) -> ReaderSplitCounts | None:
+        """The reader failure split of an eval directory's round (None: no model answered)."""
+        return self.store.reader_splits().get((0, Phase.EVAL))
 
     # ---- evolve run --------------------------------------------------------------------------
     @classmethod
@@ -354,9 +362,11 @@ class Session(Closing):
         source_run: str | None = None,
         reporter: Reporter | None = None,
         executor: Executor | None = None,
+        context: ContextMode = ContextMode.RETRIEVED,
     ) -> Session:
         """A one-round evaluation directory; an existing one is resumed when it scored the same
-        config on the same questions in the same way (its failed questions are asked again)."""
+        config on the same questions in the same way (its failed questions are asked again).
+        `context`: what the reader is handed (`--context`, answering/oracle.py)."""
         reporter = reporter or QuietReporter()
         check_protocol(protocol)
         if check_out_dir(run_dir, kind):
@@ -368,7 +378,7 @@ class Session(Closing):
         announce_models(reporter, settings, diagnoses=False)
         store = RunStore(run_dir)
         try:
-            _check_resumable(reporter, store, config, full.content_hash, split, protocol)
+            _check_resumable(reporter, store, config, full.content_hash, split, protocol, context)
             store.set_manifest(
                 {
                     "kind": kind,
@@ -381,6 +391,7 @@ class Session(Closing):
                     "adversarial_protocol": protocol,
                     "config_source": config_source,
                     "token_budget": config.budget.tokens,
+                    "context": str(context),
                     "command": command_line(),
                     **local_models.as_spec(),
                 }
@@ -402,21 +413,31 @@ class Session(Closing):
             raise
         return session
 
+    def eval_questions(self, context: ContextMode) -> tuple[list[Question], int]:
+        """The questions an eval with `context` asks, and how many it skips (oracle contexts only
+        exist for questions with a gold evidence turn)."""
+        if context is ContextMode.RETRIEVED:
+            return self.dataset.questions, 0
+        return oracle_questions(self.dataset, self.dataset.questions)
+
     def evaluate_once(
         self,
         config: RetrievalConfig,
         config_source: str,
         on_record: RecordFn | None = None,
         on_stage: StageFn | None = None,
+        context: ContextMode = ContextMode.RETRIEVED,
     ) -> EvalResult:
-        """Round 0 of an eval directory, and its config.toml."""
+        """Round 0 of an eval directory, and its config.toml. An oracle `context` skips the
+        questions without a gold evidence turn (counted in `skipped`)."""
+        questions, skipped = self.eval_questions(context)
         [(scores, row)] = self.rounds.score_with_scores(
-            [RoundJob(config, self.dataset.questions, 0, "eval", on_record)], on_stage
+            [RoundJob(config, questions, 0, "eval", on_record, context=context)], on_stage
         )
         (self.run_dir / "config.toml").write_text(
             config_to_toml(config, header=f"evolvemem config (from {config_source})"), encoding="utf-8"
         )
-        return EvalResult(self.run_dir, scores, row.wall_seconds or 0.0)
+        return EvalResult(self.run_dir, scores, row.wall_seconds or 0.0, skipped)
 
     def compare_with_baseline(self, baseline: RetrievalConfig) -> tuple[EvaluationScores, Comparison]:
         """The same questions scored with `baseline` (phase "baseline"), and the paired comparison of
@@ -467,7 +488,13 @@ class Session(Closing):
 
 
 def _check_resumable(
-    reporter: Reporter, store: RunStore, config: RetrievalConfig, data_hash: str, split: str, protocol: str
+    reporter: Reporter,
+    store: RunStore,
+    config: RetrievalConfig,
+    data_hash: str,
+    split: str,
+    protocol: str,
+    context: ContextMode = ContextMode.RETRIEVED,
 ) -> None:
     """A second eval into the same directory resumes the first; it must therefore score the same
     config on the same questions in the same way."""
@@ -483,6 +510,7 @@ def _check_resumable(
             ("data", manifest.get("data_hash"), data_hash),
             ("split", manifest.get("split"), split),
             ("adversarial protocol", manifest.get("adversarial_protocol"), protocol),
+            ("--context", manifest.get("context") or ContextMode.RETRIEVED, context),
         )
         if old != new
     ]

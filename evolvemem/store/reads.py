@@ -6,13 +6,15 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from evolvemem.contracts.records import RIGHT_F1
-from evolvemem.contracts.vocab import TEST_PHASES, FailureClass
+from evolvemem.contracts.vocab import TEST_PHASES, ContextMode, EvidenceInContext, FailureClass
 from evolvemem.qtypes import ADVERSARIAL_SQL
 from evolvemem.contracts.usage import Usage
 from evolvemem.store.rows import (
     DecisionRow,
     DiagnosisSummary,
     FlippedQuestion,
+    NO_EVIDENCE,
+    ReaderSplitCounts,
     RoleUsage,
     HistoryRow,
     ProposedDimension,
@@ -116,6 +118,21 @@ class RunReads:
                                     sum(completion_tokens) AS completion_tokens, sum(cost_usd) AS cost_usd
                              FROM usage GROUP BY round, phase, role ORDER BY round, phase, role""")
         return [RoleUsage(r["round"], r["phase"], r["role"], Usage.from_dict(r)) for r in rows]
+
+    def reader_splits(self) -> dict[tuple[int, str], ReaderSplitCounts]:
+        """(round, phase) -> the reader failure split of that evaluation, for every evaluation a
+        model answered (none in a store from before the split)."""
+        rows = self.query(
+            """SELECT round, phase, coalesce(evidence_in_context, ?) AS evidence, answer_right, reader_failure,
+                      coalesce(context_mode, ?) AS context, count(*) AS n
+               FROM question_records WHERE answer_right IS NOT NULL
+               GROUP BY ALL ORDER BY round, phase""",
+            [NO_EVIDENCE, str(ContextMode.RETRIEVED)],
+        )
+        grouped: dict[tuple[int, str], list[dict[str, Any]]] = {}
+        for row in rows:
+            grouped.setdefault((row["round"], row["phase"]), []).append(row)
+        return {key: _split_counts(group) for key, group in grouped.items()}
 
     def failure_counts(self, phase: str) -> dict[int, dict[str, int]]:
         """round -> failure class (and `correct`) -> questions, over one phase's evaluations."""
@@ -237,3 +254,22 @@ class RunReads:
             worst_cases=tuple(worst),
             view_credit=view_credit,
         )
+
+
+def _split_counts(rows: list[dict[str, Any]]) -> ReaderSplitCounts:
+    """One evaluation's split rows (evidence, answer_right, reader_failure, context, n) counted."""
+    counts: dict[tuple[str, bool], int] = {}
+    classes: dict[str, int] = {}
+    contexts: dict[str, int] = {}
+    for r in rows:
+        key = (r["evidence"], bool(r["answer_right"]))
+        counts[key] = counts.get(key, 0) + r["n"]
+        contexts[r["context"]] = contexts.get(r["context"], 0) + r["n"]
+        if r["reader_failure"]:
+            classes[r["reader_failure"]] = classes.get(r["reader_failure"], 0) + r["n"]
+    buckets = (*(str(e) for e in EvidenceInContext), NO_EVIDENCE)
+    return ReaderSplitCounts(
+        context=max(contexts.items(), key=lambda kv: kv[1])[0],
+        cells=tuple((b, counts.get((b, True), 0), counts.get((b, False), 0)) for b in buckets),
+        full_wrong=tuple(sorted(classes.items(), key=lambda kv: (-kv[1], kv[0]))),
+    )

@@ -262,3 +262,29 @@ class FlippedQuestion:
     failure_a: str
     failure_b: str
     flip: str  # "fixed" (now right) or "broken" (now wrong)
+
+
+NO_EVIDENCE = "no evidence"  # the split's row for questions without gold evidence ids
+
+
+@dataclass(frozen=True)
+class ReaderSplitCounts:
+    """One evaluation's reader failure split (scoring/failure_split.py), counted: per evidence
+    bucket (full, partial, none, no evidence) the right and wrong answers, and the classes of the
+    wrong answers with the full evidence in context. Only questions a model answered count."""
+
+    context: str  # what the reader was handed: retrieved, oracle or oracle+distractors
+    cells: tuple[tuple[str, int, int], ...]  # (evidence bucket, right, wrong): full, partial, none, no evidence
+    full_wrong: tuple[tuple[str, int], ...]  # (reader failure class, questions), largest first
+
+    @property
+    def answered(self) -> int:
+        return sum(right + wrong for _, right, wrong in self.cells)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The `reader_split` block of `show --json`."""
+        return {
+            "context": self.context,
+            "evidence": {bucket: {"right": right, "wrong": wrong} for bucket, right, wrong in self.cells},
+            "full_wrong": dict(self.full_wrong),
+        }
