@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from evolvemem.cli.common import default_run_dir
 from evolvemem.cli.ui import UI, category_table, paired_table, report_failures, report_oversized, JsonResult
+from evolvemem.contracts.vocab import Metric
 from evolvemem.space.budget import TokenBudget
 
 if TYPE_CHECKING:
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from evolvemem.contracts.records import QuestionRecord
     from evolvemem.loop.paired import Comparison
     from evolvemem.scoring.aggregate import EvaluationScores
+    from evolvemem.scoring.judge_summary import JudgeTally
     from evolvemem.session import LocalModels, ModelSettings
     from evolvemem.space.config import RetrievalConfig
 
@@ -37,11 +39,14 @@ def run_eval(
     source_run: str | None = None,
     baseline: tuple[str, RetrievalConfig] | None = None,
     context_tokens: int | None = None,
+    metric: str = "f1",
 ) -> JsonResult:
     """Score one config; with `baseline` (label, config) the same questions again with it, and the
     paired difference (evolve transfer: the evolved config against the run's start on the target)."""
     from evolvemem.session import GuardSettings, Session, resolve_config, small_transfer_warning
+    from evolvemem.session.setup import check_metric
 
+    chosen_metric = check_metric(metric, settings)  # before any work: --metric judge needs its model
     config = resolve_config(ui, config_name)  # a run directory's best config carries the run's budget
     if context_tokens is not None:
         config = config.with_budget(TokenBudget(context_tokens))
@@ -61,6 +66,7 @@ def run_eval(
         kind=kind,
         source_run=source_run,
         reporter=ui,
+        metric=chosen_metric.value,
     ) as session:
         too_few = small_transfer_warning(session.dataset, GuardSettings().alpha) if baseline else ""
         if too_few:
@@ -73,21 +79,55 @@ def run_eval(
                 compared = session.compare_with_baseline(baseline[1])
         causes = session.failure_causes()
         oversized = session.oversized_replies()
+        tally = session.judge_tally()
     summary = result.summary
     _print_scores(ui, summary, benchmark, split, config_name, protocol, config.budget)
+    judged = _print_judge(ui, tally, settings.for_role("judge"))
     ui.result(f"records: {run_dir / 'run.duckdb'}  ({result.wall_seconds:.1f}s)")
     out_baseline = None
     if baseline is not None and compared is not None:
         out_baseline = _baseline_comparison(ui, baseline[0], config_name, *compared)
     report_failures(ui, causes)
     report_oversized(ui, oversized)
+    _judge_outcome(ui, tally, chosen_metric)
     return {
         "run_dir": str(run_dir),
         "protocol": protocol,
         "overall": {k: v for k, v in summary.as_json().items() if k != "by_category"},
         "by_category": summary.by_category_json(),
         "baseline": out_baseline,
+        "metric": chosen_metric.value,
+        "judge": judged,
     }
+
+
+def _print_judge(ui: UI, tally: JudgeTally | None, model: str) -> JsonResult | None:
+    """Judge accuracy beside F1, with the note that it is our judge (None: no judge configured)."""
+    from evolvemem.scoring.judge import judge_version
+    from evolvemem.scoring.judge_summary import honesty_note, judge_line
+
+    if tally is None:
+        return None
+    ui.result(judge_line(tally, model))
+    return {**tally.as_dict(), "model": model, "version": judge_version(model), "note": honesty_note(model)}
+
+
+def _judge_outcome(ui: UI, tally: JudgeTally | None, metric: Metric) -> None:
+    """The one warning line for answers without a verdict; with --metric judge, an error (exit != 0)
+    when no answer got one (the records stay, and the answers' calls are in the reply cache)."""
+    from evolvemem.errors import EvolveMemError
+    from evolvemem.scoring.judge_summary import unjudged_warning
+
+    if tally is None:
+        return
+    if metric is Metric.JUDGE and tally.answered and not tally.judged:
+        raise EvolveMemError(
+            f"--metric judge: the judge gave no verdict on any of the {tally.answered} answers "
+            "(every reply malformed or every call failed); the answers' records are kept"
+        )
+    warning = unjudged_warning(tally)
+    if warning:
+        ui.warn(warning)
 
 
 def _print_scores(

@@ -18,6 +18,7 @@ from evolvemem.cli.options import (
     JsonOpt,
     LabelOptions,
     LocalModelOptions,
+    MetricOpt,
     NoCacheOpt,
     QuietOpt,
     RunOptions,
@@ -238,6 +239,7 @@ def eval_command(
         min=1,
         help="Cut every answer context at this many estimated tokens (the config's own budget where smaller), so configs are compared at an equal budget; the table's evidence recall is then recall at that budget [default: the budget the config carries: a run's best config was measured at its run's budget].",
     ),
+    metric: str = MetricOpt,
     json_out: bool = typer.Option(False, "--json", help="End stdout with one JSON object (overall, by_category)."),
     quiet: bool = QuietOpt,
 ) -> None:
@@ -260,6 +262,7 @@ def eval_command(
         local_models=local.models().or_else(run_local_models(config)),
         cache_enabled=not no_cache,
         context_tokens=context_tokens,
+        metric=metric,
     )
     ui.emit_result(result)
 

@@ -34,11 +34,12 @@ from evolvemem.loop.spec import CONTEXTS_ONLY, RunSpec, manifest_budget
 from evolvemem.roles.answer_llm import context_token_share
 from evolvemem.roles.factory import ModelSettings
 from evolvemem.scoring.aggregate import EvaluationScores
+from evolvemem.scoring.judge_summary import JudgeTally
 from evolvemem.scoring.locomo import check_protocol
 from evolvemem.session.inputs import best_config_path, manifest_start_config, small_dev_warning
 from evolvemem.session.reporter import QuietReporter, Reporter
 from evolvemem.retrieval.stage_models import require_stage_models
-from evolvemem.session.setup import announce_models, check_endpoint, open_workspace
+from evolvemem.session.setup import announce_models, check_endpoint, judge_manifest, open_workspace
 from evolvemem.session.rounds import RoundBracket
 from evolvemem.space.action_space import ActionSpace, files_space
 from evolvemem.space.config import RetrievalConfig, config_to_toml, load_config
@@ -179,6 +180,12 @@ class Session(Closing):
         """(cause, questions) of every failed question of the run, most common first."""
         return self.store.failure_causes()
 
+    def judge_tally(self, phase: str = "eval") -> JudgeTally | None:
+        """The LLM judge's verdicts on round 0 of `phase` (an eval's), None when no judge is configured."""
+        if self.workspace.roles.judge is None:
+            return None
+        return self.store.judge_tallies((phase,)).get((0, phase), JudgeTally(0, 0, 0, 0, 0, None))
+
     # ---- evolve run --------------------------------------------------------------------------
     @classmethod
     def create(
@@ -226,6 +233,7 @@ class Session(Closing):
                 "data_source": dataset.source,
                 "data_hash": dataset.content_hash,
                 "models": settings.as_dict(),
+                **judge_manifest(settings),
                 "diagnoser": spec.diagnoser,
                 "seed": spec.seed,
                 "version": __version__,
@@ -354,6 +362,7 @@ class Session(Closing):
         source_run: str | None = None,
         reporter: Reporter | None = None,
         executor: Executor | None = None,
+        metric: str = "f1",
     ) -> Session:
         """A one-round evaluation directory; an existing one is resumed when it scored the same
         config on the same questions in the same way (its failed questions are asked again)."""
@@ -378,6 +387,8 @@ class Session(Closing):
                     "data_hash": full.content_hash,
                     "split": split,
                     "models": settings.as_dict(),
+                    **judge_manifest(settings),
+                    "metric": metric,
                     "adversarial_protocol": protocol,
                     "config_source": config_source,
                     "token_budget": config.budget.tokens,
