@@ -87,6 +87,15 @@ def test_metric_judge_stores_the_column_and_prints_accuracy_beside_f1(new_cache,
         manifest = store.manifest()
     assert manifest["judge"] == f"{JUDGE}:{load_prompt('judge').version}" and manifest["metric"] == "judge"
 
+    # show and the report print it beside F1, with the note
+    shown = evolve("show", str(tmp_path / "eval"), "--json")
+    [evaluation] = json.loads(shown.stdout.strip().splitlines()[-1])["judge"]["evaluations"]
+    assert evaluation["main_accuracy"] == accuracy and evaluation["phase"] == "eval"
+    assert f"our judge with {JUDGE}" in shown.output
+    assert evolve("report", str(tmp_path / "eval"), "--no-png").exit_code == 0
+    html = (tmp_path / "eval" / "report.html").read_text(encoding="utf-8")
+    assert 'id="judge-table"' in html and f">{accuracy:.3f}<" in html.split('id="judge-table"')[1]
+
 
 def test_unusable_judge_replies_leave_null_and_one_warning_line(new_cache, tmp_path):  # noqa: F811
     with FakeLLMServer(responder=flaky_judge) as server:
