@@ -175,3 +175,12 @@ def test_preflight_says_why_the_judge_cannot_be_asked(fake_llm, judge):  # noqa:
     judge.client.cache = None  # the first probe's reply is cached: ask the server again
     problem = judge.unreachable()
     assert problem and "HTTP 500" in problem
+
+
+def test_judge_prompt_cites_its_protocol_in_a_comment_the_model_never_reads():
+    from evolvemem.paths import prompts_dir
+
+    on_disk = (prompts_dir() / "judge.md").read_text(encoding="utf-8")
+    assert on_disk.startswith("<!--") and "arXiv:2504.19413" in on_disk and "mem0ai/mem0" in on_disk
+    sent = load_prompt("judge").text
+    assert sent.startswith("Your task is to label") and "arXiv" not in sent and "<!--" not in sent
