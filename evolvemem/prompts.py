@@ -1,16 +1,20 @@
 """Prompt files in `prompts/`: plain text with `$placeholders` (string.Template).
 
 Each prompt's version is a hash of its text, so caches keyed by prompt version refresh by
-themselves when a prompt file is edited."""
+themselves when a prompt file is edited. A leading `<!-- ... -->` comment (where a prompt cites the
+protocol it follows) is for readers of the file and is not part of the prompt."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import re
 import string
 from dataclasses import dataclass
 
 from evolvemem.paths import prompts_dir
+
+_HEADER_COMMENT = re.compile(r"\A<!--.*?-->\n", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -32,4 +36,4 @@ def load_prompt(name: str) -> Prompt:
     path = prompts_dir() / f"{name}.md"
     if not path.is_file():
         raise FileNotFoundError(f"prompt {name!r} not found in {prompts_dir()}")
-    return Prompt(name=name, text=path.read_text(encoding="utf-8"))
+    return Prompt(name=name, text=_HEADER_COMMENT.sub("", path.read_text(encoding="utf-8"), count=1))

@@ -115,10 +115,11 @@ def test_run_store_reference_lists_every_table_and_column(tmp_path):
 
 def test_prompt_reference_lists_every_prompt():
     from evolvemem.paths import prompts_dir
+    from evolvemem.prompts import load_prompt
 
     text = page("reference/prompts.md")
-    for path in prompts_dir().glob("*.md"):
-        assert f"\n## {path.stem}\n" in text and path.read_text(encoding="utf-8").strip() in text, path.name
+    for path in prompts_dir().glob("*.md"):  # as the model reads it (a leading <!-- --> comment is not sent)
+        assert f"\n## {path.stem}\n" in text and load_prompt(path.stem).text.strip() in text, path.name
 
 
 # ----------------------------------------------------------------------------- hand-written pages

@@ -144,3 +144,43 @@ def test_judge_prompt_has_placeholders_and_no_benchmark_people(locomo_path):
     for sample in json.loads(locomo_path.read_text(encoding="utf-8")):
         names.update({sample["conversation"]["speaker_a"], sample["conversation"]["speaker_b"]})
     assert names and not [name for name in names if re.search(rf"\b{re.escape(name)}\b", text)]
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected", "requests"),
+    [
+        ('{"label": "CORRECT"}', 1, 1),
+        ('{"label": "WRONG"}', 0, 1),
+        ('{"reason": "same city, other words", "label": "CORRECT"}', 1, 1),
+        ("CORRECT", 1, 2),  # not JSON: asked again once, then read for its one label word
+        ("The generated answer is WRONG.", 0, 2),
+    ],
+)
+def test_judge_reads_json_and_plain_text_verdicts(fake_llm, judge, reply, expected, requests):  # noqa: F811
+    fake_llm.responder = lambda body: reply
+    result = judge.judge_detailed("Which city did Tomasz move to?", "Lisbon", "Lisbon, in May")
+    assert (result.score, result.error) == (expected, "") and fake_llm.request_count == requests
+
+
+def test_malformed_judge_reply_is_refused_with_one_line(fake_llm, judge):  # noqa: F811
+    fake_llm.responder = lambda body: "Sure! Here is the grade: {not valid json at all"
+    result = judge.judge_detailed("Which city did Tomasz move to?", "Lisbon", "Porto")
+    assert result.score is None and fake_llm.request_count == 2
+    assert result.error and "\n" not in result.error and "did not reply with JSON" in result.error
+
+
+def test_preflight_says_why_the_judge_cannot_be_asked(fake_llm, judge):  # noqa: F811
+    assert judge.unreachable() is None
+    fake_llm.fail_next(500, count=5)
+    judge.client.cache = None  # the first probe's reply is cached: ask the server again
+    problem = judge.unreachable()
+    assert problem and "HTTP 500" in problem
+
+
+def test_judge_prompt_cites_its_protocol_in_a_comment_the_model_never_reads():
+    from evolvemem.paths import prompts_dir
+
+    on_disk = (prompts_dir() / "judge.md").read_text(encoding="utf-8")
+    assert on_disk.startswith("<!--") and "arXiv:2504.19413" in on_disk and "mem0ai/mem0" in on_disk
+    sent = load_prompt("judge").text
+    assert sent.startswith("Your task is to label") and "arXiv" not in sent and "<!--" not in sent

@@ -204,7 +204,7 @@ def test_the_llm_judge_scores_every_answer(server, proxy, locomo_slice, tmp_path
     exchanges = proxy.reset()
     assert_every_request_fit(exchanges)
     rows = assert_scored_and_billed(tmp_path / "ev")
-    assert len(exchanges) == len(rows)  # one judge call per answer, the answers themselves offline
+    assert len(exchanges) == 1 + len(rows)  # the judge's preflight, then one call per answer (answers offline)
     assert all(r["judge"] in (0.0, 1.0, None) for r in rows)
     assert sum(r["judge"] is not None for r in rows) >= len(rows) - 1  # a 0.5B model may garble one verdict
 

@@ -155,7 +155,7 @@ def test_a_context_reused_answer_keeps_its_judge_verdict_without_a_call(tmp_path
     again = [r for r in scored if r["round"] == 1 and r["phase"] == "dev"]
     test = [r for r in scored if r["phase"] == "test_start"]
     assert {r["reused"] for r in again} == {"context"} and {r["judge"] for r in again} == {1.0}
-    assert judge_calls == len(first) + len(test)  # round 1 judged nothing again
+    assert judge_calls == 1 + len(first) + len(test)  # the judge's preflight, then round 1 judged nothing again
 
 
 def screened_out_run(server: FakeLLMServer, out: Path, *extra: str) -> Any:

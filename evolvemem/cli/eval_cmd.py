@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from evolvemem.cli.common import default_run_dir
 from evolvemem.contracts.records import RIGHT_F1
-from evolvemem.contracts.vocab import ContextMode
+from evolvemem.contracts.vocab import ContextMode, Metric
 from evolvemem.cli.ui import (
     UI,
     category_table,
@@ -27,8 +27,10 @@ if TYPE_CHECKING:
     from evolvemem.contracts.records import QuestionRecord
     from evolvemem.loop.paired import Comparison
     from evolvemem.scoring.aggregate import EvaluationScores
+    from evolvemem.scoring.judge_summary import JudgeTally
     from evolvemem.session import LocalModels, ModelSettings
     from evolvemem.space.config import RetrievalConfig
+    from evolvemem.store.rows import ReaderSplitCounts
 
 
 def run_eval(
@@ -49,12 +51,15 @@ def run_eval(
     baseline: tuple[str, RetrievalConfig] | None = None,
     context_tokens: int | None = None,
     context: ContextMode = ContextMode.RETRIEVED,
+    metric: str = "f1",
 ) -> JsonResult:
     """Score one config; with `baseline` (label, config) the same questions again with it, and the
     paired difference (evolve transfer: the evolved config against the run's start on the target).
     An oracle `context` answers from the gold evidence (answering/oracle.py)."""
     from evolvemem.session import GuardSettings, Session, resolve_config, small_transfer_warning
+    from evolvemem.session.setup import check_metric
 
+    chosen_metric = check_metric(metric, settings)  # before any work: --metric judge needs its model
     config = resolve_config(ui, config_name)  # a run directory's best config carries the run's budget
     if context_tokens is not None:
         config = config.with_budget(TokenBudget(context_tokens))
@@ -75,35 +80,27 @@ def run_eval(
         source_run=source_run,
         reporter=ui,
         context=context,
+        metric=chosen_metric.value,
     ) as session:
-        too_few = small_transfer_warning(session.dataset, GuardSettings().alpha) if baseline else ""
-        if too_few:
+        if baseline and (too_few := small_transfer_warning(session.dataset, GuardSettings().alpha)):
             ui.warn(too_few)
         with ui.progress() as bars:
             on_record = _answer_counter(bars, len(session.eval_questions(context)[0]))
             result = session.evaluate_once(config, config_name, on_record, bars.stage, context)
-            compared = None
-            if baseline is not None:
-                compared = session.compare_with_baseline(baseline[1])
+            compared = session.compare_with_baseline(baseline[1]) if baseline is not None else None
         causes = session.failure_causes()
         oversized = session.oversized_replies()
         reader = session.eval_reader_split()
+        tally = session.judge_tally()
     summary = result.summary
     _print_scores(ui, summary, benchmark, split, config_name, protocol, config.budget)
-    if context is not ContextMode.RETRIEVED:
-        handed = "the gold evidence turns" + (
-            ", topped up to the budget" if context is ContextMode.ORACLE_DISTRACTORS else ""
-        )
-        ui.result(f"context {context}: the reader was handed {handed}; {result.skipped} questions without any skipped")
-    if reader is not None:
-        ui.print(reader_split_table(reader, "reader split"))
-        ui.info(f"right = the judge's verdict, else F1 ≥ {RIGHT_F1}; {full_wrong_text(reader)}")
+    _print_reader(ui, context, result.skipped, reader)
+    judged = _print_judge(ui, tally, settings.for_role("judge"))
     ui.result(f"records: {run_dir / 'run.duckdb'}  ({result.wall_seconds:.1f}s)")
-    out_baseline = None
-    if baseline is not None and compared is not None:
-        out_baseline = _baseline_comparison(ui, baseline[0], config_name, *compared)
+    out_baseline = _baseline_comparison(ui, baseline[0], config_name, *compared) if baseline and compared else None
     report_failures(ui, causes)
     report_oversized(ui, oversized)
+    _judge_outcome(ui, tally, chosen_metric)
     return {
         "run_dir": str(run_dir),
         "protocol": protocol,
@@ -113,7 +110,50 @@ def run_eval(
         "context": str(context),
         "skipped": result.skipped,
         "reader_split": reader.as_dict() if reader is not None else None,
+        "metric": chosen_metric.value,
+        "judge": judged,
     }
+
+
+def _print_reader(ui: UI, context: ContextMode, skipped: int, reader: ReaderSplitCounts | None) -> None:
+    """What an oracle mode handed the reader, and the reader failure split when a model answered."""
+    if context is not ContextMode.RETRIEVED:
+        handed = "the gold evidence turns" + (
+            ", topped up to the budget" if context is ContextMode.ORACLE_DISTRACTORS else ""
+        )
+        ui.result(f"context {context}: the reader was handed {handed}; {skipped} questions without any skipped")
+    if reader is not None:
+        ui.print(reader_split_table(reader, "reader split"))
+        ui.info(f"right = the judge's verdict, else F1 ≥ {RIGHT_F1}; {full_wrong_text(reader)}")
+
+
+def _print_judge(ui: UI, tally: JudgeTally | None, model: str) -> JsonResult | None:
+    """Judge accuracy beside F1, with the note that it is our judge (None: no judge configured)."""
+    from evolvemem.scoring.judge import judge_version
+    from evolvemem.scoring.judge_summary import honesty_note, judge_line
+
+    if tally is None:
+        return None
+    ui.result(judge_line(tally, model))
+    return {**tally.as_dict(), "model": model, "version": judge_version(model), "note": honesty_note(model)}
+
+
+def _judge_outcome(ui: UI, tally: JudgeTally | None, metric: Metric) -> None:
+    """The one warning line for answers without a verdict; with --metric judge, an error (exit != 0)
+    when no answer got one (the records stay, and the answers' calls are in the reply cache)."""
+    from evolvemem.errors import EvolveMemError
+    from evolvemem.scoring.judge_summary import unjudged_warning
+
+    if tally is None:
+        return
+    if metric is Metric.JUDGE and tally.answered and not tally.judged:
+        raise EvolveMemError(
+            f"--metric judge: the judge gave no verdict on any of the {tally.answered} answers "
+            "(every reply malformed or every call failed); the answers' records are kept"
+        )
+    warning = unjudged_warning(tally)
+    if warning:
+        ui.warn(warning)
 
 
 def _print_scores(

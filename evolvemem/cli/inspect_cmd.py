@@ -21,6 +21,7 @@ from evolvemem.space.emerged import read_run_dimensions, run_space, switched_on
 
 if TYPE_CHECKING:
     from evolvemem.loop.outcome import RoundOutcome
+    from evolvemem.scoring.judge_summary import JudgeTally
     from evolvemem.store.rows import JSONObject, RoundSummary
 
 
@@ -134,6 +135,7 @@ def show_run(ui: UI, run: str) -> JsonResult:
         held = stored_held_out(store)
         new_dims = [d.as_row() for d in store.proposed_dimensions()]
         best_round = store.best_round()
+        tallies = store.judge_tallies(tuple(p.value for p in Phase))
     total = total_cost(list(facts.costs.values()))
     ui.info(
         f"[bold]{run}[/bold] · {manifest.get('kind')} · benchmark {manifest.get('benchmark')} · "
@@ -164,7 +166,29 @@ def show_run(ui: UI, run: str) -> JsonResult:
                 )
             )
     result["proposed_dimensions"] = new_dims
+    judged = show_judge(ui, manifest, tallies)
+    if judged is not None:
+        result["judge"] = judged
     return result
+
+
+def show_judge(ui: UI, manifest: JSONObject, tallies: Mapping[tuple[int, str], JudgeTally]) -> JsonResult | None:
+    """Judge accuracy beside F1 for each evaluation a judge scored, with the note that it is our
+    judge (None: no judge in this run)."""
+    from evolvemem.scoring.judge_summary import judge_line
+
+    model = str((manifest.get("models") or {}).get("judge") or "offline")
+    shown = {key: t for key, t in tallies.items() if t.judged or manifest.get("judge")}
+    if model == "offline" or not shown:
+        return None
+    ui.info(f"[bold]LLM judge[/bold] {escape(str(manifest.get('judge') or model))}:")
+    for (round_no, phase), tally in shown.items():
+        ui.result(escape(f"  round {round_no} ({phase}): {judge_line(tally, model)}"))
+    return {
+        "model": model,
+        "version": manifest.get("judge"),
+        "evaluations": [{"round": r, "phase": p, **t.as_dict()} for (r, p), t in shown.items()],
+    }
 
 
 def _show_rounds(ui: UI, rounds: list[RoundOutcome], objective: str, with_calls: bool) -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ from evolvemem.cli.options import (
     JsonOpt,
     LabelOptions,
     LocalModelOptions,
+    MetricOpt,
     NoCacheOpt,
     QuietOpt,
     RunOptions,
@@ -243,6 +244,7 @@ def eval_command(
         "--context",
         help="What the reader is handed: retrieved (the config's own retrieval), oracle (exactly each question's gold evidence turns, dated, in conversation order: the reader's ceiling) or oracle+distractors (those, topped up to the budget with the config's retrieved lines). Oracle modes skip questions without gold evidence turns and are never a config the loop can pick.",
     ),
+    metric: str = MetricOpt,
     json_out: bool = typer.Option(False, "--json", help="End stdout with one JSON object (overall, by_category)."),
     quiet: bool = QuietOpt,
 ) -> None:
@@ -268,6 +270,7 @@ def eval_command(
         cache_enabled=not no_cache,
         context_tokens=context_tokens,
         context=mode,
+        metric=metric,
     )
     ui.emit_result(result)
 

@@ -25,6 +25,11 @@ AnswerOpt = typer.Option(
 )
 DiagnosisOpt = typer.Option(None, "--diagnosis-model", help="Model for diagnosis (or 'offline').")
 JudgeOpt = typer.Option(None, "--judge-model", help="Model for the LLM-judge metric (off unless set).")
+MetricOpt = typer.Option(
+    "f1",
+    "--metric",
+    help="f1 (the official LoCoMo token F1) or judge: F1 and an LLM judge's CORRECT/WRONG per answer (Mem0's LoCoMo judge protocol, our prompt), printed beside F1; needs --judge-model, and an eval where no answer got a verdict fails. A --judge-model alone also stores the judge column.",
+)
 ClassifyOpt = typer.Option(
     None, "--classify-model", help="Model that re-types questions that came without a type (default: rules)."
 )

@@ -78,6 +78,15 @@ class AnswerJudge(Protocol):
 
     def judge(self, question: str, gold: str, prediction: str) -> tuple[int | None, Usage]: ...
 
+    @property
+    def version(self) -> str:
+        """The judge's model and prompt version (the manifest labels the verdicts with it)."""
+        ...
+
+    def unreachable(self) -> str | None:
+        """Why the judge cannot be asked at all (preflight), None when it answers."""
+        ...
+
 
 class QuestionClassifier(Protocol):
     """Re-types a question that came without a type; None keeps the rule's type."""

@@ -88,6 +88,14 @@ class Objective(StrEnum):
     EVIDENCE = "evidence"  # no reader: evidence recall of the contexts at a token budget
 
 
+class Metric(StrEnum):
+    """What `evolve eval` scores answers with: token F1 always; `judge` adds the LLM judge and
+    makes its verdicts required (every judge call failing is an error, not a warning)."""
+
+    F1 = "f1"
+    JUDGE = "judge"
+
+
 class StoreKind(StrEnum):
     """A memory store a question can read (memory/stores.py builds them)."""
 

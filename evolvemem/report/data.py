@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, Any
 from evolvemem.contracts.local_models import LocalModels
 from evolvemem.contracts.records import FAILURE_CLASSES
 from evolvemem.contracts.usage import Usage
-from evolvemem.contracts.vocab import EVALUATED_PHASES
+from evolvemem.contracts.vocab import EVALUATED_PHASES, Phase
 from evolvemem.loop.held_out import stored_held_out
 from evolvemem.loop.outcome import RoundFacts, RoundOutcome, round_outcomes
 from evolvemem.loop.paired import Comparison, PairedStat
 from evolvemem.loop.spec import OBJECTIVE_MEANING, GuardSettings, objective_label, objective_metric
+from evolvemem.scoring.judge_summary import JudgeTally
 from evolvemem.space.action_space import ActionSpace
 from evolvemem.space.changes import Change
 from evolvemem.space.emerged import run_space
@@ -244,6 +245,10 @@ class ReportData:
     screenings: list[ScreeningRow] = field(default_factory=list)
     # the held-out verdict: best − start on the same test questions, paired (loop/held_out.py)
     held_out: Comparison | None = None
+    # the LLM judge's verdicts per evaluation (round, phase) when a judge scored them, and its model
+    judge: list[tuple[int, str, JudgeTally]] = field(default_factory=list)
+    judge_model: str = ""
+    judge_version: str = ""
 
     def round(self, number: int) -> RoundView | None:
         return next((r for r in self.rounds if r.round == number), None)
@@ -535,7 +540,18 @@ def gather(store: RunStore) -> ReportData:
         costs=costs,
         cost_total=total_cost(costs) if costs else None,
         screenings=list(facts.screenings) if phase == "dev" else [],
+        **_judge_fields(store, manifest),
     )
+
+
+def _judge_fields(store: RunStore, manifest: Manifest) -> dict[str, Any]:
+    """The judge's tallies of every evaluation it scored, its model and version (none: no judge)."""
+    model = str((manifest.get("models") or {}).get("judge") or "offline")
+    tallies = store.judge_tallies(tuple(p.value for p in Phase)) if model != "offline" else {}
+    shown = [(r, p, t) for (r, p), t in tallies.items() if t.judged or manifest.get("judge")]
+    if not shown:
+        return {}
+    return {"judge": shown, "judge_model": model, "judge_version": str(manifest.get("judge") or model)}
 
 
 def flipped_questions(store: RunStore, a: tuple[str, int], b: tuple[str, int]) -> list[FlippedQuestion]:

@@ -1,8 +1,10 @@
 """LLM-as-judge metric: does a prediction state the same fact as the gold answer?
 
-An opt-in scoring protocol (the official LoCoMo scorer stays the default). The judge is lenient
-on wording and date formats and strict on the fact itself; see prompts/judge.md. A judge call
-that fails yields `None`, so the caller can record "not judged" instead of scoring it wrong.
+An opt-in scoring protocol (the official LoCoMo scorer stays the default): the binary
+CORRECT/WRONG LoCoMo judge of Mem0's evaluation (arXiv:2504.19413), written for us in
+prompts/judge.md, generous on wording and date formats, strict on the fact itself. A reply that
+is not JSON is asked again once (the client), then read for a lone label word; a call that fails
+yields `None`, so the caller can record "not judged" instead of scoring it wrong.
 """
 
 from __future__ import annotations
@@ -18,6 +20,16 @@ from evolvemem.contracts.usage import Usage
 JUDGE_ROLE = "judge"
 _LABELS = {"correct": 1, "right": 1, "wrong": 0, "incorrect": 0}
 _LABEL_WORD = re.compile(r"\b(correct|incorrect|wrong)\b", re.IGNORECASE)
+_VERDICT_KEYS = ("label", "verdict")  # the key the prompt asks for first
+
+
+# the preflight's case: invented, and asked exactly as a judgement is (so its reply is cached alike)
+_PROBE = {"question": "What colour is Ilse Varga's kayak?", "gold": "green", "prediction": "green"}
+
+
+def judge_version(model: str, prompt_name: str = "judge") -> str:
+    """What labels a judge's verdicts (the manifest keeps it): its model and its prompt's version."""
+    return f"{model}:{load_prompt(prompt_name).version}"
 
 
 @dataclass(frozen=True)
@@ -28,11 +40,13 @@ class Judgement:
 
 
 def verdict_score(value: Any) -> int | None:
-    """1/0 for a parsed judge reply (`{"verdict": "correct"}`, `"WRONG"`, ...), else None."""
+    """1/0 for a parsed judge reply (`{"label": "CORRECT"}`, `{"verdict": "wrong"}`, `"WRONG"`, ...),
+    else None."""
     if isinstance(value, dict):
         lowered = {str(k).strip().lower(): v for k, v in value.items()}
-        if "verdict" in lowered:
-            value = lowered["verdict"]
+        key = next((k for k in _VERDICT_KEYS if k in lowered), None)
+        if key is not None:
+            value = lowered[key]
         elif len(lowered) == 1:
             value = next(iter(lowered.values()))
         else:
@@ -61,7 +75,23 @@ class LLMJudge:
     @property
     def version(self) -> str:
         """Changes with the prompt text or the judge model (label judged records with it)."""
-        return f"{self.client.model}:{self.prompt.version}"
+        return judge_version(self.client.model, self.prompt.name)
+
+    def unreachable(self) -> str | None:
+        """Why the judge's model cannot be asked at all (one invented case, through the reply
+        cache), None when it answers: the preflight that fails before any answer is paid for. An
+        unusable reply is not a preflight failure: per answer it is a NULL verdict."""
+        content = self.prompt.render(**_PROBE)
+        try:
+            self.client.complete(
+                [{"role": "user", "content": content}],
+                role=JUDGE_ROLE,
+                max_tokens=self.max_tokens,
+                json_mode=self.client.json_mode,
+            )
+        except LLMCallFailed as exc:
+            return str(exc)
+        return None
 
     def judge(self, question_text: str, gold: str, prediction: str) -> tuple[int | None, Usage]:
         result = self.judge_detailed(question_text, gold, prediction)

@@ -36,11 +36,12 @@ from evolvemem.loop.spec import CONTEXTS_ONLY, RunSpec, manifest_budget
 from evolvemem.roles.answer_llm import context_token_share
 from evolvemem.roles.factory import ModelSettings
 from evolvemem.scoring.aggregate import EvaluationScores
+from evolvemem.scoring.judge_summary import JudgeTally
 from evolvemem.scoring.locomo import check_protocol
 from evolvemem.session.inputs import best_config_path, manifest_start_config, small_dev_warning
 from evolvemem.session.reporter import QuietReporter, Reporter
 from evolvemem.retrieval.stage_models import require_stage_models
-from evolvemem.session.setup import announce_models, check_endpoint, open_workspace
+from evolvemem.session.setup import announce_models, check_endpoint, judge_manifest, open_workspace
 from evolvemem.session.rounds import RoundBracket
 from evolvemem.space.action_space import ActionSpace, files_space
 from evolvemem.space.config import RetrievalConfig, config_to_toml, load_config
@@ -187,6 +188,12 @@ class Session(Closing):
         """The reader failure split of an eval directory's round (None: no model answered)."""
         return self.store.reader_splits().get((0, Phase.EVAL))
 
+    def judge_tally(self, phase: str = "eval") -> JudgeTally | None:
+        """The LLM judge's verdicts on round 0 of `phase` (an eval's), None when no judge is configured."""
+        if self.workspace.roles.judge is None:
+            return None
+        return self.store.judge_tallies((phase,)).get((0, phase), JudgeTally(0, 0, 0, 0, 0, None))
+
     # ---- evolve run --------------------------------------------------------------------------
     @classmethod
     def create(
@@ -234,6 +241,7 @@ class Session(Closing):
                 "data_source": dataset.source,
                 "data_hash": dataset.content_hash,
                 "models": settings.as_dict(),
+                **judge_manifest(settings),
                 "diagnoser": spec.diagnoser,
                 "seed": spec.seed,
                 "version": __version__,
@@ -363,6 +371,7 @@ class Session(Closing):
         reporter: Reporter | None = None,
         executor: Executor | None = None,
         context: ContextMode = ContextMode.RETRIEVED,
+        metric: str = "f1",
     ) -> Session:
         """A one-round evaluation directory; an existing one is resumed when it scored the same
         config on the same questions in the same way (its failed questions are asked again).
@@ -388,6 +397,8 @@ class Session(Closing):
                     "data_hash": full.content_hash,
                     "split": split,
                     "models": settings.as_dict(),
+                    **judge_manifest(settings),
+                    "metric": metric,
                     "adversarial_protocol": protocol,
                     "config_source": config_source,
                     "token_budget": config.budget.tokens,

@@ -4,15 +4,18 @@ and indexes, opened once per session and shared by every round."""
 from __future__ import annotations
 
 from evolvemem.contracts.local_models import LocalModels
+from evolvemem.contracts.roles import AnswerJudge
 from evolvemem.data.models import Dataset
-from evolvemem.errors import EvolveMemError
+from evolvemem.contracts.vocab import Metric
+from evolvemem.errors import ConfigError, EvolveMemError
 from evolvemem.llm.client import redact_url, scrub_secrets
 from evolvemem.llm.preflight import PREFLIGHT_TIMEOUT, endpoint_problem
 from evolvemem.llm.usage import UsageSink
 from evolvemem.retrieval.rerank import load_reranker
 from evolvemem.retrieval.second_embedder import load_second_embedder
 from evolvemem.roles.classify import reclassify
-from evolvemem.roles.factory import ModelSettings, build_roles, client_options_from_env
+from evolvemem.roles.factory import OFFLINE, ModelSettings, build_roles, client_options_from_env
+from evolvemem.scoring.judge import judge_version
 from evolvemem.session.reporter import Reporter
 from evolvemem.workspace import Workspace
 
@@ -46,6 +49,33 @@ def check_endpoint(settings: ModelSettings) -> None:
         )
 
 
+def check_metric(metric: str, settings: ModelSettings) -> Metric:
+    """The `--metric` asked for; the judge metric needs a judge model (one line otherwise)."""
+    try:
+        chosen = Metric(metric)
+    except ValueError:
+        raise ConfigError(f"--metric {metric!r}: expected one of {', '.join(m.value for m in Metric)}") from None
+    if chosen is Metric.JUDGE and settings.for_role("judge") == OFFLINE:
+        raise ConfigError("--metric judge needs --judge-model MODEL (the litellm model that judges the answers)")
+    return chosen
+
+
+def judge_manifest(settings: ModelSettings) -> dict[str, str]:
+    """The manifest's label of the judge's verdicts (model:prompt-version); empty without a judge."""
+    model = settings.for_role("judge")
+    return {} if model == OFFLINE else {"judge": judge_version(model)}
+
+
+def check_judge(judge: AnswerJudge | None) -> None:
+    """Fail in one line before any memory is built or answer paid for when the judge's model cannot
+    be asked at all (a hosted model has no endpoint for `check_endpoint` to try)."""
+    problem = judge.unreachable() if judge is not None else None
+    if problem:
+        raise EvolveMemError(
+            f"the judge model cannot be asked: {scrub_secrets(problem)}; fix --judge-model or its server"
+        )
+
+
 def open_workspace(
     reporter: Reporter,
     dataset: Dataset,
@@ -62,6 +92,7 @@ def open_workspace(
     extraction call on."""
     check_endpoint(settings)
     roles = build_roles(settings, cache_enabled=cache_enabled)
+    check_judge(roles.judge)
     if usage_sink is not None and roles.ledger is not None:
         roles.ledger.attach(usage_sink)
     if roles.classifier is not None:

@@ -9,6 +9,7 @@ from evolvemem.contracts.records import RIGHT_F1
 from evolvemem.contracts.vocab import TEST_PHASES, ContextMode, EvidenceInContext, FailureClass
 from evolvemem.qtypes import ADVERSARIAL_SQL
 from evolvemem.contracts.usage import Usage
+from evolvemem.scoring.judge_summary import JudgeTally
 from evolvemem.store.rows import (
     DecisionRow,
     DiagnosisSummary,
@@ -170,6 +171,28 @@ class RunReads:
             [round_no, phase, failure],
         )
         return [(r["conversation_id"], tuple(r["evidence_ids"] or ())) for r in rows]
+
+    def judge_tallies(self, phases: Sequence[str]) -> dict[tuple[int, str], JudgeTally]:
+        """The LLM judge's verdicts per evaluation (round, phase) of the given phases, over scored
+        answers (an evaluation without a judge has none judged)."""
+        marks = ", ".join("?" for _ in phases)
+        rows = self.query(
+            f"""SELECT round, phase, count(*) AS answered, count(judge) AS judged,
+                       count(*) FILTER (WHERE judge = 1) AS correct,
+                       count(judge) FILTER (WHERE NOT ({ADVERSARIAL_SQL})) AS main_judged,
+                       count(*) FILTER (WHERE judge = 1 AND NOT ({ADVERSARIAL_SQL})) AS main_correct,
+                       avg(f1) FILTER (WHERE judge IS NOT NULL AND NOT ({ADVERSARIAL_SQL})) AS main_f1
+                FROM question_records
+                WHERE phase IN ({marks}) AND NOT failed AND f1 IS NOT NULL
+                GROUP BY round, phase ORDER BY round, phase""",
+            list(phases),
+        )
+        return {
+            (r["round"], r["phase"]): JudgeTally(
+                r["answered"], r["judged"], r["correct"], r["main_judged"], r["main_correct"], r["main_f1"]
+            )
+            for r in rows
+        }
 
     # ---- one evaluation's records, as the diagnosis input reads them -------------------------
     def type_f1(self, round_no: int, phase: str) -> dict[str, float | None]:
