@@ -128,9 +128,10 @@ def round_line(done: RoundOutcome, objective: str = "balanced") -> str:
     cost = f"; cost vs full evaluation {vs_full_text(done.cost)}" if made_calls([done]) else ""
     lever = f" {emerged_text(done.emerged_used)};" if done.emerged_used else ""
     paired = paired_text(done.paired, done.accepted, done.screenings, objective)
+    built = "".join(f"; {text}" for text in done.stores_built)
     lines.append(
         f"round {done.round}:{lever} {dev_scores_text(done.objective_score, done.summary, objective)} {paired}; "
-        f"{decision_text(done.next_step, done.fallback, done.flags)}: {changes_text(done.changes)}{cost}"
+        f"{decision_text(done.next_step, done.fallback, done.flags)}: {changes_text(done.changes)}{cost}{built}"
     )
     return "\n".join(lines)
 

@@ -39,6 +39,7 @@ class RoundOutcome:
     emerged_used: tuple[str, ...]  # levers that emerged in this run and the round's config switched on
     seconds: float | None = None
     reader_split: ReaderSplitCounts | None = None  # where a model's answers went wrong (None: no model answered)
+    stores_built: tuple[str, ...] = ()  # memory stores the round's configs first made the run build, with their time
 
     @property
     def round(self) -> int:
@@ -101,6 +102,7 @@ class RoundFacts:
     costs: dict[int, RoundCost]
     screenings: tuple[ScreeningRow, ...]
     splits: dict[tuple[int, str], ReaderSplitCounts] = field(default_factory=dict)  # by (round, phase)
+    stores_built: dict[int, tuple[str, ...]] = field(default_factory=dict)  # by round, over its phases
 
     @classmethod
     def read(cls, store: RunStore) -> RoundFacts:
@@ -110,6 +112,7 @@ class RoundFacts:
             costs={c.round: c for c in round_costs(store)},
             screenings=tuple(store.screenings()),
             splits=store.reader_splits(),
+            stores_built=store.stores_built(),
         )
 
 
@@ -139,6 +142,7 @@ def round_outcome(
         emerged_used=tuple(switched_on(summary.config or {}, levers)),
         seconds=seconds,
         reader_split=facts.splits.get((summary.round, summary.phase)),
+        stores_built=facts.stores_built.get(summary.round, ()) if dev else (),
     )
 
 

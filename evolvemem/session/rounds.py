@@ -101,7 +101,9 @@ class RoundBracket:
         store, ws = self.store, self.workspace
         store.begin_round(job.round_no, job.phase, job.config)
         with store.journal.phase(job.round_no, job.phase):
-            ws.ensure_stores(stores_needed(job.config), progress=on_stage)
+            built = ws.ensure_stores(stores_needed(job.config), progress=on_stage)
+        if built:
+            store.note_stores_built(job.round_no, job.phase, "; ".join(b.describe() for b in built))
         store.fold_usage_journal()
         store.drop_failed(job.round_no, job.phase)
         done_ids = store.finished_question_ids(job.round_no, job.phase)

@@ -49,6 +49,7 @@ class RoundSummary(StoredRow):
     by_category: JSONObject | None
     wall_seconds: float | None
     config_fingerprint: str | None = None
+    stores_built: str | None = None
 
     def column(self, name: str) -> float | None:
         """A score column by name (an objective's headline: loop/spec.objective_column)."""

@@ -453,6 +453,20 @@ class RunStore(RunReads, Closing):
             ],
         )
 
+    def note_stores_built(self, round_no: int, phase: str, built: str) -> None:
+        """Say on (round, phase) which memory stores its config made the run build, and their time."""
+        self.con.execute("UPDATE rounds SET stores_built = ? WHERE round = ? AND phase = ?", [built, round_no, phase])
+
+    def stores_built(self) -> dict[int, tuple[str, ...]]:
+        """Round -> the stores its evaluations (screenings and dev) first built, in the order built."""
+        rows = self.query(
+            "SELECT round, stores_built FROM rounds WHERE stores_built IS NOT NULL ORDER BY round, started_at"
+        )
+        built: dict[int, tuple[str, ...]] = {}
+        for row in rows:
+            built[row["round"]] = (*built.get(row["round"], ()), str(row["stores_built"]))
+        return built
+
     def finish_round(self, round_no: int, phase: str, scores: EvaluationScores, wall_seconds: float) -> RoundSummary:
         """Close (round, phase) with its scores; returns the round as the store now holds it (what a
         resume reads back, so a fresh and a resumed run go on from the same values)."""

@@ -41,6 +41,11 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
         ("context_tokens", "DOUBLE", "mean estimated tokens of the answer context"),
         ("by_category", "JSON", "per-category n, F1, BLEU-1, evidence recall"),
         ("wall_seconds", "DOUBLE", "wall time of the evaluation"),
+        (
+            "stores_built",
+            "VARCHAR",
+            "memory stores first built for this evaluation's config, with their time (inside wall_seconds)",
+        ),
         ("started_at", "TIMESTAMP", "start time (UTC)"),
         ("finished_at", "TIMESTAMP", "end time (UTC)"),
     ],

@@ -29,7 +29,7 @@ from evolvemem.retrieval.rerank import CrossEncoderReranker
 from evolvemem.retrieval.retriever import Retriever
 from evolvemem.retrieval.second_embedder import SecondEmbedder
 from evolvemem.roles.factory import Roles
-from evolvemem.workspace.stores import MemoryStores, ProgressFn
+from evolvemem.workspace.stores import MemoryStores, ProgressFn, StoreBuilt
 
 if TYPE_CHECKING:
     from evolvemem.space.config import RetrievalConfig
@@ -146,9 +146,10 @@ class Workspace:
         self.retrievers[conversation_id] = retriever
         self.covered_turns[conversation_id] = {t for u in units for t in u.source_turn_ids}
 
-    def ensure_stores(self, names: set[str], progress: ProgressFn | None = None) -> None:
-        """Build (or load from the memory cache) every store in `names` not built yet, for every conversation."""
-        self.stores.ensure(names, progress)
+    def ensure_stores(self, names: set[str], progress: ProgressFn | None = None) -> list[StoreBuilt]:
+        """Build (or load from the memory cache) every store in `names` not built yet, for every
+        conversation; returns what was built."""
+        return self.stores.ensure(names, progress)
 
     def retriever(self, conversation_id: str, store: str = FACT) -> Retriever:
         """The retriever over one store of a conversation (call `ensure_stores` first)."""

@@ -5,6 +5,8 @@ loaded from the memory cache when it can be, and never changed afterwards."""
 from __future__ import annotations
 
 import threading
+import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from evolvemem.contracts.memory import MemoryUnit
@@ -19,6 +21,19 @@ if TYPE_CHECKING:
 ProgressFn = Callable[[str, int, int], None]  # (stage, done, total)
 
 
+@dataclass(frozen=True)
+class StoreBuilt:
+    """One store built for a round's config: its name, conversations and wall time (the round line
+    says it, so a slow round is explained by the store it built rather than hidden in its time)."""
+
+    name: str
+    conversations: int
+    seconds: float
+
+    def describe(self) -> str:
+        return f"{self.name} store built ({self.conversations} conversations, {self.seconds:.1f}s)"
+
+
 class MemoryStores:
     """(store, conversation id) -> its memories, their retriever and the turns they come from."""
 
@@ -27,15 +42,17 @@ class MemoryStores:
         self._built: dict[tuple[str, str], tuple[list[MemoryUnit], Retriever, set[str]]] = {}
         self._lock = threading.Lock()
 
-    def ensure(self, names: set[str], progress: ProgressFn | None = None) -> None:
+    def ensure(self, names: set[str], progress: ProgressFn | None = None) -> list[StoreBuilt]:
         """Build (or load from the memory cache) every store in `names` not built yet, for every
-        conversation. Their extraction cost is added to the workspace's setup stats."""
+        conversation; returns what was built. Their extraction cost is added to the workspace's setup stats."""
         ws = self.ws
+        built: list[StoreBuilt] = []
         with self._lock:
             for name in sorted(set(names) - {FACT}):
                 todo = [c for c in ws.dataset.conversations.values() if (name, c.conversation_id) not in self._built]
                 if not todo:
                     continue
+                started = time.perf_counter()
                 extractor = store_extractor(name, ws.roles.extract_client, ws.embedder)
                 # shown at once: the first conversation of a store like `episode` can take minutes
                 label = f"building the {name} memory store (once per run, then cached)"
@@ -50,6 +67,8 @@ class MemoryStores:
                     ws.stats.usage = ws.stats.usage + cost
                     if progress:
                         progress(label, i + 1, len(todo))
+                built.append(StoreBuilt(name, len(todo), time.perf_counter() - started))
+        return built
 
     def put(self, name: str, conversation_id: str, units: list[MemoryUnit], retriever: Retriever) -> None:
         self._built[(name, conversation_id)] = (units, retriever, {t for u in units for t in u.source_turn_ids})
