@@ -17,7 +17,7 @@ the week-level forms are this module's.
 from __future__ import annotations
 
 import re
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from typing import Sequence
 
 from evolvemem.contracts.memory import MemoryUnit
