@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Sequence
 
-from evolvemem.answering.relative_dates import resolve_answer_dates
+from evolvemem.answering.relative_dates import resolve_answer_dates, time_spans
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.contracts.roles import ABSTENTION_TEXT, AnswerResult, PromptLevers
 from evolvemem.data.models import Question
@@ -69,12 +69,18 @@ def supported(answer: str, context: Sequence[MemoryUnit]) -> bool:
 
 
 def cap_words(answer: str, max_words: int) -> str:
-    """`answer` when it has at most `max_words` words; else its first clause, cut to its first
-    `max_words` words (trailing punctuation dropped)."""
+    """`answer` when it has at most `max_words` words; else its first clause, cut after its first
+    `max_words` words — or after the time expression that word starts or is inside ("last week",
+    "9 June 2023" are kept whole) — with trailing punctuation dropped."""
     if max_words <= 0 or len(answer.split()) <= max_words:
         return answer
     head = _CLAUSE_END.split(answer.strip(), maxsplit=1)[0]
-    return " ".join(head.split()[:max_words]).rstrip(_TRAILING)
+    words = list(re.finditer(r"\S+", head))
+    if len(words) <= max_words:
+        return head.rstrip(_TRAILING)
+    end = words[max_words - 1].end()
+    end = max([end, *(stop for start, stop in time_spans(head) if start < end < stop)])
+    return head[:end].rstrip(_TRAILING)
 
 
 def apply_answer_rules(

@@ -23,6 +23,7 @@ from typing import Sequence
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.data.dates import WEEKDAY_NAMES, format_day
 from evolvemem.memory.offline_extract import month_name, resolve_relative_dates
+from evolvemem.roles.context_format import find_dates
 from evolvemem.roles.reader_support import MemoryView, view_of
 from evolvemem.roles.verify import answer_terms
 
@@ -96,6 +97,13 @@ def anchor_day(phrase: str, hint: str, context: Sequence[MemoryUnit]) -> date | 
     wanted = answer_terms(hint)
     best = max(range(len(pool)), key=lambda i: (len(wanted & pool[i][2]), -i))
     return pool[best][1]
+
+
+def time_spans(text: str) -> list[tuple[int, int]]:
+    """Where `text` names a time: its relative expressions and explicit dates (a cut must not
+    split one: "last | week" would lose what it means)."""
+    spans = [m.span() for m in _PHRASE.finditer(text)]
+    return spans + [(d.start, d.start + len(d.text)) for d in find_dates(text)]
 
 
 def resolve_answer_dates(answer: str, hint: str, context: Sequence[MemoryUnit]) -> str:
