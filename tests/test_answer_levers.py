@@ -301,3 +301,56 @@ def test_the_answer_path_sends_the_levers_prompt_and_scores_the_shaped_answer(tm
     assert plain.text == "He did it last week, it took ages"  # the reply's Answer line, as today
     assert shaped.text == "He did it the week before 9 June 2023"
     assert shaped.notes["reader_answer"] == "He did it last week, it took ages"
+
+
+# ----------------------------------------------------------------------------- the benchmark
+def test_the_lever_benchmark_pairs_each_lever_with_the_base_and_resumes_from_the_reply_cache(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    tiny = json.loads((repo / "tests" / "fixtures" / "locomo_tiny.json").read_text())
+    twin = json.loads(json.dumps(tiny[0]))
+    twin["sample_id"] = "tiny-2"
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([tiny[0], twin]))
+    env = dict(os.environ, EVOLVEMEM_CACHE_DIR=str(tmp_path / "cache"), OPENAI_API_KEY="test-key")
+    levers = "quote_then_answer,answer_max_words,resolve_relative_dates"
+
+    def run(server) -> str:
+        command = [sys.executable, str(repo / "benchmarks" / "answer_levers.py"), "--data", str(data)]
+        command += ["--api-base", server.url, "--answer-model", "openai/fake-model", "--questions", "3"]
+        done = subprocess.run(
+            [*command, "--levers", levers], env=env, cwd=repo, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout
+
+    reply = "Mara said it last week\nAnswer: she adopted it last week, with her sister and two friends"
+    with FakeLLMServer(responder=lambda body: reply) as server:
+        first = run(server)
+        asked = server.request_count
+        again = run(server)
+        assert server.request_count == asked  # every answer came from the reply cache
+    assert "3 answerable test questions" in first and "4 levers" in first
+    lines = {line.split(" F1 ")[0].strip(): line for line in first.splitlines() if " F1 " in line}
+    assert set(lines) == {
+        "base hybrid",
+        "quote_then_answer=True",
+        "answer_max_words=3",
+        "answer_max_words=16",
+        "resolve_relative_dates=True",
+    }
+    assert asked == 2 * 3  # the base and the quoting row ask; rules on the answer reuse the base's replies
+    for label, line in lines.items():
+        paired = "Δ" in line and ("p(better)" in line or "p(worse)" in line)
+        assert "n 3" in line and paired == (label != "base hybrid")
+    assert "answers changed 3" in lines["answer_max_words=3"]  # every reply is longer than three words
+    assert "answers changed 0" in lines["answer_max_words=16"]
+
+    def figures(out: str) -> list[str]:
+        return [line.rsplit("  ", 1)[0] for line in out.splitlines() if " F1 " in line]  # seconds left out
+
+    assert figures(again) == figures(first)
