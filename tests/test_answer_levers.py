@@ -354,3 +354,25 @@ def test_the_lever_benchmark_pairs_each_lever_with_the_base_and_resumes_from_the
         return [line.rsplit("  ", 1)[0] for line in out.splitlines() if " F1 " in line]  # seconds left out
 
     assert figures(again) == figures(first)
+
+
+# ----------------------------------------------------------------------------- the loop
+def test_the_ladder_screens_the_levers_past_rung_zero_and_the_rubric_proposes_them_only_with_a_model():
+    from evolvemem.diagnosers.rubric import viable_actions
+    from evolvemem.loop.ladder import moves_context
+    from tests.test_loop_units import make_input
+
+    base = _config()
+    for changes in ({"quote_then_answer": True}, {"abstain_when": "never"}, {"answer_max_words": 5}):
+        assert not moves_context(base, base.with_changes(changes)[0])  # rung 0 cannot see them
+    proposed: dict[str, list[dict[str, object]]] = {}
+    for failure in ("format_mismatch", "hallucination", "wrong_abstention", "answer_error"):
+        inp = make_input({failure: 60, "correct": 40}, config=base)
+        proposed[failure] = [changes for _, changes in viable_actions(inp, base.space)]
+        inp.fixed = tuple(name for name, dim in base.space.items() if dim.needs_model)  # answering offline
+        assert not any(set(LEVERS) & set(changes) for _, changes in viable_actions(inp, base.space))
+    assert {"answer_max_words": 6} in proposed["format_mismatch"]
+    assert {"resolve_relative_dates": True} in proposed["format_mismatch"]
+    assert {"abstain_when": "unsupported"} in proposed["hallucination"]
+    assert {"abstain_when": "never"} in proposed["wrong_abstention"]
+    assert {"quote_then_answer": True} in proposed["answer_error"]
