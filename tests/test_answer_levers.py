@@ -42,7 +42,7 @@ CONTEXT = [
         "c1",
         "Tomasz: I repainted the garden shed last week, it took ages.",
         session_id="s1",
-        timestamp=datetime(2023, 6, 9, 14),
+        timestamp=datetime(2025, 3, 14, 14),
         persons=("Tomasz",),
         source_turn_ids=("D1:1",),
     ),
@@ -51,7 +51,7 @@ CONTEXT = [
         "c1",
         "Priya Raman: We had a picnic by the lake yesterday!",
         session_id="s2",
-        timestamp=datetime(2023, 7, 3, 10),
+        timestamp=datetime(2025, 4, 7, 10),
         persons=("Priya Raman",),
         source_turn_ids=("D2:1",),
     ),
@@ -60,7 +60,7 @@ CONTEXT = [
         "c1",
         "Priya Raman: I went to a jazz concert on Friday, the saxophonist was superb.",
         session_id="s3",
-        timestamp=datetime(2023, 8, 14, 10),
+        timestamp=datetime(2025, 5, 19, 10),
         persons=("Priya Raman",),
         source_turn_ids=("D3:1",),
     ),
@@ -68,7 +68,7 @@ CONTEXT = [
 
 
 def _question(text: str = "When did Tomasz repaint the garden shed?") -> Question:
-    return Question("q1", "c1", text, "2", "temporal", ("a date",), ("D1:1",), datetime(2023, 9, 1))
+    return Question("q1", "c1", text, "2", "temporal", ("a date",), ("D1:1",), datetime(2025, 9, 1))
 
 
 def _config(**changes: object):
@@ -112,7 +112,7 @@ def test_quote_then_answer_adds_its_instruction_and_ends_on_a_quote_cue():
     quoting = render_answer_prompt("concise", question, CONTEXT, levers=prompt_levers(_config(quote_then_answer=True)))
     instruction = load_prompt("lever_quote_first").text.strip()
     assert instruction not in plain and instruction in quoting
-    assert quoting.index(instruction) < quoting.index("Now the real case.") < quoting.index("1. [9 June 2023]")
+    assert quoting.index(instruction) < quoting.index("Now the real case.") < quoting.index("1. [14 March 2025]")
     assert plain.rstrip().endswith("\nAnswer:") and quoting.rstrip().endswith("\nQuote:")
     assert quoting.rstrip()[: -len("Quote:")] == plain.rstrip()[: -len("Answer:")].replace(
         "Now the real case.", f"{instruction}\n\nNow the real case."
@@ -128,7 +128,7 @@ def test_quote_then_answer_adds_its_instruction_and_ends_on_a_quote_cue():
         ('"Tomasz: I repainted the garden shed last week, it took ages."\nAnswer: last week', "Tomasz: I", "last week"),
         ("Quote: Tomasz: I repainted the shed\n**Answer:** the shed", "Tomasz: I repainted the shed", "the shed"),
         ("Tomasz: I repainted the garden shed last week. Answer: the garden shed", "Tomasz: I", "the garden shed"),
-        ("Tomasz: I repainted the garden shed last week\nthe week before 9 June 2023", "Tomasz", "the week before"),
+        ("Tomasz: I repainted the garden shed last week\nthe week before 14 March 2025", "Tomasz", "the week before"),
         ("none\nAnswer: Not mentioned in the conversation.", "none", "Not mentioned in the conversation."),
         ("the garden shed", "the garden shed", "the garden shed"),
     ],
@@ -154,13 +154,13 @@ def client_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 def test_the_reader_is_scored_on_the_answer_part_of_a_quoting_reply(client_for):
     from evolvemem.roles.answer_llm import LLMAnswerer
 
-    reply = "Tomasz: I repainted the garden shed last week, it took ages.\nthe week before 9 June 2023"
+    reply = "Tomasz: I repainted the garden shed last week, it took ages.\nthe week before 14 March 2025"
     with FakeLLMServer(responder=lambda body: reply) as server:
         answerer = LLMAnswerer(client_for(server))
         quoted = answerer.answer(_question(), CONTEXT, "concise", "list", PromptLevers(quote_first=True))
         plain = answerer.answer(_question(), CONTEXT, "concise")
         prompts = [last_user_message(body) for body in server.requests]
-    assert quoted.text == "the week before 9 June 2023"
+    assert quoted.text == "the week before 14 March 2025"
     assert quoted.notes["quote"] == "Tomasz: I repainted the garden shed last week, it took ages."
     assert plain.text == reply.replace("\n", " ")  # without the lever the reply is read whole
     assert prompts[0].rstrip().endswith("Quote:") and prompts[1].rstrip().endswith("Answer:")
@@ -187,7 +187,7 @@ def test_abstain_unsupported_turns_an_answer_the_context_lacks_into_an_abstentio
     assert apply_answer_rules(held, rules, q, CONTEXT) is held
     assert apply_answer_rules(AnswerResult("a violin"), _rules(), q, CONTEXT).text == "a violin"  # reader: kept
     assert supported("yes", CONTEXT) and supported("3", CONTEXT) and not supported("violin lessons", CONTEXT)
-    assert supported("7 July 2023", CONTEXT)  # the memories' dates count as context
+    assert supported("3 April 2025", CONTEXT)  # the memories' dates count as context
 
 
 # ----------------------------------------------------------------------------- answer length
@@ -200,7 +200,7 @@ def test_abstain_unsupported_turns_an_answer_the_context_lacks_into_an_abstentio
         ("a jazz concert with a superb saxophonist and a big crowd", 4, "a jazz concert with"),
         ("jazz; also some blues and soul on the weekend", 3, "jazz"),
         ("He did it last week, it took ages", 4, "He did it last week"),
-        ("It was 9 June 2023 in the garden", 3, "It was 9 June 2023"),
+        ("It was 14 March 2025 in the garden", 3, "It was 14 March 2025"),
     ],
 )
 def test_answer_max_words_keeps_the_head_of_a_long_answer(answer, words, capped):
@@ -218,14 +218,14 @@ def test_answer_max_words_never_cuts_an_abstention():
 @pytest.mark.parametrize(
     "answer, hint, resolved",
     [
-        ("last week", "shed", "the week before 9 June 2023"),
-        ("yesterday", "picnic", "2 July 2023"),
-        ("They had a picnic yesterday", "picnic", "They had a picnic 2 July 2023"),
-        ("Friday", "concert", "the Friday before 14 August 2023"),
-        ("on Friday", "jazz", "the Friday before 14 August 2023"),
-        ("last year", "jazz concert", "2022"),
-        ("two days ago", "picnic lake", "1 July 2023"),
-        ("last weekend", "shed", "the weekend before 9 June 2023"),
+        ("last week", "shed", "the week before 14 March 2025"),
+        ("yesterday", "picnic", "6 April 2025"),
+        ("They had a picnic yesterday", "picnic", "They had a picnic 6 April 2025"),
+        ("Friday", "concert", "the Friday before 19 May 2025"),
+        ("on Friday", "jazz", "the Friday before 19 May 2025"),
+        ("last year", "jazz concert", "2024"),
+        ("two days ago", "picnic lake", "5 April 2025"),
+        ("last weekend", "shed", "the weekend before 14 March 2025"),
         ("7 May 2023", "shed", "7 May 2023"),
         ("the garden shed", "shed", "the garden shed"),
     ],
@@ -236,31 +236,31 @@ def test_resolve_relative_dates_counts_from_the_line_the_answer_came_from(answer
 
 def test_the_line_that_says_the_phrase_dates_it_before_a_better_matching_one():
     # "last week" is said only in the shed memory (9 June); the hint matches the concert's words
-    assert resolve_answer_dates("last week", "jazz concert saxophonist", CONTEXT) == "the week before 9 June 2023"
+    assert resolve_answer_dates("last week", "jazz concert saxophonist", CONTEXT) == "the week before 14 March 2025"
     assert resolve_answer_dates("last week", "anything", []) == "last week"  # no dated line: unchanged
 
 
 def test_resolve_phrase_forms():
-    day = datetime(2023, 6, 9).date()  # a Friday
-    assert resolve_phrase("last Friday", day) == "the Friday before 9 June 2023"
-    assert resolve_phrase("next week", day) == "the week after 9 June 2023"
-    assert resolve_phrase("last month", day) == "May 2023"
-    assert resolve_phrase("today", day) == "9 June 2023"
-    assert resolve_phrase("this weekend", day) == "the weekend of 9 June 2023"
+    day = datetime(2025, 3, 14).date()  # a Friday
+    assert resolve_phrase("last Friday", day) == "the Friday before 14 March 2025"
+    assert resolve_phrase("next week", day) == "the week after 14 March 2025"
+    assert resolve_phrase("last month", day) == "February 2025"
+    assert resolve_phrase("today", day) == "14 March 2025"
+    assert resolve_phrase("this weekend", day) == "the weekend of 14 March 2025"
     assert resolve_phrase("soon", day) is None
 
 
 def test_resolve_relative_dates_acts_only_when_on():
     q = _question()
     on = apply_answer_rules(AnswerResult("last week"), _rules(resolve_relative_dates=True), q, CONTEXT)
-    assert on.text == "the week before 9 June 2023" and on.notes["reader_answer"] == "last week"
+    assert on.text == "the week before 14 March 2025" and on.notes["reader_answer"] == "last week"
     assert apply_answer_rules(AnswerResult("last week"), _rules(), q, CONTEXT).text == "last week"
 
 
 # ----------------------------------------------------------------------------- through the answer path
 SESSIONS = [
-    ("s1", datetime(2023, 6, 9, 14), ("Tomasz", "I repainted the garden shed last week, it took ages.")),
-    ("s2", datetime(2023, 7, 3, 10), ("Priya Raman", "We had a picnic by the lake yesterday!")),
+    ("s1", datetime(2025, 3, 14, 14), ("Tomasz", "I repainted the garden shed last week, it took ages.")),
+    ("s2", datetime(2025, 4, 7, 10), ("Priya Raman", "We had a picnic by the lake yesterday!")),
 ]
 
 
@@ -299,7 +299,7 @@ def test_the_answer_path_sends_the_levers_prompt_and_scores_the_shaped_answer(tm
     assert load_prompt("lever_quote_first").text.strip() in prompts[1]
     assert load_prompt("lever_answer_anyway").text.strip() in prompts[1]
     assert plain.text == "He did it last week, it took ages"  # the reply's Answer line, as today
-    assert shaped.text == "He did it the week before 9 June 2023"
+    assert shaped.text == "He did it the week before 14 March 2025"
     assert shaped.notes["reader_answer"] == "He did it last week, it took ages"
 
 

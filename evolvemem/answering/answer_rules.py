@@ -71,7 +71,7 @@ def supported(answer: str, context: Sequence[MemoryUnit]) -> bool:
 def cap_words(answer: str, max_words: int) -> str:
     """`answer` when it has at most `max_words` words; else its first clause, cut after its first
     `max_words` words — or after the time expression that word starts or is inside ("last week",
-    "9 June 2023" are kept whole) — with trailing punctuation dropped."""
+    "14 March 2025" are kept whole) — with trailing punctuation dropped."""
     if max_words <= 0 or len(answer.split()) <= max_words:
         return answer
     head = _CLAUSE_END.split(answer.strip(), maxsplit=1)[0]

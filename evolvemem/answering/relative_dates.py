@@ -1,15 +1,15 @@
 """`resolve_relative_dates`: a relative time in the reader's answer, rewritten as the date it means.
 
 A reader often copies "last week" or "yesterday" from the memory it read, and the answer then
-means a date only beside the day that memory was said: token F1 against "the week before 9 June
-2023" is near zero. After the reader answers, each relative expression of the answer is rewritten
+means a date only beside the day that memory was said: token F1 against "the week before 14 March
+2025" is near zero. After the reader answers, each relative expression of the answer is rewritten
 by rules, counted from the date of the context line it comes from: the line (a memory, or one
 turn of a digest) whose text says the expression, the one that best matches the answer, its quote
 and the question when several do; when no line says it, the best-matching dated line.
 
-The rewritten form is the one LoCoMo's gold answers use for such times: a day ("8 June 2023"),
-"the week before 9 June 2023", "the weekend before 9 June 2023", "the Friday before 9 June 2023",
-a month ("May 2023"), a year ("2022"). Days, months, years and "N … ago" are the offline
+The rewritten form is the one LoCoMo's gold answers use for such times: a day ("13 March 2025"),
+"the week before 14 March 2025", "the weekend before 14 March 2025", "the Friday before 14 March 2025",
+a month ("February 2025"), a year ("2024"). Days, months, years and "N … ago" are the offline
 extractor's rules (memory/offline_extract.py), so memories and answers resolve a phrase alike;
 the week-level forms are this module's.
 """

@@ -100,7 +100,7 @@ class ConfigFields:
     abstain_when: Literal["reader", "never", "unsupported"]
     # Longest answer kept, in words: a longer reply is cut to its first clause (at a sentence end, a semicolon, a dash or a ", because"), then to its first N words (the head of a reply holds its answer; token F1 counts the rest against it); 0 = off.
     answer_max_words: int
-    # After the reader answers, a relative time in its answer ("yesterday", "last week", "two days ago", "last Friday", "last year") is rewritten by rules as the date or period it means, counted from the date of the context memory that says it (else the memory that best matches the answer): "8 June 2023", "the week before 9 June 2023", "the Friday before 9 June 2023", "2022".
+    # After the reader answers, a relative time in its answer ("yesterday", "last week", "two days ago", "last Friday", "last year") is rewritten by rules as the date or period it means, counted from the date of the context memory that says it (else the memory that best matches the answer): "13 March 2025", "the week before 14 March 2025", "the Friday before 14 March 2025", "2024".
     resolve_relative_dates: bool
 
     # ---- cue_graph
