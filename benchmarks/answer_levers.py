@@ -6,9 +6,9 @@
 
 The rows come from the action space, not from a list here: every answer-stage dimension
 (`stage = "answer"`) and `context_order`, each of its values other than the base config's (a
-bool switched, every other choice of an enum, a number at its minimum and at its middle), with
-the settings it needs to act (`acts_when`) switched on alongside. Each row changes one lever of
-the base config, and the row and the base answer the same questions: answerable questions of the
+bool switched, every other choice of an enum, a number at its minimum and at the middle of its
+range, geometric when the range is positive), with the settings it needs to act (`acts_when`)
+switched on alongside. Each row changes one lever of the base config, and the row and the base answer the same questions: answerable questions of the
 dev file's *test* conversations, category by category, every context cut at `--context-tokens`.
 Printed per row: answerable F1, the paired difference against the base (95% interval with
 conversations resampled), the one-sided p of the side the difference points to (`p(better)` or
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import sys
 import time
@@ -45,7 +46,8 @@ def lever_values(dim: Any, current: Any) -> list[Any]:
         return [not current]
     if dim.kind == "enum":
         return [c for c in dim.choices if c != current]
-    middle = dim.min + (dim.max - dim.min) / 2
+    # the geometric middle of a positive range (a word cap of 3-30 is tried at 3 and 9), else the middle
+    middle = math.sqrt(dim.min * dim.max) if dim.min > 0 else dim.min + (dim.max - dim.min) / 2
     values = [dim.min, int(round(middle)) if dim.kind == "int" else middle]
     return [v for v in dict.fromkeys(values) if v != current]
 

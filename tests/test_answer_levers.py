@@ -166,6 +166,16 @@ def test_the_reader_is_scored_on_the_answer_part_of_a_quoting_reply(client_for):
     assert prompts[0].rstrip().endswith("Quote:") and prompts[1].rstrip().endswith("Answer:")
 
 
+def test_a_reasoning_reader_keeps_its_answer_line_and_its_quote_is_noted(client_for):
+    from evolvemem.roles.answer_llm import LLMAnswerer
+
+    reply = "The question is about Tomasz.\nQuote: Tomasz: I repainted the garden shed last week\nAnswer: last week"
+    with FakeLLMServer(responder=lambda body: reply) as server:
+        answerer = LLMAnswerer(client_for(server))
+        result = answerer.answer(_question(), CONTEXT, "step_by_step", "list", PromptLevers(quote_first=True))
+    assert result.text == "last week" and result.notes["quote"] == "Tomasz: I repainted the garden shed last week"
+
+
 # ----------------------------------------------------------------------------- abstention
 def test_abstain_never_asks_for_an_answer_in_the_prompt():
     instruction = load_prompt("lever_answer_anyway").text.strip()
@@ -340,7 +350,7 @@ def test_the_lever_benchmark_pairs_each_lever_with_the_base_and_resumes_from_the
         "base hybrid",
         "quote_then_answer=True",
         "answer_max_words=3",
-        "answer_max_words=16",
+        "answer_max_words=9",
         "resolve_relative_dates=True",
     }
     assert asked == 2 * 3  # the base and the quoting row ask; rules on the answer reuse the base's replies
@@ -348,7 +358,8 @@ def test_the_lever_benchmark_pairs_each_lever_with_the_base_and_resumes_from_the
         paired = "Δ" in line and ("p(better)" in line or "p(worse)" in line)
         assert "n 3" in line and paired == (label != "base hybrid")
     assert "answers changed 3" in lines["answer_max_words=3"]  # every reply is longer than three words
-    assert "answers changed 0" in lines["answer_max_words=16"]
+    assert "answers changed 3" in lines["answer_max_words=9"]  # and than nine
+    assert "answers changed 0" in lines["quote_then_answer=True"]  # its Answer line is the one read without it
 
     def figures(out: str) -> list[str]:
         return [line.rsplit("  ", 1)[0] for line in out.splitlines() if " F1 " in line]  # seconds left out

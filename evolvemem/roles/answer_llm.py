@@ -113,6 +113,12 @@ def split_quote(text: str) -> tuple[str, str]:
     return quote, answer
 
 
+def quoted_line(text: str) -> str:
+    """The line a reasoning reply labels "Quote:" ("" without one): its "Answer:" line is the answer."""
+    lines = [_QUOTE_LABEL.sub("", line).strip() for line in text.splitlines() if _QUOTE_LABEL.match(line)]
+    return lines[0].strip('"').strip() if lines else ""
+
+
 def parse_answer(text: str, style: str = "concise") -> str:
     """The final answer in a reply: the text after the last "Answer:" line when there is one
     (step_by_step reasons first, and its last line is the answer if the label is missing),
@@ -168,8 +174,7 @@ class LLMAnswerer:
         notes: dict[str, object] = {"raw": reply.text} if style == "step_by_step" else {}
         text = reply.text
         if levers.quote_first:
-            quote, text = split_quote(text) if style != "step_by_step" else ("", text)
-            notes["quote"] = quote
+            notes["quote"], text = split_quote(text) if style != "step_by_step" else (quoted_line(text), text)
         if fitted.trimmed:
             notes["trimmed"] = list(fitted.trimmed)
         return AnswerResult(parse_answer(text, style), cost=reply.as_cost(), notes=notes)
