@@ -238,6 +238,8 @@ def test_answer_max_words_never_cuts_an_abstention():
         ("last weekend", "shed", "the weekend before 14 March 2025"),
         ("7 May 2023", "shed", "7 May 2023"),
         ("the garden shed", "shed", "the garden shed"),
+        ("the last week of May 2025", "shed", "the last week of May 2025"),
+        ("Last week", "shed", "the week before 14 March 2025"),
     ],
 )
 def test_resolve_relative_dates_counts_from_the_line_the_answer_came_from(answer, hint, resolved):

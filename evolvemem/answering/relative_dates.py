@@ -33,7 +33,8 @@ _NUMBER = r"\d{1,2}|a couple of|couple of|an?|one|two|three|four|five|six|seven|
 _PHRASE = re.compile(
     r"\b(?:the day before yesterday|yesterday|last night|tomorrow|today|tonight|this morning|this afternoon"
     r"|this evening|(?:last|next|this) (?:weekend|week|month|year)"
-    rf"|(?:last|next|this past|this coming) (?:{_WEEKDAY})|(?:{_NUMBER}) (?:day|week|month|year)s? ago)\b",
+    rf"|(?:last|next|this past|this coming) (?:{_WEEKDAY})|(?:{_NUMBER}) (?:day|week|month|year)s? ago)\b"
+    r"(?!\s+of\b)",  # "the last week of May 2025" names its own time
     re.I,
 )
 _BARE_WEEKDAY = re.compile(rf"^\s*(?:on\s+)?({_WEEKDAY})\s*\.?\s*$", re.I)
