@@ -386,7 +386,7 @@ class AbstainingAnswerer:
     def __init__(self) -> None:
         self.contexts: list[list] = []
 
-    def answer(self, question, context, style, layout="list"):
+    def answer(self, question, context, style, layout="list", levers=None):
         self.contexts.append(list(context))
         return AnswerResult(ABSTENTION)
 

@@ -16,7 +16,8 @@ The router, judge and refresher are plug-ins (answering/plugins.py): with an ans
 ask it (`roles.mechanism_client`), otherwise they use their rules. Every call's cost is in the
 trace. With an `AnswerMemo` (answering/context_reuse.py) every answer step first looks up its
 context: an answer already given for the same question, context and answer-stage settings is
-reused without a call.
+reused without a call. The answer-side levers reach the reader's prompt and its answer through
+answering/answer_rules.py.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
+from evolvemem.answering.answer_rules import answer_rules, apply_answer_rules, prompt_levers
 from evolvemem.answering.context_reuse import AnswerMemo, context_key
 from evolvemem.answering.first_context import first_context, store_of
 from evolvemem.answering.oracle import ORACLE_ROUTE, ORACLE_STORE, oracle_retrieval
@@ -133,13 +135,13 @@ class _Path:
     def ask(self, context: Sequence[MemoryUnit]) -> AnswerResult:
         ws, effective = self.ws, self.effective
         answer = ws.roles.answerer.answer(
-            self.question, list(context), effective.answer_style, effective.context_layout
+            self.question, list(context), effective.answer_style, effective.context_layout, prompt_levers(effective)
         )
         self.charge(answer.cost)
         if effective.enable_answer_verification and not answer.failed:
             answer = ws.roles.verifier.verify(self.question, list(context), answer, effective.verification_style)
             self.charge(answer.cost)
-        return answer
+        return apply_answer_rules(answer, answer_rules(effective), self.question, context)
 
     def refresh(self, original: Sequence[MemoryUnit]) -> tuple[list[MemoryUnit], tuple[str, ...]]:
         """The context with its conflicts refreshed (always from the unrefreshed memories)."""

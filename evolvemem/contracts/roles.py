@@ -20,6 +20,19 @@ ABSTENTION_TEXT = "Not mentioned in the conversation."
 
 
 @dataclass(frozen=True)
+class PromptLevers:
+    """Answer-side settings that add an instruction to an LLM reader's prompt: `quote_then_answer`
+    (quote the supporting line, then answer) and `abstain_when = never` (answer anyway). A reader
+    of memory objects has no prompt and ignores them."""
+
+    quote_first: bool = False
+    answer_anyway: bool = False
+
+
+NO_PROMPT_LEVERS = PromptLevers()  # today's prompts, byte for byte
+
+
+@dataclass(frozen=True)
 class AnswerResult:
     """An answer. `failed` means every call failed (recorded as failed, not scored as wrong)."""
 
@@ -56,10 +69,16 @@ class Answerer(Protocol):
     name: str
 
     def answer(
-        self, question: Question, context: Sequence[MemoryUnit], style: str, layout: str = "list"
+        self,
+        question: Question,
+        context: Sequence[MemoryUnit],
+        style: str,
+        layout: str = "list",
+        levers: PromptLevers = NO_PROMPT_LEVERS,
     ) -> AnswerResult:
         """Answer from the ranked context in the given answer style; `layout` is how an LLM
-        reader is shown the context (`context_layout`; a reader of memory objects ignores it)."""
+        reader is shown the context (`context_layout`) and `levers` what its prompt adds (a reader
+        of memory objects ignores both)."""
         ...
 
 

@@ -418,6 +418,13 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule("fewer_abstentions", ABSTENTIONS, 0.5, _answer_fewer_abstentions),
     Rule(
+        "answer_anyway",
+        ABSTENTIONS,
+        0.2,
+        lambda c: {"abstain_when": "never"} if c.v.get("abstain_when") == "reader" else None,
+        "ask the reader for its best answer instead of an abstention",
+    ),
+    Rule(
         "judge_retry",
         ABSTENTIONS,
         0.3,
@@ -439,12 +446,33 @@ RULES: tuple[Rule, ...] = (
         "show the context in time order",
     ),
     Rule(
+        "quote_first",
+        READER_ERRORS,
+        0.15,
+        lambda c: None if c.v.get("quote_then_answer", True) else {"quote_then_answer": True},
+        "have the reader quote its supporting line before it answers",
+    ),
+    Rule(
         "fewer_items",
         NOISE,
         0.3,
         lambda c: {"max_context": c.bump("max_context", -4)} if c.inp.mean_context > CROWDED_CONTEXT else None,
     ),
     Rule("match_the_gold_form", FORMAT_MISMATCHES, 0.3, _match_the_gold_form),
+    Rule(
+        "cap_answer_length",
+        FORMAT_MISMATCHES,
+        0.25,
+        lambda c: None if c.v.get("answer_max_words", 1) else {"answer_max_words": 6},
+        "cut long answers to their head",
+    ),
+    Rule(
+        "resolve_answer_dates",
+        FORMAT_MISMATCHES,
+        0.2,
+        lambda c: None if c.v.get("resolve_relative_dates", True) else {"resolve_relative_dates": True},
+        "write a relative time in the answer as the date it means",
+    ),
     Rule(
         "verify_answers",
         HALLUCINATIONS,
@@ -462,6 +490,13 @@ RULES: tuple[Rule, ...] = (
         0.45,
         lambda c: {"answer_style": "cautious"} if c.v["answer_style"] != "cautious" else None,
         "answer only when the context clearly supports it",
+    ),
+    Rule(
+        "abstain_unsupported",
+        HALLUCINATIONS,
+        0.35,
+        lambda c: {"abstain_when": "unsupported"} if c.v.get("abstain_when") == "reader" else None,
+        "abstain when no word of the answer is in the context",
     ),
     Rule(
         "entity_swap_for_hallucinations",
@@ -487,6 +522,7 @@ TYPE_MENUS: dict[str, tuple[dict[str, Any], ...]] = {
         {"time_decay_half_life_days": 180.0, "recency_weight": 0.2},
         {"context_order": "chronological"},
         {"foresight_top_k": 5},
+        {"resolve_relative_dates": True},
     ),
     "multi_hop": (
         {"enable_query_decomposition": True},

@@ -15,7 +15,7 @@ from datetime import date, datetime
 from typing import Sequence
 
 from evolvemem.contracts.memory import MemoryUnit
-from evolvemem.contracts.roles import AnswerResult
+from evolvemem.contracts.roles import NO_PROMPT_LEVERS, AnswerResult, PromptLevers
 from evolvemem.data.models import Question
 from evolvemem.roles.context_format import ABSTENTION, MONTHS, find_dates
 from evolvemem.roles.reader_lexicon import (
@@ -361,8 +361,14 @@ class OfflineAnswerer:
         return max(base, self.yesno_threshold) if form.kind == "yesno" else base
 
     def answer(
-        self, question: Question, context: Sequence[MemoryUnit], style: str, layout: str = "list"
+        self,
+        question: Question,
+        context: Sequence[MemoryUnit],
+        style: str,
+        layout: str = "list",
+        levers: PromptLevers = NO_PROMPT_LEVERS,
     ) -> AnswerResult:
+        """The extractive answer (`layout` and the prompt `levers` speak to a model: ignored)."""
         if style not in STYLES:
             raise ValueError(f"unknown answer style {style!r} (known: {', '.join(STYLES)})")
         form, persons, supports = rank_support(question.text, context, prefer_time=style == "temporal")

@@ -34,7 +34,7 @@ from evolvemem.roles.context_format import (
     format_question_date,
 )
 from evolvemem.roles.reader_lexicon import FILLERS, STOPWORDS, stem, word_tokens
-from evolvemem.roles.reader_support import Support, rank_support
+from evolvemem.roles.reader_support import MemoryView, Support, rank_support
 from evolvemem.scoring.metrics import is_abstention
 from evolvemem.space.action_space import files_space
 
@@ -59,8 +59,11 @@ def answer_terms(answer: str) -> frozenset[str]:
 
 
 def _evidence_terms(support: Support) -> frozenset[str]:
+    return evidence_terms(support.view)
+
+
+def evidence_terms(view: MemoryView) -> frozenset[str]:
     """Everything a memory can vouch for: its words, its date, resolved relative times."""
-    view = support.view
     extra = [view.date_text, *(value for _, value in view.notes)]
     extra += [relative_date(s.text, view.day) for s in view.sentences]
     terms = set(view.stems)

@@ -94,6 +94,14 @@ class ConfigFields:
     verification_style: Literal["strict", "multi_candidate"]
     # How the context is laid out for an LLM reader: a numbered list with a date on every memory, or grouped by conversation session under a date header, sessions in time order.
     context_layout: Literal["list", "sessions"]
+    # The reader is asked to quote the memory line that supports its answer first, then to answer; only the answer part of its reply is kept and scored (the quote stays in the answer's notes).
+    quote_then_answer: bool
+    # When an answer may be an abstention. reader: when the reader replies that the memories do not hold it; never: the prompt asks the reader for the best answer the memories allow instead of abstaining; unsupported: as reader, and an answer none of whose content words is in the context becomes an abstention.
+    abstain_when: Literal["reader", "never", "unsupported"]
+    # Longest answer kept, in words: a longer reply is cut to its first clause (at a sentence end, a semicolon, a dash or a ", because"), then to its first N words (the head of a reply holds its answer; token F1 counts the rest against it); 0 = off.
+    answer_max_words: int
+    # After the reader answers, a relative time in its answer ("yesterday", "last week", "two days ago", "last Friday", "last year") is rewritten by rules as the date or period it means, counted from the date of the context memory that says it (else the memory that best matches the answer): "13 March 2025", "the week before 14 March 2025", "the Friday before 14 March 2025", "2024".
+    resolve_relative_dates: bool
 
     # ---- cue_graph
     # Candidates from the cue graph (spreading activation from the question's cues through shared cues and tags); 0 turns it off.
