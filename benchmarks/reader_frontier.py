@@ -1,17 +1,23 @@
-"""Does an evolved context make a real reader answer better than the plain hybrid's, at equal tokens?
+"""How much of an evidence gain becomes answers: a real reader on the same held-out questions, row by row.
 
-    python benchmarks/reader_frontier.py --evolved runs/frontier-hybrid-1500 [--budget 1500]
-        [--model 1.5b] [--questions 120] [--baseline hybrid]
+    python benchmarks/reader_frontier.py --rows oracle,hybrid,evolved=runs/frontier-hybrid-600 \
+        [--budget 600] [--model 1.5b] [--questions 300] [--baseline hybrid]
 
 Qwen2.5-Coder (llama.cpp on 127.0.0.1, benchmarks/local_llm_server.py) answers a fixed slice of
 answerable questions of the dev file's *test* conversations (the loop never saw them), taken
-category by category in file order, twice: with the evolved run's best config and with the
-baseline preset, both cut at `--budget` estimated tokens. Memories are the offline ones, so the
-contexts differ only by retrieval. Printed: answerable F1 and evidence recall of each, the paired
-difference in F1 (95% interval with conversations resampled, one-sided p of a gain), context
-tokens and seconds — after every chunk of questions, both configs answering each chunk in turn, so
-a run stopped early still prints paired figures. Answers go through the LLM reply cache: an
-interrupted run started again asks only what it had not asked.
+category by category in file order, once per row, every context cut at `--budget` estimated tokens.
+A row is a preset (`hybrid`), `label=RUN` (a run directory's best config), `oracle` (the gold
+evidence turns only: the reader's ceiling) or `oracle+distractors` (those, topped up to the budget
+with the baseline's retrieved lines); `--evolved RUN` adds the row `evolved=RUN`. Memories are the
+offline ones, so contexts differ only by retrieval.
+
+Printed after every chunk (every row answers each chunk in turn, so a run stopped early still has
+paired figures): per row, answerable F1, evidence recall, the conversion rate (F1 on the questions
+whose whole gold evidence was in context), the reader failure split (evidence full / partial / none x
+right / wrong, and why the full-evidence answers were wrong: scoring/failure_split.py), context tokens
+and seconds; then each row's paired difference in F1 against the baseline (95% interval with
+conversations resampled, p of a gain). Answers go through the LLM reply cache: an interrupted run
+started again asks only what it had not asked.
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ import argparse
 import os
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +51,47 @@ def stratified_questions(questions: list, n: int) -> list:
     return picked
 
 
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: a config and what the reader is handed."""
+
+    label: str
+    config: Any  # RetrievalConfig (imported inside main, after the path is set)
+    mode: Any  # ContextMode
+
+
+def parse_rows(spec: str, evolved: Path | None, baseline: str, budget: int) -> list[Row]:
+    """`--rows` as Rows, the baseline always among them (oracle modes use the baseline's layout)."""
+    from evolvemem.contracts.vocab import ContextMode
+    from evolvemem.space.budget import TokenBudget
+    from evolvemem.space.config import load_config
+
+    def config_of(name: str) -> Any:
+        source = str(Path(name) / "best_config.toml") if Path(name).is_dir() else name
+        return load_config(source)[0].with_budget(TokenBudget(budget))
+
+    items = [item.strip() for item in spec.split(",") if item.strip()]
+    if evolved is not None:
+        items.append(f"evolved={evolved}")
+    if baseline not in items:
+        items.insert(0, baseline)
+    rows = []
+    for item in items:
+        if item in (ContextMode.ORACLE, ContextMode.ORACLE_DISTRACTORS):
+            rows.append(Row(item, config_of(baseline), ContextMode(item)))
+        else:
+            label, _, source = item.partition("=")
+            rows.append(Row(label, config_of(source or label), ContextMode.RETRIEVED))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--evolved", type=Path, required=True, help="an evolve run directory (its best config)")
+    parser.add_argument(
+        "--rows", default="", help="comma-separated rows: presets, label=RUN, oracle, oracle+distractors"
+    )
+    parser.add_argument("--evolved", type=Path, default=None, help="adds the row evolved=RUN (a run's best config)")
     parser.add_argument("--baseline", default="hybrid")
     parser.add_argument("--budget", type=int, default=1500)
     parser.add_argument("--model", default="1.5b")
@@ -60,58 +104,75 @@ def main() -> None:
 
     from benchmarks.local_llm_server import serve
     from evolvemem.data.split import split_dataset
-    from evolvemem.space.budget import TokenBudget
     from evolvemem.loop.paired import compare
     from evolvemem.session import ModelSettings, QuietReporter, evaluate, open_workspace
-    from evolvemem.space.config import load_config
 
     dataset = split_dataset(load_locomo_file(args.data), "test")
     answerable = [q for q in dataset.questions if q.category not in dataset.adversarial_categories and q.evidence]
     questions = stratified_questions(answerable, args.questions)
-    configs = {
-        "evolved": load_config(str(args.evolved / "best_config.toml"))[0].with_budget(TokenBudget(args.budget)),
-        args.baseline: load_config(args.baseline)[0].with_budget(TokenBudget(args.budget)),
-    }
+    rows = parse_rows(args.rows, args.evolved, args.baseline, args.budget)
     print(
         f"{len(questions)} answerable test questions of {', '.join(sorted(dataset.conversations))}; "
-        f"contexts cut at {args.budget} tokens; reader Qwen2.5-Coder {args.model}",
+        f"contexts cut at {args.budget} tokens; reader Qwen2.5-Coder {args.model}; rows: "
+        + ", ".join(row.label for row in rows),
         flush=True,
     )
-    records: dict[str, list[Any]] = {label: [] for label in configs}
-    seconds = {label: 0.0 for label in configs}
+    records: dict[str, list[Any]] = {row.label: [] for row in rows}
+    seconds = {row.label: 0.0 for row in rows}
     with serve(args.model, n_ctx=WINDOW) as server:
         settings = ModelSettings(
             answer_model=server.model, extract_model="offline", api_base=server.api_base, context_window=WINDOW
         )
         ws = open_workspace(QuietReporter(), dataset, settings, cache_enabled=True)
-        # both configs answer each chunk in turn, so a run stopped early still has paired figures
         for first in range(0, len(questions), args.chunk):
             chunk = questions[first : first + args.chunk]
-            for label, config in configs.items():
+            for row in rows:
                 started = time.perf_counter()
-                records[label] += evaluate(ws, config, chunk, concurrency=1).records
-                seconds[label] += time.perf_counter() - started
+                records[row.label] += evaluate(ws, row.config, chunk, concurrency=1, mode=row.mode).records
+                seconds[row.label] += time.perf_counter() - started
             report(records, seconds, args.baseline, compare)
+
+
+def mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")
+
+
+def split_text(rows: list[Any]) -> str:
+    """Evidence in context x right/wrong, then the classes of the full-evidence wrong answers."""
+    cells = Counter((r.evidence_in_context, r.answer_right) for r in rows if r.evidence_in_context)
+    grid = " ".join(
+        f"{where} {cells[(where, True)]}/{cells[(where, True)] + cells[(where, False)]}"
+        for where in ("full", "partial", "none")
+    )
+    why = Counter(r.reader_failure for r in rows if r.reader_failure)
+    return f"right/asked by evidence: {grid}; full but wrong: " + (
+        ", ".join(f"{k} {v}" for k, v in why.most_common()) or "none"
+    )
 
 
 def report(records: dict[str, list[Any]], seconds: dict[str, float], baseline: str, compare: Any) -> None:
     for label, rows in records.items():
         ok = [r for r in rows if not r.failed]
-        n = max(len(ok), 1)
+        full = [r.f1 for r in ok if (r.evidence_recall or 0) >= 1.0]
         failures = sorted({str(r.error or "")[:160] for r in rows if r.failed})
         print(
-            f"{label:10s} {len(rows)} questions: answerable F1 {sum(r.f1 for r in ok) / n:.3f}  evidence recall "
-            f"{sum(r.evidence_recall or 0 for r in ok) / n:.3f}  context {sum(r.context_tokens or 0 for r in ok) / n:.0f} "
-            f"tokens  failed {len(rows) - len(ok)}{' (e.g. ' + failures[0] + ')' if failures else ''}  "
+            f"{label:18s} {len(rows)} questions: answerable F1 {mean([r.f1 for r in ok]):.3f}  evidence recall "
+            f"{mean([r.evidence_recall or 0 for r in ok]):.3f}  conversion (F1 with all evidence) {mean(full):.3f} "
+            f"on {len(full)}  context {mean([r.context_tokens or 0 for r in ok]):.0f} tokens  failed "
+            f"{len(rows) - len(ok)}{' (e.g. ' + failures[0] + ')' if failures else ''}  "
             f"{seconds[label] / max(len(rows), 1):.1f} s/question",
             flush=True,
         )
-    stat = compare(records["evolved"], records[baseline], 1, 0, "main").groups["main"]
-    print(
-        f"paired, evolved − {baseline}: answerable F1 {stat.diff:+.3f} [{stat.ci_low:+.3f}, {stat.ci_high:+.3f}] "
-        f"p(gain) {stat.p_gain:.3f} on {stat.n} questions",
-        flush=True,
-    )
+        print(f"{'':18s} {split_text(ok)}", flush=True)
+    for label, rows in records.items():
+        if label == baseline:
+            continue
+        stat = compare(rows, records[baseline], 1, 0, "main").groups["main"]
+        print(
+            f"paired, {label} − {baseline}: answerable F1 {stat.diff:+.3f} [{stat.ci_low:+.3f}, {stat.ci_high:+.3f}] "
+            f"p(gain) {stat.p_gain:.3f} on {stat.n} questions",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":
