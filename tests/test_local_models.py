@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from evolvemem.contracts.local_models import LocalModels
+from dataclasses import replace
+
+from evolvemem.contracts.local_models import ENCODER_ENV, Encoder, LocalModels, default_encoder
+from evolvemem.errors import ConfigError
 from evolvemem.loop.spec import RunSpec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -25,15 +28,29 @@ def test_a_run_spec_keeps_its_local_models_as_three_flat_manifest_keys():
     stored = json.loads(json.dumps(spec.as_dict()))
     assert "local_models" not in stored
     assert (stored["embedding_model"], stored["rerank_model"], stored["second_embedding_model"]) == ("e", "r", "s")
-    assert RunSpec.from_dict(stored) == spec
-    older = {k: v for k, v in stored.items() if k not in ("rerank_model", "second_embedding_model")}
-    assert RunSpec.from_dict(older).local_models == LocalModels("e")
+    resolved = replace(spec.local_models, encoder=default_encoder())  # a run records the backend it used
+    assert stored["encoder"] == resolved.encoder.value
+    assert RunSpec.from_dict(stored) == replace(spec, local_models=resolved)
+    older = {k: v for k, v in stored.items() if k not in ("rerank_model", "second_embedding_model", "encoder")}
+    assert RunSpec.from_dict(older).local_models == LocalModels("e", encoder=Encoder.TORCH)  # torch was all there was
+
+
+def test_the_encoder_is_chosen_by_option_then_environment_and_a_wrong_name_is_one_line(monkeypatch):
+    monkeypatch.setenv(ENCODER_ENV, "onnx-int8")
+    assert default_encoder() is Encoder.ONNX_INT8
+    assert LocalModels().as_spec()["encoder"] == "onnx-int8"
+    assert LocalModels(encoder=Encoder.TORCH).as_spec()["encoder"] == "torch"  # the option wins
+    assert LocalModels().or_else(LocalModels.from_spec({"encoder": "onnx"})).encoder is Encoder.ONNX  # the run's own
+    monkeypatch.setenv(ENCODER_ENV, "tensorflow")
+    with pytest.raises(ConfigError) as err:
+        default_encoder()
+    assert ENCODER_ENV in str(err.value) and "onnx-int8" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_a_model_given_wins_over_the_runs_own_and_default_means_none():
-    runs_own = LocalModels.from_spec({"embedding_model": "run-e", "rerank_model": "run-r"})
-    assert LocalModels(rerank="mine").or_else(runs_own) == LocalModels("run-e", "mine", None)
-    assert LocalModels.from_spec({"embedding_model": "default", "rerank_model": ""}) == LocalModels()
+    runs_own = LocalModels.from_spec({"embedding_model": "run-e", "rerank_model": "run-r"})  # before --encoder: torch
+    assert LocalModels(rerank="mine").or_else(runs_own) == LocalModels("run-e", "mine", None, Encoder.TORCH)
+    assert LocalModels.from_spec({"embedding_model": "default", "rerank_model": ""}) == LocalModels(encoder=Encoder.TORCH)
 
 
 def evolve(*args: str) -> subprocess.CompletedProcess[str]:
