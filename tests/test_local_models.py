@@ -50,7 +50,9 @@ def test_the_encoder_is_chosen_by_option_then_environment_and_a_wrong_name_is_on
 def test_a_model_given_wins_over_the_runs_own_and_default_means_none():
     runs_own = LocalModels.from_spec({"embedding_model": "run-e", "rerank_model": "run-r"})  # before --encoder: torch
     assert LocalModels(rerank="mine").or_else(runs_own) == LocalModels("run-e", "mine", None, Encoder.TORCH)
-    assert LocalModels.from_spec({"embedding_model": "default", "rerank_model": ""}) == LocalModels(encoder=Encoder.TORCH)
+    assert LocalModels.from_spec({"embedding_model": "default", "rerank_model": ""}) == LocalModels(
+        encoder=Encoder.TORCH
+    )
 
 
 def evolve(*args: str) -> subprocess.CompletedProcess[str]:

@@ -4,8 +4,10 @@ model's own `tokenizers` tokenizer; no torch or transformers once the export exi
 Tuned for a small CPU:
 - the intra-op thread count follows `torch_threads()` (EVOLVEMEM_EMBED_THREADS, else 1 on a
   machine with two cores or fewer), inter-op 1, so a call never spin-waits on a busy core;
-- a batch is cut into length buckets: texts sorted by token count, each slice padded only to its
-  own longest text, results put back in the caller's order (padding is work thrown away);
+- a batch is cut into length buckets of at most BUCKET texts: sorted by token count, each bucket
+  padded only to its own longest text, results put back in the caller's order (padding is work
+  thrown away; a small bucket also keeps a layer's activations in cache: 16 texts a call were
+  1.3x the throughput of 64 on the 2-core development VM);
 - a single text skips padding and masks altogether (one row, every position attended), with the
   session, its run options and output names built once.
 One session serves every thread: ONNX Runtime's `run` and the Rust tokenizer are thread-safe,
@@ -23,6 +25,7 @@ from evolvemem.errors import ConfigError
 from evolvemem.retrieval.model_files import torch_threads
 from evolvemem.retrieval.onnx_export import Export, discard_unreadable, ensure_export
 
+BUCKET = 16
 _SENTENCE = ["sentence_embedding"]
 _BOTH = ["sentence_embedding", "token_embeddings"]
 
@@ -116,8 +119,9 @@ class OnnxEncoder:
         sentence = np.empty((len(ids), self.dimension), np.float32)
         token_rows: list[np.ndarray] = [np.empty(0, np.float32)] * (len(ids) if with_tokens else 0)
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        for start in range(0, len(order), max(1, batch_size)):
-            bucket = order[start : start + batch_size]
+        size = max(1, min(batch_size, BUCKET))
+        for start in range(0, len(order), size):
+            bucket = order[start : start + size]
             width = len(ids[bucket[-1]])
             batch = np.zeros((len(bucket), width), np.int64)
             mask = np.zeros((len(bucket), width), np.int64)

@@ -26,13 +26,16 @@ class TorchEncoder:
         self.dimension = int(measure())
 
     @classmethod
-    def load(cls, model_name: str, device: str = "cpu") -> TorchEncoder:
+    def load(cls, model_name: str, device: str = "cpu", *, attention: str | None = None) -> TorchEncoder:
+        """`attention`: the transformers attention implementation to build the model with (the
+        ONNX export asks for "eager"); None: the library's default."""
         source = model_source(model_name)
+        options: dict[str, Any] = {"model_kwargs": {"attn_implementation": attention}} if attention else {}
 
         def build() -> Any:
             from sentence_transformers import SentenceTransformer
 
-            return SentenceTransformer(source, device=device)
+            return SentenceTransformer(source, device=device, **options)
 
         model = load_torch_model(
             build,
