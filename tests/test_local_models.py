@@ -62,22 +62,29 @@ def evolve(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_commands_started_from_a_run_use_the_embedding_model_it_evolved_with(tiny_embedding_model, tmp_path):  # noqa: F811
-    """transfer, eval --config RUN, run --init RUN and serving a run directory."""
+    """transfer, eval --config RUN, run --init RUN and serving a run directory: the run's model and
+    its encoder backend (int8 here, which no default picks)."""
     from evolvemem.store.run_store import RunStore
 
     run_dir, model = tmp_path / "run", str(tiny_embedding_model)
-    evolve("run", "--benchmark", "synth", "--rounds", "0", "--embedding-model", model, "--out", str(run_dir))
+    evolve(
+        "run", "--benchmark", "synth", "--rounds", "0", "--embedding-model", model, "--encoder", "onnx-int8",
+        "--out", str(run_dir),
+    )  # fmt: skip
     evolve("transfer", str(run_dir), "--benchmark", "synth", "--out", str(tmp_path / "transfer"))
     evolve("eval", "--benchmark", "synth", "--config", str(run_dir), "--out", str(tmp_path / "eval"))
     evolve("run", "--benchmark", "synth", "--rounds", "0", "--init", str(run_dir), "--out", str(tmp_path / "again"))
     for started in ("transfer", "eval", "again"):
         with RunStore(tmp_path / started, read_only=True) as store:
             manifest = store.manifest()
-        assert LocalModels.from_spec(manifest.get("spec") or manifest).embedding == model, started
+        recorded = LocalModels.from_spec(manifest.get("spec") or manifest)
+        assert (recorded.embedding, recorded.encoder) == (model, Encoder.ONNX_INT8), started
     pytest.importorskip("duckdb")
     from evolvemem.serving import Memory
 
     with Memory.open(tmp_path / "memory.duckdb", run_dir) as memory:
-        assert memory.embedder.model_name == model
+        assert memory.embedder.model_name == model and memory.embedder.inner.backend is Encoder.ONNX_INT8
     with Memory.open(tmp_path / "memory.duckdb", run_dir, local_models=LocalModels(embedding="other")) as memory:
-        assert memory.embedder.model_name == "other"
+        assert memory.embedder.model_name == "other" and memory.embedder.inner.backend is Encoder.ONNX_INT8
+    with Memory.open(tmp_path / "memory.duckdb", run_dir, local_models=LocalModels(encoder=Encoder.TORCH)) as memory:
+        assert memory.embedder.inner.backend is Encoder.TORCH  # an explicit --encoder wins over the run's
