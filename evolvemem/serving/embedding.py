@@ -17,8 +17,10 @@ threads that share a call spin-wait on each other when another process holds a c
 threads on one call had a p95 of 158 ms on this 2-core machine with one other core busy). In
 isolation two single-threaded workers embedded 1.6-1.9x the queries a second of one; in the server
 on this 2-core machine, with HTTP and the load generator on the same cores, searches a second did
-not change. Every worker but the first owns a deep copy, so no tokenizer or module is used by two
-threads at once; the same weights and code give the same vector whichever worker embeds a text.
+not change. Every worker but the first runs the encoder's `worker_copy()` (retrieval/encoder.py): a
+deep copy on torch, so no tokenizer or module is used by two threads at once; on ONNX the one
+session itself, which is safe to share. The same weights and code give the same vector whichever
+worker embeds a text.
 
 A worker's one forward pass also gives the queries' token outputs (late interaction's query side),
 kept briefly for the search that asked (`query_token_outputs`).
@@ -214,7 +216,7 @@ class ServingEmbedder:
 
 
 def query_workers() -> int:
-    """Query-embedding workers: one per core torch leaves free (torch_threads() threads a call),
+    """Query-embedding workers: one per core a call leaves free (torch_threads() threads a call),
     at most MAX_QUERY_WORKERS; 2 on the 2-core development machine."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     threads = torch_threads() or cores
