@@ -158,7 +158,13 @@ def _export(model_name: str, folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     write_atomic(folder / "tokenizer.json", backend.to_str())
     write_atomic(folder / "encoder.json", json.dumps(asdict(info), indent=1))
-    _write_graph(model, tuple(sample[name] for name in inputs), inputs, folder / "model.onnx")
+    try:
+        _write_graph(model, tuple(sample[name] for name in inputs), inputs, folder / "model.onnx")
+    except Exception as exc:  # noqa: BLE001 - the exporter fails in many ways; the user needs one line
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(
+            f"embedding model {model_name!r} could not be exported to ONNX ({first_line[:200]}): use --encoder torch"
+        ) from None
 
 
 def _write_graph(model: Any, sample: tuple[Any, ...], inputs: tuple[str, ...], target: Path) -> None:
