@@ -9,7 +9,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import pytest
 
+from evolvemem.contracts.local_models import Encoder
 from evolvemem.retrieval.embeddings import Embedder
 from evolvemem.serving.embedding import ServingEmbedder
 
@@ -20,8 +22,13 @@ QUERIES = [
 ]
 
 
-def test_concurrent_queries_on_two_workers_get_their_own_vectors(tmp_path):
-    inner = Embedder(cache_root=tmp_path)
+BACKENDS = pytest.mark.parametrize("encoder", [Encoder.TORCH, Encoder.ONNX], ids=lambda e: e.value)
+
+
+@BACKENDS
+def test_concurrent_queries_on_two_workers_get_their_own_vectors(tmp_path, encoder):
+    """On torch each worker but the first runs a deep copy; on ONNX they share one session."""
+    inner = Embedder(cache_root=tmp_path, encoder=encoder)
     embedder = ServingEmbedder(inner, workers=2)
     try:
         with ThreadPoolExecutor(8) as pool:
@@ -68,8 +75,9 @@ def test_a_search_is_not_held_up_while_the_shared_model_embeds_an_add(tmp_path):
         one.close()
 
 
-def test_one_forward_pass_gives_the_sentence_vectors_and_token_outputs_bit_for_bit(tmp_path):
-    encoder = Embedder(cache_root=tmp_path).encoder
+@BACKENDS
+def test_one_forward_pass_gives_the_sentence_vectors_and_token_outputs_bit_for_bit(tmp_path, encoder):
+    encoder = Embedder(cache_root=tmp_path, encoder=encoder).encoder
     texts = [
         "Ottilie?",
         *QUERIES[:6],
