@@ -88,3 +88,19 @@ def test_commands_started_from_a_run_use_the_embedding_model_it_evolved_with(tin
         assert memory.embedder.model_name == "other" and memory.embedder.inner.backend is Encoder.ONNX_INT8
     with Memory.open(tmp_path / "memory.duckdb", run_dir, local_models=LocalModels(encoder=Encoder.TORCH)) as memory:
         assert memory.embedder.inner.backend is Encoder.TORCH  # an explicit --encoder wins over the run's
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_a_wrong_encoder_is_one_line_before_any_directory_is_made(tmp_path, how):
+    import os
+
+    out = tmp_path / "eval"
+    args = [*EVOLVE, "eval", "--benchmark", "synth", "--out", str(out), "--quiet"]
+    env = dict(os.environ)
+    if how == "option":
+        args += ["--encoder", "tensorflow"]
+    else:
+        env[ENCODER_ENV] = "tensorflow"
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 2 and "unknown encoder 'tensorflow'" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not out.exists()

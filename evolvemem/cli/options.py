@@ -153,9 +153,10 @@ class LocalModelOptions:
     encoder: Optional[str] = EncoderOpt
 
     def models(self) -> LocalModels:
-        from evolvemem.contracts.local_models import encoder_named
+        from evolvemem.contracts.local_models import default_encoder, encoder_named
         from evolvemem.session import LocalModels
 
+        default_encoder()  # a wrong EVOLVEMEM_ENCODER is refused before any directory is made
         encoder = encoder_named(self.encoder) if self.encoder else None
         return LocalModels(self.embedding_model, self.rerank_model, self.second_embedding_model, encoder)
 
