@@ -233,3 +233,33 @@ def test_int8_is_its_own_backend_with_its_own_cache_and_close_vectors(tmp_path, 
     print(f"int8 vs fp32 cosine on the tiny model: min {cosines.min():.4f}")
     assert not np.array_equal(a, b) and cosines.min() > 0.9
     forget_loaded()
+
+
+def test_a_served_store_reopened_on_another_backend_embeds_with_it(tmp_path, monkeypatch):
+    """A store keys its vectors by model and backend: reopened on ONNX, a store built on torch
+    embeds its contents with ONNX (never serves torch's vectors as ONNX's) and answers the same."""
+    need_onnx()
+    pytest.importorskip("duckdb")
+    from evolvemem.contracts.local_models import LocalModels
+    from evolvemem.serving import Memory
+    from evolvemem.serving.memory import DEFAULT_NAMESPACE
+
+    monkeypatch.setenv("EVOLVEMEM_CACHE_DIR", str(tmp_path / "cache"))  # no vector cached anywhere yet
+    path = tmp_path / "memory.duckdb"
+    turns = [
+        {"speaker": "Ottilie", "text": "I moved to a flat above the bakery in Ghent."},
+        {"speaker": "Kestrel", "text": "Is the new flat noisy in the mornings?"},
+        {"speaker": "Ottilie", "text": "Only when the ovens start at five."},
+    ]
+    question = "Where did Ottilie move?"
+    with Memory.open(path, local_models=LocalModels(encoder=Encoder.TORCH)) as memory:
+        memory.add("ottilie", turns, session="s1", at="2024-03-05T14:30")
+        before = memory.context("ottilie", question)
+        hashes = [u.content_hash for u in memory.store.units(DEFAULT_NAMESPACE, "ottilie")[0]]
+        torch_key = memory.embedder.vectors_key
+    with Memory.open(path, local_models=LocalModels(encoder=Encoder.ONNX)) as memory:
+        assert memory.context("ottilie", question) == before
+        assert memory.embedder.inner.texts_embedded == len(set(hashes))  # its own vectors, made now
+        onnx_key = memory.embedder.vectors_key
+        stored_torch = memory.store.vectors(torch_key, hashes)
+    assert onnx_key != torch_key and len(stored_torch) == len(set(hashes))  # torch's stay, under torch's key
