@@ -1,8 +1,8 @@
 """What embedding a new query costs: the served memory's embedding model (MiniLM unless
 `--embedding-model` names another) on batches of 1 to 16 LoCoMo questions, per call and per query,
-on 1 and on 2 torch threads.
+on 1 and on 2 threads, through the encoder backend `--encoder` names (default: evolve's own).
 
-    python benchmarks/query_embedding.py [--data locomo10_dev8.json] [--seconds 2]
+    python benchmarks/query_embedding.py [--data locomo10_dev8.json] [--seconds 2] [--encoder onnx]
 
 A served search whose query is new waits for one such call (a question and its name-stripped form
 make a batch of 2 when entity swap is on); concurrent searches share a call. This is the floor
@@ -30,25 +30,33 @@ def main() -> None:
     parser.add_argument("--data", default=str(DEFAULT_DATA))
     parser.add_argument("--seconds", type=float, default=2.0, help="seconds of calls per batch size")
     parser.add_argument("--embedding-model", default=None)
+    parser.add_argument("--encoder", choices=("torch", "onnx", "onnx-int8"), default=None)
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import torch
 
     from evolvemem.benchmarks import load_benchmark
-    from evolvemem.retrieval.embeddings import DEFAULT_EMBEDDING_MODEL, Embedder
+    from evolvemem.contracts.local_models import default_encoder, encoder_named
+    from evolvemem.retrieval.embeddings import DEFAULT_EMBEDDING_MODEL
+    from evolvemem.retrieval.encoder import forget_loaded, load_encoder
+    from evolvemem.retrieval.model_files import THREADS_ENV
 
     if not Path(args.data).is_file():
         sys.exit(f"error: no LoCoMo file at {args.data} (pass --data)")
     questions = [q.text for q in load_benchmark("locomo", args.data).questions][:400]
-    model = Embedder(args.embedding_model or DEFAULT_EMBEDDING_MODEL).model
-    print(f"query_embedding: {len(questions)} LoCoMo questions, {args.seconds:g} s per batch size")
+    backend = encoder_named(args.encoder) if args.encoder else default_encoder()
+    print(
+        f"query_embedding: {len(questions)} LoCoMo questions, {args.seconds:g} s per batch size, "
+        f"encoder {backend.value}"
+    )
     for threads in (1, 2):
-        torch.set_num_threads(threads)
+        os.environ[THREADS_ENV] = str(threads)  # read when the encoder is loaded, as in the server
+        forget_loaded()
+        encoder = load_encoder(args.embedding_model or DEFAULT_EMBEDDING_MODEL, backend)
         for batch in BATCHES:
-            model.encode(questions[:batch], batch_size=batch, show_progress_bar=False)
+            encoder.sentences(questions[:batch], batch)
             calls, at, started = 0, 0, time.perf_counter()
             while time.perf_counter() - started < args.seconds:
-                model.encode(questions[at : at + batch], batch_size=batch, show_progress_bar=False)
+                encoder.sentences(questions[at : at + batch], batch)
                 calls, at = calls + 1, (at + batch) % (len(questions) - batch)
             elapsed_ms = (time.perf_counter() - started) * 1000
             print(

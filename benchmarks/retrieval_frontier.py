@@ -2,7 +2,7 @@
 
     python benchmarks/retrieval_frontier.py [--data PATH] [--split test]
         [--config LABEL=PRESET|TOML|RUN_DIR ...] [--evolved BUDGET=RUN_DIR ...]
-        [--second-embedding-model PATH_OR_NAME]
+        [--second-embedding-model PATH_OR_NAME] [--encoder torch|onnx|onnx-int8]
 
 On the split's answerable questions with gold evidence (LoCoMo categories 1-4), every system's
 context is built by the evaluation path itself (`answering/contexts.py`, the same code `evolve eval
@@ -23,6 +23,7 @@ With `--second-embedding-model`, configs may use the second dense view (`second_
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from dataclasses import replace
@@ -81,7 +82,12 @@ def main() -> None:
     parser.add_argument("--config", action="append", default=[], metavar="LABEL=CONFIG")
     parser.add_argument("--evolved", action="append", default=[], metavar="BUDGET=RUN_DIR")
     parser.add_argument("--second-embedding-model", help="a second sentence-transformers model for configs that use it")
+    parser.add_argument(
+        "--encoder", choices=("torch", "onnx", "onnx-int8"), help="the embedding backend (default: evolve's own)"
+    )
     args = parser.parse_args()
+    if args.encoder:
+        os.environ["EVOLVEMEM_ENCODER"] = args.encoder  # what the workspace's LocalModels resolve to
 
     import numpy as np
 
@@ -99,7 +105,7 @@ def main() -> None:
     print(
         f"{dataset.name} {args.split}: {len(dataset.conversations)} conversations "
         f"({', '.join(sorted(dataset.conversations))}), {len(questions)} answerable questions with evidence; "
-        f"workspace {time.perf_counter() - started:.1f} s"
+        f"workspace {time.perf_counter() - started:.1f} s; encoder {ws.embedder.backend.value}"
     )
 
     hybrid = load_config("hybrid")[0]

@@ -85,7 +85,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as fresh_cache:
         embedder = Embedder(cache_root=Path(fresh_cache))
         started = time.perf_counter()
-        _ = embedder.model
+        _ = embedder.encoder
         load_s = time.perf_counter() - started
         texts = [m.content for units in memories.values() for m in units]
         started = time.perf_counter()
@@ -236,7 +236,7 @@ def second_model(model: str | None, cache: Path, texts: list[str]) -> SecondEmbe
         return None
     first = SecondEmbedder(Embedder(model, cache_root=cache))
     started = time.perf_counter()
-    _ = first.embedder.model
+    _ = first.embedder.encoder
     load_s = time.perf_counter() - started
     started = time.perf_counter()
     first.of_memories(texts)

@@ -71,20 +71,20 @@ KEYWORD_ONLY = dict(semantic_top_k=0, structured_top_k=0, keyword_top_k=3)
 
 
 class CountingModel:
-    """Wraps the real sentence-transformers model and counts what reaches it."""
+    """Wraps the real encoder (either backend) and counts the sentence texts that reach it."""
 
-    def __init__(self, model):
-        self.model = model
+    def __init__(self, encoder):
+        self.encoder = encoder
         self.calls = 0
         self.texts: list[str] = []
 
-    def encode(self, texts, **kw):
+    def sentences(self, texts, batch_size):
         self.calls += 1
         self.texts.extend(texts)
-        return self.model.encode(texts, **kw)
+        return self.encoder.sentences(texts, batch_size)
 
-    def get_sentence_embedding_dimension(self):
-        return self.model.get_sentence_embedding_dimension()
+    def __getattr__(self, name):
+        return getattr(self.encoder, name)
 
 
 @pytest.fixture(scope="module")
@@ -419,8 +419,8 @@ def test_embeddings_are_normalised_and_cached_on_disk(tmp_path):
         "Priya Raman keeps bees on the roof.",
     ]
     first = Embedder(cache_root=tmp_path)
-    counting = CountingModel(first.model)
-    first._model = counting
+    counting = CountingModel(first.encoder)
+    first._encoder = counting
     vectors = first.encode(texts)
     assert vectors.shape == (3, 384) and vectors.dtype == np.float32
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
@@ -430,7 +430,7 @@ def test_embeddings_are_normalised_and_cached_on_disk(tmp_path):
 
     fresh = Embedder(cache_root=tmp_path)  # a new process: reads the disk cache, never loads the model
     assert np.array_equal(fresh.encode(texts), vectors)
-    assert fresh._model is None and fresh.texts_embedded == 0
+    assert fresh._encoder is None and fresh.texts_embedded == 0
 
 
 def test_embedding_cache_compacts_many_shards(tmp_path):
@@ -442,7 +442,7 @@ def test_embedding_cache_compacts_many_shards(tmp_path):
     assert len(list(folder.glob("*.keys.npy"))) == 10
     reader = Embedder(cache_root=tmp_path)
     assert np.array_equal(reader.encode(texts), writer.encode(texts))
-    assert len(list(folder.glob("*.keys.npy"))) == 1 and reader._model is None
+    assert len(list(folder.glob("*.keys.npy"))) == 1 and reader._encoder is None
 
 
 def test_unknown_embedding_model_is_a_one_line_error(tmp_path):
@@ -455,8 +455,8 @@ def test_index_add_keeps_old_embeddings_and_embeds_only_new(tmp_path):
     emb = Embedder(cache_root=tmp_path)
     index = ConversationIndex.build(memories(), emb, known_persons=SPEAKERS)
     old_vectors = index.embeddings.copy()
-    counting = CountingModel(emb.model)
-    emb._model = counting
+    counting = CountingModel(emb.encoder)
+    emb._encoder = counting
     new = memory("Tomasz joined a rowing club on the Vistula.", 20)
     assert index.add([new, memories()[0]]) == 1  # a known id is not added twice
     assert counting.texts == [new.content]
@@ -488,8 +488,8 @@ def test_concurrent_retrieval_matches_sequential(tmp_path):
 
     emb = Embedder(cache_root=tmp_path)
     index = ConversationIndex.build(memories(), emb, known_persons=SPEAKERS)
-    counting = CountingModel(emb.model)
-    emb._model = counting
+    counting = CountingModel(emb.encoder)
+    emb._encoder = counting
     questions = [question(f"What did Tomasz do on day {n} of the trip?") for n in range(12)] * 2
     cfg = config(enable_entity_swap=True, reflection_rounds=1)
 

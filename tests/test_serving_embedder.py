@@ -9,7 +9,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import pytest
 
+from evolvemem.contracts.local_models import Encoder
 from evolvemem.retrieval.embeddings import Embedder
 from evolvemem.serving.embedding import ServingEmbedder
 
@@ -20,13 +22,18 @@ QUERIES = [
 ]
 
 
-def test_concurrent_queries_on_two_workers_get_their_own_vectors(tmp_path):
-    inner = Embedder(cache_root=tmp_path)
+BACKENDS = pytest.mark.parametrize("encoder", [Encoder.TORCH, Encoder.ONNX], ids=lambda e: e.value)
+
+
+@BACKENDS
+def test_concurrent_queries_on_two_workers_get_their_own_vectors(tmp_path, encoder):
+    """On torch each worker but the first runs a deep copy; on ONNX they share one session."""
+    inner = Embedder(cache_root=tmp_path, encoder=encoder)
     embedder = ServingEmbedder(inner, workers=2)
     try:
         with ThreadPoolExecutor(8) as pool:
             served = list(pool.map(lambda text: embedder.encode([text])[0], QUERIES))
-        alone = inner.model.encode(QUERIES, convert_to_numpy=True, normalize_embeddings=True)
+        alone = inner.encoder.sentences(QUERIES, 64)
         assert len(embedder._workers) == 2
         assert embedder.queries_embedded == len(QUERIES)  # each text once, none lost or repeated
         for vector, reference in zip(served, alone):
@@ -68,21 +75,20 @@ def test_a_search_is_not_held_up_while_the_shared_model_embeds_an_add(tmp_path):
         one.close()
 
 
-def test_one_forward_pass_gives_the_sentence_vectors_and_token_outputs_bit_for_bit(tmp_path):
-    from evolvemem.serving.embedding import sentence_and_token_outputs
-
-    model = Embedder(cache_root=tmp_path).model
+@BACKENDS
+def test_one_forward_pass_gives_the_sentence_vectors_and_token_outputs_bit_for_bit(tmp_path, encoder):
+    encoder = Embedder(cache_root=tmp_path, encoder=encoder).encoder
     texts = [
         "Ottilie?",
         *QUERIES[:6],
         "Where did the whole choir of Ottilie's village sing on the longest night of 2021?",
     ]
-    sentence, tokens = sentence_and_token_outputs(model, texts)
-    assert np.array_equal(sentence, model.encode(texts, convert_to_numpy=True, normalize_embeddings=True))
-    separate = model.encode(texts, output_value="token_embeddings", convert_to_numpy=False)
+    sentence, tokens = encoder.sentences_and_tokens(texts, 64)
+    assert np.array_equal(sentence, encoder.sentences(texts, 64))
+    separate = encoder.token_outputs(texts, 64)
     assert len(tokens) == len(texts)
     for ours, theirs in zip(tokens, separate):
-        assert np.array_equal(ours, theirs.detach().cpu().numpy().astype(np.float32))
+        assert np.array_equal(ours, theirs)
 
 
 def test_a_served_late_interaction_query_runs_the_model_once(tmp_path):

@@ -112,9 +112,10 @@ def worker_roles(setup: WorkerSetup) -> Roles:
 
 
 def worker_embedder(setup: WorkerSetup) -> Embedder:
-    key = (setup.local_models.embedding, cache_dir())
+    encoder = setup.local_models.resolved_encoder()
+    key = (setup.local_models.embedding, encoder, cache_dir())
     if key not in _embedders:
-        _embedders[key] = Embedder(setup.local_models.embedding or DEFAULT_EMBEDDING_MODEL)
+        _embedders[key] = Embedder(setup.local_models.embedding or DEFAULT_EMBEDDING_MODEL, encoder=encoder)
     return _embedders[key]
 
 
@@ -131,9 +132,10 @@ def worker_second_embedder(setup: WorkerSetup) -> SecondEmbedder | None:
     name = setup.local_models.second_embedding
     if not name:
         return None
-    key = (name, cache_dir())
+    encoder = setup.local_models.resolved_encoder()
+    key = (name, encoder, cache_dir())
     if key not in _second_embedders:
-        _second_embedders[key] = SecondEmbedder(Embedder(name))
+        _second_embedders[key] = SecondEmbedder(Embedder(name, encoder=encoder))
     return _second_embedders[key]
 
 

@@ -65,6 +65,11 @@ SecondEmbeddingOpt = typer.Option(
     "--second-embedding-model",
     help=f"A second sentence-transformers model (a local folder or a cached name) for a second dense view fused beside the first: its settings (second_semantic_top_k, second_semantic_weight) join the action space only with one [default: none; {RUNS_OWN}].",
 )
+EncoderOpt = typer.Option(
+    None,
+    "--encoder",
+    help=f"What runs the embedding models: torch, onnx (an fp32 ONNX export of the same model, made once and cached) or onnx-int8 [default: $EVOLVEMEM_ENCODER, else onnx when onnxruntime is installed, else torch; {RUNS_OWN}].",
+)
 NoCacheOpt = typer.Option(False, "--no-cache", help="Do not read or write the LLM response cache.")
 QuietOpt = typer.Option(False, "--quiet", "-q", help="No progress bars.")
 JsonOpt = typer.Option(False, "--json", help="Print one JSON object to stdout (the tables go to stderr).")
@@ -150,11 +155,15 @@ class LocalModelOptions:
     embedding_model: Optional[str] = EmbeddingOpt
     rerank_model: Optional[str] = RerankOpt
     second_embedding_model: Optional[str] = SecondEmbeddingOpt
+    encoder: Optional[str] = EncoderOpt
 
     def models(self) -> LocalModels:
+        from evolvemem.contracts.local_models import default_encoder, encoder_named
         from evolvemem.session import LocalModels
 
-        return LocalModels(self.embedding_model, self.rerank_model, self.second_embedding_model)
+        default_encoder()  # a wrong EVOLVEMEM_ENCODER is refused before any directory is made
+        encoder = encoder_named(self.encoder) if self.encoder else None
+        return LocalModels(self.embedding_model, self.rerank_model, self.second_embedding_model, encoder)
 
 
 @dataclass(frozen=True)

@@ -337,6 +337,7 @@ def _header(run_dir: Path, manifest: Manifest, objective: str) -> list[tuple[str
         ("embedding model", local.embedding),
         ("rerank model", local.rerank),
         ("second embedding model", local.second_embedding),
+        ("encoder", local.encoder.value if local.encoder is not None else None),
     )
     rows += [(k, v) for k, v in named if v]
     rows += [

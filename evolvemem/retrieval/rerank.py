@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from evolvemem.errors import ConfigError
-from evolvemem.retrieval.embeddings import load_torch_model
+from evolvemem.retrieval.model_files import load_torch_model
 from evolvemem.retrieval.memo import BoundedMemo
 
 if TYPE_CHECKING:

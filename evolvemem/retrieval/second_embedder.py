@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 
 import numpy as np
 
+from evolvemem.contracts.local_models import Encoder
 from evolvemem.errors import ConfigError
 from evolvemem.retrieval.embeddings import Embedder
 
@@ -73,11 +74,11 @@ def require_second_embedder(config: RetrievalConfig, second: SecondEmbedder | No
         raise ConfigError(NO_SECOND_EMBEDDER)
 
 
-def load_second_embedder(model: str | None) -> SecondEmbedder | None:
-    """The second embedding model `model` names, loaded now so a wrong one fails before any work
-    (None: none)."""
+def load_second_embedder(model: str | None, encoder: Encoder | None = None) -> SecondEmbedder | None:
+    """The second embedding model `model` names on `encoder` (the first model's backend), loaded
+    now so a wrong one fails before any work (None: none)."""
     if not model:
         return None
-    embedder = Embedder(model)
-    _ = embedder.model  # a ConfigError in one line when it cannot be loaded
+    embedder = Embedder(model, encoder=encoder)
+    _ = embedder.encoder  # a ConfigError in one line when it cannot be loaded
     return SecondEmbedder(embedder)

@@ -3,7 +3,7 @@
 Late interaction (retrieval/late_interaction.py) compares every content word of a question with
 every token of a memory, so it needs the embedder's token outputs rather than its pooled
 sentence vector. They come from the same model (no second model to download) and are computed
-once per memory text, ever: shards under `<embedding cache>/tokens/<model-slug>/`
+once per memory text, ever: shards under `<embedding cache>/tokens/<model-slug>[@<backend>]/`
 (`<id>.keys.npy`, `<id>.lengths.npy`, `<id>.vectors.npy`, float16), each written atomically
 with the keys last, so a crash leaves no half shard.
 
@@ -64,11 +64,11 @@ class TokenVectors:
     ):
         """`query_forward` gives questions' raw token outputs (a server passes the forward pass
         that already made their sentence vectors); by default the model runs again for them."""
-        from evolvemem.retrieval.embeddings import model_slug
+        from evolvemem.retrieval.embeddings import cache_slug
 
         self._embedder = embedder
         root = cache_root if cache_root is not None else cache_dir() / "embeddings" / "tokens"
-        self.folder = Path(root) / model_slug(embedder.model_name)
+        self.folder = Path(root) / cache_slug(embedder.model_name, embedder.backend)
         self._rows: dict[bytes, np.ndarray] = {}
         self._queries: BoundedMemo[str, np.ndarray] = BoundedMemo()  # this process only
         self._query_forward = query_forward or self._forward
@@ -101,17 +101,15 @@ class TokenVectors:
             return [self._queries[t] for t in texts]
 
     def _encode_queries(self, texts: list[str]) -> list[np.ndarray]:
-        model = self._embedder.model
+        encoder = self._embedder.encoder
         outputs = self._query_forward(texts)
         stopwords = _stopwords()
-        special = set(model.tokenizer.all_special_ids)
+        special = encoder.special_ids
         out = []
         for text, vectors in zip(texts, outputs):
             with self._embedder.model_lock:  # the tokenizer is the model's: a served query may be using it
-                ids = model.tokenizer(text, truncation=True, max_length=model.max_seq_length)["input_ids"][
-                    : len(vectors)
-                ]
-                pieces = model.tokenizer.convert_ids_to_tokens(ids)
+                ids = encoder.token_ids(text)[: len(vectors)]
+                pieces = encoder.pieces(ids)
             keep = np.array([i not in special and content_piece(p, stopwords) for i, p in zip(ids, pieces)], bool)
             if not keep.any():
                 keep = np.array([i not in special for i in ids], bool)
@@ -122,16 +120,9 @@ class TokenVectors:
 
     # ------------------------------------------------------------------ model and disk
     def _forward(self, texts: list[str]) -> list[np.ndarray]:
-        model = self._embedder.model
+        encoder = self._embedder.encoder
         with self._embedder.model_lock:
-            tensors = model.encode(
-                texts,
-                output_value="token_embeddings",
-                batch_size=self._embedder.batch_size,
-                convert_to_numpy=False,
-                show_progress_bar=False,
-            )
-        return [t.detach().cpu().numpy().astype(np.float32) for t in tensors]
+            return encoder.token_outputs(texts, self._embedder.batch_size)
 
     def _memory_tokens(self, vectors: np.ndarray) -> np.ndarray:
         """Drop the first and last vector (the model's [CLS]/[SEP] or <s>/</s>) when the text had

@@ -17,8 +17,10 @@ threads that share a call spin-wait on each other when another process holds a c
 threads on one call had a p95 of 158 ms on this 2-core machine with one other core busy). In
 isolation two single-threaded workers embedded 1.6-1.9x the queries a second of one; in the server
 on this 2-core machine, with HTTP and the load generator on the same cores, searches a second did
-not change. Every worker but the first owns a deep copy, so no tokenizer or module is used by two
-threads at once; the same weights and code give the same vector whichever worker embeds a text.
+not change. Every worker but the first runs the encoder's `worker_copy()` (retrieval/encoder.py): a
+deep copy on torch, so no tokenizer or module is used by two threads at once; on ONNX the one
+session itself, which is safe to share. The same weights and code give the same vector whichever
+worker embeds a text.
 
 A worker's one forward pass also gives the queries' token outputs (late interaction's query side),
 kept briefly for the search that asked (`query_token_outputs`).
@@ -27,17 +29,18 @@ kept briefly for the search that asked (`query_token_outputs`).
 from __future__ import annotations
 
 import contextlib
-import copy
 import os
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future
-from typing import Any, Iterable, Iterator, Protocol, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
 from evolvemem.contracts.memory import content_hash
-from evolvemem.retrieval.embeddings import Embedder, torch_threads
+from evolvemem.retrieval.embeddings import Embedder
+from evolvemem.retrieval.encoder import SentenceEncoder
+from evolvemem.retrieval.model_files import torch_threads
 from evolvemem.retrieval.memo import BoundedMemo
 from evolvemem.retrieval.token_vectors import TokenVectors
 
@@ -47,29 +50,6 @@ MAX_QUERY_WORKERS = 4
 QUERY_CACHE = 20_000  # query vectors kept in memory (~30 MB at 384 dimensions), least recently used dropped
 
 
-class SentenceModel(Protocol):
-    """What a query worker calls: sentence-transformers' `encode`."""
-
-    def encode(self, sentences: list[str], **options: object) -> Any: ...
-
-
-def sentence_and_token_outputs(model: SentenceModel, texts: list[str]) -> tuple[np.ndarray, list[np.ndarray]]:
-    """One forward pass of `texts`: their unit sentence vectors, equal bit for bit to
-    `encode(..., normalize_embeddings=True)` (the same normalisation of the same batch tensor),
-    and their token outputs cut at the last attended position, as `encode(output_value=
-    "token_embeddings")` cuts them. Late interaction needs both; asking twice ran the model twice."""
-    import torch
-
-    items = model.encode(texts, batch_size=MAX_QUERY_BATCH, output_value=None, show_progress_bar=False)
-    pooled = torch.nn.functional.normalize(torch.stack([item["sentence_embedding"] for item in items]), p=2, dim=1)
-    tokens = []
-    for item in items:
-        attended = torch.nonzero(item["attention_mask"]).flatten()
-        last = int(attended[-1]) if len(attended) else 0
-        tokens.append(item["token_embeddings"][: last + 1].detach().cpu().numpy().astype(np.float32))
-    return pooled.cpu().numpy().astype(np.float32, copy=False), tokens
-
-
 class ServingEmbedder:
     """`encode` as the index and the retriever call it; see the module docstring."""
 
@@ -77,6 +57,7 @@ class ServingEmbedder:
         self.inner = inner
         self.workers = workers if workers is not None else query_workers()
         self.model_name = inner.model_name
+        self.vectors_key = inner.vectors_key  # the served store's key of these vectors
         self._local = threading.local()
         self._pending: list[tuple[str, Future[np.ndarray]]] = []  # a query and its sentence vector to come
         self._pending_lock = threading.Condition()
@@ -185,22 +166,22 @@ class ServingEmbedder:
 
     def _start_workers(self) -> None:
         """Worker 0 on the shared model under its lock; each other worker on its own deep copy."""
-        shared, lock = self.inner.model, self.inner.model_lock
+        shared, lock = self.inner.encoder, self.inner.model_lock
         for number in range(self.workers):
-            model: SentenceModel
+            model: SentenceEncoder
             guard: contextlib.AbstractContextManager[object]
             if number == 0:
                 model, guard = shared, lock
             else:
                 with lock:  # no other thread is inside the model or its tokenizer while it is copied
-                    model, guard = copy.deepcopy(shared), contextlib.nullcontext()
+                    model, guard = shared.worker_copy(), contextlib.nullcontext()
             worker = threading.Thread(
                 target=self._run, args=(model, guard), name=f"evolvemem-query-embedder-{number}", daemon=True
             )
             worker.start()
             self._workers.append(worker)
 
-    def _run(self, model: SentenceModel, guard: contextlib.AbstractContextManager[object]) -> None:
+    def _run(self, model: SentenceEncoder, guard: contextlib.AbstractContextManager[object]) -> None:
         """Take every pending query (up to MAX_QUERY_BATCH) and embed them in one call, until closed."""
         while True:
             with self._pending_lock:
@@ -212,7 +193,7 @@ class ServingEmbedder:
             texts = list(dict.fromkeys(t for t, _ in batch))
             try:
                 with guard:
-                    sentence, tokens = sentence_and_token_outputs(model, texts)
+                    sentence, tokens = model.sentences_and_tokens(texts, MAX_QUERY_BATCH)
                 by_text = dict(zip(texts, sentence))
                 with self._recent_lock:
                     self._token_outputs.update(zip(texts, tokens))
@@ -235,7 +216,7 @@ class ServingEmbedder:
 
 
 def query_workers() -> int:
-    """Query-embedding workers: one per core torch leaves free (torch_threads() threads a call),
+    """Query-embedding workers: one per core a call leaves free (torch_threads() threads a call),
     at most MAX_QUERY_WORKERS; 2 on the 2-core development machine."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     threads = torch_threads() or cores

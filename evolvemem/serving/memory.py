@@ -172,9 +172,10 @@ class Memory(Closing):
         opened = MemoryStore(store)
         try:
             local = local_models.or_else(loaded.local_models)
-            embedder = ServingEmbedder(Embedder(local.embedding or DEFAULT_EMBEDDING_MODEL))
+            encoder = local.resolved_encoder()
+            embedder = ServingEmbedder(Embedder(local.embedding or DEFAULT_EMBEDDING_MODEL, encoder=encoder))
             reranker = load_reranker(local.rerank)
-            second = load_second_embedder(local.second_embedding)
+            second = load_second_embedder(local.second_embedding, encoder)
             require_stage_models(loaded.config, reranker, second)
             if second is not None:  # queries batched by one worker, kept out of the disk cache
                 second = SecondEmbedder(second.embedder, ServingEmbedder(second.embedder))
@@ -284,7 +285,7 @@ class Memory(Closing):
         conversation = build_conversation(user, turns)
         units, keys = self.store.units(namespace, user)
         extractor_key = self._extractor_key(conversation)
-        model = self.embedder.model_name
+        model = self.embedder.vectors_key
         if keys != {extractor_key}:  # rules, model or speakers changed since: extract again
             units = self._extract(conversation, None)
             vectors = self.store.vectors(model, (u.content_hash for u in units))
@@ -331,7 +332,7 @@ class Memory(Closing):
             else:
                 units = self._extract(conversation, None)
                 known = old.vectors if old else {}
-            model = self.embedder.model_name
+            model = self.embedder.vectors_key
             missing = {u.content_hash for u in units} - set(known)
             known = {**known, **self.store.vectors(model, missing)}
             ws = self._workspace(conversation, units, known)
@@ -395,7 +396,7 @@ class Memory(Closing):
                 sorted(gone),
                 units,
                 new_state.extractor_key,
-                self.embedder.model_name,
+                self.embedder.vectors_key,
                 new_state.vectors,
             )
             self._states[key] = new_state

@@ -103,10 +103,13 @@ def open_workspace(
     reranker = load_reranker(local_models.rerank)
     if reranker is not None:
         reporter.info(f"[dim]rerank stage: cross-encoder {local_models.rerank}[/dim]")
-    second_embedder = load_second_embedder(local_models.second_embedding)
+    encoder = local_models.resolved_encoder()
+    second_embedder = load_second_embedder(local_models.second_embedding, encoder)
     if second_embedder is not None:
         reporter.info(f"[dim]second dense view: embedding model {local_models.second_embedding}[/dim]")
-    workspace = Workspace(dataset, roles, local_models.embedding, reranker=reranker, second_embedder=second_embedder)
+    workspace = Workspace(
+        dataset, roles, local_models.embedding, reranker=reranker, second_embedder=second_embedder, encoder=encoder
+    )
     with reporter.progress() as bars:
         stats = workspace.build(progress=bars.stage)
     reporter.info(

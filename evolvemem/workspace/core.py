@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, TypeVar
 
 from evolvemem.mechanisms import candidate_sources
-from evolvemem.contracts.local_models import LocalModels
+from evolvemem.contracts.local_models import Encoder, LocalModels
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.contracts.usage import Usage
 from evolvemem.data.models import Conversation, Dataset, Question
@@ -64,10 +64,12 @@ class Workspace:
         embedder: Embedder | None = None,
         reranker: CrossEncoderReranker | None = None,
         second_embedder: SecondEmbedder | None = None,
+        encoder: Encoder | None = None,
     ) -> None:
+        """`encoder`: the backend of the embedding model when `embedder` is not given."""
         self.dataset = dataset
         self.roles = roles
-        self.embedder = embedder or Embedder(embedding_model or DEFAULT_EMBEDDING_MODEL)
+        self.embedder = embedder or Embedder(embedding_model or DEFAULT_EMBEDDING_MODEL, encoder=encoder)
         self.reranker = reranker  # the cross-encoder of the rerank stage, if the user gave one
         self.second_embedder = second_embedder  # the model of the second dense view, if the user gave one
         self.memories: dict[str, list[MemoryUnit]] = {}
@@ -86,6 +88,7 @@ class Workspace:
             self.embedder.model_name,
             self.reranker.model_name if self.reranker is not None else None,
             self.second_embedder.model_name if self.second_embedder is not None else None,
+            self.embedder.backend,
         )
 
     def build(self, progress: ProgressFn | None = None) -> SetupStats:

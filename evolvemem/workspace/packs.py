@@ -43,7 +43,7 @@ def pack_conversation(ws: Workspace, conversation_id: str) -> ConversationPack:
                 conversation_id,
                 ws.memory_version(conversation_id),
                 sorted(stores),
-                ws.embedder.model_name,
+                ws.embedder.vectors_key,
                 [(q.question_id, q.question_type) for q in dataset.questions],
             )
         ).encode()
