@@ -15,7 +15,7 @@ from evolvemem.cli.ui import UI, JsonResult, fmt, report_failures, report_oversi
 from evolvemem.errors import EvolveMemError
 from evolvemem.loop.guard import kept_text, next_step_text
 from evolvemem.loop.ladder import rung_text
-from evolvemem.loop.spec import GuardSettings, RunSpec, objective_label, objective_metric
+from evolvemem.loop.spec import GuardSettings, RunSpec, objective_label, objective_metric, parse_budgets
 
 if TYPE_CHECKING:
     from evolvemem.cli.options import RunOptions
@@ -377,7 +377,8 @@ def new_run_spec(ui: UI, o: RunOptions, local_models: LocalModels) -> tuple[RunS
         candidates=o.candidates,
         context_reuse=not o.no_context_reuse,
         # an --init RUN config carries the budget its run measured it at: the new run goes on at it
-        token_budget=o.context_tokens if o.context_tokens is not None else init_config.budget.tokens,
+        token_budget=o.context_tokens if o.context_tokens is not None or o.budgets else init_config.budget.tokens,
+        budgets=parse_budgets(o.budgets),
         evidence_rung=not o.no_evidence_rung,
     )
     return spec, init_config

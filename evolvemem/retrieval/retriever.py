@@ -316,9 +316,26 @@ class Retriever:
     # ------------------------------------------------------------------------ retrieval
     def retrieve(self, question: Question, config: RetrievalConfig) -> RetrievalResult:
         """The ranked context for `question` under its effective `config`."""
+        return self.retrieve_cuts(question, [config])[0]
+
+    def retrieve_cuts(self, question: Question, configs: Sequence[RetrievalConfig]) -> list[RetrievalResult]:
+        """One ranking of `question`, cut at each config's token limit: `configs` differ only in
+        the budget they carry and share one ranking depth (`ranking_limit`), so each result is
+        the one `retrieve` gives under that config alone, for the cost of one ranking."""
+        first = configs[0]
+        if any(c.ranking_limit != first.ranking_limit for c in configs):
+            raise ConfigError("configs cut from one ranking share its depth (TokenBudget.ranked_at)")
         state = self.index.state
         if not state.memories:
-            return RetrievalResult((), ())
+            return [RetrievalResult((), ()) for _ in configs]
+        rows, final, views, sub_queries, cost = self._rank(state, question, first)
+        return [self._assemble(state, rows, final, views, c, sub_queries, cost) for c in configs]
+
+    def _rank(
+        self, state: IndexState, question: Question, config: RetrievalConfig
+    ) -> tuple[np.ndarray, np.ndarray, list[ViewHits], tuple[str, ...], Usage]:
+        """Every view, fused and reordered: the ranked rows, their final scores, the views, the
+        sub-queries and what they cost."""
         text = question.text
         info = self._analyse(text)
         swap = bool(config.enable_entity_swap and info.stripped and info.stripped != text)
@@ -384,7 +401,7 @@ class Retriever:
         rows, final = rows[order], final[order]
         if config.rerank_top_k > 0 and len(rows):
             rows, final, views = self._rerank(state, text, rows, final, views, config)
-        return self._assemble(state, rows, final, views, config, sub_queries, cost)
+        return rows, final, views, sub_queries, cost
 
     def _swap_views(self, state: IndexState, stripped: str, config: RetrievalConfig) -> list[ViewHits]:
         """Entity swap: the question without its person names, as a semantic and a keyword view."""
@@ -432,7 +449,7 @@ class Retriever:
         """A view's candidate count: its top-k, and with a token budget at least as many as it
         takes to fill the budget with the conversation's shortest memories — so no view size
         binds below the budget (a view's top-k still deepens it)."""
-        budget = config.token_limit
+        budget = config.ranking_limit
         floor = -(-budget // max(extras.min_tokens, 1)) if budget else 0
         return lambda k: max(k, floor)
 
