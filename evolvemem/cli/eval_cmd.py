@@ -52,6 +52,7 @@ def run_eval(
     context_tokens: int | None = None,
     context: ContextMode = ContextMode.RETRIEVED,
     metric: str = "f1",
+    budget: int | None = None,
 ) -> JsonResult:
     """Score one config; with `baseline` (label, config) the same questions again with it, and the
     paired difference (evolve transfer: the evolved config against the run's start on the target).
@@ -60,7 +61,8 @@ def run_eval(
     from evolvemem.session.setup import check_metric
 
     chosen_metric = check_metric(metric, settings)  # before any work: --metric judge needs its model
-    config = resolve_config(ui, config_name)  # a run directory's best config carries the run's budget
+    # a run directory's best config carries the run's budget (`budget`: its point at that budget)
+    config = resolve_config(ui, config_name, budget)
     if context_tokens is not None:
         config = config.with_budget(TokenBudget(context_tokens))
     run_dir = Path(out) if out else default_run_dir(kind, benchmark)

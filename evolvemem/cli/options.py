@@ -81,6 +81,12 @@ RayAddressOpt = typer.Option(
 StoreOpt = typer.Option(
     ..., "--store", "-s", help="The memory store file (DuckDB; created if missing; one writer at a time)."
 )
+BudgetOpt = typer.Option(
+    None,
+    "--budget",
+    min=1,
+    help="With --config RUN: the run's point at this token budget (a --budgets run's best_config.<budget>.toml, its own budget for a one-budget run); another budget is an error naming the run's budgets.",
+)
 ServeConfigOpt = typer.Option(
     "default",
     "--config",

@@ -12,10 +12,13 @@ here is read back from the run store, so `evolve show --frontier` and a resumed 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from evolvemem.contracts.vocab import Phase, budget_phase
+from evolvemem.errors import ConfigError
 from evolvemem.loop.paired import Comparison, accept, compare
+from evolvemem.loop.snapshots import frontier_config_name
 from evolvemem.loop.spec import RunSpec
 from evolvemem.store.rows import RoundSummary
 from evolvemem.store.run_store import RunStore
@@ -139,3 +142,30 @@ def test_groups(points: list[FrontierPoint]) -> dict[int, list[int]]:
     for point in points:
         groups.setdefault(point.best_round, []).append(point.tokens)
     return groups
+
+
+def run_budgets(run_dir: Path) -> list[int]:
+    """The token budgets a run measured its configs at: a frontier run's list, a one-budget run's
+    budget, or none."""
+    with RunStore(run_dir, read_only=True) as store:
+        spec = store.manifest().get("spec")
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{run_dir}: not an evolve run (no spec in its manifest)")
+    budgets = spec.get("budgets") or []
+    tokens = spec.get("token_budget")
+    return [int(b) for b in budgets] if budgets else ([tokens] if isinstance(tokens, int) else [])
+
+
+def point_config_file(run_dir: str | Path, tokens: int) -> Path:
+    """The exported best config of a run at `tokens` (`--config RUN --budget N`): a frontier run's
+    `best_config.<N>.toml`, a one-budget run's own file at its budget; any other budget is one
+    error naming the run's budgets."""
+    run_dir = Path(run_dir)
+    budgets = run_budgets(run_dir)
+    if tokens not in budgets:
+        have = ", ".join(map(str, budgets)) if budgets else "none (it ran without a token budget)"
+        raise ConfigError(f"{run_dir} has no point at {tokens} tokens; its budgets: {have}")
+    path = run_dir / (frontier_config_name(tokens) if len(budgets) > 1 else "best_config.toml")
+    if not path.is_file():
+        raise ConfigError(f"{run_dir}: no {path.name} (is the run finished?)")
+    return path
