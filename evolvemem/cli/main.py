@@ -352,11 +352,24 @@ def runs_command(
 
 @app.command()
 @user_errors
-def show(run_dir: str = typer.Argument(..., metavar="RUN"), json_out: bool = JsonOpt) -> None:
+def show(
+    run_dir: str = typer.Argument(..., metavar="RUN"),
+    frontier: bool = typer.Option(
+        False,
+        "--frontier",
+        help="A --budgets run's frontier instead: per budget its best round and config, dev and held-out recall against the start, context tokens.",
+    ),
+    json_out: bool = JsonOpt,
+) -> None:
     """Per round: dev score, per category, Δ, decision, changes, calls and tokens; dev vs test."""
     from evolvemem.cli.inspect_cmd import show_run
 
     ui = UI(json_mode=json_out)
+    if frontier:
+        from evolvemem.cli.frontier_cmd import show_frontier
+
+        ui.emit_result(show_frontier(ui, run_dir))
+        return
     ui.emit_result(show_run(ui, run_dir))
 
 
