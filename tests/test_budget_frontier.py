@@ -206,3 +206,14 @@ def test_bad_budgets_are_one_line_and_nothing_is_written(tmp_path, extra, says):
     lines = [line for line in result.output.strip().splitlines() if line.strip()]
     assert len(lines) == 1 and says in lines[0], result.output
     assert not out.exists()
+
+
+def test_the_report_draws_the_frontier(frontier_run, tmp_path):
+    result = evolve("report", str(frontier_run), "--out", str(tmp_path / "report.html"), "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert [p["tokens"] for p in out["frontier"]] == list(BUDGETS)
+    html = (tmp_path / "report.html").read_text()
+    assert 'id="frontier"' in html and 'id="frontier-chart"' in html
+    assert html.count("<tr><td>") >= len(BUDGETS) and "best_config.&lt;budget&gt;.toml" in html
+    assert out["frontier_png"] is None or Path(out["frontier_png"]).stat().st_size > 0

@@ -80,6 +80,7 @@ class FrontierPoint:
     test_recall: float | None = None
     test_start_recall: float | None = None
     test_context_tokens: float | None = None
+    start_context_tokens: float | None = None  # the start's mean context (test, else dev)
     held_out: Comparison | None = None  # test best − test start, paired
     ms: float | None = None  # retrieval ms a question, where the run recorded it
 
@@ -104,9 +105,10 @@ def frontier_points(store: RunStore, spec: RunSpec, primary_best: int) -> list[F
     points = []
     for tokens in spec.budgets:
         best = budget_best(store, spec, tokens, primary_best)
-        dev = store.round_row(best, dev_phase(spec, tokens))
+        dev, dev_start = store.round_row(best, dev_phase(spec, tokens)), store.round_row(0, dev_phase(spec, tokens))
         start_phase, best_phase = test_phases(spec, tokens)
         test_best, test_start = store.round_row(best, best_phase), store.round_row(0, start_phase)
+        start = test_start if test_start is not None and test_start.done else dev_start
         held = None
         if test_best is not None and test_best.done and test_start is not None and test_start.done:
             held = compare(
@@ -124,11 +126,12 @@ def frontier_points(store: RunStore, spec: RunSpec, primary_best: int) -> list[F
                 best,
                 dev.config_fingerprint if dev is not None else None,
                 _recall(dev),
-                _recall(store.round_row(0, dev_phase(spec, tokens))),
+                _recall(dev_start),
                 dev.context_tokens if dev is not None else None,
                 _recall(test_best),
                 _recall(test_start),
                 test_best.context_tokens if test_best is not None else None,
+                start.context_tokens if start is not None else None,
                 held,
                 _ms(dev),
             )
