@@ -217,3 +217,28 @@ def test_the_report_draws_the_frontier(frontier_run, tmp_path):
     assert 'id="frontier"' in html and 'id="frontier-chart"' in html
     assert html.count("<tr><td>") >= len(BUDGETS) and "best_config.&lt;budget&gt;.toml" in html
     assert out["frontier_png"] is None or Path(out["frontier_png"]).stat().st_size > 0
+
+
+def test_a_half_finished_frontier_round_resumes_without_asking_twice(frontier_run, tmp_path):
+    import shutil
+
+    import duckdb
+
+    run = tmp_path / "run"
+    shutil.copytree(frontier_run, run)
+    before = {p: contexts(run, 1, p) for p in ("dev", "dev@120", "dev@240")}
+    ids = sorted(before["dev"])
+    con = duckdb.connect(str(run / "run.duckdb"))
+    # killed mid-round: the primary phase lost some questions, one cut others, one cut none
+    con.execute("DELETE FROM question_records WHERE round = 1 AND phase = 'dev' AND question_id IN (?, ?)", ids[:2])
+    con.execute(
+        "DELETE FROM question_records WHERE round = 1 AND phase = 'dev@120' AND question_id IN (?, ?)", ids[2:4]
+    )
+    con.execute("UPDATE rounds SET status = 'running' WHERE round = 1 AND phase IN ('dev', 'dev@120', 'dev@240')")
+    con.close()
+    result = evolve("run", "--resume", str(run), "--quiet")
+    assert result.exit_code == 0, result.output
+    for phase, was in before.items():
+        rows = query(run, "SELECT question_id FROM question_records WHERE round = 1 AND phase = ?", [phase])
+        assert len(rows) == len(was), f"{phase}: a question recorded twice or lost"
+        assert contexts(run, 1, phase) == was
