@@ -115,9 +115,11 @@ def frontier_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     budgets = ",".join(map(str, BUDGETS))
     result = evolve(
         "run", "--benchmark", "synth", "--rounds", "2", "--objective", "evidence",
-        "--budgets", budgets, "--out", str(run), "--quiet",
+        "--budgets", budgets, "--out", str(run), "--quiet", "--json",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout.strip().splitlines()[-1])
+    assert [p["tokens"] for p in printed["frontier"]] == list(BUDGETS)
     return run
 
 
