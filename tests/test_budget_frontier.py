@@ -44,7 +44,18 @@ def evolved(preset: str) -> RetrievalConfig:
 
 
 def by_question(records: list[QuestionRecord]) -> dict[str, tuple[object, ...]]:
-    return {r.question_id: (r.context_ids, r.cut_ids, r.evidence_recall, r.context_tokens) for r in records}
+    return {
+        r.question_id: (
+            r.context_ids,
+            r.context_views,
+            r.cut_ids,
+            r.evidence_recall,
+            r.evidence_covered,
+            r.evidence_retrieved,
+            r.context_tokens,
+        )
+        for r in records
+    }
 
 
 @pytest.mark.parametrize("preset", ["default", "hybrid"])

@@ -64,11 +64,14 @@ def record_of(
     round_no: int,
     phase: str,
     latency_ms: float,
+    same_ranking: QuestionRecord | None = None,
 ) -> QuestionRecord:
-    """The contexts-only record of one built first context."""
+    """The contexts-only record of one built first context. `same_ranking`: a record of another
+    cut of the same ranking, whose recall of the store and of the whole ranking this one shares
+    (the costly figures: they read every memory), so they are copied, not counted again."""
     store, retrieval = first.store, first.retrieval
     context = [item.memory for item in retrieval.items]
-    ranked = [*context, *(item.memory for item in retrieval.cut)]
+    ranked = [] if same_ranking else [*context, *(item.memory for item in retrieval.cut)]
     record = replace(
         unanswered_record(question, round_no, phase),
         context_ids=tuple(m.memory_id for m in context),
@@ -79,16 +82,23 @@ def record_of(
         route="rules",
         context_tokens=context_tokens(context),
     )
-    return with_evidence_and_cost(
+    record = with_evidence_and_cost(
         record,
         ws,
         question,
         in_context=[m.source_turn_ids for m in context],
-        covered=ws.covered(question.conversation_id, store),
+        covered=() if same_ranking else ws.covered(question.conversation_id, store),
         ranked=[m.source_turn_ids for m in ranked],
         fingerprint=fingerprint,
         latency_ms=latency_ms,
         cost=retrieval.cost,
+    )
+    if same_ranking is None:
+        return record
+    return replace(
+        record,
+        evidence_covered=same_ranking.evidence_covered,
+        evidence_retrieved=same_ranking.evidence_retrieved,
     )
 
 
@@ -117,9 +127,10 @@ def evaluate_contexts(
         configs = [effective, *(effective.with_budget(budget) for _, budget in cuts)]
         firsts = first_contexts(ws, question, configs, RULES)
         ms = (time.perf_counter() - started) * 1000  # the one ranking and all its cuts
+        primary = record_of(ws, question, firsts[0], fingerprint, round_no, phase, ms)
         for (cut_phase, _), first in zip(cuts, firsts[1:]):
-            cut_stream.add(record_of(ws, question, first, fingerprint, round_no, cut_phase, ms))
-        return record_of(ws, question, firsts[0], fingerprint, round_no, phase, ms)
+            cut_stream.add(record_of(ws, question, first, fingerprint, round_no, cut_phase, ms, primary))
+        return primary
 
     try:
         return evaluate_each(ws, config, questions, contexts, stream, round_no=round_no, phase=phase)

@@ -329,7 +329,8 @@ class Retriever:
         if not state.memories:
             return [RetrievalResult((), ()) for _ in configs]
         rows, final, views, sub_queries, cost = self._rank(state, question, first)
-        return [self._assemble(state, rows, final, views, c, sub_queries, cost) for c in configs]
+        items = self._items(state, rows, final, views)  # labelled once, cut at each budget
+        return [self._cut(state, items, c, sub_queries, cost) for c in configs]
 
     def _rank(
         self, state: IndexState, question: Question, config: RetrievalConfig
@@ -637,16 +638,11 @@ class Retriever:
         ordered: list[int] = ids[order].tolist()
         return ordered
 
-    def _assemble(
-        self,
-        state: IndexState,
-        rows: np.ndarray,
-        scores: np.ndarray,
-        views: Sequence[ViewHits],
-        config: RetrievalConfig,
-        sub_queries: tuple[str, ...],
-        cost: Usage,
-    ) -> RetrievalResult:
+    @staticmethod
+    def _items(
+        state: IndexState, rows: np.ndarray, scores: np.ndarray, views: Sequence[ViewHits]
+    ) -> list[RetrievedItem]:
+        """The ranked rows as items, each labelled with its rank in every view that holds it."""
         row_list = rows.tolist()
         labels: dict[int, dict[str, int]] = {row: {} for row in row_list}
         for view in views:  # one pass over each view (labels in view order, as the views came)
@@ -655,10 +651,20 @@ class Retriever:
                 if of_row is not None:
                     of_row[label] = rank
         memories = state.memories
-        items = [
+        return [
             RetrievedItem(memories[row], score, rank, labels[row])
             for rank, (row, score) in enumerate(zip(row_list, scores.tolist()), start=1)
         ]
+
+    @staticmethod
+    def _cut(
+        state: IndexState,
+        items: list[RetrievedItem],
+        config: RetrievalConfig,
+        sub_queries: tuple[str, ...],
+        cost: Usage,
+    ) -> RetrievalResult:
+        """The context `config` takes of the ranked `items` (its token limit, its order)."""
         keep = within_budget(items, config.max_context, config.token_limit)
         context, cut = items[:keep], items[keep:]
         if config.context_order == "chronological":
