@@ -255,3 +255,26 @@ def test_a_half_finished_frontier_round_resumes_without_asking_twice(frontier_ru
         rows = query(run, "SELECT question_id FROM question_records WHERE round = 1 AND phase = ?", [phase])
         assert len(rows) == len(was), f"{phase}: a question recorded twice or lost"
         assert contexts(run, 1, phase) == was
+
+
+def test_a_served_point_hands_the_contexts_its_run_measured(frontier_run, tmp_path):
+    from evolvemem import Memory
+    from evolvemem.data.split import split_dataset
+    from tests.test_memory_api import add_turn_by_turn
+
+    shown = evolve("show", str(frontier_run), "--frontier", "--json")
+    points = {p["tokens"]: p for p in json.loads(shown.stdout.strip().splitlines()[-1])["points"]}
+    b = BUDGETS[-1]
+    measured = contexts(frontier_run, points[b]["best_round"], f"test_best@{b}")
+    test = split_dataset(load_benchmark("synth", None), "test")
+    with Memory.open(tmp_path / "memory.duckdb", frontier_run, budget=b) as memory:
+        assert memory.config.budget.tokens == b and str(b) in memory.config_source
+        for conversation in test.conversations.values():
+            add_turn_by_turn(memory, conversation)
+        served = {
+            q.question_id: list(memory.context(q.conversation_id, q.text, question_type=q.question_type).memory_ids)
+            for q in test.questions
+        }
+    assert served == measured
+    with pytest.raises(ConfigError, match="its budgets: 60, 120, 240"):
+        Memory.open(tmp_path / "other.duckdb", frontier_run, budget=1)
