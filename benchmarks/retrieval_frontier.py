@@ -2,7 +2,7 @@
 
     python benchmarks/retrieval_frontier.py [--data PATH] [--split test]
         [--config LABEL=PRESET|TOML|RUN_DIR ...] [--evolved BUDGET=RUN_DIR ...]
-        [--second-embedding-model PATH_OR_NAME] [--encoder torch|onnx|onnx-int8]
+        [--frontier-run RUN_DIR] [--second-embedding-model PATH_OR_NAME] [--encoder torch|onnx|onnx-int8]
 
 On the split's answerable questions with gold evidence (LoCoMo categories 1-4), every system's
 context is built by the evaluation path itself (`answering/contexts.py`, the same code `evolve eval
@@ -17,6 +17,10 @@ Systems: raw-turn BM25, raw-turn dense, the `hybrid` preset (BM25 + dense, RRF k
 the budget), an independent plain hybrid written here in a few lines on the turns' bare text (a
 check on our own), `default`, every `--config`, and with `--evolved 1500=runs/x` the best config
 of a run evolved at that budget (scored at that budget; its row shows the other budgets too).
+With `--frontier-run RUN_DIR` (an `evolve run --budgets` run) the row `frontier run` scores, at each
+budget, that run's point there (`best_config.<budget>.toml`, ranked as the run ranked it; a budget
+the run did not score takes its primary config), and a last table sets each budget's point beside
+the separate `--evolved` run at that budget: both recalls and the paired difference.
 With `--second-embedding-model`, configs may use the second dense view (`second_semantic_top_k`).
 """
 
@@ -81,6 +85,7 @@ def main() -> None:
     parser.add_argument("--split", default="test", choices=("dev", "test", "all"))
     parser.add_argument("--config", action="append", default=[], metavar="LABEL=CONFIG")
     parser.add_argument("--evolved", action="append", default=[], metavar="BUDGET=RUN_DIR")
+    parser.add_argument("--frontier-run", type=Path, help="an evolve run --budgets directory: its point at each budget")
     parser.add_argument("--second-embedding-model", help="a second sentence-transformers model for configs that use it")
     parser.add_argument(
         "--encoder", choices=("torch", "onnx", "onnx-int8"), help="the embedding backend (default: evolve's own)"
@@ -108,24 +113,31 @@ def main() -> None:
         f"workspace {time.perf_counter() - started:.1f} s; encoder {ws.embedder.backend.value}"
     )
 
+    def each(config: Any) -> dict[int, Any]:  # a config scored at every budget, ranked as for it
+        return {b: config.with_budget(TokenBudget(b)) for b in BUDGETS}
+
     hybrid = load_config("hybrid")[0]
-    systems: dict[str, tuple[Any, tuple[int, ...]]] = {
-        "raw-turn BM25": (hybrid.with_changes({"semantic_top_k": 0})[0], BUDGETS),
-        "raw-turn dense": (hybrid.with_changes({"keyword_top_k": 0})[0], BUDGETS),
-        "hybrid": (hybrid, BUDGETS),
-        "default": (load_config("default")[0], BUDGETS),
+    systems: dict[str, tuple[Any, dict[int, Any]]] = {
+        "raw-turn BM25": (hybrid.with_changes({"semantic_top_k": 0})[0], {}),
+        "raw-turn dense": (hybrid.with_changes({"keyword_top_k": 0})[0], {}),
+        "hybrid": (hybrid, {}),
+        "default": (load_config("default")[0], {}),
     }
     for item in args.config:
         label, _, source = item.partition("=")
-        systems[label] = (load_config(source)[0], BUDGETS)
+        systems[label] = (load_config(source)[0], {})
     for item in args.evolved:
         budget, _, run_dir = item.partition("=")
-        systems[f"evolved@{budget}"] = (load_config(str(Path(run_dir) / "best_config.toml"))[0], BUDGETS)
+        systems[f"evolved@{budget}"] = (load_config(str(Path(run_dir) / "best_config.toml"))[0], {})
+    systems = {label: (config, at or each(config)) for label, (config, at) in systems.items()}
+    if args.frontier_run:
+        systems["frontier run"] = frontier_system(args.frontier_run, each)
 
     from evolvemem.answering.stores import stores_needed
 
     turns_of: dict[str, tuple[str, ...]] = {}
-    for config, _ in systems.values():
+    for _, at in systems.values():
+        config = at[BUDGETS[0]]
         ws.ensure_stores(stores_needed(config))
         for conv_id in dataset.conversations:
             for store in {"fact", *stores_needed(config)}:
@@ -133,7 +145,7 @@ def main() -> None:
 
     records: dict[tuple[str, int], list[Any]] = {}
     rows = []
-    for label, (config, budgets) in systems.items():
+    for label, (config, at) in systems.items():
         prep = time.perf_counter()
         ws.prepare(questions, config)
         prep_ms = (time.perf_counter() - prep) * 1000 / len(questions)
@@ -154,8 +166,9 @@ def main() -> None:
             )
             for k in RANKS
         }
-        for budget in budgets:
-            records[(label, budget)] = evaluate_contexts(ws, config.with_budget(TokenBudget(budget)), questions).records
+        for budget, scored in at.items():
+            ws.prepare(questions, scored)
+            records[(label, budget)] = evaluate_contexts(ws, scored, questions).records
         rows.append((label, at_k, prep_ms, deep_ms))
 
     plain = {b: plain_hybrid(ws, questions, b) for b in BUDGETS}
@@ -223,6 +236,44 @@ def main() -> None:
             print(
                 f"    {label:26s} " + " ".join(f"{names.get(c, c)[:10]}: {d:+.3f}" for c, d in zip(categories, diffs))
             )
+    if args.frontier_run:
+        frontier_beside_runs(records)
+
+
+def frontier_system(run_dir: Path, each: Any) -> tuple[Any, dict[int, Any]]:
+    """A `--budgets` run as one system: at each budget its point there (its exported file, which
+    carries the budget and the ranking depth), else its primary config at that budget."""
+    from evolvemem.loop.frontier import point_config_file, run_budgets
+    from evolvemem.space.config import load_config
+
+    primary = load_config(str(run_dir / "best_config.toml"))[0]
+    have = set(run_budgets(run_dir))
+    at = each(primary)
+    at.update({b: load_config(str(point_config_file(run_dir, b)))[0] for b in BUDGETS if b in have})
+    missing = [b for b in BUDGETS if b not in have]
+    print(f"frontier run {run_dir}: budgets {sorted(have)}" + (f"; at {missing} its primary config" if missing else ""))
+    return primary, at
+
+
+def frontier_beside_runs(records: dict[tuple[str, int], list[Any]]) -> None:
+    """Each budget's point of the frontier run beside the separate run evolved at that budget."""
+    import numpy as np
+
+    from evolvemem.loop.paired import compare
+
+    print("\nfrontier run − separate run at each budget (answerable, 95% interval by conversation):")
+    for budget in BUDGETS:
+        single = records.get((f"evolved@{budget}", budget))
+        point = records[("frontier run", budget)]
+        mean = np.mean([r.evidence_recall for r in point])
+        if single is None:
+            print(f"  @{budget}: frontier {mean:.3f} (no --evolved {budget}=RUN given)")
+            continue
+        stat = compare(point, single, 1, 0, "evidence", metric="evidence_recall").groups["main"]
+        print(
+            f"  @{budget}: frontier {mean:.3f}  separate {np.mean([r.evidence_recall for r in single]):.3f}  "
+            f"diff {stat.diff:+.3f} [{stat.ci_low:+.3f}, {stat.ci_high:+.3f}]"
+        )
 
 
 if __name__ == "__main__":

@@ -101,5 +101,5 @@ def test_a_malformed_budget_table_is_one_clear_error(tmp_path):
     with pytest.raises(ConfigError, match=r"config.toml: a token budget must be 1 or more"):
         load_config(str(path))
     path.write_text("max_context = 8\n\n[token_budget]\ntokens = 600\nsize = 3\n")
-    with pytest.raises(ConfigError, match=r"\[token_budget\] holds one key"):
+    with pytest.raises(ConfigError, match=r"\[token_budget\] holds tokens"):
         load_config(str(path))

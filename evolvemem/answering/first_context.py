@@ -14,7 +14,7 @@ router's rules, never a model (`RULES`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 from evolvemem.answering.plugins import Router
 from evolvemem.answering.stores import base_store
@@ -61,7 +61,15 @@ def first_context(
     source: RetrieverSource, question: Question, effective: RetrievalConfig, router: Router
 ) -> FirstContext:
     """Route `question` with `router`, pick the store, and retrieve from it under `effective`."""
-    granularity, how, cost = router.route(question, effective)
-    store = store_of(granularity, effective)
-    retrieval = source.retriever(question.conversation_id, store).retrieve(question, effective)
-    return FirstContext(store, how, cost, retrieval)
+    return first_contexts(source, question, [effective], router)[0]
+
+
+def first_contexts(
+    source: RetrieverSource, question: Question, cuts: Sequence[RetrievalConfig], router: Router
+) -> list[FirstContext]:
+    """`first_context` under each of `cuts` — one effective config at several token budgets
+    (`--budgets`): routed once and ranked once, the ranking cut at each budget."""
+    granularity, how, cost = router.route(question, cuts[0])
+    store = store_of(granularity, cuts[0])
+    results = source.retriever(question.conversation_id, store).retrieve_cuts(question, cuts)
+    return [FirstContext(store, how, cost, retrieval) for retrieval in results]

@@ -52,17 +52,16 @@ def run_eval(
     context_tokens: int | None = None,
     context: ContextMode = ContextMode.RETRIEVED,
     metric: str = "f1",
+    budget: int | None = None,
 ) -> JsonResult:
     """Score one config; with `baseline` (label, config) the same questions again with it, and the
     paired difference (evolve transfer: the evolved config against the run's start on the target).
     An oracle `context` answers from the gold evidence (answering/oracle.py)."""
-    from evolvemem.session import GuardSettings, Session, resolve_config, small_transfer_warning
+    from evolvemem.session import GuardSettings, Session, small_transfer_warning
     from evolvemem.session.setup import check_metric
 
     chosen_metric = check_metric(metric, settings)  # before any work: --metric judge needs its model
-    config = resolve_config(ui, config_name)  # a run directory's best config carries the run's budget
-    if context_tokens is not None:
-        config = config.with_budget(TokenBudget(context_tokens))
+    config = _config_at_budget(ui, config_name, budget, context_tokens)
     run_dir = Path(out) if out else default_run_dir(kind, benchmark)
     with Session.open_eval(
         run_dir=run_dir,
@@ -113,6 +112,15 @@ def run_eval(
         "metric": chosen_metric.value,
         "judge": judged,
     }
+
+
+def _config_at_budget(ui: UI, config_name: str, budget: int | None, context_tokens: int | None) -> RetrievalConfig:
+    """The config to score: a run directory's best carries the run's budget (`budget`: the run's point
+    at that budget); `--context-tokens` replaces it for this command."""
+    from evolvemem.session import resolve_config
+
+    config = resolve_config(ui, config_name, budget)
+    return config if context_tokens is None else config.with_budget(TokenBudget(context_tokens))
 
 
 def _print_reader(ui: UI, context: ContextMode, skipped: int, reader: ReaderSplitCounts | None) -> None:

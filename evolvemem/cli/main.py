@@ -14,6 +14,7 @@ from evolvemem.cli.defaults import PRESETS, RUN_DEFAULTS
 from evolvemem.cli.option_groups import option_group, with_option_groups
 from evolvemem.cli.options import (
     BenchmarkOpt,
+    BudgetOpt,
     ConcurrencyOpt,
     JsonOpt,
     LabelOptions,
@@ -245,6 +246,7 @@ def eval_command(
         help="What the reader is handed: retrieved (the config's own retrieval), oracle (exactly each question's gold evidence turns, dated, in conversation order: the reader's ceiling) or oracle+distractors (those, topped up to the budget with the config's retrieved lines). Oracle modes skip questions without gold evidence turns and are never a config the loop can pick.",
     ),
     metric: str = MetricOpt,
+    budget: Optional[int] = BudgetOpt,
     json_out: bool = typer.Option(False, "--json", help="End stdout with one JSON object (overall, by_category)."),
     quiet: bool = QuietOpt,
 ) -> None:
@@ -271,6 +273,7 @@ def eval_command(
         context_tokens=context_tokens,
         context=mode,
         metric=metric,
+        budget=budget,
     )
     ui.emit_result(result)
 
@@ -349,11 +352,24 @@ def runs_command(
 
 @app.command()
 @user_errors
-def show(run_dir: str = typer.Argument(..., metavar="RUN"), json_out: bool = JsonOpt) -> None:
+def show(
+    run_dir: str = typer.Argument(..., metavar="RUN"),
+    frontier: bool = typer.Option(
+        False,
+        "--frontier",
+        help="A --budgets run's frontier instead: per budget its best round and config, dev and held-out recall against the start, context tokens.",
+    ),
+    json_out: bool = JsonOpt,
+) -> None:
     """Per round: dev score, per category, Δ, decision, changes, calls and tokens; dev vs test."""
     from evolvemem.cli.inspect_cmd import show_run
 
     ui = UI(json_mode=json_out)
+    if frontier:
+        from evolvemem.cli.frontier_cmd import show_frontier
+
+        ui.emit_result(show_frontier(ui, run_dir))
+        return
     ui.emit_result(show_run(ui, run_dir))
 
 
@@ -387,6 +403,7 @@ def transfer(
     ),
     concurrency: int = ConcurrencyOpt,
     local: LocalModelOptions = option_group(LocalModelOptions),
+    budget: Optional[int] = BudgetOpt,
     json_out: bool = JsonOpt,
     quiet: bool = QuietOpt,
 ) -> None:
@@ -396,8 +413,8 @@ def transfer(
     from evolvemem.cli.eval_cmd import run_eval
     from evolvemem.session import best_config_path, run_local_models, start_config
 
-    best = best_config_path(run_dir)
-    start = start_config(run_dir)
+    best = best_config_path(run_dir, budget)
+    start = start_config(run_dir, budget)
     ui = UI(json_mode=json_out, quiet=quiet)
     result = run_eval(
         ui,
@@ -497,6 +514,7 @@ def serve(
         help="Seconds between checks of --config for a newly evolved config, swapped in without a restart (0: never).",
     ),
     no_mcp: bool = typer.Option(False, "--no-mcp", help="Do not serve the MCP tools at /mcp."),
+    budget: Optional[int] = BudgetOpt,
 ) -> None:
     """Serve the memory over HTTP (JSON API, OpenAPI at /docs) and MCP (streamable HTTP at /mcp)."""
     from evolvemem.cli.serve_cmd import run_server
@@ -513,6 +531,7 @@ def serve(
         limits=limits,
         reload_seconds=reload_config,
         mcp=not no_mcp,
+        budget=budget,
     )
 
 
@@ -524,11 +543,12 @@ def mcp_command(
     store: str = StoreOpt,
     models: ServedModels = option_group(ServedModels),
     local: LocalModelOptions = option_group(LocalModelOptions),
+    budget: Optional[int] = BudgetOpt,
 ) -> None:
     """Serve the memory as MCP tools (remember, recall, answer, forget) over stdio."""
     from evolvemem.cli.serve_cmd import run_mcp_stdio
 
-    run_mcp_stdio(UI(), config=config, store=store, models=models, local_models=local.models())
+    run_mcp_stdio(UI(), config=config, store=store, models=models, local_models=local.models(), budget=budget)
 
 
 traces_app = typer.Typer(no_args_is_help=True, help="Traces of served searches and answers.")

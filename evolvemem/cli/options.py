@@ -86,6 +86,12 @@ RayAddressOpt = typer.Option(
 StoreOpt = typer.Option(
     ..., "--store", "-s", help="The memory store file (DuckDB; created if missing; one writer at a time)."
 )
+BudgetOpt = typer.Option(
+    None,
+    "--budget",
+    min=1,
+    help="With --config RUN: the run's point at this token budget (a --budgets run's best_config.<budget>.toml, its own budget for a one-budget run); another budget is an error naming the run's budgets.",
+)
 ServeConfigOpt = typer.Option(
     "default",
     "--config",
@@ -211,6 +217,11 @@ class RunOptions:
         None,
         "--context-tokens",
         help="Cut every answer context of every round at this many estimated tokens, so configs are compared at an equal budget; the budget travels with the configs the run hands on (best_config.toml) [default: the budget of an --init run's config; with --objective evidence the answer model's window share (4096-token window without a model); otherwise none].",
+    )
+    budgets: Optional[str] = typer.Option(
+        None,
+        "--budgets",
+        help="Several token budgets in one run, e.g. 600,1500,3000 (distinct, ascending; needs --objective evidence; instead of --context-tokens): every round ranks each question once and cuts its context at each budget; the first budget drives the loop, each keeps its own best config (best_config.<budget>.toml; evolve show --frontier).",
     )
     no_evidence_rung: bool = typer.Option(
         False,

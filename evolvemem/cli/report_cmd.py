@@ -1,4 +1,5 @@
-"""`evolve report RUN`: write `<run>/report.html` (self-contained) and `<run>/trajectory.png`."""
+"""`evolve report RUN`: write `<run>/report.html` (self-contained) and `<run>/trajectory.png` (and
+`<run>/frontier.png` for a `--budgets` run)."""
 
 from __future__ import annotations
 
@@ -36,11 +37,14 @@ def write_report(ui: UI, run: str, out: str | None = None, png: bool = True) -> 
     except OSError as exc:
         raise EvolveMemError(f"{html_path}: cannot write the report ({exc.strerror or exc})") from None
     written_png: Path | None = None
+    frontier_png: Path | None = None
     if png:
+        from evolvemem.report.frontier import FRONTIER_PNG, write_frontier_png
         from evolvemem.report.png import PngUnavailable, write_png
 
         try:
             written_png = write_png(data, png_path)
+            frontier_png = write_frontier_png(data, png_path.with_name(FRONTIER_PNG))
         except PngUnavailable as exc:
             from rich.markup import escape
 
@@ -50,10 +54,17 @@ def write_report(ui: UI, run: str, out: str | None = None, png: bool = True) -> 
     ui.info(f"report: {html_path}")
     if written_png is not None:
         ui.info(f"trajectory: {written_png}")
+    if frontier_png is not None:
+        ui.info(f"frontier: {frontier_png}")
     return {
         "run_dir": str(data.run_dir),
         "html": str(html_path),
         "png": None if written_png is None else str(written_png),
         "rounds": len(data.rounds),
         "best_round": data.best_round,
+        **(
+            {"frontier": [p.as_dict() for p in data.frontier], "frontier_png": frontier_png and str(frontier_png)}
+            if data.frontier
+            else {}
+        ),
     }

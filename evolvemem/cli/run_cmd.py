@@ -15,11 +15,12 @@ from evolvemem.cli.ui import UI, JsonResult, fmt, report_failures, report_oversi
 from evolvemem.errors import EvolveMemError
 from evolvemem.loop.guard import kept_text, next_step_text
 from evolvemem.loop.ladder import rung_text
-from evolvemem.loop.spec import GuardSettings, RunSpec, objective_label, objective_metric
+from evolvemem.loop.spec import GuardSettings, RunSpec, objective_label, objective_metric, parse_budgets
 
 if TYPE_CHECKING:
     from evolvemem.cli.options import RunOptions
     from evolvemem.contracts.records import QuestionRecord
+    from evolvemem.loop.frontier import FrontierPoint
     from evolvemem.loop.paired import Comparison
     from evolvemem.session import EvaluationCost, LocalModels, RoundOutcome, RunResult, Session
     from evolvemem.space.changes import Change
@@ -223,6 +224,10 @@ def run_loop(ui: UI, session: Session, started: float | None = None, resumed: bo
         ui.result(cost_line(result.cost))
     _print_dev_test(ui, result)
     ui.result(f"best round {result.best_round}; best config: {result.best_config_path}")
+    for point in result.frontier:  # a --budgets run: each budget's best, in one line each
+        ui.result(frontier_line(point))
+    if result.frontier:
+        ui.result(f"the frontier in full: evolve show {run_dir} --frontier")
     seconds = time.perf_counter() - started
     ui.result(
         f"total time: {duration_text(seconds)}"
@@ -247,7 +252,17 @@ def run_loop(ui: UI, session: Session, started: float | None = None, resumed: bo
         "test": result.test,
         "cost": result.cost.as_dict() if result.cost else {},
         "seconds": round(seconds, 1),
+        **({"frontier": [p.as_dict() for p in result.frontier]} if result.frontier else {}),
     }
+
+
+def frontier_line(point: FrontierPoint) -> str:
+    """One budget's best of a `--budgets` run: its round, file and held-out recall against the start."""
+    held = ""
+    if point.held_out is not None:
+        s = point.held_out.groups["main"]
+        held = f", held-out recall {fmt(point.test_start_recall)} → {fmt(point.test_recall)} ({s.diff:+.3f} [{s.ci_low:+.3f}, {s.ci_high:+.3f}])"
+    return f"at {point.tokens} tokens: round {point.best_round} (best_config.{point.tokens}.toml){held}"
 
 
 def cost_line(total: EvaluationCost | None) -> str:
@@ -378,7 +393,8 @@ def new_run_spec(ui: UI, o: RunOptions, local_models: LocalModels) -> tuple[RunS
         candidates=o.candidates,
         context_reuse=not o.no_context_reuse,
         # an --init RUN config carries the budget its run measured it at: the new run goes on at it
-        token_budget=o.context_tokens if o.context_tokens is not None else init_config.budget.tokens,
+        token_budget=o.context_tokens if o.context_tokens is not None or o.budgets else init_config.budget.tokens,
+        budgets=parse_budgets(o.budgets),
         evidence_rung=not o.no_evidence_rung,
     )
     return spec, init_config

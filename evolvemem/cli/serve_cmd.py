@@ -34,10 +34,12 @@ def _need_serve_extra() -> None:
         raise EvolveMemError(f"serving needs {', '.join(missing)}: {SERVE_EXTRA}")
 
 
-def open_memory(ui: UI, config: str, store: str, models: ServedModels, local_models: LocalModels) -> Memory:
+def open_memory(
+    ui: UI, config: str, store: str, models: ServedModels, local_models: LocalModels, budget: int | None = None
+) -> Memory:
     from evolvemem.serving.memory import Memory
 
-    memory = Memory.open(store, config, models=models.settings(), local_models=local_models)
+    memory = Memory.open(store, config, models=models.settings(), local_models=local_models, budget=budget)
     for warning in memory.config_warnings:
         ui.warn(warning)
     return memory
@@ -56,6 +58,7 @@ def run_server(
     limits: ServerLimits,
     reload_seconds: float,
     mcp: bool,
+    budget: int | None = None,
 ) -> None:
     _need_serve_extra()
     import uvicorn
@@ -66,9 +69,9 @@ def run_server(
 
     keys = keys_from(keys_file)
     check_exposure(keys, host)
-    memory = open_memory(ui, config, store, models, local_models)
+    memory = open_memory(ui, config, store, models, local_models, budget)
     try:
-        watcher = ConfigWatcher(memory, config, reload_seconds)
+        watcher = ConfigWatcher(memory, memory.config_spec or config, reload_seconds)
         app = create_app(
             memory,
             keys,
@@ -101,14 +104,16 @@ def run_server(
         memory.close()
 
 
-def run_mcp_stdio(ui: UI, *, config: str, store: str, models: ServedModels, local_models: LocalModels) -> None:
+def run_mcp_stdio(
+    ui: UI, *, config: str, store: str, models: ServedModels, local_models: LocalModels, budget: int | None = None
+) -> None:
     _need_serve_extra()
     import anyio
 
     from evolvemem.serving.mcp_stdio import serve_stdio
     from evolvemem.serving.mcp_tools import build_mcp_server
 
-    memory = open_memory(ui, config, store, models, local_models)
+    memory = open_memory(ui, config, store, models, local_models, budget)
     try:
         print(
             f"evolvemem MCP over stdio: {store}, config {memory.config_hash} ({memory.config_source})",

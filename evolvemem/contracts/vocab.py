@@ -46,6 +46,15 @@ def contexts_phase(attempt: int) -> str:
     return f"{CONTEXTS_PREFIX}{attempt}"
 
 
+BUDGET_MARK = "@"
+
+
+def budget_phase(phase: str, tokens: int) -> str:
+    """The phase of `phase`'s contexts cut at a frontier run's further budget (`--budgets`):
+    "dev@1500" beside "dev" (the primary budget), so every reader of "dev" sees one budget."""
+    return f"{phase}{BUDGET_MARK}{tokens}"
+
+
 # The phases a report or `evolve show` draws as the rounds of a run, in order of preference.
 EVALUATED_PHASES = (Phase.DEV, Phase.EVAL, Phase.TRANSFER)
 TEST_PHASES = (Phase.TEST_START, Phase.TEST_BEST)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evolvemem.loop.frontier import FrontierPoint
 from evolvemem.loop.outcome import RoundOutcome
 from evolvemem.store.costs import EvaluationCost
 
@@ -21,4 +22,5 @@ class RunResult:
     best_config_path: Path | None = None
     dev: dict[str, Any] = field(default_factory=dict)
     test: dict[str, Any] = field(default_factory=dict)
+    frontier: list[FrontierPoint] = field(default_factory=list)  # `--budgets`: each budget's best (loop/frontier.py)
     cost: EvaluationCost | None = None  # the rounds' evaluations against full evaluation (store/costs.py)

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from evolvemem.contracts.vocab import CONTEXTS_PREFIX, FINAL_DECISIONS, SCREEN_PREFIX, Decision, Phase
+from evolvemem.contracts.vocab import CONTEXTS_PREFIX, FINAL_DECISIONS, SCREEN_PREFIX, Decision, Phase, budget_phase
 from evolvemem.contracts.diagnosis import Proposal
 from evolvemem.data.models import Dataset, Question
 from evolvemem.data.split import split_dataset
@@ -25,6 +25,7 @@ from evolvemem.loop.evidence_check import flag_proposal
 from evolvemem.errors import DataError
 from evolvemem.loop.diagnosis_input import build_diagnosis_input
 from evolvemem.loop.emergence import emerge
+from evolvemem.loop.frontier import frontier_points, test_groups
 from evolvemem.loop.held_out import held_out
 from evolvemem.loop.guard import RoundScore, check_regression, decide, incumbent_of
 from evolvemem.loop.paired import Comparison, Verdict, accept, compare
@@ -34,10 +35,11 @@ from evolvemem.loop.outcome import RoundFacts, RoundOutcome, round_outcome
 from evolvemem.loop.result import RunResult
 from evolvemem.loop.ladder import LadderInputs
 from evolvemem.loop.screening import PASSED, Screener, estimated_score
-from evolvemem.loop.snapshots import write_final, write_round_snapshot
+from evolvemem.loop.snapshots import write_final, write_frontier_configs, write_round_snapshot
 from evolvemem.loop.scorer import ProgressFn, RoundJob, RoundScorer, round_progress
 from evolvemem.loop.spec import CONTEXTS_ONLY, RunSpec, objective_column, screening_enabled
 from evolvemem.space.action_space import ActionSpace
+from evolvemem.space.budget import TokenBudget
 from evolvemem.space.dimensions import Dimension
 from evolvemem.space.config import RetrievalConfig, parse_config
 from evolvemem.store.costs import round_costs, total_cost
@@ -120,7 +122,16 @@ class EvolutionRunner:
         if self.hooks.message:
             self.hooks.message(text)
 
-    def _evaluate(self, config: RetrievalConfig, questions: list[Question], round_no: int, phase: str) -> RoundSummary:
+    def _evaluate(
+        self,
+        config: RetrievalConfig,
+        questions: list[Question],
+        round_no: int,
+        phase: str,
+        cuts: tuple[tuple[str, TokenBudget], ...] = (),
+    ) -> RoundSummary:
+        """`config` on `questions` as (round, phase), read back when finished; `cuts`: the same
+        ranking also cut at a frontier run's further budgets, each its own phase."""
         row = self.store.round_row(round_no, phase)
         if row and row.done and not (row.n_failed and (round_no, phase) not in self._retried):
             return row
@@ -129,7 +140,7 @@ class EvolutionRunner:
             # again — once per process — so that every table compares evaluations of equal n
             self._retried.add((round_no, phase))
         on_record = round_progress(self.hooks.record, round_no, phase, len(questions))
-        job = RoundJob(config, questions, round_no, phase, on_record, contexts_only=self.contexts_only)
+        job = RoundJob(config, questions, round_no, phase, on_record, contexts_only=self.contexts_only, cuts=cuts)
         return self.scorer.score_round(job, self.hooks.stage)
 
     def _complete_screenings(self) -> None:
@@ -170,7 +181,7 @@ class EvolutionRunner:
             started = time.perf_counter()
             if round_no > 0 and self.screener is not None:
                 config = self._screen(self.screener, round_no, config, others, scores, seen)
-            summary = self._evaluate(config, self.dev.questions, round_no, Phase.DEV)
+            summary = self._evaluate(config, self.dev.questions, round_no, Phase.DEV, self._cuts(Phase.DEV))
             score = objective_of(summary, spec.objective)
             decision = self.store.decision(round_no)
             comparison, verdict = None, None
@@ -201,10 +212,37 @@ class EvolutionRunner:
             "start": headline(self.store.round_row(0, Phase.DEV)),
             "best": headline(self.store.round_row(best.round, Phase.DEV)),
         }
-        result.test = self._score_on_test(scores[0], best)
+        groups = test_groups(frontier_points(self.store, spec, best.round)) if spec.cuts else {}
+        result.test = self._score_on_test(scores[0], best, groups.pop(best.round, []))
+        for round_no, budgets in groups.items():
+            self._score_point_on_test(round_no, budgets)
         result.cost = total_cost(round_costs(self.store))
+        if spec.cuts:
+            result.frontier = frontier_points(self.store, spec, best.round)
         result.best_config_path = write_final(self.store.run_dir, best, scores[0], result)
+        if spec.cuts:
+            write_frontier_configs(self.store.run_dir, result.frontier, self._point_config)
         return result
+
+    def _cuts(self, phase: str, budgets: list[int] | None = None) -> tuple[tuple[str, TokenBudget], ...]:
+        """A frontier run's further budgets (or `budgets` of them) as `phase`'s cuts."""
+        wanted = self.spec.budgets[1:] if budgets is None else budgets
+        return tuple((budget_phase(phase, tokens), cut) for tokens, cut in self.spec.cuts if tokens in wanted)
+
+    def _point_config(self, round_no: int, tokens: int) -> RetrievalConfig:
+        """Round `round_no`'s config at `tokens` of the run's budgets (one ranking's cut)."""
+        row = self.store.round_row(round_no, Phase.DEV)
+        return self._config_from_json((row.config if row else None) or {}).with_budget(self.spec.budget.cut_at(tokens))
+
+    def _score_point_on_test(self, round_no: int, budgets: list[int]) -> None:
+        """The held-out test scores of a round that is the best at further `budgets` only (one
+        ranking, cut at each; the first budget's phase leads)."""
+        if not self.test.questions:
+            return
+        first, *rest = budgets
+        phase = budget_phase(Phase.TEST_BEST, first)
+        config = self._point_config(round_no, first)
+        self._evaluate(config, self.test.questions, round_no, phase, self._cuts(Phase.TEST_BEST, rest))
 
     def _screen(
         self,
@@ -520,11 +558,15 @@ class EvolutionRunner:
         for names, why in self._unusable():
             proposal.drop_fields(names, why)
 
-    def _score_on_test(self, start: RoundScore, best: RoundScore) -> dict[str, Any]:
+    def _score_on_test(self, start: RoundScore, best: RoundScore, also: list[int]) -> dict[str, Any]:
+        """The start and the best config on the test questions, paired (a frontier run: the start
+        at every budget, the best at the further budgets `also` it is best at too)."""
         if not self.test.questions:
             return {}
-        start_summary = self._evaluate(start.config, self.test.questions, 0, Phase.TEST_START)
-        best_summary = self._evaluate(best.config, self.test.questions, best.round, Phase.TEST_BEST)
+        start_cuts = self._cuts(Phase.TEST_START)
+        start_summary = self._evaluate(start.config, self.test.questions, 0, Phase.TEST_START, start_cuts)
+        best_cuts = self._cuts(Phase.TEST_BEST, also)
+        best_summary = self._evaluate(best.config, self.test.questions, best.round, Phase.TEST_BEST, best_cuts)
         held = held_out(self.store, best.round, self.spec.objective, self.spec.seed)
         return {
             "start": headline(start_summary),

@@ -10,6 +10,7 @@ from typing import Callable, Protocol
 from evolvemem.contracts.records import QuestionRecord
 from evolvemem.contracts.vocab import ContextMode
 from evolvemem.data.models import Question
+from evolvemem.space.budget import TokenBudget
 from evolvemem.space.config import RetrievalConfig
 from evolvemem.store.rows import RoundSummary
 
@@ -47,6 +48,9 @@ class RoundJob:
     on_record: RecordFn | None = None  # sees each record as it is written (progress bars)
     contexts_only: bool = False  # record each question's context and evidence figures, no answer
     context: ContextMode = ContextMode.RETRIEVED  # what the reader is handed (`evolve eval --context`)
+    # contexts-only, `--budgets`: (phase, budget) — the same ranking also cut at each further
+    # budget and recorded as that phase of the same round (answering/contexts.py)
+    cuts: tuple[tuple[str, TokenBudget], ...] = ()
 
 
 class RoundScorer(Protocol):

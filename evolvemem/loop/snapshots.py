@@ -6,13 +6,14 @@ runs/<id>/rounds/round_03/config.toml       the config that produced round 3's s
                           (the model's raw reply is kept once, in the store: diagnoses.raw_response)
                           new_dimensions/<name>.toml  a lever that emerged (written by space/emerged.py)
 runs/<id>/best_config.toml                  usable with --config and --init
+runs/<id>/best_config.<tokens>.toml         a frontier run (`--budgets`): each budget's best config
 runs/<id>/result.json                       dev and test scores for start and best"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from evolvemem.contracts.diagnosis import DiagnosisResult
 from evolvemem.paths import write_atomic
@@ -20,6 +21,7 @@ from evolvemem.space.config import RetrievalConfig, config_to_toml
 from evolvemem.store.rows import DecisionRow
 
 if TYPE_CHECKING:
+    from evolvemem.loop.frontier import FrontierPoint
     from evolvemem.loop.guard import RoundScore
     from evolvemem.loop.result import RunResult
 
@@ -76,6 +78,26 @@ def write_final(run_dir: Path, best: RoundScore, start: RoundScore, result: RunR
             "start_score": start.score,
             "dev": result.dev,
             "test": result.test,
+            **({"frontier": [point.as_dict() for point in result.frontier]} if result.frontier else {}),
         },
     )
     return path
+
+
+def frontier_config_name(tokens: int) -> str:
+    """The file a frontier run exports its best config at `tokens` to."""
+    return f"best_config.{tokens}.toml"
+
+
+def write_frontier_configs(
+    run_dir: Path, points: list[FrontierPoint], config_of: Callable[[int, int], RetrievalConfig]
+) -> None:
+    """`best_config.<tokens>.toml` for each budget of a frontier run: the budget's best round's
+    config carrying that budget (`[token_budget]`, ranked as the run ranked it)."""
+    for point in points:
+        path = Path(run_dir) / frontier_config_name(point.tokens)
+        header = (
+            f"best config of run {Path(run_dir).name} at {point.tokens} context tokens: round {point.best_round}\n"
+            f"use with: evolve eval --config {run_dir} --budget {point.tokens}"
+        )
+        write_atomic(path, config_to_toml(config_of(point.best_round, point.tokens), header=header))

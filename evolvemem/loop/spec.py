@@ -3,7 +3,7 @@ run directory."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -109,9 +109,40 @@ def manifest_budget(manifest: Mapping[str, object]) -> TokenBudget:
         tokens = spec.get("token_budget")
         if tokens is None and spec.get("objective") == CONTEXTS_ONLY:
             tokens = spec.get("context_tokens")
+        budgets = spec.get("budgets")
+        if isinstance(tokens, int) and isinstance(budgets, list) and len(budgets) > 1:
+            return TokenBudget(tokens, max(budgets))  # a frontier run ranks as for its largest budget
     else:
         tokens = manifest.get("token_budget")
     return TokenBudget(tokens if isinstance(tokens, int) else None)
+
+
+def parse_budgets(text: str | None) -> list[int]:
+    """`--budgets 600,1500,3000` as a list ([] when not given); `RunSpec` checks the values."""
+    if text is None:
+        return []
+    parts = [part.strip() for part in text.split(",")]
+    try:
+        return [int(part) for part in parts]
+    except ValueError:
+        raise EvolveMemError(f"--budgets takes whole numbers of tokens separated by commas, not {text!r}") from None
+
+
+def budgets_problem(budgets: Sequence[object], token_budget: int | None, objective: str) -> str:
+    """What is wrong with a `--budgets` list ("" when nothing): whole numbers of tokens, 1 or
+    more, distinct and ascending (the first is the primary), under the evidence objective, and
+    not beside a different `--context-tokens`."""
+    if not budgets:
+        return ""
+    if objective != CONTEXTS_ONLY:
+        return f"--budgets scores contexts only: it needs --objective {CONTEXTS_ONLY}"
+    if any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in budgets):
+        return f"--budgets are whole numbers of tokens, 1 or more: {', '.join(map(str, budgets))}"
+    if len(set(budgets)) != len(budgets) or list(budgets) != sorted(budgets):  # type: ignore[type-var]
+        return f"--budgets must be distinct and ascending: {', '.join(map(str, budgets))}"
+    if token_budget is not None and token_budget != budgets[0]:
+        return "--budgets and --context-tokens are exclusive (the first budget is the run's primary one)"
+    return ""
 
 
 def screening_enabled(fraction: float) -> bool:
@@ -173,6 +204,10 @@ class RunSpec:
     # (set when the run opens from the answer role's window share when not given). It travels with
     # every config the run hands on (space/budget.py)
     token_budget: int | None = None
+    # --budgets: the token budgets a frontier run scores every round at, ascending; the first is
+    # the primary one (`token_budget`, which drives the loop's decisions), the others are cuts of
+    # the same ranking recorded as their own phases (`budget_phase`), each keeping its best round
+    budgets: list[int] = field(default_factory=list)
     # rung 0 of the ladder: a candidate that changes the context is first compared on the evidence
     # recall of its contexts (no answer call) and stops there when significantly worse
     evidence_rung: bool = True
@@ -198,6 +233,11 @@ class RunSpec:
         problem = candidates_problem(self.candidates, self.screen_fraction, self.screen_budget, self.objective)
         if problem:
             raise EvolveMemError(problem)
+        problem = budgets_problem(self.budgets, self.token_budget, self.objective)
+        if problem:
+            raise EvolveMemError(problem)
+        if self.budgets and self.token_budget is None:
+            object.__setattr__(self, "token_budget", self.budgets[0])
         if self.token_budget is not None and self.token_budget < 1:
             raise EvolveMemError(f"--context-tokens must be 1 or more, not {self.token_budget}")
         if self.concurrency < 1:
@@ -238,8 +278,14 @@ class RunSpec:
 
     @property
     def budget(self) -> TokenBudget:
-        """The token budget every context of this run is measured at."""
-        return TokenBudget(self.token_budget)
+        """The token budget every context of this run is measured at (a frontier run: its primary
+        budget, ranked as for its largest)."""
+        return TokenBudget(self.token_budget, max(self.budgets) if len(self.budgets) > 1 else None)
+
+    @property
+    def cuts(self) -> tuple[tuple[int, TokenBudget], ...]:
+        """A frontier run's further budgets: (tokens, the primary's ranking cut there)."""
+        return tuple((b, self.budget.cut_at(b)) for b in self.budgets[1:])
 
     def as_dict(self) -> dict[str, Any]:
         """What the manifest stores: credentials in the server's URL are masked (a resume is told

@@ -16,10 +16,11 @@ from evolvemem.contracts.local_models import LocalModels
 from evolvemem.contracts.records import FAILURE_CLASSES
 from evolvemem.contracts.usage import Usage
 from evolvemem.contracts.vocab import EVALUATED_PHASES, Phase
+from evolvemem.loop.frontier import FrontierPoint, frontier_points
 from evolvemem.loop.held_out import stored_held_out
 from evolvemem.loop.outcome import RoundFacts, RoundOutcome, round_outcomes
 from evolvemem.loop.paired import Comparison, PairedStat
-from evolvemem.loop.spec import OBJECTIVE_MEANING, GuardSettings, objective_label, objective_metric
+from evolvemem.loop.spec import OBJECTIVE_MEANING, GuardSettings, RunSpec, objective_label, objective_metric
 from evolvemem.scoring.judge_summary import JudgeTally
 from evolvemem.space.action_space import ActionSpace
 from evolvemem.space.changes import Change
@@ -249,6 +250,8 @@ class ReportData:
     judge: list[tuple[int, str, JudgeTally]] = field(default_factory=list)
     judge_model: str = ""
     judge_version: str = ""
+    # a `--budgets` run: each budget's best config and its figures (loop/frontier.py)
+    frontier: list[FrontierPoint] = field(default_factory=list)
 
     def round(self, number: int) -> RoundView | None:
         return next((r for r in self.rounds if r.round == number), None)
@@ -542,7 +545,15 @@ def gather(store: RunStore) -> ReportData:
         cost_total=total_cost(costs) if costs else None,
         screenings=list(facts.screenings) if phase == "dev" else [],
         **_judge_fields(store, manifest),
+        frontier=_frontier(store, spec, best_round),
     )
+
+
+def _frontier(store: RunStore, spec: JSONObject, best_round: int | None) -> list[FrontierPoint]:
+    """A `--budgets` run's points ([] for any other run)."""
+    if best_round is None or len(spec.get("budgets") or []) < 2:
+        return []
+    return frontier_points(store, RunSpec.from_dict(dict(spec)), best_round)
 
 
 def _judge_fields(store: RunStore, manifest: Manifest) -> dict[str, Any]:

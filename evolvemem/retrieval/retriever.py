@@ -316,9 +316,27 @@ class Retriever:
     # ------------------------------------------------------------------------ retrieval
     def retrieve(self, question: Question, config: RetrievalConfig) -> RetrievalResult:
         """The ranked context for `question` under its effective `config`."""
+        return self.retrieve_cuts(question, [config])[0]
+
+    def retrieve_cuts(self, question: Question, configs: Sequence[RetrievalConfig]) -> list[RetrievalResult]:
+        """One ranking of `question`, cut at each config's token limit: `configs` differ only in
+        the budget they carry and share one ranking depth (`ranking_limit`), so each result is
+        the one `retrieve` gives under that config alone, for the cost of one ranking."""
+        first = configs[0]
+        if any(c.ranking_limit != first.ranking_limit for c in configs):
+            raise ConfigError("configs cut from one ranking share its depth (TokenBudget.ranked_at)")
         state = self.index.state
         if not state.memories:
-            return RetrievalResult((), ())
+            return [RetrievalResult((), ()) for _ in configs]
+        rows, final, views, sub_queries, cost = self._rank(state, question, first)
+        items = self._items(state, rows, final, views)  # labelled once, cut at each budget
+        return [self._cut(state, items, c, sub_queries, cost) for c in configs]
+
+    def _rank(
+        self, state: IndexState, question: Question, config: RetrievalConfig
+    ) -> tuple[np.ndarray, np.ndarray, list[ViewHits], tuple[str, ...], Usage]:
+        """Every view, fused and reordered: the ranked rows, their final scores, the views, the
+        sub-queries and what they cost."""
         text = question.text
         info = self._analyse(text)
         swap = bool(config.enable_entity_swap and info.stripped and info.stripped != text)
@@ -384,7 +402,7 @@ class Retriever:
         rows, final = rows[order], final[order]
         if config.rerank_top_k > 0 and len(rows):
             rows, final, views = self._rerank(state, text, rows, final, views, config)
-        return self._assemble(state, rows, final, views, config, sub_queries, cost)
+        return rows, final, views, sub_queries, cost
 
     def _swap_views(self, state: IndexState, stripped: str, config: RetrievalConfig) -> list[ViewHits]:
         """Entity swap: the question without its person names, as a semantic and a keyword view."""
@@ -432,7 +450,7 @@ class Retriever:
         """A view's candidate count: its top-k, and with a token budget at least as many as it
         takes to fill the budget with the conversation's shortest memories — so no view size
         binds below the budget (a view's top-k still deepens it)."""
-        budget = config.token_limit
+        budget = config.ranking_limit
         floor = -(-budget // max(extras.min_tokens, 1)) if budget else 0
         return lambda k: max(k, floor)
 
@@ -620,16 +638,11 @@ class Retriever:
         ordered: list[int] = ids[order].tolist()
         return ordered
 
-    def _assemble(
-        self,
-        state: IndexState,
-        rows: np.ndarray,
-        scores: np.ndarray,
-        views: Sequence[ViewHits],
-        config: RetrievalConfig,
-        sub_queries: tuple[str, ...],
-        cost: Usage,
-    ) -> RetrievalResult:
+    @staticmethod
+    def _items(
+        state: IndexState, rows: np.ndarray, scores: np.ndarray, views: Sequence[ViewHits]
+    ) -> list[RetrievedItem]:
+        """The ranked rows as items, each labelled with its rank in every view that holds it."""
         row_list = rows.tolist()
         labels: dict[int, dict[str, int]] = {row: {} for row in row_list}
         for view in views:  # one pass over each view (labels in view order, as the views came)
@@ -638,10 +651,20 @@ class Retriever:
                 if of_row is not None:
                     of_row[label] = rank
         memories = state.memories
-        items = [
+        return [
             RetrievedItem(memories[row], score, rank, labels[row])
             for rank, (row, score) in enumerate(zip(row_list, scores.tolist()), start=1)
         ]
+
+    @staticmethod
+    def _cut(
+        state: IndexState,
+        items: list[RetrievedItem],
+        config: RetrievalConfig,
+        sub_queries: tuple[str, ...],
+        cost: Usage,
+    ) -> RetrievalResult:
+        """The context `config` takes of the ranked `items` (its token limit, its order)."""
         keep = within_budget(items, config.max_context, config.token_limit)
         context, cut = items[:keep], items[keep:]
         if config.context_order == "chronological":

@@ -15,10 +15,35 @@ from evolvemem.contracts.local_models import LocalModels
 from evolvemem.contracts.vocab import Phase
 from evolvemem.errors import ConfigError
 from evolvemem.roles.factory import ModelSettings
+from evolvemem.loop.frontier import point_config_file
+from evolvemem.loop.snapshots import frontier_config_name
 from evolvemem.loop.spec import manifest_budget
 from evolvemem.space.config import RetrievalConfig, load_config, parse_config
 
 BEST_CONFIG = "best_config.toml"
+
+
+@dataclass(frozen=True)
+class RunPoint:
+    """A run's point at one token budget (`--config RUN --budget N`): its best config there."""
+
+    run_dir: Path
+    tokens: int
+
+    def __str__(self) -> str:
+        return f"{self.run_dir} at {self.tokens} tokens"
+
+
+ConfigSpec = str | Path | RunPoint  # what a served memory is told to load
+
+
+def spec_at(config: str | Path, budget: int | None) -> ConfigSpec:
+    """`--config` with an optional `--budget`, which picks a point of a run directory."""
+    if budget is None:
+        return config
+    if not Path(config).is_dir():
+        raise ConfigError(f"--budget picks a point of a run directory; {config} is not one")
+    return RunPoint(Path(config), budget)
 
 
 @dataclass(frozen=True)
@@ -30,8 +55,11 @@ class LoadedConfig:
     local_models: LocalModels = LocalModels()  # a run directory's own
 
 
-def load_serving_config(spec: str | Path) -> LoadedConfig:
-    """A preset name, a TOML/JSON config file, or a run directory (its best round's config)."""
+def load_serving_config(spec: ConfigSpec) -> LoadedConfig:
+    """A preset name, a TOML/JSON config file, a run directory (its best round's config), or a
+    run's point at one budget."""
+    if isinstance(spec, RunPoint):
+        return _from_run(spec.run_dir, spec.tokens)
     path = Path(spec)
     if path.is_dir():
         return _from_run(path)
@@ -40,7 +68,7 @@ def load_serving_config(spec: str | Path) -> LoadedConfig:
     return LoadedConfig(config, label, None, tuple(str(c) for c in clamps))
 
 
-def _from_run(run_dir: Path) -> LoadedConfig:
+def _from_run(run_dir: Path, tokens: int | None = None) -> LoadedConfig:
     from evolvemem.space.emerged import run_space
     from evolvemem.store.run_store import DB_NAME, RunStore
 
@@ -57,13 +85,17 @@ def _from_run(run_dir: Path) -> LoadedConfig:
         raise ConfigError(f"{run_dir}: the run has no scored round yet")
     config, clamps = parse_config(row.config or {}, source=f"{run_dir} round {best}", space=space)
     config = config.with_budget(budget)  # the budget the run measured it at: served contexts are the measured ones
+    label = f"{run_dir} round {best}"
+    if tokens is not None:  # a point of the run's frontier: its exported file, with its budget
+        config, clamps = load_config(point_config_file(run_dir, tokens), space)
+        label = str(RunPoint(run_dir, tokens))
     if not isinstance(spec, dict):
         spec = {}
     models = spec.get("models")
     settings = ModelSettings(**models) if isinstance(models, dict) else None
     return LoadedConfig(
         config,
-        f"{run_dir} round {best}",
+        label,
         settings,
         tuple(str(c) for c in clamps),
         LocalModels.from_spec(spec),
@@ -74,12 +106,15 @@ def _from_run(run_dir: Path) -> LoadedConfig:
 SourceSignature = tuple[tuple[str, int | None, int | None], ...]
 
 
-def source_signature(spec: str | Path) -> SourceSignature:
+def source_signature(spec: ConfigSpec) -> SourceSignature:
     """Changes when the files a config comes from change (modification time and size). For a run
     directory that is its exported best config, written when the run finishes: a run still writing
     its store is not reloaded at every round."""
-    path = Path(spec)
-    files = [path / BEST_CONFIG] if path.is_dir() else [path]
+    if isinstance(spec, RunPoint):
+        files = [spec.run_dir / frontier_config_name(spec.tokens), spec.run_dir / BEST_CONFIG]
+    else:
+        path = Path(spec)
+        files = [path / BEST_CONFIG] if path.is_dir() else [path]
     out: list[tuple[str, int | None, int | None]] = []
     for file in files:
         try:

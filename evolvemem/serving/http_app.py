@@ -23,7 +23,7 @@ from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from evolvemem.errors import EvolveMemError
-from evolvemem.serving.config_source import SourceSignature, source_signature
+from evolvemem.serving.config_source import ConfigSpec, SourceSignature, source_signature
 from evolvemem.serving.http_guards import (
     ASGIApp,
     BodyLimit,
@@ -104,7 +104,7 @@ class ConfigWatcher:
     checks in a row): an editor or a script that writes the file in place would otherwise be
     read half-written, and an empty TOML file is a valid config (every default)."""
 
-    def __init__(self, memory: Memory, spec: str, interval: float):
+    def __init__(self, memory: Memory, spec: ConfigSpec, interval: float):
         self.memory, self.spec, self.interval = memory, spec, interval
         self._signature = source_signature(spec)
         self._unsettled: SourceSignature | None = None

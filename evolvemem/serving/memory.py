@@ -46,7 +46,7 @@ from evolvemem.retrieval.second_embedder import (
     uses_second_view,
 )
 from evolvemem.roles.context_format import format_context
-from evolvemem.serving.config_source import LoadedConfig, load_serving_config
+from evolvemem.serving.config_source import ConfigSpec, LoadedConfig, load_serving_config, spec_at
 from evolvemem.serving.conversation import build_conversation, new_turns
 from evolvemem.serving.embedding import ServingEmbedder
 from evolvemem.serving.models import (
@@ -127,7 +127,7 @@ class Memory(Closing):
         loaded: LoadedConfig,
         roles: Roles,
         embedder: ServingEmbedder,
-        config_spec: str | None = None,
+        config_spec: ConfigSpec | None = None,
         reranker: CrossEncoderReranker | None = None,
         second_embedder: SecondEmbedder | None = None,
     ):
@@ -156,17 +156,20 @@ class Memory(Closing):
         models: ModelSettings | None = None,
         local_models: LocalModels = LocalModels(),
         cache_enabled: bool = True,
+        budget: int | None = None,
     ) -> Memory:
         """Open (or create) the store file `store` with `config`: a preset name, a config file or
         a run directory (its best round; the run's models unless `models` is given). Without
         models the roles are offline: rule-based extraction, the extractive reader. `local_models`
         are the embedding model, the cross-encoder of a config that reranks and the model of a
         config's second dense view; each not given is the run's own when `config` is a run. The
-        second model's memory vectors live in its embedding cache by content, not in the store file."""
+        second model's memory vectors live in its embedding cache by content, not in the store file.
+        `budget`: a run directory's point at that token budget (a `--budgets` run's frontier)."""
         from evolvemem.retrieval.embeddings import DEFAULT_EMBEDDING_MODEL, Embedder
         from evolvemem.roles.factory import ModelSettings, build_roles
 
-        loaded = load_serving_config(config)
+        spec = spec_at(config, budget)
+        loaded = load_serving_config(spec)
         settings = models or loaded.models or ModelSettings()
         roles = build_roles(settings, cache_enabled=cache_enabled, reply_cache=replies_of(Path(store)))
         opened = MemoryStore(store)
@@ -182,7 +185,7 @@ class Memory(Closing):
         except BaseException:
             opened.close()
             raise
-        return cls(opened, loaded, roles, embedder, str(config), reranker, second)
+        return cls(opened, loaded, roles, embedder, spec, reranker, second)
 
     def close(self) -> None:
         self.traces.close()
@@ -209,7 +212,7 @@ class Memory(Closing):
         """Values of the config that were out of range and clamped when it was loaded."""
         return self._config.warnings
 
-    def use_config(self, config: str | Path | LoadedConfig) -> str:
+    def use_config(self, config: ConfigSpec | LoadedConfig) -> str:
         """Swap in another config (a newly evolved one) without reopening; returns its hash.
         Memories stay: extraction does not depend on the retrieval config. The stores the new
         config reads that are not built yet (the raw and episode stores of a routed granularity)

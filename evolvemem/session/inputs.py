@@ -13,11 +13,12 @@ from evolvemem.benchmarks import load_benchmark
 from evolvemem.contracts.local_models import LocalModels
 from evolvemem.data.models import Dataset, Question
 from evolvemem.data.split import split_dataset
-from evolvemem.errors import EvolveMemError
+from evolvemem.errors import ConfigError, EvolveMemError
 from evolvemem.roles.factory import ModelSettings
 from evolvemem.session.reporter import Reporter
 from evolvemem.store.run_store import RunStore
 from evolvemem.space.action_space import ActionSpace
+from evolvemem.loop.frontier import point_config_file
 from evolvemem.loop.spec import manifest_budget
 from evolvemem.space.config import RetrievalConfig, load_config, parse_config
 from evolvemem.space.emerged import run_space
@@ -42,29 +43,37 @@ def load_config_reporting(reporter: Reporter, name_or_path: str) -> RetrievalCon
     return config
 
 
-def best_config_path(run_dir: str | Path) -> Path:
-    """A finished run's exported best config (usable with --config and --init)."""
+def best_config_path(run_dir: str | Path, budget: int | None = None) -> Path:
+    """A finished run's exported best config (usable with --config and --init); `budget`: its
+    point at that token budget (loop/frontier.py)."""
+    if budget is not None:
+        return point_config_file(run_dir, budget)
     path = Path(run_dir) / BEST_CONFIG
     if not path.is_file():
         raise EvolveMemError(f"{run_dir}: no {BEST_CONFIG} (is the run finished?)")
     return path
 
 
-def manifest_start_config(manifest: Mapping[str, Any], run_dir: str | Path, space: ActionSpace) -> RetrievalConfig:
+def manifest_start_config(
+    manifest: Mapping[str, Any], run_dir: str | Path, space: ActionSpace, budget: int | None = None
+) -> RetrievalConfig:
     """The config a run started from (its round 0), as its manifest holds it, in the run's `space`
-    and at the run's token budget."""
+    and at the run's token budget (`budget`: at that one of a frontier run's, cut as it cut)."""
     if "init_config" not in manifest:
         raise EvolveMemError(f"{run_dir}: not an evolve run (no starting config in its manifest)")
     config = parse_config(manifest["init_config"], source=f"{run_dir} manifest", space=space)[0]
-    return config.with_budget(manifest_budget(manifest))
+    measured = manifest_budget(manifest)
+    return config.with_budget(measured if budget is None else measured.cut_at(budget))
 
 
-def start_config(run_dir: str | Path) -> RetrievalConfig:
+def start_config(run_dir: str | Path, budget: int | None = None) -> RetrievalConfig:
     """The starting config of a finished run, read from its directory (in the run's space: a
-    start from another run's config names its levers)."""
+    start from another run's config names its levers); `budget`: at that one of its budgets."""
+    if budget is not None:
+        point_config_file(run_dir, budget)  # one error naming the run's budgets
     space = run_space(Path(run_dir))
     with RunStore(Path(run_dir), read_only=True) as store:
-        return manifest_start_config(store.manifest(), run_dir, space)
+        return manifest_start_config(store.manifest(), run_dir, space, budget)
 
 
 def run_local_models(source: str | Path) -> LocalModels:
@@ -76,9 +85,11 @@ def run_local_models(source: str | Path) -> LocalModels:
         return LocalModels.from_spec(store.manifest().get("spec") or {})
 
 
-def resolve_config(reporter: Reporter, source: str) -> RetrievalConfig:
-    """A preset, a config file, or a run directory (its best config)."""
-    return load_config_reporting(reporter, str(best_config_path(source)) if Path(source).is_dir() else source)
+def resolve_config(reporter: Reporter, source: str, budget: int | None = None) -> RetrievalConfig:
+    """A preset, a config file, or a run directory (its best config; at `budget`, its point there)."""
+    if budget is not None and not Path(source).is_dir():
+        raise ConfigError(f"--budget picks a point of a run directory; {source} is not one")
+    return load_config_reporting(reporter, str(best_config_path(source, budget)) if Path(source).is_dir() else source)
 
 
 def load_split(benchmark: str, data: str | None, split: str) -> tuple[Dataset, Dataset]:

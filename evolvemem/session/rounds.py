@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 from evolvemem.answering.context_reuse import AnswerMemo
 from evolvemem.answering.contexts import evaluate_contexts
@@ -105,9 +106,18 @@ class RoundBracket:
         if built:
             store.note_stores_built(job.round_no, job.phase, "; ".join(b.describe() for b in built))
         store.fold_usage_journal()
-        store.drop_failed(job.round_no, job.phase)
-        done_ids = store.finished_question_ids(job.round_no, job.phase)
-        return [q for q in job.questions if q.question_id not in done_ids]
+        done = self._done_ids(job)
+        # a question is asked again while any of its phases lacks it (`--budgets`: its cuts)
+        return [q for q in job.questions if not all(q.question_id in ids for ids in done.values())]
+
+    def _done_ids(self, job: RoundJob) -> dict[str, set[str]]:
+        """The questions each phase of `job` (its own and its cuts') holds, failed ones dropped."""
+        done: dict[str, set[str]] = {}
+        for phase in [job.phase, *(cut for cut, _ in job.cuts)]:
+            self.store.begin_round(job.round_no, phase, job.config)
+            self.store.drop_failed(job.round_no, phase)
+            done[phase] = self.store.finished_question_ids(job.round_no, phase)
+        return done
 
     def _score_here(self, job: RoundJob, on_stage: StageFn | None) -> tuple[EvaluationScores, RoundSummary]:
         """One evaluation in this process, its records flushed batch by batch (it is scored by
@@ -116,6 +126,7 @@ class RoundBracket:
         round_no, phase = job.round_no, job.phase
         started = time.perf_counter()
         todo = self._begin(job, on_stage)
+        done = self._done_ids(job) if job.cuts else {}
         # each call's usage is journaled as it returns (store/usage_journal.py); the journal is
         # folded into the usage table with every flushed batch of records, so a killed process
         # loses neither the answers it paid for nor their cost; one lock keeps the store's
@@ -123,6 +134,8 @@ class RoundBracket:
         writing = threading.Lock()
 
         def record(batch: list[QuestionRecord]) -> None:
+            if done:  # a resumed `--budgets` round: what a phase holds already is not written twice
+                batch = [r for r in batch if r.question_id not in done.get(r.phase, ())]
             with writing:
                 store.record_questions(batch)
                 store.fold_usage_journal()
@@ -137,6 +150,7 @@ class RoundBracket:
                     phase=phase,
                     on_record=job.on_record,
                     sink=record,
+                    cuts=job.cuts,
                 )
             else:
                 evaluate(
@@ -155,7 +169,10 @@ class RoundBracket:
                     mode=job.context,
                 )
         store.fold_usage_journal()
-        return self._finish(job, time.perf_counter() - started, ws.roles.stopped_model())
+        seconds = time.perf_counter() - started
+        for phase, budget in job.cuts:  # the cuts of one ranking: each finished as its own phase
+            self._finish(replace(job, phase=phase, config=job.config.with_budget(budget), cuts=()), seconds, None)
+        return self._finish(job, seconds, ws.roles.stopped_model())
 
     def _finish(self, job: RoundJob, seconds: float, stopped: str | None) -> tuple[EvaluationScores, RoundSummary]:
         """Score every record (round, phase) holds — those of an earlier, interrupted process too,

@@ -145,6 +145,12 @@ class _ConfigBase(BaseModel):
         `context_token_budget` under the run's budget (0: no token limit, `max_context` alone)."""
         return self._budget.limit(int(getattr(self, "context_token_budget") or 0))  # a field of the generated model
 
+    @property
+    def ranking_limit(self) -> int:
+        """The token limit a retriever sizes its candidate depth for: `token_limit`, or a frontier
+        run's largest budget (`TokenBudget.ranked_at`), so one ranking serves every cut."""
+        return self._budget.rank_limit(int(getattr(self, "context_token_budget") or 0))
+
     def with_budget(self, budget: TokenBudget) -> RetrievalConfig:
         """The same values, measured at `budget` (replacing the one it carried)."""
         config = self.model_copy()

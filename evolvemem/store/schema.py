@@ -22,7 +22,7 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
         (
             "phase",
             "VARCHAR",
-            "dev, screen1.. (minibatch screenings), contexts1.. (rung 0: contexts only), test_start, test_best, eval or transfer",
+            "dev, screen1.. (minibatch screenings), contexts1.. (rung 0: contexts only), test_start, test_best, eval or transfer; a --budgets run adds dev@<tokens>, test_start@<tokens>, test_best@<tokens> for its further budgets",
         ),
         ("config_fingerprint", "VARCHAR", "hash of the config that produced this round's score"),
         ("config", "JSON", "that config, in full"),
