@@ -106,11 +106,12 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="encoder-speed-"))
     os.environ["EVOLVEMEM_CACHE_DIR"] = str(scratch / "extraction")
     texts, asked = memory_texts(data, args.limit), questions(data, args.queries)
+    from evolvemem.retrieval.encoder_onnx import onnx_threads
     from evolvemem.retrieval.model_files import torch_threads
 
     print(
         f"encoder_speed: {len(texts)} memories of {data.name}, {len(asked)} single queries, "
-        f"{torch_threads() or 'default'} thread(s) a call, {os.cpu_count()} CPUs"
+        f"threads a call: torch {torch_threads() or 'default'}, onnx {onnx_threads()}; {os.cpu_count()} CPUs"
     )
     results: dict[str, dict[str, object]] = {}
     for backend in args.encoders.split(","):

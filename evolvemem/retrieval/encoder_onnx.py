@@ -2,8 +2,8 @@
 model's own `tokenizers` tokenizer; no torch or transformers once the export exists.
 
 Tuned for a small CPU:
-- the intra-op thread count follows `torch_threads()` (EVOLVEMEM_EMBED_THREADS, else 1 on a
-  machine with two cores or fewer), inter-op 1, so a call never spin-waits on a busy core;
+- one intra-op thread a core (`onnx_threads`, EVOLVEMEM_EMBED_THREADS overrides), inter-op 1, and the
+  pool does not spin, so a call never spin-waits on a busy core;
 - a batch is cut into length buckets of at most BUCKET texts: sorted by token count, each bucket
   padded only to its own longest text, results put back in the caller's order (padding is work
   thrown away; a small bucket also keeps a layer's activations in cache: 16 texts a call were
@@ -15,6 +15,7 @@ so a serving worker needs no copy of the model."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -22,7 +23,7 @@ import numpy as np
 
 from evolvemem.contracts.local_models import Encoder
 from evolvemem.errors import ConfigError
-from evolvemem.retrieval.model_files import torch_threads
+from evolvemem.retrieval.model_files import THREADS_ENV, torch_threads
 from evolvemem.retrieval.onnx_export import Export, discard_unreadable, ensure_export
 
 BUCKET = 16
@@ -30,14 +31,29 @@ _SENTENCE = ["sentence_embedding"]
 _BOTH = ["sentence_embedding", "token_embeddings"]
 
 
+MAX_THREADS = 4  # a MiniLM-sized pass gains little beyond this, and a server runs several at once
+
+
+def onnx_threads() -> int:
+    """Intra-op threads: `EVOLVEMEM_EMBED_THREADS` if set, else one a core (at most MAX_THREADS).
+
+    Unlike torch's OpenMP pool (torch_threads: one thread on two cores), ONNX Runtime's pool is told
+    not to spin, so a second thread that finds its core busy sleeps instead of burning it. Measured on
+    the 2-core development VM (benchmarks/encoder_speed.py, sentence vectors of 300 memories, a helper's
+    tests running beside it): 2 threads 91/s against 61/s with one; single-query p50 6.9 against 7.4 ms."""
+    explicit = torch_threads() if os.environ.get(THREADS_ENV, "").strip() else None
+    return explicit or max(1, min(MAX_THREADS, os.cpu_count() or 1))
+
+
 def _session(graph: Path) -> Any:
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    threads = torch_threads()
-    if threads is not None:
-        options.intra_op_num_threads = threads
+    options.intra_op_num_threads = onnx_threads()
     options.inter_op_num_threads = 1
+    # idle pool threads sleep instead of spinning: a spinning pool is what made a second thread cost
+    # more than it gave on a busy 2-core machine (see torch_threads)
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3  # errors only: ORT's informational lines are not the user's business
