@@ -6,6 +6,7 @@ test_llm_pipeline), so which calls reach the server is known exactly."""
 
 from __future__ import annotations
 
+
 import json
 from pathlib import Path
 from typing import Any
@@ -346,15 +347,15 @@ def test_tpe_learns_the_minibatch_estimate_of_every_screened_out_config(tmp_path
     from evolvemem.session import Session
     from evolvemem.space.config import load_config
 
-    # seed 3: with the views' ranges as wide as a token budget needs, TPE's first draw on synth fails
-    # its minibatch only with this seed among 0-3 (the test needs one that does)
+    # a seed whose TPE draws on synth fail their minibatch (the test needs one that does; which seeds
+    # do moves with the action space: seed 0 since the answer-side levers of issue 43)
     spec = RunSpec(
         benchmark="synth",
         data=None,
         rounds=4,
         diagnoser="tpe",
         init="weak",
-        seed=3,
+        seed=0,
         screen_fraction=0.25,
         screen_budget=2,
     )
@@ -394,9 +395,10 @@ def test_with_a_model_answering_explorations_never_switch_on_a_setting_that_asks
                 "4",
                 "--no-cache",
                 # a seed whose first explorations are screened out, so several are drawn (explorations
-                # draw only settings that act under the config they make: the default seed's first passes)
+                # draw only settings that act under the config they make: the default seed's first passes;
+                # which seeds do moves with the action space: 10 since the answer-side levers of issue 43)
                 "--seed",
-                "4",
+                "10",
             ).exit_code
             == 0
         )
