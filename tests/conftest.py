@@ -90,13 +90,22 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return max(1, min(MAX_WORKERS, os.cpu_count() or 1))
 
 
+def uses_module_fixture(item: pytest.Item) -> bool:
+    """Whether a test reads a fixture built once per module (or class): its file's tests share it."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info is not None else ()
+    return any(chain and chain[-1].scope in ("module", "class", "package") for chain in defs)
+
+
 def group_for_workers(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist's `--dist loadgroup`: a test file runs whole on one worker, so its module
-    fixtures are built once; every real-model test shares one group, so one llama.cpp server at a time
-    reads the CPU."""
+    """Under pytest-xdist's `--dist loadgroup`: a file whose tests share a module fixture runs whole on
+    one worker, so the fixture is built once; every real-model test shares one group, so one llama.cpp
+    server at a time reads the CPU; any other test goes to whichever worker is free."""
     for item in items:
-        group = "real_llm" if "real_llm" in item.keywords else item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+        if "real_llm" in item.keywords:
+            item.add_marker(pytest.mark.xdist_group("real_llm"))
+        elif uses_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
 def real_llm_skip_reason() -> str | None:
