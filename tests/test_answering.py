@@ -17,9 +17,9 @@ from evolvemem.data.models import Question, Turn
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.prompts import load_prompt
 from evolvemem.roles.answer_offline import STYLES, OfflineAnswerer, analyse_question, rank_support
+from evolvemem.data.date_mentions import find_dates
 from evolvemem.roles.context_format import (
     ABSTENTION,
-    find_dates,
     format_context,
     format_question_date,
     memory_date_text,

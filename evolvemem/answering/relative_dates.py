@@ -23,7 +23,7 @@ from typing import Sequence
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.data.dates import WEEKDAY_NAMES, format_day
 from evolvemem.memory.offline_extract import month_name, resolve_relative_dates
-from evolvemem.roles.context_format import find_dates
+from evolvemem.data.date_mentions import find_dates
 from evolvemem.roles.reader_support import MemoryView, view_of
 from evolvemem.roles.verify import answer_terms
 

@@ -17,7 +17,8 @@ from typing import Sequence
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.contracts.roles import NO_PROMPT_LEVERS, AnswerResult, PromptLevers
 from evolvemem.data.models import Question
-from evolvemem.roles.context_format import ABSTENTION, MONTHS, find_dates
+from evolvemem.data.date_mentions import find_dates
+from evolvemem.roles.context_format import ABSTENTION, MONTHS
 from evolvemem.roles.reader_lexicon import (
     CAPTION_WORDS,
     CLAUSE_WORDS,

@@ -20,12 +20,11 @@ from datetime import date
 from typing import Sequence
 
 from evolvemem.contracts.memory import MemoryUnit
+from evolvemem.data.date_mentions import DateMention, find_dates
 from evolvemem.roles.context_format import (
     MONTHS,
-    DateMention,
     MemoryText,
     date_label_text,
-    find_dates,
     memory_date_text,
     parse_memory_text,
     quoted_turns,

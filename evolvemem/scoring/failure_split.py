@@ -18,7 +18,7 @@ from evolvemem.contracts.records import RIGHT_F1
 from evolvemem.contracts.vocab import EvidenceInContext, ReaderFailure
 from evolvemem.data.dates import TIME_NAMES
 from evolvemem.memory.offline_extract import resolve_relative_dates
-from evolvemem.roles.context_format import DateMention, find_dates
+from evolvemem.data.date_mentions import DateMention, find_dates
 from evolvemem.scoring.metrics import answer_tokens
 
 # An answer is too long when it has at least this many times the gold's tokens ...
