@@ -43,22 +43,6 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 LABELS = REPO / "benchmarks" / "judge_hand_labels.jsonl"
-YES_NO_OPENERS = (
-    "is",
-    "are",
-    "was",
-    "were",
-    "do",
-    "does",
-    "did",
-    "has",
-    "have",
-    "had",
-    "would",
-    "will",
-    "can",
-    "could",
-)
 # the question's first words → a vague answer of the right form that names nothing
 VAGUE_BY_OPENER = (
     (("how many", "how much"), "a few"),
@@ -121,13 +105,15 @@ def confusion(pairs: Sequence[tuple[int, bool]]) -> Confusion:
 
 def vague_answer(question: str, question_type: str) -> str:
     """A deliberately vague wrong answer from the question's form and type alone (never its gold)."""
+    from evolvemem.roles.reader_lexicon import AUXILIARIES
+
     text = " ".join(question.lower().split())
     if question_type == "temporal" and not text.startswith(("how many", "how much", "where", "who")):
         return "sometime last year"
     for openers, answer in VAGUE_BY_OPENER:
         if text.startswith(openers):
             return answer
-    if text.split(" ", 1)[0] in YES_NO_OPENERS:
+    if text.split(" ", 1)[0] in AUXILIARIES:  # a yes/no question opens with one
         return "maybe, it is hard to say"
     return "something they talked about"
 
