@@ -10,6 +10,7 @@ from pathlib import Path
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10_dev8.json"
 WINDOW = 4096  # llama.cpp context the local model is served with (and the runs are told)
+ADVERSARIAL = 5  # LoCoMo's adversarial category (unanswerable questions)
 
 
 def stratified(qa: list[dict], n: int) -> list[dict]:

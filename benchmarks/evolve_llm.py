@@ -33,13 +33,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._slice import DEFAULT_DATA, WINDOW, stratified  # noqa: E402
+from benchmarks._slice import ADVERSARIAL, DEFAULT_DATA, WINDOW, stratified  # noqa: E402
 from benchmarks.local_llm_server import LocalModelUnavailable, serve, server_available  # noqa: E402
 from evolvemem.data.split import split_ids  # noqa: E402
 from evolvemem.loop.paired import compare  # noqa: E402
 from evolvemem.store.run_store import DB_NAME, RunStore  # noqa: E402
-
-ADVERSARIAL = 5
 
 
 def write_slice(

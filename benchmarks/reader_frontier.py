@@ -5,11 +5,16 @@
 
 Qwen2.5-Coder (llama.cpp on 127.0.0.1, benchmarks/local_llm_server.py) answers a fixed slice of
 answerable questions of the dev file's *test* conversations (the loop never saw them), taken
-category by category in file order, once per row, every context cut at `--budget` estimated tokens.
+conversation by conversation and category by category in file order, once per row, every context cut at `--budget` estimated tokens.
 A row is a preset (`hybrid`), `label=RUN` (a run directory's best config), `oracle` (the gold
 evidence turns only: the reader's ceiling) or `oracle+distractors` (those, topped up to the budget
 with the baseline's retrieved lines); `--evolved RUN` adds the row `evolved=RUN`. Memories are the
 offline ones, so contexts differ only by retrieval.
+
+`--evolve-from RUN` first evolves RUN's config with this reader answering (`evolve run --init RUN
+--objective main --context-tokens BUDGET`, rubric diagnoser, the screening ladder on, retrieval and
+answer-side levers alike) on `--dev-questions` answerable questions of the dev conversations, into
+`--evolve-out` (resumed when it exists), and adds its best config as the row `reader-evolved`.
 
 Printed after every chunk (every row answers each chunk in turn, so a run stopped early still has
 paired figures): per row, answerable F1, evidence recall, the conversion rate (F1 on the questions
@@ -35,19 +40,26 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks._mechanisms import DEFAULT_DATA, load_locomo_file  # noqa: E402
-from benchmarks._slice import WINDOW  # noqa: E402
+from benchmarks._slice import ADVERSARIAL, WINDOW  # noqa: E402
 
 
 def stratified_questions(questions: list, n: int) -> list:
-    """`n` questions taking the categories in turn (file order within each)."""
-    by_category: dict[str, list] = defaultdict(list)
+    """`n` questions taking the conversations in turn and, within each, the categories in turn
+    (file order within each): the paired intervals resample conversations, so each conversation
+    holds about as many questions, and a run stopped early is balanced too."""
+    by_cell: dict[tuple[str, str], list] = defaultdict(list)
     for q in questions:
-        by_category[q.category].append(q)
+        by_cell[(q.conversation_id, q.category)].append(q)
+    conversations = sorted({conv for conv, _ in by_cell})
+    categories = sorted({category for _, category in by_cell})
     picked: list = []
-    while len(picked) < n and any(by_category.values()):
-        for category in sorted(by_category):
-            if by_category[category] and len(picked) < n:
-                picked.append(by_category[category].pop(0))
+    turn = 0
+    while len(picked) < n and any(by_cell.values()):
+        conv = conversations[turn % len(conversations)]
+        category = categories[(turn // len(conversations)) % len(categories)]
+        if by_cell[(conv, category)]:
+            picked.append(by_cell[(conv, category)].pop(0))
+        turn += 1
     return picked
 
 
@@ -97,6 +109,12 @@ def main() -> None:
     parser.add_argument("--model", default="1.5b")
     parser.add_argument("--questions", type=int, default=120)
     parser.add_argument("--chunk", type=int, default=10, help="questions answered by each config in turn")
+    parser.add_argument("--evolve-from", type=Path, default=None, help="evolve RUN's config with the reader answering")
+    parser.add_argument(
+        "--evolve-out", type=Path, default=None, help="that run's directory (default runs/reader-evolved-BUDGET)"
+    )
+    parser.add_argument("--evolve-rounds", type=int, default=7)
+    parser.add_argument("--dev-questions", type=int, default=80, help="answerable dev questions that run evolves on")
     args = parser.parse_args()
     os.environ.setdefault("OPENAI_API_KEY", "sk-local-no-key")  # litellm's openai/ provider wants one
     # a 1,500-token prompt on a busy 2-core machine can take minutes; the server answers one at a time
@@ -123,6 +141,12 @@ def main() -> None:
         settings = ModelSettings(
             answer_model=server.model, extract_model="offline", api_base=server.api_base, context_window=WINDOW
         )
+        if args.evolve_from is not None:
+            out = args.evolve_out or Path(f"runs/reader-evolved-{args.budget}")
+            evolve_with_reader(args, out, server)
+            rows += parse_rows(f"reader-evolved={out}", None, args.baseline, args.budget)[1:]
+            records.update({row.label: [] for row in rows[-1:]})
+            seconds.update({row.label: 0.0 for row in rows[-1:]})
         ws = open_workspace(QuietReporter(), dataset, settings, cache_enabled=True)
         for first in range(0, len(questions), args.chunk):
             chunk = questions[first : first + args.chunk]
@@ -131,6 +155,47 @@ def main() -> None:
                 records[row.label] += evaluate(ws, row.config, chunk, concurrency=1, mode=row.mode).records
                 seconds[row.label] += time.perf_counter() - started
             report(records, seconds, args.baseline, compare)
+
+
+def write_dev_slice(data: Path, dev_questions: int, folder: Path) -> Path:
+    """Every conversation of `data` (so the usual split holds), with `dev_questions` answerable
+    questions spread over the dev conversations (categories in turn) and one answerable question per
+    test conversation: the loop decides on dev; held-out figures are this script's own rows."""
+    import json
+
+    from benchmarks._slice import stratified
+    from evolvemem.data.split import split_ids
+
+    samples = json.loads(data.read_text(encoding="utf-8"))
+    dev, _ = split_ids([s["sample_id"] for s in samples])
+    per_dev = -(-dev_questions // max(len(dev), 1))
+    sliced = []
+    for s in samples:
+        answerable = [q for q in s["qa"] if q["category"] != ADVERSARIAL and q.get("evidence")]
+        sliced.append({**s, "qa": stratified(answerable, per_dev if s["sample_id"] in dev else 1)})
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "dev_slice.json"
+    path.write_text(json.dumps(sliced), encoding="utf-8")
+    return path
+
+
+def evolve_with_reader(args: argparse.Namespace, out: Path, server: Any) -> None:
+    """The loop from `--evolve-from` with the reader answering, started or resumed in `out`."""
+    from benchmarks.evolve_llm import run_or_resume
+
+    slice_path = write_dev_slice(args.data, args.dev_questions, out.parent / f"{out.name}-data")
+    print(f"… evolving {args.evolve_from} with the reader answering → {out}", flush=True)
+    wall = run_or_resume(
+        out,
+        [
+            "--data", str(slice_path), "--init", str(args.evolve_from), "--objective", "main",
+            "--context-tokens", str(args.budget), "--rounds", str(args.evolve_rounds), "--diagnoser", "rubric",
+            "--answer-model", server.model, "--extract-model", "offline", "--api-base", server.api_base,
+            "--context-window", str(WINDOW), "--concurrency", "1", "-q",
+        ],
+        server.api_base,
+    )  # fmt: skip
+    print(f"… {out} finished ({wall / 60:.0f} min this time)", flush=True)
 
 
 def mean(values: list[float]) -> float:
