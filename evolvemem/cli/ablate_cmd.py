@@ -1,4 +1,5 @@
-"""`evolve ablate RUN`: the Δ of switching each enabled mechanism of the best config off."""
+"""`evolve ablate RUN`: the Δ of switching each enabled mechanism of the best config off, and the
+retrieval ms a question each mechanism costs (loop/ablate.py)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def run_ablate(ui: UI, run: str, split: str) -> JsonResult:
         title_justify="left",
     )
     columns = (
-        ("mechanism", "switched off", "recall (answerable)", "Δ recall")
+        ("mechanism", "switched off", "recall (answerable)", "Δ recall", "ms", "its ms")
         if evidence_run
         else (
             "mechanism",
@@ -39,6 +40,8 @@ def run_ablate(ui: UI, run: str, split: str) -> JsonResult:
             "adv. F1",
             "evid. recall",
             "Δ recall",
+            "ms",
+            "its ms",
         )
     )
     for col in columns:
@@ -48,9 +51,11 @@ def run_ablate(ui: UI, run: str, split: str) -> JsonResult:
         def delta(key: str, r: JsonResult = r) -> str:
             return "" if r[key] is None or r["mechanism"] == "full config" else f"{r[key]:+.4f}"
 
+        ms = (fmt(r["retrieval_ms"], 2), "" if r["lever_ms"] is None else f"{r['lever_ms']:+.2f}")
+
         if evidence_run:
             table.add_row(
-                r["mechanism"], r["what"], fmt(r["main_evidence_recall"], 4), delta("delta_main_evidence_recall")
+                r["mechanism"], r["what"], fmt(r["main_evidence_recall"], 4), delta("delta_main_evidence_recall"), *ms
             )
             continue
         table.add_row(
@@ -63,8 +68,14 @@ def run_ablate(ui: UI, run: str, split: str) -> JsonResult:
             fmt(r["adversarial_f1"], 4),
             fmt(r["evidence_recall"], 4),
             delta("delta_evidence_recall"),
+            *ms,
         )
     ui.print(table)
     if len(rows) == 1:
         ui.info("the best config uses none of the switchable mechanisms")
+    elif any(r["lever_ms"] is not None for r in rows):
+        ui.info(
+            "ms: retrieval ms a question beyond the query embedding (best of 3 passes on up to 60 questions); "
+            "its ms: what the mechanism costs (the full config's ms minus the row's, at their shared BM25 scale)"
+        )
     return {"run_dir": run, "split": split, "best_round": best_round, "rows": rows}

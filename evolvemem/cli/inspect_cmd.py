@@ -214,7 +214,7 @@ def _show_rounds(ui: UI, rounds: list[RoundOutcome], objective: str, with_calls:
             fmt(score),
             "" if prev is None or score is None else f"{score - prev:+.4f}",
             *(
-                (fmt(s.evidence_recall), fmt(s.context_tokens, 0))
+                (fmt(s.evidence_recall), fmt(s.context_tokens, 0), fmt(s.retrieval_ms, 2))
                 if by_recall
                 else (fmt(s.main_f1), fmt(s.adversarial_f1))
             ),
@@ -233,9 +233,9 @@ def _show_rounds(ui: UI, rounds: list[RoundOutcome], objective: str, with_calls:
 
 
 def _rounds_table(objective: str, by_recall: bool, with_calls: bool) -> Table:
-    """The rounds table's columns: an evidence run's side columns are recall and tokens, not F1; the
-    usage columns only when some call was made."""
-    side_columns = ("recall (all)", "tokens") if by_recall else ("main", "adv.")
+    """The rounds table's columns: an evidence run's side columns are recall, tokens and retrieval ms
+    a question, not F1; the usage columns only when some call was made."""
+    side_columns = ("recall (all)", "tokens", "ms") if by_recall else ("main", "adv.")
     table = Table(
         title=f"rounds (dev; score = {objective_label(objective)}, objective {objective})", title_justify="left"
     )
@@ -277,6 +277,8 @@ def round_entry(r: RoundOutcome, by_category: dict[str, float | None]) -> dict[s
         "evidence_recall": s.evidence_recall,
         "main_evidence_recall": s.main_evidence_recall,
         "context_tokens": s.context_tokens,
+        "retrieval_ms": s.retrieval_ms,
+        "bm25_ms": s.bm25_ms,
         "by_category": by_category,
         "decision": r.next_step,
         "reason": r.reason,

@@ -254,6 +254,16 @@ class RunOptions:
         "--folds",
         help="Split dev conversations into K folds; a change must hold in every fold (0 = off).",
     )
+    no_parsimony: bool = typer.Option(
+        False,
+        "--no-parsimony",
+        help="Build on a round that switched a lever on even when it gained nothing significant (by default the next round goes back to the best config: a lever must pay for itself).",
+    )
+    max_ms: Optional[float] = typer.Option(
+        None,
+        "--max-ms",
+        help="Refuse a round whose retrieval takes more than this many ms a question beyond the query embedding (timed after each dev evaluation beside BM25 alone; evolve show --frontier prints it).",
+    )
     explore_dims: int = typer.Option(
         GUARD_DEFAULTS.explore_dims, "--explore-dims", help="Dimensions changed by an exploration step."
     )

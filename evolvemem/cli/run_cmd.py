@@ -380,6 +380,8 @@ def new_run_spec(ui: UI, o: RunOptions, local_models: LocalModels) -> tuple[RunS
             min_effect=o.min_effect,
             max_loss=o.max_loss,
             folds=o.folds,
+            parsimony=not o.no_parsimony,
+            max_ms=o.max_ms,
         ),
         concurrency=o.concurrency,
         local_models=local_models.or_else(run_local_models(o.init)),

@@ -52,6 +52,9 @@ def budget_best(store: RunStore, spec: RunSpec, tokens: int, primary_best: int) 
         row = store.round_row(round_no, phase)
         if round_no == 0 or row is None or not row.done:
             continue
+        timed = store.round_row(round_no, Phase.DEV)  # the ranking is timed once, at the primary budget
+        if spec.guard.over_max_ms(timed.retrieval_ms if timed else None):
+            continue
         comparison = compare(
             store.round_records(round_no, phase),
             store.round_records(best, phase),
@@ -95,9 +98,8 @@ def _recall(row: RoundSummary | None) -> float | None:
 
 
 def _ms(row: RoundSummary | None) -> float | None:
-    """The round's retrieval milliseconds a question, read when a run records them."""
-    value = getattr(row, "retrieval_ms", None) if row is not None else None
-    return float(value) if isinstance(value, (int, float)) else None
+    """The round's retrieval milliseconds a question (None: not timed)."""
+    return row.retrieval_ms if row is not None else None
 
 
 def frontier_points(store: RunStore, spec: RunSpec, primary_best: int) -> list[FrontierPoint]:
@@ -133,7 +135,7 @@ def frontier_points(store: RunStore, spec: RunSpec, primary_best: int) -> list[F
                 test_best.context_tokens if test_best is not None else None,
                 start.context_tokens if start is not None else None,
                 held,
-                _ms(dev),
+                _ms(store.round_row(best, Phase.DEV)),
             )
         )
     return points

@@ -3,8 +3,10 @@
 Every round after the first is compared, paired, with the incumbent (the best round so far) on
 the same dev questions (evolvemem/loop/paired.py):
 - accepted: a significant gain that holds across conversations → it becomes the incumbent;
-- revert: a significant loss (or the objective falling more than `revert_threshold`) → the next
-  config is built from the incumbent, not from the regressed one;
+- revert: a significant loss (or the objective falling more than `revert_threshold`), no
+  significant gain from a round that switched a lever on (loop/parsimony.py), or a round whose
+  retrieval is over `--max-ms` (loop/retrieval_cost.py) → the next config is built from the
+  incumbent, not from that round;
 - explore: `stagnation_rounds` rounds in a row without a significant gain, or the proposal is
   empty or would repeat an evaluated config → a random perturbation of a few dimensions;
 - apply: otherwise the clamped proposal is applied to the base config.
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from evolvemem.store.run_store import incumbent
 from evolvemem.contracts.diagnosis import Proposal
 from evolvemem.contracts.vocab import Decision
+from evolvemem.loop.parsimony import parsimony_refusal
 from evolvemem.loop.spec import GuardSettings
 from evolvemem.qtypes import LABEL_ONLY_TYPES
 from evolvemem.space.config import RetrievalConfig
@@ -60,6 +63,7 @@ class RoundScore:
     config: RetrievalConfig
     accepted: bool = False  # became the incumbent (round 0 always does)
     significant_loss: bool = False  # worse than the incumbent: the next step reverts
+    retrieval_ms: float | None = None  # its retrieval ms a question (None: not timed); --max-ms reads it
 
 
 @dataclass
@@ -92,8 +96,14 @@ def check_regression(scores: list[RoundScore], settings: GuardSettings, reason: 
     current = scores[-1]
     delta = current.score - scores[-2].score if len(scores) > 1 else None
     best = incumbent_of(scores)
-    if current.significant_loss and not current.accepted:
+    if current.accepted or current is best:
+        return Regression(current, best, False, delta, "")
+    if current.significant_loss:
         return Regression(best, best, True, delta, reason or f"round {current.round} is worse than round {best.round}")
+    if over := settings.over_max_ms(current.retrieval_ms):
+        return Regression(best, best, True, delta, f"round {current.round} is refused: {over}")
+    if settings.parsimony and (refused := parsimony_refusal(current.round, current.config, best.round, best.config)):
+        return Regression(best, best, True, delta, refused)
     return Regression(current, best, False, delta, "")
 
 

@@ -33,6 +33,7 @@ from evolvemem.loop.reextract import reextract, uncovered_sessions
 from evolvemem.loop.candidates import alternative_candidates, choose_among, corrected, screened_candidates
 from evolvemem.loop.outcome import RoundFacts, RoundOutcome, round_outcome
 from evolvemem.loop.result import RunResult
+from evolvemem.loop.retrieval_cost import time_retrieval, timed_sample
 from evolvemem.loop.ladder import LadderInputs
 from evolvemem.loop.screening import PASSED, Screener, estimated_score
 from evolvemem.loop.snapshots import write_final, write_frontier_configs, write_round_snapshot
@@ -100,6 +101,7 @@ class EvolutionRunner:
         self.hooks = hooks or Hooks()
         self._retried: set[tuple[int, str]] = set()  # finished evaluations whose failed questions were asked again
         self.dev = split_dataset(dataset, "dev")
+        self.timed_questions = timed_sample(self.dev.questions, spec.seed)  # every round's retrieval is timed on them
         try:
             self.test = split_dataset(dataset, "test")
         except DataError:  # one conversation: nothing is held out, and reports say so
@@ -143,6 +145,19 @@ class EvolutionRunner:
         job = RoundJob(config, questions, round_no, phase, on_record, contexts_only=self.contexts_only, cuts=cuts)
         return self.scorer.score_round(job, self.hooks.stage)
 
+    def _timed(self, summary: RoundSummary, config: RetrievalConfig) -> RoundSummary:
+        """A dev evaluation with its config's retrieval ms beside BM25 alone (timed once; a resume
+        reads them back): loop/retrieval_cost.py."""
+        if summary.retrieval_ms is not None or not summary.done:
+            return summary
+        cost = time_retrieval(self.ws, config, self.timed_questions)
+        if cost is None:
+            return summary
+        self.store.note_retrieval_cost(summary.round, summary.phase, cost.ms, cost.bm25_ms)
+        if summary.round == 0 and (over := self.spec.guard.over_max_ms(cost.ms)):
+            self._say(f"the start config is over --max-ms: {over} (it is the first best all the same)")
+        return replace(summary, retrieval_ms=cost.ms, bm25_ms=cost.bm25_ms)
+
     def _complete_screenings(self) -> None:
         """On resume, ask the failed questions of finished screenings again (a faulty server's), so
         that no phase keeps a failed record; dev and test evaluations are re-asked as the loop reaches
@@ -182,6 +197,7 @@ class EvolutionRunner:
             if round_no > 0 and self.screener is not None:
                 config = self._screen(self.screener, round_no, config, others, scores, seen)
             summary = self._evaluate(config, self.dev.questions, round_no, Phase.DEV, self._cuts(Phase.DEV))
+            summary = self._timed(summary, config)
             score = objective_of(summary, spec.objective)
             decision = self.store.decision(round_no)
             comparison, verdict = None, None
@@ -192,7 +208,7 @@ class EvolutionRunner:
             else:
                 comparison, verdict = self._judge(round_no, incumbent_of(scores).round)
                 accepted, loss = verdict.accepted, verdict.significant_loss
-            scores.append(RoundScore(round_no, score, config, accepted, loss))
+            scores.append(RoundScore(round_no, score, config, accepted, loss, summary.retrieval_ms))
             seen.add(config.fingerprint())
             self.diagnoser.observe(config, score)
             stale = round_no - incumbent_of(scores).round
@@ -290,6 +306,9 @@ class EvolutionRunner:
         )
         k = self._comparisons(round_no)
         verdict = accept(comparison, spec.objective, corrected(spec.guard, k))
+        row = self.store.round_row(round_no, Phase.DEV)
+        if verdict.accepted and (over := spec.guard.over_max_ms(row.retrieval_ms if row else None)):
+            verdict = replace(verdict, accepted=False, reason=f"{verdict.reason}; not kept: {over}")
         if k > 1:
             verdict = replace(
                 verdict,

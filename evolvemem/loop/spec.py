@@ -75,6 +75,8 @@ class GuardSettings:
     max_loss: float = 0.005  # largest mean F1 loss a group may take (balanced objective)
     consistency_tolerance: float = 0.005  # a conversation "holds" when it loses less than this
     folds: int = 0  # > 1: every fold of dev conversations must hold too
+    parsimony: bool = True  # a round that switches a lever on must gain significantly to be built on
+    max_ms: float | None = None  # --max-ms: a round whose retrieval takes longer a question is refused
 
     def __post_init__(self) -> None:
         if not 0.0 < self.alpha < 1.0:
@@ -88,16 +90,27 @@ class GuardSettings:
                 raise EvolveMemError(f"{flag} must be 0 or more, not {value:g}")
         if self.explore_dims < 1:
             raise EvolveMemError(f"--explore-dims must be 1 or more, not {self.explore_dims}")
+        if self.max_ms is not None and not self.max_ms > 0:
+            raise EvolveMemError(f"--max-ms must be more than 0, not {self.max_ms:g}")
         if self.folds < 0:
             raise EvolveMemError(f"--folds must be 0 or more, not {self.folds}")
+
+    def over_max_ms(self, ms: float | None) -> str:
+        """Why a config's retrieval breaks `--max-ms` ("" when it does not, there is no limit, or it
+        was not timed)."""
+        if self.max_ms is None or ms is None or ms <= self.max_ms:
+            return ""
+        return f"its retrieval takes {ms:.2f} ms a question, over --max-ms {self.max_ms:g}"
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "GuardSettings":
-        """From a manifest (settings a newer version dropped are ignored)."""
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+        """From a manifest (settings a newer version dropped are ignored; a run started before
+        parsimony existed goes on without it, as it began)."""
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**{"parsimony": False, **known})
 
 
 def manifest_budget(manifest: Mapping[str, object]) -> TokenBudget:

@@ -28,6 +28,7 @@ from evolvemem.executor import Executor
 from evolvemem.executor.local import LocalExecutor
 from evolvemem.llm.client import redact_url
 from evolvemem.loop.ablate import run_ablation
+from evolvemem.loop.retrieval_cost import time_retrieval, timed_sample
 from evolvemem.loop.scorer import RecordFn, RoundJob, Scoring, StageFn
 from evolvemem.loop.paired import Comparison, compare
 from evolvemem.loop.result import RunResult
@@ -495,7 +496,16 @@ class Session(Closing):
     ) -> list[dict[str, Any]]:
         questions = split_dataset(self.dataset, split).questions
         contexts_only = self.spec is not None and self.spec.objective == CONTEXTS_ONLY
-        return run_ablation(self.rounds, config, questions, round_no, on_variant, contexts_only=contexts_only)
+        sample = timed_sample(questions, self.spec.seed if self.spec else 0)
+        return run_ablation(
+            self.rounds,
+            config,
+            questions,
+            round_no,
+            on_variant,
+            contexts_only=contexts_only,
+            measure=lambda variant: time_retrieval(self.workspace, variant, sample),
+        )
 
 
 def _check_resumable(

@@ -50,6 +50,8 @@ class RoundSummary(StoredRow):
     wall_seconds: float | None
     config_fingerprint: str | None = None
     stores_built: str | None = None
+    retrieval_ms: float | None = None  # dev: retrieval ms a question beyond the query embedding
+    bm25_ms: float | None = None  # BM25 alone, timed beside it
 
     def column(self, name: str) -> float | None:
         """A score column by name (an objective's headline: loop/spec.objective_column)."""

@@ -457,6 +457,13 @@ class RunStore(RunReads, Closing):
         """Say on (round, phase) which memory stores its config made the run build, and their time."""
         self.con.execute("UPDATE rounds SET stores_built = ? WHERE round = ? AND phase = ?", [built, round_no, phase])
 
+    def note_retrieval_cost(self, round_no: int, phase: str, ms: float, bm25_ms: float) -> None:
+        """Record on (round, phase) what its config's retrieval costs a question, beside BM25 alone."""
+        self.con.execute(
+            "UPDATE rounds SET retrieval_ms = ?, bm25_ms = ? WHERE round = ? AND phase = ?",
+            [ms, bm25_ms, round_no, phase],
+        )
+
     def stores_built(self) -> dict[int, tuple[str, ...]]:
         """Round -> the stores its evaluations (screenings and dev) first built, in the order built."""
         rows = self.query(

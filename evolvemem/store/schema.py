@@ -46,6 +46,16 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
             "VARCHAR",
             "memory stores first built for this evaluation's config, with their time (inside wall_seconds)",
         ),
+        (
+            "retrieval_ms",
+            "DOUBLE",
+            "dev: the config's retrieval ms a question beyond the query embedding (best of 3 passes on a fixed sample of up to 60 dev questions; loop/retrieval_cost.py)",
+        ),
+        (
+            "bm25_ms",
+            "DOUBLE",
+            "BM25 alone timed beside it in the same passes (retrieval_ms / bm25_ms travels between machines)",
+        ),
         ("started_at", "TIMESTAMP", "start time (UTC)"),
         ("finished_at", "TIMESTAMP", "end time (UTC)"),
     ],
