@@ -109,6 +109,9 @@ def main() -> None:
     parser.add_argument("--model", default="1.5b")
     parser.add_argument("--questions", type=int, default=120)
     parser.add_argument("--chunk", type=int, default=10, help="questions answered by each config in turn")
+    parser.add_argument(
+        "--records", type=Path, default=None, help="also write every answer, row by row, to this JSONL file"
+    )
     parser.add_argument("--evolve-from", type=Path, default=None, help="evolve RUN's config with the reader answering")
     parser.add_argument(
         "--evolve-out", type=Path, default=None, help="that run's directory (default runs/reader-evolved-BUDGET)"
@@ -155,6 +158,8 @@ def main() -> None:
                 records[row.label] += evaluate(ws, row.config, chunk, concurrency=1, mode=row.mode).records
                 seconds[row.label] += time.perf_counter() - started
             report(records, seconds, args.baseline, compare)
+            if args.records is not None:
+                write_records(args.records, records)
 
 
 def write_dev_slice(data: Path, dev_questions: int, folder: Path) -> Path:
@@ -196,6 +201,18 @@ def evolve_with_reader(args: argparse.Namespace, out: Path, server: Any) -> None
         server.api_base,
     )  # fmt: skip
     print(f"… {out} finished ({wall / 60:.0f} min this time)", flush=True)
+
+
+def write_records(path: Path, records: dict[str, list[Any]]) -> None:
+    """Every answer so far, one JSON object a line with its row's label (rewritten after each chunk):
+    what the failure split counts can be read answer by answer."""
+    import json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as out:
+        for label, rows in records.items():
+            for r in rows:
+                out.write(json.dumps({"row": label, **r.as_row()}, default=str) + "\n")
 
 
 def mean(values: list[float]) -> float:

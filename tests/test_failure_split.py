@@ -20,6 +20,8 @@ CASES = [
         False,
         ReaderFailure.TOO_LONG,
     ),
+    ("the bakery", "the bakery, the pier and the old chapel", False, ReaderFailure.INCOMPLETE),
+    ("3 March 2021", "June 2019", False, ReaderFailure.WRONG_DATE),
     ("Bertha", "Clementine", False, ReaderFailure.ENTITY),
     ("a blue tarpaulin", "green", False, ReaderFailure.OTHER),
 ]
@@ -41,7 +43,7 @@ def test_each_failure_class_on_a_fixed_case(prediction, gold, abstained, expecte
 
 
 def test_a_wrong_date_is_no_date_form_and_a_date_free_gold_never_is():
-    assert failure_class("14 February 2024", "12 February 2024", False) is ReaderFailure.OTHER
+    assert failure_class("14 February 2024", "12 February 2024", False) is ReaderFailure.WRONG_DATE
     assert failure_class("yesterday", "a sailboat", False) is not ReaderFailure.DATE_FORM
 
 

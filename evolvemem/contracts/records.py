@@ -123,7 +123,7 @@ class QuestionRecord:
     )
     reader_failure: str | None = column(
         "VARCHAR",
-        "reader split: why an answer with the full evidence in context is wrong: abstained, date_form, too_long, entity, other",
+        "reader split: why an answer with the full evidence in context is wrong: abstained, date_form, wrong_date, too_long, incomplete, entity, other",
         None,
     )
 

@@ -137,6 +137,8 @@ class ReaderFailure(StrEnum):
 
     ABSTAINED = "abstained"  # it said the context does not hold the answer
     DATE_FORM = "date_form"  # the gold is a date; the answer gives it relatively or in another form
+    WRONG_DATE = "wrong_date"  # the gold is a date; the answer names another one
     TOO_LONG = "too_long"  # the gold is mostly inside an answer too long for token F1
+    INCOMPLETE = "incomplete"  # the answer is mostly part of the gold but leaves most of it out
     ENTITY = "entity"  # the answer names another person or thing than the gold does
     OTHER = "other"

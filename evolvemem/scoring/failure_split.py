@@ -4,7 +4,7 @@ whole evidence was there and the answer is wrong, what kind of wrong.
 It separates what retrieval lost from what the reader lost: a question whose evidence was fully
 in context and still answered wrong is the reader's. The class of such an answer comes from rules
 that read the gold only as scoring already does (its tokens, its dates, its capitalised names),
-checked in this order: abstained → date_form → too_long → entity → other. Pure functions of a
+checked in this order: abstained → date_form → wrong_date → too_long → incomplete → entity → other. Pure functions of a
 record's own fields; the answer path calls `reader_split` once per question a model answered."""
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ from evolvemem.scoring.metrics import answer_tokens
 LONG_FACTOR = 3
 # ... and holds at least this share of the gold's tokens (as token F1 counts them).
 GOLD_INSIDE = 0.6
+# An answer is incomplete when at least this share of its tokens are the gold's ...
+PART_OF_GOLD = 0.6
+# ... and it holds less than this share of the gold's tokens (a list answered with one item).
+GOLD_COVERED = 0.5
 # Any day serves to ask the relative-date rules whether a text holds a relative date: only
 # whether they find one is read, never the day they resolve it to.
 _ANY_DAY = datetime(2000, 1, 1)
@@ -86,8 +90,12 @@ def failure_class(prediction: str, gold: str, abstained: bool) -> ReaderFailure:
         return ReaderFailure.ABSTAINED
     if date_form(prediction, gold):
         return ReaderFailure.DATE_FORM
+    if find_dates(gold) and find_dates(prediction):
+        return ReaderFailure.WRONG_DATE  # both name a date and none agrees (else date_form held)
     if too_long(prediction, gold):
         return ReaderFailure.TOO_LONG
+    if incomplete(prediction, gold):
+        return ReaderFailure.INCOMPLETE
     if other_entity(prediction, gold):
         return ReaderFailure.ENTITY
     return ReaderFailure.OTHER
@@ -100,6 +108,16 @@ def too_long(prediction: str, gold: str) -> bool:
         return False
     inside = sum((Counter(predicted) & Counter(expected)).values())
     return inside / len(expected) >= GOLD_INSIDE
+
+
+def incomplete(prediction: str, gold: str) -> bool:
+    """PART_OF_GOLD of the answer's tokens are the gold's, and it covers less than GOLD_COVERED of
+    the gold: one item of a list, or a bare "yes" to a gold that says why."""
+    predicted, expected = answer_tokens(prediction), answer_tokens(gold)
+    if not predicted or not expected:
+        return False
+    inside = sum((Counter(predicted) & Counter(expected)).values())
+    return inside / len(predicted) >= PART_OF_GOLD and inside / len(expected) < GOLD_COVERED
 
 
 def date_form(prediction: str, gold: str) -> bool:
