@@ -279,6 +279,7 @@ def round_entry(r: RoundOutcome, by_category: dict[str, float | None]) -> dict[s
         "context_tokens": s.context_tokens,
         "retrieval_ms": s.retrieval_ms,
         "bm25_ms": s.bm25_ms,
+        "stopped_at": s.stopped_at,
         "by_category": by_category,
         "decision": r.next_step,
         "reason": r.reason,
@@ -322,6 +323,8 @@ def print_round_notes(ui: UI, rounds: list[RoundOutcome]) -> None:
             ui.info(line)
         if r.verdict and r.round > 0:
             ui.info(f"  round {r.round} judged: {r.verdict}")
+        if r.summary.stopped_at:
+            ui.info(f"  round {r.round} stopped early: {r.summary.stopped_at}")
         reason = without_verdict(r.reason or "", r.verdict or "")
         if reason:
             ui.info(f"  round {r.round} → {next_step_text(r.next_step)}: {reason}")
