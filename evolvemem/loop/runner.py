@@ -5,7 +5,8 @@ Everything a resume needs is in the run store: a finished round is read back, a 
 one continues from its last recorded question, and the next config of every decided round is
 stored with the decision. With screening on (loop/screening.py) a round's candidate is first
 scored on a minibatch of dev questions and evaluated in full only when it passes; otherwise the
-round keeps the incumbent. At the end the start config and the best dev config are each scored
+round keeps the incumbent; a candidate that passed is evaluated on dev in looks and stopped
+when it clearly cannot win (loop/sequential.py). At the end the start config and the best dev config are each scored
 once on the held-out test conversations."""
 
 from __future__ import annotations
