@@ -22,6 +22,7 @@ from evolvemem.data.split import split_dataset
 from evolvemem.data.synth import generate_synth
 from evolvemem.loop.screening import minibatch
 from evolvemem.loop.sequential import LOOK_SHARES, looks, upper_bound
+from evolvemem.loop.spec import RunSpec
 from evolvemem.qtypes import is_adversarial
 from tests.fake_llm_server import FakeLLMServer, message_text, wants_json
 from tests.test_llm_pipeline import MODEL, evolve, is_diagnosis, new_cache, query, seed_cache  # noqa: F401 (fixtures)
@@ -226,3 +227,12 @@ def _data(tmp_path: Path) -> Path:
         for k in range(4)
     ]
     return dump_custom(replace(base, questions=questions), tmp_path / "fourfold.json")
+
+
+def test_sequential_is_on_by_default_and_off_for_a_run_started_before_it() -> None:
+    spec = RunSpec(benchmark="synth", data=None, diagnoser="rubric")
+    assert spec.sequential is True
+    stored = spec.as_dict()
+    assert RunSpec.from_dict(stored).sequential is True
+    del stored["sequential"]
+    assert RunSpec.from_dict(stored).sequential is False
