@@ -323,8 +323,6 @@ def print_round_notes(ui: UI, rounds: list[RoundOutcome]) -> None:
             ui.info(line)
         if r.verdict and r.round > 0:
             ui.info(f"  round {r.round} judged: {r.verdict}")
-        if r.summary.stopped_at:
-            ui.info(f"  round {r.round} stopped early: {r.summary.stopped_at}")
         reason = without_verdict(r.reason or "", r.verdict or "")
         if reason:
             ui.info(f"  round {r.round} → {next_step_text(r.next_step)}: {reason}")
