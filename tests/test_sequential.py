@@ -236,3 +236,18 @@ def test_sequential_is_on_by_default_and_off_for_a_run_started_before_it() -> No
     assert RunSpec.from_dict(stored).sequential is True
     del stored["sequential"]
     assert RunSpec.from_dict(stored).sequential is False
+
+
+def test_the_next_round_builds_on_the_incumbent_after_a_stopped_round() -> None:
+    from evolvemem.loop.guard import RoundScore, check_regression
+    from evolvemem.loop.spec import GuardSettings
+    from evolvemem.space.config import load_config
+
+    weak = load_config("weak")[0]
+    wider = weak.with_changes({"max_context": 12})[0]
+    start = RoundScore(0, 0.5, weak, accepted=True)
+    stopped = RoundScore(1, 0.52, wider, stopped_at="futility at look 1 (60 of 120 dev questions)")
+    regression = check_regression([start, stopped], GuardSettings())
+    assert regression.reverted and regression.base is start and "stopped early" in regression.reason
+    built_on = check_regression([start, RoundScore(1, 0.52, wider)], GuardSettings())
+    assert not built_on.reverted and built_on.base.round == 1

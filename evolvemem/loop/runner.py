@@ -216,7 +216,9 @@ class EvolutionRunner:
                     why = f"{verdict.reason}; stopped early: {summary.stopped_at}"
                     verdict = replace(verdict, accepted=False, reason=why)
                 accepted, loss = verdict.accepted, verdict.significant_loss
-            scores.append(RoundScore(round_no, score, config, accepted, loss, summary.retrieval_ms))
+            scores.append(
+                RoundScore(round_no, score, config, accepted, loss, summary.retrieval_ms, summary.stopped_at or "")
+            )
             seen.add(config.fingerprint())
             self.diagnoser.observe(config, score)
             stale = round_no - incumbent_of(scores).round
