@@ -11,12 +11,15 @@ runs (`--no-cache`): every answer either reaches the server or is reused by the 
 
 Printed per run: answer calls (dev rounds and in all, test included), tokens, wall, the dev and
 held-out test start → best, and the paired difference of the two runs' held-out test records
-(screened − full, same questions) with its 95% interval. With `--local N` the same pair runs on
+(screened − full, same questions) with its 95% interval. `--compare-sequential` adds the screened
+run with `--no-sequential` (every passing candidate on all of dev): the rounds each run accepted
+and the held-out difference of the two (loop/sequential.py). With `--local N` the same pair runs on
 a slice of N questions per conversation answered by the local 0.5B model
 (benchmarks/local_llm_server.py) where it is installed.
 
     python benchmarks/cost.py [--data ../shared/data/locomo10_dev8.json] [--rounds 7] [--latency 0.02]
-        [--screen-fraction 0.25] [--extra "--screen-budget 2"] [--local N [--local-rounds 3] [--only-local]]
+        [--screen-fraction 0.25] [--extra "--screen-budget 2"] [--compare-sequential]
+        [--local N [--local-rounds 3] [--only-local]]
 """
 
 from __future__ import annotations
@@ -189,6 +192,8 @@ def measure(
                                       sum(prompt_tokens + completion_tokens) AS tokens FROM usage""")[0]
         test_best = store.round_records(store.best_round(), "test_best")
         screenings = store.screenings()
+        accepted = [int(r["round"]) for r in store.query("SELECT round FROM decisions WHERE accepted ORDER BY round")]
+        stopped = store.query("SELECT round, n_questions FROM rounds WHERE phase = 'dev' AND stopped_at IS NOT NULL")
     if answer_calls < 0:
         answer_calls = int(usage["answer_calls"] or 0)
     return {
@@ -204,6 +209,8 @@ def measure(
         "test_best": test_best,
         "screened_out": sum(1 for s in screenings if s.outcome == "screened_out"),
         "screenings": len(screenings),
+        "accepted": accepted,
+        "stopped": [(int(r["round"]), int(r["n_questions"] or 0)) for r in stopped],
     }
 
 
@@ -258,6 +265,28 @@ def report(full: dict, screened: dict) -> None:
         )
 
 
+def report_sequential(full: dict, sequential: dict, all_looks: dict) -> None:
+    """The screened run (sequential dev evaluation, the default) beside the same run with
+    `--no-sequential`: answer calls, the rounds each accepted, and their held-out difference."""
+    for run in (sequential, all_looks):
+        stops = ", ".join(f"r{r} after {n} q" for r, n in run["stopped"]) or "none"
+        print(
+            f"{run['label']}: answer calls {run['answer_calls']} (dev rounds {run['dev_answer_calls']}), "
+            f"{run['answer_calls'] / full['answer_calls']:.3f}× full evaluation's; accepted rounds "
+            f"{run['accepted'] or 'none'}; stopped early: {stops}"
+        )
+    same = "the same" if sequential["accepted"] == all_looks["accepted"] else "DIFFERENT"
+    print(f"accepted rounds with and without sequential evaluation: {same}")
+    paired = compare(sequential["test_best"], all_looks["test_best"], 1, 0, "balanced")
+    for group in ("main", "all"):
+        s = paired.groups[group]
+        inside = s.ci_low <= 0.0 <= s.ci_high
+        print(
+            f"held-out test {group} F1, sequential − not (paired, n={s.n}): {s.diff:+.4f} "
+            f"[{s.ci_low:+.4f}, {s.ci_high:+.4f}] → {'within' if inside else 'OUTSIDE'} the interval"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -276,6 +305,12 @@ def main() -> None:
     )
     parser.add_argument("--local-rounds", type=int, default=3)
     parser.add_argument("--only-local", action="store_true", help="skip the fake-server pair")
+    parser.add_argument(
+        "--compare-sequential",
+        action="store_true",
+        help="also run the screened run with --no-sequential and compare answer calls, accepted rounds and "
+        "the held-out outcome",
+    )
     args = parser.parse_args()
     if not args.data.is_file():
         raise SystemExit(f"no LoCoMo file at {args.data}")
@@ -303,6 +338,16 @@ def main() -> None:
         )
         print(f"fake server, {args.latency:g} s per call, {args.rounds} rounds from weak, rubric, LLM cache off")
         report(full, screened)
+        if args.compare_sequential:
+            all_looks = measure(
+                "screened, --no-sequential",
+                args.data,
+                folder / "no-sequential",
+                args.rounds,
+                args.latency,
+                ["--screen-fraction", args.screen_fraction, "--no-sequential", *args.extra.split()],
+            )
+            report_sequential(full, {**screened, "label": "screened, sequential"}, all_looks)
         if args.local:
             local_pair(args, folder)
 

@@ -305,7 +305,11 @@ def test_a_significant_evidence_gain_carries_a_candidate_past_a_minibatch_too_sm
     full = query(
         run, "SELECT round, count(*) AS n FROM question_records WHERE phase = 'dev' GROUP BY round ORDER BY round"
     )
-    assert [r["n"] for r in full][:2] == [full[0]["n"]] * 2  # round 1 was evaluated on every dev question
+    # round 1 went on to dev (rung 2) beyond its minibatch; answering exactly as the start does, it
+    # cannot gain and stopped for futility at the first look (loop/sequential.py)
+    assert screening["n_questions"] < full[1]["n"] < full[0]["n"]
+    (stopped,) = query(run, "SELECT stopped_at FROM rounds WHERE round = 1 AND phase = 'dev'")
+    assert stopped["stopped_at"].startswith(f"futility at look 1 ({full[1]['n']} of {full[0]['n']} dev questions)")
     # without rung 0 the same candidate has only its minibatch to show, and shows no gain there
     blind = tmp_path / "blind"
     with FakeLLMServer(make_responder(proposing(wider))) as server:

@@ -279,6 +279,7 @@ def round_entry(r: RoundOutcome, by_category: dict[str, float | None]) -> dict[s
         "context_tokens": s.context_tokens,
         "retrieval_ms": s.retrieval_ms,
         "bm25_ms": s.bm25_ms,
+        "stopped_at": s.stopped_at,
         "by_category": by_category,
         "decision": r.next_step,
         "reason": r.reason,

@@ -228,6 +228,11 @@ class RunOptions:
         "--no-evidence-rung",
         help="Skip rung 0 of the screening ladder (a candidate that changes the context is first compared on the evidence recall of its contexts, without answer calls).",
     )
+    no_sequential: bool = typer.Option(
+        False,
+        "--no-sequential",
+        help="Evaluate a candidate that passed its screening on every dev question at once (by default it is evaluated in looks at fixed shares of dev and stopped when it clearly cannot gain the minimum effect; docs/concepts/screening.md).",
+    )
     adversarial_protocol: str = typer.Option(RUN_DEFAULTS.protocol, "--adversarial-protocol", help="official or paper.")
     tau_rev: float = typer.Option(
         GUARD_DEFAULTS.revert_threshold,

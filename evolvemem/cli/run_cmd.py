@@ -130,6 +130,8 @@ def round_line(done: RoundOutcome, objective: str = "balanced") -> str:
     lever = f" {emerged_text(done.emerged_used)};" if done.emerged_used else ""
     paired = paired_text(done.paired, done.accepted, done.screenings, objective)
     built = "".join(f"; {text}" for text in done.stores_built)
+    if done.summary.stopped_at:
+        built += f"; stopped early: {done.summary.stopped_at}"
     lines.append(
         f"round {done.round}:{lever} {dev_scores_text(done.objective_score, done.summary, objective)} {paired}; "
         f"{decision_text(done.next_step, done.fallback, done.flags)}: {changes_text(done.changes)}{cost}{built}"
@@ -398,5 +400,6 @@ def new_run_spec(ui: UI, o: RunOptions, local_models: LocalModels) -> tuple[RunS
         token_budget=o.context_tokens if o.context_tokens is not None or o.budgets else init_config.budget.tokens,
         budgets=parse_budgets(o.budgets),
         evidence_rung=not o.no_evidence_rung,
+        sequential=not o.no_sequential,
     )
     return spec, init_config

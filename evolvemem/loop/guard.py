@@ -4,9 +4,10 @@ Every round after the first is compared, paired, with the incumbent (the best ro
 the same dev questions (evolvemem/loop/paired.py):
 - accepted: a significant gain that holds across conversations → it becomes the incumbent;
 - revert: a significant loss (or the objective falling more than `revert_threshold`), no
-  significant gain from a round that switched a lever on (loop/parsimony.py), or a round whose
-  retrieval is over `--max-ms` (loop/retrieval_cost.py) → the next config is built from the
-  incumbent, not from that round;
+  significant gain from a round that switched a lever on (loop/parsimony.py), a round whose
+  retrieval is over `--max-ms` (loop/retrieval_cost.py), or one whose dev evaluation stopped for
+  futility (loop/sequential.py: it cannot win, and its records cover only part of dev) → the next
+  config is built from the incumbent, not from that round;
 - explore: `stagnation_rounds` rounds in a row without a significant gain, or the proposal is
   empty or would repeat an evaluated config → a random perturbation of a few dimensions;
 - apply: otherwise the clamped proposal is applied to the base config.
@@ -64,6 +65,7 @@ class RoundScore:
     accepted: bool = False  # became the incumbent (round 0 always does)
     significant_loss: bool = False  # worse than the incumbent: the next step reverts
     retrieval_ms: float | None = None  # its retrieval ms a question (None: not timed); --max-ms reads it
+    stopped_at: str = ""  # its dev evaluation stopped for futility (loop/sequential.py): not built on
 
 
 @dataclass
@@ -100,6 +102,8 @@ def check_regression(scores: list[RoundScore], settings: GuardSettings, reason: 
         return Regression(current, best, False, delta, "")
     if current.significant_loss:
         return Regression(best, best, True, delta, reason or f"round {current.round} is worse than round {best.round}")
+    if current.stopped_at:
+        return Regression(best, best, True, delta, f"round {current.round} stopped early ({current.stopped_at})")
     if over := settings.over_max_ms(current.retrieval_ms):
         return Regression(best, best, True, delta, f"round {current.round} is refused: {over}")
     if settings.parsimony and (refused := parsimony_refusal(current.round, current.config, best.round, best.config)):

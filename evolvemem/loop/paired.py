@@ -130,6 +130,50 @@ def _stat(
     return PairedStat(n, float(cand.mean()), float(inc.mean()), observed, float(low), float(high), p_gain, p_loss)
 
 
+@dataclass(frozen=True)
+class PairedDifferences:
+    """Two rounds' records paired by question (sorted by question id): each side's value and
+    the question's conversation and group. The one pairing rule of `compare` and of the
+    sequential evaluation's futility bound (loop/sequential.py)."""
+
+    candidate: np.ndarray
+    incumbent: np.ndarray
+    conversations: np.ndarray
+    adversarial: np.ndarray
+
+    @property
+    def diffs(self) -> np.ndarray:
+        return np.asarray(self.candidate - self.incumbent, dtype=float)
+
+    def mask(self, group: str) -> np.ndarray:
+        """Which pairs are in `group` (one of GROUPS)."""
+        if group == "main":
+            return ~self.adversarial
+        if group == "adversarial":
+            return self.adversarial
+        return np.ones(len(self.candidate), dtype=bool)
+
+
+def paired_differences(
+    candidate: Sequence[QuestionRecord], incumbent: Sequence[QuestionRecord], metric: str
+) -> PairedDifferences:
+    """Pair two rounds' records by question on `metric` (records without a value or failed on
+    either side are left out)."""
+
+    def paired(record: QuestionRecord) -> bool:
+        return not record.failed and getattr(record, metric) is not None
+
+    inc_by_id = {r.question_id: r for r in incumbent if paired(r)}
+    pairs = [(r, inc_by_id[r.question_id]) for r in candidate if paired(r) and r.question_id in inc_by_id]
+    pairs.sort(key=lambda p: p[0].question_id)
+    return PairedDifferences(
+        np.array([getattr(c, metric) for c, _ in pairs], dtype=float),
+        np.array([getattr(i, metric) for _, i in pairs], dtype=float),
+        np.array([c.conversation_id for c, _ in pairs], dtype=object),
+        np.array([is_adversarial(c.question_type) for c, _ in pairs], dtype=bool),
+    )
+
+
 def compare(
     candidate: Sequence[QuestionRecord],
     incumbent: Sequence[QuestionRecord],
@@ -142,21 +186,10 @@ def compare(
 ) -> Comparison:
     """Pair two rounds' records by question on `metric` (by default the objective's: F1, or the
     context's evidence recall; records without a value or failed on either side are left out)."""
-    metric = metric or objective_metric(objective)
-
-    def paired(record: QuestionRecord) -> bool:
-        return not record.failed and getattr(record, metric) is not None
-
-    inc_by_id = {r.question_id: r for r in incumbent if paired(r)}
-    pairs = [(r, inc_by_id[r.question_id]) for r in candidate if paired(r) and r.question_id in inc_by_id]
-    pairs.sort(key=lambda p: p[0].question_id)
-    cand = np.array([getattr(c, metric) for c, _ in pairs], dtype=float)
-    inc = np.array([getattr(i, metric) for _, i in pairs], dtype=float)
-    convs = np.array([c.conversation_id for c, _ in pairs], dtype=object)
-    adversarial = np.array([is_adversarial(c.question_type) for c, _ in pairs], dtype=bool)
-    diffs = cand - inc
+    pairs = paired_differences(candidate, incumbent, metric or objective_metric(objective))
+    cand, inc, convs, diffs = pairs.candidate, pairs.incumbent, pairs.conversations, pairs.diffs
     rng = np.random.default_rng(seed)
-    masks = {"main": ~adversarial, "adversarial": adversarial, "all": np.ones(len(pairs), dtype=bool)}
+    masks = {g: pairs.mask(g) for g in GROUPS}
     groups = {g: _stat(diffs[m], cand[m], inc[m], convs[m], rng) for g, m in masks.items()}
     objective_mask = masks[objective_group(objective)]
     by_conversation = {

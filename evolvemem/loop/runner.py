@@ -5,7 +5,8 @@ Everything a resume needs is in the run store: a finished round is read back, a 
 one continues from its last recorded question, and the next config of every decided round is
 stored with the decision. With screening on (loop/screening.py) a round's candidate is first
 scored on a minibatch of dev questions and evaluated in full only when it passes; otherwise the
-round keeps the incumbent. At the end the start config and the best dev config are each scored
+round keeps the incumbent; a candidate that passed is evaluated on dev in looks and stopped
+when it clearly cannot win (loop/sequential.py). At the end the start config and the best dev config are each scored
 once on the held-out test conversations."""
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from evolvemem.loop.result import RunResult
 from evolvemem.loop.retrieval_cost import time_retrieval, timed_sample
 from evolvemem.loop.ladder import LadderInputs
 from evolvemem.loop.screening import PASSED, Screener, estimated_score
+from evolvemem.loop.sequential import futility, looks, stop_text
 from evolvemem.loop.snapshots import write_final, write_frontier_configs, write_round_snapshot
 from evolvemem.loop.scorer import ProgressFn, RoundJob, RoundScorer, round_progress
 from evolvemem.loop.spec import CONTEXTS_ONLY, RunSpec, objective_column, screening_enabled
@@ -196,7 +198,10 @@ class EvolutionRunner:
             started = time.perf_counter()
             if round_no > 0 and self.screener is not None:
                 config = self._screen(self.screener, round_no, config, others, scores, seen)
-            summary = self._evaluate(config, self.dev.questions, round_no, Phase.DEV, self._cuts(Phase.DEV))
+            if self._in_looks(round_no, config, scores):
+                summary = self._sequential(config, round_no, incumbent_of(scores).round)
+            else:
+                summary = self._evaluate(config, self.dev.questions, round_no, Phase.DEV, self._cuts(Phase.DEV))
             summary = self._timed(summary, config)
             score = objective_of(summary, spec.objective)
             decision = self.store.decision(round_no)
@@ -207,8 +212,13 @@ class EvolutionRunner:
                 accepted, loss = bool(decision.accepted), bool(decision.significant_loss)
             else:
                 comparison, verdict = self._judge(round_no, incumbent_of(scores).round)
+                if summary.stopped_at:  # judged on the questions it asked; a stopped round is never kept
+                    why = f"{verdict.reason}; stopped early: {summary.stopped_at}"
+                    verdict = replace(verdict, accepted=False, reason=why)
                 accepted, loss = verdict.accepted, verdict.significant_loss
-            scores.append(RoundScore(round_no, score, config, accepted, loss, summary.retrieval_ms))
+            scores.append(
+                RoundScore(round_no, score, config, accepted, loss, summary.retrieval_ms, summary.stopped_at or "")
+            )
             seen.add(config.fingerprint())
             self.diagnoser.observe(config, score)
             stale = round_no - incumbent_of(scores).round
@@ -239,6 +249,55 @@ class EvolutionRunner:
         if spec.cuts:
             write_frontier_configs(self.store.run_dir, result.frontier, self._point_config)
         return result
+
+    def _in_looks(self, round_no: int, config: RetrievalConfig, scores: list[RoundScore]) -> bool:
+        """Whether round `round_no` evaluates its config on dev in looks (loop/sequential.py): a
+        screened candidate of a run with a model answering and --sequential on (a round that
+        carries the incumbent reuses its records: nothing to stop)."""
+        return (
+            round_no > 0
+            and self.screener is not None
+            and self.spec.sequential
+            and self.ws.roles.model_answers
+            and config.fingerprint() != incumbent_of(scores).config.fingerprint()
+        )
+
+    def _sequential(self, config: RetrievalConfig, round_no: int, incumbent_round: int) -> RoundSummary:
+        """`config` on dev look by look, stopped for futility after any look but the last
+        (loop/sequential.py). A resume reads a stopped row back as final and goes on from the
+        first look whose questions are not all answered; the row's wall time adds up the looks."""
+        assert self.screener is not None
+        plan = looks(self.dev.questions, self.screener.batch, self.spec.seed)
+        incumbent = self.store.round_records(incumbent_round, Phase.DEV)
+        min_effect = self.spec.guard.min_effect
+        for number, questions in enumerate(plan, start=1):
+            row = self.store.round_row(round_no, Phase.DEV)
+            if row is not None and row.done and row.stopped_at:
+                return row
+            asked = self.store.finished_question_ids(round_no, Phase.DEV) if row is not None else set()
+            # a look finished before an interruption is not scored again (its check is made again)
+            if row is None or not row.done or not all(q.question_id in asked for q in questions):
+                earlier = (row.wall_seconds or 0.0) if row is not None and row.done else 0.0
+                self._evaluate_look(config, questions, round_no)
+                if earlier:
+                    self.store.add_wall_seconds(round_no, Phase.DEV, earlier)
+            if number == len(plan):
+                break
+            candidate = self.store.round_records(round_no, Phase.DEV)
+            stop, bounds = futility(candidate, incumbent, self.spec.objective, min_effect)
+            if stop:
+                why = stop_text(number, len(questions), len(self.dev.questions), bounds, min_effect)
+                self.store.note_stopped(round_no, Phase.DEV, why)
+                break
+        final = self.store.round_row(round_no, Phase.DEV)
+        assert final is not None  # begun by the first look
+        return final
+
+    def _evaluate_look(self, config: RetrievalConfig, questions: list[Question], round_no: int) -> RoundSummary:
+        """One look of a sequential dev evaluation: the look's questions not answered yet."""
+        on_record = round_progress(self.hooks.record, round_no, Phase.DEV, len(questions))
+        job = RoundJob(config, questions, round_no, Phase.DEV, on_record)
+        return self.scorer.score_round(job, self.hooks.stage)
 
     def _cuts(self, phase: str, budgets: list[int] | None = None) -> tuple[tuple[str, TokenBudget], ...]:
         """A frontier run's further budgets (or `budgets` of them) as `phase`'s cuts."""

@@ -224,6 +224,8 @@ class RunSpec:
     # rung 0 of the ladder: a candidate that changes the context is first compared on the evidence
     # recall of its contexts (no answer call) and stops there when significantly worse
     evidence_rung: bool = True
+    # a screened candidate's dev evaluation goes in looks and stops for futility (loop/sequential.py)
+    sequential: bool = True
 
     def __post_init__(self) -> None:
         from evolvemem.diagnosers import diagnoser_entry
@@ -317,6 +319,7 @@ class RunSpec:
         data["guard"] = GuardSettings.from_dict(data.get("guard", {}))
         data["local_models"] = LocalModels.from_spec(data)
         data.setdefault("screen_fraction", 0.0)  # a run started before screening existed goes on without it
+        data.setdefault("sequential", False)  # nor one started before sequential evaluation
         data["token_budget"] = manifest_budget({"spec": data}).tokens  # older runs: context_tokens
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in known})

@@ -52,6 +52,7 @@ class RoundSummary(StoredRow):
     stores_built: str | None = None
     retrieval_ms: float | None = None  # dev: retrieval ms a question beyond the query embedding
     bm25_ms: float | None = None  # BM25 alone, timed beside it
+    stopped_at: str | None = None  # a sequential dev evaluation stopped for futility: where and why
 
     def column(self, name: str) -> float | None:
         """A score column by name (an objective's headline: loop/spec.objective_column)."""

@@ -464,6 +464,17 @@ class RunStore(RunReads, Closing):
             [ms, bm25_ms, round_no, phase],
         )
 
+    def note_stopped(self, round_no: int, phase: str, why: str) -> None:
+        """Record that (round, phase) stopped before its last look, and why (loop/sequential.py)."""
+        self.con.execute("UPDATE rounds SET stopped_at = ? WHERE round = ? AND phase = ?", [why, round_no, phase])
+
+    def add_wall_seconds(self, round_no: int, phase: str, seconds: float) -> None:
+        """Add the wall time of earlier looks to (round, phase), which `finish_round` set to the last one's."""
+        self.con.execute(
+            "UPDATE rounds SET wall_seconds = coalesce(wall_seconds, 0) + ? WHERE round = ? AND phase = ?",
+            [seconds, round_no, phase],
+        )
+
     def stores_built(self) -> dict[int, tuple[str, ...]]:
         """Round -> the stores its evaluations (screenings and dev) first built, in the order built."""
         rows = self.query(

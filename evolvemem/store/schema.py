@@ -56,6 +56,11 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
             "DOUBLE",
             "BM25 alone timed beside it in the same passes (retrieval_ms / bm25_ms travels between machines)",
         ),
+        (
+            "stopped_at",
+            "VARCHAR",
+            "dev of a screened candidate evaluated in looks (loop/sequential.py): where it stopped for futility and why; NULL when it was not stopped (a done row on part of dev without it goes on with the next look on resume)",
+        ),
         ("started_at", "TIMESTAMP", "start time (UTC)"),
         ("finished_at", "TIMESTAMP", "end time (UTC)"),
     ],
