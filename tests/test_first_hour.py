@@ -140,14 +140,14 @@ def test_show_prints_each_verdict_once(balanced_run, tmp_path):
             replace(
                 row,
                 decision="reverted",
-                reason=f"{row.verdict}; the proposal is applied to the best config instead",
+                reason=f"{row.verdict}; the proposal goes onto the best config instead",
             )
         )
         verdicts = [r["verdict"] for r in store.query("SELECT verdict FROM decisions WHERE round > 0")]
     text = " ".join(invoke("show", str(copy)).output.split())
     for verdict in set(verdicts):
         assert text.count(" ".join(verdict.split())) == verdicts.count(verdict), verdict  # once per round
-    assert "round 1 → next reverts to best: the proposal is applied to the best config instead" in text
+    assert "round 1 → next reverts to best: the proposal goes onto the best config instead" in text
 
 
 def test_docs_say_why_a_lower_mean_round_can_be_best():

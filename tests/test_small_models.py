@@ -83,7 +83,8 @@ def test_an_unreported_window_is_learned_from_the_first_rejection(tmp_path: Path
     """llama.cpp's wording; tests/test_window_retry.py has llama-cpp-python's and the fallbacks."""
     reply = json.dumps({"analysis": "Misses dominate.", "changes": {"semantic_top_k": 10}, "rationale": "more"})
     with FakeLLMServer(responder(reply), context_window=4096, report_window=False) as server:
-        run(server, tmp_path / "run", rounds="2")
+        # round 1 (no gain on saturated synth) is built on, so round 1 is diagnosed anew
+        run(server, tmp_path / "run", "--no-parsimony", rounds="2")
         assert len(server.oversized) == 1  # the first diagnosis; its retry and every later prompt are sized
     rows = query(tmp_path / "run", "SELECT round, parse_error, prompt_trimmed, calls FROM diagnoses ORDER BY round")
     assert rows[0]["parse_error"] is None and rows[0]["calls"] == 2 and rows[0]["prompt_trimmed"]

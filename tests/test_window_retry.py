@@ -100,7 +100,8 @@ def test_a_second_rejection_or_nothing_shorter_to_send_raises_with_both_billed()
 
 def test_the_first_diagnosis_against_a_hidden_window_is_retried_resized_in_the_same_round(tmp_path: Path) -> None:
     with hidden_window_server() as server:
-        run(server, tmp_path / "run", rounds="2")
+        # round 1 (no gain on saturated synth) is built on, so round 1 is diagnosed anew
+        run(server, tmp_path / "run", "--no-parsimony", rounds="2")
         diagnoses = [b for b in server.requests if is_free_diagnosis(b)]
         # one rejection (round 0's full prompt); its retry and every later prompt are sized
         assert len(server.oversized) == 1 and server.oversized[0] is diagnoses[0]

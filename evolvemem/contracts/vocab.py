@@ -64,7 +64,7 @@ class Decision(StrEnum):
     """What the guard decided for the next round (`decisions.decision`)."""
 
     APPLIED = "applied"  # the proposal is applied to this round's config
-    REVERTED = "reverted"  # significantly worse: the proposal is applied to the best config instead
+    REVERTED = "reverted"  # worse, refused or stopped: the proposal goes onto the best config instead
     EXPLORED = "explored"  # a random perturbation (stagnation, an empty or repeated proposal)
     STOPPED = "stopped"  # the round limit
     CONVERGED = "converged"  # no new best for --patience rounds

@@ -157,7 +157,7 @@ def decide(
     if regression.reverted:
         return GuardDecision(
             Decision.REVERTED,
-            f"{regression.reason}; the proposal is applied to the best config instead",
+            f"{regression.reason}; the proposal goes onto the best config instead",
             candidate,
             changes,
             clamps,
