@@ -469,7 +469,9 @@ def test_screening_with_a_real_model_asks_each_question_once_and_bills_every_cal
         }
         assert len(minibatch_ids) == 4
     full = query(out, "SELECT question_id, calls, reused FROM question_records WHERE round = 1 AND phase = 'dev'")
-    assert len(full) == 12
+    # every dev question, unless a candidate that passed was stopped for futility at a look (loop/sequential.py)
+    stopped = query(out, "SELECT stopped_at FROM rounds WHERE round = 1 AND phase = 'dev'")[0]["stopped_at"]
+    assert len(full) == 12 or (stopped and screening["outcome"] == "passed" and len(minibatch_ids) <= len(full) < 12)
     # asked once: on the minibatch (reused by the full evaluation), or not at all when screened out
     assert all(r["calls"] == 0 and r["reused"] for r in full if r["question_id"] in minibatch_ids)
     if screening["outcome"] == "screened_out":
