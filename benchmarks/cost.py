@@ -255,12 +255,17 @@ def report(full: dict, screened: dict) -> None:
         f"dev rounds {screened['dev_answer_calls'] / full['dev_answer_calls']:.3f}×; "
         f"tokens {screened['tokens'] / full['tokens']:.3f}×; wall {screened['wall'] / full['wall']:.3f}×"
     )
-    paired = compare(screened["test_best"], full["test_best"], 1, 0, "balanced")
+    print_held_out(screened, full, "screened − full")
+
+
+def print_held_out(candidate: dict, reference: dict, label: str) -> None:
+    """The two runs' held-out test records paired, main and all F1, and whether 0 is inside the interval."""
+    paired = compare(candidate["test_best"], reference["test_best"], 1, 0, "balanced")
     for group in ("main", "all"):
         s = paired.groups[group]
         inside = s.ci_low <= 0.0 <= s.ci_high
         print(
-            f"held-out test {group} F1, screened − full (paired, n={s.n}): {s.diff:+.4f} "
+            f"held-out test {group} F1, {label} (paired, n={s.n}): {s.diff:+.4f} "
             f"[{s.ci_low:+.4f}, {s.ci_high:+.4f}] → {'within' if inside else 'OUTSIDE'} the interval"
         )
 
@@ -277,14 +282,7 @@ def report_sequential(full: dict, sequential: dict, all_looks: dict) -> None:
         )
     same = "the same" if sequential["accepted"] == all_looks["accepted"] else "DIFFERENT"
     print(f"accepted rounds with and without sequential evaluation: {same}")
-    paired = compare(sequential["test_best"], all_looks["test_best"], 1, 0, "balanced")
-    for group in ("main", "all"):
-        s = paired.groups[group]
-        inside = s.ci_low <= 0.0 <= s.ci_high
-        print(
-            f"held-out test {group} F1, sequential − not (paired, n={s.n}): {s.diff:+.4f} "
-            f"[{s.ci_low:+.4f}, {s.ci_high:+.4f}] → {'within' if inside else 'OUTSIDE'} the interval"
-        )
+    print_held_out(sequential, all_looks, "sequential − not")
 
 
 def main() -> None:

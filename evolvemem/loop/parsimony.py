@@ -13,26 +13,34 @@ beside (`evolve show --frontier`), not priced here."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from evolvemem.space.config import RetrievalConfig
+from evolvemem.space.dimensions import Dimension
 
 
-def _levers_on(config: RetrievalConfig) -> set[str]:
-    """The costly levers `config` has on, globally or in any per-type override."""
+def settings_on(config: RetrievalConfig, which: Callable[[Dimension], bool]) -> set[str]:
+    """The settings `which` picks that `config` has on, globally or in any per-type override."""
     values = config.values()
     overrides = config.overrides().values()
     return {
         name
         for name, dim in config.space.items()
         if dim.has_off_state()
-        and (dim.mechanism_off is not None or dim.model_calls)
+        and which(dim)
         and (not dim.is_off(values.get(name)) or any(name in o and not dim.is_off(o[name]) for o in overrides))
     }
+
+
+def _costly(dim: Dimension) -> bool:
+    """A mechanism (retrieval work, context lines, answer tokens) or a setting that asks a model."""
+    return dim.mechanism_off is not None or dim.model_calls
 
 
 def levers_switched_on(candidate: RetrievalConfig, incumbent: RetrievalConfig) -> list[str]:
     """The costly levers `candidate` has on (anywhere) that `incumbent` has off everywhere, in the
     order the space lists them."""
-    added = _levers_on(candidate) - _levers_on(incumbent)
+    added = settings_on(candidate, _costly) - settings_on(incumbent, _costly)
     return [name for name in candidate.space if name in added]
 
 

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from functools import cache
 
 from evolvemem.answering.stores import base_store, stores_needed
 from evolvemem.data.models import Question
+from evolvemem.loop.parsimony import settings_on
 from evolvemem.retrieval.latency import RetrievalCost, interleaved_ms
 from evolvemem.space.config import RetrievalConfig, load_config
 from evolvemem.workspace import Workspace
@@ -26,13 +28,13 @@ PASSES = 3  # timed passes a figure is the best of, after one warm-up pass
 
 def asks_model_to_retrieve(config: RetrievalConfig) -> bool:
     """Whether `config` has a model-calling setting on, globally or in a per-type override."""
-    values = config.values()
-    overrides = config.overrides().values()
-    for name, dim in config.space.items():
-        if dim.model_calls and dim.has_off_state():
-            if not dim.is_off(values.get(name)) or any(name in o and not dim.is_off(o[name]) for o in overrides):
-                return True
-    return False
+    return bool(settings_on(config, lambda dim: dim.model_calls))
+
+
+@cache
+def _bm25_alone() -> RetrievalConfig:
+    """The `weak` preset (BM25 alone), loaded once: every timing's reference."""
+    return load_config("weak")[0]
 
 
 def timed_sample(questions: Sequence[Question], seed: int) -> list[Question]:
@@ -47,7 +49,7 @@ def time_retrieval(ws: Workspace, config: RetrievalConfig, sample: Sequence[Ques
     """`config`'s retrieval ms a question on `sample`, beside BM25 alone (None: it would ask a model)."""
     if not sample or (ws.roles.uses_llm and asks_model_to_retrieve(config)):
         return None
-    bm25 = load_config("weak")[0].with_budget(config.budget)
+    bm25 = _bm25_alone().with_budget(config.budget)
     for each in (config, bm25):
         ws.ensure_stores(stores_needed(each))
         ws.prepare(list(sample), each)  # outside the clock: embeddings, late-interaction scores

@@ -211,7 +211,7 @@ class EvolutionRunner:
             elif decision is not None and decision.accepted is not None:
                 accepted, loss = bool(decision.accepted), bool(decision.significant_loss)
             else:
-                comparison, verdict = self._judge(round_no, incumbent_of(scores).round)
+                comparison, verdict = self._judge(round_no, incumbent_of(scores).round, summary.retrieval_ms)
                 if summary.stopped_at:  # judged on the questions it asked; a stopped round is never kept
                     why = f"{verdict.reason}; stopped early: {summary.stopped_at}"
                     verdict = replace(verdict, accepted=False, reason=why)
@@ -350,7 +350,7 @@ class EvolutionRunner:
                 )
         return chosen
 
-    def _judge(self, round_no: int, incumbent_round: int) -> tuple[Comparison, Verdict]:
+    def _judge(self, round_no: int, incumbent_round: int, retrieval_ms: float | None) -> tuple[Comparison, Verdict]:
         """The paired comparison of a dev round with the incumbent, and the guard's verdict (for
         the best of K parallel candidates, at alpha / K: loop/candidates.py)."""
         spec = self.spec
@@ -365,8 +365,7 @@ class EvolutionRunner:
         )
         k = self._comparisons(round_no)
         verdict = accept(comparison, spec.objective, corrected(spec.guard, k))
-        row = self.store.round_row(round_no, Phase.DEV)
-        if verdict.accepted and (over := spec.guard.over_max_ms(row.retrieval_ms if row else None)):
+        if verdict.accepted and (over := spec.guard.over_max_ms(retrieval_ms)):
             verdict = replace(verdict, accepted=False, reason=f"{verdict.reason}; not kept: {over}")
         if k > 1:
             verdict = replace(
