@@ -2,11 +2,13 @@
 how often a deliberately vague wrong answer fools it.
 
     python benchmarks/judge_agreement.py RUN_OR_EVAL_DIR --judge-model M [--api-base URL]
-        [--labels benchmarks/judge_hand_labels.jsonl] [--concurrency 4] [--json]
+        [--labels benchmarks/judge_hand_labels.jsonl] [--questions N] [--concurrency 4] [--json]
 
 The answers judged are the evaluation's scored answers to answerable questions (LoCoMo's
 adversarial category is left out, as the field's judge figures leave it out): an `evolve eval`
-directory's round 0, an `evolve run` directory's best dev round. Each is judged with the judge of
+directory's round 0, an `evolve run` directory's best dev round (`--questions N`: N of them, the
+hand-labelled ones first, the rest in the store's order — a small local judge takes seconds a
+verdict). Each is judged with the judge of
 `--metric judge` (prompts/judge.md, Mem0's CORRECT/WRONG LoCoMo protocol), through the LLM reply
 cache, so a second run asks nothing again. Printed:
 
@@ -152,6 +154,15 @@ def scored_answers(run_dir: Path) -> tuple[list[Any], str]:
     return answered, f"{kind}, round {where[0]} ({where[1]})"
 
 
+def first_answers(records: list[Any], labels: dict[tuple[str, str], int], limit: int) -> list[Any]:
+    """`limit` of `records` (all when 0): those a hand label reads first, then the rest in order."""
+    if limit <= 0:
+        return records
+    labelled = [r for r in records if (r.question_id, prediction_hash(r.prediction)) in labels]
+    rest = [r for r in records if (r.question_id, prediction_hash(r.prediction)) not in labels]
+    return (labelled + rest)[:limit]
+
+
 def open_judge(model: str, api_base: str | None) -> Any:
     """The metric's judge (through the user's LLM reply cache), or one line when it cannot be asked."""
     from evolvemem.llm import LLMClient, ResponseCache
@@ -229,6 +240,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--judge-model", required=True, help="litellm model of the judge (e.g. openai/gpt-4o-mini)")
     parser.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server")
     parser.add_argument("--labels", type=Path, default=LABELS, help="hand-read verdicts (JSONL)")
+    parser.add_argument(
+        "--questions", type=int, default=0, help="judge N answers, the hand-labelled first (0 = every answer)"
+    )
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--json", action="store_true", help="end with one JSON object of the figures")
     args = parser.parse_args(argv)
@@ -236,6 +250,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         raise SystemExit(f"{args.run_dir}: no run.duckdb (expected an `evolve eval` or `evolve run` directory)")
     labels = read_labels(args.labels) if args.labels.is_file() else {}
     records, which = scored_answers(args.run_dir)
+    records = first_answers(records, labels, args.questions)
     if not records:
         raise SystemExit(f"{args.run_dir}: no scored answers to answerable questions to judge")
     judge = open_judge(args.judge_model, args.api_base)

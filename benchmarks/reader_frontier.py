@@ -8,13 +8,19 @@ answerable questions of the dev file's *test* conversations (the loop never saw 
 conversation by conversation and category by category in file order, once per row, every context cut at `--budget` estimated tokens.
 A row is a preset (`hybrid`), `label=RUN` (a run directory's best config), `oracle` (the gold
 evidence turns only: the reader's ceiling) or `oracle+distractors` (those, topped up to the budget
-with the baseline's retrieved lines); `--evolved RUN` adds the row `evolved=RUN`. Memories are the
+with the baseline's retrieved lines), each optionally followed by `:SETTING=VALUE` changes (one
+answer-side lever measured beside its base: `evolved=RUN:context_layout=sessions`); `--evolved RUN`
+adds the row `evolved=RUN`. Memories are the
 offline ones, so contexts differ only by retrieval.
 
 `--evolve-from RUN` first evolves RUN's config with this reader answering (`evolve run --init RUN
---objective main --context-tokens BUDGET`, rubric diagnoser, the screening ladder on, retrieval and
-answer-side levers alike) on `--dev-questions` answerable questions of the dev conversations, into
-`--evolve-out` (resumed when it exists), and adds its best config as the row `reader-evolved`.
+--objective main --context-tokens BUDGET`, rubric diagnoser, the screening ladder on, every round
+run: `--patience 0`) on `--dev-questions` answerable questions of the dev conversations, into
+`--evolve-out` (resumed when it exists), and adds its best config as the row `reader-evolved`. By
+default it runs with `--freeze retrieval` (`--evolve-freeze`): RUN's retrieval was evolved on
+evidence recall over every dev question, which costs no answer; a reader's few answered questions
+are spent on what acts on the context — order, layout, answer style and length, quoting,
+abstention, date resolution. `--evolve-freeze ''` lets it change both sides.
 
 Printed after every chunk (every row answers each chunk in turn, so a run stopped early still has
 paired figures): per row, answerable F1, evidence recall, the conversion rate (F1 on the questions
@@ -89,12 +95,40 @@ def parse_rows(spec: str, evolved: Path | None, baseline: str, budget: int) -> l
         items.insert(0, baseline)
     rows = []
     for item in items:
-        if item in (ContextMode.ORACLE, ContextMode.ORACLE_DISTRACTORS):
-            rows.append(Row(item, config_of(baseline), ContextMode(item)))
+        base, *settings = item.split(":")
+        if base in (ContextMode.ORACLE, ContextMode.ORACLE_DISTRACTORS):
+            row = Row(base, config_of(baseline), ContextMode(base))
         else:
-            label, _, source = item.partition("=")
-            rows.append(Row(label, config_of(source or label), ContextMode.RETRIEVED))
+            label, _, source = base.partition("=")
+            row = Row(label, config_of(source or label), ContextMode.RETRIEVED)
+        rows.append(with_settings(row, settings) if settings else row)
     return rows
+
+
+def with_settings(row: Row, settings: list[str]) -> Row:
+    """`row` with `SETTING=VALUE` changes to its config (an answer-side lever's row beside its
+    base: `evolved=RUN:quote_then_answer=true`); an unknown setting or a value out of range stops
+    the script in one line."""
+    import json
+
+    changes: dict[str, Any] = {}
+    for setting in settings:
+        name, sep, raw = setting.partition("=")
+        if not sep:
+            raise SystemExit(f"row setting {setting!r}: expected SETTING=VALUE")
+        try:
+            changes[name.strip()] = json.loads(raw)
+        except ValueError:
+            changes[name.strip()] = raw.strip()
+    from evolvemem.errors import ConfigError
+
+    try:
+        config, clamps = row.config.with_changes(changes)
+    except ConfigError as exc:
+        raise SystemExit(f"row {row.label}: {exc}")
+    if clamps:
+        raise SystemExit(f"row {row.label}: out-of-range value for {', '.join(c.field for c in clamps)}")
+    return Row(":".join([row.label, *settings]), config, row.mode)
 
 
 def main() -> None:
@@ -117,6 +151,9 @@ def main() -> None:
         "--evolve-out", type=Path, default=None, help="that run's directory (default runs/reader-evolved-BUDGET)"
     )
     parser.add_argument("--evolve-rounds", type=int, default=7)
+    parser.add_argument(
+        "--evolve-freeze", default="retrieval", help="that run's --freeze ('' lets it change retrieval too)"
+    )
     parser.add_argument("--dev-questions", type=int, default=80, help="answerable dev questions that run evolves on")
     args = parser.parse_args()
     os.environ.setdefault("OPENAI_API_KEY", "sk-local-no-key")  # litellm's openai/ provider wants one
@@ -196,7 +233,8 @@ def evolve_with_reader(args: argparse.Namespace, out: Path, server: Any) -> None
             "--data", str(slice_path), "--init", str(args.evolve_from), "--objective", "main",
             "--context-tokens", str(args.budget), "--rounds", str(args.evolve_rounds), "--diagnoser", "rubric",
             "--answer-model", server.model, "--extract-model", "offline", "--api-base", server.api_base,
-            "--context-window", str(WINDOW), "--concurrency", "1", "-q",
+            "--context-window", str(WINDOW), "--concurrency", "1", "--patience", "0", "-q",
+            *(["--freeze", args.evolve_freeze] if args.evolve_freeze else []),
         ],
         server.api_base,
     )  # fmt: skip

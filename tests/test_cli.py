@@ -64,6 +64,8 @@ def test_space_json_lists_every_dimension():
     payload = last_json(result.stdout)
     names = {d["name"] for d in payload["dimensions"]}
     assert {"semantic_top_k", "fusion_mode", "answer_style"} <= names
+    stages = {d["name"]: d["stage"] for d in payload["dimensions"]}
+    assert stages["answer_style"] == "answer" and stages["semantic_top_k"] == "retrieval"
     assert payload["schema"]["title"] == "RetrievalConfig"
 
 

@@ -170,7 +170,13 @@ def test_judge_agreement_prints_the_three_figures(new_cache, tmp_path, capsys): 
 
     with FakeLLMServer(responder=lambda body: '{"label": "CORRECT"}') as lenient:
         figures = agreement_main([str(run), "--judge-model", "openai/lenient", "--api-base", lenient.url])
-    assert figures["vague"]["fooled_rate"] == 1.0 and figures["vs_f1"]["judge_only"] == len(rows) - sum(right)
+        assert figures["vague"]["fooled_rate"] == 1.0 and figures["vs_f1"]["judge_only"] == len(rows) - sum(right)
+        # --questions N: N answers, the six a valid hand label reads among them
+        asked = lenient.request_count
+        few = ["--labels", str(labels), "--questions", "8"]
+        figures = agreement_main([str(run), "--judge-model", "openai/lenient", "--api-base", lenient.url, *few])
+    assert figures["answers"] == 8 and figures["vs_hand"]["n"] == 6 and figures["vague"]["judged"] == 8
+    assert lenient.request_count - asked <= 1  # every verdict was in the reply cache but the preflight's
 
 
 def test_vague_answers_follow_the_question_form():

@@ -296,6 +296,7 @@ def test_space_piped_lists_every_dimension_whole_with_defaults_as_written_in_a_c
         assert dim.description in listed  # nothing cut when piped
     assert "default rrf;" in listed and "'rrf'" not in listed and "default None" not in listed
     assert "default true" in listed or "default false" in listed
+    assert "per type; answer stage)" in listed and "retrieval stage)" in listed
 
 
 def test_show_reads_a_run_that_another_process_is_writing(tmp_path: Path) -> None:

@@ -285,7 +285,12 @@ def test_a_space_with_more_levers_is_a_new_value_and_the_files_space_is_unchange
     assert grown.added() == (lever,) and files.added() == () and grown.base_names == files.base_names
     assert grown.with_dimensions([lever]) is grown  # the same definition again adds nothing
     assert grown.expand(["emerged", "max_context"]) == ["max_context", "wide_pair"]
-    with pytest.raises(ConfigError, match="unknown dimension or group 'nope'"):
+    # a stage names every dimension of it: `--freeze retrieval` leaves the answer side free
+    answer_side = set(files.answer_stage())
+    assert {"answer_style", "context_layout", "context_order"} <= answer_side
+    assert set(files.expand(["retrieval"])) == set(files) - answer_side and "max_context" not in answer_side
+    assert files.expand(["answer"]) == list(files.answer_stage())
+    with pytest.raises(ConfigError, match="unknown dimension, group or stage 'nope'"):
         grown.expand(["nope"])
     other = BoolDimension(name="wide_pair", default=False, group="emerged", description="Something else.")
     with pytest.raises(ConfigError, match="'wide_pair' is already defined differently"):

@@ -109,7 +109,7 @@ def test_dimension_groups_expand_and_unknown_names_are_refused():
     scenes = files_space().expand(["scenes"])
     assert scenes and all(dims[n].group == "scenes" for n in scenes)
     assert files_space().expand(["max_context", "scenes"]) == [n for n in dims if n == "max_context" or n in scenes]
-    with pytest.raises(ConfigError, match="unknown dimension or group 'nope'"):
+    with pytest.raises(ConfigError, match="unknown dimension, group or stage 'nope'"):
         files_space().expand(["nope"])
 
 

@@ -163,6 +163,7 @@ def space(
                         "choices": list(d.choices) if isinstance(d, EnumDimension) else [],
                         "default": d.default,
                         "per_type": d.per_type,
+                        "stage": d.stage,
                         "description": d.description,
                         "maps_to": dict(d.maps_to),
                         "emerged": dims.is_added(d.name),
@@ -179,20 +180,22 @@ def space(
         for d in dims.dimensions():
             per_type = "; per type" if d.per_type else ""
             ui.console.print(
-                f"{d.group} · {d.name} ({d.kind}, {d.range_text()}; default {value_text(d.default)}{per_type})",
+                f"{d.group} · {d.name} ({d.kind}, {d.range_text()}; default {value_text(d.default)}{per_type}; "
+                f"{d.stage} stage)",
                 markup=False,
                 soft_wrap=True,
             )
             ui.console.print(f"    {about_text(d)}", markup=False, soft_wrap=True)
         return
     table = Table(title=title, title_justify="left")
-    for col in ("group", "dimension", "type", "range / choices", "default", "per type"):
+    for col in ("group", "dimension", "stage", "type", "range / choices", "default", "per type"):
         table.add_column(col, no_wrap=True)
     table.add_column("description", overflow="fold", min_width=30)
     for d in dims.dimensions():
         table.add_row(
             d.group,
             d.name,
+            d.stage,
             d.kind,
             d.range_text(),
             value_text(d.default),

@@ -306,7 +306,7 @@ class RunOptions:
     freeze: Optional[list[str]] = typer.Option(
         None,
         "--freeze",
-        help="Dimensions or groups (e.g. scenes, cue_graph) the loop may not change; repeat or comma-separate.",
+        help="Dimensions, groups (e.g. scenes, cue_graph) or a stage (retrieval: evolve only the answer side; answer) the loop may not change; repeat or comma-separate.",
     )
     concurrency: int = ConcurrencyOpt
     no_cache: bool = NoCacheOpt

@@ -19,6 +19,7 @@ from typing import Any
 from evolvemem.errors import ConfigError
 from evolvemem.paths import action_space_dir
 from evolvemem.space.dimensions import (
+    STAGES,
     Condition,
     Dimension,
     EnumDimension,
@@ -96,8 +97,9 @@ class ActionSpace:
         return tuple(name for name, dim in self._by_name.items() if dim.stage == "answer")
 
     def expand(self, names: Iterable[str]) -> list[str]:
-        """Dimension names from names of dimensions or of groups (an action_space file's stem, e.g.
-        `scenes` for 6_scenes.toml), in order. An unknown name is a ConfigError."""
+        """Dimension names from names of dimensions, of groups (an action_space file's stem, e.g.
+        `scenes` for 6_scenes.toml) or of stages (`retrieval`: what builds a context, `answer`: what
+        acts on a built one), in order. An unknown name is a ConfigError."""
         groups = self.groups()
         wanted: set[str] = set()
         for raw in names:
@@ -106,10 +108,12 @@ class ActionSpace:
                 wanted.add(name)
             elif name in groups:
                 wanted.update(n for n, d in self._by_name.items() if d.group == name)
+            elif name in STAGES:
+                wanted.update(n for n, d in self._by_name.items() if d.stage == name)
             elif name:
                 raise ConfigError(
-                    f"unknown dimension or group {name!r} (groups: {', '.join(sorted(groups))}; "
-                    "`evolve space` lists the dimensions)"
+                    f"unknown dimension, group or stage {name!r} (groups: {', '.join(sorted(groups))}; "
+                    f"stages: {', '.join(STAGES)}; `evolve space` lists the dimensions)"
                 )
         return [n for n in self._by_name if n in wanted]
 
