@@ -5,8 +5,8 @@
     python benchmarks/answer_levers.py --api-base URL --answer-model openai/NAME ...
 
 The rows come from the action space, not from a list here: every answer-stage dimension
-(`stage = "answer"`) and `context_order`, each of its values other than the base config's (a
-bool switched, every other choice of an enum, a number at its minimum and at the middle of its
+(`stage = "answer"`: what acts on a built context, its order included), each of its values other
+than the base config's (a bool switched, every other choice of an enum, a number at its minimum and at the middle of its
 range, geometric when the range is positive), with the settings it needs to act (`acts_when`)
 switched on alongside. Each row changes one lever of the base config, and the row and the base answer the same questions: answerable questions of the
 dev file's *test* conversations, category by category, every context cut at `--context-tokens`.
@@ -36,8 +36,6 @@ sys.path.insert(0, str(REPO))
 from benchmarks._mechanisms import DEFAULT_DATA, load_locomo_file  # noqa: E402
 from benchmarks._slice import WINDOW  # noqa: E402
 from benchmarks.reader_frontier import stratified_questions  # noqa: E402
-
-EXTRA = ("context_order",)  # a ranking dimension that only orders what the reader reads
 
 
 def lever_values(dim: Any, current: Any) -> list[Any]:
@@ -80,7 +78,7 @@ def lever_rows(base: Any, wanted: set[str] | None) -> list[tuple[str, dict[str, 
     space = base.space
     values = base.values()
     rows = []
-    for name in (*space.answer_stage(), *EXTRA):
+    for name in space.answer_stage():
         if wanted is not None and name not in wanted:
             continue
         for value in lever_values(space[name], values[name]):

@@ -20,7 +20,9 @@ run: `--patience 0`) on `--dev-questions` answerable questions of the dev conver
 default it runs with `--freeze retrieval` (`--evolve-freeze`): RUN's retrieval was evolved on
 evidence recall over every dev question, which costs no answer; a reader's few answered questions
 are spent on what acts on the context — order, layout, answer style and length, quoting,
-abstention, date resolution. `--evolve-freeze ''` lets it change both sides.
+abstention, date resolution. `--evolve-freeze ''` lets it change both sides. An exploration there
+changes one setting (`--evolve-explore-dims 1`): a bundle of three answer-side settings, the loop's
+default, nearly always held one that cost this reader, so a bundle's loss said nothing of the others.
 
 Printed after every chunk (every row answers each chunk in turn, so a run stopped early still has
 paired figures): per row, answerable F1, evidence recall, the conversion rate (F1 on the questions
@@ -154,6 +156,12 @@ def main() -> None:
     parser.add_argument(
         "--evolve-freeze", default="retrieval", help="that run's --freeze ('' lets it change retrieval too)"
     )
+    parser.add_argument(
+        "--evolve-explore-dims",
+        type=int,
+        default=1,
+        help="that run's --explore-dims: settings an exploration changes at once (one: each a lever's own test)",
+    )
     parser.add_argument("--dev-questions", type=int, default=80, help="answerable dev questions that run evolves on")
     args = parser.parse_args()
     os.environ.setdefault("OPENAI_API_KEY", "sk-local-no-key")  # litellm's openai/ provider wants one
@@ -233,7 +241,8 @@ def evolve_with_reader(args: argparse.Namespace, out: Path, server: Any) -> None
             "--data", str(slice_path), "--init", str(args.evolve_from), "--objective", "main",
             "--context-tokens", str(args.budget), "--rounds", str(args.evolve_rounds), "--diagnoser", "rubric",
             "--answer-model", server.model, "--extract-model", "offline", "--api-base", server.api_base,
-            "--context-window", str(WINDOW), "--concurrency", "1", "--patience", "0", "-q",
+            "--context-window", str(WINDOW), "--concurrency", "1", "--patience", "0",
+            "--explore-dims", str(args.evolve_explore_dims), "-q",
             *(["--freeze", args.evolve_freeze] if args.evolve_freeze else []),
         ],
         server.api_base,
