@@ -36,6 +36,7 @@ started again asks only what it had not asked.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -111,8 +112,6 @@ def with_settings(row: Row, settings: list[str]) -> Row:
     """`row` with `SETTING=VALUE` changes to its config (an answer-side lever's row beside its
     base: `evolved=RUN:quote_then_answer=true`); an unknown setting or a value out of range stops
     the script in one line."""
-    import json
-
     changes: dict[str, Any] = {}
     for setting in settings:
         name, sep, raw = setting.partition("=")
@@ -211,8 +210,6 @@ def write_dev_slice(data: Path, dev_questions: int, folder: Path) -> Path:
     """Every conversation of `data` (so the usual split holds), with `dev_questions` answerable
     questions spread over the dev conversations (categories in turn) and one answerable question per
     test conversation: the loop decides on dev; held-out figures are this script's own rows."""
-    import json
-
     from benchmarks._slice import stratified
     from evolvemem.data.split import split_ids
 
@@ -253,8 +250,6 @@ def evolve_with_reader(args: argparse.Namespace, out: Path, server: Any) -> None
 def write_records(path: Path, records: dict[str, list[Any]]) -> None:
     """Every answer so far, one JSON object a line with its row's label (rewritten after each chunk):
     what the failure split counts can be read answer by answer."""
-    import json
-
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as out:
         for label, rows in records.items():

@@ -92,14 +92,18 @@ class ActionSpace:
             raise TypeError(f"{name} is {dim.kind}: it has no choices")
         return dim
 
+    def in_stage(self, stage: str) -> tuple[str, ...]:
+        """The dimensions of one stage (`retrieval`: what builds a context, `answer`: what acts on a
+        built one), in order."""
+        return tuple(name for name, dim in self._by_name.items() if dim.stage == stage)
+
     def answer_stage(self) -> tuple[str, ...]:
         """The dimensions that act on a built context (`stage = "answer"`), in order."""
-        return tuple(name for name, dim in self._by_name.items() if dim.stage == "answer")
+        return self.in_stage("answer")
 
     def expand(self, names: Iterable[str]) -> list[str]:
         """Dimension names from names of dimensions, of groups (an action_space file's stem, e.g.
-        `scenes` for 6_scenes.toml) or of stages (`retrieval`: what builds a context, `answer`: what
-        acts on a built one), in order. An unknown name is a ConfigError."""
+        `scenes` for 6_scenes.toml) or of stages (`in_stage`), in order. An unknown name is a ConfigError."""
         groups = self.groups()
         wanted: set[str] = set()
         for raw in names:
@@ -109,7 +113,7 @@ class ActionSpace:
             elif name in groups:
                 wanted.update(n for n, d in self._by_name.items() if d.group == name)
             elif name in STAGES:
-                wanted.update(n for n, d in self._by_name.items() if d.stage == name)
+                wanted.update(self.in_stage(name))
             elif name:
                 raise ConfigError(
                     f"unknown dimension, group or stage {name!r} (groups: {', '.join(sorted(groups))}; "
