@@ -29,7 +29,9 @@ paired figures): per row, answerable F1, evidence recall, the conversion rate (F
 whose whole gold evidence was in context), the reader failure split (evidence full / partial / none x
 right / wrong, and why the full-evidence answers were wrong: scoring/failure_split.py), context tokens
 and seconds; then each row's paired difference in F1 against the baseline (95% interval with
-conversations resampled, p of a gain). Answers go through the LLM reply cache: an interrupted run
+conversations resampled, p of a gain), and against each row of `--against` (`--against
+oracle,oracle+distractors` splits the gap to the ceiling into what the other lines of a full
+context cost and what the missing evidence costs). Answers go through the LLM reply cache: an interrupted run
 started again asks only what it had not asked.
 """
 
@@ -108,6 +110,15 @@ def parse_rows(spec: str, evolved: Path | None, baseline: str, budget: int) -> l
     return rows
 
 
+def against_rows(spec: str, rows: list[Row]) -> list[str]:
+    """`--against` as row labels; a label that is not a row stops the script in one line."""
+    labels = [label.strip() for label in spec.split(",") if label.strip()]
+    unknown = sorted(set(labels) - {row.label for row in rows})
+    if unknown:
+        raise SystemExit(f"--against {', '.join(unknown)}: not among the rows ({', '.join(r.label for r in rows)})")
+    return labels
+
+
 def with_settings(row: Row, settings: list[str]) -> Row:
     """`row` with `SETTING=VALUE` changes to its config (an answer-side lever's row beside its
     base: `evolved=RUN:quote_then_answer=true`); an unknown setting or a value out of range stops
@@ -140,6 +151,12 @@ def main() -> None:
     )
     parser.add_argument("--evolved", type=Path, default=None, help="adds the row evolved=RUN (a run's best config)")
     parser.add_argument("--baseline", default="hybrid")
+    parser.add_argument(
+        "--against",
+        default="",
+        help="comma-separated rows every other row is also paired with (e.g. oracle,oracle+distractors: "
+        "the gap to the ceiling, and what the distractors cost)",
+    )
     parser.add_argument("--budget", type=int, default=1500)
     parser.add_argument("--model", default="1.5b")
     parser.add_argument("--questions", type=int, default=120)
@@ -176,6 +193,7 @@ def main() -> None:
     answerable = [q for q in dataset.questions if q.category not in dataset.adversarial_categories and q.evidence]
     questions = stratified_questions(answerable, args.questions)
     rows = parse_rows(args.rows, args.evolved, args.baseline, args.budget)
+    against = against_rows(args.against, rows)
     print(
         f"{len(questions)} answerable test questions of {', '.join(sorted(dataset.conversations))}; "
         f"contexts cut at {args.budget} tokens; reader Qwen2.5-Coder {args.model}; rows: "
@@ -201,7 +219,7 @@ def main() -> None:
                 started = time.perf_counter()
                 records[row.label] += evaluate(ws, row.config, chunk, concurrency=1, mode=row.mode).records
                 seconds[row.label] += time.perf_counter() - started
-            report(records, seconds, args.baseline, compare)
+            report(records, seconds, [args.baseline, *against], compare)
             if args.records is not None:
                 write_records(args.records, records)
 
@@ -274,7 +292,8 @@ def split_text(rows: list[Any]) -> str:
     )
 
 
-def report(records: dict[str, list[Any]], seconds: dict[str, float], baseline: str, compare: Any) -> None:
+def report(records: dict[str, list[Any]], seconds: dict[str, float], baselines: list[str], compare: Any) -> None:
+    """Each row's figures, then each row paired with each of `baselines` (the first: `--baseline`)."""
     for label, rows in records.items():
         ok = [r for r in rows if not r.failed]
         full = [r.f1 for r in ok if (r.evidence_recall or 0) >= 1.0]
@@ -288,15 +307,16 @@ def report(records: dict[str, list[Any]], seconds: dict[str, float], baseline: s
             flush=True,
         )
         print(f"{'':18s} {split_text(ok)}", flush=True)
-    for label, rows in records.items():
-        if label == baseline:
-            continue
-        stat = compare(rows, records[baseline], 1, 0, "main").groups["main"]
-        print(
-            f"paired, {label} − {baseline}: answerable F1 {stat.diff:+.3f} [{stat.ci_low:+.3f}, {stat.ci_high:+.3f}] "
-            f"p(gain) {stat.p_gain:.3f} on {stat.n} questions",
-            flush=True,
-        )
+    for baseline in baselines:
+        for label, rows in records.items():
+            if label == baseline:
+                continue
+            stat = compare(rows, records[baseline], 1, 0, "main").groups["main"]
+            print(
+                f"paired, {label} − {baseline}: answerable F1 {stat.diff:+.3f} [{stat.ci_low:+.3f}, "
+                f"{stat.ci_high:+.3f}] p(gain) {stat.p_gain:.3f} on {stat.n} questions",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

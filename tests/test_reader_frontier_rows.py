@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.reader_frontier import parse_rows
+from benchmarks.reader_frontier import against_rows, parse_rows
 from evolvemem.contracts.vocab import ContextMode
 
 
@@ -41,3 +41,11 @@ def test_a_bad_row_setting_stops_in_one_line(spec: str, message: str) -> None:
     with pytest.raises(SystemExit, match=message) as stopped:
         parse_rows(spec, None, "hybrid", 600)
     assert "\n" not in str(stopped.value)
+
+
+def test_against_names_rows_and_refuses_one_that_is_not_a_row() -> None:
+    rows = parse_rows("oracle,oracle+distractors,hybrid", None, "hybrid", 600)
+    assert against_rows(" oracle , oracle+distractors", rows) == ["oracle", "oracle+distractors"]
+    assert against_rows("", rows) == []
+    with pytest.raises(SystemExit, match="--against evolved: not among the rows"):
+        against_rows("oracle,evolved", rows)

@@ -6,7 +6,7 @@ schema, the docs' run-store reference, and older run stores on open (NULL for th
 
 from __future__ import annotations
 
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Mapping
 
 from evolvemem.contracts.vocab import FailureClass
@@ -128,9 +128,11 @@ class QuestionRecord:
     )
 
     def as_row(self) -> dict[str, Any]:
-        """The `question_records` row (lists where the table holds lists)."""
-        row = asdict(self)
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in row.items()}
+        """The `question_records` row (lists where the table holds lists). Every field is flat (a
+        scalar or a tuple of strings), so a shallow read does what `dataclasses.asdict` would,
+        without its deep copy: a frontier run stores three records a question, each with the
+        hundreds of ids its ranking cut, and that copy was the store's largest cost."""
+        return {name: (list(v) if isinstance(v := getattr(self, name), tuple) else v) for name in _FIELD_NAMES}
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> QuestionRecord:
@@ -145,6 +147,9 @@ class QuestionRecord:
     def answered(self) -> bool:
         """Scored with an answer (not failed, not a contexts-only record): what reuse can copy."""
         return not self.failed and (self.f1 is not None or self.mc_accuracy is not None)
+
+
+_FIELD_NAMES = tuple(f.name for f in fields(QuestionRecord))
 
 
 def record_columns() -> list[tuple[str, str, str]]:

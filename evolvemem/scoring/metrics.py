@@ -202,8 +202,13 @@ def evidence_recall(gold_evidence: Iterable[str], context_turn_ids: Iterable[str
     gold = {str(turn_id).strip() for turn_id in gold_evidence if str(turn_id).strip()}
     if not gold:
         return None
-    covered: set[str] = set()
-    for entry in context_turn_ids:
-        ids = [entry] if isinstance(entry, str) else entry
-        covered.update(str(turn_id).strip() for turn_id in ids)
-    return len(gold & covered) / len(gold)
+    missing = set(gold)
+    for entry in context_turn_ids:  # a whole ranking can be hundreds of memories: stop once all are found
+        for turn_id in (entry,) if isinstance(entry, str) else entry:
+            if turn_id in missing:
+                missing.discard(turn_id)
+            elif not isinstance(turn_id, str) or turn_id != turn_id.strip():
+                missing.discard(str(turn_id).strip())
+        if not missing:
+            break
+    return (len(gold) - len(missing)) / len(gold)
