@@ -307,10 +307,12 @@ def report(records: dict[str, list[Any]], seconds: dict[str, float], baselines: 
             flush=True,
         )
         print(f"{'':18s} {split_text(ok)}", flush=True)
+    paired: set[frozenset[str]] = set()
     for baseline in baselines:
         for label, rows in records.items():
-            if label == baseline:
+            if label == baseline or frozenset((label, baseline)) in paired:  # each pair once
                 continue
+            paired.add(frozenset((label, baseline)))
             stat = compare(rows, records[baseline], 1, 0, "main").groups["main"]
             print(
                 f"paired, {label} − {baseline}: answerable F1 {stat.diff:+.3f} [{stat.ci_low:+.3f}, "
