@@ -104,6 +104,7 @@ def test_ranked_as_for_the_largest_budget_a_smaller_cut_stays_within_the_stated_
 def test_one_ranking_refuses_configs_ranked_at_different_depths(workspace):
     config = evolved("default")
     question = workspace.dataset.questions[0]
+    workspace.ensure_stores({"raw"})  # not left to whichever test of the module ran before on this worker
     retriever = workspace.retriever(question.conversation_id, "raw")
     with pytest.raises(ConfigError, match="share its depth"):
         retriever.retrieve_cuts(question, [config.with_budget(TokenBudget(60)), config.with_budget(TokenBudget(120))])

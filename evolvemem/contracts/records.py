@@ -139,7 +139,7 @@ class QuestionRecord:
         """A `question_records` row read back (its lists as tuples; a column an older store lacks is
         the field's default)."""
         values: dict[str, Any] = {
-            f.name: (tuple(v) if isinstance(v := row[f.name], list) else v) for f in fields(cls) if f.name in row
+            name: (tuple(v) if isinstance(v := row[name], list) else v) for name in _FIELD_NAMES if name in row
         }
         return cls(**values)
 

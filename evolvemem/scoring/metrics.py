@@ -205,10 +205,7 @@ def evidence_recall(gold_evidence: Iterable[str], context_turn_ids: Iterable[str
     missing = set(gold)
     for entry in context_turn_ids:  # a whole ranking can be hundreds of memories: stop once all are found
         for turn_id in (entry,) if isinstance(entry, str) else entry:
-            if turn_id in missing:
-                missing.discard(turn_id)
-            elif not isinstance(turn_id, str) or turn_id != turn_id.strip():
-                missing.discard(str(turn_id).strip())
+            missing.discard(turn_id if turn_id in missing else str(turn_id).strip())
         if not missing:
             break
     return (len(gold) - len(missing)) / len(gold)
