@@ -147,7 +147,8 @@ def test_every_round_and_chart_is_present_with_the_stores_numbers(synth_run, rep
         """SELECT r.round, r.all_f1, d.decision, d.changes FROM rounds r
                                  JOIN decisions d USING (round) WHERE r.phase = 'dev' ORDER BY r.round""",
     )
-    assert len(rounds) == 4  # round 0 + 3 evolution rounds
+    # round 0 + 3 evolution rounds + 1 pruning round (the view the best switched on, tried off: it pays)
+    assert len(rounds) == 5 and rounds[-1][2] == "lever_pays"
     for number, all_f1, decision, changes in rounds:
         article = page.ids[f"round-{number}"]
         assert article["tag"] == "article"
@@ -412,7 +413,7 @@ def test_both_groups_per_round_in_the_table_and_the_chart(synth_run, report):
     header = page.tables["rounds-table"][0]
     assert header[3:5] == ["main", "adversarial"] and header[7:9] == ["test main", "test adversarial"]
     dev = query(synth_run, "SELECT round, main_f1, adversarial_f1 FROM rounds WHERE phase = 'dev' ORDER BY round")
-    assert len(dev) == 4
+    assert len(dev) == 5  # with the pruning round
     chart = text[text.index('<svg id="trajectory-chart"') :]
     chart = chart[: chart.index("</svg>")]
     for number, main, adversarial in dev:

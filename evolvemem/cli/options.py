@@ -262,7 +262,7 @@ class RunOptions:
     no_parsimony: bool = typer.Option(
         False,
         "--no-parsimony",
-        help="Build on a round that switched a lever on even when it gained nothing significant (by default the next round goes back to the best config: a lever must pay for itself).",
+        help="Build on a round that switched a lever on even when it gained nothing significant, and prune nothing after the last round (by default the next round goes back to the best config, and each kept lever is tried off at the end: a lever must pay for itself).",
     )
     max_ms: Optional[float] = typer.Option(
         None,

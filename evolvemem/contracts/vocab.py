@@ -68,9 +68,12 @@ class Decision(StrEnum):
     EXPLORED = "explored"  # a random perturbation (stagnation, an empty or repeated proposal)
     STOPPED = "stopped"  # the round limit
     CONVERGED = "converged"  # no new best for --patience rounds
+    # end-of-run pruning (loop/pruning.py): a round that is the best config with one kept lever off
+    PRUNED = "pruned"  # dropping the lever lost nothing significant: the pruned config is the best
+    LEVER_PAYS = "lever_pays"  # dropping it was a significant loss: the lever stays
 
 
-FINAL_DECISIONS = (Decision.STOPPED, Decision.CONVERGED)
+FINAL_DECISIONS = (Decision.STOPPED, Decision.CONVERGED, Decision.PRUNED, Decision.LEVER_PAYS)
 
 
 class FailureClass(StrEnum):

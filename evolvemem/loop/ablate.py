@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from evolvemem.data.models import Question
+from evolvemem.loop.pruning import without_lever
 from evolvemem.loop.scorer import RoundJob, RoundScorer
 from evolvemem.retrieval.latency import RetrievalCost
 from evolvemem.space.config import OVERRIDES, RetrievalConfig, parse_config
@@ -34,22 +35,9 @@ def ablation_variants(config: RetrievalConfig) -> list[Variant]:
         if dim.mechanism_off is None:
             continue
         off = dim.mechanism_off
-        used_globally = data[name] != off
-        used_in = [t for t, o in data[OVERRIDES].items() if name in o and o[name] != off]
-        if not used_globally and not used_in:
+        if data[name] == off and not any(name in o and o[name] != off for o in data[OVERRIDES].values()):
             continue
-        changed = {
-            **data,
-            name: off,
-            OVERRIDES: {t: ({**o, name: off} if name in o else o) for t, o in data[OVERRIDES].items()},
-        }
-        variants.append(
-            Variant(
-                name,
-                parse_config(changed, source=f"ablation of {name}", space=space)[0].with_budget(config.budget),
-                f"{name} = {off!r} everywhere",
-            )
-        )
+        variants.append(Variant(name, without_lever(config, name), f"{name} = {off!r} everywhere"))
     for qtype in data[OVERRIDES]:
         changed = {**data, OVERRIDES: {t: o for t, o in data[OVERRIDES].items() if t != qtype}}
         variants.append(

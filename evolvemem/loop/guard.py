@@ -40,6 +40,8 @@ NEXT_STEP: dict[str, str] = {
     Decision.EXPLORED: "next explores",
     Decision.STOPPED: "stops",
     Decision.CONVERGED: "stops (no gain)",
+    Decision.PRUNED: "lever dropped (pruning)",
+    Decision.LEVER_PAYS: "lever kept (pruning)",
 }
 
 

@@ -62,7 +62,7 @@ class RoundOutcome:
 
     @property
     def changes(self) -> list[Change]:
-        """What the next round's config changes."""
+        """What the next round's config changes (a pruning round: the lever it switched off)."""
         return [Change.from_dict(c) for c in (self.decision.changes if self.decision else None) or []]
 
     @property

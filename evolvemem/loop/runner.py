@@ -30,6 +30,7 @@ from evolvemem.loop.frontier import frontier_points, test_groups
 from evolvemem.loop.held_out import held_out
 from evolvemem.loop.guard import RoundScore, check_regression, decide, incumbent_of
 from evolvemem.loop.paired import Comparison, Verdict, accept, compare
+from evolvemem.loop.pruning import next_lever, pruning_verdict, without_lever
 from evolvemem.loop.reextract import reextract, uncovered_sessions
 from evolvemem.loop.candidates import alternative_candidates, choose_among, corrected, screened_candidates
 from evolvemem.loop.outcome import RoundFacts, RoundOutcome, round_outcome
@@ -45,6 +46,7 @@ from evolvemem.space.action_space import ActionSpace
 from evolvemem.space.budget import TokenBudget
 from evolvemem.space.dimensions import Dimension
 from evolvemem.space.config import RetrievalConfig, parse_config
+from evolvemem.space.ops import diff_configs
 from evolvemem.store.costs import round_costs, total_cost
 from evolvemem.store.rows import DecisionRow, DiagnosisRow, JSONObject, RoundSummary
 from evolvemem.store.run_store import RunStore
@@ -224,14 +226,9 @@ class EvolutionRunner:
             stale = round_no - incumbent_of(scores).round
             if decision is None:
                 self._decide(round_no, scores, seen, stale, comparison, verdict)
-            seconds = time.perf_counter() - started
-            levers = {d.name for d in self.space.added()}
-            info = round_outcome(
-                summary, RoundFacts.read(self.store), spec.objective, levers, seconds=seconds, judged=accepted
-            )
-            result.rounds.append(info)
-            if self.hooks.round_done:
-                self.hooks.round_done(info)
+            self._round_done(result, summary, time.perf_counter() - started, accepted)
+        if spec.guard.parsimony:
+            self._prune(scores, result)
         best = incumbent_of(scores)
         result.best_round = best.round
         result.dev = {
@@ -249,6 +246,52 @@ class EvolutionRunner:
         if spec.cuts:
             write_frontier_configs(self.store.run_dir, result.frontier, self._point_config)
         return result
+
+    def _prune(self, scores: list[RoundScore], result: RunResult) -> None:
+        """End-of-run pruning (loop/pruning.py): each lever the best kept, switched off in turn, as
+        a dev round of its own after the last one; a pruned variant becomes the best. A resume reads
+        the decided pruning rounds back and goes on from the first undecided one."""
+        spec = self.spec
+        tried: set[str] = set()
+        round_no = scores[-1].round
+        while (lever := next_lever(incumbent_of(scores).config, scores[0].config, tried)) is not None:
+            tried.add(lever)
+            round_no += 1
+            best = incumbent_of(scores)
+            config = without_lever(best.config, lever)
+            started = time.perf_counter()
+            dev = self._evaluate(config, self.dev.questions, round_no, Phase.DEV, self._cuts(Phase.DEV))
+            summary = self._timed(dev, config)
+            decided = self.store.decision(round_no)
+            if decided is None:
+                comparison = self._paired(round_no, best.round)
+                verdict = pruning_verdict(lever, comparison, spec.objective, spec.guard, round_no)
+                accepted = verdict.pruned
+            else:
+                accepted = bool(decided.accepted)
+            score = objective_of(summary, spec.objective)
+            scores.append(RoundScore(round_no, score, config, accepted, False, summary.retrieval_ms))
+            if decided is None:
+                row = replace(
+                    self._decision_row(round_no, scores, comparison, None, verdict.decision, verdict.reason),
+                    verdict=verdict.reason,
+                    base_round=best.round,
+                    base_score=best.score,
+                    changes=[c.as_dict() for c in diff_configs(best.config, config)],
+                )
+                self.store.record_decision(row)
+                write_round_snapshot(self.store.run_dir, round_no, config, row, None, None)
+            self._round_done(result, summary, time.perf_counter() - started, accepted)
+
+    def _round_done(self, result: RunResult, summary: RoundSummary, seconds: float, accepted: bool) -> None:
+        """A decided round's outcome into the result and to the CLI's round table."""
+        levers = {d.name for d in self.space.added()}
+        info = round_outcome(
+            summary, RoundFacts.read(self.store), self.spec.objective, levers, seconds=seconds, judged=accepted
+        )
+        result.rounds.append(info)
+        if self.hooks.round_done:
+            self.hooks.round_done(info)
 
     def _in_looks(self, round_no: int, config: RetrievalConfig, scores: list[RoundScore]) -> bool:
         """Whether round `round_no` evaluates its config on dev in looks (loop/sequential.py): a
@@ -354,15 +397,7 @@ class EvolutionRunner:
         """The paired comparison of a dev round with the incumbent, and the guard's verdict (for
         the best of K parallel candidates, at alpha / K: loop/candidates.py)."""
         spec = self.spec
-        comparison = compare(
-            self.store.round_records(round_no, Phase.DEV),
-            self.store.round_records(incumbent_round, Phase.DEV),
-            round_no,
-            incumbent_round,
-            spec.objective,
-            folds=spec.guard.folds,
-            seed=spec.seed,
-        )
+        comparison = self._paired(round_no, incumbent_round)
         k = self._comparisons(round_no)
         verdict = accept(comparison, spec.objective, corrected(spec.guard, k))
         if verdict.accepted and (over := spec.guard.over_max_ms(retrieval_ms)):
@@ -374,6 +409,18 @@ class EvolutionRunner:
                 f"alpha {spec.guard.alpha:g} / {k}, Holm's first step)",
             )
         return comparison, verdict
+
+    def _paired(self, round_no: int, incumbent_round: int) -> Comparison:
+        """Dev round `round_no` paired with `incumbent_round` on the same questions (the run's objective)."""
+        return compare(
+            self.store.round_records(round_no, Phase.DEV),
+            self.store.round_records(incumbent_round, Phase.DEV),
+            round_no,
+            incumbent_round,
+            self.spec.objective,
+            folds=self.spec.guard.folds,
+            seed=self.spec.seed,
+        )
 
     def _comparisons(self, round_no: int) -> int:
         """How many candidates the round's config was chosen among (1 unless --candidates)."""

@@ -21,6 +21,8 @@ DECISION_COLORS: dict[str, str] = {
     Decision.EXPLORED: "#d97706",
     Decision.STOPPED: "#334155",
     Decision.CONVERGED: "#6d28d9",
+    Decision.PRUNED: "#0e7490",
+    Decision.LEVER_PAYS: "#475569",
     "pending": "#a1a1aa",
 }
 UNKNOWN_DECISION_COLOR = "#78716c"

@@ -135,6 +135,13 @@ class Dimension:
             return value == self.off_value or value is None
         return self.mechanism_off is not None and value == self.mechanism_off
 
+    def switched_off(self) -> Any:
+        """The value that switches this setting off (`is_off` holds for it): false for a bool, its
+        off value (or null), else its mechanism's off value."""
+        if isinstance(self, BoolDimension):
+            return False
+        return self.off_value if self.can_switch_off() else self.mechanism_off
+
     @property
     def off_value(self) -> Any:
         """The value that switches it off: null for an optional one, else `off`."""

@@ -328,8 +328,19 @@ class RunStore(RunReads, Closing):
 
     def extend_rounds(self, rounds: int) -> None:
         """A resume with a higher round limit extends a finished run: forget the 'stopped'
-        decisions taken before that limit so the loop goes on from there."""
-        self.con.execute("DELETE FROM decisions WHERE decision = 'stopped' AND round < ?", [rounds])
+        decision taken before that limit so the loop goes on from there, and the pruning rounds
+        after it (loop/pruning.py: they judged the old last round's best, and their round numbers
+        are the new rounds'; the new end prunes again). Their calls stay in the usage table, under
+        the round they followed."""
+        stopped = self.query("SELECT max(round) AS r FROM decisions WHERE decision = 'stopped' AND round < ?", [rounds])
+        last = stopped[0]["r"] if stopped else None
+        if last is None:
+            return
+        with self._transaction():
+            self.con.execute("DELETE FROM decisions WHERE decision = 'stopped' AND round < ?", [rounds])
+            for table in ("decisions", "rounds", "question_records"):
+                self.con.execute(f"DELETE FROM {table} WHERE round > ?", [last])
+            self.con.execute("UPDATE usage SET round = ? WHERE round > ?", [last, last])
 
     # ---- reads -------------------------------------------------------------------------------
     def decision(self, round_no: int) -> DecisionRow | None:
