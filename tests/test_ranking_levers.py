@@ -227,6 +227,25 @@ def test_a_token_budget_fills_past_view_sizes_and_the_item_cap(embedder):
     assert used <= 200 < used + context_tokens([tight.cut[0].memory])  # filled up to the next that would not fit
 
 
+def test_a_score_floor_ends_the_context_where_the_ranking_stops_being_sure(embedder):
+    retriever = Retriever(
+        ConversationIndex.build(memories(), embedder, known_persons=SPEAKERS), embedder, known_persons=SPEAKERS
+    )
+    q = question("What did Priya do?")
+    wide = dict(semantic_top_k=10, keyword_top_k=0, structured_top_k=0, context_token_budget=2000)
+    full = retriever.retrieve(q, config(**wide))
+    scores = [item.score for item in full.items]
+    floor = (scores[0] + scores[-1]) / 2 / scores[0]  # between the best and the worst candidate's share
+    cut = retriever.retrieve(q, config(**wide, context_score_floor=round(floor, 3)))
+    kept = len(cut.items)
+    assert 1 <= kept < len(full.items)  # shorter than the budget allows, never empty
+    assert [i.memory.memory_id for i in cut.items] == [i.memory.memory_id for i in full.items[:kept]]
+    assert all(i.score >= floor * scores[0] - 1e-9 for i in cut.items)
+    assert cut.cut[0].score < floor * scores[0]  # the first left out is under the floor, and recorded as cut
+    highest = retriever.retrieve(q, config(**wide, context_score_floor=0.95))
+    assert len(highest.items) >= 1
+
+
 def test_a_run_budget_caps_the_global_budget_and_every_override_and_survives_resolution():
     base, _ = load_config("default")
     cfg, _ = base.with_changes({"context_token_budget": 900})

@@ -25,7 +25,7 @@ from tests.test_small_models import (  # noqa: F401 - new_cache and seed_cache a
     seed_cache,
 )
 
-WINDOW = 4000  # the synth run's full diagnosis prompt fills it; its shortest variant fits with a cut reply budget
+WINDOW = 4200  # the synth run's full diagnosis prompt fills it (it grows with the action space); its shortest variant fits with a cut reply budget
 PROPOSAL = json.dumps({"analysis": "Misses dominate.", "changes": {"semantic_top_k": 10}, "rationale": "more"})
 
 

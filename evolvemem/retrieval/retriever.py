@@ -82,6 +82,16 @@ def within_budget(items: Sequence[RetrievedItem], max_items: int, max_tokens: in
     return keep
 
 
+def above_floor(items: Sequence[RetrievedItem], floor: float) -> int:
+    """How many of the ranked `items` score at least `floor` times the first one's score (never
+    fewer than one; all of them when the first scores nothing positive, where a share means
+    nothing): the context ends where the ranking stops being sure."""
+    if not items or items[0].score <= 0:
+        return len(items)
+    bar = floor * items[0].score
+    return next((position for position, item in enumerate(items) if position and item.score < bar), len(items))
+
+
 REINFORCEMENT_STEP = 0.05  # per entity shared with the query
 REINFORCEMENT_CAP = 0.30
 
@@ -666,6 +676,8 @@ class Retriever:
     ) -> RetrievalResult:
         """The context `config` takes of the ranked `items` (its token limit, its order)."""
         keep = within_budget(items, config.max_context, config.token_limit)
+        if config.context_score_floor:
+            keep = above_floor(items[:keep], config.context_score_floor)
         context, cut = items[:keep], items[keep:]
         if config.context_order == "chronological":
             days = state.timestamp_days

@@ -28,6 +28,8 @@ class ConfigFields:
     max_context: int
     # Context budget in tokens (estimated): the ranked memories fill it and stop (views deepen so they can fill it, max_context does not cut below it); 0 counts memories only (max_context).
     context_token_budget: int
+    # A context only as long as the question needs: after ranking, memories scoring below this share of the best memory's score stay out (the best always enters; the token budget or max_context still caps). 0 fills the budget.
+    context_score_floor: float
 
     # ---- fusion
     # sum of per-view normalised scores, weighted_sum with the view weights, or reciprocal-rank fusion.
