@@ -391,3 +391,13 @@ def test_value_reads_any_dimension_of_the_configs_space_a_runs_lever_included():
     assert config.value("wide_recall") is True and config.value("max_context") == config.max_context
     with pytest.raises(KeyError, match="nonesuch"):
         config.value("nonesuch")
+
+
+def test_a_types_effective_config_is_made_once_and_a_copy_at_another_budget_resolves_its_own():
+    at_600 = load_config("default")[0].with_budget(TokenBudget(600))
+    temporal = at_600.for_type("temporal")
+    assert at_600.for_type("temporal") is temporal  # an evaluation asks once per question: made once
+    at_1500 = at_600.with_budget(TokenBudget(1500))
+    assert at_1500.for_type("temporal").budget == TokenBudget(1500)
+    assert at_1500.for_type("temporal").token_limit != temporal.token_limit
+    assert at_600.for_type("temporal").budget == TokenBudget(600)

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from evolvemem.contracts.records import QuestionRecord
 from evolvemem.contracts.vocab import Phase, budget_phase
 from evolvemem.errors import ConfigError
 from evolvemem.loop.paired import Comparison, accept, compare
@@ -48,6 +49,13 @@ def budget_best(store: RunStore, spec: RunSpec, tokens: int, primary_best: int) 
         return primary_best
     phase = dev_phase(spec, tokens)
     best = 0
+    read: dict[int, list[QuestionRecord]] = {}  # each round's records read once (the best's are read again and again)
+
+    def records(round_no: int) -> list[QuestionRecord]:
+        if round_no not in read:
+            read[round_no] = store.round_records(round_no, phase)
+        return read[round_no]
+
     for round_no in dev_rounds(store):
         row = store.round_row(round_no, phase)
         if round_no == 0 or row is None or not row.done:
@@ -56,8 +64,8 @@ def budget_best(store: RunStore, spec: RunSpec, tokens: int, primary_best: int) 
         if spec.guard.over_max_ms(timed.retrieval_ms if timed else None):
             continue
         comparison = compare(
-            store.round_records(round_no, phase),
-            store.round_records(best, phase),
+            records(round_no),
+            records(best),
             round_no,
             best,
             spec.objective,

@@ -260,7 +260,8 @@ class EvolutionRunner:
             best = incumbent_of(scores)
             config = without_lever(best.config, lever)
             started = time.perf_counter()
-            dev = self._evaluate(config, self.dev.questions, round_no, Phase.DEV, self._cuts(Phase.DEV))
+            # at the primary budget only: pruning judges the loop's own best, which is decided there
+            dev = self._evaluate(config, self.dev.questions, round_no, Phase.DEV)
             summary = self._timed(dev, config)
             decided = self.store.decision(round_no)
             if decided is None:

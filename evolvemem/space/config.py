@@ -112,6 +112,8 @@ class _ConfigBase(BaseModel):
     # the budget a run measured this config at: a measurement setting, not a value, so it is in
     # neither `values()` nor the fingerprint (a run's budget is the same for all its configs)
     _budget: TokenBudget = PrivateAttr(default_factory=TokenBudget)
+    # `for_type`'s configs, made once: a config is frozen, and an evaluation asks for one per question
+    _effective: dict[str, RetrievalConfig] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -155,6 +157,7 @@ class _ConfigBase(BaseModel):
         """The same values, measured at `budget` (replacing the one it carried)."""
         config = self.model_copy()
         config._budget = budget
+        config._effective = {}  # they carry the budget: not shared with the copy
         return cast("RetrievalConfig", config)
 
     def fingerprint(self) -> str:
@@ -186,8 +189,15 @@ class _ConfigBase(BaseModel):
     def for_type(self, question_type: str | None) -> RetrievalConfig:
         """The effective config for one question: global values, then its type's override,
         then the settings of any enabled `maps_to` dimension. Has no overrides of its own."""
+        key = question_type or ""
+        if (made := self._effective.get(key)) is None:
+            made = self._effective[key] = self._resolved(key)
+        return made
+
+    def _resolved(self, question_type: str) -> RetrievalConfig:
+        """`for_type`'s config, validated anew."""
         values = self.values()
-        values.update(getattr(self, OVERRIDES).get(question_type or "", {}))
+        values.update(getattr(self, OVERRIDES).get(question_type, {}))
         dims = self._space
         for name, dim in dims.items():
             if dim.maps_to and values.get(name):
