@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from evolvemem.data.models import Question
+from evolvemem.loop.parsimony import settings_on
 from evolvemem.loop.pruning import without_lever
 from evolvemem.loop.scorer import RoundJob, RoundScorer
 from evolvemem.retrieval.latency import RetrievalCost
@@ -31,13 +32,10 @@ def ablation_variants(config: RetrievalConfig) -> list[Variant]:
     variants = []
     data = {**config.values(), OVERRIDES: config.overrides()}  # values(): levers added at run time too
     space = config.space
+    mechanisms_on = settings_on(config, lambda dim: dim.mechanism_off is not None)  # globally or in an override
     for name, dim in space.items():
-        if dim.mechanism_off is None:
-            continue
-        off = dim.mechanism_off
-        if data[name] == off and not any(name in o and o[name] != off for o in data[OVERRIDES].values()):
-            continue
-        variants.append(Variant(name, without_lever(config, name), f"{name} = {off!r} everywhere"))
+        if name in mechanisms_on:
+            variants.append(Variant(name, without_lever(config, name), f"{name} = {dim.mechanism_off!r} everywhere"))
     for qtype in data[OVERRIDES]:
         changed = {**data, OVERRIDES: {t: o for t, o in data[OVERRIDES].items() if t != qtype}}
         variants.append(

@@ -263,16 +263,17 @@ class EvolutionRunner:
             # at the primary budget only: pruning judges the loop's own best, which is decided there
             dev = self._evaluate(config, self.dev.questions, round_no, Phase.DEV)
             summary = self._timed(dev, config)
-            decided = self.store.decision(round_no)
-            if decided is None:
-                comparison = self._paired(round_no, best.round)
-                verdict = pruning_verdict(lever, comparison, spec.objective, spec.guard, round_no)
-                accepted = verdict.pruned
-            else:
-                accepted = bool(decided.accepted)
+            decided = self.store.decision(round_no)  # read back on resume, else judged now
+            comparison = None if decided else self._paired(round_no, best.round)
+            verdict = (
+                pruning_verdict(lever, comparison, spec.objective, spec.guard, round_no)
+                if comparison is not None
+                else None
+            )
+            accepted = verdict.pruned if verdict else bool(decided and decided.accepted)
             score = objective_of(summary, spec.objective)
             scores.append(RoundScore(round_no, score, config, accepted, False, summary.retrieval_ms))
-            if decided is None:
+            if verdict is not None:
                 row = replace(
                     self._decision_row(round_no, scores, comparison, None, verdict.decision, verdict.reason),
                     verdict=verdict.reason,
