@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from evolvemem.paths import cache_dir
+from evolvemem.paths import models_dir
 
 
 @dataclass(frozen=True)
@@ -88,9 +88,8 @@ class LocalModelUnavailable(RuntimeError):
 
 
 def model_path(key: str) -> Path:
-    """Under `EVOLVEMEM_MODEL_DIR`, else the evolvemem cache dir's `models/`."""
-    folder = os.environ.get("EVOLVEMEM_MODEL_DIR")
-    return (Path(folder) if folder else cache_dir() / "models") / MODELS[key].filename
+    """Under `EVOLVEMEM_MODEL_DIR`, else the evolvemem cache dir's `models/` (evolvemem.paths.models_dir)."""
+    return models_dir() / MODELS[key].filename
 
 
 def _sha256(path: Path) -> str:

@@ -44,6 +44,18 @@ def cache_dir() -> Path:
     return root
 
 
+def models_dir() -> Path:
+    """Where model files made or fetched on this machine live (ONNX exports, local LLM weights).
+
+    `EVOLVEMEM_MODEL_DIR` overrides it; otherwise `cache_dir()/models`. Apart from the caches because
+    they are keyed by content and costly to make: a run (or a test) with a cache of its own still
+    finds them."""
+    explicit = os.environ.get("EVOLVEMEM_MODEL_DIR")
+    root = Path(explicit) if explicit else cache_dir() / "models"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
 def write_atomic(path: Path, data: str | bytes) -> Path:
     """Write `data` (text as UTF-8) to `path` through a temporary file in the same folder moved into
     place: a reader (another process, a server watching the file) sees the old file or the new one,

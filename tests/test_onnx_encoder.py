@@ -154,6 +154,27 @@ def test_retrieval_ranks_the_same_on_both_backends_and_caches_stay_apart(both, t
     assert len(folders) == 2  # one cache folder per backend: their vectors never mix
 
 
+@pytest.mark.parametrize("backend", [Encoder.TORCH, Encoder.ONNX])
+def test_an_index_makes_sentence_and_token_vectors_in_one_pass_equal_to_two(backend, tmp_path):
+    need_onnx()
+    texts = list(dict.fromkeys(TEXTS[:12]))
+    units = [memory(text, day) for day, text in enumerate(texts, start=1)]
+    one_pass = Embedder(cache_root=tmp_path / "one", encoder=backend)
+    index = ConversationIndex.build(units, one_pass)
+    assert one_pass.texts_embedded == len(texts)
+    tokens = one_pass.tokens.of_memories([u.content for u in units])  # what late interaction asks next
+    assert one_pass.tokens.texts_encoded == 0  # no second pass over the memories
+    two_passes = Embedder(cache_root=tmp_path / "two", encoder=backend)
+    sentences = two_passes.encode([u.content for u in units])
+    reference = two_passes.tokens.of_memories([u.content for u in units])
+    assert two_passes.tokens.texts_encoded == len(texts)
+    assert np.array_equal(index.state.embeddings, sentences)
+    assert all(np.array_equal(a, b) for a, b in zip(tokens, reference))
+    reopened = Embedder(cache_root=tmp_path / "one", encoder=backend)  # another process, the same cache
+    assert all(np.array_equal(a, b) for a, b in zip(reopened.tokens.of_memories(texts), tokens))
+    assert reopened.tokens.texts_encoded == 0
+
+
 def tiny_model(folder: Path, seed: int) -> Path:
     """A tiny seeded BERT with mean pooling, saved as a sentence-transformers folder."""
     pytest.importorskip("torch")
@@ -173,17 +194,17 @@ def tiny_model(folder: Path, seed: int) -> Path:
     return folder
 
 
-def export_files(cache: Path) -> list[Path]:
-    return sorted((cache / "onnx").glob("*/model.onnx"))
+def export_files(models: Path) -> list[Path]:
+    return sorted((models / "onnx").glob("*/model.onnx"))
 
 
 def test_the_export_is_made_once_and_again_when_the_model_changes(tmp_path, monkeypatch):
     need_onnx()
-    monkeypatch.setenv("EVOLVEMEM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("EVOLVEMEM_MODEL_DIR", str(tmp_path / "models"))
     model = tiny_model(tmp_path / "model", seed=3)
     forget_loaded()
     first = load_encoder(str(model), Encoder.ONNX).sentences(TEXTS[:4], 4)
-    [graph] = export_files(tmp_path / "cache")
+    [graph] = export_files(tmp_path / "models")
     made = graph.stat()
     forget_loaded()  # as a new process would
     again = load_encoder(str(model), Encoder.ONNX).sentences(TEXTS[:4], 4)
@@ -193,7 +214,7 @@ def test_the_export_is_made_once_and_again_when_the_model_changes(tmp_path, monk
     tiny_model(tmp_path / "model", seed=4)  # the same name and folder, other weights
     forget_loaded()
     changed = load_encoder(str(model), Encoder.ONNX).sentences(TEXTS[:4], 4)
-    assert len(export_files(tmp_path / "cache")) == 2  # a new export beside the stale one, never the stale one
+    assert len(export_files(tmp_path / "models")) == 2  # a new export beside the stale one, never the stale one
     assert float(np.abs(changed - first).max()) > 1e-3
     reference = load_encoder(str(model), Encoder.TORCH).sentences(TEXTS[:4], 4)
     assert float(np.abs(changed - reference).max()) < SENTENCE_BOUND
@@ -202,11 +223,11 @@ def test_the_export_is_made_once_and_again_when_the_model_changes(tmp_path, monk
 
 def test_an_unreadable_export_is_one_line_and_made_again(tmp_path, monkeypatch, caplog):
     need_onnx()
-    monkeypatch.setenv("EVOLVEMEM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("EVOLVEMEM_MODEL_DIR", str(tmp_path / "models"))
     model = tiny_model(tmp_path / "model", seed=5)
     forget_loaded()
     before = load_encoder(str(model), Encoder.ONNX).sentences(TEXTS[:4], 4)
-    [graph] = export_files(tmp_path / "cache")
+    [graph] = export_files(tmp_path / "models")
     graph.write_bytes(graph.read_bytes()[:5000])  # a cut-off file, as a full disk might leave
     forget_loaded()
     with caplog.at_level(logging.WARNING):
@@ -221,13 +242,13 @@ def test_an_unreadable_export_is_one_line_and_made_again(tmp_path, monkeypatch, 
 
 def test_int8_is_its_own_backend_with_its_own_cache_and_close_vectors(tmp_path, monkeypatch):
     need_onnx()
-    monkeypatch.setenv("EVOLVEMEM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("EVOLVEMEM_MODEL_DIR", str(tmp_path / "models"))
     model = tiny_model(tmp_path / "model", seed=6)
     forget_loaded()
     fp32 = Embedder(str(model), cache_root=tmp_path / "emb", encoder=Encoder.ONNX)
     int8 = Embedder(str(model), cache_root=tmp_path / "emb", encoder=Encoder.ONNX_INT8)
     a, b = fp32.encode(TEXTS), int8.encode(TEXTS)
-    assert int8.encoder.backend is Encoder.ONNX_INT8 and list((tmp_path / "cache" / "onnx").glob("*/model-int8.onnx"))
+    assert int8.encoder.backend is Encoder.ONNX_INT8 and list((tmp_path / "models" / "onnx").glob("*/model-int8.onnx"))
     assert fp32._cache.folder != int8._cache.folder and int8.texts_embedded == len(set(TEXTS))
     cosines = (a * b).sum(axis=1)
     print(f"int8 vs fp32 cosine on the tiny model: min {cosines.min():.4f}")

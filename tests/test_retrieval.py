@@ -83,6 +83,11 @@ class CountingModel:
         self.texts.extend(texts)
         return self.encoder.sentences(texts, batch_size)
 
+    def sentences_and_tokens(self, texts, batch_size):  # an index's one pass for both kinds of vector
+        self.calls += 1
+        self.texts.extend(texts)
+        return self.encoder.sentences_and_tokens(texts, batch_size)
+
     def __getattr__(self, name):
         return getattr(self.encoder, name)
 

@@ -215,20 +215,45 @@ class Embedder:
             rows = self._cache.rows
             return np.stack([rows[key] for key in keys])
 
+    def encode_memories(self, texts: Sequence[str]) -> np.ndarray:
+        """`encode` for memory contents: a text the model reads here also has its token vectors
+        cached from the same forward pass. Late interaction, the view nearly every evolved config
+        keeps, reads them later; asking for them then ran the model over every memory a second time.
+        (Queries go through `encode`: their token vectors are kept differently, see TokenVectors.)"""
+        if not texts:
+            return self.encode(texts)
+        keys = [content_hash(text).encode("ascii") for text in texts]
+        outputs: dict[bytes, np.ndarray] = {}
+        if self._missing(keys, texts):
+            with self._model_lock:
+                missing = self._missing(keys, texts)
+                if missing:
+                    outputs = self._embed_and_store(missing, with_tokens=True)
+        if outputs:  # outside the model lock: token vectors take their lock first, then the model's
+            self.tokens.remember_outputs(outputs)
+        return self.encode(texts)
+
     def _missing(self, keys: list[bytes], texts: Sequence[str]) -> dict[bytes, str]:
         with self._lock:
             self._cache.load()
             rows = self._cache.rows
             return {key: text for key, text in zip(keys, texts) if key not in rows}
 
-    def _embed_and_store(self, missing: dict[bytes, str]) -> None:
-        """The model's vectors of `missing` (held: the model lock), written to the cache."""
-        vectors = self.encoder.sentences(list(missing.values()), self.batch_size)
+    def _embed_and_store(self, missing: dict[bytes, str], *, with_tokens: bool = False) -> dict[bytes, np.ndarray]:
+        """The model's vectors of `missing` (held: the model lock), written to the cache; with
+        `with_tokens`, also each text's raw token outputs from the same pass, by key."""
+        texts = list(missing.values())
+        outputs: list[np.ndarray] = []
+        if with_tokens:
+            vectors, outputs = self.encoder.sentences_and_tokens(texts, self.batch_size)
+        else:
+            vectors = self.encoder.sentences(texts, self.batch_size)
         keys = np.array(list(missing), dtype=_KEY_DTYPE)
         with self._lock:
             self._cache.write(keys, vectors)
             self._cache.remember(keys, vectors)
         self.texts_embedded += len(missing)
+        return dict(zip(missing, outputs))
 
     def forget(self, hashes: Iterable[str]) -> int:
         """Remove the vectors (sentence and token) of contents with these hashes from the cache,

@@ -191,7 +191,9 @@ class ConversationIndex:
         """Index `memories` (one conversation). Embeddings come from `embedder` (cached by content)."""
         units = _unique(memories, {})
         vectors = (
-            embedder.encode([u.content for u in units]) if units else np.zeros((0, embedder.dimension), np.float32)
+            embedder.encode_memories([u.content for u in units])
+            if units
+            else np.zeros((0, embedder.dimension), np.float32)
         )
         state = _assemble(
             units, vectors, [memory_tokens(u) for u in units], [memory_terms(u, known_persons) for u in units]
@@ -205,7 +207,7 @@ class ConversationIndex:
         fresh = _unique(memories, old.row_of_id)
         if not fresh:
             return 0
-        new_vectors = self._embedder.encode([u.content for u in fresh])
+        new_vectors = self._embedder.encode_memories([u.content for u in fresh])
         self._state = _assemble(
             old.memories + tuple(fresh),
             np.vstack([old.embeddings, new_vectors]) if len(old.memories) else new_vectors,

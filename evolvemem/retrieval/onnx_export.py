@@ -2,7 +2,7 @@
 
 Key: the CONTENT of the model's files (weights, configs, tokenizer; not READMEs or other formats'
 weights), hashed, plus EXPORT_VERSION: another model, or the same name with changed weights,
-never reuses a stale export. Folder: `cache_dir()/onnx/<model-slug>-<hash>/` with
+never reuses a stale export. Folder: `models_dir()/onnx/<model-slug>-<hash>/` with
 
 - `encoder.json` (tokenizer settings the runtime needs: max length, special ids, inputs),
 - `tokenizer.json` (the model's own fast tokenizer; ONNX Runtime needs no transformers),
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from evolvemem.errors import ConfigError
-from evolvemem.paths import cache_dir, write_atomic
+from evolvemem.paths import models_dir, write_atomic
 from evolvemem.retrieval.model_files import model_folder, model_slug
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ def model_content_hash(folder: Path) -> str:
 
 def export_folder(model_name: str) -> Path:
     """Where `model_name`'s export lives (it may not exist yet)."""
-    return cache_dir() / "onnx" / f"{model_slug(model_name)}-{model_content_hash(model_folder(model_name))[:20]}"
+    return models_dir() / "onnx" / f"{model_slug(model_name)}-{model_content_hash(model_folder(model_name))[:20]}"
 
 
 def ensure_export(model_name: str, *, int8: bool) -> Export:

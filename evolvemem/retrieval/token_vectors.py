@@ -90,6 +90,16 @@ class TokenVectors:
                 self.texts_encoded += len(missing)
             return [self._rows[k].astype(np.float32) for k in keys]
 
+    def remember_outputs(self, outputs: dict[bytes, np.ndarray]) -> None:
+        """Keep memories' raw token outputs (by content hash) that a sentence pass produced anyway
+        (Embedder.encode_memories), so late interaction never runs the model for them again."""
+        with self._lock:
+            self._load()
+            fresh = {k: self._memory_tokens(v) for k, v in outputs.items() if k not in self._rows}
+            if fresh:
+                self._write(list(fresh), list(fresh.values()))
+                self._rows.update(fresh)
+
     # ------------------------------------------------------------------ questions (memoised)
     def of_queries(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Vectors of each question's content pieces (all non-special pieces if none is content);

@@ -107,15 +107,23 @@ class ServingEmbedder:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        known: dict[str, np.ndarray] | None = getattr(self._local, "known", None)
-        if known is not None:  # building an index: memory contents
-            hashes = [content_hash(t) for t in texts]
-            missing = list(dict.fromkeys(t for t, h in zip(texts, hashes) if h not in known))
-            if missing:
-                for text, vector in zip(missing, self.inner.encode(missing)):
-                    known[content_hash(text)] = vector
-            return np.stack([known[h] for h in hashes]).astype(np.float32, copy=False)
+        if getattr(self._local, "known", None) is not None:  # building an index: memory contents
+            return self.encode_memories(texts)
         return self._encode_queries(texts)
+
+    def encode_memories(self, texts: Sequence[str]) -> np.ndarray:
+        """Memory contents' vectors: those `supplying` gives, else evaluation's cache or the model.
+        Sentence vectors only: an add is on a search's path, and its token vectors are made when
+        (if) a served config's late view first reads them."""
+        known: dict[str, np.ndarray] | None = getattr(self._local, "known", None)
+        if known is None:
+            return self.inner.encode(texts)
+        hashes = [content_hash(t) for t in texts]
+        missing = list(dict.fromkeys(t for t, h in zip(texts, hashes) if h not in known))
+        if missing:
+            for text, vector in zip(missing, self.inner.encode(missing)):
+                known[content_hash(text)] = vector
+        return np.stack([known[h] for h in hashes]).astype(np.float32, copy=False)
 
     def embed_contents(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
         """Vectors of memory contents by content hash (evaluation's cache first, then the model)."""
