@@ -316,6 +316,7 @@ def test_the_answer_path_sends_the_levers_prompt_and_scores_the_shaped_answer(tm
 
 
 # ----------------------------------------------------------------------------- the benchmark
+@pytest.mark.slow
 def test_the_lever_benchmark_pairs_each_lever_with_the_base_and_resumes_from_the_reply_cache(tmp_path):
     import json
     import os

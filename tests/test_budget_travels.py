@@ -57,6 +57,7 @@ def test_the_best_config_file_carries_the_budget_and_loads_with_it(budgeted_run)
     assert load_config(str(again))[0] == config
 
 
+@pytest.mark.slow
 def test_every_command_started_from_the_run_gets_the_contexts_it_measured(budgeted_run, tmp_path):
     with RunStore(budgeted_run, read_only=True) as store:
         best = store.best_round()

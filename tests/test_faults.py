@@ -109,6 +109,7 @@ def test_failed_questions_of_finished_rounds_are_retried_by_resume_to_the_fault_
 
 
 # ----------------------------------------------------------------------------- 2. bounded replies
+@pytest.mark.slow
 def test_a_server_that_ignores_max_tokens_cannot_fill_memory_the_store_or_the_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -211,6 +212,7 @@ def test_evolve_runs_lists_the_good_runs_and_marks_a_damaged_one(tmp_path: Path)
 
 
 # ----------------------------------------------------------------------------- 5. SIGKILL
+@pytest.mark.slow
 def test_a_sigkill_loses_only_the_answer_in_flight_and_its_cost_is_recorded(tmp_path: Path) -> None:
     out, answered_before_kill = tmp_path / "ev", 20
     gate = threading.Event()

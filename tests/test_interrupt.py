@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import pytest
 from pathlib import Path
 
 from tests.fake_llm_server import FakeLLMServer
@@ -16,6 +17,7 @@ from tests.test_llm_pipeline import MODEL, llm_eval, make_responder, query
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_ctrl_c_leaves_within_seconds_while_calls_hang_and_the_round_resumes(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("EVOLVEMEM_NO_LLM_CACHE", "1")

@@ -61,6 +61,7 @@ def evolve(*args: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
+@pytest.mark.slow
 def test_commands_started_from_a_run_use_the_embedding_model_it_evolved_with(tiny_embedding_model, tmp_path):  # noqa: F811
     """transfer, eval --config RUN, run --init RUN and serving a run directory: the run's model and
     its encoder backend (int8 here, which no default picks)."""

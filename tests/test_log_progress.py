@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import pytest
 from pathlib import Path
 
 from evolvemem.cli.log_progress import INTERVAL_ENV, LogBars, duration_text
@@ -89,6 +90,7 @@ def question_lines(lines: list[tuple[float, str]], name: str) -> list[tuple[floa
     return found
 
 
+@pytest.mark.slow
 def test_an_llm_eval_logs_questions_calls_and_rate_while_it_runs(tmp_path: Path) -> None:
     with FakeLLMServer(latency=0.1) as server:
         lines, ended, code = stream(

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import duckdb
+import pytest
 from typer.testing import CliRunner
 
 from evolvemem.cli.main import app
@@ -39,6 +40,7 @@ def prompt_of(body: dict) -> str | None:
     return None
 
 
+@pytest.mark.slow
 def test_question_time_mechanisms_use_the_answer_model_and_bill_their_calls(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-wiring")
     monkeypatch.setenv("EVOLVEMEM_NO_LLM_CACHE", "1")  # embeddings come from the shared test cache; replies never

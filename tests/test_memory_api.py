@@ -91,6 +91,7 @@ context_order = "chronological"
 """
 
 
+@pytest.mark.slow
 def test_turn_by_turn_adds_give_evaluations_contexts_byte_for_byte(tmp_path):
     variant = tmp_path / "variant.toml"
     variant.write_text(VARIANT)

@@ -134,6 +134,7 @@ def memory(text: str, day: int) -> MemoryUnit:
     )
 
 
+@pytest.mark.slow
 def test_retrieval_ranks_the_same_on_both_backends_and_caches_stay_apart(both, tmp_path):
     units = [memory(text, day) for day, text in enumerate(TEXTS[12:], start=1)]
     base, _ = load_config("default")

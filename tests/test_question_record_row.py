@@ -5,9 +5,9 @@ record, so a field added later that a shallow read would mangle fails here."""
 
 from __future__ import annotations
 
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, fields, replace
 
-from evolvemem.contracts.records import QuestionRecord, record_columns
+from evolvemem.contracts.records import CUT_IDS_STORED, QuestionRecord, record_columns
 from evolvemem.store.run_store import RunStore
 
 VALUE_OF_TYPE = {
@@ -44,3 +44,13 @@ def test_a_record_with_optional_fields_left_empty_reads_back_equal(tmp_path):
         store.record_questions([record])
         (back,) = store.round_records(record.round, record.phase)
     assert back == record
+
+
+def test_a_deep_cut_keeps_its_nearest_misses_in_rank_order(tmp_path):
+    deep = tuple(f"conv:m{rank}" for rank in range(CUT_IDS_STORED * 6))
+    record = replace(every_field_set(), cut_ids=deep)
+    with RunStore(tmp_path / "run") as store:
+        store.record_questions([record])
+        (back,) = store.round_records(record.round, record.phase)
+    assert back.cut_ids == deep[:CUT_IDS_STORED]
+    assert replace(back, cut_ids=record.cut_ids) == record  # nothing else is cut

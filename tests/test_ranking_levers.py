@@ -322,6 +322,7 @@ def test_rubric_proposes_ranking_moves_when_a_token_budget_cuts():
 # ------------------------------------------------------------------------------ evolve eval
 
 
+@pytest.mark.slow
 def test_evolve_eval_scores_evidence_recall_at_a_token_budget(tmp_path):
     results = {}
     for tokens in (400, 2000):

@@ -155,6 +155,7 @@ def killing_first_answering_worker(killed: list[int]) -> Callable[[dict], str]:
     return respond
 
 
+@pytest.mark.slow
 def test_sharded_rounds_record_what_local_rounds_record_though_a_worker_is_killed_mid_round(
     ray_cluster, local_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -198,6 +199,7 @@ with open_executor("ray", workers=1) as executor:
 """
 
 
+@pytest.mark.slow
 def test_ctrl_c_shuts_down_the_local_cluster_an_executor_started() -> None:
     """`evolve run --executor ray` runs inside `open_executor`: Ctrl-C while its tasks run ends the
     command and every process of the cluster it started."""

@@ -100,6 +100,7 @@ def test_a_config_that_reranks_without_a_cross_encoder_is_refused(embedder):
         plain.retrieve(question(QUERY), config(rerank_top_k=10))
 
 
+@pytest.mark.slow
 def test_a_wrong_rerank_model_fails_in_one_line(tmp_path):
     done = subprocess.run(
         [
@@ -165,6 +166,7 @@ def test_the_rubric_reaches_for_the_cross_encoder_only_when_the_run_has_one():
     assert "rerank_top_k" not in without and set(without) == {"late_top_k"}
 
 
+@pytest.mark.slow
 def test_evolve_eval_with_a_cross_encoder_end_to_end(tiny_cross_encoder, tmp_path):
     """The stage through the real CLI: the model is recorded in the manifest and changes contexts."""
     from evolvemem.store.run_store import RunStore

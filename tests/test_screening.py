@@ -336,6 +336,7 @@ def test_the_context_key_reads_the_answer_stage_settings_from_the_files_space() 
     assert context_key("q2", memories, config) != key
 
 
+@pytest.mark.slow
 def test_tpe_learns_the_minibatch_estimate_of_every_screened_out_config(tmp_path: Path) -> None:
     """A screened-out config is told to the diagnoser (the incumbent's score plus the paired
     minibatch difference), so TPE's model sees it instead of leaving the trial open forever."""

@@ -267,6 +267,7 @@ def test_the_field_survives_a_toml_round_trip():
     assert dimension_from_table(Path("1_views.toml"), dim.name, table) == dim
 
 
+@pytest.mark.slow
 def test_evolve_eval_with_a_second_model_end_to_end(tiny_embedding_model, tmp_path):
     """The view through the real CLI at a token budget: the model is recorded in the manifest, and
     switching the dense view to it changes the contexts' evidence recall."""

@@ -109,6 +109,7 @@ def dev_round(out: Path) -> dict:
     return query(out, "SELECT * FROM rounds WHERE round = 1 AND phase = 'dev'")[0]
 
 
+@pytest.mark.slow
 def test_a_candidate_worse_beyond_its_minibatch_stops_at_the_first_look(tmp_path: Path, new_cache) -> None:
     out = tmp_path / "worse"
     dev = dev_questions(data_path := _data(tmp_path))
@@ -133,6 +134,7 @@ def test_a_candidate_worse_beyond_its_minibatch_stops_at_the_first_look(tmp_path
     assert entry["stopped_at"] == row["stopped_at"] and entry["accepted"] is False
 
 
+@pytest.mark.slow
 def test_without_sequential_every_dev_question_is_asked(tmp_path: Path, new_cache) -> None:
     out = tmp_path / "full"
     dev = dev_questions(data_path := _data(tmp_path))
@@ -144,6 +146,7 @@ def test_without_sequential_every_dev_question_is_asked(tmp_path: Path, new_cach
     assert manifest["sequential"] is False
 
 
+@pytest.mark.slow
 def test_a_better_candidate_is_evaluated_on_all_of_dev_and_a_resume_between_looks_loses_nothing(
     tmp_path: Path, new_cache, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -258,6 +258,7 @@ def test_open_namespace_is_loopback_only(tmp_path):
     assert out.stderr.strip().count("\n") == 0 and "127.0.0.1 only" in out.stderr
 
 
+@pytest.mark.slow
 def test_fuzzed_from_its_own_schema_no_5xx_and_no_key_kept(server):
     import schemathesis
     from hypothesis import HealthCheck, given, settings

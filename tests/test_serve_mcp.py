@@ -12,6 +12,7 @@ import time
 
 import anyio
 import httpx
+import pytest
 from pydantic import ValidationError
 
 from evolvemem.serving.models import SearchRequest, validation_message
@@ -89,6 +90,7 @@ def check(results: dict) -> None:
     assert results["recall-after-forget"]["hits"] == []
 
 
+@pytest.mark.slow
 def test_mcp_over_stdio(tmp_path):
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -163,6 +165,7 @@ def test_mcp_over_stdio_answers_every_line(tmp_path):
         proc.wait()
 
 
+@pytest.mark.slow
 def test_mcp_over_streamable_http_needs_a_key(tmp_path):
     from mcp.client.session import ClientSession
     from mcp.client.streamable_http import streamable_http_client

@@ -61,6 +61,7 @@ def first_query_done_while_the_shared_model_is_busy(embedder: ServingEmbedder, w
     return answered
 
 
+@pytest.mark.slow
 def test_a_search_is_not_held_up_while_the_shared_model_embeds_an_add(tmp_path):
     inner = Embedder(cache_root=tmp_path)
     two = ServingEmbedder(inner, workers=2)

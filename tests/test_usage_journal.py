@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import pytest
 from pathlib import Path
 
 from evolvemem.contracts.usage import Usage
@@ -61,6 +62,7 @@ def journaled_call_ids(out: Path) -> list[str]:
     return [item["id"] for item in map(json.loads, lines) if item.get("calls")]
 
 
+@pytest.mark.slow
 def test_calls_a_sigkill_interrupted_are_in_the_usage_table_exactly_once_after_resume(tmp_path: Path) -> None:
     """Killed after `delivered` extraction replies (memories are built before any record is written,
     so nothing flushes them): the resumed run's usage holds exactly the calls both servers delivered,
