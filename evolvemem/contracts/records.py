@@ -20,6 +20,9 @@ def column(sql_type: str, description: str, default: Any = MISSING) -> Any:
     return field(default=default, metadata=metadata)
 
 
+CUT_IDS_STORED = 50  # cut candidates a stored record keeps (QuestionRecord.as_row)
+
+
 @dataclass(frozen=True)
 class QuestionRecord:
     """One question answered under one effective config (fields left None are stored as NULL:
@@ -59,7 +62,9 @@ class QuestionRecord:
         "VARCHAR[]", "for each context memory, the views that found it with ranks, e.g. 'keyword:1|semantic:3'", None
     )
     cut_ids: tuple[str, ...] | None = column(
-        "VARCHAR[]", "candidates ranked but cut by the context budget (max_context, context_token_budget)", None
+        "VARCHAR[]",
+        f"the first {CUT_IDS_STORED} candidates ranked but cut by the context budget (max_context, context_token_budget), in rank order: the nearest misses",
+        None,
     )
     sub_queries: tuple[str, ...] | None = column("VARCHAR[]", "sub-queries when decomposition ran", None)
     config_fingerprint: str | None = column("VARCHAR", "fingerprint of the effective config for this question", None)
@@ -130,9 +135,14 @@ class QuestionRecord:
     def as_row(self) -> dict[str, Any]:
         """The `question_records` row (lists where the table holds lists). Every field is flat (a
         scalar or a tuple of strings), so a shallow read does what `dataclasses.asdict` would,
-        without its deep copy: a frontier run stores three records a question, each with the
-        hundreds of ids its ranking cut, and that copy was the store's largest cost."""
-        return {name: (list(v) if isinstance(v := getattr(self, name), tuple) else v) for name in _FIELD_NAMES}
+        without its deep copy. Of the cut ids, the first CUT_IDS_STORED are kept: a ranking as deep
+        as a 3,000-token budget cuts hundreds, which a `--budgets` round wrote and read back three
+        times a question (the store's largest cost), while what a reader of failures looks for is
+        the near misses."""
+        row = {name: (list(v) if isinstance(v := getattr(self, name), tuple) else v) for name in _FIELD_NAMES}
+        if row["cut_ids"] is not None:
+            row["cut_ids"] = row["cut_ids"][:CUT_IDS_STORED]
+        return row
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> QuestionRecord:
