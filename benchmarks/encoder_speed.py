@@ -9,7 +9,8 @@ For each backend (retrieval/encoder.py), into a fresh embedding cache:
   torch: loading the model). Reported apart: it is paid once, not per run.
 - **cold indexing**: the dev file's memories (offline rule extraction, as `evolve run` indexes
   them) embedded from nothing, sentence vectors and the token vectors late interaction reads:
-  memories a second. An index gets both from one forward pass (`Embedder.encode_memories`); the
+  memories a second. An index that will be read by the late view gets both from one forward pass
+  (`Embedder.encode_memories`); the
   first row, torch with a pass for each as every backend did before, is the reference the ratios
   are taken against.
 - **single query**: LoCoMo questions embedded one at a time through the served path (one forward
@@ -74,7 +75,9 @@ def measure(
     folder = scratch / f"{backend}{'-two-passes' if two_passes else ''}"
     os.environ["EVOLVEMEM_CACHE_DIR"] = str(folder)  # the export and the vectors start from nothing
     os.environ["EVOLVEMEM_MODEL_DIR"] = str(folder / "models")
-    embedder = Embedder(model, cache_root=folder / "embeddings", encoder=encoder_named(backend))
+    embedder = Embedder(
+        model, cache_root=folder / "embeddings", encoder=encoder_named(backend), keep_memory_tokens=not two_passes
+    )
     started = time.perf_counter()
     encoder = embedder.encoder
     export = time.perf_counter() - started

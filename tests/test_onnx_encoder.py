@@ -18,12 +18,15 @@ import pytest
 from conftest import skip_or_fail
 from evolvemem.contracts.local_models import Encoder
 from evolvemem.contracts.memory import MemoryUnit, make_memory_id
-from evolvemem.data.models import Question
+from evolvemem.data.models import Dataset, Question
 from evolvemem.retrieval.embeddings import Embedder, bundled_model_path
 from evolvemem.retrieval.encoder import forget_loaded, load_encoder
 from evolvemem.retrieval.index import ConversationIndex
+from evolvemem.retrieval.late_interaction import reads_token_vectors
 from evolvemem.retrieval.retriever import Retriever
 from evolvemem.space.config import load_config
+from evolvemem.roles.factory import ModelSettings, build_roles
+from evolvemem.workspace import Workspace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tiny_bert import bundled_tokenizer, save_with_tokenizer, tiny_bert_config  # noqa: E402
@@ -160,7 +163,7 @@ def test_an_index_makes_sentence_and_token_vectors_in_one_pass_equal_to_two(back
     need_onnx()
     texts = list(dict.fromkeys(TEXTS[:12]))
     units = [memory(text, day) for day, text in enumerate(texts, start=1)]
-    one_pass = Embedder(cache_root=tmp_path / "one", encoder=backend)
+    one_pass = Embedder(cache_root=tmp_path / "one", encoder=backend, keep_memory_tokens=True)
     index = ConversationIndex.build(units, one_pass)
     assert one_pass.texts_embedded == len(texts)
     tokens = one_pass.tokens.of_memories([u.content for u in units])  # what late interaction asks next
@@ -174,6 +177,24 @@ def test_an_index_makes_sentence_and_token_vectors_in_one_pass_equal_to_two(back
     reopened = Embedder(cache_root=tmp_path / "one", encoder=backend)  # another process, the same cache
     assert all(np.array_equal(a, b) for a, b in zip(reopened.tokens.of_memories(texts), tokens))
     assert reopened.tokens.texts_encoded == 0
+
+
+def test_token_vectors_are_kept_only_for_a_config_that_reads_the_late_view(tmp_path):
+    need_onnx()
+    late_off = load_config("hybrid")[0]
+    late_on = late_off.with_changes({"late_top_k": 10})[0]
+    late_for_one_type = late_off.with_changes({"late_top_k": 10}, question_type="temporal")[0]
+    assert not reads_token_vectors(late_off)
+    assert reads_token_vectors(late_on) and reads_token_vectors(late_for_one_type)
+    units = [memory(text, day) for day, text in enumerate(dict.fromkeys(TEXTS[:6]), start=1)]
+    embedder = Embedder(cache_root=tmp_path / "cache", encoder=Encoder.ONNX)
+    ConversationIndex.build(units, embedder)  # late off: only sentence vectors are made and kept
+    assert not list((tmp_path / "cache" / "tokens").glob("*/*.keys.npy"))
+    workspace = Workspace(Dataset("d", {}, []), build_roles(ModelSettings()), embedder=embedder)
+    workspace.expect(late_off)
+    assert not embedder.keep_memory_tokens
+    workspace.expect(late_for_one_type)
+    assert embedder.keep_memory_tokens
 
 
 def tiny_model(folder: Path, seed: int) -> Path:

@@ -1,5 +1,7 @@
 """A store that a round's config makes the run build is named in that round's line with its time,
-and built once: the next round reading it builds nothing (issue 45: no silent minutes in a round)."""
+and built once: the next round reading it builds nothing (issue 45: no silent minutes in a round).
+It is built for the conversations the round asks about: the held-out ones get it only when their
+evaluation reads it."""
 
 from __future__ import annotations
 
@@ -19,12 +21,18 @@ def test_a_round_that_builds_a_store_says_so_and_the_next_builds_nothing(tmp_pat
     spec = RunSpec(benchmark="synth", data=None, rounds=1, diagnoser="rubric", init="weak", seed=0)
     told: list[RoundOutcome] = []
     with Session.create(spec, tmp_path / "run", start, UI(quiet=True)) as session:
-        conversations = len(session.workspace.dataset.conversations)
+        ws = session.workspace
         session.run(Hooks(round_done=told.append))
+        dev = {r.conversation_id for r in session.store.round_records(0, "dev")}
+        held_out = {r.conversation_id for r in session.store.round_records(0, "test_start")}
+        assert dev and held_out and not dev & held_out
+        assert all(ws.has_store(c, "raw") for c in dev | held_out)  # the held-out ones when scored
     first, second = told
     assert len(first.stores_built) == 1
-    assert first.stores_built[0].startswith(f"raw store built ({conversations} conversations, ")
+    assert first.stores_built[0].startswith(f"raw store built ({len(dev)} conversations, ")
     assert first.stores_built[0] in round_line(first)
     assert second.stores_built == () and "store built" not in round_line(second)
     with open_run(str(tmp_path / "run")) as store:
-        assert store.stores_built() == {0: first.stores_built}
+        dev_built, held_out_built = store.stores_built()[0]  # round 0's dev, then its held-out score
+    assert dev_built == first.stores_built[0]
+    assert held_out_built.startswith(f"raw store built ({len(held_out)} conversations, ")

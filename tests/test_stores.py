@@ -89,7 +89,8 @@ def test_a_store_is_built_once_when_first_needed_and_retrieves_its_own_units(syn
 
 def test_evaluating_a_config_builds_the_stores_it_reads_first(synth):
     """No caller has to remember to build a store: `evaluate` (and its contexts-only twin) build the
-    ones a config reads, and a question then reads raw turns, not a failure."""
+    ones a config reads, for the conversations asked about, and a question then reads raw turns,
+    not a failure."""
     from evolvemem.answering.contexts import evaluate_contexts
     from evolvemem.answering.evaluate import evaluate
     from evolvemem.space.config import parse_config
@@ -98,10 +99,13 @@ def test_evaluating_a_config_builds_the_stores_it_reads_first(synth):
     for score in (evaluate, evaluate_contexts):
         ws = Workspace(synth, build_roles(ModelSettings()))
         ws.build()
-        records = score(ws, raw_config, synth.questions[:4]).records
+        asked = synth.questions[:4]
+        records = score(ws, raw_config, asked).records
         assert records and not any(r.failed for r in records), records[0].error
-        raw_ids = {u.memory_id for c in synth.conversations for u in ws.store_memories(c, "raw")}
+        conversations = {q.conversation_id for q in asked}
+        raw_ids = {u.memory_id for c in conversations for u in ws.store_memories(c, "raw")}
         assert all(r.context_ids and set(r.context_ids) <= raw_ids for r in records)
+        assert not any(ws.has_store(c, "raw") for c in set(synth.conversations) - conversations)
 
 
 def test_dimension_groups_expand_and_unknown_names_are_refused():

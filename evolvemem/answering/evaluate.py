@@ -362,7 +362,7 @@ def evaluate_each(
     record: a role bug or an LLM fault must not kill the round), and stream the records to their
     sink; then summarise them. `evaluate` answers, `evaluate_contexts` only builds the contexts."""
     started = time.perf_counter()
-    ws.ensure_stores(stores_needed(config))
+    ws.ensure_stores(stores_needed(config), conversations={q.conversation_id for q in questions})
     # with an LLM decomposer, sub-queries are made inside the concurrent loop instead
     ws.prepare(questions, config)
     resolve = EffectiveConfigs(config)

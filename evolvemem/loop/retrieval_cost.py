@@ -51,7 +51,7 @@ def time_retrieval(ws: Workspace, config: RetrievalConfig, sample: Sequence[Ques
         return None
     bm25 = _bm25_alone().with_budget(config.budget)
     for each in (config, bm25):
-        ws.ensure_stores(stores_needed(each))
+        ws.ensure_stores(stores_needed(each), conversations={q.conversation_id for q in sample})
         ws.prepare(list(sample), each)  # outside the clock: embeddings, late-interaction scores
     ms, bm25_ms = interleaved_ms(
         lambda q, effective: ws.retriever(q.conversation_id, base_store(effective)), sample, [config, bm25], PASSES

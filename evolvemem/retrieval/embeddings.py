@@ -138,8 +138,11 @@ class Embedder:
         device: str = "cpu",
         cache_root: Path | None = None,
         encoder: Encoder | None = None,
+        keep_memory_tokens: bool = False,
     ):
-        """`encoder`: the backend that runs the model (None: `default_encoder()`)."""
+        """`encoder`: the backend that runs the model (None: `default_encoder()`);
+        `keep_memory_tokens`: see `encode_memories` (a workspace turns it on once a config it
+        serves reads the late view)."""
         self.model_name = model_name
         self.backend = encoder or default_encoder()
         self.batch_size = batch_size
@@ -152,6 +155,7 @@ class Embedder:
         self._model_lock = threading.RLock()
         self.texts_embedded = 0  # how many texts reached the model (cache misses), for reports
         self._tokens: TokenVectors | None = None
+        self.keep_memory_tokens = keep_memory_tokens
 
     # ------------------------------------------------------------------------------- model
     @property
@@ -216,11 +220,12 @@ class Embedder:
             return np.stack([rows[key] for key in keys])
 
     def encode_memories(self, texts: Sequence[str]) -> np.ndarray:
-        """`encode` for memory contents: a text the model reads here also has its token vectors
-        cached from the same forward pass. Late interaction, the view nearly every evolved config
-        keeps, reads them later; asking for them then ran the model over every memory a second time.
-        (Queries go through `encode`: their token vectors are kept differently, see TokenVectors.)"""
-        if not texts:
+        """`encode` for memory contents. With `keep_memory_tokens`, a text the model reads here also
+        has its token vectors cached from the same forward pass: late interaction reads them, and
+        asking for them later ran the model over every memory a second time. Off, nothing else is
+        kept (a long memory's token vectors take ~200 KB on disk; a run that never reads them should
+        not pay that). Queries go through `encode`: their token vectors are kept differently."""
+        if not texts or not self.keep_memory_tokens:
             return self.encode(texts)
         keys = [content_hash(text).encode("ascii") for text in texts]
         outputs: dict[bytes, np.ndarray] = {}

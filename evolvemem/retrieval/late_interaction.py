@@ -14,9 +14,12 @@ calls it.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from evolvemem.space.config import RetrievalConfig
 
 BATCH_QUERY_TOKENS = 512  # query vectors scored in one product (bounds the similarity matrix)
 
@@ -64,3 +67,9 @@ class LateIndex:
         best = np.ascontiguousarray(np.maximum.reduceat(similarity, self.starts, axis=1).T)  # (memories, query vectors)
         bounds = np.cumsum([0] + [len(q) for q in queries])
         return [best[:, a:b].mean(axis=1) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def reads_token_vectors(config: RetrievalConfig) -> bool:
+    """Whether some question type's late view is on under `config`, so the memories' token vectors
+    will be read (an index then keeps them from the pass that embeds the memories)."""
+    return any(config.for_type(question_type).late_top_k > 0 for question_type in (None, *config.overrides()))

@@ -101,8 +101,11 @@ class RoundBracket:
         return the questions not answered yet (failed ones are asked again)."""
         store, ws = self.store, self.workspace
         store.begin_round(job.round_no, job.phase, job.config)
+        ws.expect(job.config)
         with store.journal.phase(job.round_no, job.phase):
-            built = ws.ensure_stores(stores_needed(job.config), progress=on_stage)
+            built = ws.ensure_stores(
+                stores_needed(job.config), progress=on_stage, conversations={q.conversation_id for q in job.questions}
+            )
         if built:
             store.note_stores_built(job.round_no, job.phase, "; ".join(b.describe() for b in built))
         store.fold_usage_journal()

@@ -317,7 +317,8 @@ class Session(Closing):
         try:
             settings = ModelSettings(**spec.models)
             announce_models(reporter, settings)
-            workspace = _run_workspace(reporter, dataset, settings, spec, store)
+            start = manifest_start_config(store.manifest(), store.run_dir, space)
+            workspace = _run_workspace(reporter, dataset, settings, spec, store, start)
             if spec.objective == CONTEXTS_ONLY and spec.token_budget is None:
                 # fixed once, in the manifest: every round's contexts are cut at the same budget
                 spec = replace(spec, token_budget=context_token_share(workspace.roles.mechanism_client))
@@ -415,6 +416,7 @@ class Session(Closing):
                 cache_enabled=cache_enabled,
                 local_models=local_models,
                 usage_sink=store.journal.append,
+                config=config,
             )
             require_stage_models(config, workspace.reranker, workspace.second_embedder)
             session = cls(store, workspace, reporter, scoring=Scoring(protocol, concurrency), executor=executor)
@@ -480,7 +482,7 @@ class Session(Closing):
                 config if config.budget else config.with_budget(spec.budget)
             )  # a file from before budgets travelled
             dataset = load_benchmark(spec.benchmark, spec.data)
-            workspace = _run_workspace(reporter, dataset, ModelSettings(**spec.models), spec, store)
+            workspace = _run_workspace(reporter, dataset, ModelSettings(**spec.models), spec, store, config)
             session = cls(store, workspace, reporter, scoring=spec.scoring, spec=spec)
         except BaseException:
             store.close()
@@ -554,10 +556,15 @@ def compare_rounds(store: RunStore, a: int, b: int, objective: str = "balanced")
 
 
 def _run_workspace(
-    reporter: Reporter, dataset: Dataset, settings: ModelSettings, spec: RunSpec, store: RunStore
+    reporter: Reporter,
+    dataset: Dataset,
+    settings: ModelSettings,
+    spec: RunSpec,
+    store: RunStore,
+    config: RetrievalConfig,
 ) -> Workspace:
     """The workspace a run's spec asks for (its local models and cache), its model calls
-    journaled to the run's store."""
+    journaled to the run's store; `config` is the one evaluated first (Workspace.expect)."""
     return open_workspace(
         reporter,
         dataset,
@@ -565,4 +572,5 @@ def _run_workspace(
         cache_enabled=spec.cache_enabled,
         local_models=spec.local_models,
         usage_sink=store.journal.append,
+        config=config,
     )

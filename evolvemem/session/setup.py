@@ -17,6 +17,7 @@ from evolvemem.roles.classify import reclassify
 from evolvemem.roles.factory import OFFLINE, ModelSettings, build_roles, client_options_from_env
 from evolvemem.scoring.judge import judge_version
 from evolvemem.session.reporter import Reporter
+from evolvemem.space.config import RetrievalConfig
 from evolvemem.workspace import Workspace
 
 
@@ -84,12 +85,13 @@ def open_workspace(
     cache_enabled: bool,
     local_models: LocalModels = LocalModels(),
     usage_sink: UsageSink | None = None,
+    config: RetrievalConfig | None = None,
 ) -> Workspace:
     """Roles for `settings`, the questions re-typed if --classify-model asks, then memories and
     indexes (and the cross-encoder and second embedding model loaded, so a wrong --rerank-model
     or --second-embedding-model fails before any work).
     `usage_sink` (a run's usage journal) gets each LLM call's usage as it returns, from the first
-    extraction call on."""
+    extraction call on; `config`, the config evaluated first (Workspace.expect)."""
     check_endpoint(settings)
     roles = build_roles(settings, cache_enabled=cache_enabled)
     check_judge(roles.judge)
@@ -110,6 +112,8 @@ def open_workspace(
     workspace = Workspace(
         dataset, roles, local_models.embedding, reranker=reranker, second_embedder=second_embedder, encoder=encoder
     )
+    if config is not None:  # the config evaluated first: its indexes keep what it will read
+        workspace.expect(config)
     with reporter.progress() as bars:
         stats = workspace.build(progress=bars.stage)
     reporter.info(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, TypeVar
+from typing import TYPE_CHECKING, Callable, Collection, TypeVar
 
 from evolvemem.mechanisms import candidate_sources
 from evolvemem.contracts.local_models import Encoder, LocalModels
@@ -25,6 +25,7 @@ from evolvemem.memory.store_cache import load_or_extract
 from evolvemem.memory.stores import FACT, RAW
 from evolvemem.retrieval.embeddings import DEFAULT_EMBEDDING_MODEL, Embedder
 from evolvemem.retrieval.index import ConversationIndex
+from evolvemem.retrieval.late_interaction import reads_token_vectors
 from evolvemem.retrieval.rerank import CrossEncoderReranker
 from evolvemem.retrieval.retriever import Retriever
 from evolvemem.retrieval.second_embedder import SecondEmbedder
@@ -149,10 +150,20 @@ class Workspace:
         self.retrievers[conversation_id] = retriever
         self.covered_turns[conversation_id] = {t for u in units for t in u.source_turn_ids}
 
-    def ensure_stores(self, names: set[str], progress: ProgressFn | None = None) -> list[StoreBuilt]:
-        """Build (or load from the memory cache) every store in `names` not built yet, for every
-        conversation; returns what was built."""
-        return self.stores.ensure(names, progress)
+    def expect(self, config: RetrievalConfig) -> None:
+        """The stores built from now on serve `config`: when it reads the late view, an index keeps
+        its memories' token vectors from the pass that embeds them (Embedder.encode_memories)."""
+        if reads_token_vectors(config):
+            self.embedder.keep_memory_tokens = True
+
+    def ensure_stores(
+        self, names: set[str], progress: ProgressFn | None = None, conversations: Collection[str] | None = None
+    ) -> list[StoreBuilt]:
+        """Build (or load from the memory cache) every store in `names` not built yet, for each of
+        `conversations` (None: every one; an evaluation passes its questions' own, so a store a
+        later round reads is not built for the held-out conversations until they are scored);
+        returns what was built."""
+        return self.stores.ensure(names, progress, conversations)
 
     def retriever(self, conversation_id: str, store: str = FACT) -> Retriever:
         """The retriever over one store of a conversation (call `ensure_stores` first)."""

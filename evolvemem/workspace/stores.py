@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Collection
 
 from evolvemem.contracts.memory import MemoryUnit
 from evolvemem.memory.consolidate import decay_importance
@@ -42,14 +42,20 @@ class MemoryStores:
         self._built: dict[tuple[str, str], tuple[list[MemoryUnit], Retriever, set[str]]] = {}
         self._lock = threading.Lock()
 
-    def ensure(self, names: set[str], progress: ProgressFn | None = None) -> list[StoreBuilt]:
-        """Build (or load from the memory cache) every store in `names` not built yet, for every
-        conversation; returns what was built. Their extraction cost is added to the workspace's setup stats."""
+    def ensure(
+        self, names: set[str], progress: ProgressFn | None = None, conversations: Collection[str] | None = None
+    ) -> list[StoreBuilt]:
+        """Build (or load from the memory cache) every store in `names` not built yet, for each of
+        `conversations` (None: every one); returns what was built. Their extraction cost is added
+        to the workspace's setup stats."""
         ws = self.ws
         built: list[StoreBuilt] = []
+        wanted = [
+            c for c in ws.dataset.conversations.values() if conversations is None or c.conversation_id in conversations
+        ]
         with self._lock:
             for name in sorted(set(names) - {FACT}):
-                todo = [c for c in ws.dataset.conversations.values() if (name, c.conversation_id) not in self._built]
+                todo = [c for c in wanted if (name, c.conversation_id) not in self._built]
                 if not todo:
                     continue
                 started = time.perf_counter()
