@@ -207,17 +207,7 @@ class Embedder:
         """Embeddings of `texts` as an (n, d) float32 array with unit-length rows.
 
         Texts already in the cache (this process or an earlier one) are not re-embedded."""
-        if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        keys = [content_hash(text).encode("ascii") for text in texts]
-        if self._missing(keys, texts):
-            with self._model_lock:
-                missing = self._missing(keys, texts)  # another caller may have embedded them meanwhile
-                if missing:
-                    self._embed_and_store(missing)
-        with self._lock:
-            rows = self._cache.rows
-            return np.stack([rows[key] for key in keys])
+        return self._vectors(texts, with_tokens=False)
 
     def encode_memories(self, texts: Sequence[str]) -> np.ndarray:
         """`encode` for memory contents. With `keep_memory_tokens`, a text the model reads here also
@@ -225,18 +215,23 @@ class Embedder:
         asking for them later ran the model over every memory a second time. Off, nothing else is
         kept (a long memory's token vectors take ~200 KB on disk; a run that never reads them should
         not pay that). Queries go through `encode`: their token vectors are kept differently."""
-        if not texts or not self.keep_memory_tokens:
-            return self.encode(texts)
+        return self._vectors(texts, with_tokens=self.keep_memory_tokens)
+
+    def _vectors(self, texts: Sequence[str], *, with_tokens: bool) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
         keys = [content_hash(text).encode("ascii") for text in texts]
         outputs: dict[bytes, np.ndarray] = {}
         if self._missing(keys, texts):
             with self._model_lock:
-                missing = self._missing(keys, texts)
+                missing = self._missing(keys, texts)  # another caller may have embedded them meanwhile
                 if missing:
-                    outputs = self._embed_and_store(missing, with_tokens=True)
+                    outputs = self._embed_and_store(missing, with_tokens=with_tokens)
         if outputs:  # outside the model lock: token vectors take their lock first, then the model's
             self.tokens.remember_outputs(outputs)
-        return self.encode(texts)
+        with self._lock:
+            rows = self._cache.rows
+            return np.stack([rows[key] for key in keys])
 
     def _missing(self, keys: list[bytes], texts: Sequence[str]) -> dict[bytes, str]:
         with self._lock:
