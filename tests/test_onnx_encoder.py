@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -127,6 +129,21 @@ def test_batches_are_bucketed_by_length_and_come_back_in_order(both):
     assert float(np.abs(by_two - whole).max()) < SENTENCE_BOUND
     alone = np.stack([encoder.sentences([t], 1)[0] for t in shuffled])
     assert float(np.abs(alone - whole).max()) < SENTENCE_BOUND
+
+
+def test_buckets_run_side_by_side_give_the_vectors_of_one_after_another(both, monkeypatch):
+    """Several buckets go to threads on a one-thread session (encoder_onnx._side_by_side); the
+    vectors and token outputs must be those of the same buckets run in turn, bit for bit."""
+    _, onnx_embedder = both
+    encoder = onnx_embedder.encoder
+    texts = TEXTS * 3  # several buckets of BUCKET texts
+    monkeypatch.setattr(encoder, "_lanes", 2)
+    side, side_tokens = encoder.sentences_and_tokens(texts, 64)
+    assert encoder._bucket_sessions is not None  # the side-by-side path ran
+    monkeypatch.setattr(encoder, "_lanes", 1)
+    turn, turn_tokens = encoder.sentences_and_tokens(texts, 64)
+    assert np.array_equal(side, turn)
+    assert all(np.array_equal(a, b) for a, b in zip(side_tokens, turn_tokens))
 
 
 def memory(text: str, day: int) -> MemoryUnit:
@@ -276,6 +293,25 @@ def test_int8_is_its_own_backend_with_its_own_cache_and_close_vectors(tmp_path, 
     print(f"int8 vs fp32 cosine on the tiny model: min {cosines.min():.4f}")
     assert not np.array_equal(a, b) and cosines.min() > 0.9
     forget_loaded()
+
+
+def test_making_the_int8_export_leaves_the_terminal_free_of_library_debug_lines(tmp_path):
+    """A module onnxruntime's quantiser imports runs logging.basicConfig; bm25s keeps its logger at
+    DEBUG, so without the mend every index build printed "Building index from IDs" after it."""
+    need_onnx()
+    model = tiny_model(tmp_path / "model", seed=7)
+    script = (
+        "import logging, sys\n"
+        "from evolvemem.contracts.local_models import Encoder\n"
+        "from evolvemem.retrieval.embeddings import Embedder\n"
+        f"Embedder({str(model)!r}, cache_root={str(tmp_path / 'emb')!r}, encoder=Encoder.ONNX_INT8).encode(['a text'])\n"
+        "noisy = logging.getLogger('a-library'); noisy.setLevel(logging.DEBUG); noisy.debug('debug line')\n"
+    )
+    env = {**os.environ, "EVOLVEMEM_MODEL_DIR": str(tmp_path / "models"), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert list((tmp_path / "models" / "onnx").glob("*/model-int8.onnx"))
+    assert "debug line" not in done.stderr + done.stdout
 
 
 def test_a_served_store_reopened_on_another_backend_embeds_with_it(tmp_path, monkeypatch):

@@ -9,13 +9,21 @@ Tuned for a small CPU:
   thrown away; a small bucket also keeps a layer's activations in cache: 16 texts a call were
   1.3x the throughput of 64 on the 2-core development VM);
 - a single text skips padding and masks altogether (one row, every position attended), with the
-  session, its run options and output names built once.
+  session, its run options and output names built once;
+- a batch of several buckets runs them side by side, one bucket a thread, on a second session with
+  one intra-op thread (`_bucket_session`): a MiniLM pass over 16 short texts splits poorly across
+  threads, so whole buckets in parallel embed more a second (benchmarks/encoder_speed.py, the dev
+  file's 4,805 memories on the idle 2-core development VM: sentence vectors 195/s against 170/s for
+  one session with two threads; the index's pass, token vectors kept, 183/s against 173/s), and,
+  each thread being alone in its call, none waits on another when a core is busy.
 One session serves every thread: ONNX Runtime's `run` and the Rust tokenizer are thread-safe,
 so a serving worker needs no copy of the model."""
 
 from __future__ import annotations
 
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -45,11 +53,11 @@ def onnx_threads() -> int:
     return explicit or max(1, min(MAX_THREADS, os.cpu_count() or 1))
 
 
-def _session(graph: Path) -> Any:
+def _session(graph: Path, threads: int | None = None) -> Any:
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.intra_op_num_threads = onnx_threads()
+    options.intra_op_num_threads = threads or onnx_threads()
     options.inter_op_num_threads = 1
     # idle pool threads sleep instead of spinning: a spinning pool is what made a second thread cost
     # more than it gave on a busy 2-core machine (see torch_threads)
@@ -72,6 +80,9 @@ class OnnxEncoder:
         self.special_ids = frozenset(export.info.special_ids)
         self.dimension = export.info.dimension
         self._session = session
+        self._lanes = onnx_threads()  # buckets embedded side by side (1: one after another)
+        self._bucket_sessions: tuple[Any, ThreadPoolExecutor] | None = None
+        self._bucket_lock = threading.Lock()
         self._inputs = export.info.inputs
         self._lower = export.info.lower_case
         self._tokenizer = Tokenizer.from_file(str(export.folder / "tokenizer.json"))
@@ -136,19 +147,37 @@ class OnnxEncoder:
         token_rows: list[np.ndarray] = [np.empty(0, np.float32)] * (len(ids) if with_tokens else 0)
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         size = max(1, min(batch_size, BUCKET))
-        for start in range(0, len(order), size):
-            bucket = order[start : start + size]
+        buckets = [order[start : start + size] for start in range(0, len(order), size)]
+
+        def run(bucket: list[int], session: Any) -> list[Any]:
             width = len(ids[bucket[-1]])
             batch = np.zeros((len(bucket), width), np.int64)
             mask = np.zeros((len(bucket), width), np.int64)
             for row, index in enumerate(bucket):
                 batch[row, : len(ids[index])] = ids[index]
                 mask[row, : len(ids[index])] = 1
-            result = self._session.run(outputs, self._feed(batch, mask))
+            result: list[Any] = session.run(outputs, self._feed(batch, mask))
+            return result
+
+        if len(buckets) > 1 and self._lanes > 1:
+            session, pool = self._side_by_side()
+            results = list(pool.map(lambda bucket: run(bucket, session), buckets))
+        else:
+            results = [run(bucket, self._session) for bucket in buckets]
+        for bucket, result in zip(buckets, results):
             sentence[bucket] = result[0]
             for row, index in enumerate(bucket if with_tokens else ()):
                 token_rows[index] = np.asarray(result[1][row, : len(ids[index])], np.float32)
         return _unit(sentence), token_rows
+
+    def _side_by_side(self) -> tuple[Any, ThreadPoolExecutor]:
+        """The one-thread session and the threads that run buckets on it, made on first use (a
+        process that only embeds queries never loads the graph twice)."""
+        with self._bucket_lock:
+            if self._bucket_sessions is None:
+                pool = ThreadPoolExecutor(self._lanes, thread_name_prefix="evolvemem-onnx-bucket")
+                self._bucket_sessions = (_session(self.export.graph, threads=1), pool)
+            return self._bucket_sessions
 
     def _feed(self, ids: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
         named = {"input_ids": ids, "attention_mask": mask}

@@ -218,7 +218,7 @@ def _quantise(fp32: Path, target: Path) -> None:
     handle, temp = tempfile.mkstemp(dir=target.parent, prefix=f".tmp-{target.name}-", suffix=".part")
     os.close(handle)
     root = logging.getLogger()
-    level = root.level
+    handlers, level = list(root.handlers), root.level
     root.setLevel(logging.ERROR)  # the quantiser logs a pre-processing hint on the root logger
     try:
         quantize_dynamic(fp32, temp, weight_type=QuantType.QInt8, per_channel=True, nodes_to_quantize=weighted)
@@ -227,6 +227,11 @@ def _quantise(fp32: Path, target: Path) -> None:
         Path(temp).unlink(missing_ok=True)
         raise
     finally:
+        # a module the quantiser imports on the way runs logging.basicConfig, giving the root logger a
+        # handler: every library logger that sets its own level (bm25s: DEBUG) would then print to the
+        # user's terminal for the rest of the run
+        for added in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(added)
         root.setLevel(level)
 
 
