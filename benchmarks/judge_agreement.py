@@ -40,6 +40,9 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault(
+    "OPENAI_API_KEY", "sk-local-no-key"
+)  # litellm's openai/ provider wants one; a local server ignores it
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
