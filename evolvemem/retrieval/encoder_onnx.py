@@ -11,7 +11,7 @@ Tuned for a small CPU:
 - a single text skips padding and masks altogether (one row, every position attended), with the
   session, its run options and output names built once;
 - a batch of several buckets runs them side by side, one bucket a thread, on a second session with
-  one intra-op thread (`_bucket_session`): a MiniLM pass over 16 short texts splits poorly across
+  one intra-op thread (`_side_by_side`): a MiniLM pass over 16 short texts splits poorly across
   threads, so whole buckets in parallel embed more a second (benchmarks/encoder_speed.py, the dev
   file's 4,805 memories on the idle 2-core development VM: sentence vectors 195/s against 170/s for
   one session with two threads; the index's pass, token vectors kept, 183/s against 173/s), and,
