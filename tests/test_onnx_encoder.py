@@ -295,6 +295,7 @@ def test_int8_is_its_own_backend_with_its_own_cache_and_close_vectors(tmp_path, 
     forget_loaded()
 
 
+@pytest.mark.slow  # a subprocess that imports torch to export, then quantises: ~11 s on 2 cores
 def test_making_the_int8_export_leaves_the_terminal_free_of_library_debug_lines(tmp_path):
     """A module onnxruntime's quantiser imports runs logging.basicConfig; bm25s keeps its logger at
     DEBUG, so without the mend every index build printed "Building index from IDs" after it."""
