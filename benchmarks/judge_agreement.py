@@ -40,9 +40,6 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-os.environ.setdefault(
-    "OPENAI_API_KEY", "sk-local-no-key"
-)  # litellm's openai/ provider wants one; a local server ignores it
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -249,6 +246,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--json", action="store_true", help="end with one JSON object of the figures")
     args = parser.parse_args(argv)
+    os.environ.setdefault("OPENAI_API_KEY", "sk-local-no-key")  # litellm's openai/ provider wants one
     if not (args.run_dir / "run.duckdb").is_file():
         raise SystemExit(f"{args.run_dir}: no run.duckdb (expected an `evolve eval` or `evolve run` directory)")
     labels = read_labels(args.labels) if args.labels.is_file() else {}
