@@ -43,6 +43,40 @@ def test_concurrent_queries_on_two_workers_get_their_own_vectors(tmp_path, encod
         embedder.close()
 
 
+@BACKENDS
+def test_a_lone_query_is_embedded_on_the_searching_thread(tmp_path, encoder):
+    """With no query waiting and the shared model free, the search's own thread runs the model
+    (two thread hand-offs fewer than a worker); the vector and the token outputs are the ones a
+    worker gives."""
+    inner = Embedder(cache_root=tmp_path, encoder=encoder)
+    embedder = ServingEmbedder(inner, workers=2)
+    try:
+        query = QUERIES[0]
+        vector = embedder.encode([query])[0]
+        assert embedder.inline_batches == 1 and embedder.queries_embedded == 1
+        assert np.array_equal(vector, inner.encoder.sentences([query], 64)[0])
+        embedder.tokens.of_queries([query])
+        assert embedder.query_batches == 1  # its token outputs were kept from that pass
+        held, release = threading.Event(), threading.Event()
+
+        def add_holding_the_model() -> None:
+            with inner.model_lock:
+                held.set()
+                release.wait(60)
+
+        holder = threading.Thread(target=add_holding_the_model, daemon=True)
+        holder.start()
+        held.wait(60)
+        try:  # while an add holds the shared model, the next query goes to the other worker
+            embedder.encode([QUERIES[1]])
+        finally:
+            release.set()
+            holder.join(60)
+        assert embedder.inline_batches == 1 and embedder.queries_embedded == 2
+    finally:
+        embedder.close()
+
+
 def first_query_done_while_the_shared_model_is_busy(embedder: ServingEmbedder, wait: float) -> bool:
     """Hold the shared model's lock (as an add embedding contents does) and search: is any query
     answered meanwhile? The first may go to the worker on the shared model; a second cannot."""

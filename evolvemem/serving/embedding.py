@@ -6,7 +6,9 @@ additions a server needs:
 - **memory contents** come from vectors the memory store already holds (`supplying`), so
   reopening a store embeds nothing; only contents the store lacks reach the model.
 - **queries** the cache does not know are embedded in batches by a few worker threads:
-  concurrent searches share model calls instead of queueing for the model lock one by one. Query
+  concurrent searches share model calls instead of queueing for the model lock one by one. A lone
+  query (none waiting, the shared model free) is embedded on the searching thread itself: two
+  thread hand-offs fewer on a search's path. Query
   vectors are not written to the on-disk cache (a server would leave a file per query there);
   the last QUERY_CACHE of them are kept in memory, shared by every user.
 
@@ -65,6 +67,7 @@ class ServingEmbedder:
         self._closed = False
         self.query_batches = 0  # model calls made for queries (for metrics and benchmarks)
         self.queries_embedded = 0
+        self.inline_batches = 0  # of those calls, made on the searching thread (`_embed_inline`)
         self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
         self._recent_lock = threading.Lock()
         self._token_outputs: BoundedMemo[str, np.ndarray] = BoundedMemo(QUERY_TOKENS_KEPT)
@@ -152,9 +155,15 @@ class ServingEmbedder:
         cached = [t for t in texts if t not in vectors and self.inner.cached(t)]
         if cached:
             vectors.update(zip(cached, self.inner.encode(cached)))
-        futures = [(t, self._submit(t)) for t in dict.fromkeys(t for t in texts if t not in vectors)]
-        for text, future in futures:
-            vectors[text] = future.result()
+        missing = list(dict.fromkeys(t for t in texts if t not in vectors))
+        if missing:
+            self._ensure_workers()  # before the model may be held: a torch worker copies it under its lock
+        inline = self._embed_inline(missing) if missing else None
+        if inline is not None:
+            vectors.update(inline)
+        else:
+            for text, future in [(t, self._submit(t)) for t in missing]:
+                vectors[text] = future.result()
         with self._recent_lock:
             for text in texts:
                 self._recent[text] = vectors[text]
@@ -163,11 +172,36 @@ class ServingEmbedder:
                 self._recent.popitem(last=False)
         return np.stack([vectors[t] for t in texts])
 
-    def _submit(self, text: str) -> Future[np.ndarray]:
-        future: Future[np.ndarray] = Future()
+    def _embed_inline(self, texts: list[str]) -> dict[str, np.ndarray] | None:
+        """The texts' vectors from the shared model on the calling thread, when no query waits for
+        a worker and nothing holds the shared model (an add embedding contents does): a lone search
+        then skips two thread hand-offs. None when either is busy: the workers take the texts."""
+        with self._pending_lock:
+            if self._pending:
+                return None
+        if not self.inner.model_lock.acquire(blocking=False):
+            return None
+        try:
+            sentence, tokens = self.inner.encoder.sentences_and_tokens(texts, MAX_QUERY_BATCH)
+        finally:
+            self.inner.model_lock.release()
+        with self._recent_lock:
+            self._token_outputs.update(zip(texts, tokens))
+        with self._pending_lock:
+            self.query_batches += 1
+            self.queries_embedded += len(texts)
+            self.inline_batches += 1
+        return dict(zip(texts, sentence))
+
+    def _ensure_workers(self) -> None:
         with self._pending_lock:
             if not self._workers:
                 self._start_workers()
+
+    def _submit(self, text: str) -> Future[np.ndarray]:
+        future: Future[np.ndarray] = Future()
+        self._ensure_workers()
+        with self._pending_lock:
             self._pending.append((text, future))
             self._pending_lock.notify()
         return future

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from typing import Annotated, Any, AsyncIterator, Callable, Optional, cast
+from typing import Annotated, Any, AsyncIterator, Awaitable, Callable, Optional, cast
 
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -251,12 +251,19 @@ def _lifespan(
     return lifespan
 
 
-def _namespace_of(keys: KeyRing) -> Callable[..., str]:
+Namespace = Callable[..., Awaitable[str]]  # the dependency giving a request's namespace
+
+
+def _namespace_of(keys: KeyRing) -> Namespace:
     """The dependency that turns a request's bearer key into its namespace (401 without a known key),
     by the rule `KeyGate` applied before (the bearer scheme is declared for the schema)."""
     bearer = HTTPBearer(auto_error=False, description="An API key from EVOLVEMEM_API_KEYS (none: open namespace).")
 
-    def namespace(request: Request, _credentials: Optional[HTTPAuthorizationCredentials] = Depends(bearer)) -> str:
+    # async: a dictionary look-up, so it runs on the event loop instead of costing every request a
+    # second trip through the thread pool (a sync dependency gets one of its own)
+    async def namespace(
+        request: Request, _credentials: Optional[HTTPAuthorizationCredentials] = Depends(bearer)
+    ) -> str:
         found = keys.caller(request.scope.get("headers") or [])
         if found.namespace is None:
             raise HTTPException(401, found.refusal, headers={"WWW-Authenticate": "Bearer"})
@@ -308,7 +315,7 @@ class _AnyText(Convertor[str]):
 register_url_convertor("user_id", _AnyText())
 
 
-def _memory_routes(app: FastAPI, memory: Memory, namespace: Callable[..., str]) -> None:
+def _memory_routes(app: FastAPI, memory: Memory, namespace: Namespace) -> None:
     """The `Memory` verbs, each in the namespace of the request's key."""
 
     @app.post("/v1/memories", response_model=AddResult, responses=ERRORS, summary="Remember turns of a user")
