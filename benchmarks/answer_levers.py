@@ -131,7 +131,9 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=100)
     parser.add_argument("--levers", default="", help="comma-separated dimensions (default: every answer-side one)")
     args = parser.parse_args()
-    os.environ.setdefault("OPENAI_API_KEY", "sk-local-no-key")  # litellm's openai/ provider wants one
+    from benchmarks.local_llm_server import placeholder_api_key
+
+    placeholder_api_key()
     os.environ.setdefault("EVOLVEMEM_LLM_TIMEOUT", "600")  # a busy 2-core machine reads prompts slowly
 
     from evolvemem.data.split import split_dataset

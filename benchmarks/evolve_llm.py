@@ -231,7 +231,9 @@ def main() -> None:
         help="only the evidence objective's run and its re-scoring by the 1.5B reader",
     )
     args = parser.parse_args()
-    os.environ.setdefault("OPENAI_API_KEY", "sk-local-no-key")  # litellm's openai/ provider wants one
+    from benchmarks.local_llm_server import placeholder_api_key
+
+    placeholder_api_key()
     # llama-cpp-python's server answers one request at a time: with two in flight and an LLM-walking
     # mechanism's long prompts queued behind them, a call can wait minutes on 2 cores (the client's
     # 60 s default timed eight out in a row and stopped a run)

@@ -150,7 +150,9 @@ def diagnosis_model_args(args: argparse.Namespace, stack: contextlib.ExitStack) 
     if args.local_model:
         from benchmarks.local_llm_server import LocalModelUnavailable, serve
 
-        os.environ.setdefault("OPENAI_API_KEY", "sk-local-no-key")
+        from benchmarks.local_llm_server import placeholder_api_key
+
+        placeholder_api_key()
         os.environ.setdefault("EVOLVEMEM_LLM_TIMEOUT", "600")  # a CPU model under a JSON grammar is slow
         try:
             server = stack.enter_context(serve(args.local_model, n_ctx=LOCAL_WINDOW))

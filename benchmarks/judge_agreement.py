@@ -246,7 +246,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--json", action="store_true", help="end with one JSON object of the figures")
     args = parser.parse_args(argv)
-    os.environ.setdefault("OPENAI_API_KEY", "sk-local-no-key")  # litellm's openai/ provider wants one
+    from benchmarks.local_llm_server import placeholder_api_key
+
+    placeholder_api_key()
     if not (args.run_dir / "run.duckdb").is_file():
         raise SystemExit(f"{args.run_dir}: no run.duckdb (expected an `evolve eval` or `evolve run` directory)")
     labels = read_labels(args.labels) if args.labels.is_file() else {}

@@ -425,7 +425,9 @@ def main() -> None:
     parser.add_argument("--stages", default=",".join(STAGES))
     parser.add_argument("--f1-questions", type=int, default=40, help="rank_f1: real and generated questions each")
     args = parser.parse_args()
-    os.environ.setdefault("OPENAI_API_KEY", "sk-local-no-key")
+    from benchmarks.local_llm_server import placeholder_api_key
+
+    placeholder_api_key()
     os.environ.setdefault("EVOLVEMEM_LLM_TIMEOUT", "600")
     args.state.mkdir(parents=True, exist_ok=True)
     stages = [s.strip() for s in args.stages.split(",") if s.strip()]

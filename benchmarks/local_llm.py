@@ -212,7 +212,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--skip-runs", action="store_true", help="only answer quality and throughput")
     args = parser.parse_args()
-    os.environ.setdefault("OPENAI_API_KEY", "sk-local-no-key")
+    from benchmarks.local_llm_server import placeholder_api_key
+
+    placeholder_api_key()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     folder = Path(tempfile.mkdtemp(prefix="evolvemem-local-llm-"))
     data = write_slice(args.data, args.per_conversation, folder)

@@ -87,6 +87,13 @@ class LocalModelUnavailable(RuntimeError):
     """The weights or the server cannot be had on this machine (the message says which and why)."""
 
 
+def placeholder_api_key() -> None:
+    """Give litellm's `openai/` provider the key it refuses to call without; a local (or fake)
+    server reads none. Call it from a benchmark's main(), never at import: a key set while a test
+    imports the module would leak into every later test of that worker and hide a missing-key error."""
+    os.environ.setdefault("OPENAI_API_KEY", "sk-local-no-key")
+
+
 def model_path(key: str) -> Path:
     """Under `EVOLVEMEM_MODEL_DIR`, else the evolvemem cache dir's `models/` (evolvemem.paths.models_dir)."""
     return models_dir() / MODELS[key].filename

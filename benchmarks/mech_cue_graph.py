@@ -23,7 +23,6 @@ real one would keep, so no F1 is reported for it.
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import time
@@ -131,7 +130,9 @@ def llm_walk_costs(ws, base, questions, args) -> None:
     from evolvemem.contracts.usage import Usage
     from tests.fake_llm_server import FakeLLMServer, last_user_message
 
-    os.environ.setdefault("OPENAI_API_KEY", "fake-key-for-the-local-server")
+    from benchmarks.local_llm_server import placeholder_api_key
+
+    placeholder_api_key()
     stride = max(1, len(questions) // args.llm_questions)
     sample = questions[::stride][: args.llm_questions]
     print(

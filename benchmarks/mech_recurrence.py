@@ -15,16 +15,15 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("OPENAI_API_KEY", "fake-key-for-the-local-server")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.local_llm_server import placeholder_api_key  # noqa: E402
 from benchmarks._mechanisms import (
     argument_parser,
     load_locomo_file,
@@ -199,6 +198,7 @@ def main() -> None:
     parser = argument_parser(__doc__)
     parser.add_argument("--skip-quality", action="store_true", help="only part 1 (extraction cost)")
     args = parser.parse_args()
+    placeholder_api_key()
     dataset = load_locomo_file(args.data)
     print(f"{len(dataset.conversations)} conversations, {len(dataset.questions)} questions")
     with tempfile.TemporaryDirectory(prefix="evolvemem-recmem-") as tmp:

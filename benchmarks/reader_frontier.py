@@ -180,7 +180,9 @@ def main() -> None:
     )
     parser.add_argument("--dev-questions", type=int, default=80, help="answerable dev questions that run evolves on")
     args = parser.parse_args()
-    os.environ.setdefault("OPENAI_API_KEY", "sk-local-no-key")  # litellm's openai/ provider wants one
+    from benchmarks.local_llm_server import placeholder_api_key
+
+    placeholder_api_key()
     # a 1,500-token prompt on a busy 2-core machine can take minutes; the server answers one at a time
     os.environ.setdefault("EVOLVEMEM_LLM_TIMEOUT", "600")
 
