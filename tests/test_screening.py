@@ -218,6 +218,30 @@ def test_a_screened_out_candidate_is_recorded_and_costs_only_its_minibatch(tmp_p
     assert "Cost vs full evaluation" in html and "screened out" in html
 
 
+def test_a_candidate_that_changes_no_answer_is_screened_out_at_half_its_minibatch(tmp_path: Path) -> None:
+    """The minibatch is asked in two looks; when, after the first, no judged group can still reach
+    the minimum effect (every answer here is the incumbent's), the second half is never asked."""
+    run = tmp_path / "run"
+    with FakeLLMServer(make_responder(SCREENED_OUT_PROPOSAL)) as server:
+        assert llm_run(server, run, "--screen-fraction", "0.9", "--screen-budget", "1", "--no-cache").exit_code == 0
+    batch = minibatch(split_dataset(generate_synth(), "dev").questions, 0.9, 0)
+    half = minibatch(batch, 0.5, 0)
+    assert 0 < len(half) < len(batch)
+    (s,) = query(run, "SELECT * FROM screenings")
+    assert (s["outcome"], s["rung"]) == ("screened_out", 1)
+    assert s["reason"].startswith(f"futility at the minibatch's first half ({len(half)} of {len(batch)} questions)")
+    assert s["n_questions"] == len(half) and s["calls"] == len(half)
+    asked = query(run, "SELECT question_id FROM question_records WHERE phase = 'screen1'")
+    assert sorted(r["question_id"] for r in asked) == sorted(q.question_id for q in half)
+
+    whole = tmp_path / "whole"  # --no-sequential: no early stop anywhere, the whole minibatch is asked
+    with FakeLLMServer(make_responder(SCREENED_OUT_PROPOSAL)) as server:
+        args = ("--screen-fraction", "0.9", "--screen-budget", "1", "--no-cache", "--no-sequential")
+        assert llm_run(server, whole, *args).exit_code == 0
+    (s,) = query(whole, "SELECT * FROM screenings")
+    assert s["outcome"] == "screened_out" and "no gain" in s["reason"] and s["n_questions"] == len(batch)
+
+
 def test_after_a_screened_out_proposal_the_round_goes_on_with_an_exploration(tmp_path: Path) -> None:
     run = tmp_path / "run"
     with FakeLLMServer(make_responder(SCREENED_OUT_PROPOSAL)) as server:

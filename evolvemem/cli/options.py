@@ -231,7 +231,7 @@ class RunOptions:
     no_sequential: bool = typer.Option(
         False,
         "--no-sequential",
-        help="Evaluate a candidate that passed its screening on every dev question at once (by default it is evaluated in looks at fixed shares of dev and stopped when it clearly cannot gain the minimum effect; docs/concepts/screening.md).",
+        help="Ask a screened candidate its whole minibatch, and one that passed its screening every dev question, at once (by default both go in looks and stop when the candidate clearly cannot gain the minimum effect; docs/concepts/screening.md).",
     )
     adversarial_protocol: str = typer.Option(RUN_DEFAULTS.protocol, "--adversarial-protocol", help="official or paper.")
     tau_rev: float = typer.Option(

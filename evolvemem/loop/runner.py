@@ -331,7 +331,9 @@ class EvolutionRunner:
             candidate = self.store.round_records(round_no, Phase.DEV)
             stop, bounds = futility(candidate, incumbent, self.spec.objective, min_effect)
             if stop:
-                why = stop_text(number, len(questions), len(self.dev.questions), bounds, min_effect)
+                why = stop_text(
+                    f"look {number}", len(questions), f"{len(self.dev.questions)} dev questions", bounds, min_effect
+                )
                 self.store.note_stopped(round_no, Phase.DEV, why)
                 break
         final = self.store.round_row(round_no, Phase.DEV)

@@ -15,7 +15,15 @@ doubles the standard error: a candidate that would just pass the guard on every 
 p ≈ 0.2 on the minibatch. A candidate whose contexts gained evidence significantly at rung 0
 passes when it loses nothing: on a few conversations the minibatch cannot show the answer gain
 that more evidence brings a real reader, only whether the reader refuses it. Only a candidate that passes is evaluated on
-every dev question (its minibatch records are reused, not asked again). One that does not is
+every dev question (its minibatch records are reused, not asked again).
+
+The minibatch is asked in two looks: first half of every cell (`first_half`), then the rest. After
+the first, a candidate that no judged group can still carry to the minimum effect (the futility
+test of the sequential dev evaluation, loop/sequential.py) is screened out there: a change that
+leaves every answer as it was costs half a minibatch, not a whole one. A stop is never a pass, so
+this cannot let a worse candidate through; a candidate carried by a rung-0 evidence gain is asked
+the whole minibatch (it passes unless it loses, and no early look can settle that). `--no-sequential`
+asks every minibatch whole, as it evaluates every passing candidate on all of dev. One that does not is
 recorded as `screened_out` with its minibatch scores and cost, and the round goes on with an
 exploration around the incumbent, at most `screen_budget` screenings per round; when none
 passes, the round carries the incumbent, whose records are reused without a call (unless a
@@ -37,6 +45,7 @@ from evolvemem.data.models import Question
 from evolvemem.loop.guard import RoundScore
 from evolvemem.loop.ladder import ContextRung, LadderInputs, RungZero
 from evolvemem.loop.scorer import RoundJob, round_progress
+from evolvemem.loop.sequential import futility, stop_text
 from evolvemem.loop.paired import Comparison, compare, gains, judged_groups, loses
 from evolvemem.loop.spec import RunSpec, objective_group
 from evolvemem.space.config import RetrievalConfig, parse_config
@@ -115,6 +124,7 @@ class Screener:
     def __init__(self, inputs: LadderInputs):
         self.spec, self.store, self.scorer = inputs.spec, inputs.store, inputs.scorer
         self.batch = minibatch(inputs.dev, self.spec.screen_fraction, self.spec.seed)
+        self.first_half = minibatch(self.batch, 0.5, self.spec.seed)  # the minibatch's first look
         self.rung0 = ContextRung(inputs)
         self.on_record = inputs.on_record
 
@@ -161,14 +171,41 @@ class Screener:
         row, rung0 = self.climb_rung0(round_no, attempt, candidate, source, incumbent)
         if rung0.stopped:
             return row
+        evidence_gained = rung0.gained(self.spec.guard)
+        earlier = 0.0
+        if self.spec.sequential and not evidence_gained and len(self.first_half) < len(self.batch):
+            first = self.scorer.score_round(self.minibatch_job(round_no, attempt, candidate, self.first_half))
+            stopped = self._futile_at_first_look(round_no, attempt, incumbent)
+            if stopped is not None:
+                comparison = self.minibatch_comparison(round_no, attempt, incumbent)
+                return self.record_minibatch(row, rung0, comparison, stopped, SCREENED_OUT, first)
+            earlier = first.wall_seconds or 0.0
         summary = self.scorer.score_rounds([self.minibatch_job(round_no, attempt, candidate)])[0]
+        if earlier:  # the row's wall time is the last look's: add the first's
+            self.store.add_wall_seconds(round_no, screen_phase(attempt), earlier)
+            summary = replace(summary, wall_seconds=(summary.wall_seconds or 0.0) + earlier)
         comparison = self.minibatch_comparison(round_no, attempt, incumbent)
-        verdict = screen_verdict(
-            comparison, self.spec.objective, self.spec, evidence_gained=rung0.gained(self.spec.guard)
-        )
+        verdict = screen_verdict(comparison, self.spec.objective, self.spec, evidence_gained=evidence_gained)
         return self.record_minibatch(
             row, rung0, comparison, verdict, PASSED if verdict.passed else SCREENED_OUT, summary
         )
+
+    def _futile_at_first_look(self, round_no: int, attempt: int, incumbent: RoundScore) -> ScreenVerdict | None:
+        """The screened-out verdict when, on the minibatch's first half, no judged group can still
+        reach the minimum effect (loop/sequential.py `futility`); None to ask the rest."""
+        min_effect = self.spec.guard.min_effect
+        stop, bounds = futility(
+            self.store.round_records(round_no, screen_phase(attempt)),
+            self.store.round_records(incumbent.round, Phase.DEV),
+            self.spec.objective,
+            min_effect,
+        )
+        if not stop:
+            return None
+        where = stop_text(
+            "the minibatch's first half", len(self.first_half), f"{len(self.batch)} questions", bounds, min_effect
+        )
+        return ScreenVerdict(False, f"{where}, vs round {incumbent.round}")
 
     def climb_rung0(
         self, round_no: int, attempt: int, candidate: RetrievalConfig, source: str, incumbent: RoundScore
@@ -203,11 +240,13 @@ class Screener:
             self.store.record_screening(row)
         return row, rung0
 
-    def minibatch_job(self, round_no: int, attempt: int, candidate: RetrievalConfig) -> RoundJob:
+    def minibatch_job(
+        self, round_no: int, attempt: int, candidate: RetrievalConfig, questions: list[Question] | None = None
+    ) -> RoundJob:
+        """The candidate on the minibatch (or on `questions` of it: a look)."""
         phase = screen_phase(attempt)
-        return RoundJob(
-            candidate, self.batch, round_no, phase, round_progress(self.on_record, round_no, phase, len(self.batch))
-        )
+        asked = self.batch if questions is None else questions
+        return RoundJob(candidate, asked, round_no, phase, round_progress(self.on_record, round_no, phase, len(asked)))
 
     def minibatch_comparison(self, round_no: int, attempt: int, incumbent: RoundScore) -> Comparison:
         return compare(

@@ -96,10 +96,8 @@ def futility(
     return bool(bounds) and all(b.upper < min_effect for b in bounds), bounds
 
 
-def stop_text(look: int, asked: int, total: int, bounds: list[GroupBound], min_effect: float) -> str:
-    """What `rounds.stopped_at` records of a futility stop."""
+def stop_text(look: str, asked: int, total: str, bounds: list[GroupBound], min_effect: float) -> str:
+    """What a futility stop records (`rounds.stopped_at`, a screening's reason): where it stopped
+    ("look 1 (400 of 800 dev questions)"), and each group's figures."""
     detail = "; ".join(f"{b.group} {b.diff:+.4f} n={b.n}, upper bound {b.upper:+.4f}" for b in bounds)
-    return (
-        f"futility at look {look} ({asked} of {total} dev questions): {detail} < min effect {min_effect:g} "
-        f"({FUTILITY_LEVEL:.0%} one-sided)"
-    )
+    return f"futility at {look} ({asked} of {total}): {detail} < min effect {min_effect:g} ({FUTILITY_LEVEL:.0%} one-sided)"
