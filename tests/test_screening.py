@@ -309,6 +309,45 @@ def test_a_resume_after_an_interrupted_screening_loses_nothing(tmp_path: Path, m
     assert usage["calls"] == len(batch)
 
 
+def test_a_resume_inside_the_minibatch_first_half_stops_where_the_whole_run_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evolvemem.session import rounds as rounds_module
+
+    original = rounds_module.evaluate
+    seen = {"n": 0}
+
+    def interrupting(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("phase") != "screen1":
+            return original(*args, **kwargs)
+
+        def counting(record: dict) -> None:
+            seen["n"] += 1
+            if seen["n"] == 5:
+                raise KeyboardInterrupt
+
+        kwargs["on_record"] = counting
+        return original(*args, **kwargs)
+
+    run = tmp_path / "run"
+    batch = minibatch(split_dataset(generate_synth(), "dev").questions, 0.9, 0)
+    half = minibatch(batch, 0.5, 0)
+    args = ("--screen-fraction", "0.9", "--screen-budget", "1", "--no-cache", "--concurrency", "1")
+    with FakeLLMServer(make_responder(SCREENED_OUT_PROPOSAL)) as server:
+        monkeypatch.setattr(rounds_module, "evaluate", interrupting)
+        assert llm_run(server, run, *args).exit_code == 130
+        monkeypatch.setattr(rounds_module, "evaluate", original)
+        resumed = evolve("run", "--resume", str(run), "--quiet")
+        assert resumed.exit_code == 0, resumed.output
+    (s,) = query(run, "SELECT * FROM screenings")
+    assert s["reason"].startswith("futility at the minibatch's first half") and s["calls"] == len(half)
+    records = query(
+        run, "SELECT question_id, count(*) AS n FROM question_records WHERE phase = 'screen1' GROUP BY question_id"
+    )
+    assert sorted(r["question_id"] for r in records) == sorted(q.question_id for q in half)
+    assert {r["n"] for r in records} == {1}  # nothing asked twice
+
+
 def test_the_minibatch_is_fixed_stratified_and_seeded() -> None:
     questions = split_dataset(generate_synth(), "dev").questions
     batch = minibatch(questions, 0.25, 0)

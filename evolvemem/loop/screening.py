@@ -15,7 +15,11 @@ doubles the standard error: a candidate that would just pass the guard on every 
 p ≈ 0.2 on the minibatch. A candidate whose contexts gained evidence significantly at rung 0
 passes when it loses nothing: on a few conversations the minibatch cannot show the answer gain
 that more evidence brings a real reader, only whether the reader refuses it. Only a candidate that passes is evaluated on
-every dev question (its minibatch records are reused, not asked again).
+every dev question (its minibatch records are reused, not asked again). One that does not is
+recorded as `screened_out` with its minibatch scores and cost, and the round goes on with an
+exploration around the incumbent, at most `screen_budget` screenings per round; when none
+passes, the round carries the incumbent, whose records are reused without a call (unless a
+re-extraction changed the memories since: then the incumbent is scored again on them).
 
 The minibatch is asked in two looks: first half of every cell (`first_half`), then the rest. After
 the first, a candidate that no judged group can still carry to the minimum effect (the futility
@@ -23,11 +27,7 @@ test of the sequential dev evaluation, loop/sequential.py) is screened out there
 leaves every answer as it was costs half a minibatch, not a whole one. A stop is never a pass, so
 this cannot let a worse candidate through; a candidate carried by a rung-0 evidence gain is asked
 the whole minibatch (it passes unless it loses, and no early look can settle that). `--no-sequential`
-asks every minibatch whole, as it evaluates every passing candidate on all of dev. One that does not is
-recorded as `screened_out` with its minibatch scores and cost, and the round goes on with an
-exploration around the incumbent, at most `screen_budget` screenings per round; when none
-passes, the round carries the incumbent, whose records are reused without a call (unless a
-re-extraction changed the memories since: then the incumbent is scored again on them).
+asks every minibatch whole, as it evaluates every passing candidate on all of dev.
 
 A round's screenings are rows of the run store, written once their verdict is known: a resume
 reads them back (a half-finished screening continues from its last recorded question), so the
@@ -194,8 +194,12 @@ class Screener:
         """The screened-out verdict when, on the minibatch's first half, no judged group can still
         reach the minimum effect (loop/sequential.py `futility`); None to ask the rest."""
         min_effect = self.spec.guard.min_effect
+        first = {q.question_id for q in self.first_half}
+        asked = self.store.round_records(round_no, screen_phase(attempt))
         stop, bounds = futility(
-            self.store.round_records(round_no, screen_phase(attempt)),
+            # the first half's records only: a resume after the whole minibatch was answered (its
+            # verdict not yet recorded) must decide as the run it resumes did
+            [r for r in asked if r.question_id in first],
             self.store.round_records(incumbent.round, Phase.DEV),
             self.spec.objective,
             min_effect,
