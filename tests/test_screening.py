@@ -264,15 +264,14 @@ def test_after_a_screened_out_proposal_the_round_goes_on_with_an_exploration(tmp
     assert sum(r["calls"] for r in second) == screenings[1]["calls"]
 
 
-def test_a_resume_after_an_interrupted_screening_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from evolvemem.session import rounds as rounds_module
-
-    original = rounds_module.evaluate
+def ctrl_c_at_the_fifth_screening_record(evaluate: Any) -> Any:
+    """`evaluate` (session/rounds.py) that raises KeyboardInterrupt once the first screening's fifth
+    record is written, as Ctrl-C there would."""
     seen = {"n": 0}
 
     def interrupting(*args: Any, **kwargs: Any) -> Any:
         if kwargs.get("phase") != "screen1":
-            return original(*args, **kwargs)
+            return evaluate(*args, **kwargs)
 
         def counting(record: dict) -> None:
             seen["n"] += 1
@@ -280,7 +279,16 @@ def test_a_resume_after_an_interrupted_screening_loses_nothing(tmp_path: Path, m
                 raise KeyboardInterrupt
 
         kwargs["on_record"] = counting
-        return original(*args, **kwargs)
+        return evaluate(*args, **kwargs)
+
+    return interrupting
+
+
+def test_a_resume_after_an_interrupted_screening_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from evolvemem.session import rounds as rounds_module
+
+    original = rounds_module.evaluate
+    interrupting = ctrl_c_at_the_fifth_screening_record(original)
 
     run = tmp_path / "run"
     batch = minibatch(split_dataset(generate_synth(), "dev").questions, 0.25, 0)
@@ -315,19 +323,7 @@ def test_a_resume_inside_the_minibatch_first_half_stops_where_the_whole_run_woul
     from evolvemem.session import rounds as rounds_module
 
     original = rounds_module.evaluate
-    seen = {"n": 0}
-
-    def interrupting(*args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("phase") != "screen1":
-            return original(*args, **kwargs)
-
-        def counting(record: dict) -> None:
-            seen["n"] += 1
-            if seen["n"] == 5:
-                raise KeyboardInterrupt
-
-        kwargs["on_record"] = counting
-        return original(*args, **kwargs)
+    interrupting = ctrl_c_at_the_fifth_screening_record(original)
 
     run = tmp_path / "run"
     batch = minibatch(split_dataset(generate_synth(), "dev").questions, 0.9, 0)
