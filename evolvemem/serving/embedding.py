@@ -185,12 +185,19 @@ class ServingEmbedder:
             sentence, tokens = self.inner.encoder.sentences_and_tokens(texts, MAX_QUERY_BATCH)
         finally:
             self.inner.model_lock.release()
+        return self._kept(texts, sentence, tokens, inline=True)
+
+    def _kept(
+        self, texts: list[str], sentence: np.ndarray, tokens: list[np.ndarray], *, inline: bool = False
+    ) -> dict[str, np.ndarray]:
+        """After one model call for `texts` (inline or a worker's): their token outputs kept for
+        late interaction, the call counted; their sentence vectors by text."""
         with self._recent_lock:
             self._token_outputs.update(zip(texts, tokens))
         with self._pending_lock:
             self.query_batches += 1
             self.queries_embedded += len(texts)
-            self.inline_batches += 1
+            self.inline_batches += int(inline)
         return dict(zip(texts, sentence))
 
     def _ensure_workers(self) -> None:
@@ -236,12 +243,7 @@ class ServingEmbedder:
             try:
                 with guard:
                     sentence, tokens = model.sentences_and_tokens(texts, MAX_QUERY_BATCH)
-                by_text = dict(zip(texts, sentence))
-                with self._recent_lock:
-                    self._token_outputs.update(zip(texts, tokens))
-                with self._pending_lock:
-                    self.query_batches += 1
-                    self.queries_embedded += len(texts)
+                by_text = self._kept(texts, sentence, tokens)
                 for text, future in batch:
                     future.set_result(by_text[text])
             except BaseException as exc:  # noqa: BLE001 - every waiting search gets the failure
