@@ -19,6 +19,7 @@ import pytest
 
 from evolvemem.space.changes import Change
 from evolvemem.contracts.diagnosis import DiagnosisInput, HistoryEntry, ScoreSummary
+from evolvemem.contracts.memory import content_hash
 from evolvemem.diagnosers.rubric import RubricDiagnoser
 from evolvemem.retrieval.embeddings import Embedder
 from evolvemem.retrieval.index import ConversationIndex
@@ -102,6 +103,34 @@ def test_token_vectors_are_cached_on_disk_by_content(embedder, tmp_path):
     np.testing.assert_allclose(reread[1], vectors[0], atol=1e-3)
     queries = again.of_queries(["What did Orla fix?"])
     assert 1 <= len(queries[0]) <= 4  # "orla", "fix" (and word pieces), not "what" / "did" / "?"
+
+
+def test_evaluation_keeps_question_vectors_on_disk_and_a_server_does_not(embedder, tmp_path):
+    asked = ["What did Orla fix?", "When did Tomasz bake rye bread?"]
+    first = TokenVectors(embedder, tmp_path)
+    vectors = first.of_queries(asked)
+    assert first.queries_encoded == 2
+    later = TokenVectors(embedder, tmp_path)  # the next run over the same questions
+    again = later.of_queries(asked[::-1] + ["Who repaired the lantern?"])
+    assert later.queries_encoded == 1  # only the new question reaches the model
+    np.testing.assert_array_equal(again[1], vectors[0])  # the vectors used, bit for bit
+    np.testing.assert_array_equal(again[0], vectors[1])
+
+    forwarded: list[str] = []
+
+    def server_forward(texts: list[str]) -> list[np.ndarray]:
+        forwarded.extend(texts)
+        return embedder.encoder.token_outputs(texts, 8)
+
+    served = TokenVectors(embedder, tmp_path / "served", server_forward)
+    served.of_queries(["What did Orla fix?"])
+    assert forwarded == ["What did Orla fix?"]
+    assert not any((tmp_path / "served").rglob("*.npy"))  # a server leaves no file per query
+
+    later.forget({content_hash("What did Orla fix?").encode("ascii")})
+    fresh = TokenVectors(embedder, tmp_path)
+    fresh.of_queries(asked)
+    assert fresh.queries_encoded == 1  # the forgotten question is gone from disk, the other is not
 
 
 def test_the_late_view_runs_in_the_retriever_and_labels_its_candidates(embedder):

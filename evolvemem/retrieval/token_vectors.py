@@ -12,10 +12,17 @@ What is kept of a text:
   a word is part of its vector, and dropping a memory's function words cost recall on dev;
 - a question keeps only its content pieces (no specials, punctuation or stopwords): "what",
   "did" and "?" match every memory equally well and only blur the comparison.
+
+A benchmark's questions are the same in every run, so evaluation keeps their vectors on disk too
+(`questions-<rule>/` beside the memories' shards, float32 as they are used, the folder named by
+the content-piece rule so a changed stopword list never reads stale ones): a warm run that reads
+the late view asks the model nothing. A server's queries (`query_forward` given) stay in memory: it
+would leave a file per query on disk.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 import uuid
@@ -69,45 +76,57 @@ class TokenVectors:
         self._embedder = embedder
         root = cache_root if cache_root is not None else cache_dir() / "embeddings" / "tokens"
         self.folder = Path(root) / cache_slug(embedder.model_name, embedder.backend)
-        self._rows: dict[bytes, np.ndarray] = {}
-        self._queries: BoundedMemo[str, np.ndarray] = BoundedMemo()  # this process only
+        self._memories = _Shards(self.folder)
+        # a server's queries: this process only; evaluation's questions: on disk as well
+        self._question_shards = None if query_forward else _Shards(self.folder / f"questions-{question_rule_key()}")
+        self._queries: BoundedMemo[str, np.ndarray] = BoundedMemo()
         self._query_forward = query_forward or self._forward
-        self._loaded = False
         self._lock = threading.RLock()
         self.texts_encoded = 0  # memories that reached the model (cache misses)
+        self.queries_encoded = 0  # questions that reached the model
 
     # ------------------------------------------------------------------ memories (cached)
     def of_memories(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Token vectors (special tokens dropped) of each text; only unseen texts reach the model."""
         keys = [content_hash(t).encode("ascii") for t in texts]
         with self._lock:
-            self._load()
-            missing = {k: t for k, t in zip(keys, texts) if k not in self._rows}
+            rows = self._memories.loaded()
+            missing = {k: t for k, t in zip(keys, texts) if k not in rows}
             if missing:
-                vectors = [self._memory_tokens(v) for v in self._forward(list(missing.values()))]
-                self._write(list(missing), vectors)
-                self._rows.update(zip(missing, vectors))
+                self._memories.add(
+                    list(missing), [self._memory_tokens(v) for v in self._forward(list(missing.values()))]
+                )
                 self.texts_encoded += len(missing)
-            return [self._rows[k].astype(np.float32) for k in keys]
+            return [rows[k].astype(np.float32) for k in keys]
 
     def remember_outputs(self, outputs: dict[bytes, np.ndarray]) -> None:
         """Keep memories' raw token outputs (by content hash) that a sentence pass produced anyway
         (Embedder.encode_memories), so late interaction never runs the model for them again."""
         with self._lock:
-            self._load()
-            fresh = {k: self._memory_tokens(v) for k, v in outputs.items() if k not in self._rows}
+            rows = self._memories.loaded()
+            fresh = {k: self._memory_tokens(v) for k, v in outputs.items() if k not in rows}
             if fresh:
-                self._write(list(fresh), list(fresh.values()))
-                self._rows.update(fresh)
+                self._memories.add(list(fresh), list(fresh.values()))
 
     # ------------------------------------------------------------------ questions (memoised)
     def of_queries(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Vectors of each question's content pieces (all non-special pieces if none is content);
-        a question seen before in this process is not encoded again."""
+        a question seen before in this process (or, in evaluation, in an earlier one) is not
+        encoded again."""
         with self._lock:
             todo = [t for t in dict.fromkeys(texts) if t not in self._queries]
+            if todo and self._question_shards is not None:
+                stored = self._question_shards.loaded()
+                self._queries.update(
+                    (t, stored[k]) for t, k in ((t, content_hash(t).encode("ascii")) for t in todo) if k in stored
+                )
+                todo = [t for t in todo if t not in self._queries]
             if todo:
-                self._queries.update(zip(todo, self._encode_queries(todo)))
+                vectors = self._encode_queries(todo)
+                self.queries_encoded += len(todo)
+                if self._question_shards is not None:
+                    self._question_shards.add([content_hash(t).encode("ascii") for t in todo], vectors)
+                self._queries.update(zip(todo, vectors))
             return [self._queries[t] for t in texts]
 
     def _encode_queries(self, texts: list[str]) -> list[np.ndarray]:
@@ -140,47 +159,78 @@ class TokenVectors:
         body = vectors[1:-1] if len(vectors) > 2 else vectors
         return _unit_rows(body).astype(np.float16)
 
-    def _load(self) -> None:
-        if self._loaded:
-            return
-        self.folder.mkdir(parents=True, exist_ok=True)
-        for keys_path in sorted(self.folder.glob("*.keys.npy")):
-            stem = keys_path.name[: -len(".keys.npy")]
-            try:
-                keys = np.load(keys_path)
-                lengths = np.load(self.folder / f"{stem}.lengths.npy")
-                flat = np.load(self.folder / f"{stem}.vectors.npy")
-            except (OSError, ValueError):
-                continue  # unreadable or half-removed: those texts are encoded again
-            if len(keys) != len(lengths) or int(lengths.sum()) != len(flat):
-                continue
-            self._rows.update(zip(keys.tolist(), np.split(flat, np.cumsum(lengths)[:-1])))
-        self._loaded = True
-
     def forget(self, keys: set[bytes]) -> None:
         """Drop the token vectors of these content hashes, in memory and in every shard on disk
         (a shard holding one is rewritten without it, then removed)."""
         with self._lock:
-            for key in keys:
-                self._rows.pop(key, None)
-            for keys_path in sorted(self.folder.glob("*.keys.npy")) if self.folder.is_dir() else []:
+            self._memories.forget(keys)
+            if self._question_shards is not None:
+                self._question_shards.forget(keys)
+                self._queries.clear()  # a forgotten text is never served from this process's memo
+
+
+def question_rule_key() -> str:
+    """A short hash of what decides which pieces of a question are kept (the stopword list and the
+    piece markers): the on-disk question vectors of another rule are never read."""
+    rule = "\n".join([*sorted(_stopwords()), *_PIECE_MARKERS])
+    return hashlib.sha256(rule.encode()).hexdigest()[:12]
+
+
+class _Shards:
+    """Variable-length vector rows by key in one folder, mirrored in memory: shards of
+    `<id>.keys.npy`, `<id>.lengths.npy` and `<id>.vectors.npy`, each written atomically, keys last
+    (their presence marks a whole shard)."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.rows: dict[bytes, np.ndarray] = {}
+        self._loaded = False
+
+    def loaded(self) -> dict[bytes, np.ndarray]:
+        """The rows, read from disk on first use."""
+        if not self._loaded:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            for keys_path in sorted(self.folder.glob("*.keys.npy")):
                 stem = keys_path.name[: -len(".keys.npy")]
                 try:
-                    stored = np.load(keys_path).tolist()
-                    if not keys.intersection(stored):
-                        continue
+                    keys = np.load(keys_path)
                     lengths = np.load(self.folder / f"{stem}.lengths.npy")
                     flat = np.load(self.folder / f"{stem}.vectors.npy")
                 except (OSError, ValueError):
+                    continue  # unreadable or half-removed: those texts are encoded again
+                if len(keys) != len(lengths) or int(lengths.sum()) != len(flat):
                     continue
-                rows = np.split(flat, np.cumsum(lengths)[:-1]) if len(lengths) else []
-                kept = [(k, v) for k, v in zip(stored, rows) if k not in keys]
-                if kept:
-                    self._write([k for k, _ in kept], [v for _, v in kept])
-                for name in ("keys", "lengths", "vectors"):  # keys first: a shard without keys is never read
-                    (self.folder / f"{stem}.{name}.npy").unlink(missing_ok=True)
+                self.rows.update(zip(keys.tolist(), np.split(flat, np.cumsum(lengths)[:-1])))
+            self._loaded = True
+        return self.rows
+
+    def add(self, keys: list[bytes], vectors: list[np.ndarray]) -> None:
+        """New rows, written as one shard and kept in memory."""
+        self._write(keys, vectors)
+        self.loaded().update(zip(keys, vectors))
+
+    def forget(self, keys: set[bytes]) -> None:
+        for key in keys:
+            self.rows.pop(key, None)
+        for keys_path in sorted(self.folder.glob("*.keys.npy")) if self.folder.is_dir() else []:
+            stem = keys_path.name[: -len(".keys.npy")]
+            try:
+                stored = np.load(keys_path).tolist()
+                if not keys.intersection(stored):
+                    continue
+                lengths = np.load(self.folder / f"{stem}.lengths.npy")
+                flat = np.load(self.folder / f"{stem}.vectors.npy")
+            except (OSError, ValueError):
+                continue
+            rows = np.split(flat, np.cumsum(lengths)[:-1]) if len(lengths) else []
+            kept = [(k, v) for k, v in zip(stored, rows) if k not in keys]
+            if kept:
+                self._write([k for k, _ in kept], [v for _, v in kept])
+            for name in ("keys", "lengths", "vectors"):  # keys first: a shard without keys is never read
+                (self.folder / f"{stem}.{name}.npy").unlink(missing_ok=True)
 
     def _write(self, keys: list[bytes], vectors: list[np.ndarray]) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
         stem = uuid.uuid4().hex
         arrays = (
             ("vectors", np.concatenate(vectors) if vectors else np.zeros((0, 1), np.float16)),
