@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from evolvemem.contracts.records import QuestionRecord
 from evolvemem.contracts.vocab import Phase, budget_phase
@@ -110,11 +110,21 @@ def _ms(row: RoundSummary | None) -> float | None:
     return row.retrieval_ms if row is not None else None
 
 
-def frontier_points(store: RunStore, spec: RunSpec, primary_best: int) -> list[FrontierPoint]:
-    """Every budget's point, ascending; test figures once the run scored them."""
+def budget_bests(store: RunStore, spec: RunSpec, primary_best: int) -> dict[int, int]:
+    """Every budget's best round (`budget_best`), by budget."""
+    return {tokens: budget_best(store, spec, tokens, primary_best) for tokens in spec.budgets}
+
+
+def frontier_points(
+    store: RunStore, spec: RunSpec, primary_best: int, bests: Mapping[int, int] | None = None
+) -> list[FrontierPoint]:
+    """Every budget's point, ascending; test figures once the run scored them. `bests`: the
+    budgets' best rounds when the caller has them (`budget_bests`: they read every dev round's
+    records at each budget, and held-out scoring does not change them)."""
+    bests = bests if bests is not None else budget_bests(store, spec, primary_best)
     points = []
     for tokens in spec.budgets:
-        best = budget_best(store, spec, tokens, primary_best)
+        best = bests[tokens]
         dev, dev_start = store.round_row(best, dev_phase(spec, tokens)), store.round_row(0, dev_phase(spec, tokens))
         start_phase, best_phase = test_phases(spec, tokens)
         test_best, test_start = store.round_row(best, best_phase), store.round_row(0, start_phase)

@@ -26,7 +26,7 @@ from evolvemem.loop.evidence_check import flag_proposal
 from evolvemem.errors import DataError
 from evolvemem.loop.diagnosis_input import build_diagnosis_input
 from evolvemem.loop.emergence import emerge
-from evolvemem.loop.frontier import frontier_points, test_groups
+from evolvemem.loop.frontier import budget_bests, frontier_points, test_groups
 from evolvemem.loop.held_out import held_out
 from evolvemem.loop.guard import RoundScore, check_regression, decide, incumbent_of
 from evolvemem.loop.paired import Comparison, Verdict, accept, compare
@@ -235,13 +235,14 @@ class EvolutionRunner:
             "start": headline(self.store.round_row(0, Phase.DEV)),
             "best": headline(self.store.round_row(best.round, Phase.DEV)),
         }
-        groups = test_groups(frontier_points(self.store, spec, best.round)) if spec.cuts else {}
+        bests = budget_bests(self.store, spec, best.round) if spec.cuts else {}
+        groups = test_groups(frontier_points(self.store, spec, best.round, bests)) if spec.cuts else {}
         result.test = self._score_on_test(scores[0], best, groups.pop(best.round, []))
         for round_no, budgets in groups.items():
             self._score_point_on_test(round_no, budgets)
         result.cost = total_cost(round_costs(self.store))
         if spec.cuts:
-            result.frontier = frontier_points(self.store, spec, best.round)
+            result.frontier = frontier_points(self.store, spec, best.round, bests)
         result.best_config_path = write_final(self.store.run_dir, best, scores[0], result)
         if spec.cuts:
             write_frontier_configs(self.store.run_dir, result.frontier, self._point_config)
