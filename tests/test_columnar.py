@@ -26,12 +26,17 @@ def test_a_batch_reads_back_as_the_row_by_row_insert_writes_it(tmp_path):
         ("Orla", 1, 0.5, json.dumps({"k": [1, 2]}), b"\x00\x01", ("a", "b"), datetime(2024, 5, 3, 10, 30)),
         (None, None, None, None, None, None, None),
         ("Tomasz", -7, 1e-9, json.dumps("plain"), b"", (), datetime(1999, 12, 31)),
+        # list items a JSON text must carry unchanged: quotes, backslashes, breaks, non-ASCII, "null"
+        ("Zoë", 0, -0.0, None, None, ('say "hi"', "a\\b", "line\nbreak", "Zoë ☂", "null", ""), None),
     ]
     con = duckdb.connect(str(tmp_path / "t.duckdb"))
     for table in ("batched", "one_by_one"):
         con.execute(create_table(table, COLUMNS))
-    assert insert_columns(con, "batched", COLUMNS, rows) == 3
-    con.executemany("INSERT INTO one_by_one VALUES (?, ?, ?, ?, ?, ?, ?)", [list(r) for r in rows])
+    assert insert_columns(con, "batched", COLUMNS, rows) == 4
+    con.executemany(
+        "INSERT INTO one_by_one VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [[*r[:5], None if r[5] is None else list(r[5]), r[6]] for r in rows],
+    )
     batched = con.execute("SELECT * FROM batched ORDER BY rowid").fetchall()
     assert batched == con.execute("SELECT * FROM one_by_one ORDER BY rowid").fetchall()
     assert batched[0][3] == json.dumps({"k": [1, 2]}) and batched[1] == (None,) * 7
