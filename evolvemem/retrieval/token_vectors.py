@@ -22,6 +22,7 @@ would leave a file per query on disk.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import threading
@@ -114,18 +115,16 @@ class TokenVectors:
         a question seen before in this process (or, in evaluation, in an earlier one) is not
         encoded again."""
         with self._lock:
-            todo = [t for t in dict.fromkeys(texts) if t not in self._queries]
+            todo = {t: content_hash(t).encode("ascii") for t in texts if t not in self._queries}
             if todo and self._question_shards is not None:
                 stored = self._question_shards.loaded()
-                self._queries.update(
-                    (t, stored[k]) for t, k in ((t, content_hash(t).encode("ascii")) for t in todo) if k in stored
-                )
-                todo = [t for t in todo if t not in self._queries]
+                self._queries.update((t, stored[k]) for t, k in todo.items() if k in stored)
+                todo = {t: k for t, k in todo.items() if k not in stored}
             if todo:
-                vectors = self._encode_queries(todo)
+                vectors = self._encode_queries(list(todo))
                 self.queries_encoded += len(todo)
                 if self._question_shards is not None:
-                    self._question_shards.add([content_hash(t).encode("ascii") for t in todo], vectors)
+                    self._question_shards.add(list(todo.values()), vectors)
                 self._queries.update(zip(todo, vectors))
             return [self._queries[t] for t in texts]
 
@@ -169,6 +168,7 @@ class TokenVectors:
                 self._queries.clear()  # a forgotten text is never served from this process's memo
 
 
+@functools.cache
 def question_rule_key() -> str:
     """A short hash of what decides which pieces of a question are kept (the stopword list and the
     piece markers): the on-disk question vectors of another rule are never read."""
@@ -189,7 +189,6 @@ class _Shards:
     def loaded(self) -> dict[bytes, np.ndarray]:
         """The rows, read from disk on first use."""
         if not self._loaded:
-            self.folder.mkdir(parents=True, exist_ok=True)
             for keys_path in sorted(self.folder.glob("*.keys.npy")):
                 stem = keys_path.name[: -len(".keys.npy")]
                 try:
